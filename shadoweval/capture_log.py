@@ -1,0 +1,222 @@
+"""The capture-log file format: JSONL segments of :class:`~shadoweval.records.Exchange`.
+
+Format (documented for operators in ``docs/capture-log.md``):
+
+* A capture log is a directory of *segments*, or a single segment file.
+* A segment is UTF-8 JSON Lines, optionally gzip-compressed (detected by the gzip magic
+  bytes, not the file name). Segment names sort in write order:
+  ``exchanges-<UTC yyyymmddThhmmss>-<seq:06d>.jsonl[.gz]``.
+* Each line is one Exchange object with its own ``schema_version``; a reader accepts the
+  versions it knows and reports any other line as rejected, with its location and reason.
+* Nothing is lost: a line that does not decode is yielded as a :class:`LogEntry` with an
+  ``error``, so callers can store and count it.
+
+The capture sidecar writes this format; ``shadow-eval import`` produces it from tables;
+``shadow-eval replay run`` reads it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+
+import orjson
+from pydantic import ValidationError
+
+from shadoweval.errors import RecordDecodeError
+from shadoweval.records import SCHEMA_VERSION, Exchange
+
+GZIP_MAGIC = b"\x1f\x8b"
+SEGMENT_GLOBS = ("*.jsonl", "*.jsonl.gz", "*.ndjson", "*.ndjson.gz")
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    """One line of a capture log: an exchange, or the error that kept it from decoding.
+
+    ``location`` is ``"<file>:<line>"`` (1-based); ``raw`` is the line's text.
+    """
+
+    location: str
+    raw: str
+    exchange: Exchange | None = None
+    error: RecordDecodeError | None = None
+
+
+def decode_exchange_line(line: str, location: str = "") -> Exchange:
+    """Decode one capture-log line.
+
+    Raises:
+        RecordDecodeError: invalid JSON (``reason="invalid_json"``), an unknown
+            ``schema_version`` (``"schema_version"``) or a shape error (``"schema"``).
+    """
+    try:
+        payload = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise RecordDecodeError(
+            f"{location}: line is not valid JSON ({exc})", location=location, reason="invalid_json"
+        ) from exc
+    if not isinstance(payload, dict):
+        raise RecordDecodeError(
+            f"{location}: line is not a JSON object", location=location, reason="schema"
+        )
+    version = payload.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise RecordDecodeError(
+            f"{location}: schema_version={version!r} is not supported (expected {SCHEMA_VERSION})",
+            location=location,
+            reason="schema_version",
+        )
+    try:
+        return Exchange.model_validate(payload)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        raise RecordDecodeError(
+            f"{location}: field {field!r}: {first['msg']} (value {first.get('input')!r:.80})",
+            location=location,
+            reason="schema",
+        ) from exc
+
+
+def segment_files(path: Path) -> list[Path]:
+    """Return the segment files of a capture log (a file, or a directory's segments sorted)."""
+    if path.is_file():
+        return [path]
+    if path.is_dir():
+        files = {p for pattern in SEGMENT_GLOBS for p in path.glob(pattern)}
+        return sorted(files)
+    raise FileNotFoundError(f"capture log not found: {path}")
+
+
+def _open_text(path: Path) -> IO[str]:
+    raw = path.open("rb")
+    head = raw.peek(2)[:2] if isinstance(raw, io.BufferedReader) else b""
+    if head == GZIP_MAGIC:
+        return io.TextIOWrapper(gzip.GzipFile(fileobj=raw), encoding="utf-8", errors="replace")
+    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace")
+
+
+def read_capture_log(path: str | Path) -> Iterator[LogEntry]:
+    """Iterate every line of a capture log in order, decoded or with its error.
+
+    Blank lines are skipped. A truncated gzip member (a segment cut by a crash) yields a
+    final entry with ``reason="truncated_segment"`` instead of raising.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+    """
+    for file in segment_files(Path(path)):
+        with _open_text(file) as fh:
+            lineno = 0
+            try:
+                for lineno, line in enumerate(fh, start=1):  # noqa: B007
+                    text = line.rstrip("\n")
+                    if not text.strip():
+                        continue
+                    location = f"{file.name}:{lineno}"
+                    try:
+                        yield LogEntry(location, text, exchange=decode_exchange_line(text, location))
+                    except RecordDecodeError as exc:
+                        yield LogEntry(location, text, error=exc)
+            except (EOFError, gzip.BadGzipFile, OSError) as exc:
+                location = f"{file.name}:{lineno + 1}"
+                yield LogEntry(
+                    location,
+                    "",
+                    error=RecordDecodeError(
+                        f"{location}: segment ends mid-record ({exc})",
+                        location=location,
+                        reason="truncated_segment",
+                    ),
+                )
+
+
+class CaptureLogWriter:
+    """Append exchanges to a capture-log directory, rotating segments by size.
+
+    Args:
+        directory: created if missing.
+        compress: gzip each segment.
+        max_segment_bytes: rotate after this many uncompressed bytes.
+
+    Use as a context manager; :meth:`close` is idempotent. Not thread-safe: one writer
+    per thread or task.
+    """
+
+    def __init__(
+        self,
+        directory: str | Path,
+        *,
+        compress: bool = False,
+        max_segment_bytes: int = 64 * 1024 * 1024,
+    ) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.compress = compress
+        self.max_segment_bytes = max_segment_bytes
+        self.records_written = 0
+        self.segments: list[Path] = []
+        self._fh: IO[bytes] | None = None
+        self._raw: IO[bytes] | None = None
+        self._segment_bytes = 0
+        self._seq = 0
+        self._closed = False
+
+    def write(self, exchange: Exchange) -> None:
+        """Append one exchange as one line."""
+        if self._closed:
+            raise ValueError("CaptureLogWriter is closed")
+        line = orjson.dumps(exchange.model_dump(mode="json")) + b"\n"
+        if self._fh is None or self._segment_bytes + len(line) > self.max_segment_bytes:
+            self._rotate()
+        assert self._fh is not None
+        self._fh.write(line)
+        self._segment_bytes += len(line)
+        self.records_written += 1
+
+    def _rotate(self) -> None:
+        self._close_segment()
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+        suffix = ".jsonl.gz" if self.compress else ".jsonl"
+        while True:  # never overwrite a segment another writer made in the same second
+            self._seq += 1
+            path = self.directory / f"exchanges-{stamp}-{self._seq:06d}{suffix}"
+            try:
+                raw = path.open("xb")
+                break
+            except FileExistsError:
+                continue
+        self._fh = gzip.GzipFile(fileobj=raw, mode="wb") if self.compress else raw
+        self._raw = raw
+        self.segments.append(path)
+        self._segment_bytes = 0
+
+    def _close_segment(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            if self._raw is not self._fh:
+                self._raw.close()
+            self._fh = None
+
+    def close(self) -> None:
+        """Flush and close the current segment."""
+        self._close_segment()
+        self._closed = True
+
+    def __enter__(self) -> CaptureLogWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,43 @@
+"""OpenAI chat-completions protocol at the edge: lenient models, SSE framing, reassembly.
+
+* :mod:`.models` — tolerant pydantic models of requests, responses and stream chunks.
+* :mod:`.sse` — incremental SSE framing with incremental UTF-8 decoding.
+* :mod:`.assembler` — rebuilds a response (text, tool calls, usage, finish reason) and
+  measures TTFB, TTFT, e2e, ITL and TPOT.
+* :mod:`.finish_reason` — normalization of ``finish_reason`` variants.
+"""
+
+from shadoweval.llm_protocol.assembler import (
+    AssembledResponse,
+    ChatStreamAssembler,
+    parse_completion_body,
+    summarize_itl,
+)
+from shadoweval.llm_protocol.finish_reason import normalize_finish_reason
+from shadoweval.llm_protocol.models import (
+    SAMPLING_PARAMS,
+    ChatCompletionChunk,
+    ChatCompletionRequest,
+    ChatCompletionResponse,
+    ChatMessage,
+    ResponseFormat,
+    ToolDefinition,
+)
+from shadoweval.llm_protocol.sse import SSEDecoder, SSEEvent
+
+__all__ = [
+    "SAMPLING_PARAMS",
+    "AssembledResponse",
+    "ChatCompletionChunk",
+    "ChatCompletionRequest",
+    "ChatCompletionResponse",
+    "ChatMessage",
+    "ChatStreamAssembler",
+    "ResponseFormat",
+    "SSEDecoder",
+    "SSEEvent",
+    "ToolDefinition",
+    "normalize_finish_reason",
+    "parse_completion_body",
+    "summarize_itl",
+]

@@ -1,0 +1,418 @@
+"""Reassembly of chat-completion responses, streamed or not, with timings.
+
+:class:`ChatStreamAssembler` takes the raw bytes of an SSE ``chat.completion.chunk``
+stream as they arrive and rebuilds exactly what the server sent:
+
+* per-choice content and reasoning text (choice 0 is the reported text);
+* tool calls assembled by (choice index, tool index); later fragments that carry
+  ``id: null`` or no ``index`` are attached to the right call (LiteLLM bugs #7621, #20711);
+* the *last* usage seen (vLLM ``continuous_usage_stats`` sends cumulative usage on every
+  chunk: take the last, never sum), including a final usage-only chunk with ``choices: []``;
+* raw and normalized ``finish_reason``;
+* ``data: [DONE]``, comment/ping lines, and undecodable events (counted, never fatal).
+
+Timings use a monotonic nanosecond clock (``time.perf_counter_ns`` by default) from the
+moment the request was sent (``start_ns``). Definitions follow vLLM's
+``benchmarks/serve.py`` with the content check of SGLang's router (sgl-project/sglang#29251):
+TTFB = first byte; TTFT = first event carrying content, reasoning or a tool-call fragment
+(the role-only first chunk does not count, vllm-project/vllm#3759); e2e = last such
+token-bearing event (a usage-only chunk does not count); ITL = gaps between consecutive
+token-bearing events; TPOT = (e2e − TTFT) / (completion_tokens − 1), only when the server
+reported ``completion_tokens`` > 1.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import orjson
+from pydantic import ValidationError
+
+from shadoweval.llm_protocol.finish_reason import normalize_finish_reason
+from shadoweval.llm_protocol.models import (
+    ChatCompletionChunk,
+    ChatCompletionResponse,
+    ChatMessage,
+    UsageModel,
+)
+from shadoweval.llm_protocol.sse import SSEDecoder
+from shadoweval.records import (
+    HeaderPair,
+    LatencySummary,
+    ResponseRecord,
+    TimingSource,
+    Timings,
+    ToolCall,
+    Usage,
+    UsageSource,
+)
+
+Clock = Callable[[], int]
+
+
+@dataclass(slots=True)
+class _ToolCallBuffer:
+    index: int
+    id: str | None = None
+    type: str | None = None
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _ChoiceBuffer:
+    content: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    tools: dict[int, _ToolCallBuffer] = field(default_factory=dict)
+    last_tool_index: int | None = None
+    finish_reason_raw: str | None = None
+    finish_seen: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AssembledResponse:
+    """What a response said, reassembled. Produced by :class:`ChatStreamAssembler` or
+    :func:`parse_completion_body`.
+
+    ``decode_errors`` counts events or bodies that were not valid JSON chunks;
+    ``done_seen`` tells whether ``data: [DONE]`` arrived; ``itl_ms`` lists inter-token
+    latencies in milliseconds.
+    """
+
+    text: str | None
+    reasoning_text: str | None
+    tool_calls: tuple[ToolCall, ...]
+    finish_reason_raw: str | None
+    usage: Usage
+    model: str | None
+    choices_count: int
+    streamed: bool
+    events: int
+    comments: int
+    decode_errors: int
+    done_seen: bool
+    error_message: str | None
+    ttfb_ms: float | None
+    ttft_ms: float | None
+    e2e_ms: float | None
+    itl_ms: tuple[float, ...]
+
+    @property
+    def is_empty(self) -> bool:
+        """True when the response carries neither text nor tool calls."""
+        return not (self.text or "").strip() and not self.tool_calls
+
+    def timings(self) -> Timings:
+        """Return the measured :class:`Timings` (TPOT from reported completion tokens)."""
+        tpot = None
+        tokens = self.usage.completion_tokens
+        if (
+            self.ttft_ms is not None
+            and self.e2e_ms is not None
+            and tokens is not None
+            and tokens > 1
+        ):
+            tpot = (self.e2e_ms - self.ttft_ms) / (tokens - 1)
+        return Timings(
+            ttfb_ms=self.ttfb_ms,
+            ttft_ms=self.ttft_ms,
+            e2e_ms=self.e2e_ms,
+            tpot_ms=tpot,
+            itl=summarize_itl(self.itl_ms),
+            source=TimingSource.MEASURED if self.ttfb_ms is not None else TimingSource.MISSING,
+        )
+
+    def to_response_record(
+        self,
+        status_code: int,
+        headers: tuple[HeaderPair, ...] = (),
+        body: str | None = None,
+    ) -> ResponseRecord:
+        """Build the :class:`ResponseRecord` (``body`` = raw body kept, if any)."""
+        return ResponseRecord(
+            status_code=status_code,
+            headers=headers,
+            body=body,
+            streamed=self.streamed,
+            model=self.model,
+            text=self.text,
+            reasoning_text=self.reasoning_text,
+            tool_calls=self.tool_calls,
+            finish_reason_raw=self.finish_reason_raw,
+            finish_reason=normalize_finish_reason(self.finish_reason_raw),
+            usage=self.usage,
+            choices_count=self.choices_count,
+            error_message=self.error_message,
+        )
+
+
+def summarize_itl(itl_ms: tuple[float, ...] | list[float]) -> LatencySummary | None:
+    """Summarize inter-token latencies (ms): count, mean, p50/p95/p99 (linear), max."""
+    if len(itl_ms) == 0:
+        return None
+    arr = np.asarray(itl_ms, dtype=float)
+    p50, p95, p99 = np.quantile(arr, [0.5, 0.95, 0.99])
+    return LatencySummary(
+        count=int(arr.size),
+        mean_ms=float(arr.mean()),
+        p50_ms=float(p50),
+        p95_ms=float(p95),
+        p99_ms=float(p99),
+        max_ms=float(arr.max()),
+    )
+
+
+def usage_from_model(usage: UsageModel | None) -> Usage:
+    """Convert a server ``usage`` object; ``None`` → ``usage_source = missing``."""
+    if usage is None or (usage.prompt_tokens is None and usage.completion_tokens is None):
+        return Usage(usage_source=UsageSource.MISSING)
+    return Usage(
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        total_tokens=usage.total_tokens,
+        cached_tokens=usage.cached_tokens(),
+        reasoning_tokens=usage.reasoning_tokens(),
+        usage_source=UsageSource.REPORTED,
+    )
+
+
+class ChatStreamAssembler:
+    """Incremental reader of a ``chat.completion.chunk`` SSE stream.
+
+    Usage::
+
+        asm = ChatStreamAssembler(start_ns=sent_ns)
+        async for piece in response.aiter_raw():
+            asm.feed(piece)
+        result = asm.finish()
+
+    Args:
+        start_ns: monotonic time the request was sent (default: construction time).
+        clock: monotonic clock in ns (default ``time.perf_counter_ns``); injectable for tests.
+    """
+
+    def __init__(self, *, start_ns: int | None = None, clock: Clock = time.perf_counter_ns):
+        self._clock = clock
+        self._start_ns = clock() if start_ns is None else start_ns
+        self._sse = SSEDecoder()
+        self._choices: dict[int, _ChoiceBuffer] = {}
+        self._usage: UsageModel | None = None
+        self._model: str | None = None
+        self._events = 0
+        self._decode_errors = 0
+        self._done = False
+        self._error: str | None = None
+        self._first_byte_ns: int | None = None
+        self._token_ns: list[int] = []
+        self._finished: AssembledResponse | None = None
+
+    def feed(self, data: bytes, now_ns: int | None = None) -> None:
+        """Add bytes as read from the network; ``now_ns`` defaults to the clock."""
+        if not data:
+            return
+        now = self._clock() if now_ns is None else now_ns
+        if self._first_byte_ns is None:
+            self._first_byte_ns = now
+        for event in self._sse.feed(data):
+            self._on_event(event.data, now)
+
+    def finish(self, now_ns: int | None = None) -> AssembledResponse:
+        """End of stream: flush buffers and return the :class:`AssembledResponse`."""
+        if self._finished is not None:
+            return self._finished
+        now = self._clock() if now_ns is None else now_ns
+        for event in self._sse.close():
+            self._on_event(event.data, now)
+        self._finished = self._result()
+        return self._finished
+
+    # -- internals -----------------------------------------------------------------
+
+    def _ms(self, ns: int | None) -> float | None:
+        return None if ns is None else (ns - self._start_ns) / 1e6
+
+    def _on_event(self, data: str, now: int) -> None:
+        if data == "":
+            return
+        if data.strip() == "[DONE]":
+            self._done = True
+            return
+        self._events += 1
+        try:
+            payload = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            self._decode_errors += 1
+            return
+        if isinstance(payload, dict) and "error" in payload and "choices" not in payload:
+            err = payload["error"]
+            self._error = str(err.get("message", err)) if isinstance(err, dict) else str(err)
+            return
+        try:
+            chunk = ChatCompletionChunk.model_validate(payload)
+        except ValidationError:
+            self._decode_errors += 1
+            return
+        if chunk.model:
+            self._model = chunk.model
+        if chunk.usage is not None:
+            self._usage = chunk.usage  # cumulative: the last one wins
+        token_bearing = False
+        for choice in chunk.choices:
+            buf = self._choices.setdefault(choice.index, _ChoiceBuffer())
+            if choice.delta is not None and self._apply_delta(buf, choice.delta):
+                token_bearing = True
+            if choice.finish_reason is not None or "finish_reason" in (choice.model_extra or {}):
+                buf.finish_reason_raw = choice.finish_reason
+                buf.finish_seen = True
+        if token_bearing:
+            self._token_ns.append(now)
+
+    @staticmethod
+    def _apply_delta(buf: _ChoiceBuffer, delta: ChatMessage) -> bool:
+        bearing = False
+        if isinstance(delta.content, str) and delta.content != "":
+            buf.content.append(delta.content)
+            bearing = True
+        elif isinstance(delta.content, list):
+            text = delta.text()
+            if text:
+                buf.content.append(text)
+                bearing = True
+        reasoning = delta.reasoning_content
+        if reasoning is None and delta.model_extra:
+            extra_reasoning = delta.model_extra.get("reasoning")
+            reasoning = extra_reasoning if isinstance(extra_reasoning, str) else None
+        if reasoning:
+            buf.reasoning.append(reasoning)
+            bearing = True
+        for fragment in delta.tool_calls or ():
+            index = fragment.index
+            if index is None:
+                # No index: a fragment with a new id starts a call, else it continues the last.
+                if fragment.id is not None or buf.last_tool_index is None:
+                    index = len(buf.tools)
+                else:
+                    index = buf.last_tool_index
+            call = buf.tools.setdefault(index, _ToolCallBuffer(index=index))
+            buf.last_tool_index = index
+            if fragment.id:
+                call.id = call.id or fragment.id
+            if fragment.type:
+                call.type = call.type or fragment.type
+            if fragment.function is not None:
+                if fragment.function.name and not call.name:
+                    call.name = fragment.function.name
+                if fragment.function.arguments:
+                    call.arguments.append(fragment.function.arguments)
+            bearing = True
+        return bearing
+
+    def _result(self) -> AssembledResponse:
+        first = self._choices.get(0) or (
+            self._choices[min(self._choices)] if self._choices else None
+        )
+        itl = tuple(
+            (b - a) / 1e6 for a, b in zip(self._token_ns, self._token_ns[1:], strict=False)
+        )
+        text = "".join(first.content) if first else None
+        reasoning = "".join(first.reasoning) if first and first.reasoning else None
+        tools = tuple(
+            ToolCall(
+                index=i,
+                id=t.id,
+                type=t.type or "function",
+                name=t.name,
+                arguments="".join(t.arguments),
+            )
+            for i, t in sorted(first.tools.items())
+        ) if first else ()
+        return AssembledResponse(
+            text=text,
+            reasoning_text=reasoning,
+            tool_calls=tools,
+            finish_reason_raw=first.finish_reason_raw if first else None,
+            usage=usage_from_model(self._usage),
+            model=self._model,
+            choices_count=max(len(self._choices), 1),
+            streamed=True,
+            events=self._events,
+            comments=self._sse.comments,
+            decode_errors=self._decode_errors,
+            done_seen=self._done,
+            error_message=self._error,
+            ttfb_ms=self._ms(self._first_byte_ns),
+            ttft_ms=self._ms(self._token_ns[0]) if self._token_ns else None,
+            e2e_ms=self._ms(self._token_ns[-1]) if self._token_ns else None,
+            itl_ms=itl,
+        )
+
+
+def parse_completion_body(
+    body: bytes,
+    *,
+    ttfb_ms: float | None = None,
+    e2e_ms: float | None = None,
+) -> AssembledResponse:
+    """Parse a non-streamed ``chat.completion`` body.
+
+    A non-streamed response shows no first token, so ``ttft_ms`` is ``None`` (TTFT is
+    reported only for streams); ``e2e_ms`` is when the complete body was read.
+
+    Raises:
+        RecordDecodeError: the body is not JSON or not a chat completion object.
+    """
+    from shadoweval.errors import RecordDecodeError
+
+    try:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise RecordDecodeError(
+            f"response body is not JSON: {body[:80]!r}", reason="invalid_json"
+        ) from exc
+    if not isinstance(payload, dict):
+        raise RecordDecodeError(
+            f"response body is JSON but not an object: {body[:80]!r}", reason="not_object"
+        )
+    try:
+        resp = ChatCompletionResponse.model_validate(payload)
+    except ValidationError as exc:
+        raise RecordDecodeError(
+            f"response body is not a chat completion: {exc.errors()[0]['msg']}",
+            reason="schema",
+        ) from exc
+    if not resp.choices:
+        raise RecordDecodeError("response body has no choices", reason="no_choices")
+    first = min(resp.choices, key=lambda c: c.index)
+    msg = first.message or ChatMessage()
+    tools = tuple(
+        ToolCall(
+            index=i,
+            id=tc.id,
+            type=tc.type or "function",
+            name=(tc.function.name if tc.function else None) or "",
+            arguments=(tc.function.arguments if tc.function else None) or "",
+        )
+        for i, tc in enumerate(msg.tool_calls or ())
+    )
+    return AssembledResponse(
+        text=msg.text() if msg.content is not None else ("" if tools else None),
+        reasoning_text=msg.reasoning_content,
+        tool_calls=tools,
+        finish_reason_raw=first.finish_reason,
+        usage=usage_from_model(resp.usage),
+        model=resp.model,
+        choices_count=len(resp.choices),
+        streamed=False,
+        events=1,
+        comments=0,
+        decode_errors=0,
+        done_seen=True,
+        error_message=None,
+        ttfb_ms=ttfb_ms,
+        ttft_ms=None,
+        e2e_ms=e2e_ms,
+        itl_ms=(),
+    )

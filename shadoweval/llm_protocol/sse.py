@@ -1,0 +1,118 @@
+"""Incremental Server-Sent Events framing.
+
+Network reads do not line up with events or even with UTF-8 characters. This decoder
+takes bytes in whatever pieces they arrive, decodes UTF-8 incrementally (a character
+split across two reads is joined, never turned into U+FFFD; only genuinely invalid bytes
+are replaced), buffers to event boundaries and yields complete events.
+
+Framing follows the WHATWG HTML "server-sent events" parsing rules: lines end in CRLF,
+LF or CR (a CR at the end of one read may be followed by LF in the next); a blank line
+dispatches the event; ``:`` lines are comments (keep-alive pings); ``data`` fields of one
+event are joined with ``\\n``; one leading space after the colon is dropped. vLLM's
+benchmark client uses the same buffer-to-boundary approach
+(vllm/benchmarks/lib/endpoint_request_func.py).
+"""
+
+from __future__ import annotations
+
+import codecs
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class SSEEvent:
+    """One dispatched event: ``data`` joined from its data lines, ``event`` name if any."""
+
+    data: str
+    event: str | None = None
+    id: str | None = None
+    retry_ms: int | None = None
+
+
+@dataclass(slots=True)
+class SSEDecoder:
+    """Feed bytes, iterate complete :class:`SSEEvent` s.
+
+    Counters: ``comments`` (ping/comment lines seen), ``bytes_in`` (bytes fed).
+    Call :meth:`close` at end of stream to flush a final event that lacked its blank line.
+    """
+
+    comments: int = 0
+    bytes_in: int = 0
+    _decoder: codecs.IncrementalDecoder = field(
+        default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace")
+    )
+    _pending: str = ""
+    _data: list[str] = field(default_factory=list)
+    _event: str | None = None
+    _id: str | None = None
+    _retry: int | None = None
+    _has_field: bool = False
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        """Add raw bytes; return the events completed by them (possibly none)."""
+        self.bytes_in += len(chunk)
+        text = self._decoder.decode(chunk, final=False)
+        return list(self._consume(text, final=False))
+
+    def close(self) -> list[SSEEvent]:
+        """End of stream: flush the decoder and any event not yet dispatched."""
+        text = self._decoder.decode(b"", final=True)
+        events = list(self._consume(text, final=True))
+        if self._has_field:
+            events.append(self._dispatch())
+        return events
+
+    def _consume(self, text: str, *, final: bool) -> Iterator[SSEEvent]:
+        buf = self._pending + text
+        start = 0
+        n = len(buf)
+        i = 0
+        while i < n:
+            ch = buf[i]
+            if ch == "\n" or ch == "\r":
+                if ch == "\r" and i + 1 == n and not final:
+                    break  # a CR at the very end may be the first half of CRLF
+                line = buf[start:i]
+                i += 2 if ch == "\r" and i + 1 < n and buf[i + 1] == "\n" else 1
+                start = i
+                event = self._line(line)
+                if event is not None:
+                    yield event
+                continue
+            i += 1
+        self._pending = buf[start:]
+        if final and self._pending:
+            event = self._line(self._pending)
+            self._pending = ""
+            if event is not None:
+                yield event
+
+    def _line(self, line: str) -> SSEEvent | None:
+        if line == "":
+            return self._dispatch() if self._has_field else None
+        if line.startswith(":"):
+            self.comments += 1
+            return None
+        name, sep, value = line.partition(":")
+        if sep and value.startswith(" "):
+            value = value[1:]
+        self._has_field = True
+        if name == "data":
+            self._data.append(value)
+        elif name == "event":
+            self._event = value
+        elif name == "id":
+            self._id = value
+        elif name == "retry" and value.isdigit():
+            self._retry = int(value)
+        return None
+
+    def _dispatch(self) -> SSEEvent:
+        event = SSEEvent("\n".join(self._data), self._event, self._id, self._retry)
+        self._data = []
+        self._event = None
+        self._retry = None
+        self._has_field = False
+        return event

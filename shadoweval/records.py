@@ -1,0 +1,459 @@
+"""Stage-to-stage records: Exchange, ReplayOutcome, PairScore, Verdict.
+
+These are the internal, strict records of DESIGN.md §4. They are frozen pydantic v2
+models with ``extra="forbid"`` and a ``schema_version`` so that they cross process
+boundaries (capture-log lines, Kafka payloads, database JSON columns) unchanged.
+The lenient reading of what real servers send happens earlier, in
+:mod:`shadoweval.llm_protocol`.
+
+Conventions: durations are float milliseconds in fields ending ``_ms``; sizes end in
+``_bytes``; wall-clock instants end in ``_at`` and are timezone-aware UTC; monotonic
+clock readings end in ``_ns`` and are only comparable inside one process.
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+from datetime import UTC, datetime
+from functools import cached_property
+from typing import Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue
+from ulid import ULID
+
+SCHEMA_VERSION = 1
+"""Version of every record shape in this module; bump on incompatible change."""
+
+POOLED = "__pooled__"
+"""Task-type label of a check computed over all task types together."""
+
+
+def new_exchange_id() -> str:
+    """Return a new sortable unique id (a ULID: 48-bit ms timestamp + 80 random bits)."""
+    return str(ULID())
+
+
+def utc_now() -> datetime:
+    """Return the current wall-clock time as a timezone-aware UTC datetime."""
+    return datetime.now(UTC)
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# --------------------------------------------------------------------------- enums
+
+
+class FinishReason(enum.StrEnum):
+    """Normalized ``finish_reason``; the raw value is always kept beside it."""
+
+    STOP = "stop"
+    LENGTH = "length"
+    TOOL_CALLS = "tool_calls"
+    CONTENT_FILTER = "content_filter"
+    ABORT = "abort"
+    UNKNOWN = "unknown"
+
+
+class UsageSource(enum.StrEnum):
+    """Where token counts came from. ``missing`` is never silently turned into 0."""
+
+    REPORTED = "reported"
+    MISSING = "missing"
+
+
+class TimingSource(enum.StrEnum):
+    """How a response's timings were obtained."""
+
+    MEASURED = "measured"
+    """Measured on a monotonic clock by our own reader (sidecar or replay client)."""
+    RECORDED = "recorded"
+    """Copied from an imported table (e.g. a benchmark harness's latency column)."""
+    MISSING = "missing"
+    """No timing is known."""
+
+
+class ExchangeOutcome(enum.StrEnum):
+    """How a captured request ended on the live path."""
+
+    DONE = "done"
+    ERROR = "error"
+    CANCELLED = "cancelled"
+    TRUNCATED = "truncated"
+
+
+class ReplayTarget(enum.StrEnum):
+    """Which shadow replica a replay went to."""
+
+    CANDIDATE = "candidate"
+    BASELINE_REPEAT = "baseline_repeat"
+
+
+class ReplayErrorKind(enum.StrEnum):
+    """Why a replay produced no usable response. Failures are data, never dropped."""
+
+    TIMEOUT = "timeout"
+    CONNECT = "connect"
+    HTTP_STATUS = "http_status"
+    DECODE = "decode"
+    SKIPPED = "skipped"
+
+
+class Decision(enum.StrEnum):
+    """Gate decision. PROMOTE and ROLLBACK are terminal for a run."""
+
+    PROMOTE = "promote"
+    HOLD = "hold"
+    ROLLBACK = "rollback"
+
+
+class CheckOutcome(enum.StrEnum):
+    """Outcome of one check (one metric in one task type)."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    INCONCLUSIVE = "inconclusive"
+
+
+# ----------------------------------------------------------------- shared parts
+
+
+class ModelIdentity(_Record):
+    """Identity of a model behind an endpoint.
+
+    A model swap changes weights, tokenizer, chat template and sampling defaults;
+    each is recorded separately when the operator knows it.
+    """
+
+    name: str
+    weights_hash: str | None = None
+    tokenizer_hash: str | None = None
+    chat_template_hash: str | None = None
+    sampling_defaults: dict[str, JsonValue] = Field(default_factory=dict)
+    base_url: str | None = None
+
+
+class Usage(_Record):
+    """Token usage of one response. All counts are ``None`` when ``usage_source`` is missing."""
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+    cached_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    usage_source: UsageSource = UsageSource.MISSING
+
+
+class ToolCall(_Record):
+    """One tool call of an assistant message. ``arguments`` is the raw JSON string as sent."""
+
+    index: int
+    id: str | None = None
+    type: str = "function"
+    name: str
+    arguments: str
+
+
+class LatencySummary(_Record):
+    """Summary of a response's inter-token latencies (ITL), milliseconds.
+
+    ITL is the gap between consecutive token-bearing events (vLLM ``benchmark_serving``).
+    """
+
+    count: int
+    mean_ms: float
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    max_ms: float
+
+
+class Timings(_Record):
+    """Timings of one response, milliseconds from when the request was sent.
+
+    * ``ttfb_ms``: first response byte.
+    * ``ttft_ms``: first content, reasoning or tool-call token (a role-only first chunk
+      does not count).
+    * ``e2e_ms``: last token-bearing event (a usage-only chunk does not count); for a
+      non-streamed response, the end of the body.
+    * ``tpot_ms``: (e2e − TTFT) / (output tokens − 1); ``None`` with ≤ 1 output token or
+      unknown token count.
+    """
+
+    ttfb_ms: float | None = None
+    ttft_ms: float | None = None
+    e2e_ms: float | None = None
+    tpot_ms: float | None = None
+    itl: LatencySummary | None = None
+    source: TimingSource = TimingSource.MISSING
+
+
+class HeaderPair(_Record):
+    """One HTTP header (name lower-cased)."""
+
+    name: str
+    value: str
+
+
+class RequestRecord(_Record):
+    """An HTTP request as captured, after redaction.
+
+    ``body`` is the raw body as UTF-8 text, or base64 when ``body_encoding`` says so.
+    :meth:`json_body` gives the parsed view.
+    """
+
+    method: str = "POST"
+    path: str = "/v1/chat/completions"
+    headers: tuple[HeaderPair, ...] = ()
+    body: str
+    body_encoding: Literal["utf-8", "base64"] = "utf-8"
+
+    def body_bytes(self) -> bytes:
+        """Return the raw body bytes."""
+        if self.body_encoding == "base64":
+            return base64.b64decode(self.body)
+        return self.body.encode("utf-8")
+
+    @cached_property
+    def _parsed(self) -> Any:
+        import orjson
+
+        try:
+            return orjson.loads(self.body_bytes())
+        except orjson.JSONDecodeError:
+            return None
+
+    def json_body(self) -> dict[str, Any] | None:
+        """Return the body parsed as a JSON object, or ``None`` if it is not one."""
+        parsed = self._parsed
+        return parsed if isinstance(parsed, dict) else None
+
+
+class ResponseRecord(_Record):
+    """A response as received and reassembled.
+
+    ``body`` holds the raw body after content-decoding (the SSE text for a stream), or
+    ``None`` when it was not kept. ``text`` is choice 0's reassembled content.
+    """
+
+    status_code: int
+    headers: tuple[HeaderPair, ...] = ()
+    body: str | None = None
+    streamed: bool = False
+    model: str | None = None
+    text: str | None = None
+    reasoning_text: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    finish_reason_raw: str | None = None
+    finish_reason: FinishReason = FinishReason.UNKNOWN
+    usage: Usage = Usage()
+    choices_count: int = 1
+    error_message: str | None = None
+
+
+class RedactionHit(_Record):
+    """One redaction rule that fired: which rule, where, how often (never the value)."""
+
+    rule: str
+    location: str
+    count: int
+
+
+class RedactionReport(_Record):
+    """What redaction removed from an exchange before it was written anywhere."""
+
+    headers_removed: tuple[str, ...] = ()
+    hits: tuple[RedactionHit, ...] = ()
+
+
+# ---------------------------------------------------------------------- records
+
+
+class Exchange(_Record):
+    """One request that reached the capture point, whatever its outcome (DESIGN §4).
+
+    ``response`` is ``None`` when no response started (e.g. cancelled before headers).
+    ``source`` says where the record came from (``"sidecar:<host>"``,
+    ``"import:<file>#<row>"``).
+    """
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    exchange_id: str = Field(default_factory=new_exchange_id)
+    captured_at: AwareDatetime = Field(default_factory=utc_now)
+    monotonic_start_ns: int | None = None
+    route: str = "/v1/chat/completions"
+    task_type: str = "default"
+    session_key_hash: str | None = None
+    request: RequestRecord
+    response: ResponseRecord | None = None
+    timings: Timings = Timings()
+    outcome: ExchangeOutcome = ExchangeOutcome.DONE
+    baseline_model: ModelIdentity
+    redaction: RedactionReport = RedactionReport()
+    source: str | None = None
+
+
+class ReplayOutcome(_Record):
+    """The result of replaying one exchange to one shadow target.
+
+    ``error_kind`` is set when no usable response came back (timeout, connect,
+    http_status, decode) or the exchange was deliberately not sent (``skipped``,
+    ``error_detail`` says why). ``pinned_params`` are the sampling parameters copied from
+    the captured request; ``missing_params`` names those the captured request did not
+    set (they are recorded as missing, never invented). ``warmup`` outcomes are replayed
+    and stored but excluded from latency statistics.
+    """
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    run_id: str
+    exchange_id: str
+    target: ReplayTarget = ReplayTarget.CANDIDATE
+    attempt: int = 1
+    model: ModelIdentity
+    pinned_params: dict[str, JsonValue] = Field(default_factory=dict)
+    missing_params: tuple[str, ...] = ()
+    response: ResponseRecord | None = None
+    timings: Timings = Timings()
+    error_kind: ReplayErrorKind | None = None
+    error_detail: str | None = None
+    warmup: bool = False
+    replayed_at: AwareDatetime = Field(default_factory=utc_now)
+
+
+class FormatFlags(_Record):
+    """Four separate JSON format results for one side of a pair.
+
+    * ``strict``: the whole output parses as JSON.
+    * ``fence_stripped``: parses after removing one enclosing json/bare code fence.
+    * ``extracted``: the first JSON object or array found in the surrounding text parses.
+    * ``schema_valid``: the best parsed value validates against the requested JSON schema;
+      ``None`` when no schema was given.
+    """
+
+    strict: bool
+    fence_stripped: bool
+    extracted: bool
+    schema_valid: bool | None = None
+    detail: str | None = None
+
+
+class ToolCallFlags(_Record):
+    """Tool-call checks for one side: every call's arguments parse / match its schema."""
+
+    calls: int
+    arguments_parse: bool
+    schema_valid: bool
+    unknown_tool: bool = False
+    detail: str | None = None
+
+
+class SimilarityDetail(_Record):
+    """How a similarity was computed: wordpiece counts and chunks per side.
+
+    Outputs longer than the encoder's window are chunked and mean-pooled, never silently
+    truncated; ``truncated`` is true only if some text was cut (it should stay false).
+    """
+
+    baseline_tokens: int
+    candidate_tokens: int
+    baseline_chunks: int
+    candidate_chunks: int
+    truncated: bool = False
+    method: str = "cosine_mean_pooled_chunks"
+
+
+class SidePair(_Record):
+    """A value measured on the baseline and on the candidate."""
+
+    baseline: float | None = None
+    candidate: float | None = None
+
+
+class PairScore(_Record):
+    """Scores of one captured exchange against its candidate replay in one run.
+
+    ``similarity`` is the cosine similarity of the two outputs' embeddings (in [-1, 1]),
+    ``None`` when either side has no output (errors are gated separately).
+    ``noise_similarity`` is baseline vs baseline-repeat, when one exists.
+    """
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    run_id: str
+    exchange_id: str
+    task_type: str
+    captured_at: AwareDatetime
+    similarity: float | None = None
+    similarity_detail: SimilarityDetail | None = None
+    noise_similarity: float | None = None
+    format_expected: bool = False
+    baseline_format: FormatFlags | None = None
+    candidate_format: FormatFlags | None = None
+    baseline_tools: ToolCallFlags | None = None
+    candidate_tools: ToolCallFlags | None = None
+    baseline_error: bool = False
+    candidate_error: bool = False
+    candidate_error_kind: ReplayErrorKind | None = None
+    baseline_empty: bool = False
+    candidate_empty: bool = False
+    baseline_finish_reason: FinishReason = FinishReason.UNKNOWN
+    candidate_finish_reason: FinishReason = FinishReason.UNKNOWN
+    output_token_ratio: float | None = None
+    output_tokens: SidePair = SidePair()
+    prompt_token_ratio: float | None = None
+    template_leaks: tuple[str, ...] = ()
+    ttft_ms: SidePair = SidePair()
+    e2e_ms: SidePair = SidePair()
+    latency_baseline_source: Literal["live", "recorded", "baseline_repeat", "missing"] = "missing"
+    candidate_warmup: bool = False
+    scored_at: AwareDatetime = Field(default_factory=utc_now)
+
+
+class Check(_Record):
+    """One gate check: one metric in one task type (or pooled).
+
+    ``estimate`` and the interval are on the metric's own scale (a difference in
+    proportions, a mean divergence, a quantile ratio); ``margin`` is the policy's
+    threshold on that scale; ``p_value`` is one-sided unless ``statistic`` says otherwise.
+    """
+
+    metric: str
+    task_type: str
+    statistic: str
+    estimate: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    margin: float | None = None
+    n: int = 0
+    p_value: float | None = None
+    outcome: CheckOutcome
+    reason: str
+    critical: bool = False
+
+
+class Coverage(_Record):
+    """How much of the capture log the run actually compared."""
+
+    captured: int
+    replayed: int
+    paired: int
+    errored: int
+    warmup: int
+    skipped: int
+    share: float
+    per_task_type: dict[str, int] = Field(default_factory=dict)
+
+
+class Verdict(_Record):
+    """A gate decision with one check per task type × metric (DESIGN §4)."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    run_id: str
+    decided_at: AwareDatetime = Field(default_factory=utc_now)
+    decision: Decision
+    reasons: tuple[str, ...] = ()
+    checks: tuple[Check, ...] = ()
+    coverage: Coverage
+    policy_hash: str
+    look: int = 1

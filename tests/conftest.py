@@ -1,0 +1,76 @@
+"""Shared fixtures: a clean environment, the shared data folder, real PostgreSQL.
+
+Service fixtures never skip under ``CI=true``: a test that needs PostgreSQL and cannot
+reach it fails there. Locally (no ``CI``) it skips with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = (REPO_ROOT.parent / "shared" / "data").resolve()
+PG_BASE_URL = os.environ.get(
+    "SHADOWEVAL_TEST_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def in_ci() -> bool:
+    """True when running under CI (``CI`` set to a true value)."""
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def need(condition: bool, reason: str) -> None:
+    """Fail under CI, skip locally, when a required service or file is missing."""
+    if condition:
+        return
+    if in_ci():
+        pytest.fail(f"required for this test and missing under CI: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No SHADOWEVAL_* variable from the developer's shell leaks into a test."""
+    for key in list(os.environ):
+        if key.startswith("SHADOWEVAL_") and key != "SHADOWEVAL_TEST_DATABASE_URL":
+            monkeypatch.delenv(key, raising=False)
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The read-only real data folder ``../shared/data``."""
+    need(SHARED_DATA.is_dir(), f"shared data folder not found at {SHARED_DATA}")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    """A SQLAlchemy URL for PostgreSQL bound to a fresh schema for this test session."""
+    import sqlalchemy as sa
+
+    admin = sa.create_engine(PG_BASE_URL, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text("select 1"))
+    except sa.exc.OperationalError as exc:
+        admin.dispose()
+        need(False, f"PostgreSQL not reachable at {PG_BASE_URL}: {exc}")
+    schema = f"se_test_{uuid.uuid4().hex[:12]}"
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'create schema "{schema}"'))
+    sep = "&" if "?" in PG_BASE_URL else "?"
+    try:
+        yield f"{PG_BASE_URL}{sep}options=-csearch_path%3D{schema}"
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'drop schema "{schema}" cascade'))
+        admin.dispose()
