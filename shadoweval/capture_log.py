@@ -18,13 +18,12 @@ The capture sidecar writes this format; ``shadow-eval import`` produces it from 
 from __future__ import annotations
 
 import gzip
-import io
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import IO
+from typing import IO, cast
 
 import orjson
 from pydantic import ValidationError
@@ -96,11 +95,11 @@ def segment_files(path: Path) -> list[Path]:
 
 
 def _open_text(path: Path) -> IO[str]:
-    raw = path.open("rb")
-    head = raw.peek(2)[:2] if isinstance(raw, io.BufferedReader) else b""
+    with path.open("rb") as probe:
+        head = probe.read(2)
     if head == GZIP_MAGIC:
-        return io.TextIOWrapper(gzip.GzipFile(fileobj=raw), encoding="utf-8", errors="replace")
-    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace")
+        return gzip.open(path, "rt", encoding="utf-8", errors="replace", newline="\n")
+    return path.open("r", encoding="utf-8", errors="replace", newline="\n")
 
 
 def read_capture_log(path: str | Path) -> Iterator[LogEntry]:
@@ -116,13 +115,15 @@ def read_capture_log(path: str | Path) -> Iterator[LogEntry]:
         with _open_text(file) as fh:
             lineno = 0
             try:
-                for lineno, line in enumerate(fh, start=1):  # noqa: B007
+                for lineno, line in enumerate(fh, start=1):
                     text = line.rstrip("\n")
                     if not text.strip():
                         continue
                     location = f"{file.name}:{lineno}"
                     try:
-                        yield LogEntry(location, text, exchange=decode_exchange_line(text, location))
+                        yield LogEntry(
+                            location, text, exchange=decode_exchange_line(text, location)
+                        )
                     except RecordDecodeError as exc:
                         yield LogEntry(location, text, error=exc)
             except (EOFError, gzip.BadGzipFile, OSError) as exc:
@@ -193,7 +194,7 @@ class CaptureLogWriter:
                 break
             except FileExistsError:
                 continue
-        self._fh = gzip.GzipFile(fileobj=raw, mode="wb") if self.compress else raw
+        self._fh = cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="wb")) if self.compress else raw
         self._raw = raw
         self.segments.append(path)
         self._segment_bytes = 0
@@ -201,7 +202,7 @@ class CaptureLogWriter:
     def _close_segment(self) -> None:
         if self._fh is not None:
             self._fh.close()
-            if self._raw is not self._fh:
+            if self._raw is not None and self._raw is not self._fh:
                 self._raw.close()
             self._fh = None
 

@@ -12,7 +12,8 @@ pandas exception types::
     ├── StorageError           the database refused an operation
     ├── ReplayError            a replay that could not even be attempted (not a candidate failure:
     │                          candidate failures are data on ReplayOutcome.error_kind)
-    └── InsufficientDataError  a statistic asked for on too little data
+    ├── InsufficientDataError  a statistic asked for on too little data
+    └── InvalidDataError       values a statistic cannot use (NaN, infinite, out of range)
 
 Warnings: :class:`DegenerateDataWarning` (constant arms, zero variance) follows
 ``scipy.stats.DegenerateDataWarning``.
@@ -67,6 +68,20 @@ class ReplayError(ShadowEvalError):
 
 class InsufficientDataError(ShadowEvalError, ValueError):
     """A statistic was asked for on too little data (empty arm, n below a minimum)."""
+
+
+class InvalidDataError(ShadowEvalError, ValueError):
+    """Input values a statistic cannot use: NaN, infinite, or outside the allowed range.
+
+    Attributes:
+        name: what the values are (``"divergence"``, ``"candidate e2e_ms"``).
+        count: how many values are invalid.
+    """
+
+    def __init__(self, message: str, *, name: str = "", count: int = 0) -> None:
+        super().__init__(message)
+        self.name = name
+        self.count = count
 
 
 class DegenerateDataWarning(RuntimeWarning):

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue
 from ulid import ULID
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Literal[1] = 1
 """Version of every record shape in this module; bump on incompatible change."""
 
 POOLED = "__pooled__"
@@ -374,8 +374,9 @@ class SidePair(_Record):
 class PairScore(_Record):
     """Scores of one captured exchange against its candidate replay in one run.
 
-    ``similarity`` is the cosine similarity of the two outputs' embeddings (in [-1, 1]),
-    ``None`` when either side has no output (errors are gated separately).
+    ``similarity`` is the cosine similarity of the two outputs' embeddings (in [-1, 1]):
+    ``None`` when either side errored (errors are gated separately), 1.0 when both outputs
+    are empty, 0.0 when exactly one is.
     ``noise_similarity`` is baseline vs baseline-repeat, when one exists.
     """
 

@@ -43,8 +43,8 @@ from shadoweval.records import (
     HeaderPair,
     LatencySummary,
     ResponseRecord,
-    TimingSource,
     Timings,
+    TimingSource,
     ToolCall,
     Usage,
     UsageSource,
@@ -314,21 +314,23 @@ class ChatStreamAssembler:
         first = self._choices.get(0) or (
             self._choices[min(self._choices)] if self._choices else None
         )
-        itl = tuple(
-            (b - a) / 1e6 for a, b in zip(self._token_ns, self._token_ns[1:], strict=False)
-        )
+        itl = tuple((b - a) / 1e6 for a, b in zip(self._token_ns, self._token_ns[1:], strict=False))
         text = "".join(first.content) if first else None
         reasoning = "".join(first.reasoning) if first and first.reasoning else None
-        tools = tuple(
-            ToolCall(
-                index=i,
-                id=t.id,
-                type=t.type or "function",
-                name=t.name,
-                arguments="".join(t.arguments),
+        tools = (
+            tuple(
+                ToolCall(
+                    index=i,
+                    id=t.id,
+                    type=t.type or "function",
+                    name=t.name,
+                    arguments="".join(t.arguments),
+                )
+                for i, t in sorted(first.tools.items())
             )
-            for i, t in sorted(first.tools.items())
-        ) if first else ()
+            if first
+            else ()
+        )
         return AssembledResponse(
             text=text,
             reasoning_text=reasoning,

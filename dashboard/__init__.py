@@ -1,0 +1,1 @@
+"""The operators' Streamlit dashboard: read-only views of runs, verdicts and pairs."""

@@ -1,0 +1,297 @@
+"""The candidate client: send one replay over httpx and measure what comes back.
+
+Failures are data: every call returns a :class:`ReplayResult`, with ``error_kind`` set
+(``timeout``, ``connect``, ``http_status``, ``decode``) when no usable response came back.
+Only connection *establishment* errors are retried (the request never reached the model,
+so a retry cannot duplicate work), with exponential backoff and jitter. The whole request
+— headers and every body byte — is bounded by ``timeout_s`` (``asyncio.timeout``), so a
+server that keeps a stream alive with pings, or accepts and never answers, still ends as
+``timeout`` (GoReplay #420).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from dataclasses import dataclass
+from types import TracebackType
+
+import httpx
+
+from replay.rewrite import ReplayRequest
+from shadoweval.errors import RecordDecodeError, ReplayError
+from shadoweval.llm_protocol import ChatStreamAssembler, parse_completion_body
+from shadoweval.llm_protocol.assembler import AssembledResponse
+from shadoweval.records import (
+    HeaderPair,
+    ReplayErrorKind,
+    ResponseRecord,
+    Timings,
+    TimingSource,
+)
+
+logger = logging.getLogger(__name__)
+
+MAX_ERROR_BODY_BYTES = 64 * 1024
+_KEPT_RESPONSE_HEADERS = frozenset({"content-type", "x-request-id", "openai-model", "server"})
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayResult:
+    """Outcome of one send: the response (if any), its timings, and the error if failed."""
+
+    response: ResponseRecord | None
+    timings: Timings
+    error_kind: ReplayErrorKind | None
+    error_detail: str | None
+    attempts: int
+
+
+class CandidateClient:
+    """An httpx client bound to one shadow target.
+
+    Args:
+        base_url: the target's base URL (``http://host:port``); request paths such as
+            ``/v1/chat/completions`` are appended.
+        timeout_s: limit on one whole request (headers and full body), seconds.
+        connect_timeout_s: limit on establishing a connection, seconds.
+        connect_retries: retries after a connection could not be established.
+        backoff_s: first backoff; doubles per retry, with ±50% jitter.
+        max_connections: connection-pool size (set it ≥ replay concurrency).
+        keep_raw_body: keep the raw (decoded) response body on the record.
+        transport: an httpx transport seam for tests (``httpx.MockTransport``,
+            ``httpx.ASGITransport``).
+
+    Use as an async context manager, or call :meth:`start` / :meth:`stop`.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        timeout_s: float = 120.0,
+        connect_timeout_s: float = 10.0,
+        connect_retries: int = 3,
+        backoff_s: float = 0.5,
+        max_connections: int = 64,
+        keep_raw_body: bool = True,
+        transport: httpx.AsyncBaseTransport | None = None,
+        seed: int | None = None,
+    ) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise ReplayError(f"base_url must start with http:// or https://, got {base_url!r}")
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
+        self.connect_retries = connect_retries
+        self.backoff_s = backoff_s
+        self.keep_raw_body = keep_raw_body
+        self._rng = random.Random(seed)
+        self._client_kwargs = {
+            "base_url": self.base_url,
+            "timeout": httpx.Timeout(timeout_s, connect=connect_timeout_s),
+            "limits": httpx.Limits(
+                max_connections=max_connections, max_keepalive_connections=max_connections
+            ),
+            "transport": transport,
+            "follow_redirects": False,
+        }
+        self._client: httpx.AsyncClient | None = None
+        self._closed = False
+
+    async def start(self) -> None:
+        """Open the connection pool. A second start, or a start after stop, is an error."""
+        if self._client is not None:
+            raise ReplayError("CandidateClient.start() called twice")
+        if self._closed:
+            raise ReplayError("CandidateClient cannot be restarted after stop()")
+        self._client = httpx.AsyncClient(**self._client_kwargs)  # type: ignore[arg-type]
+
+    async def stop(self) -> None:
+        """Close the pool (idempotent)."""
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+        self._closed = True
+
+    async def __aenter__(self) -> CandidateClient:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    async def send(self, request: ReplayRequest) -> ReplayResult:
+        """Send one replay; never raises for candidate failures (they are returned)."""
+        if self._client is None:
+            raise ReplayError("CandidateClient is not started")
+        attempt = 0
+        while True:
+            attempt += 1
+            start_ns = time.perf_counter_ns()
+            try:
+                async with asyncio.timeout(self.timeout_s):
+                    return await self._send_once(self._client, request, start_ns, attempt)
+            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+                if attempt > self.connect_retries:
+                    return _failure(
+                        ReplayErrorKind.CONNECT, f"{type(exc).__name__}: {exc}", attempt
+                    )
+                delay = self.backoff_s * 2 ** (attempt - 1) * self._rng.uniform(0.5, 1.5)
+                logger.debug("connect failed for %s, retry in %.2fs", request.exchange_id, delay)
+                await asyncio.sleep(delay)
+            except (TimeoutError, httpx.TimeoutException) as exc:
+                detail = f"no complete response within {self.timeout_s:g}s"
+                if isinstance(exc, httpx.TimeoutException):
+                    detail = f"{type(exc).__name__}: {exc or detail}"
+                return _failure(ReplayErrorKind.TIMEOUT, detail, attempt, start_ns)
+            except httpx.TransportError as exc:
+                return _failure(
+                    ReplayErrorKind.CONNECT,
+                    f"connection lost mid-response: {type(exc).__name__}: {exc}",
+                    attempt,
+                )
+
+    async def _send_once(
+        self, client: httpx.AsyncClient, request: ReplayRequest, start_ns: int, attempt: int
+    ) -> ReplayResult:
+        async with client.stream(
+            "POST", request.path, content=request.body, headers=dict(request.headers)
+        ) as response:
+            headers = tuple(
+                HeaderPair(name=k.lower(), value=v)
+                for k, v in response.headers.items()
+                if k.lower() in _KEPT_RESPONSE_HEADERS
+            )
+            if response.status_code >= 400:
+                return await _http_error(response, headers, start_ns, attempt)
+            content_type = response.headers.get("content-type", "")
+            if request.stream and "text/event-stream" in content_type:
+                return await self._read_stream(response, headers, start_ns, attempt)
+            return await self._read_body(response, headers, start_ns, attempt)
+
+    async def _read_stream(
+        self, response: httpx.Response, headers: tuple[HeaderPair, ...], start_ns: int, attempt: int
+    ) -> ReplayResult:
+        asm = ChatStreamAssembler(start_ns=start_ns)
+        raw: list[bytes] = []
+        async for piece in response.aiter_bytes():
+            asm.feed(piece)
+            if self.keep_raw_body:
+                raw.append(piece)
+        result = asm.finish()
+        body = b"".join(raw).decode("utf-8", errors="replace") if self.keep_raw_body else None
+        record = result.to_response_record(response.status_code, headers, body)
+        timings = result.timings()
+        if result.error_message is not None:
+            return ReplayResult(
+                record,
+                timings,
+                ReplayErrorKind.HTTP_STATUS,
+                f"error event in stream (HTTP {response.status_code}): {result.error_message}",
+                attempt,
+            )
+        if result.decode_errors or (result.events == 0 and not result.done_seen):
+            return ReplayResult(
+                record,
+                timings,
+                ReplayErrorKind.DECODE,
+                _decode_detail(result),
+                attempt,
+            )
+        return ReplayResult(record, timings, None, None, attempt)
+
+    async def _read_body(
+        self, response: httpx.Response, headers: tuple[HeaderPair, ...], start_ns: int, attempt: int
+    ) -> ReplayResult:
+        first_byte_ns: int | None = None
+        chunks: list[bytes] = []
+        async for piece in response.aiter_bytes():
+            if first_byte_ns is None and piece:
+                first_byte_ns = time.perf_counter_ns()
+            chunks.append(piece)
+        end_ns = time.perf_counter_ns()
+        body = b"".join(chunks)
+        ttfb_ms = None if first_byte_ns is None else (first_byte_ns - start_ns) / 1e6
+        e2e_ms = (end_ns - start_ns) / 1e6
+        text_body = body.decode("utf-8", errors="replace")
+        try:
+            parsed = parse_completion_body(body, ttfb_ms=ttfb_ms, e2e_ms=e2e_ms)
+        except RecordDecodeError as exc:
+            content_type = response.headers.get("content-type", "?")
+            record = ResponseRecord(
+                status_code=response.status_code,
+                headers=headers,
+                body=text_body[:MAX_ERROR_BODY_BYTES],
+                error_message=str(exc),
+            )
+            timings = Timings(ttfb_ms=ttfb_ms, e2e_ms=e2e_ms, source=TimingSource.MEASURED)
+            return ReplayResult(
+                record,
+                timings,
+                ReplayErrorKind.DECODE,
+                f"{exc} (content-type {content_type})",
+                attempt,
+            )
+        record = parsed.to_response_record(
+            response.status_code, headers, text_body if self.keep_raw_body else None
+        )
+        return ReplayResult(record, parsed.timings(), None, None, attempt)
+
+
+def _decode_detail(result: AssembledResponse) -> str:
+    if result.decode_errors:
+        return f"{result.decode_errors} stream event(s) were not valid JSON chunks"
+    return "stream ended without any chat.completion.chunk event"
+
+
+async def _http_error(
+    response: httpx.Response, headers: tuple[HeaderPair, ...], start_ns: int, attempt: int
+) -> ReplayResult:
+    chunks: list[bytes] = []
+    size = 0
+    async for piece in response.aiter_bytes():
+        chunks.append(piece)
+        size += len(piece)
+        if size >= MAX_ERROR_BODY_BYTES:
+            break
+    e2e_ms = (time.perf_counter_ns() - start_ns) / 1e6
+    body = b"".join(chunks)[:MAX_ERROR_BODY_BYTES].decode("utf-8", errors="replace")
+    message = _error_message(body)
+    record = ResponseRecord(
+        status_code=response.status_code, headers=headers, body=body, error_message=message
+    )
+    return ReplayResult(
+        record,
+        Timings(e2e_ms=e2e_ms, source=TimingSource.MEASURED),
+        ReplayErrorKind.HTTP_STATUS,
+        f"HTTP {response.status_code}: {message}",
+        attempt,
+    )
+
+
+def _error_message(body: str) -> str:
+    import orjson
+
+    try:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return " ".join(body.split())[:200] or "(empty body)"
+    if isinstance(payload, dict) and isinstance(payload.get("error"), dict):
+        return str(payload["error"].get("message", payload["error"]))[:500]
+    return body[:200]
+
+
+def _failure(
+    kind: ReplayErrorKind, detail: str, attempt: int, start_ns: int | None = None
+) -> ReplayResult:
+    """A send with no response: no latency is recorded (errors are gated separately)."""
+    if start_ns is not None:
+        detail = f"{detail} (gave up after {(time.perf_counter_ns() - start_ns) / 1e6:.0f} ms)"
+    return ReplayResult(None, Timings(source=TimingSource.MISSING), kind, detail, attempt)

@@ -1,0 +1,41 @@
+"""Storage: the only package that imports SQLAlchemy (SQLite by default, PostgreSQL in production).
+
+Public API::
+
+    from shadoweval.storage import Database, Repository
+
+    db = Database("sqlite:///shadow-eval.db")   # or postgresql+psycopg://...
+    db.upgrade()                                 # Alembic, in-process, to head
+    repo = Repository(db)
+    run = repo.create_run(name=..., baseline=..., candidate=..., policy_hash=..., policy_yaml=...)
+
+Modules: ``models`` (ORM tables), ``database`` (engine, sessions, migrations),
+``repository`` (records in, records out), ``queries`` (read-side statements),
+``history`` (verdicts, rejected records), ``rows`` (record <-> row conversion),
+``statements`` (dialect upserts), ``types`` (RunInfo, RejectedRecord, VerdictEntry).
+"""
+
+from __future__ import annotations
+
+from shadoweval.storage.database import Database, head_revision, upgrade
+from shadoweval.storage.repository import PairInput, Repository
+from shadoweval.storage.types import (
+    RejectedRecord,
+    RejectStage,
+    RunInfo,
+    RunStatus,
+    VerdictEntry,
+)
+
+__all__ = [
+    "Database",
+    "PairInput",
+    "RejectStage",
+    "RejectedRecord",
+    "Repository",
+    "RunInfo",
+    "RunStatus",
+    "VerdictEntry",
+    "head_revision",
+    "upgrade",
+]

@@ -1,0 +1,161 @@
+"""Verdict history and rejected records: what was decided, and what could not be processed.
+
+:class:`HistoryStore` is the part of :class:`~shadoweval.storage.repository.Repository`
+that appends to the two logs of a deployment: gate verdicts (with the command that asked
+for each) and rejected records (kept with their reason and counted, never dropped).
+Use it through ``Repository``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from sqlalchemy import func, insert, select
+
+from shadoweval.records import Verdict, utc_now
+from shadoweval.storage import rows as rows_
+from shadoweval.storage.database import Database
+from shadoweval.storage.models import RejectedRecordRow, VerdictRow
+from shadoweval.storage.types import RejectedRecord, VerdictEntry
+
+
+class HistoryStore:
+    """Append-only logs over one database: verdicts and rejected records."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    @property
+    def database(self) -> Database:
+        """The database this store writes to."""
+        return self._db
+
+    # ---------------------------------------------------------------- rejected
+
+    def save_rejected(
+        self,
+        *,
+        stage: str,
+        reason: str,
+        location: str | None = None,
+        detail: str | None = None,
+        raw: str | None = None,
+        run_id: str | None = None,
+        created_at: datetime | None = None,
+    ) -> int:
+        """Store one record that could not be processed; returns its id.
+
+        ``stage`` is one of :class:`~shadoweval.storage.types.RejectStage` (any string is
+        accepted); ``raw`` is kept whole, however large.
+        """
+        record = RejectedRecord(
+            stage=stage,
+            reason=reason,
+            location=location,
+            detail=detail,
+            raw=raw,
+            run_id=run_id,
+            created_at=created_at or utc_now(),
+        )
+        with self._db.session() as session:
+            row = RejectedRecordRow(**rows_.rejected_row(record))
+            session.add(row)
+            session.flush()
+            return row.id
+
+    def save_rejected_many(self, records: Iterable[RejectedRecord]) -> int:
+        """Store many rejected records in one batch; returns how many were stored."""
+        rows = [rows_.rejected_row(r) for r in records]
+        if not rows:
+            return 0
+        with self._db.session() as session:
+            session.execute(insert(RejectedRecordRow), rows)
+        return len(rows)
+
+    def count_rejected(self, run_id: str | None = None, stage: str | None = None) -> dict[str, int]:
+        """Return ``{reason: count}`` of rejected records.
+
+        ``run_id=None`` counts records of every run and of none; ``stage`` narrows to
+        one stage.
+        """
+        stmt = select(RejectedRecordRow.reason, func.count()).group_by(RejectedRecordRow.reason)
+        if run_id is not None:
+            stmt = stmt.where(RejectedRecordRow.run_id == run_id)
+        if stage is not None:
+            stmt = stmt.where(RejectedRecordRow.stage == str(stage))
+        with self._db.session() as session:
+            return {reason: count for reason, count in session.execute(stmt)}
+
+    def list_rejected(
+        self,
+        run_id: str | None = None,
+        *,
+        stage: str | None = None,
+        reason: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[RejectedRecord]:
+        """Return rejected records in the order they were stored (filters as named)."""
+        stmt = select(RejectedRecordRow).order_by(RejectedRecordRow.id)
+        if run_id is not None:
+            stmt = stmt.where(RejectedRecordRow.run_id == run_id)
+        if stage is not None:
+            stmt = stmt.where(RejectedRecordRow.stage == str(stage))
+        if reason is not None:
+            stmt = stmt.where(RejectedRecordRow.reason == reason)
+        with self._db.session() as session:
+            return [
+                rows_.rejected_record(row)
+                for row in session.scalars(stmt.limit(limit).offset(offset))
+            ]
+
+    # ---------------------------------------------------------------- verdicts
+
+    def save_verdict(self, verdict: Verdict, command: str) -> int:
+        """Append a verdict to its run's history; returns its id.
+
+        ``command`` records what asked for it (``"shadow-eval gate --run ..."``, ``"api"``).
+
+        Raises:
+            StorageError: e.g. the verdict's run does not exist.
+        """
+        row = VerdictRow(
+            run_id=verdict.run_id,
+            decided_at=verdict.decided_at,
+            decision=verdict.decision.value,
+            look=verdict.look,
+            policy_hash=verdict.policy_hash,
+            command=command,
+            record=verdict.model_dump(mode="json"),
+        )
+        with self._db.session() as session:
+            session.add(row)
+            session.flush()
+            return row.id
+
+    def latest_verdict(self, run_id: str) -> Verdict | None:
+        """Return the run's most recent verdict (by ``decided_at``, then id), or ``None``."""
+        stmt = (
+            select(VerdictRow.record)
+            .where(VerdictRow.run_id == run_id)
+            .order_by(VerdictRow.decided_at.desc(), VerdictRow.id.desc())
+            .limit(1)
+        )
+        with self._db.session() as session:
+            record = session.scalars(stmt).first()
+        return None if record is None else Verdict.model_validate(record)
+
+    def verdict_history(self, run_id: str) -> list[VerdictEntry]:
+        """Return the run's verdicts oldest first (by ``decided_at``, then id)."""
+        stmt = (
+            select(VerdictRow.id, VerdictRow.command, VerdictRow.record)
+            .where(VerdictRow.run_id == run_id)
+            .order_by(VerdictRow.decided_at, VerdictRow.id)
+        )
+        with self._db.session() as session:
+            rows = session.execute(stmt).all()
+        return [
+            VerdictEntry(id=row.id, command=row.command, verdict=Verdict.model_validate(row.record))
+            for row in rows
+        ]

@@ -1,0 +1,269 @@
+"""ORM models of the shadow-eval database (SQLAlchemy 2 typed declarative).
+
+Tables are singular snake_case; constraint and index names come from
+:data:`NAMING_CONVENTION` so that Alembic autogenerate sees stable names. Every table
+that stores a stage record keeps the whole record as JSON in ``record`` (JSONB on
+PostgreSQL, JSON elsewhere) and copies the few fields that queries filter or sort on
+into plain columns. The ``record`` column is the source of truth: rows are turned back
+into :mod:`shadoweval.records` models with ``model_validate(row.record)``.
+
+ORM rows never leave :mod:`shadoweval.storage`; :class:`~shadoweval.storage.repository.Repository`
+converts them to records.
+
+The initial migration (``migrations/versions/0001_initial.py``) must match these models:
+``Database.schema_diff()`` (an ``alembic check`` equivalent) finds no difference after
+``upgrade``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Dialect,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TIMESTAMP, TypeDecorator
+
+NAMING_CONVENTION: dict[str, str] = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+"""Constraint names (SQLAlchemy "Configuring Constraint Naming Conventions")."""
+
+JsonDict = dict[str, Any]
+"""Python type of a JSON object column."""
+
+JSON_VARIANT = JSON().with_variant(JSONB(), "postgresql")
+"""JSONB on PostgreSQL, JSON (TEXT affinity on SQLite) elsewhere."""
+
+BIGINT_ID = BigInteger().with_variant(Integer(), "sqlite")
+"""64-bit surrogate key; INTEGER on SQLite so that it aliases the ROWID (autoincrement)."""
+
+
+REPLACEMENT_CHAR = "\ufffd"
+"""Stands in for U+0000 on PostgreSQL, whose text and JSONB types cannot hold it."""
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """``TIMESTAMP WITH TIME ZONE`` that only accepts aware datetimes and returns UTC.
+
+    Values are converted to UTC before they are bound, so SQLite (which stores text
+    without an offset) still sorts and compares them correctly; values read back are
+    aware UTC datetimes on every dialect.
+
+    Raises:
+        ValueError: when a naive datetime is bound (wrapped in ``StorageError`` by
+            :class:`~shadoweval.storage.database.Database`).
+    """
+
+    impl = TIMESTAMP(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError(
+                f"naive datetime {value.isoformat()} given; timestamps must be timezone-aware"
+            )
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+class NulSafeText(TypeDecorator[str]):
+    """``TEXT`` that survives NUL characters on PostgreSQL.
+
+    PostgreSQL text cannot hold U+0000; there it is replaced by U+FFFD before binding
+    (other dialects store the string unchanged). Used for raw record text, which may be
+    arbitrary garbage and must still be kept.
+    """
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
+        if value is not None and dialect.name == "postgresql" and "\x00" in value:
+            return value.replace("\x00", REPLACEMENT_CHAR)
+        return value
+
+
+run_fk = Annotated[str, mapped_column(ForeignKey("run.run_id", ondelete="CASCADE"))]
+exchange_fk = Annotated[str, mapped_column(ForeignKey("exchange.exchange_id", ondelete="CASCADE"))]
+int_pk = Annotated[int, mapped_column(BIGINT_ID, primary_key=True, autoincrement=True)]
+long_text = Annotated[str, mapped_column(NulSafeText)]
+
+
+class Base(DeclarativeBase):
+    """Declarative base: naming convention, ``datetime`` → UTC timestamp, ``dict`` → JSON."""
+
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {  # noqa: RUF012 (SQLAlchemy reads this class attribute)
+        datetime: UTCDateTime(),
+        JsonDict: JSON_VARIANT,
+    }
+
+
+class RunRow(Base):
+    """One evaluation run: a baseline identity, a candidate identity, one frozen policy."""
+
+    __tablename__ = "run"
+
+    run_id: Mapped[str] = mapped_column(primary_key=True)
+    name: Mapped[str]
+    created_at: Mapped[datetime]
+    baseline_model: Mapped[JsonDict]
+    candidate_model: Mapped[JsonDict]
+    candidate_base_url: Mapped[str | None]
+    policy_hash: Mapped[str]
+    policy_yaml: Mapped[long_text]
+    source: Mapped[str | None]
+    status: Mapped[str] = mapped_column(index=True)
+    settings: Mapped[JsonDict]
+
+    def __repr__(self) -> str:
+        return f"RunRow(run_id={self.run_id!r}, name={self.name!r}, status={self.status!r})"
+
+
+class ExchangeRow(Base):
+    """One captured exchange; ``record`` is the whole :class:`~shadoweval.records.Exchange`."""
+
+    __tablename__ = "exchange"
+
+    exchange_id: Mapped[str] = mapped_column(primary_key=True)
+    captured_at: Mapped[datetime] = mapped_column(index=True)
+    task_type: Mapped[str] = mapped_column(index=True)
+    route: Mapped[str]
+    outcome: Mapped[str]
+    source: Mapped[str | None]
+    record: Mapped[JsonDict]
+
+    def __repr__(self) -> str:
+        return f"ExchangeRow(exchange_id={self.exchange_id!r}, task_type={self.task_type!r})"
+
+
+class RunExchangeRow(Base):
+    """Membership of a captured exchange in a run's population (the coverage denominator)."""
+
+    __tablename__ = "run_exchange"
+
+    run_id: Mapped[run_fk] = mapped_column(primary_key=True)
+    exchange_id: Mapped[exchange_fk] = mapped_column(primary_key=True, index=True)
+
+    def __repr__(self) -> str:
+        return f"RunExchangeRow(run_id={self.run_id!r}, exchange_id={self.exchange_id!r})"
+
+
+class ReplayOutcomeRow(Base):
+    """One replay of one exchange to one target; unique per (run, exchange, target)."""
+
+    __tablename__ = "replay_outcome"
+    __table_args__ = (UniqueConstraint("run_id", "exchange_id", "target"),)
+
+    id: Mapped[int_pk]
+    run_id: Mapped[run_fk]
+    exchange_id: Mapped[exchange_fk] = mapped_column(index=True)
+    target: Mapped[str]
+    attempt: Mapped[int]
+    error_kind: Mapped[str | None]
+    warmup: Mapped[bool]
+    replayed_at: Mapped[datetime]
+    e2e_ms: Mapped[float | None]
+    ttft_ms: Mapped[float | None]
+    record: Mapped[JsonDict]
+
+    def __repr__(self) -> str:
+        return (
+            f"ReplayOutcomeRow(run_id={self.run_id!r}, exchange_id={self.exchange_id!r}, "
+            f"target={self.target!r}, error_kind={self.error_kind!r})"
+        )
+
+
+class PairScoreRow(Base):
+    """Scores of one exchange in one run; rescoring replaces the row (upsert)."""
+
+    __tablename__ = "pair_score"
+    __table_args__ = (
+        UniqueConstraint("run_id", "exchange_id"),
+        Index(None, "run_id", "task_type"),
+    )
+
+    id: Mapped[int_pk]
+    run_id: Mapped[run_fk]
+    exchange_id: Mapped[exchange_fk] = mapped_column(index=True)
+    task_type: Mapped[str]
+    captured_at: Mapped[datetime]
+    similarity: Mapped[float | None]
+    candidate_error: Mapped[bool]
+    baseline_error: Mapped[bool]
+    scored_at: Mapped[datetime]
+    record: Mapped[JsonDict]
+
+    def __repr__(self) -> str:
+        return (
+            f"PairScoreRow(run_id={self.run_id!r}, exchange_id={self.exchange_id!r}, "
+            f"similarity={self.similarity!r})"
+        )
+
+
+class VerdictRow(Base):
+    """One gate decision; a run's rows in (decided_at, id) order are its verdict history."""
+
+    __tablename__ = "verdict"
+
+    id: Mapped[int_pk]
+    run_id: Mapped[run_fk] = mapped_column(index=True)
+    decided_at: Mapped[datetime]
+    decision: Mapped[str]
+    look: Mapped[int]
+    policy_hash: Mapped[str]
+    command: Mapped[str]
+    record: Mapped[JsonDict]
+
+    def __repr__(self) -> str:
+        return f"VerdictRow(id={self.id!r}, run_id={self.run_id!r}, decision={self.decision!r})"
+
+
+class RejectedRecordRow(Base):
+    """A record that could not be processed, kept with its reason (never dropped).
+
+    ``run_id`` is deliberately not a foreign key: a rejected record must be storable even
+    when it names a run this database does not know.
+    """
+
+    __tablename__ = "rejected_record"
+    __table_args__ = (Index(None, "run_id", "stage"),)
+
+    id: Mapped[int_pk]
+    run_id: Mapped[str | None]
+    stage: Mapped[str]
+    location: Mapped[str | None]
+    reason: Mapped[str]
+    detail: Mapped[str | None] = mapped_column(NulSafeText)
+    raw: Mapped[str | None] = mapped_column(NulSafeText)
+    created_at: Mapped[datetime]
+
+    def __repr__(self) -> str:
+        return (
+            f"RejectedRecordRow(id={self.id!r}, stage={self.stage!r}, "
+            f"location={self.location!r}, reason={self.reason!r})"
+        )

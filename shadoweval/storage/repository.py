@@ -1,0 +1,297 @@
+"""Typed access to the shadow-eval database: records in, records out.
+
+:class:`Repository` is the only API other packages use to read and write results. Every
+method takes or returns :mod:`shadoweval.records` models (or the storage value types of
+:mod:`shadoweval.storage.types`), never ORM rows, and runs in one transaction. Batch
+writes are chunked multi-row ``INSERT`` statements.
+
+Idempotence (DESIGN §6: consumers commit after persisting, so every write may be
+repeated):
+
+* exchanges: insert-or-ignore on ``exchange_id``;
+* replay outcomes: insert-or-ignore on ``(run_id, exchange_id, target)``; the first write
+  wins and a repeat is counted as a duplicate;
+* pair scores: upsert on ``(run_id, exchange_id)``; rescoring replaces.
+
+Errors: every database failure raises :class:`~shadoweval.errors.StorageError`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import datetime
+
+from pydantic import JsonValue
+from sqlalchemy import select
+
+from shadoweval.errors import StorageError
+from shadoweval.records import (
+    Coverage,
+    Exchange,
+    ModelIdentity,
+    PairScore,
+    ReplayOutcome,
+    ReplayTarget,
+    new_exchange_id,
+    utc_now,
+)
+from shadoweval.storage import queries
+from shadoweval.storage import rows as rows_
+from shadoweval.storage.history import HistoryStore
+from shadoweval.storage.models import (
+    ExchangeRow,
+    PairScoreRow,
+    ReplayOutcomeRow,
+    RunExchangeRow,
+    RunRow,
+)
+from shadoweval.storage.statements import insert_ignore, upsert
+from shadoweval.storage.types import RunInfo, RunStatus
+
+logger = logging.getLogger(__name__)
+
+PairInput = tuple[Exchange, ReplayOutcome, ReplayOutcome | None]
+"""(captured exchange, candidate outcome, baseline-repeat outcome if any)."""
+
+
+class Repository(HistoryStore):
+    """Records in, records out, over one :class:`~shadoweval.storage.database.Database`.
+
+    The database must already be at the head revision (``db.upgrade()`` or
+    ``shadow-eval db upgrade``); the repository never creates tables. Verdict and
+    rejected-record methods come from :class:`~shadoweval.storage.history.HistoryStore`.
+    """
+
+    # ------------------------------------------------------------------- runs
+
+    def create_run(
+        self,
+        *,
+        name: str,
+        baseline: ModelIdentity,
+        candidate: ModelIdentity,
+        policy_hash: str,
+        policy_yaml: str,
+        candidate_base_url: str | None = None,
+        source: str | None = None,
+        settings: Mapping[str, JsonValue] | None = None,
+        run_id: str | None = None,
+        created_at: datetime | None = None,
+    ) -> RunInfo:
+        """Create a run in status ``open``; ``run_id`` defaults to a new ULID.
+
+        Raises:
+            StorageError: a run with this ``run_id`` already exists.
+        """
+        row = RunRow(
+            run_id=run_id or new_exchange_id(),
+            name=name,
+            created_at=created_at or utc_now(),
+            baseline_model=baseline.model_dump(mode="json"),
+            candidate_model=candidate.model_dump(mode="json"),
+            candidate_base_url=candidate_base_url,
+            policy_hash=policy_hash,
+            policy_yaml=policy_yaml,
+            source=source,
+            status=RunStatus.OPEN.value,
+            settings=dict(settings or {}),
+        )
+        with self._db.session() as session:
+            if session.get(RunRow, row.run_id) is not None:
+                raise StorageError(f"run {row.run_id!r} already exists")
+            session.add(row)
+        logger.info("created run %s (%s)", row.run_id, name)
+        return rows_.run_info(row)
+
+    def get_run(self, run_id: str) -> RunInfo | None:
+        """Return the run, or ``None`` when there is no such run."""
+        with self._db.session() as session:
+            row = session.get(RunRow, run_id)
+            return None if row is None else rows_.run_info(row)
+
+    def list_runs(
+        self, *, status: RunStatus | None = None, limit: int | None = None
+    ) -> list[RunInfo]:
+        """Return runs, newest first, optionally only those in ``status``."""
+        stmt = select(RunRow).order_by(RunRow.created_at.desc(), RunRow.run_id.desc())
+        if status is not None:
+            stmt = stmt.where(RunRow.status == status.value)
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        with self._db.session() as session:
+            return [rows_.run_info(row) for row in session.scalars(stmt)]
+
+    def set_run_status(self, run_id: str, status: RunStatus) -> RunInfo:
+        """Set a run's status and return the updated run.
+
+        Setting the status a run already has is a no-op.
+
+        Raises:
+            StorageError: unknown run, or the run is in a terminal status
+                (promoted, rolled_back, aborted) and ``status`` differs.
+        """
+        with self._db.session() as session:
+            row = session.get(RunRow, run_id, with_for_update=True)
+            if row is None:
+                raise StorageError(f"unknown run {run_id!r}")
+            current = RunStatus(row.status)
+            if current is not status:
+                if current.terminal:
+                    raise StorageError(
+                        f"run {run_id!r} is {current.value}, a terminal status; "
+                        f"it cannot become {status.value}"
+                    )
+                row.status = status.value
+                logger.info("run %s: %s -> %s", run_id, current.value, status.value)
+            return rows_.run_info(row)
+
+    # -------------------------------------------------------------- exchanges
+
+    def save_exchanges(self, run_id: str | None, exchanges: Iterable[Exchange]) -> int:
+        """Store exchanges (insert-or-ignore on ``exchange_id``).
+
+        When ``run_id`` is given, every exchange (new or already stored) also becomes a
+        member of that run's population. Returns the number of exchanges newly stored.
+
+        Raises:
+            StorageError: e.g. ``run_id`` names no run.
+        """
+        rows = [rows_.exchange_row(ex) for ex in exchanges]
+        if not rows:
+            return 0
+        with self._db.session() as session:
+            inserted = insert_ignore(session, ExchangeRow, rows, ["exchange_id"])
+            if run_id is not None:
+                members = [{"run_id": run_id, "exchange_id": r["exchange_id"]} for r in rows]
+                insert_ignore(session, RunExchangeRow, members, ["run_id", "exchange_id"])
+        if inserted < len(rows):
+            logger.debug("save_exchanges: %d of %d already stored", len(rows) - inserted, len(rows))
+        return inserted
+
+    def get_exchange(self, exchange_id: str) -> Exchange | None:
+        """Return one stored exchange, or ``None``."""
+        with self._db.session() as session:
+            row = session.get(ExchangeRow, exchange_id)
+            return None if row is None else Exchange.model_validate(row.record)
+
+    # --------------------------------------------------------------- outcomes
+
+    def save_outcomes(self, outcomes: Iterable[ReplayOutcome]) -> int:
+        """Store replay outcomes, idempotent on ``(run_id, exchange_id, target)``.
+
+        The first write of a key wins; later writes of the same key are ignored and
+        counted as duplicates (logged). Returns the number of outcomes newly stored.
+
+        Raises:
+            StorageError: e.g. an outcome names an unknown run or exchange.
+        """
+        rows = [rows_.outcome_row(o) for o in outcomes]
+        if not rows:
+            return 0
+        with self._db.session() as session:
+            inserted = insert_ignore(
+                session, ReplayOutcomeRow, rows, ["run_id", "exchange_id", "target"]
+            )
+        duplicates = len(rows) - inserted
+        if duplicates:
+            logger.info(
+                "save_outcomes: %d duplicate outcome(s) ignored (first write wins)", duplicates
+            )
+        return inserted
+
+    def completed_exchange_ids(self, run_id: str, target: ReplayTarget) -> set[str]:
+        """Return ids of exchanges that already have an outcome (any, errors included)."""
+        stmt = select(ReplayOutcomeRow.exchange_id).where(
+            ReplayOutcomeRow.run_id == run_id, ReplayOutcomeRow.target == target.value
+        )
+        with self._db.session() as session:
+            return set(session.scalars(stmt))
+
+    def load_outcomes(self, run_id: str, target: ReplayTarget | None = None) -> list[ReplayOutcome]:
+        """Return a run's outcomes (optionally for one target), in insertion order."""
+        stmt = select(ReplayOutcomeRow.record).where(ReplayOutcomeRow.run_id == run_id)
+        if target is not None:
+            stmt = stmt.where(ReplayOutcomeRow.target == target.value)
+        with self._db.session() as session:
+            records = list(session.scalars(stmt.order_by(ReplayOutcomeRow.id)))
+        return [ReplayOutcome.model_validate(r) for r in records]
+
+    # ------------------------------------------------------------ pair scores
+
+    def save_pair_scores(self, scores: Iterable[PairScore]) -> int:
+        """Upsert pair scores on ``(run_id, exchange_id)``: rescoring replaces.
+
+        Returns the number of scores written (inserted or replaced).
+        """
+        rows = [rows_.pair_score_row(s) for s in scores]
+        if not rows:
+            return 0
+        with self._db.session() as session:
+            return upsert(session, PairScoreRow, rows, ["run_id", "exchange_id"])
+
+    def iter_pair_inputs(
+        self, run_id: str, *, only_unscored: bool = False, batch_size: int = 256
+    ) -> Iterator[list[PairInput]]:
+        """Yield batches of (exchange, candidate outcome, baseline-repeat outcome or None).
+
+        Only exchanges with a candidate outcome in this run are yielded, ordered by
+        ``(captured_at, exchange_id)``. Each batch is read in its own short transaction
+        (keyset pagination), so the caller may write scores between batches; with
+        ``only_unscored`` exchanges that already have a pair score are left out.
+
+        Raises:
+            ValueError: ``batch_size`` < 1.
+            StorageError: on database failure.
+        """
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        return self._pair_input_batches(run_id, only_unscored, batch_size)
+
+    def _pair_input_batches(
+        self, run_id: str, only_unscored: bool, batch_size: int
+    ) -> Iterator[list[PairInput]]:
+        after: tuple[datetime, str] | None = None
+        while True:
+            stmt = queries.pair_inputs(run_id, only_unscored=only_unscored, after=after)
+            with self._db.session() as session:
+                rows = session.execute(stmt.limit(batch_size)).all()
+            if not rows:
+                return
+            after = (rows[-1].captured_at, rows[-1].exchange_id)
+            yield [
+                (
+                    Exchange.model_validate(row.exchange),
+                    ReplayOutcome.model_validate(row.candidate),
+                    None if row.baseline is None else ReplayOutcome.model_validate(row.baseline),
+                )
+                for row in rows
+            ]
+            if len(rows) < batch_size:
+                return
+
+    def load_pair_scores(self, run_id: str) -> list[PairScore]:
+        """Return a run's pair scores ordered by ``(captured_at, exchange_id)``."""
+        stmt = (
+            select(PairScoreRow.record)
+            .where(PairScoreRow.run_id == run_id)
+            .order_by(PairScoreRow.captured_at, PairScoreRow.exchange_id)
+        )
+        with self._db.session() as session:
+            records = list(session.scalars(stmt))
+        return [PairScore.model_validate(r) for r in records]
+
+    # ---------------------------------------------------------------- coverage
+
+    def coverage_counts(self, run_id: str) -> Coverage:
+        """Count how much of the run's population was replayed and compared.
+
+        * ``captured``: exchanges that are members of the run;
+        * ``replayed``: candidate outcomes (errors, skips and warm-ups included);
+        * ``errored``: candidate outcomes with an error other than ``skipped``;
+        * ``skipped``, ``warmup``: candidate outcomes skipped / flagged warm-up;
+        * ``paired``: pair scores; ``share`` = paired / captured (0.0 when nothing was
+          captured); ``per_task_type``: members per task type.
+        """
+        with self._db.session() as session:
+            return queries.coverage(session, run_id)

@@ -1,0 +1,102 @@
+"""Conversion between records and table rows (the only place that knows both shapes).
+
+Writers turn a record into a ``dict`` of column values for a batch ``INSERT``: the whole
+record as ``model_dump(mode="json")`` in ``record`` plus the columns that queries filter
+or sort on. Readers turn ORM rows back into records or storage value types.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shadoweval.records import Exchange, ModelIdentity, PairScore, ReplayOutcome
+from shadoweval.storage.models import RejectedRecordRow, RunRow
+from shadoweval.storage.types import RejectedRecord, RunInfo, RunStatus
+
+
+def exchange_row(exchange: Exchange) -> dict[str, Any]:
+    """Column values of ``exchange`` for the ``exchange`` table."""
+    return {
+        "exchange_id": exchange.exchange_id,
+        "captured_at": exchange.captured_at,
+        "task_type": exchange.task_type,
+        "route": exchange.route,
+        "outcome": exchange.outcome.value,
+        "source": exchange.source,
+        "record": exchange.model_dump(mode="json"),
+    }
+
+
+def outcome_row(outcome: ReplayOutcome) -> dict[str, Any]:
+    """Column values of ``outcome`` for the ``replay_outcome`` table."""
+    return {
+        "run_id": outcome.run_id,
+        "exchange_id": outcome.exchange_id,
+        "target": outcome.target.value,
+        "attempt": outcome.attempt,
+        "error_kind": None if outcome.error_kind is None else outcome.error_kind.value,
+        "warmup": outcome.warmup,
+        "replayed_at": outcome.replayed_at,
+        "e2e_ms": outcome.timings.e2e_ms,
+        "ttft_ms": outcome.timings.ttft_ms,
+        "record": outcome.model_dump(mode="json"),
+    }
+
+
+def pair_score_row(score: PairScore) -> dict[str, Any]:
+    """Column values of ``score`` for the ``pair_score`` table."""
+    return {
+        "run_id": score.run_id,
+        "exchange_id": score.exchange_id,
+        "task_type": score.task_type,
+        "captured_at": score.captured_at,
+        "similarity": score.similarity,
+        "candidate_error": score.candidate_error,
+        "baseline_error": score.baseline_error,
+        "scored_at": score.scored_at,
+        "record": score.model_dump(mode="json"),
+    }
+
+
+def rejected_row(record: RejectedRecord) -> dict[str, Any]:
+    """Column values of ``record`` for the ``rejected_record`` table (``id`` is assigned)."""
+    return {
+        "run_id": record.run_id,
+        "stage": str(record.stage),
+        "location": record.location,
+        "reason": record.reason,
+        "detail": record.detail,
+        "raw": record.raw,
+        "created_at": record.created_at,
+    }
+
+
+def run_info(row: RunRow) -> RunInfo:
+    """The :class:`RunInfo` of a ``run`` row."""
+    return RunInfo(
+        run_id=row.run_id,
+        name=row.name,
+        created_at=row.created_at,
+        baseline=ModelIdentity.model_validate(row.baseline_model),
+        candidate=ModelIdentity.model_validate(row.candidate_model),
+        candidate_base_url=row.candidate_base_url,
+        policy_hash=row.policy_hash,
+        policy_yaml=row.policy_yaml,
+        source=row.source,
+        status=RunStatus(row.status),
+        settings=dict(row.settings),
+    )
+
+
+def rejected_record(row: RejectedRecordRow) -> RejectedRecord:
+    """The :class:`RejectedRecord` of a ``rejected_record`` row."""
+    return RejectedRecord(
+        id=row.id,
+        run_id=row.run_id,
+        stage=row.stage,
+        location=row.location,
+        reason=row.reason,
+        detail=row.detail,
+        raw=row.raw,
+        created_at=row.created_at,
+    )

@@ -1,0 +1,92 @@
+"""Dialect-specific batch writes: ``INSERT ... ON CONFLICT`` for SQLite and PostgreSQL.
+
+Both dialects spell insert-or-ignore and upsert the same way in SQLAlchemy
+(``insert().on_conflict_do_nothing`` / ``on_conflict_do_update``), but the statement
+classes live in each dialect's module. Rows are sent in chunks of :data:`CHUNK_ROWS` as
+one cached statement executed with many parameter sets, which SQLAlchemy turns into
+multi-row ``INSERT ... VALUES`` batches ("insertmanyvalues"); ``RETURNING`` tells which
+rows were written, so the counts are exact on both dialects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, cast
+
+from sqlalchemy import Table
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from shadoweval.errors import StorageError
+from shadoweval.storage.models import Base
+
+CHUNK_ROWS = 500
+"""Rows per INSERT statement (well under SQLite's and PostgreSQL's bind-parameter limits)."""
+
+Row = dict[str, Any]
+
+
+def _table(entity: type[Base]) -> Table:
+    return cast(Table, entity.__table__)
+
+
+def _chunks(rows: Sequence[Row]) -> Iterator[Sequence[Row]]:
+    for start in range(0, len(rows), CHUNK_ROWS):
+        yield rows[start : start + CHUNK_ROWS]
+
+
+def _insert(session: Session, table: Table) -> postgresql.Insert | sqlite.Insert:
+    dialect = session.get_bind().dialect.name
+    if dialect == "postgresql":
+        return postgresql.insert(table)
+    if dialect == "sqlite":
+        return sqlite.insert(table)
+    raise StorageError(f"unsupported database dialect {dialect!r}; use SQLite or PostgreSQL")
+
+
+def insert_ignore(
+    session: Session, entity: type[Base], rows: Sequence[Row], conflict: Sequence[str]
+) -> int:
+    """Insert ``rows``, skipping those whose ``conflict`` columns already exist.
+
+    Returns the number of rows newly inserted (rows repeated inside ``rows`` count once).
+    """
+    table = _table(entity)
+    marker = table.c[conflict[0]]
+    inserted = 0
+    stmt = (
+        _insert(session, table)
+        .on_conflict_do_nothing(index_elements=list(conflict))
+        .returning(marker)
+    )
+    for chunk in _chunks(rows):
+        inserted += len(session.execute(stmt, list(chunk)).all())
+    return inserted
+
+
+def upsert(
+    session: Session, entity: type[Base], rows: Sequence[Row], conflict: Sequence[str]
+) -> int:
+    """Insert ``rows``; where the ``conflict`` columns exist, replace every other column.
+
+    A key repeated inside ``rows`` keeps its last occurrence (PostgreSQL refuses to
+    update one row twice in one statement). Returns the number of rows written.
+    """
+    table = _table(entity)
+    unique: dict[tuple[Any, ...], Row] = {}
+    for row in rows:
+        unique[tuple(row[name] for name in conflict)] = row
+    deduplicated = list(unique.values())
+    if not deduplicated:
+        return 0
+    columns = [name for name in deduplicated[0] if name not in conflict]
+    marker = table.c[conflict[0]]
+    written = 0
+    base = _insert(session, table)
+    stmt = base.on_conflict_do_update(
+        index_elements=list(conflict),
+        set_={name: base.excluded[name] for name in columns},
+    ).returning(marker)
+    for chunk in _chunks(deduplicated):
+        written += len(session.execute(stmt, list(chunk)).all())
+    return written

@@ -1,0 +1,119 @@
+"""Value types returned by :class:`~shadoweval.storage.repository.Repository`.
+
+Stage records (Exchange, ReplayOutcome, PairScore, Verdict, Coverage) come from
+:mod:`shadoweval.records`; this module adds the storage-only shapes: a run's row
+(:class:`RunInfo`), a rejected record (:class:`RejectedRecord`) and a verdict with its
+bookkeeping (:class:`VerdictEntry`). All are frozen dataclasses.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from pydantic import JsonValue
+
+from shadoweval.errors import RecordDecodeError
+from shadoweval.records import ModelIdentity, Verdict, utc_now
+
+
+class RunStatus(enum.StrEnum):
+    """Lifecycle of a run. ``promoted``, ``rolled_back`` and ``aborted`` are terminal."""
+
+    OPEN = "open"
+    """Created; replay, scoring and gating may still happen."""
+    HELD = "held"
+    """The latest gate said HOLD (not enough evidence yet, or a check failed)."""
+    PROMOTED = "promoted"
+    ROLLED_BACK = "rolled_back"
+    ABORTED = "aborted"
+    """Stopped by an operator without a decision."""
+
+    @property
+    def terminal(self) -> bool:
+        """True when the status may no longer change."""
+        return self in (RunStatus.PROMOTED, RunStatus.ROLLED_BACK, RunStatus.ABORTED)
+
+
+class RejectStage(enum.StrEnum):
+    """Known values of :attr:`RejectedRecord.stage` (any string is accepted)."""
+
+    CAPTURE = "capture"
+    CAPTURE_LOG = "capture_log"
+    IMPORT = "import"
+    BUS = "bus"
+    REPLAY = "replay"
+    COMPARE = "compare"
+    GATE = "gate"
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """One run: a baseline identity, a candidate identity and one frozen, hashed policy.
+
+    ``source`` is the capture-log path or URI the population came from; ``settings`` is
+    the JSON form of the settings the run was started with (secrets excluded by the
+    caller).
+    """
+
+    run_id: str
+    name: str
+    created_at: datetime
+    baseline: ModelIdentity
+    candidate: ModelIdentity
+    candidate_base_url: str | None
+    policy_hash: str
+    policy_yaml: str
+    source: str | None
+    status: RunStatus
+    settings: dict[str, JsonValue]
+
+
+@dataclass(frozen=True, slots=True)
+class RejectedRecord:
+    """A record that could not be processed, kept with its reason and counted.
+
+    ``stage`` says which step refused it (see :class:`RejectStage`); ``location`` where it
+    came from (``"capture-000001.jsonl:17"``, a Kafka ``topic/partition@offset``);
+    ``reason`` a short machine-friendly reason (``"invalid_json"``); ``detail`` the human
+    message; ``raw`` the record's text as received (may be large). ``id`` is ``None``
+    until stored.
+    """
+
+    stage: str
+    reason: str
+    location: str | None = None
+    detail: str | None = None
+    raw: str | None = None
+    run_id: str | None = None
+    created_at: datetime = field(default_factory=utc_now)
+    id: int | None = None
+
+    @classmethod
+    def from_decode_error(
+        cls,
+        error: RecordDecodeError,
+        *,
+        stage: str,
+        raw: str | None = None,
+        run_id: str | None = None,
+    ) -> RejectedRecord:
+        """Build the rejected record of a :class:`~shadoweval.errors.RecordDecodeError`."""
+        return cls(
+            stage=stage,
+            reason=error.reason or "decode_error",
+            location=error.location or None,
+            detail=str(error),
+            raw=raw,
+            run_id=run_id,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictEntry:
+    """A stored verdict with its row id and the command that asked for it."""
+
+    id: int
+    command: str
+    verdict: Verdict

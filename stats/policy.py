@@ -1,0 +1,457 @@
+"""The gate policy: every threshold of the gate, written down before a run starts.
+
+A policy is a YAML file (``stats/default_policy.yaml`` documents every field) validated
+on load into a frozen :class:`GatePolicy`. It is hashed with the run
+(:func:`policy_hash`), so no threshold can change while someone looks at the data.
+
+Validation is strict: unknown keys are rejected with their name, margins must be > 0 (a
+zero or negative margin would make a non-inferiority test pass or fail by construction),
+alphas lie in (0, 0.5), ratio limits are > 1, confidences lie in (0.5, 1). Every problem
+is raised as :class:`~shadoweval.errors.ConfigError` naming the dotted field and the value
+read, e.g. ``policy field error_rate.margin = -0.01: must be > 0``.
+
+Per-task-type overrides (``task_types: {code: {error_rate: {margin: 0.01}}}``) are
+deep-merged over the top-level blocks when the policy is validated; the stored policy is
+fully resolved, so :func:`effective` is a lookup and the hash covers what is applied.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import ErrorDetails
+
+from shadoweval.errors import ConfigError
+from shadoweval.records import POOLED
+
+__all__ = [
+    "DEFAULT_POLICY_FILE",
+    "BinaryMetricPolicy",
+    "FormatParsePolicy",
+    "GatePolicy",
+    "LatencyMetric",
+    "LatencyPolicy",
+    "SimilarityPolicy",
+    "TaskTypePolicy",
+    "effective",
+    "load_policy",
+    "parse_policy",
+    "policy_hash",
+    "policy_to_yaml",
+]
+
+
+DEFAULT_POLICY_FILE = Path(__file__).with_name("default_policy.yaml")
+"""The shipped, fully commented default policy; it loads equal to ``GatePolicy()``."""
+
+
+def _reject_bool(value: object) -> object:
+    # YAML ``margin: yes`` must not become 1.0.
+    if isinstance(value, bool):
+        raise ValueError("must be a number, not true/false")
+    return value
+
+
+Number = Annotated[float, BeforeValidator(_reject_bool)]
+"""A finite float read from YAML; booleans rejected."""
+Count = Annotated[int, BeforeValidator(_reject_bool)]
+"""An integer read from YAML; booleans rejected."""
+
+LatencyMetric = Literal["e2e_ms", "ttft_ms"]
+"""Latency columns the gate knows: end-to-end and time to first token, milliseconds."""
+
+
+class _Block(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+
+class BinaryMetricPolicy(_Block):
+    """A paired binary guardrail (error/empty rate).
+
+    Attributes:
+        margin: non-inferiority margin on the difference of failure proportions
+            ``p_cand_fail − p_base_fail`` (absolute proportion, 0.02 = 2 percentage
+            points). Default 0.02. Must be in (0, 1).
+        critical: a significant harm (McNemar, Holm-adjusted at ``alpha_harm``) rolls
+            the candidate back. Default true.
+    """
+
+    margin: Number = Field(default=0.02, gt=0, lt=1)
+    critical: StrictBool = True
+
+
+class FormatParsePolicy(BinaryMetricPolicy):
+    """The format-parse guardrail, on pairs where a structured output was requested.
+
+    Attributes:
+        margin: non-inferiority margin on ``p_base_ok − p_cand_ok`` (absolute
+            proportion). Default 0.02.
+        critical: as for :class:`BinaryMetricPolicy`. Default true.
+        success_flag: which parse counts as success: ``strict`` (the whole output is
+            JSON), ``fence_stripped`` (JSON after removing one code fence) or
+            ``extracted`` (the first JSON value found in the text). Default
+            ``fence_stripped``. A schema that was given must also validate.
+    """
+
+    success_flag: Literal["strict", "fence_stripped", "extracted"] = "fence_stripped"
+
+
+class SimilarityPolicy(_Block):
+    """The output-divergence guardrail.
+
+    Attributes:
+        max_mean_divergence: the candidate is non-inferior when the mean divergence
+            ``E[D]``, ``D = 1 − cosine similarity`` (so D in [0, 2]), is below this.
+            Default 0.35. Must be in (0, 2).
+    """
+
+    max_mean_divergence: Number = Field(default=0.35, gt=0, lt=2)
+
+
+class LatencyPolicy(_Block):
+    """The latency guardrails: quantile ratios candidate / baseline.
+
+    Attributes:
+        metrics: latency columns to gate. Default ``[e2e_ms, ttft_ms]``. An empty list
+            disables latency gating explicitly.
+        p50_ratio_max: the p50 ratio's upper confidence bound must not exceed this.
+            Default 1.2. Must be > 1.
+        p95_ratio_max: the same for p95. Default 1.5. Must be > 1.
+        confidence: two-sided confidence level of the ratio interval. Default 0.95.
+            Must be in (0.5, 1).
+        bootstrap_replicates: Poisson-bootstrap replicates per interval. Default 2000.
+        seed: seed of the bootstrap's random generator, so a verdict is reproducible.
+            Default 20240601.
+        min_pairs_p95: fewer latency pairs than this make a p95 check inconclusive.
+            Default 100.
+    """
+
+    metrics: tuple[LatencyMetric, ...] = ("e2e_ms", "ttft_ms")
+    p50_ratio_max: Number = Field(default=1.2, gt=1)
+    p95_ratio_max: Number = Field(default=1.5, gt=1)
+    confidence: Number = Field(default=0.95, gt=0.5, lt=1)
+    bootstrap_replicates: Count = Field(default=2000, ge=100, le=1_000_000)
+    seed: Count = Field(default=20240601, ge=0)
+    min_pairs_p95: Count = Field(default=100, ge=2)
+
+    @field_validator("metrics")
+    @classmethod
+    def _unique_metrics(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if len(set(value)) != len(value):
+            raise ValueError("metrics must not repeat")
+        return value
+
+
+class TaskTypePolicy(_Block):
+    """The policy as applied to one task type (or to the pooled analysis).
+
+    Attributes:
+        min_pairs: fewer pairs than this make every check of the task type
+            inconclusive (HOLD). Default: the policy's ``min_pairs_per_task_type``.
+        error_rate, format_parse, similarity, latency: the metric blocks, each the
+            top-level block with this task type's overrides merged in.
+    """
+
+    min_pairs: Count = Field(default=50, ge=2)
+    error_rate: BinaryMetricPolicy = BinaryMetricPolicy()
+    format_parse: FormatParsePolicy = FormatParsePolicy()
+    similarity: SimilarityPolicy = SimilarityPolicy()
+    latency: LatencyPolicy = LatencyPolicy()
+
+
+_METRIC_BLOCKS = ("error_rate", "format_parse", "similarity", "latency")
+
+
+def _as_mapping(value: object) -> dict[str, Any] | None:
+    if isinstance(value, BaseModel):
+        return value.model_dump()
+    if isinstance(value, Mapping):
+        return dict(value)
+    return None
+
+
+class GatePolicy(_Block):
+    """All thresholds of the gate (DESIGN §5; methods in gate-statistics.md §2).
+
+    Attributes:
+        version: policy format version; only 1 exists.
+        alpha: one-sided level of each non-inferiority test. Default 0.025 (a 95%
+            two-sided interval clears the margin). In (0, 0.5).
+        alpha_harm: family-wise level of the harm (rollback) tests, Holm-adjusted
+            across task types × critical metrics. Default 0.01. In (0, 0.5).
+        min_pairs_per_task_type: pairs a task type needs before it can pass. Default 50.
+        min_pairs_pooled: pairs the pooled analysis needs before it can pass. Default 100.
+        min_traffic_share: task types with a smaller share of the pairs are reported
+            but do not block PROMOTE (harm in them can still roll back). Default 0.05.
+        min_coverage: paired / captured below this is HOLD (invalid). Default 0.9.
+        error_rate, format_parse, similarity, latency: metric blocks.
+        task_types: per-task-type overrides of any metric block and of ``min_pairs``,
+            resolved on validation into full :class:`TaskTypePolicy` views.
+    """
+
+    version: Literal[1] = 1
+    alpha: Number = Field(default=0.025, gt=0, lt=0.5)
+    alpha_harm: Number = Field(default=0.01, gt=0, lt=0.5)
+    min_pairs_per_task_type: Count = Field(default=50, ge=2)
+    min_pairs_pooled: Count = Field(default=100, ge=2)
+    min_traffic_share: Number = Field(default=0.05, ge=0, lt=1)
+    min_coverage: Number = Field(default=0.9, gt=0, le=1)
+    error_rate: BinaryMetricPolicy = BinaryMetricPolicy()
+    format_parse: FormatParsePolicy = FormatParsePolicy()
+    similarity: SimilarityPolicy = SimilarityPolicy()
+    latency: LatencyPolicy = LatencyPolicy()
+    task_types: dict[str, TaskTypePolicy] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_task_types(cls, data: Any) -> Any:
+        """Deep-merge each task type's overrides over the top-level blocks."""
+        if not isinstance(data, Mapping):
+            return data
+        overrides = data.get("task_types")
+        if not isinstance(overrides, Mapping):
+            return data
+        base: dict[str, Any] = {
+            "min_pairs": data.get(
+                "min_pairs_per_task_type", cls.model_fields["min_pairs_per_task_type"].default
+            )
+        }
+        for block in _METRIC_BLOCKS:
+            if block in data:
+                base[block] = _as_mapping(data[block])
+        resolved: dict[Any, Any] = {}
+        for name, override in overrides.items():
+            if isinstance(override, TaskTypePolicy):
+                resolved[name] = override
+                continue
+            raw = {} if override is None else _as_mapping(override)
+            if raw is None:
+                resolved[name] = override  # not a mapping: let field validation say so
+                continue
+            merged = {k: v for k, v in base.items() if v is not None}
+            for key, value in raw.items():
+                inner = _as_mapping(value)
+                if key in _METRIC_BLOCKS and inner is not None and key in merged:
+                    merged[key] = {**merged[key], **inner}
+                else:
+                    merged[key] = value
+            resolved[name] = merged
+        return {**data, "task_types": resolved}
+
+    @field_validator("task_types")
+    @classmethod
+    def _task_type_names(cls, value: dict[str, TaskTypePolicy]) -> dict[str, TaskTypePolicy]:
+        for name in value:
+            if not name.strip():
+                raise ValueError("task type names must not be empty")
+            if name == POOLED:
+                raise ValueError(f"{POOLED!r} is reserved for the pooled analysis")
+        return value
+
+
+def effective(policy: GatePolicy, task_type: str) -> TaskTypePolicy:
+    """Return the policy as applied to ``task_type``.
+
+    ``task_type == POOLED`` gives the top-level blocks with ``min_pairs_pooled``; a task
+    type listed under ``task_types`` gives its resolved view; any other task type gives
+    the top-level blocks with ``min_pairs_per_task_type``.
+    """
+    if task_type != POOLED and task_type in policy.task_types:
+        return policy.task_types[task_type]
+    min_pairs = policy.min_pairs_pooled if task_type == POOLED else policy.min_pairs_per_task_type
+    return TaskTypePolicy(
+        min_pairs=min_pairs,
+        error_rate=policy.error_rate,
+        format_parse=policy.format_parse,
+        similarity=policy.similarity,
+        latency=policy.latency,
+    )
+
+
+# ------------------------------------------------------------------ loading
+
+
+def _bound(value: object) -> str:
+    if isinstance(value, int | float) and float(value).is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _describe(error: ErrorDetails) -> str:
+    kind = error["type"]
+    ctx = error.get("ctx", {})
+    if kind == "greater_than":
+        return f"must be > {_bound(ctx['gt'])}"
+    if kind == "greater_than_equal":
+        return f"must be >= {_bound(ctx['ge'])}"
+    if kind == "less_than":
+        return f"must be < {_bound(ctx['lt'])}"
+    if kind == "less_than_equal":
+        return f"must be <= {_bound(ctx['le'])}"
+    if kind == "extra_forbidden":
+        return "unknown field"
+    if kind == "literal_error":
+        return f"must be one of {ctx['expected']}"
+    if kind == "finite_number":
+        return "must be a finite number"
+    if kind in ("float_type", "float_parsing"):
+        return "must be a number"
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        return "must be an integer"
+    if kind == "bool_type":
+        return "must be true or false"
+    if kind in ("dict_type", "model_type", "model_attributes_type"):
+        return "must be a mapping"
+    message = error["msg"]
+    return message.removeprefix("Value error, ")
+
+
+def _allowed_fields(loc: tuple[int | str, ...]) -> list[str] | None:
+    """Field names allowed at the parent of ``loc`` (for unknown-key messages)."""
+    model: type[BaseModel] = GatePolicy
+    parts = list(loc[:-1])
+    if parts and parts[0] == "task_types":
+        if len(parts) < 2:
+            return None
+        model, parts = TaskTypePolicy, parts[2:]
+    for part in parts:
+        info = model.model_fields.get(str(part))
+        annotation = getattr(info, "annotation", None) if info else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return None
+        model = annotation
+    return list(model.model_fields)
+
+
+def _config_error(exc: ValidationError) -> ConfigError:
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    field = ".".join(str(part) for part in first["loc"])
+    value = first.get("input")
+    explanation = _describe(first)
+    if first["type"] == "extra_forbidden":
+        allowed = _allowed_fields(first["loc"])
+        if allowed:
+            explanation += f" (allowed: {', '.join(allowed)})"
+    message = f"policy field {field or '<root>'} = {value!r}: {explanation}"
+    if len(errors) > 1:
+        others = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {_describe(e)}" for e in errors[1:6]
+        )
+        message += f" (also: {others}{' …' if len(errors) > 6 else ''})"
+    return ConfigError(message, field=field, value=value)
+
+
+def parse_policy(mapping: Mapping[str, Any]) -> GatePolicy:
+    """Validate a mapping (e.g. parsed YAML) into a :class:`GatePolicy`.
+
+    Missing fields take their documented defaults.
+
+    Raises:
+        ConfigError: the mapping is not a mapping, or a field is unknown or invalid;
+            ``field`` is the dotted path (``"error_rate.margin"``), ``value`` the value read.
+    """
+    if not isinstance(mapping, Mapping):
+        raise ConfigError(
+            f"gate policy must be a mapping of fields, got {type(mapping).__name__}",
+            value=mapping,
+        )
+    try:
+        return GatePolicy.model_validate(dict(mapping))
+    except ValidationError as exc:
+        raise _config_error(exc) from None
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A safe YAML loader that rejects duplicate keys (PyYAML keeps the last silently)."""
+
+
+def _construct_unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if key in seen:
+            raise ConfigError(
+                f"gate policy: duplicate key {key!r} at line {key_node.start_mark.line + 1}",
+                field=str(key),
+                value=key,
+            )
+        seen.add(key)
+    return loader.construct_mapping(node, deep=True)
+
+
+_UniqueKeyLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping
+)
+
+
+def load_policy(path: str | Path) -> GatePolicy:
+    """Read and validate a gate policy YAML file.
+
+    Raises:
+        ConfigError: the file is missing or unreadable, is not valid YAML, is empty,
+            repeats a key, or fails :func:`parse_policy`'s validation.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"gate policy file not found: {path}", value=str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(
+            f"gate policy file {path} cannot be read: {exc}", value=str(path)
+        ) from exc
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.YAMLError as exc:
+        raise ConfigError(
+            f"gate policy file {path} is not valid YAML: {exc}", value=str(path)
+        ) from exc
+    if data is None:
+        raise ConfigError(
+            f"gate policy file {path} is empty; write every threshold down", value=str(path)
+        )
+    return parse_policy(data)
+
+
+def _canonical(policy: GatePolicy) -> dict[str, Any]:
+    return policy.model_dump(mode="json")
+
+
+def policy_hash(policy: GatePolicy) -> str:
+    """Return the sha256 hex digest of the fully-resolved policy's canonical JSON.
+
+    Canonical JSON: keys sorted, no whitespace, ASCII only, defaults filled in and
+    per-task-type overrides resolved, so key order, comments and omitted defaults in
+    the YAML file do not change the hash.
+    """
+    text = json.dumps(
+        _canonical(policy),
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=True,
+        allow_nan=False,
+    )
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def policy_to_yaml(policy: GatePolicy) -> str:
+    """Return the fully-resolved policy as YAML that :func:`load_policy` reads back equal."""
+    header = f"# shadow-eval gate policy (fully resolved), sha256 {policy_hash(policy)}\n"
+    body = yaml.safe_dump(_canonical(policy), sort_keys=False, default_flow_style=False)
+    return header + body

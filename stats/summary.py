@@ -1,0 +1,108 @@
+"""Descriptive per-task-type summary of a run's pairs (for tables, reports, dashboards).
+
+These numbers describe; they decide nothing. The gate's decisions and intervals are in the
+:class:`~shadoweval.records.Verdict`; :func:`task_type_summary` puts the worst check
+outcome of each task type beside the descriptive numbers so a table shows both.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from shadoweval.records import POOLED, CheckOutcome, Verdict
+
+__all__ = ["SUMMARY_COLUMNS", "task_type_summary"]
+
+SUMMARY_COLUMNS = (
+    "task_type",
+    "n",
+    "similarity_mean",
+    "similarity_p10",
+    "baseline_fail_rate",
+    "candidate_fail_rate",
+    "format_n",
+    "baseline_format_ok_rate",
+    "candidate_format_ok_rate",
+    "e2e_p50_ratio",
+    "e2e_p95_ratio",
+    "ttft_p50_ratio",
+    "output_tokens_ratio",
+    "outcome",
+)
+"""Columns of :func:`task_type_summary` (rates in [0, 1], ratios candidate / baseline)."""
+
+_ORDER = {CheckOutcome.FAIL: 0, CheckOutcome.INCONCLUSIVE: 1, CheckOutcome.PASS: 2}
+
+
+def _quantile_ratio(rows: pd.DataFrame, metric: str, q: float) -> float:
+    ok = ~(rows["baseline_fail"] | rows["candidate_fail"] | rows["candidate_warmup"])
+    base = rows.loc[ok, f"baseline_{metric}"].dropna().to_numpy(dtype=float)
+    cand = rows.loc[ok, f"candidate_{metric}"].dropna().to_numpy(dtype=float)
+    if base.size == 0 or cand.size == 0:
+        return math.nan
+    denominator = float(np.quantile(base, q))
+    return float(np.quantile(cand, q)) / denominator if denominator > 0 else math.nan
+
+
+def _row(task_type: str, rows: pd.DataFrame, outcome: str) -> dict[str, object]:
+    sim = rows["similarity"].dropna().to_numpy(dtype=float)
+    fmt = rows[rows["format_expected"]]
+    fmt = fmt[fmt["baseline_format_ok"].notna() & fmt["candidate_format_ok"].notna()]
+    base_tok = rows["baseline_output_tokens"].sum(min_count=1)
+    cand_tok = rows.loc[rows["baseline_output_tokens"].notna(), "candidate_output_tokens"].sum(
+        min_count=1
+    )
+    n = len(rows)
+    return {
+        "task_type": task_type,
+        "n": n,
+        "similarity_mean": float(sim.mean()) if sim.size else math.nan,
+        "similarity_p10": float(np.quantile(sim, 0.1)) if sim.size else math.nan,
+        "baseline_fail_rate": float(rows["baseline_fail"].mean()) if n else math.nan,
+        "candidate_fail_rate": float(rows["candidate_fail"].mean()) if n else math.nan,
+        "format_n": len(fmt),
+        "baseline_format_ok_rate": float(fmt["baseline_format_ok"].mean())
+        if len(fmt)
+        else math.nan,
+        "candidate_format_ok_rate": (
+            float(fmt["candidate_format_ok"].mean()) if len(fmt) else math.nan
+        ),
+        "e2e_p50_ratio": _quantile_ratio(rows, "e2e_ms", 0.5),
+        "e2e_p95_ratio": _quantile_ratio(rows, "e2e_ms", 0.95),
+        "ttft_p50_ratio": _quantile_ratio(rows, "ttft_ms", 0.5),
+        "output_tokens_ratio": (
+            float(cand_tok / base_tok) if pd.notna(base_tok) and base_tok > 0 else math.nan
+        ),
+        "outcome": outcome,
+    }
+
+
+def _worst(verdict: Verdict | None, task_type: str) -> str:
+    if verdict is None:
+        return ""
+    outcomes = [c.outcome for c in verdict.checks if c.task_type == task_type]
+    if not outcomes:
+        return ""
+    return min(outcomes, key=lambda o: _ORDER[o]).value
+
+
+def task_type_summary(pairs: pd.DataFrame, verdict: Verdict | None = None) -> pd.DataFrame:
+    """One row per task type plus a pooled row (``task_type = POOLED``), last.
+
+    Args:
+        pairs: the table from :func:`stats.frame.pairs_frame`.
+        verdict: when given, ``outcome`` holds the worst check outcome of each task type.
+
+    Returns:
+        A DataFrame with :data:`SUMMARY_COLUMNS`; quantile ratios use linear quantiles over
+        pairs where neither side failed and the candidate was not warming up.
+    """
+    rows = [
+        _row(str(task), group, _worst(verdict, str(task)))
+        for task, group in pairs.groupby("task_type", sort=True)
+    ]
+    rows.append(_row(POOLED, pairs, _worst(verdict, POOLED)))
+    return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))

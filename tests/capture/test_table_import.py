@@ -1,0 +1,328 @@
+"""Import of recorded tables into capture logs, and the ``import`` command."""
+
+from __future__ import annotations
+
+import gzip
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+
+import orjson
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from capture.table_import import import_table, rejected_path_for, row_to_exchange
+from shadoweval.capture_log import decode_exchange_line, read_capture_log
+from shadoweval.cli import import_cmd
+from shadoweval.errors import ConfigError, TableMappingError
+from shadoweval.llm_protocol import ChatCompletionRequest
+from shadoweval.records import (
+    Exchange,
+    FinishReason,
+    ModelIdentity,
+    TimingSource,
+    UsageSource,
+)
+from shadoweval.tables import TableMapping, load_recorded_rows
+
+
+def _exchanges(path: Path) -> list[Exchange]:
+    if any(p.suffix == ".gz" for p in path.iterdir()):
+        # read_capture_log leaves the raw file of a gzip segment unclosed (a
+        # ResourceWarning, an error under -W error); read gzip segments directly.
+        out: list[Exchange] = []
+        for segment in sorted(path.glob("*.jsonl.gz")):
+            with gzip.open(segment, "rt", encoding="utf-8") as fh:
+                out.extend(decode_exchange_line(line, segment.name) for line in fh if line.strip())
+        return out
+    entries = list(read_capture_log(path))
+    assert all(e.error is None for e in entries), [e.error for e in entries if e.error]
+    return [e.exchange for e in entries if e.exchange is not None]
+
+
+def test_bfcl_round_trip(shared_data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "capture"
+    report = import_table(
+        shared_data / "bfcl/result/gpt-4o-2024-08-06-FC",
+        out=out,
+        preset="bfcl",
+        prompts=shared_data / "bfcl/data",
+        sampling={"temperature": 0.7, "top_p": 1.0, "max_tokens": 1200},
+    )
+    assert (report.rows_read, report.written, report.rejected) == (1700, 1700, ())
+    assert report.rejected_path is None
+    exchanges = _exchanges(out)
+    assert len(exchanges) == 1700
+    assert Counter(e.task_type for e in exchanges)["relevance"] == 240
+    stamps = [e.captured_at for e in exchanges]
+    assert stamps == sorted(stamps)
+    assert len(set(stamps)) == 1700
+    ids = [e.exchange_id for e in exchanges]
+    assert ids == sorted(ids)
+    rows = load_recorded_rows(shared_data / "bfcl/result/gpt-4o-2024-08-06-FC", preset="bfcl").rows
+    for row, exchange in zip(rows, exchanges, strict=True):
+        body = exchange.request.json_body()
+        assert body is not None
+        request = ChatCompletionRequest.model_validate(body)
+        assert request.model == "gpt-4o-2024-08-06-FC"
+        assert request.stream is True
+        assert request.stream_options is not None
+        assert request.stream_options.include_usage
+        assert request.tools is not None
+        assert len(request.tools) == len(row.tools or [])
+        assert body["tools"] == row.tools
+        assert request.sampling_params()[0] == {
+            "temperature": 0.7,
+            "top_p": 1.0,
+            "max_tokens": 1200,
+        }
+        assert exchange.source == f"import:{row.location}"
+        assert exchange.baseline_model.name == "gpt-4o-2024-08-06-FC"
+        response = exchange.response
+        assert response is not None
+        assert response.status_code == 200
+        assert not response.streamed
+        assert response.tool_calls == row.tool_calls
+        assert response.text == (row.output_text if row.output_text is not None else "")
+        assert response.finish_reason_raw is None
+        assert response.finish_reason is FinishReason.UNKNOWN
+        assert response.usage.usage_source is UsageSource.REPORTED
+        assert response.usage.prompt_tokens == row.prompt_tokens
+        assert response.usage.total_tokens == (row.prompt_tokens or 0) + (
+            row.completion_tokens or 0
+        )
+        assert exchange.timings.source is TimingSource.RECORDED
+        assert exchange.timings.e2e_ms == row.latency_ms
+        assert exchange.timings.ttft_ms is None
+
+
+def test_alpaca_import_without_stream_or_sampling(shared_data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "alpaca"
+    report = import_table(
+        shared_data / "alpaca_eval/Qwen1.5-72B-Chat/model_outputs.json",
+        out=out,
+        preset="alpaca_eval",
+        stream=False,
+        compress=True,
+    )
+    assert report.written == 805
+    assert all(p.name.endswith(".jsonl.gz") for p in report.segments)
+    exchanges = _exchanges(out)
+    assert Counter(e.task_type for e in exchanges)["selfinstruct"] == 252
+    body = exchanges[0].request.json_body()
+    assert body is not None
+    assert set(body) == {"model", "messages"}
+    ChatCompletionRequest.model_validate(body)
+    assert exchanges[0].response is not None
+    assert exchanges[0].response.usage.usage_source is UsageSource.MISSING
+    assert exchanges[0].response.usage.prompt_tokens is None
+    assert exchanges[0].timings.source is TimingSource.MISSING
+
+
+def test_mt_bench_import(shared_data: Path, tmp_path: Path) -> None:
+    report = import_table(
+        shared_data / "mt_bench/model_answer/vicuna-13b-v1.3.jsonl",
+        out=tmp_path / "mt",
+        preset="mt_bench",
+        prompts=shared_data / "mt_bench/question.jsonl",
+    )
+    assert report.written == 80
+    exchanges = _exchanges(tmp_path / "mt")
+    assert Counter(e.task_type for e in exchanges) == Counter(
+        {c: 10 for c in ("writing", "roleplay", "reasoning", "math")}
+        | {c: 10 for c in ("coding", "extraction", "stem", "humanities")}
+    )
+
+
+def test_rejected_rows_are_reported_and_kept_beside_the_log(tmp_path: Path) -> None:
+    table = tmp_path / "t.jsonl"
+    rows = [
+        {"q": "one", "a": "1", "lat": 120, "ttft": 20, "ct": 11},
+        {"q": "two", "a": None, "lat": 50, "ttft": 10, "ct": 3},
+        {"q": "three", "a": "3", "lat": "slow", "ttft": 10, "ct": 3},
+    ]
+    table.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    mapping = TableMapping(
+        prompt_col="q",
+        output_col="a",
+        latency_col="lat",
+        ttft_col="ttft",
+        latency_unit="ms",
+        completion_tokens_col="ct",
+        model="m",
+        finish_reason_col="a",
+    )
+    out = tmp_path / "log"
+    report = import_table(table, out=out, mapping=mapping)
+    assert (report.rows_read, report.written) == (3, 1)
+    assert report.rejected_by_reason() == {"missing_output": 1, "bad_number": 1}
+    assert report.rejected_path == rejected_path_for(out) == tmp_path / "log.rejected.jsonl"
+    lines = [orjson.loads(x) for x in report.rejected_path.read_text().splitlines()]
+    assert [(x["location"], x["reason"]) for x in lines] == [
+        (f"{table}#1", "missing_output"),
+        (f"{table}#2", "bad_number"),
+    ]
+    assert lines[0]["row"] == rows[1]
+    [exchange] = _exchanges(out)  # the rejected file is not read as a segment
+    assert exchange.timings.e2e_ms == 120
+    assert exchange.timings.ttft_ms == 20
+    assert exchange.timings.tpot_ms == pytest.approx((120 - 20) / 10)
+    assert exchange.response is not None
+    assert exchange.response.usage.completion_tokens == 11
+    assert exchange.response.usage.prompt_tokens is None
+    assert exchange.response.usage.total_tokens is None
+
+
+def test_row_to_exchange_model_identity_and_errors(tmp_path: Path) -> None:
+    table = tmp_path / "t.csv"
+    table.write_text("prompt,answer\nhello,world\n")
+    [row] = load_recorded_rows(table, TableMapping(prompt_col="prompt", output_col="answer")).rows
+    with pytest.raises(TableMappingError, match="no model name"):
+        row_to_exchange(row, stream=True, sampling=None, baseline=None)
+    identity = ModelIdentity(name="base", weights_hash="sha256:abc")
+    at = datetime(2024, 5, 1, tzinfo=UTC)
+    exchange = row_to_exchange(row, stream=False, sampling=None, baseline=identity, captured_at=at)
+    assert exchange.baseline_model == identity
+    assert exchange.captured_at == at
+    assert exchange.request.json_body() == {
+        "model": "base",
+        "messages": [{"role": "user", "content": "hello"}],
+    }
+    with pytest.raises(ConfigError, match="unknown sampling"):
+        row_to_exchange(row, stream=False, sampling={"temprature": 1}, baseline=identity)
+
+
+def test_import_without_model_rejects_rows(tmp_path: Path) -> None:
+    table = tmp_path / "t.csv"
+    table.write_text("prompt,answer\nhello,world\n")
+    report = import_table(
+        table, out=tmp_path / "log", mapping=TableMapping(prompt_col="prompt", output_col="answer")
+    )
+    assert report.written == 0
+    assert report.rejected_by_reason() == {"missing_model": 1}
+
+
+# ------------------------------------------------------------------------------- CLI
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+    import_cmd.register(app)
+
+    @app.callback()
+    def _root() -> None:
+        """Test root."""
+
+    return app
+
+
+def test_cli_import_prints_summary_with_rejections(tmp_path: Path) -> None:
+    table = tmp_path / "t.csv"
+    table.write_text("id,prompt,answer,lat\n1,hi,hello,0.5\n2,bye,,0.2\n3,x,y,oops\n")
+    out = tmp_path / "log"
+    result = CliRunner().invoke(
+        _app(),
+        [
+            "import",
+            "--input",
+            str(table),
+            "--prompt-col",
+            "prompt",
+            "--output-col",
+            "answer",
+            "--id-col",
+            "id",
+            "--latency-col",
+            "lat",
+            "--latency-unit",
+            "s",
+            "--model",
+            "m",
+            "--task-type",
+            "chat",
+            "--no-stream",
+            "--temperature",
+            "0",
+            "--out",
+            str(out),
+        ],
+        terminal_width=120,
+    )
+    assert result.exit_code == 0, result.output
+    assert "rows read" in result.output
+    assert "written" in result.output
+    assert "missing_output" in result.output
+    assert "bad_number" in result.output
+    [exchange] = _exchanges(out)
+    assert exchange.request.json_body() == {
+        "model": "m",
+        "messages": [{"role": "user", "content": "hi"}],
+        "temperature": 0.0,
+    }
+    assert exchange.task_type == "chat"
+    assert exchange.timings.e2e_ms == 500.0
+
+
+def test_cli_import_preset(shared_data: Path, tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        _app(),
+        [
+            "import",
+            "--preset",
+            "mt_bench",
+            "--input",
+            str(shared_data / "mt_bench/model_answer/gpt-3.5-turbo.jsonl"),
+            "--prompts",
+            str(shared_data / "mt_bench/question.jsonl"),
+            "--out",
+            str(tmp_path / "log"),
+            "--gzip",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert len(_exchanges(tmp_path / "log")) == 80
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--preset", "alpaca_eval", "--prompt-col", "x"], "--preset cannot be combined"),
+        (["--prompt-col", "prompt", "--output-col", "reply"], "'reply'"),
+        (["--prompt-col", "prompt"], "give --preset"),
+        (["--prompt-col", "prompt", "--output-col", "answer", "--latency-col", "x"], "latency"),
+        (["--preset", "nope"], "unknown preset"),
+    ],
+)
+def test_cli_import_user_errors_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
+    table = tmp_path / "t.csv"
+    table.write_text("prompt,answer\nhi,hello\n")
+    result = CliRunner().invoke(
+        _app(),
+        ["import", "--input", str(table), "--out", str(tmp_path / "log"), *args],
+        terminal_width=200,
+    )
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+
+
+def test_cli_import_nothing_written_exits_1(tmp_path: Path) -> None:
+    table = tmp_path / "t.csv"
+    table.write_text("prompt,answer\nhi,\n")
+    result = CliRunner().invoke(
+        _app(),
+        [
+            "import",
+            "--input",
+            str(table),
+            "--prompt-col",
+            "prompt",
+            "--output-col",
+            "answer",
+            "--model",
+            "m",
+            "--out",
+            str(tmp_path / "log"),
+        ],
+    )
+    assert result.exit_code == 1

@@ -1,0 +1,141 @@
+"""Synthetic pair scores for the gate tests, built from seeded generators.
+
+The ``simulate`` fixture builds :class:`PairScore` records per task type from keyword
+specs (see :class:`TaskSpec`), so each test states only what it plants (an error burst, a
+format drop, a latency tail). Helpers are fixtures, not imports, so the tests work under
+any pytest import mode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+
+from shadoweval.records import Coverage, FormatFlags, PairScore, SidePair
+
+T0 = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
+
+
+@dataclass
+class TaskSpec:
+    """How to simulate one task type's pairs.
+
+    Rates are per pair. Format outcomes are correlated between the arms: the baseline
+    fails with ``base_format_fail``; the candidate copies the baseline's outcome and
+    then fails an ok pair with ``cand_format_extra_fail`` or recovers a failed one with
+    ``cand_format_recover``.
+    """
+
+    n: int
+    base_error: float = 0.005
+    cand_error: float = 0.005
+    format_expected: bool = False
+    base_format_fail: float = 0.02
+    cand_format_extra_fail: float = 0.005
+    cand_format_recover: float = 0.005
+    similarity_mean: float = 0.85
+    similarity_sd: float = 0.08
+    e2e_median_ms: float = 800.0
+    ttft_median_ms: float = 150.0
+    latency_sigma: float = 0.4
+    cand_latency_factor: float = 1.0
+    cand_tail_factor: float = 1.0
+    latency_source: str = "baseline_repeat"
+    nan_similarity: int = 0
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+def make_scores(
+    specs: dict[str, dict[str, object]], *, seed: int = 7, run_id: str = "run-test"
+) -> list[PairScore]:
+    """Simulate pair scores; ``specs`` maps task type to :class:`TaskSpec` keywords."""
+    rng = np.random.default_rng(seed)
+    scores: list[PairScore] = []
+    i = 0
+    for task_type, kwargs in specs.items():
+        spec = TaskSpec(**kwargs)  # type: ignore[arg-type]
+        base_err = rng.random(spec.n) < spec.base_error
+        cand_err = rng.random(spec.n) < spec.cand_error
+        base_fmt = rng.random(spec.n) >= spec.base_format_fail
+        flip_fail = rng.random(spec.n) < spec.cand_format_extra_fail
+        flip_ok = rng.random(spec.n) < spec.cand_format_recover
+        cand_fmt = np.where(base_fmt, ~flip_fail, flip_ok)
+        sim = np.clip(rng.normal(spec.similarity_mean, spec.similarity_sd, spec.n), -1.0, 1.0)
+        base_e2e = rng.lognormal(np.log(spec.e2e_median_ms), spec.latency_sigma, spec.n)
+        base_ttft = rng.lognormal(np.log(spec.ttft_median_ms), spec.latency_sigma, spec.n)
+        noise = rng.lognormal(0.0, 0.1, (2, spec.n))
+        tail = np.where(base_e2e > np.quantile(base_e2e, 0.85), spec.cand_tail_factor, 1.0)
+        cand_e2e = base_e2e * noise[0] * spec.cand_latency_factor * tail
+        cand_ttft = base_ttft * noise[1] * spec.cand_latency_factor
+        nan_left = spec.nan_similarity
+        for k in range(spec.n):
+            either = bool(base_err[k] or cand_err[k])
+            similarity: float | None = None if either else float(sim[k])
+            if not either and nan_left > 0:
+                similarity, nan_left = float("nan"), nan_left - 1
+            fmt = {}
+            if spec.format_expected:
+                fmt = {
+                    "baseline_format": None
+                    if base_err[k]
+                    else FormatFlags(
+                        strict=bool(base_fmt[k]),
+                        fence_stripped=bool(base_fmt[k]),
+                        extracted=bool(base_fmt[k]),
+                    ),
+                    "candidate_format": None
+                    if cand_err[k]
+                    else FormatFlags(
+                        strict=bool(cand_fmt[k]),
+                        fence_stripped=bool(cand_fmt[k]),
+                        extracted=bool(cand_fmt[k]),
+                    ),
+                }
+            scores.append(
+                PairScore(
+                    run_id=run_id,
+                    exchange_id=f"ex{i:07d}",
+                    task_type=task_type,
+                    captured_at=T0 + timedelta(seconds=i),
+                    similarity=similarity,
+                    format_expected=spec.format_expected,
+                    baseline_error=bool(base_err[k]),
+                    candidate_error=bool(cand_err[k]),
+                    e2e_ms=SidePair(
+                        baseline=None if base_err[k] else float(base_e2e[k]),
+                        candidate=None if cand_err[k] else float(cand_e2e[k]),
+                    ),
+                    ttft_ms=SidePair(
+                        baseline=None if base_err[k] else float(base_ttft[k]),
+                        candidate=None if cand_err[k] else float(cand_ttft[k]),
+                    ),
+                    latency_baseline_source=spec.latency_source,
+                    **fmt,
+                    **spec.extra,
+                )
+            )
+            i += 1
+    return scores
+
+
+def full_coverage(n: int) -> Coverage:
+    """Coverage of a run in which every captured exchange was paired."""
+    return Coverage(
+        captured=n, replayed=n, paired=n, errored=0, warmup=0, skipped=0, share=1.0 if n else 0.0
+    )
+
+
+@pytest.fixture
+def simulate() -> Callable[..., list[PairScore]]:
+    """The :func:`make_scores` simulator."""
+    return make_scores
+
+
+@pytest.fixture
+def coverage_for() -> Callable[[int], Coverage]:
+    """:func:`full_coverage`: a run in which every captured exchange was paired."""
+    return full_coverage

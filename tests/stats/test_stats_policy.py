@@ -1,0 +1,199 @@
+"""Gate policy: defaults, validation errors naming field and value, overrides, hashing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from shadoweval.errors import ConfigError
+from shadoweval.records import POOLED
+from stats.policy import (
+    DEFAULT_POLICY_FILE,
+    GatePolicy,
+    effective,
+    load_policy,
+    parse_policy,
+    policy_hash,
+    policy_to_yaml,
+)
+
+DEFAULT_YAML = Path(__file__).resolve().parents[2] / "stats" / "default_policy.yaml"
+
+
+def test_default_policy_file_is_shipped_in_the_package() -> None:
+    assert DEFAULT_POLICY_FILE.resolve() == DEFAULT_YAML
+
+
+def test_default_policy_file_equals_the_defaults() -> None:
+    policy = load_policy(DEFAULT_YAML)
+    assert policy == GatePolicy()
+    assert policy_hash(policy) == policy_hash(GatePolicy())
+
+
+def test_default_policy_file_writes_every_field_out() -> None:
+    text = DEFAULT_YAML.read_text(encoding="utf-8")
+    for name in GatePolicy.model_fields:
+        assert f"\n{name}:" in text, name
+    for block in ("error_rate", "format_parse", "similarity", "latency"):
+        for name in type(getattr(GatePolicy(), block)).model_fields:
+            assert f"  {name}:" in text, f"{block}.{name}"
+
+
+def test_documented_defaults() -> None:
+    p = GatePolicy()
+    assert (p.version, p.alpha, p.alpha_harm) == (1, 0.025, 0.01)
+    assert (p.min_pairs_per_task_type, p.min_pairs_pooled) == (50, 100)
+    assert (p.min_traffic_share, p.min_coverage) == (0.05, 0.9)
+    assert (p.error_rate.margin, p.error_rate.critical) == (0.02, True)
+    assert (p.format_parse.margin, p.format_parse.success_flag) == (0.02, "fence_stripped")
+    assert p.similarity.max_mean_divergence == 0.35
+    lat = p.latency
+    assert lat.metrics == ("e2e_ms", "ttft_ms")
+    assert (lat.p50_ratio_max, lat.p95_ratio_max, lat.confidence) == (1.2, 1.5, 0.95)
+    assert (lat.bootstrap_replicates, lat.seed, lat.min_pairs_p95) == (2000, 20240601, 100)
+
+
+def test_negative_margin_names_field_and_value() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_policy({"error_rate": {"margin": -0.01}})
+    assert info.value.field == "error_rate.margin"
+    assert info.value.value == -0.01
+    assert str(info.value).startswith("policy field error_rate.margin = -0.01: must be > 0")
+
+
+@pytest.mark.parametrize(
+    ("mapping", "field"),
+    [
+        ({"error_rate": {"margin": 0}}, "error_rate.margin"),
+        ({"format_parse": {"margin": 0.0}}, "format_parse.margin"),
+        ({"similarity": {"max_mean_divergence": 0}}, "similarity.max_mean_divergence"),
+        ({"alpha": 0.5}, "alpha"),
+        ({"alpha_harm": 0}, "alpha_harm"),
+        ({"latency": {"p95_ratio_max": 1.0}}, "latency.p95_ratio_max"),
+        ({"latency": {"p50_ratio_max": 0.9}}, "latency.p50_ratio_max"),
+        ({"latency": {"confidence": 0.5}}, "latency.confidence"),
+        ({"latency": {"confidence": 1.0}}, "latency.confidence"),
+        ({"latency": {"metrics": ["e2e_ms", "tpot_ms"]}}, "latency.metrics.1"),
+        ({"latency": {"metrics": ["e2e_ms", "e2e_ms"]}}, "latency.metrics"),
+        ({"format_parse": {"success_flag": "lenient"}}, "format_parse.success_flag"),
+        ({"error_rate": {"margin": True}}, "error_rate.margin"),
+        ({"error_rate": {"margin": float("inf")}}, "error_rate.margin"),
+        ({"error_rate": {"critical": "maybe"}}, "error_rate.critical"),
+        ({"min_pairs_pooled": 10.5}, "min_pairs_pooled"),
+        ({"min_coverage": 0}, "min_coverage"),
+        ({"version": 2}, "version"),
+        (
+            {"task_types": {"code": {"error_rate": {"margin": -1}}}},
+            "task_types.code.error_rate.margin",
+        ),
+        ({"task_types": {"code": 3}}, "task_types.code"),
+    ],
+)
+def test_invalid_values_name_their_field(mapping: dict[str, object], field: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_policy(mapping)
+    assert info.value.field == field
+    assert f"policy field {field} = " in str(info.value)
+
+
+def test_unknown_keys_are_rejected_with_their_name() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_policy({"error_rate": {"marign": 0.01}})
+    assert info.value.field == "error_rate.marign"
+    assert "unknown field" in str(info.value)
+    assert "allowed: margin, critical" in str(info.value)
+    with pytest.raises(ConfigError) as info:
+        parse_policy({"alpah": 0.05})
+    assert info.value.field == "alpah"
+    with pytest.raises(ConfigError) as info:
+        parse_policy({"task_types": {"code": {"min_pair": 5}}})
+    assert info.value.field == "task_types.code.min_pair"
+
+
+def test_reserved_task_type_name() -> None:
+    with pytest.raises(ConfigError, match="reserved"):
+        parse_policy({"task_types": {POOLED: {}}})
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.yaml"
+    with pytest.raises(ConfigError, match="not found") as info:
+        load_policy(missing)
+    assert info.value.value == str(missing)
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("", "empty"),
+        ("alpha: [0.1\n", "not valid YAML"),
+        ("- 1\n- 2\n", "must be a mapping"),
+        ("alpha: 0.02\nalpha: 0.03\n", "duplicate key 'alpha'"),
+        ("error_rate:\n  margin: 0.01\n  margin: 0.05\n", "duplicate key 'margin'"),
+    ],
+)
+def test_bad_files(tmp_path: Path, text: str, match: str) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError, match=match):
+        load_policy(path)
+
+
+def test_overrides_merge_field_by_field(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(
+        "error_rate: {margin: 0.03}\n"
+        "min_pairs_per_task_type: 80\n"
+        "task_types:\n"
+        "  extraction:\n"
+        "    min_pairs: 200\n"
+        "    error_rate: {critical: false}\n"
+        "    format_parse: {success_flag: strict}\n"
+        "  chat:\n",
+        encoding="utf-8",
+    )
+    policy = load_policy(path)
+    extraction = effective(policy, "extraction")
+    assert extraction.min_pairs == 200
+    assert (extraction.error_rate.margin, extraction.error_rate.critical) == (0.03, False)
+    assert extraction.format_parse.success_flag == "strict"
+    assert extraction.format_parse.margin == 0.02
+    chat = effective(policy, "chat")
+    assert chat.min_pairs == 80
+    assert chat.error_rate.margin == 0.03
+    other = effective(policy, "unlisted")
+    assert (other.min_pairs, other.error_rate) == (80, policy.error_rate)
+    pooled = effective(policy, POOLED)
+    assert pooled.min_pairs == policy.min_pairs_pooled == 100
+
+
+def test_yaml_round_trip_and_hash(tmp_path: Path) -> None:
+    policy = parse_policy(
+        {
+            "alpha": 0.02,
+            "latency": {"metrics": ["ttft_ms"], "p95_ratio_max": 1.3},
+            "task_types": {"code": {"similarity": {"max_mean_divergence": 0.2}}},
+        }
+    )
+    path = tmp_path / "resolved.yaml"
+    path.write_text(policy_to_yaml(policy), encoding="utf-8")
+    again = load_policy(path)
+    assert again == policy
+    assert policy_hash(again) == policy_hash(policy)
+    assert len(policy_hash(policy)) == 64
+    assert policy_hash(policy) != policy_hash(GatePolicy())
+    changed = parse_policy({**policy.model_dump(mode="json"), "alpha": 0.021})
+    assert policy_hash(changed) != policy_hash(policy)
+
+
+def test_hash_ignores_layout_and_omitted_defaults() -> None:
+    a = parse_policy({"alpha": 0.025, "error_rate": {"critical": True, "margin": 0.02}})
+    b = parse_policy({"error_rate": {"margin": 0.02}})
+    assert policy_hash(a) == policy_hash(b) == policy_hash(GatePolicy())
+
+
+def test_policy_is_frozen() -> None:
+    policy = GatePolicy()
+    with pytest.raises(ValueError, match="frozen"):
+        policy.alpha = 0.5  # type: ignore[misc]

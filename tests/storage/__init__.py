@@ -1,0 +1,1 @@
+"""Tests of shadoweval.storage and the Alembic migrations, on SQLite and PostgreSQL."""
