@@ -155,6 +155,8 @@ def request_body(
     body: dict[str, Any] = {"model": model, "messages": row.messages}
     if row.tools:
         body["tools"] = row.tools
+    if row.request_fields:
+        body.update(row.request_fields)
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}

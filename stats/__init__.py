@@ -36,6 +36,7 @@ from stats.policy import (
     effective,
     load_policy,
     parse_policy,
+    parse_policy_yaml,
     policy_hash,
     policy_to_yaml,
 )
@@ -71,6 +72,7 @@ __all__ = [
     "order_statistic_ranks",
     "pairs_frame",
     "parse_policy",
+    "parse_policy_yaml",
     "policy_hash",
     "policy_to_yaml",
     "quantile_ci",

@@ -400,6 +400,23 @@ _UniqueKeyLoader.add_constructor(
 )
 
 
+def parse_policy_yaml(text: str, *, source: str = "<policy>") -> GatePolicy:
+    """Parse and validate a gate policy from YAML text (``source`` names it in errors).
+
+    Raises:
+        ConfigError: not valid YAML, empty, a repeated key, or :func:`parse_policy` fails.
+    """
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"gate policy {source} is not valid YAML: {exc}", value=source) from exc
+    if data is None:
+        raise ConfigError(
+            f"gate policy {source} is empty; write every threshold down", value=source
+        )
+    return parse_policy(data)
+
+
 def load_policy(path: str | Path) -> GatePolicy:
     """Read and validate a gate policy YAML file.
 
@@ -416,17 +433,7 @@ def load_policy(path: str | Path) -> GatePolicy:
         raise ConfigError(
             f"gate policy file {path} cannot be read: {exc}", value=str(path)
         ) from exc
-    try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)
-    except yaml.YAMLError as exc:
-        raise ConfigError(
-            f"gate policy file {path} is not valid YAML: {exc}", value=str(path)
-        ) from exc
-    if data is None:
-        raise ConfigError(
-            f"gate policy file {path} is empty; write every threshold down", value=str(path)
-        )
-    return parse_policy(data)
+    return parse_policy_yaml(text, source=f"file {path}")
 
 
 def _canonical(policy: GatePolicy) -> dict[str, Any]:

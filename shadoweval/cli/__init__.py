@@ -19,7 +19,16 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-_COMMAND_MODULES: tuple[str, ...] = ("db_cmd", "import_cmd", "mock_llm_cmd")
+_COMMAND_MODULES: tuple[str, ...] = (
+    "db_cmd",
+    "import_cmd",
+    "mock_llm_cmd",
+    "replay_cmd",
+    "compare_cmd",
+    "gate_cmd",
+    "evaluate_cmd",
+    "demo_cmd",
+)
 
 for _name in _COMMAND_MODULES:
     importlib.import_module(f"shadoweval.cli.{_name}").register(app)

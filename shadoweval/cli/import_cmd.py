@@ -145,6 +145,14 @@ ToolsColOpt = Annotated[
     str | None,
     typer.Option("--tools-col", help="Column with tool schemas.", rich_help_panel=_M),
 ]
+RequestFieldsColOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--request-fields-col",
+        help="Column with a JSON object of further request fields (response_format, ...).",
+        rich_help_panel=_M,
+    ),
+]
 ToolsFormatOpt = Annotated[
     str,
     typer.Option("--tools-format", help="Tool schema format: openai or bfcl.", rich_help_panel=_M),
@@ -167,6 +175,7 @@ _COLUMN_OPTIONS = {
     "prompt_tokens_col": "--prompt-tokens-col",
     "completion_tokens_col": "--completion-tokens-col",
     "tools_col": "--tools-col",
+    "request_fields_col": "--request-fields-col",
 }
 
 
@@ -196,6 +205,7 @@ class TableOptions:
     completion_tokens_col: str | None = None
     tools_col: str | None = None
     tools_format: str = "openai"
+    request_fields_col: str | None = None
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> TableOptions:
@@ -311,6 +321,7 @@ def import_command(
     prompt_tokens_col: PromptTokensColOpt = None,
     completion_tokens_col: CompletionTokensColOpt = None,
     tools_col: ToolsColOpt = None,
+    request_fields_col: RequestFieldsColOpt = None,
     tools_format: ToolsFormatOpt = "openai",
     stream: Annotated[
         bool,

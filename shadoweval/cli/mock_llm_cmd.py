@@ -27,6 +27,7 @@ from shadoweval.cli.import_cmd import (
     PromptColOpt,
     PromptsOpt,
     PromptTokensColOpt,
+    RequestFieldsColOpt,
     SystemColOpt,
     TableOptions,
     TaskTypeColOpt,
@@ -75,6 +76,7 @@ def mock_llm_command(
     prompt_tokens_col: PromptTokensColOpt = None,
     completion_tokens_col: CompletionTokensColOpt = None,
     tools_col: ToolsColOpt = None,
+    request_fields_col: RequestFieldsColOpt = None,
     tools_format: ToolsFormatOpt = "openai",
     latency_profile: Annotated[
         str,

@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from shadoweval.mock_llm.pieces import split_pieces
+
 TASK_TYPES = ("support_chat", "classification", "extraction", "summarization")
 
 EXTRACTION_SCHEMA: dict[str, Any] = {
@@ -208,7 +210,7 @@ class WorkloadSpec:
     seed: int = 7
     broken_json_share: float = 0.12
     long_answer_words: int = 120
-    slow_itl_factor: float = 1.6
+    slow_itl_factor: float = 1.8
     ttft_ms_median: float = 40.0
     itl_ms_median: float = 3.0
 
@@ -282,8 +284,9 @@ def _summarization(rng: np.random.Generator) -> tuple[list[dict[str, Any]], str,
 def generate_workload(spec: WorkloadSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Return (baseline rows, candidate rows): same prompts, one output table per model.
 
-    Each row: ``id``, ``task_type``, ``messages``, ``output``, ``response_format`` (or
-    ``None``), ``ttft_ms``, ``itl_ms``, ``model``.
+    Each row: ``id``, ``task_type``, ``messages``, ``output``, ``request_fields`` (further
+    request fields such as ``response_format``, or ``None``), ``ttft_ms``, ``itl_ms``,
+    ``model``, ``prompt_tokens`` and ``completion_tokens`` (counted as mock-llm counts them).
     """
     rng = np.random.default_rng(spec.seed)
     baseline: list[dict[str, Any]] = []
@@ -310,7 +313,10 @@ def generate_workload(spec: WorkloadSpec) -> tuple[list[dict[str, Any]], list[di
                 "id": f"{task}-{i:05d}",
                 "task_type": task,
                 "messages": messages,
-                "response_format": response_format if task == "extraction" else None,
+                "request_fields": (
+                    {"response_format": response_format} if task == "extraction" else None
+                ),
+                "prompt_tokens": len(split_pieces(str(messages[-1]["content"]))),
             }
             baseline.append(
                 {
@@ -319,6 +325,7 @@ def generate_workload(spec: WorkloadSpec) -> tuple[list[dict[str, Any]], list[di
                     "ttft_ms": ttft_b,
                     "itl_ms": itl_b,
                     "model": "demo-baseline-v1",
+                    "completion_tokens": len(split_pieces(base_out)),
                 }
             )
             candidate.append(
@@ -328,6 +335,7 @@ def generate_workload(spec: WorkloadSpec) -> tuple[list[dict[str, Any]], list[di
                     "ttft_ms": ttft_c,
                     "itl_ms": itl_c,
                     "model": "demo-candidate-v2",
+                    "completion_tokens": len(split_pieces(cand_out)),
                 }
             )
     return baseline, candidate

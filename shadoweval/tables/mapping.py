@@ -38,6 +38,12 @@ class TableMapping(BaseModel):
         in ``latency_unit`` (``s`` or ``ms``); ``prompt_tokens_col``,
         ``completion_tokens_col`` (integers).
 
+    Request fields:
+        ``request_fields_col`` optionally holds a JSON object of further chat-request fields
+        recorded with the prompt (``response_format``, ``tool_choice``, per-row sampling
+        parameters …); they are written into the replayed request as recorded. Fields the
+        mapping already sets (``model``, ``messages``, ``tools``, ``stream``) are refused.
+
     Tools:
         ``tools_col`` holds tool schemas in ``tools_format``: ``openai`` (``[{"type":
         "function", "function": {...}}]`` or bare function objects) or ``bfcl`` (BFCL
@@ -67,6 +73,7 @@ class TableMapping(BaseModel):
     completion_tokens_col: str | None = None
     tools_col: str | None = None
     tools_format: ToolsFormat = "openai"
+    request_fields_col: str | None = None
     tools_language: BfclLanguage = "python"
 
     @model_validator(mode="after")
@@ -97,6 +104,7 @@ class TableMapping(BaseModel):
             "prompt_tokens_col",
             "completion_tokens_col",
             "tools_col",
+            "request_fields_col",
         )
         out: dict[str, str] = {}
         for name in fields:

@@ -22,6 +22,7 @@ from shadoweval.tables.values import (
     number_cell,
     openai_tools_cell,
     output_cell,
+    request_fields_cell,
     text_cell,
     to_python,
 )
@@ -47,6 +48,7 @@ class RecordedRow:
         prompt_tokens, completion_tokens: recorded token counts.
         location: ``"<file>#<row>"`` with the 0-based row position in that file.
         finish_reason: the recorded raw ``finish_reason``, when mapped.
+        request_fields: further recorded request fields (``response_format`` …), or ``None``.
     """
 
     key: str
@@ -63,6 +65,7 @@ class RecordedRow:
     completion_tokens: int | None
     location: str
     finish_reason: str | None = None
+    request_fields: dict[str, Any] | None = None
 
     @property
     def prompt_key(self) -> str:
@@ -195,6 +198,9 @@ def _row(record: Mapping[str, Any], mapping: TableMapping, location: str) -> Rec
     finish = None
     if m.finish_reason_col is not None:
         finish = label_cell(record.get(m.finish_reason_col))
+    request_fields = None
+    if m.request_fields_col is not None:
+        request_fields = request_fields_cell(record.get(m.request_fields_col), m.request_fields_col)
     return RecordedRow(
         key=key,
         messages=messages,
@@ -210,6 +216,7 @@ def _row(record: Mapping[str, Any], mapping: TableMapping, location: str) -> Rec
         completion_tokens=count(m.completion_tokens_col),
         location=location,
         finish_reason=finish,
+        request_fields=request_fields,
     )
 
 

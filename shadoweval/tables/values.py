@@ -165,6 +165,29 @@ def messages_cell(value: Any, column: str) -> list[dict[str, Any]]:
     return messages
 
 
+RESERVED_REQUEST_FIELDS = frozenset({"model", "messages", "tools", "stream", "stream_options"})
+
+
+def request_fields_cell(value: Any, column: str) -> dict[str, Any] | None:
+    """Return a JSON object of extra request fields, ``None`` when the cell is empty.
+
+    Raises:
+        RowRejected: ``bad_request_fields`` when the cell is not an object or sets a field
+            the mapping owns (:data:`RESERVED_REQUEST_FIELDS`).
+    """
+    value = _maybe_json(value, column)
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise RowRejected("bad_request_fields", f"column {column!r} is not a JSON object")
+    reserved = sorted(RESERVED_REQUEST_FIELDS.intersection(value))
+    if reserved:
+        raise RowRejected(
+            "bad_request_fields", f"column {column!r} sets fields the mapping owns: {reserved}"
+        )
+    return {str(k): v for k, v in value.items() if v is not None} or None
+
+
 def openai_tools_cell(value: Any, column: str) -> list[dict[str, Any]] | None:
     """Return OpenAI tools ``[{"type": "function", "function": {...}}]``, ``None`` when empty.
 

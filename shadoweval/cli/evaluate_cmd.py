@@ -1,0 +1,187 @@
+"""``shadow-eval evaluate``: replay a capture log against a candidate, score, gate, report."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from shadoweval.cli.options import (
+    DatabaseUrlOpt,
+    DeviceOpt,
+    EncoderOpt,
+    JsonOpt,
+    PolicyOpt,
+    ProgressOpt,
+    StructuredOpt,
+)
+
+if TYPE_CHECKING:
+    from shadoweval.config import Settings
+
+logger = logging.getLogger(__name__)
+
+
+def build_settings(
+    *,
+    database_url: str | None,
+    concurrency: int | None,
+    rate: float | None,
+    timeout_s: float | None,
+    warmup: int | None,
+) -> Settings:
+    """Settings from the environment with the command-line overrides applied.
+
+    Raises:
+        ConfigError: an override is out of range (names the option and value).
+    """
+    from pydantic import ValidationError
+
+    from shadoweval.config import ReplaySettings
+    from shadoweval.config import Settings as _Settings
+    from shadoweval.errors import ConfigError
+
+    settings = _Settings()
+    replay = settings.replay.model_dump()
+    for key, value in (
+        ("concurrency", concurrency),
+        ("rate_per_s", rate),
+        ("timeout_s", timeout_s),
+        ("warmup_requests", warmup),
+    ):
+        if value is not None:
+            replay[key] = value
+    try:
+        replay_settings = ReplaySettings.model_validate(replay)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(
+            f"replay.{name} = {first.get('input')!r}: {first['msg']}",
+            field=f"replay.{name}",
+            value=first.get("input"),
+        ) from None
+    update: dict[str, object] = {"replay": replay_settings}
+    if database_url:
+        update["database"] = settings.database.model_copy(update={"url": database_url})
+    return settings.model_copy(update=update)
+
+
+def evaluate_command(
+    capture_log: Annotated[
+        Path, typer.Option("--capture-log", help="Capture log (a segment file or directory).")
+    ],
+    candidate_url: Annotated[
+        str, typer.Option("--candidate-url", help="Base URL of the candidate (shadow) server.")
+    ],
+    candidate_model: Annotated[
+        str | None,
+        typer.Option("--candidate-model", help="Candidate model name (default: /v1/models)."),
+    ] = None,
+    baseline_repeat_url: Annotated[
+        str | None,
+        typer.Option(
+            "--baseline-repeat-url",
+            help="Base URL of a shadow replica of the baseline model: a sampled share of "
+            "exchanges is replayed there too (noise floor, latency under equal load).",
+        ),
+    ] = None,
+    baseline_repeat_model: Annotated[
+        str | None, typer.Option("--baseline-repeat-model", help="Its model name.")
+    ] = None,
+    baseline_repeat_share: Annotated[
+        float,
+        typer.Option("--baseline-repeat-share", min=0.0, max=1.0, help="Share replayed there."),
+    ] = 0.1,
+    policy: PolicyOpt = None,
+    database_url: DatabaseUrlOpt = None,
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="Run id (resume it if it exists).")
+    ] = None,
+    name: Annotated[str | None, typer.Option("--name", help="Run name.")] = None,
+    report: Annotated[
+        Path | None, typer.Option("--report", help="Write the JSON report here.")
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option("--concurrency", help="Requests in flight.")
+    ] = None,
+    rate: Annotated[
+        float | None, typer.Option("--rate", help="Target requests per second.")
+    ] = None,
+    timeout_s: Annotated[
+        float | None, typer.Option("--timeout", help="Per-request limit, seconds.")
+    ] = None,
+    warmup: Annotated[
+        int | None, typer.Option("--warmup", help="Warm-up requests per target.")
+    ] = None,
+    encoder: EncoderOpt = "minilm",
+    device: DeviceOpt = "cpu",
+    structured_task_type: StructuredOpt = None,
+    progress: ProgressOpt = True,
+    as_json: JsonOpt = False,
+) -> None:
+    """Replay a capture log against a candidate, score every pair, gate, and report.
+
+    Exit status: 0 PROMOTE, 1 HOLD, 2 ROLLBACK, 3 error.
+    """
+    from rich.console import Console
+
+    from shadoweval.cli.evaluation import EvaluationRequest, evaluate
+    from shadoweval.cli.pipeline import EXIT_CODES, EXIT_ERROR
+    from shadoweval.cli.render import print_result, wide_console
+    from shadoweval.errors import ShadowEvalError
+
+    err = Console(stderr=True)
+    out = wide_console(stderr=as_json)
+    try:
+        settings = build_settings(
+            database_url=database_url,
+            concurrency=concurrency,
+            rate=rate,
+            timeout_s=timeout_s,
+            warmup=warmup,
+        )
+        result = evaluate(
+            EvaluationRequest(
+                capture_log=capture_log,
+                candidate_url=candidate_url,
+                candidate_model=candidate_model,
+                baseline_repeat_url=baseline_repeat_url,
+                baseline_repeat_model=baseline_repeat_model,
+                baseline_repeat_share=baseline_repeat_share,
+                policy_path=policy,
+                run_name=name,
+                run_id=run_id,
+                encoder=encoder,
+                device=device,
+                structured_task_types=frozenset(structured_task_type or ()),
+                progress=progress,
+            ),
+            settings,
+            console=err,
+        )
+    except (ShadowEvalError, FileNotFoundError) as exc:
+        err.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(EXIT_ERROR) from None
+    print_result(out, result.gate.summary, result.gate.verdict)
+    rep = result.replay
+    out.print(
+        f"replayed {sum(rep.sent.values())} in {rep.wall_s:.1f}s "
+        f"({rep.achieved_rate_per_s:.1f}/s"
+        + (f", target {rep.target_rate_per_s:g}/s" if rep.target_rate_per_s else "")
+        + f"); errors {dict(rep.errors) or 0}; rejected lines {dict(rep.rejected) or 0}; "
+        f"stages {result.stages_s}"
+    )
+    if report is not None:
+        result.write_report(report)
+        out.print(f"report written to {report}")
+    if as_json:
+        typer.echo(result.gate.verdict.model_dump_json(indent=2))
+    raise typer.Exit(EXIT_CODES[result.gate.verdict.decision])
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``evaluate`` to the CLI."""
+    app.command("evaluate")(evaluate_command)

@@ -1,0 +1,282 @@
+"""The stages of one evaluation, wired together (used by the ``replay``, ``compare``,
+``gate``, ``evaluate`` and ``demo`` commands).
+
+This module is part of the composition root: it is the only place that joins storage, the
+replay client, the scorers and the gate. Each function does one stage and returns what it
+did; the commands decide how to print it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from shadoweval.errors import ConfigError, ShadowEvalError
+from shadoweval.records import Decision, ModelIdentity, ReplayTarget, Verdict
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from rich.console import Console
+
+    from compare.encoders import Encoder
+    from compare.worker import CompareReport
+    from replay.runner import ReplayReport
+    from shadoweval.config import ReplaySettings
+    from shadoweval.storage import Repository, RunInfo
+    from stats.policy import GatePolicy
+
+EXIT_CODES: dict[Decision, int] = {Decision.PROMOTE: 0, Decision.HOLD: 1, Decision.ROLLBACK: 2}
+"""``shadow-eval gate`` / ``evaluate`` exit status per decision; 3 means an error."""
+EXIT_ERROR = 3
+
+
+@contextmanager
+def open_repository(database_url: str, *, upgrade: bool = True) -> Iterator[Repository]:
+    """Open the database (migrating it to head first when ``upgrade``) and yield a repository.
+
+    Raises:
+        StorageError: the database cannot be reached, or is behind and ``upgrade`` is false.
+    """
+    from shadoweval.storage import Database, Repository
+
+    db = Database(database_url)
+    try:
+        if upgrade:
+            db.upgrade()
+        else:
+            db.check_schema()
+        yield Repository(db)
+    finally:
+        db.dispose()
+
+
+def make_encoder(name: str, *, device: str = "cpu", batch_size: int = 64) -> Encoder:
+    """Build the similarity encoder: ``minilm`` (bundled all-MiniLM-L6-v2) or ``hashing``.
+
+    Raises:
+        ConfigError: an unknown encoder name, or the model cannot be loaded.
+    """
+    from compare.encoders import HashingEncoder, MiniLMEncoder
+
+    if name == "minilm":
+        return MiniLMEncoder(device=device, batch_size=batch_size)
+    if name == "hashing":
+        return HashingEncoder()
+    raise ConfigError(
+        f"encoder {name!r} is not known: use minilm or hashing", field="encoder", value=name
+    )
+
+
+def load_gate_policy(path: Path | None) -> tuple[GatePolicy, str, str]:
+    """Return (policy, its YAML text, its hash); the default policy when ``path`` is None."""
+    from stats.policy import DEFAULT_POLICY_FILE, load_policy, policy_hash, policy_to_yaml
+
+    policy = load_policy(path if path is not None else DEFAULT_POLICY_FILE)
+    return policy, policy_to_yaml(policy), policy_hash(policy)
+
+
+def baseline_identity(capture_log: Path) -> ModelIdentity:
+    """The baseline model identity recorded in the first decodable exchange of a log.
+
+    Raises:
+        ShadowEvalError: the log holds no decodable exchange.
+    """
+    from shadoweval.capture_log import read_capture_log
+
+    for entry in read_capture_log(capture_log):
+        if entry.exchange is not None:
+            return entry.exchange.baseline_model
+    raise ShadowEvalError(f"capture log {capture_log} holds no decodable exchange")
+
+
+def count_lines(capture_log: Path) -> int:
+    """Number of non-blank lines of a capture log (for the progress bar)."""
+    from shadoweval.capture_log import read_capture_log
+
+    return sum(1 for _ in read_capture_log(capture_log))
+
+
+async def model_identity_from_server(
+    base_url: str, name: str | None, api_key: str | None, timeout_s: float = 10.0
+) -> ModelIdentity:
+    """The identity of the model behind ``base_url``: ``name`` if given, else the first id
+    listed by ``GET /v1/models``.
+
+    Raises:
+        ShadowEvalError: no name given and the server does not list a model.
+    """
+    import httpx
+
+    if name:
+        return ModelIdentity(name=name, base_url=base_url)
+    headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        async with httpx.AsyncClient(base_url=base_url, timeout=timeout_s) as client:
+            response = await client.get("/v1/models", headers=headers)
+            response.raise_for_status()
+            data = response.json().get("data") or []
+    except (httpx.HTTPError, ValueError, AttributeError) as exc:
+        raise ShadowEvalError(
+            f"cannot read the model name from {base_url}/v1/models ({exc}); pass it explicitly"
+        ) from exc
+    if not data or not isinstance(data[0], dict) or not data[0].get("id"):
+        raise ShadowEvalError(f"{base_url}/v1/models lists no model; pass the model name")
+    return ModelIdentity(name=str(data[0]["id"]), base_url=base_url)
+
+
+@dataclass(frozen=True, slots=True)
+class TargetConfig:
+    """A shadow target to replay to: where, which model, what share of exchanges."""
+
+    target: ReplayTarget
+    base_url: str
+    model: ModelIdentity
+    share: float = 1.0
+    api_key: str | None = None
+    send_model_name: bool = True
+
+
+async def replay_capture_log(
+    repo: Repository,
+    run_id: str,
+    capture_log: Path,
+    targets: Sequence[TargetConfig],
+    settings: ReplaySettings,
+    *,
+    progress: bool = True,
+    console: Console | None = None,
+) -> ReplayReport:
+    """Replay every line of ``capture_log`` into run ``run_id`` (resuming what is done)."""
+    from replay.client import CandidateClient
+    from replay.runner import ReplayRunner, TargetSpec
+    from shadoweval.capture_log import read_capture_log
+
+    clients = [
+        CandidateClient(
+            t.base_url,
+            timeout_s=settings.timeout_s,
+            connect_timeout_s=settings.connect_timeout_s,
+            connect_retries=settings.connect_retries,
+            backoff_s=settings.backoff_s,
+            max_connections=settings.concurrency,
+            keep_raw_body=settings.keep_raw_body,
+        )
+        for t in targets
+    ]
+    specs = [
+        TargetSpec(
+            target=t.target,
+            client=c,
+            model=t.model,
+            share=t.share,
+            model_name=t.model.name if t.send_model_name else None,
+            api_key=t.api_key,
+        )
+        for t, c in zip(targets, clients, strict=True)
+    ]
+    total = count_lines(capture_log) if progress else None
+    for client in clients:
+        await client.start()
+    try:
+        runner = ReplayRunner(
+            repo,
+            run_id,
+            specs,
+            concurrency=settings.concurrency,
+            rate_per_s=settings.rate_per_s,
+            warmup_requests=settings.warmup_requests,
+            progress=progress,
+            console=console,
+        )
+        return await runner.run(read_capture_log(capture_log), total=total)
+    finally:
+        for client in clients:
+            await client.stop()
+
+
+def compare_run(
+    repo: Repository,
+    run_id: str,
+    encoder: Encoder,
+    *,
+    structured_task_types: frozenset[str] = frozenset(),
+    rescore: bool = False,
+) -> CompareReport:
+    """Score the run's replayed pairs (see :func:`compare.worker.run_compare`)."""
+    from compare.worker import run_compare
+
+    return run_compare(
+        repo, run_id, encoder, structured_task_types=structured_task_types, rescore=rescore
+    )
+
+
+@dataclass(slots=True)
+class GateResult:
+    """A verdict with the table it was computed from (``pairs``) and whether it is new."""
+
+    verdict: Verdict
+    pairs: pd.DataFrame
+    policy: GatePolicy
+    reused_terminal: bool = False
+    summary: pd.DataFrame = field(init=False)
+
+    def __post_init__(self) -> None:
+        from stats.summary import task_type_summary
+
+        self.summary = task_type_summary(self.pairs, self.verdict)
+
+
+def gate_run(repo: Repository, run: RunInfo, *, command: str) -> GateResult:
+    """Compute, store and return the verdict of ``run`` under its frozen policy.
+
+    PROMOTE and ROLLBACK are terminal: once stored, later calls return that verdict.
+    """
+    from stats.frame import pairs_frame
+    from stats.gate import evaluate_gate
+    from stats.policy import parse_policy_yaml
+
+    policy = parse_policy_yaml(run.policy_yaml)
+    scores = repo.load_pair_scores(run.run_id)
+    pairs = pairs_frame(scores, policy)
+    latest = repo.latest_verdict(run.run_id)
+    if latest is not None and latest.decision in (Decision.PROMOTE, Decision.ROLLBACK):
+        return GateResult(latest, pairs, policy, reused_terminal=True)
+    coverage = repo.coverage_counts(run.run_id)
+    look = len(repo.verdict_history(run.run_id)) + 1
+    verdict = evaluate_gate(pairs, policy, run_id=run.run_id, coverage=coverage, look=look)
+    from shadoweval.storage import RunStatus
+
+    status = {
+        Decision.PROMOTE: RunStatus.PROMOTED,
+        Decision.ROLLBACK: RunStatus.ROLLED_BACK,
+        Decision.HOLD: RunStatus.HELD,
+    }[verdict.decision]
+    repo.save_verdict(verdict, command)
+    repo.set_run_status(run.run_id, status)
+    return GateResult(verdict, pairs, policy)
+
+
+def run_async(coro: Any) -> Any:
+    """Run a coroutine to completion from synchronous CLI code."""
+    return asyncio.run(coro)
+
+
+class StageTimer:
+    """Wall-clock seconds per named stage, in the order they ran."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """Time the block as stage ``name``."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = round(time.perf_counter() - start, 3)

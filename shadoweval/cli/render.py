@@ -1,0 +1,176 @@
+"""Terminal rendering of summaries and verdicts (rich), and the JSON report."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from rich.panel import Panel
+from rich.table import Table
+
+from shadoweval.records import POOLED, Check, CheckOutcome, Decision, Verdict
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from rich.console import Console
+
+_STYLE = {
+    CheckOutcome.PASS.value: "green",
+    CheckOutcome.FAIL.value: "bold red",
+    CheckOutcome.INCONCLUSIVE.value: "yellow",
+    "": "dim",
+}
+_DECISION_STYLE = {
+    Decision.PROMOTE: "bold green",
+    Decision.HOLD: "bold yellow",
+    Decision.ROLLBACK: "bold red",
+}
+
+
+def _num(value: Any, fmt: str = "{:.3f}") -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return fmt.format(value)
+
+
+def _pair(base: Any, cand: Any) -> str:
+    if base is None or (isinstance(base, float) and math.isnan(base)):
+        return "–"
+    return (
+        f"{base:.0%}→{cand:.0%}"
+        if base in (0.0, 1.0) and cand in (0.0, 1.0)
+        else (f"{base:.1%}→{cand:.1%}")
+    )
+
+
+def summary_table(summary: pd.DataFrame, title: str = "Per task type") -> Table:
+    """A rich table of :func:`stats.summary.task_type_summary` (ratios are candidate/baseline).
+
+    Columns: pairs; mean and 10th-percentile similarity; error-or-empty rate and
+    format-parse success rate, baseline → candidate; e2e p50/p95, TTFT p50 and output-token
+    ratios; the worst check outcome of the task type.
+    """
+    table = Table(title=title, title_justify="left", caption="× = candidate / baseline")
+    for name in (
+        "task type",
+        "n",
+        "sim",
+        "sim p10",
+        "fail",
+        "format ok",
+        "e2e p50×",
+        "e2e p95×",
+        "TTFT p50×",
+        "tokens×",
+        "checks",
+    ):
+        table.add_column(name, justify="left" if name in ("task type", "checks") else "right")
+    for row in summary.to_dict(orient="records"):
+        outcome = str(row["outcome"])
+        pooled = row["task_type"] == POOLED
+        if pooled:
+            table.add_section()
+        table.add_row(
+            "all (pooled)" if pooled else str(row["task_type"]),
+            str(row["n"]),
+            _num(row["similarity_mean"], "{:.2f}"),
+            _num(row["similarity_p10"], "{:.2f}"),
+            _pair(row["baseline_fail_rate"], row["candidate_fail_rate"]),
+            _pair(row["baseline_format_ok_rate"], row["candidate_format_ok_rate"])
+            if row["format_n"]
+            else "–",
+            _num(row["e2e_p50_ratio"], "{:.2f}"),
+            _num(row["e2e_p95_ratio"], "{:.2f}"),
+            _num(row["ttft_p50_ratio"], "{:.2f}"),
+            _num(row["output_tokens_ratio"], "{:.2f}"),
+            f"[{_STYLE.get(outcome, '')}]{outcome or '–'}[/]",
+        )
+    return table
+
+
+def _task(task_type: str) -> str:
+    return "all (pooled)" if task_type == POOLED else task_type
+
+
+def checks_table(verdict: Verdict, *, only_not_passed: bool = True) -> Table:
+    """A rich table of the verdict's checks (by default those that did not pass).
+
+    The reasons are long sentences; :func:`print_result` prints them below the table.
+    """
+    table = Table(
+        title="Checks" + (" that did not pass" if only_not_passed else ""), title_justify="left"
+    )
+    for name in ("#", "task type", "metric", "estimate", "interval", "margin", "n", "outcome"):
+        table.add_column(name)
+    for i, check in enumerate(_selected(verdict, only_not_passed), start=1):
+        interval = (
+            f"[{_num(check.ci_low)}, {_num(check.ci_high)}]"
+            if check.ci_low is not None or check.ci_high is not None
+            else "–"
+        )
+        table.add_row(
+            str(i),
+            _task(check.task_type),
+            check.metric,
+            _num(check.estimate),
+            interval,
+            _num(check.margin),
+            str(check.n),
+            f"[{_STYLE[check.outcome.value]}]{check.outcome.value}[/]",
+        )
+    return table
+
+
+def _selected(verdict: Verdict, only_not_passed: bool) -> list[Check]:
+    return [c for c in verdict.checks if not (only_not_passed and c.outcome is CheckOutcome.PASS)]
+
+
+def verdict_panel(verdict: Verdict, max_reasons: int = 6) -> Panel:
+    """The decision with its leading reasons, coverage and policy hash."""
+    reasons = list(verdict.reasons[:max_reasons])
+    more = len(verdict.reasons) - len(reasons)
+    lines = [f"[{_DECISION_STYLE[verdict.decision]}]{verdict.decision.value.upper()}[/]"]
+    lines += [f"• {r}" for r in reasons]
+    if more > 0:
+        lines.append(f"… and {more} more reason(s)")
+    cov = verdict.coverage
+    lines.append(
+        f"coverage: {cov.paired}/{cov.captured} paired ({cov.share:.1%}); "
+        f"errored {cov.errored}, skipped {cov.skipped}, warm-up {cov.warmup}"
+    )
+    lines.append(f"policy {verdict.policy_hash[:12]} · look {verdict.look} · run {verdict.run_id}")
+    return Panel("\n".join(lines), title="Verdict", title_align="left")
+
+
+def wide_console(*, stderr: bool = False) -> Console:
+    """A console at least 120 columns wide when output is not a terminal (logs, CI)."""
+    from rich.console import Console
+
+    console = Console(stderr=stderr)
+    if not console.is_terminal:
+        console = Console(stderr=stderr, width=max(console.width, 120))
+    return console
+
+
+def print_result(console: Console, summary: pd.DataFrame, verdict: Verdict) -> None:
+    """Print the per-task table, the verdict and the checks that did not pass."""
+    console.print(summary_table(summary))
+    console.print(verdict_panel(verdict))
+    selected = _selected(verdict, only_not_passed=True)
+    if selected:
+        console.print(checks_table(verdict))
+        for i, check in enumerate(selected, start=1):
+            console.print(f"  {i}. {_task(check.task_type)} / {check.metric}: {check.reason}")
+
+
+def summary_records(summary: pd.DataFrame) -> list[dict[str, Any]]:
+    """The summary as JSON-ready records (NaN → None)."""
+    out = []
+    for row in summary.to_dict(orient="records"):
+        out.append(
+            {
+                str(k): (None if isinstance(v, float) and math.isnan(v) else v)
+                for k, v in row.items()
+            }
+        )
+    return out

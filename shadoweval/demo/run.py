@@ -1,0 +1,98 @@
+"""The demo: the whole loop on one machine with simulated models.
+
+1. Generate a workload (:mod:`shadoweval.demo.workload`): the same prompts answered by a
+   baseline and by a candidate with two planted regressions.
+2. Import the baseline answers as the capture log (what the sidecar would have captured).
+3. Serve the candidate answers, and the baseline answers as a baseline-repeat replica, from
+   two mock-llm servers (test doubles of model servers, with per-request latencies).
+4. ``evaluate``: replay every exchange to both, score, gate, print, write a JSON report.
+5. Check that the verdict caught the planted regressions: not PROMOTE, and a non-passing
+   check on each planted (task type, metric).
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from shadoweval.demo.workload import WorkloadSpec, write_workload
+from shadoweval.records import CheckOutcome, Decision, Verdict
+
+PLANTED: tuple[tuple[str, str], ...] = (
+    ("extraction", "format_parse"),
+    ("summarization", "latency_e2e_ms_p50"),
+)
+"""(task type, check metric) pairs where the demo planted a regression."""
+
+DEMO_MAPPING = {
+    "messages_col": "messages",
+    "output_col": "output",
+    "task_type_col": "task_type",
+    "model_col": "model",
+    "id_col": "id",
+    "ttft_col": "ttft_ms",
+    "itl_col": "itl_ms",
+    "latency_unit": "ms",
+    "prompt_tokens_col": "prompt_tokens",
+    "completion_tokens_col": "completion_tokens",
+    "request_fields_col": "request_fields",
+}
+"""Column mapping of the generated tables (the same for import and mock-llm)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DemoPaths:
+    """Where the demo writes: tables, capture log, database, report."""
+
+    root: Path
+
+    @property
+    def capture_log(self) -> Path:
+        return self.root / "capture"
+
+    @property
+    def database(self) -> Path:
+        return self.root / "shadow-eval.db"
+
+    @property
+    def report(self) -> Path:
+        return self.root / "report.json"
+
+
+def caught_regressions(verdict: Verdict) -> list[tuple[str, str]]:
+    """The planted (task type, metric) pairs whose check did not pass."""
+    caught = []
+    for task_type, metric in PLANTED:
+        for check in verdict.checks:
+            if (
+                check.task_type == task_type
+                and check.metric == metric
+                and check.outcome is not CheckOutcome.PASS
+            ):
+                caught.append((task_type, metric))
+                break
+    return caught
+
+
+def demo_succeeded(verdict: Verdict) -> bool:
+    """True when the verdict is not PROMOTE and every planted regression was caught."""
+    return verdict.decision is not Decision.PROMOTE and len(caught_regressions(verdict)) == len(
+        PLANTED
+    )
+
+
+def prepare(paths: DemoPaths, spec: WorkloadSpec) -> tuple[Path, Path]:
+    """Write the workload and import the baseline as the capture log (fresh each time)."""
+    from capture.table_import import import_table
+    from shadoweval.tables import TableMapping
+
+    if paths.root.exists():
+        shutil.rmtree(paths.root)
+    baseline_table, candidate_table = write_workload(paths.root / "tables", spec)
+    report = import_table(
+        baseline_table, out=paths.capture_log, mapping=TableMapping(**DEMO_MAPPING), stream=True
+    )
+    if report.written == 0:
+        raise RuntimeError(f"the demo import wrote nothing: {report}")
+    return baseline_table, candidate_table
