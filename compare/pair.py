@@ -106,12 +106,13 @@ class RequestView:
 
     ``wants_json``: ``response_format`` is ``json_object`` or ``json_schema``;
     ``schema``: the ``json_schema`` schema, if any; ``tools``: the offered tools (empty
-    when none).
+    when none); ``stream``: the request asked for a streamed response.
     """
 
     wants_json: bool = False
     schema: dict[str, Any] | None = None
     tools: tuple[ToolDefinition, ...] = ()
+    stream: bool = False
 
 
 def request_view(exchange: Exchange) -> RequestView:
@@ -138,7 +139,9 @@ def request_view(exchange: Exchange) -> RequestView:
         "json_schema",
     )
     schema = response_format.schema_dict() if response_format is not None else None
-    return RequestView(wants_json=wants_json, schema=schema, tools=tools)
+    return RequestView(
+        wants_json=wants_json, schema=schema, tools=tools, stream=body.get("stream") is True
+    )
 
 
 def side_text(response: ResponseRecord | None) -> str:
@@ -274,6 +277,7 @@ def _score_one(
         similarity=similarity.similarity if similarity is not None else None,
         similarity_detail=similarity.detail() if similarity is not None else None,
         noise_similarity=noise.similarity if noise is not None else None,
+        streamed=view.stream,
         format_expected=view.wants_json or bool(view.tools) or structured,
         baseline_format=formats(base_resp, base_error),
         candidate_format=formats(cand_resp, cand_error),

@@ -157,6 +157,14 @@ class CandidateClient:
                     f"connection lost mid-response: {type(exc).__name__}: {exc}",
                     attempt,
                 )
+            except httpx.DecodingError as exc:
+                # The body could not be content-decoded (a bad gzip/deflate/br stream): the
+                # server answered, but with bytes no reader can use.
+                return _failure(
+                    ReplayErrorKind.DECODE,
+                    f"response body could not be content-decoded: {exc}",
+                    attempt,
+                )
 
     async def _send_once(
         self, client: httpx.AsyncClient, request: ReplayRequest, start_ns: int, attempt: int

@@ -255,11 +255,9 @@ class ReplayRunner:
         return items
 
     async def _replay_one(self, exchange: Exchange, spec: TargetSpec) -> ReplayOutcome:
-        index = self._dispatched[spec.target]
-        self._dispatched[spec.target] += 1
-        warmup = index < self.warmup_requests
         request = build_replay_request(exchange, model=spec.model_name, api_key=spec.api_key)
         if isinstance(request, SkipReplay):
+            # Nothing is sent, so a skip neither is nor uses up a warm-up request.
             return ReplayOutcome(
                 run_id=self.run_id,
                 exchange_id=exchange.exchange_id,
@@ -269,8 +267,12 @@ class ReplayRunner:
                 error_kind=ReplayErrorKind.SKIPPED,
                 error_detail=request.reason,
                 timings=Timings(),
-                warmup=warmup,
+                warmup=False,
             )
+        # Counted before the first await, so the order is the dispatch order.
+        index = self._dispatched[spec.target]
+        self._dispatched[spec.target] += 1
+        warmup = index < self.warmup_requests
         result: ReplayResult = await spec.client.send(request)
         return ReplayOutcome(
             run_id=self.run_id,

@@ -21,7 +21,14 @@ R = TypeVar("R")
 
 
 class RatePacer:
-    """Spaces calls to :meth:`wait` at least ``1 / rate_per_s`` seconds apart."""
+    """Releases calls to :meth:`wait` on a schedule ``1 / rate_per_s`` seconds apart.
+
+    Release *k* is never earlier than the one before it plus the interval on the
+    schedule: the schedule advances from the planned time, so a wake-up that is late by
+    δ (event-loop jitter) makes the next gap ``interval − δ`` and the average rate stays
+    on target. A caller that arrives after its planned time is released at once and the
+    schedule restarts from then, so time lost in a stall is never caught up in a burst.
+    """
 
     def __init__(self, rate_per_s: float | None) -> None:
         if rate_per_s is not None and rate_per_s <= 0:
@@ -66,8 +73,9 @@ async def run_paced(
     """Run ``work(item, dispatch_index)`` for every item with bounded concurrency.
 
     ``on_result`` is awaited for each finished item (in completion order). An exception
-    from ``work`` or ``on_result`` cancels the rest and propagates (workers are expected
-    to turn candidate failures into results, not exceptions).
+    from ``work``, ``on_result`` or the ``items`` iterator cancels the rest and propagates
+    as itself (not wrapped in an ``ExceptionGroup``; further concurrent errors are named in
+    a note). Workers are expected to turn candidate failures into results, not exceptions.
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency!r}")
@@ -83,12 +91,20 @@ async def run_paced(
         finally:
             slots.release()
 
-    async with asyncio.TaskGroup() as group:
-        async for item in _as_async(items):
-            await slots.acquire()
-            await pacer.wait()
-            group.create_task(one(item, started))
-            started += 1
+    try:
+        async with asyncio.TaskGroup() as group:
+            async for item in _as_async(items):
+                await slots.acquire()
+                await pacer.wait()
+                group.create_task(one(item, started))
+                started += 1
+    except BaseExceptionGroup as errors:
+        # Propagate the error itself, not TaskGroup's wrapper: callers catch the project's
+        # exception types (a StorageError while persisting must stay a StorageError).
+        first = errors.exceptions[0]
+        if len(errors.exceptions) > 1:
+            first.add_note(f"{len(errors.exceptions) - 1} more error(s) in the same run_paced")
+        raise first from errors
     return PacedStats(started=started, wall_s=time.monotonic() - t0)
 
 

@@ -377,7 +377,8 @@ class PairScore(_Record):
     ``similarity`` is the cosine similarity of the two outputs' embeddings (in [-1, 1]):
     ``None`` when either side errored (errors are gated separately), 1.0 when both outputs
     are empty, 0.0 when exactly one is.
-    ``noise_similarity`` is baseline vs baseline-repeat, when one exists.
+    ``noise_similarity`` is baseline vs baseline-repeat, when one exists. ``streamed``
+    tells whether the captured request asked for a stream (TTFT exists only then).
     """
 
     schema_version: Literal[1] = SCHEMA_VERSION
@@ -388,6 +389,7 @@ class PairScore(_Record):
     similarity: float | None = None
     similarity_detail: SimilarityDetail | None = None
     noise_similarity: float | None = None
+    streamed: bool = False
     format_expected: bool = False
     baseline_format: FormatFlags | None = None
     candidate_format: FormatFlags | None = None

@@ -374,6 +374,9 @@ def similarity_check(
 
 _QUANTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p95", 0.95))
 
+STREAM_ONLY_METRICS: frozenset[str] = frozenset({"ttft_ms"})
+"""Latency metrics that only streamed responses have."""
+
 
 def _latency_rows(rows: pd.DataFrame, metric: str) -> tuple[pd.Series, str, str]:
     """Mask of usable latency rows, a note on exclusions, a note on unequal load."""
@@ -405,13 +408,20 @@ def latency_checks(
     limit is at most the limit; FAIL when its lower limit is above it (p95 only with at least
     ``min_pairs_p95`` pairs); otherwise INCONCLUSIVE. A baseline measured live or copied
     from a table (``live``/``recorded``) is flagged as unequal load in the reason.
+
+    TTFT (:data:`STREAM_ONLY_METRICS`) exists only for streamed requests: it is computed on
+    streamed pairs, and a group without any streamed request has no TTFT check at all (a
+    streamed group without TTFT data is INCONCLUSIVE "no latency pairs", as any metric).
     """
     checks: list[Check] = []
     for metric in block.metrics:
-        used, excluded_note, load_note = _latency_rows(rows, metric)
+        if metric in STREAM_ONLY_METRICS and not rows["streamed"].astype(bool).any():
+            continue  # no streamed request here: the metric does not exist, not "no data"
+        metric_rows = rows[rows["streamed"].astype(bool)] if metric in STREAM_ONLY_METRICS else rows
+        used, excluded_note, load_note = _latency_rows(metric_rows, metric)
         n = int(used.sum())
-        cand = rows.loc[used, f"candidate_{metric}"].to_numpy(dtype=float)
-        base = rows.loc[used, f"baseline_{metric}"].to_numpy(dtype=float)
+        cand = metric_rows.loc[used, f"candidate_{metric}"].to_numpy(dtype=float)
+        base = metric_rows.loc[used, f"baseline_{metric}"].to_numpy(dtype=float)
         for name, q in _QUANTILES:
             limit = block.p50_ratio_max if name == "p50" else block.p95_ratio_max
             outcome, reason, numbers = _latency_outcome(

@@ -23,6 +23,8 @@ Profiles (``parse_latency_profile`` spec in brackets):
 
 from __future__ import annotations
 
+import glob
+
 import random
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -102,15 +104,20 @@ class LlmperfLatency(LatencyProfile):
 
     @classmethod
     def from_path(cls, path: str | Path) -> LlmperfLatency:
-        """Load ``individual/*.json`` files (a file, the ``individual`` folder or its parent).
+        """Load ``individual/*.json`` files: a file, the ``individual`` folder or its parent,
+        or a glob pattern (``.../individual/*_7b.json`` for every Llama-2-7B run).
 
         Raises:
             ConfigError: no file, or no successful request with ≥ 2 output tokens.
         """
-        path = Path(path)
-        if path.is_dir() and (path / "individual").is_dir():
-            path = path / "individual"
-        files = sorted(path.glob("*.json")) if path.is_dir() else [path]
+        if any(ch in str(path) for ch in "*?["):
+            files = sorted(Path(p) for p in glob.glob(str(path)))
+            path = Path(path)
+        else:
+            path = Path(path)
+            if path.is_dir() and (path / "individual").is_dir():
+                path = path / "individual"
+            files = sorted(path.glob("*.json")) if path.is_dir() else [path]
         if not files or not all(f.is_file() for f in files):
             raise ConfigError(f"llmperf latency file(s) not found: {path}", field="latency_profile")
         samples: list[tuple[float, float]] = []

@@ -45,6 +45,7 @@ class TaskSpec:
     cand_latency_factor: float = 1.0
     cand_tail_factor: float = 1.0
     latency_source: str = "baseline_repeat"
+    streamed: bool = True
     nan_similarity: int = 0
     extra: dict[str, object] = field(default_factory=dict)
 
@@ -102,6 +103,7 @@ def make_scores(
                     task_type=task_type,
                     captured_at=T0 + timedelta(seconds=i),
                     similarity=similarity,
+                    streamed=spec.streamed,
                     format_expected=spec.format_expected,
                     baseline_error=bool(base_err[k]),
                     candidate_error=bool(cand_err[k]),

@@ -1,0 +1,79 @@
+"""The per-task-type summary describes the same pairs the gate decides on."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from shadoweval.records import POOLED, CheckOutcome
+from stats import evaluate_gate, pairs_frame
+from stats.policy import parse_policy
+from stats.summary import SUMMARY_COLUMNS, task_type_summary
+
+
+def test_summary_rows_numbers_and_worst_outcome(simulate, coverage_for):
+    scores = simulate(
+        {
+            "chat": {"n": 300, "similarity_mean": 0.9},
+            "json": {"n": 300, "format_expected": True, "cand_format_extra_fail": 0.2},
+        }
+    )
+    policy = parse_policy({"version": 1})
+    pairs = pairs_frame(scores, policy)
+    verdict = evaluate_gate(pairs, policy, run_id="run-test", coverage=coverage_for(len(pairs)))
+    summary = task_type_summary(pairs, verdict)
+
+    assert list(summary.columns) == list(SUMMARY_COLUMNS)
+    assert list(summary["task_type"]) == ["chat", "json", POOLED]
+    chat = summary.iloc[0]
+    chat_pairs = pairs[pairs["task_type"] == "chat"]
+    assert chat["n"] == 300
+    assert chat["similarity_mean"] == pytest.approx(chat_pairs["similarity"].mean())
+    assert chat["candidate_fail_rate"] == pytest.approx(chat_pairs["candidate_fail"].mean())
+    ok = ~(chat_pairs["baseline_fail"] | chat_pairs["candidate_fail"])
+    expected_p50 = np.quantile(chat_pairs.loc[ok, "candidate_e2e_ms"], 0.5) / np.quantile(
+        chat_pairs.loc[ok, "baseline_e2e_ms"], 0.5
+    )
+    assert chat["e2e_p50_ratio"] == pytest.approx(expected_p50)
+    assert chat["format_n"] == 0
+    assert math.isnan(chat["baseline_format_ok_rate"])
+
+    json_row = summary.iloc[1]
+    assert json_row["format_n"] > 250
+    assert json_row["candidate_format_ok_rate"] < json_row["baseline_format_ok_rate"] - 0.1
+    # the worst check of the task type with the planted format drop is a failure
+    assert json_row["outcome"] == CheckOutcome.FAIL.value
+    assert summary.iloc[2]["n"] == 600
+
+
+def test_summary_of_no_pairs_has_only_a_pooled_row_with_nan():
+    policy = parse_policy({"version": 1})
+    summary = task_type_summary(pairs_frame([], policy))
+    assert list(summary["task_type"]) == [POOLED]
+    assert summary.iloc[0]["n"] == 0
+    assert math.isnan(summary.iloc[0]["similarity_mean"])
+    assert summary.iloc[0]["outcome"] == ""
+
+
+def test_ttft_is_checked_only_where_requests_streamed(simulate, coverage_for):
+    from stats import evaluate_gate as gate
+
+    scores = simulate(
+        {
+            "streamed": {"n": 300},
+            "batch": {"n": 300, "streamed": False},
+        }
+    )
+    policy = parse_policy({"version": 1})
+    pairs = pairs_frame(scores, policy)
+    verdict = gate(pairs, policy, run_id="run-test", coverage=coverage_for(len(pairs)))
+    metrics = {(c.task_type, c.metric) for c in verdict.checks}
+    assert ("streamed", "latency_ttft_ms_p50") in metrics
+    assert ("batch", "latency_e2e_ms_p50") in metrics
+    assert ("batch", "latency_ttft_ms_p50") not in metrics
+    pooled = [
+        c for c in verdict.checks if c.task_type == POOLED and c.metric == "latency_ttft_ms_p50"
+    ]
+    assert pooled[0].n <= 300  # only the streamed pairs
