@@ -5,8 +5,8 @@ Usage::
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/similarity_throughput.py [--device cpu]
         [--texts 256] [--repeats 3] [--source ../shared/data/alpaca_eval]
 
-Texts are real model outputs (AlpacaEval, when the shared data folder is present; else
-generated sentences) cut to target lengths in wordpieces. For each length the script embeds
+Texts are real model outputs (the AlpacaEval files of the shared data folder) cut to target
+lengths in wordpieces. For each length the script embeds
 ``--texts`` distinct texts through :func:`compare.similarity.embed_texts` (chunking and
 pooling included, exactly as the compare worker does) and reports texts/s, chunks per text
 and wordpieces/s; the median of ``--repeats`` runs. One run of the whole table compares
@@ -30,13 +30,12 @@ LENGTHS = (16, 64, 128, 254, 512, 1024, 2048)
 
 
 def corpus(source: Path) -> list[str]:
-    """Real outputs to cut texts from (longest first), or generated text if absent."""
+    """Real outputs to cut texts from, longest first."""
     texts: list[str] = []
     for file in sorted(source.glob("*/model_outputs.json")):
         texts += [row["output"] for row in json.loads(file.read_text(encoding="utf-8"))]
     if not texts:
-        words = "the model answered the question with a long and careful explanation".split()
-        texts = [" ".join(words[(i + j) % len(words)] for j in range(3000)) for i in range(64)]
+        raise SystemExit(f"no AlpacaEval outputs under {source}: pass --source")
     return sorted(texts, key=len, reverse=True)
 
 

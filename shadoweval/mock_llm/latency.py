@@ -24,7 +24,6 @@ Profiles (``parse_latency_profile`` spec in brackets):
 from __future__ import annotations
 
 import glob
-
 import random
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
