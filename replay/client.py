@@ -60,7 +60,9 @@ class CandidateClient:
         connect_retries: retries after a connection could not be established.
         backoff_s: first backoff; doubles per retry, with ±50% jitter.
         max_connections: connection-pool size (set it ≥ replay concurrency).
-        keep_raw_body: keep the raw (decoded) response body on the record.
+        keep_raw_body: keep the raw (content-decoded) body of every response on the record;
+            without it only failed responses keep theirs (up to 64 KiB). Reassembled text,
+            tool calls, usage and timings are always kept.
         transport: an httpx transport seam for tests (``httpx.MockTransport``,
             ``httpx.ASGITransport``).
 
@@ -76,7 +78,7 @@ class CandidateClient:
         connect_retries: int = 3,
         backoff_s: float = 0.5,
         max_connections: int = 64,
-        keep_raw_body: bool = True,
+        keep_raw_body: bool = False,
         transport: httpx.AsyncBaseTransport | None = None,
         seed: int | None = None,
     ) -> None:
@@ -191,10 +193,17 @@ class CandidateClient:
         raw: list[bytes] = []
         async for piece in response.aiter_bytes():
             asm.feed(piece)
-            if self.keep_raw_body:
-                raw.append(piece)
+            raw.append(piece)
         result = asm.finish()
-        body = b"".join(raw).decode("utf-8", errors="replace") if self.keep_raw_body else None
+        failed = (
+            result.error_message is not None
+            or result.decode_errors > 0
+            or (result.events == 0 and not result.done_seen)
+        )
+        body: str | None = None
+        if self.keep_raw_body or failed:  # a failed stream is always kept, for diagnosis
+            body = b"".join(raw).decode("utf-8", errors="replace")
+            body = body if self.keep_raw_body else body[:MAX_ERROR_BODY_BYTES]
         record = result.to_response_record(response.status_code, headers, body)
         timings = result.timings()
         if result.error_message is not None:

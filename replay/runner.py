@@ -17,7 +17,14 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from replay.client import CandidateClient, ReplayResult
 from replay.rewrite import SkipReplay, build_replay_request
@@ -63,6 +70,7 @@ class ReplayReport:
     exchanges: int = 0
     already_done: int = 0
     sent: Counter[str] = field(default_factory=Counter)
+    skipped: Counter[str] = field(default_factory=Counter)
     ok: Counter[str] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
     warmup: int = 0
@@ -80,6 +88,7 @@ class ReplayReport:
             "exchanges": self.exchanges,
             "already_done": self.already_done,
             "sent": dict(self.sent),
+            "skipped": dict(self.skipped),
             "ok": dict(self.ok),
             "errors": dict(self.errors),
             "warmup": self.warmup,
@@ -142,8 +151,13 @@ class ReplayRunner:
         self._pending: list[ReplayOutcome] = []
         self._flush_lock = asyncio.Lock()
 
-    async def run(self, entries: Iterable[LogEntry], total: int | None = None) -> ReplayReport:
-        """Replay every entry; return the report. Candidate failures never raise."""
+    async def run(self, entries: Iterable[LogEntry]) -> ReplayReport:
+        """Replay every entry; return the report. Candidate failures never raise.
+
+        ``sent`` counts requests actually sent per target; ``skipped`` counts exchanges not
+        sent (non-replayable route, oversize body), also stored as outcomes with a reason.
+        The progress bar's total grows as the log is read (exchanges × sampled targets).
+        """
         report = ReplayReport(run_id=self.run_id, target_rate_per_s=self.rate_per_s)
         done = {
             spec.target: await asyncio.to_thread(
@@ -161,8 +175,7 @@ class ReplayRunner:
             disable=not self.progress,
             transient=False,
         )
-        expected = None if total is None else total * len(self.targets)
-        task = bar.add_task("replay", total=expected, status="")
+        task = bar.add_task("replay", total=0, status="")
 
         async def work(item: tuple[Exchange, TargetSpec], index: int) -> ReplayOutcome:
             exchange, spec = item
@@ -170,12 +183,15 @@ class ReplayRunner:
 
         async def on_result(item: tuple[Exchange, TargetSpec], outcome: ReplayOutcome) -> None:
             key = outcome.target.value
-            report.sent[key] += 1
+            if outcome.error_kind is ReplayErrorKind.SKIPPED:
+                report.skipped[key] += 1
+            else:
+                report.sent[key] += 1
             if outcome.warmup:
                 report.warmup += 1
             if outcome.error_kind is None:
                 report.ok[key] += 1
-            else:
+            elif outcome.error_kind is not ReplayErrorKind.SKIPPED:
                 report.errors[outcome.error_kind.value] += 1
             self._pending.append(outcome)
             if len(self._pending) >= 64:
@@ -202,7 +218,7 @@ class ReplayRunner:
         report: ReplayReport,
         done: dict[ReplayTarget, set[str]],
         bar: Progress,
-        task: object,
+        task: TaskID,
     ) -> AsyncIterator[tuple[Exchange, TargetSpec]]:
         batch: list[LogEntry] = []
         for entry in entries:
@@ -221,7 +237,7 @@ class ReplayRunner:
         report: ReplayReport,
         done: dict[ReplayTarget, set[str]],
         bar: Progress,
-        task: object,
+        task: TaskID,
     ) -> list[tuple[Exchange, TargetSpec]]:
         exchanges: list[Exchange] = []
         for entry in batch:
@@ -243,15 +259,18 @@ class ReplayRunner:
         await asyncio.to_thread(self.repo.save_exchanges, self.run_id, exchanges)
         report.exchanges += len(exchanges)
         items: list[tuple[Exchange, TargetSpec]] = []
+        resumed = 0
         for exchange in exchanges:
             for spec in self.targets:
                 if not in_sample(exchange.exchange_id, spec.share):
                     continue
                 if exchange.exchange_id in done[spec.target]:
-                    report.already_done += 1
-                    bar.update(task, advance=1)  # type: ignore[arg-type]
+                    resumed += 1
                     continue
                 items.append((exchange, spec))
+        report.already_done += resumed
+        known = bar.tasks[task].total or 0
+        bar.update(task, total=known + resumed + len(items), advance=resumed)
         return items
 
     async def _replay_one(self, exchange: Exchange, spec: TargetSpec) -> ReplayOutcome:

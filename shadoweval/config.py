@@ -27,7 +27,8 @@ class ReplaySettings(BaseModel):
     for connection errors only, with exponential backoff from ``backoff_s``;
     ``warmup_requests``: the first N replays are flagged warm-up and excluded from
     latency statistics; ``api_key``: the shadow's own credential (the captured client's is
-    never forwarded).
+    never forwarded); ``keep_raw_body``: store every replayed response's raw body (an SSE
+    stream is several times the size of its text), not only failed ones.
     """
 
     concurrency: int = Field(default=16, ge=1, le=4096)
@@ -38,7 +39,7 @@ class ReplaySettings(BaseModel):
     backoff_s: float = Field(default=0.5, ge=0)
     warmup_requests: int = Field(default=5, ge=0)
     api_key: SecretStr | None = None
-    keep_raw_body: bool = True
+    keep_raw_body: bool = False
 
 
 class CompareSettings(BaseModel):

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from shadoweval.cli.options import DatabaseUrlOpt, DeviceOpt, EncoderOpt, StructuredOpt
+from shadoweval.cli.render import print_error
 
 compare_app = typer.Typer(help="Score replayed pairs.", no_args_is_help=True)
 
@@ -29,8 +30,9 @@ def compare_run_command(
     """
     from rich.console import Console
 
+    from shadoweval.cli.exit_codes import EXIT_ERROR
     from shadoweval.cli.options import database_url as resolve_url
-    from shadoweval.cli.pipeline import EXIT_ERROR, compare_run, make_encoder, open_repository
+    from shadoweval.cli.pipeline import compare_run, make_encoder, open_repository
     from shadoweval.errors import ShadowEvalError
 
     err = Console(stderr=True)
@@ -51,7 +53,7 @@ def compare_run_command(
                 rescore=rescore,
             )
     except ShadowEvalError as exc:
-        err.print(f"[bold red]error:[/] {exc}")
+        print_error(err, exc)
         raise typer.Exit(EXIT_ERROR) from None
     typer.echo(json.dumps(report.as_dict(), indent=2))
 

@@ -12,7 +12,12 @@ from shadoweval.cli.options import EncoderOpt, ProgressOpt
 
 def demo_command(
     workdir: Annotated[
-        Path, typer.Option("--workdir", help="Where the demo writes (replaced on each run).")
+        Path,
+        typer.Option(
+            "--workdir",
+            help="Where the demo writes; a directory the demo made is replaced on each run, "
+            "any other non-empty directory is refused.",
+        ),
     ] = Path(".demo"),
     per_task_type: Annotated[
         int, typer.Option("--per-task-type", min=10, help="Requests per task type.")
@@ -34,7 +39,8 @@ def demo_command(
     from rich.console import Console
 
     from shadoweval.cli.evaluation import EvaluationRequest, evaluate
-    from shadoweval.cli.render import print_result, wide_console
+    from shadoweval.cli.exit_codes import EXIT_ERROR
+    from shadoweval.cli.render import print_error, print_result, wide_console
     from shadoweval.config import DatabaseSettings, ReplaySettings, Settings
     from shadoweval.demo.run import (
         DEMO_MAPPING,
@@ -45,6 +51,7 @@ def demo_command(
         prepare,
     )
     from shadoweval.demo.workload import WorkloadSpec
+    from shadoweval.errors import ShadowEvalError
     from shadoweval.mock_llm import FaultConfig, create_app
     from shadoweval.mock_llm.latency import TableLatency
     from shadoweval.mock_llm.server import BackgroundServer
@@ -55,7 +62,11 @@ def demo_command(
     paths = DemoPaths(workdir)
     spec = WorkloadSpec(per_task_type=per_task_type, seed=seed)
     console.rule("shadow-eval demo")
-    baseline_table, candidate_table = prepare(paths, spec)
+    try:
+        baseline_table, candidate_table = prepare(paths, spec)
+    except ShadowEvalError as exc:
+        print_error(err, exc)
+        raise typer.Exit(EXIT_ERROR) from None
     console.print(
         f"workload: {per_task_type} requests × 4 task types; capture log {paths.capture_log}"
     )

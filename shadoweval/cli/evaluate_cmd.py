@@ -17,6 +17,7 @@ from shadoweval.cli.options import (
     ProgressOpt,
     StructuredOpt,
 )
+from shadoweval.cli.render import print_error
 
 if TYPE_CHECKING:
     from shadoweval.config import Settings
@@ -129,7 +130,7 @@ def evaluate_command(
     from rich.console import Console
 
     from shadoweval.cli.evaluation import EvaluationRequest, evaluate
-    from shadoweval.cli.pipeline import EXIT_CODES, EXIT_ERROR
+    from shadoweval.cli.exit_codes import EXIT_CODES, EXIT_ERROR
     from shadoweval.cli.render import print_result, wide_console
     from shadoweval.errors import ShadowEvalError
 
@@ -163,12 +164,12 @@ def evaluate_command(
             console=err,
         )
     except (ShadowEvalError, FileNotFoundError) as exc:
-        err.print(f"[bold red]error:[/] {exc}")
+        print_error(err, exc)
         raise typer.Exit(EXIT_ERROR) from None
     print_result(out, result.gate.summary, result.gate.verdict)
     rep = result.replay
     out.print(
-        f"replayed {sum(rep.sent.values())} in {rep.wall_s:.1f}s "
+        f"replayed {sum(rep.sent.values())} (skipped {sum(rep.skipped.values())}) in {rep.wall_s:.1f}s "
         f"({rep.achieved_rate_per_s:.1f}/s"
         + (f", target {rep.target_rate_per_s:g}/s" if rep.target_rate_per_s else "")
         + f"); errors {dict(rep.errors) or 0}; rejected lines {dict(rep.rejected) or 0}; "

@@ -106,7 +106,8 @@ def prepare_run(
     the server's ``/v1/models``. The policy is frozen into the run (YAML and hash).
 
     Raises:
-        ConfigError: the run exists under a different policy (a new policy means a new run).
+        ConfigError: the run exists with another candidate or baseline model, or under a
+            different policy (a new model or policy means a new run).
         ShadowEvalError: the capture log holds no exchange, or a model name cannot be read.
     """
     api_key = settings.replay.api_key.get_secret_value() if settings.replay.api_key else None
@@ -133,6 +134,18 @@ def prepare_run(
         )
     run = repo.get_run(request.run_id) if request.run_id else None
     if run is not None:
+        for role, stored, given in (
+            ("candidate", run.candidate.name, candidate.name),
+            ("baseline", run.baseline.name, baseline.name),
+        ):
+            if stored != given:
+                raise ConfigError(
+                    f"run {run.run_id} compares baseline {run.baseline.name!r} with candidate "
+                    f"{run.candidate.name!r}; this {role} is {given!r}: a different model "
+                    "means a new run",
+                    field=role,
+                    value=given,
+                )
         if run.policy_hash != policy_hash:
             raise ConfigError(
                 f"run {run.run_id} was started under policy {run.policy_hash[:12]}; this "

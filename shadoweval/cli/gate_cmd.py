@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from shadoweval.cli.options import DatabaseUrlOpt, JsonOpt, PolicyOpt
+from shadoweval.cli.render import print_error
 
 
 def gate_command(
@@ -14,6 +16,10 @@ def gate_command(
     database_url: DatabaseUrlOpt = None,
     policy: PolicyOpt = None,
     as_json: JsonOpt = False,
+    junit: Annotated[
+        Path | None,
+        typer.Option("--junit", help="Also write the checks as JUnit XML (one case per check)."),
+    ] = None,
 ) -> None:
     """Compute and store the verdict of a run under its frozen policy.
 
@@ -21,10 +27,9 @@ def gate_command(
     once reached, later calls return the same verdict. ``--policy`` is only a check: a
     policy other than the run's is an error (a different policy means a new run).
     """
+    from shadoweval.cli.exit_codes import EXIT_CODES, EXIT_ERROR
     from shadoweval.cli.options import database_url as resolve_url
     from shadoweval.cli.pipeline import (
-        EXIT_CODES,
-        EXIT_ERROR,
         gate_run,
         load_gate_policy,
         open_repository,
@@ -49,11 +54,15 @@ def gate_command(
                     )
             result = gate_run(repo, run, command="shadow-eval gate")
     except ShadowEvalError as exc:
-        err.print(f"[bold red]error:[/] {exc}")
+        print_error(err, exc)
         raise typer.Exit(EXIT_ERROR) from None
     print_result(out, result.summary, result.verdict)
     if result.reused_terminal:
         out.print("(terminal verdict: returned as stored)")
+    if junit is not None:
+        from shadoweval.cli.junit import write_junit
+
+        write_junit(result.verdict, junit)
     if as_json:
         typer.echo(result.verdict.model_dump_json(indent=2))
     raise typer.Exit(EXIT_CODES[result.verdict.decision])

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
+from shadoweval.cli.render import print_error
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -277,7 +279,7 @@ def load_table_or_exit(options: TableOptions, console: Console) -> LoadResult:
     try:
         return options.load()
     except (ShadowEvalError, FileNotFoundError) as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        print_error(console, exc)
         raise typer.Exit(2) from None
 
 
@@ -362,7 +364,7 @@ def import_command(
             compress=gzip,
         )
     except ShadowEvalError as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        print_error(console, exc)
         raise typer.Exit(2) from None
     _print_report(console, report)
     if report.written == 0:

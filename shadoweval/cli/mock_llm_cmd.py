@@ -37,6 +37,7 @@ from shadoweval.cli.import_cmd import (
     TtftColOpt,
     load_table_or_exit,
 )
+from shadoweval.cli.render import print_error
 
 _S = "Server"
 _F = "Injected faults (per request, seeded)"
@@ -141,7 +142,7 @@ def mock_llm_command(
             html_rate=html_rate,
         )
     except (ConfigError, ValidationError) as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        print_error(console, exc)
         raise typer.Exit(2) from None
     models = {row.model for row in loaded.rows if row.model}
     name = model_name or (models.pop() if len(models) == 1 else "mock-llm")

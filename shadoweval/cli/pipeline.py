@@ -30,10 +30,6 @@ if TYPE_CHECKING:
     from shadoweval.storage import Repository, RunInfo
     from stats.policy import GatePolicy
 
-EXIT_CODES: dict[Decision, int] = {Decision.PROMOTE: 0, Decision.HOLD: 1, Decision.ROLLBACK: 2}
-"""``shadow-eval gate`` / ``evaluate`` exit status per decision; 3 means an error."""
-EXIT_ERROR = 3
-
 
 @contextmanager
 def open_repository(database_url: str, *, upgrade: bool = True) -> Iterator[Repository]:
@@ -92,13 +88,6 @@ def baseline_identity(capture_log: Path) -> ModelIdentity:
         if entry.exchange is not None:
             return entry.exchange.baseline_model
     raise ShadowEvalError(f"capture log {capture_log} holds no decodable exchange")
-
-
-def count_lines(capture_log: Path) -> int:
-    """Number of non-blank lines of a capture log (for the progress bar)."""
-    from shadoweval.capture_log import read_capture_log
-
-    return sum(1 for _ in read_capture_log(capture_log))
 
 
 async def model_identity_from_server(
@@ -179,7 +168,6 @@ async def replay_capture_log(
         )
         for t, c in zip(targets, clients, strict=True)
     ]
-    total = count_lines(capture_log) if progress else None
     for client in clients:
         await client.start()
     try:
@@ -193,7 +181,7 @@ async def replay_capture_log(
             progress=progress,
             console=console,
         )
-        return await runner.run(read_capture_log(capture_log), total=total)
+        return await runner.run(read_capture_log(capture_log))
     finally:
         for client in clients:
             await client.stop()

@@ -174,3 +174,10 @@ def summary_records(summary: pd.DataFrame) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def print_error(console: Console, error: object) -> None:
+    """Print ``error:`` and the message verbatim (escaped: brackets in paths stay as is)."""
+    from rich.markup import escape
+
+    console.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False)

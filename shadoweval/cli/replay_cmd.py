@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from shadoweval.cli.options import DatabaseUrlOpt, PolicyOpt, ProgressOpt
+from shadoweval.cli.render import print_error
 
 replay_app = typer.Typer(help="Replay captured requests to shadow targets.", no_args_is_help=True)
 
@@ -52,8 +53,8 @@ def replay_run(
 
     from shadoweval.cli.evaluate_cmd import build_settings
     from shadoweval.cli.evaluation import EvaluationRequest, prepare_run
+    from shadoweval.cli.exit_codes import EXIT_ERROR
     from shadoweval.cli.pipeline import (
-        EXIT_ERROR,
         open_repository,
         replay_capture_log,
         run_async,
@@ -95,7 +96,7 @@ def replay_run(
                 )
             )
     except (ShadowEvalError, FileNotFoundError) as exc:
-        err.print(f"[bold red]error:[/] {exc}")
+        print_error(err, exc)
         raise typer.Exit(EXIT_ERROR) from None
     typer.echo(json.dumps(report.as_dict(), indent=2))
 

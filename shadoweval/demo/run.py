@@ -82,13 +82,41 @@ def demo_succeeded(verdict: Verdict) -> bool:
     )
 
 
+MARKER = ".shadow-eval-demo"
+"""File the demo writes into its working directory; only such a directory is ever replaced."""
+
+
+def reset_workdir(root: Path) -> None:
+    """Empty ``root`` for a new demo run, or create it.
+
+    Only a directory the demo made (it holds :data:`MARKER`) is removed; an empty directory
+    is used as is. Anything else is refused, so ``--workdir .`` can never delete files.
+
+    Raises:
+        ShadowEvalError: ``root`` is a file, or a non-empty directory the demo did not make.
+    """
+    from shadoweval.errors import ShadowEvalError
+
+    if root.exists():
+        if not root.is_dir():
+            raise ShadowEvalError(f"demo workdir {root} is a file, not a directory")
+        if (root / MARKER).is_file():
+            shutil.rmtree(root)
+        elif any(root.iterdir()):
+            raise ShadowEvalError(
+                f"demo workdir {root} is not empty and was not made by the demo; "
+                "choose another --workdir"
+            )
+    root.mkdir(parents=True, exist_ok=True)
+    (root / MARKER).write_text("made by `shadow-eval demo`; replaced on each run\n", "utf-8")
+
+
 def prepare(paths: DemoPaths, spec: WorkloadSpec) -> tuple[Path, Path]:
     """Write the workload and import the baseline as the capture log (fresh each time)."""
     from capture.table_import import import_table
     from shadoweval.tables import TableMapping
 
-    if paths.root.exists():
-        shutil.rmtree(paths.root)
+    reset_workdir(paths.root)
     baseline_table, candidate_table = write_workload(paths.root / "tables", spec)
     report = import_table(
         baseline_table, out=paths.capture_log, mapping=TableMapping(**DEMO_MAPPING), stream=True

@@ -23,7 +23,7 @@ from typer.testing import CliRunner, Result
 
 from capture.table_import import import_table
 from shadoweval.cli import app
-from shadoweval.cli.pipeline import EXIT_CODES, EXIT_ERROR
+from shadoweval.cli.exit_codes import EXIT_CODES, EXIT_ERROR
 from shadoweval.demo.run import DEMO_MAPPING
 from shadoweval.demo.workload import TASK_TYPES, WorkloadSpec, write_workload
 from shadoweval.mock_llm import FaultConfig, TableLatency, create_app
@@ -446,13 +446,6 @@ def test_unusable_database_exits_3(url: str) -> None:
         assert "error:" in stderr_text(result)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a command-line usage error (unknown or missing option) exits with Click's "
-    "code 2, which is the ROLLBACK exit code; DESIGN §5 reserves 3 for errors, so a CI job "
-    "with a typo reads ROLLBACK (fix in shadoweval.cli: make the app itself, not only main(), "
-    "exit 3 on click.UsageError)",
-)
 @pytest.mark.parametrize(
     "args",
     [["gate", "--run", "x", "--no-such-option"], ["gate"], ["evaluate", "--capture-log", "x"]],
@@ -462,11 +455,6 @@ def test_usage_errors_exit_3_not_a_decision_code(args: list[str]) -> None:
     assert result.exit_code == EXIT_ERROR
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gap: DESIGN §5 lists `gate --junit` (JUnit XML for CI); the gate command has "
-    "no such option",
-)
 def test_gate_writes_junit_xml(
     workload: Workload, serve_model: ServeModel, db: str, tmp_path: Path
 ) -> None:
@@ -555,13 +543,6 @@ def test_hold_is_not_terminal_each_gate_is_a_new_look(
 # --------------------------------------------------------------- bugs (reported)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: cli/evaluation.prepare_run resumes a run (--run-id) without checking that "
-    "the candidate (or baseline) identity matches the run's: evaluating candidate-v3 against "
-    "a run started with candidate-v2 exits 0 (PROMOTE) on candidate-v2's stored answers; "
-    "new exchanges would go to v3 and mix two models in one run",
-)
 def test_resuming_a_run_with_another_candidate_model_is_refused(
     workload: Workload, serve_model: ServeModel, db: str
 ) -> None:
@@ -577,13 +558,6 @@ def test_resuming_a_run_with_another_candidate_model_is_refused(
     assert "candidate-v3" in stderr_text(resumed)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: the commands print error messages as rich markup "
-    "(err.print(f'[bold red]error:[/] {exc}')): a '[...]' in a path or message is swallowed "
-    "as a style tag, and '[/...]' raises MarkupError, so the command crashes with exit 1 "
-    "(read by CI as HOLD) instead of exit 3",
-)
 @pytest.mark.parametrize("odd", ["[bold]", "[/]"])
 def test_error_messages_are_printed_verbatim(odd: str, db: str, tmp_path: Path) -> None:
     missing = tmp_path / odd / "log"

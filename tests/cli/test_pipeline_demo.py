@@ -48,13 +48,6 @@ def test_demo_exits_0_and_its_report_catches_both_planted_regressions(tmp_path: 
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: shadoweval/demo/run.prepare() calls shutil.rmtree(workdir) on whatever "
-    "directory it is given ('replaced on each run'), so `demo --workdir .` or `--workdir ~` "
-    "deletes the user's files; it should only replace a directory the demo created (a marker "
-    "file) and refuse any other non-empty directory",
-)
 def test_demo_never_deletes_files_it_did_not_write(tmp_path: Path) -> None:
     workdir = tmp_path / "my-project"
     workdir.mkdir()

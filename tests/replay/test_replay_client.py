@@ -172,19 +172,21 @@ async def test_streamed_usage_is_read_from_the_usage_chunk(text_rows: list[Recor
     assert usage.total_tokens == (usage.prompt_tokens or 0) + usage.completion_tokens
 
 
-async def test_keep_raw_body_false_drops_only_the_raw_body(text_rows: list[RecordedRow]) -> None:
+async def test_raw_body_is_dropped_by_default_and_nothing_else(
+    text_rows: list[RecordedRow],
+) -> None:
     row = text_rows[0]
     for stream in (True, False):
-        async with asgi_client(mock_app([row]), keep_raw_body=False) as client:
+        async with asgi_client(mock_app([row])) as client:
             result = await client.send(replay_request(row, stream=stream))
         assert result.response is not None
         assert result.response.body is None
         assert result.response.text == row.output_text
 
 
-async def test_raw_sse_body_is_kept_by_default(text_rows: list[RecordedRow]) -> None:
+async def test_raw_sse_body_is_kept_on_request(text_rows: list[RecordedRow]) -> None:
     row = text_rows[2]
-    async with asgi_client(mock_app([row])) as client:
+    async with asgi_client(mock_app([row]), keep_raw_body=True) as client:
         result = await client.send(replay_request(row, stream=True))
     assert result.response is not None
     assert result.response.body is not None

@@ -220,7 +220,9 @@ async def test_skipped_exchanges_are_stored_with_their_reason(repo: Repository) 
     client = CandidateClient("http://c", transport=httpx.MockTransport(handler))
     report = await replay(repo, run_id, [candidate(client)], entries)
     assert sent == []
-    assert dict(report.errors) == {"skipped": 2}
+    assert dict(report.skipped) == {"candidate": 2}
+    assert dict(report.sent) == {}
+    assert dict(report.errors) == {}
     details = sorted((o.error_kind, o.error_detail) for o in repo.load_outcomes(run_id))
     assert details == [
         (ReplayErrorKind.SKIPPED, "request body is not a JSON object"),
