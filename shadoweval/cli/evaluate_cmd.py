@@ -169,7 +169,8 @@ def evaluate_command(
     print_result(out, result.gate.summary, result.gate.verdict)
     rep = result.replay
     out.print(
-        f"replayed {sum(rep.sent.values())} (skipped {sum(rep.skipped.values())}) in {rep.wall_s:.1f}s "
+        f"replayed {sum(rep.sent.values())} (skipped {sum(rep.skipped.values())}) "
+        f"in {rep.wall_s:.1f}s "
         f"({rep.achieved_rate_per_s:.1f}/s"
         + (f", target {rep.target_rate_per_s:g}/s" if rep.target_rate_per_s else "")
         + f"); errors {dict(rep.errors) or 0}; rejected lines {dict(rep.rejected) or 0}; "
