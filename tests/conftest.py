@@ -74,3 +74,40 @@ def pg_url() -> Iterator[str]:
         with admin.connect() as conn:
             conn.execute(sa.text(f'drop schema "{schema}" cascade'))
         admin.dispose()
+
+
+DIALECTS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+"""Parameters of :func:`empty_url`: every storage-backed test runs on both databases."""
+
+
+def fresh_pg_schema_url(pg_url: str) -> Iterator[str]:
+    """Yield a URL bound (by ``search_path``) to a new empty schema; drop it afterwards."""
+    import sqlalchemy as sa
+
+    admin = sa.create_engine(pg_url, isolation_level="AUTOCOMMIT")
+    schema = f"se_t_{uuid.uuid4().hex[:12]}"
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'create schema "{schema}"'))
+        url = sa.make_url(pg_url).update_query_dict({"options": f"-csearch_path={schema}"})
+        yield url.render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'drop schema if exists "{schema}" cascade'))
+        admin.dispose()
+
+
+@pytest.fixture(params=DIALECTS)
+def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """URL of an empty database: a SQLite file in ``tmp_path`` or a fresh PostgreSQL schema."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'shadow-eval.db'}"
+        return
+    pg_url: str = request.getfixturevalue("pg_url")
+    yield from fresh_pg_schema_url(pg_url)
+
+
+@pytest.fixture
+def pg_schema_url(pg_url: str) -> Iterator[str]:
+    """URL of a fresh, empty PostgreSQL schema for one test."""
+    yield from fresh_pg_schema_url(pg_url)

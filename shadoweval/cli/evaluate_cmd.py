@@ -9,13 +9,24 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from shadoweval.cli.options import (
+    BaselineRepeatModelOpt,
+    BaselineRepeatShareOpt,
+    BaselineRepeatUrlOpt,
+    CandidateModelOpt,
+    CandidateUrlOpt,
+    ConcurrencyOpt,
     DatabaseUrlOpt,
     DeviceOpt,
     EncoderOpt,
     JsonOpt,
     PolicyOpt,
     ProgressOpt,
+    RateOpt,
+    RunIdOpt,
+    RunNameOpt,
     StructuredOpt,
+    TimeoutOpt,
+    WarmupOpt,
 )
 from shadoweval.cli.render import print_error
 
@@ -74,49 +85,22 @@ def evaluate_command(
     capture_log: Annotated[
         Path, typer.Option("--capture-log", help="Capture log (a segment file or directory).")
     ],
-    candidate_url: Annotated[
-        str, typer.Option("--candidate-url", help="Base URL of the candidate (shadow) server.")
-    ],
-    candidate_model: Annotated[
-        str | None,
-        typer.Option("--candidate-model", help="Candidate model name (default: /v1/models)."),
-    ] = None,
-    baseline_repeat_url: Annotated[
-        str | None,
-        typer.Option(
-            "--baseline-repeat-url",
-            help="Base URL of a shadow replica of the baseline model: a sampled share of "
-            "exchanges is replayed there too (noise floor, latency under equal load).",
-        ),
-    ] = None,
-    baseline_repeat_model: Annotated[
-        str | None, typer.Option("--baseline-repeat-model", help="Its model name.")
-    ] = None,
-    baseline_repeat_share: Annotated[
-        float,
-        typer.Option("--baseline-repeat-share", min=0.0, max=1.0, help="Share replayed there."),
-    ] = 0.1,
+    candidate_url: CandidateUrlOpt,
+    candidate_model: CandidateModelOpt = None,
+    baseline_repeat_url: BaselineRepeatUrlOpt = None,
+    baseline_repeat_model: BaselineRepeatModelOpt = None,
+    baseline_repeat_share: BaselineRepeatShareOpt = 0.1,
     policy: PolicyOpt = None,
     database_url: DatabaseUrlOpt = None,
-    run_id: Annotated[
-        str | None, typer.Option("--run-id", help="Run id (resume it if it exists).")
-    ] = None,
-    name: Annotated[str | None, typer.Option("--name", help="Run name.")] = None,
+    run_id: RunIdOpt = None,
+    name: RunNameOpt = None,
     report: Annotated[
         Path | None, typer.Option("--report", help="Write the JSON report here.")
     ] = None,
-    concurrency: Annotated[
-        int | None, typer.Option("--concurrency", help="Requests in flight.")
-    ] = None,
-    rate: Annotated[
-        float | None, typer.Option("--rate", help="Target requests per second.")
-    ] = None,
-    timeout_s: Annotated[
-        float | None, typer.Option("--timeout", help="Per-request limit, seconds.")
-    ] = None,
-    warmup: Annotated[
-        int | None, typer.Option("--warmup", help="Warm-up requests per target.")
-    ] = None,
+    concurrency: ConcurrencyOpt = None,
+    rate: RateOpt = None,
+    timeout_s: TimeoutOpt = None,
+    warmup: WarmupOpt = None,
     encoder: EncoderOpt = "minilm",
     device: DeviceOpt = "cpu",
     structured_task_type: StructuredOpt = None,

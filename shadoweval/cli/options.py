@@ -41,6 +41,47 @@ StructuredOpt = Annotated[
 ]
 
 
+CandidateUrlOpt = Annotated[
+    str, typer.Option("--candidate-url", help="Base URL of the candidate (shadow) server.")
+]
+CandidateModelOpt = Annotated[
+    str | None,
+    typer.Option("--candidate-model", help="Candidate model name (default: its /v1/models)."),
+]
+BaselineRepeatUrlOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--baseline-repeat-url",
+        help="Base URL of a shadow replica of the baseline model: a sampled share of "
+        "exchanges is replayed there too (noise floor, latency under equal load).",
+    ),
+]
+BaselineRepeatModelOpt = Annotated[
+    str | None,
+    typer.Option("--baseline-repeat-model", help="Its model name (default: the baseline's)."),
+]
+BaselineRepeatShareOpt = Annotated[
+    float,
+    typer.Option(
+        "--baseline-repeat-share", min=0.0, max=1.0, help="Share of exchanges replayed there."
+    ),
+]
+RunIdOpt = Annotated[
+    str | None, typer.Option("--run-id", help="Run id (resumed if it exists, else created).")
+]
+RunNameOpt = Annotated[str | None, typer.Option("--name", help="Run name.")]
+ConcurrencyOpt = Annotated[
+    int | None, typer.Option("--concurrency", help="Requests in flight (all targets).")
+]
+RateOpt = Annotated[float | None, typer.Option("--rate", help="Target requests per second.")]
+TimeoutOpt = Annotated[
+    float | None, typer.Option("--timeout", help="Limit on one whole request, seconds.")
+]
+WarmupOpt = Annotated[
+    int | None, typer.Option("--warmup", help="Warm-up requests per target (no latency).")
+]
+
+
 def database_url(option: str | None) -> str:
     """The database URL: the option, else the settings (environment), else the default."""
     if option:

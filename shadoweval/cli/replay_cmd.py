@@ -8,7 +8,22 @@ from typing import Annotated
 
 import typer
 
-from shadoweval.cli.options import DatabaseUrlOpt, PolicyOpt, ProgressOpt
+from shadoweval.cli.options import (
+    BaselineRepeatModelOpt,
+    BaselineRepeatShareOpt,
+    BaselineRepeatUrlOpt,
+    CandidateModelOpt,
+    CandidateUrlOpt,
+    ConcurrencyOpt,
+    DatabaseUrlOpt,
+    PolicyOpt,
+    ProgressOpt,
+    RateOpt,
+    RunIdOpt,
+    RunNameOpt,
+    TimeoutOpt,
+    WarmupOpt,
+)
 from shadoweval.cli.render import print_error
 
 replay_app = typer.Typer(help="Replay captured requests to shadow targets.", no_args_is_help=True)
@@ -19,29 +34,19 @@ def replay_run(
     source: Annotated[
         Path, typer.Option("--source", help="Capture log to replay (segment file or directory).")
     ],
-    candidate_url: Annotated[str, typer.Option("--candidate-url", help="Candidate base URL.")],
-    candidate_model: Annotated[
-        str | None, typer.Option("--candidate-model", help="Candidate model name.")
-    ] = None,
-    baseline_repeat_url: Annotated[
-        str | None, typer.Option("--baseline-repeat-url", help="Baseline replica base URL.")
-    ] = None,
-    baseline_repeat_model: Annotated[
-        str | None, typer.Option("--baseline-repeat-model", help="Baseline replica model name.")
-    ] = None,
-    baseline_repeat_share: Annotated[
-        float, typer.Option("--baseline-repeat-share", min=0.0, max=1.0)
-    ] = 0.1,
-    run_id: Annotated[
-        str | None, typer.Option("--run-id", help="Resume this run (or create it with this id).")
-    ] = None,
-    name: Annotated[str | None, typer.Option("--name", help="Run name.")] = None,
+    candidate_url: CandidateUrlOpt,
+    candidate_model: CandidateModelOpt = None,
+    baseline_repeat_url: BaselineRepeatUrlOpt = None,
+    baseline_repeat_model: BaselineRepeatModelOpt = None,
+    baseline_repeat_share: BaselineRepeatShareOpt = 0.1,
+    run_id: RunIdOpt = None,
+    name: RunNameOpt = None,
     policy: PolicyOpt = None,
     database_url: DatabaseUrlOpt = None,
-    concurrency: Annotated[int | None, typer.Option("--concurrency")] = None,
-    rate: Annotated[float | None, typer.Option("--rate", help="Target requests/s.")] = None,
-    timeout_s: Annotated[float | None, typer.Option("--timeout", help="Seconds.")] = None,
-    warmup: Annotated[int | None, typer.Option("--warmup")] = None,
+    concurrency: ConcurrencyOpt = None,
+    rate: RateOpt = None,
+    timeout_s: TimeoutOpt = None,
+    warmup: WarmupOpt = None,
     progress: ProgressOpt = True,
 ) -> None:
     """Replay every exchange of a capture log to the candidate (and a baseline replica).

@@ -8,7 +8,6 @@ schema per test from the session ``pg_url``).
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -18,7 +17,6 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-import sqlalchemy as sa
 
 from shadoweval.mock_llm import FaultConfig, LatencyProfile, NoLatency, create_app
 from shadoweval.mock_llm.server import BackgroundServer
@@ -29,8 +27,6 @@ from shadoweval.tables import RecordedRow, load_recorded_rows
 LLAMA3 = "alpaca_eval/Meta-Llama-3-8B-Instruct/model_outputs.json"
 LLAMA31 = "alpaca_eval/Meta-Llama-3.1-8B-Instruct-Turbo/model_outputs.json"
 BFCL_GPT4O = "bfcl/result/gpt-4o-2024-05-13-FC"
-
-DIALECTS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
 
 
 @pytest.fixture
@@ -208,33 +204,10 @@ def serve() -> ServeFn:
 # ---------------------------------------------------------------------- storage
 
 
-def _fresh_pg_schema(pg_url: str) -> Iterator[str]:
-    admin = sa.create_engine(pg_url, isolation_level="AUTOCOMMIT")
-    schema = f"se_replay_{uuid.uuid4().hex[:12]}"
-    try:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'create schema "{schema}"'))
-        url = sa.make_url(pg_url).update_query_dict({"options": f"-csearch_path={schema}"})
-        yield url.render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'drop schema if exists "{schema}" cascade'))
-        admin.dispose()
-
-
-@pytest.fixture(params=DIALECTS)
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """An empty database: a SQLite file in ``tmp_path`` or a fresh PostgreSQL schema."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'replay.db'}"
-        return
-    yield from _fresh_pg_schema(request.getfixturevalue("pg_url"))
-
-
 @pytest.fixture
-def repo(db_url: str) -> Iterator[Repository]:
+def repo(empty_url: str) -> Iterator[Repository]:
     """A repository over a database upgraded to head."""
-    db = Database(db_url)
+    db = Database(empty_url)
     db.upgrade()
     try:
         yield Repository(db)

@@ -164,7 +164,7 @@ db.upgrade()
 
 @pytest.mark.postgres
 @pytest.mark.slow
-def test_concurrent_upgrades_on_postgresql_are_serialized(pg_url: str) -> None:
+def test_concurrent_upgrades_on_postgresql_are_serialized(pg_schema_url: str) -> None:
     """Workers that all run ``upgrade`` at start-up (separate processes) do not collide.
 
     Without the advisory lock most of these processes fail with duplicate-table errors.
@@ -173,18 +173,16 @@ def test_concurrent_upgrades_on_postgresql_are_serialized(pg_url: str) -> None:
     import sys
     import time
 
-    from .conftest import fresh_pg_schema_url
-
-    for url in fresh_pg_schema_url(pg_url):
-        start_at = str(time.time() + 3.0)
-        procs = [
-            subprocess.Popen(
-                [sys.executable, "-c", _RACE, url, start_at], stderr=subprocess.PIPE, text=True
-            )
-            for _ in range(6)
-        ]
-        errors = [p.communicate(timeout=120)[1] for p in procs]
-        assert [p.returncode for p in procs] == [0] * 6, errors
-        with Database(url) as db:
-            assert db.current_revision() == head_revision()
-            assert db.schema_diff() == []
+    url = pg_schema_url
+    start_at = str(time.time() + 3.0)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _RACE, url, start_at], stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(6)
+    ]
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 6, errors
+    with Database(url) as db:
+        assert db.current_revision() == head_revision()
+        assert db.schema_diff() == []
