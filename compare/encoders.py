@@ -121,7 +121,10 @@ class MiniLMEncoder:
         path = Path(model_path)
         try:
             from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as transformers_logging
 
+            # The weight-loading progress bar is noise in a CLI or a log: never show it.
+            transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
             model = SentenceTransformer(str(path), device=device, local_files_only=True)
         except Exception as exc:  # wrap whatever loading raised (OSError, ValueError, ...)
             raise ConfigError(

@@ -72,6 +72,8 @@ from shadoweval.records import (
     Timings,
     TimingSource,
     ToolCallFlags,
+    is_infra_failure,
+    is_infra_status,
 )
 
 __all__ = ["PairInput", "RequestView", "request_view", "score_pairs", "side_text"]
@@ -139,6 +141,8 @@ def request_view(exchange: Exchange) -> RequestView:
         "json_schema",
     )
     schema = response_format.schema_dict() if response_format is not None else None
+    if schema is None and response_format is not None and response_format.type == "json_object":
+        schema = {"type": "object"}  # JSON mode promises an object, not any JSON value
     return RequestView(
         wants_json=wants_json, schema=schema, tools=tools, stream=body.get("stream") is True
     )
@@ -285,6 +289,8 @@ def _score_one(
         candidate_tools=tools(cand_resp, cand_error),
         baseline_error=base_error,
         candidate_error=cand_error,
+        baseline_infra_error=base_error and _baseline_infra_error(exchange),
+        candidate_infra_error=_replay_infra_error(candidate),
         candidate_error_kind=_candidate_error_kind(candidate),
         baseline_empty=not base_error and not base_text.strip(),
         candidate_empty=not cand_error and not cand_text.strip(),
@@ -334,6 +340,21 @@ def _baseline_error(exchange: Exchange) -> bool:
 
 def _replay_error(outcome: ReplayOutcome) -> bool:
     return outcome.error_kind is not None or _failed_status(outcome.response)
+
+
+def _baseline_infra_error(exchange: Exchange) -> bool:
+    """The live request was cancelled, timed out upstream, or got 408/429/5xx."""
+    if exchange.outcome is ExchangeOutcome.CANCELLED:
+        return True
+    response = exchange.response
+    if response is None:
+        return exchange.outcome is not ExchangeOutcome.DONE
+    return is_infra_status(response.status_code)
+
+
+def _replay_infra_error(outcome: ReplayOutcome) -> bool:
+    status = outcome.response.status_code if outcome.response is not None else None
+    return _replay_error(outcome) and is_infra_failure(outcome.error_kind, status)
 
 
 def _candidate_error_kind(candidate: ReplayOutcome) -> ReplayErrorKind | None:

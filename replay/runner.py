@@ -1,10 +1,11 @@
 """Replay a capture log into a run: source → scheduler → client → storage.
 
 Every line of the source ends somewhere: a decoded exchange is stored (with run
-membership) and replayed to each target it is sampled for; a line that does not decode is
-stored as a rejected record with its reason. Outcomes are written idempotently — unique
-``(run_id, exchange_id, target)`` — so re-running a replay resumes: exchanges that already
-have an outcome for a target are not sent again.
+membership, its sensitive headers removed) and replayed to each target it is sampled for; a
+line that does not decode, or that reuses a stored exchange id with different content, is
+stored as a rejected record with its reason (secret-looking text scrubbed). Outcomes are
+written idempotently — unique ``(run_id, exchange_id, target)`` — so re-running a replay
+resumes: exchanges that already have an outcome for a target are not sent again.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -38,7 +40,8 @@ from shadoweval.records import (
     ReplayTarget,
     Timings,
 )
-from shadoweval.storage import Repository
+from shadoweval.redaction import redact_exchange_headers, scrub_secrets
+from shadoweval.storage import RejectedRecord, RejectStage, Repository
 
 logger = logging.getLogger(__name__)
 
@@ -121,6 +124,9 @@ class ReplayRunner:
         warmup_requests: the first N sends per target are flagged warm-up.
         batch_size: exchanges stored per database write.
         progress: show a rich progress bar on ``console``.
+
+    Finished outcomes are written in batches of ``flush_batch`` (64) or at least every
+    ``flush_interval_s`` (1 s), and once more when the run ends or is interrupted.
     """
 
     def __init__(
@@ -150,6 +156,9 @@ class ReplayRunner:
         self._dispatched: Counter[ReplayTarget] = Counter()
         self._pending: list[ReplayOutcome] = []
         self._flush_lock = asyncio.Lock()
+        self._last_flush = time.monotonic()
+        self.flush_batch = 64
+        self.flush_interval_s = 1.0
 
     async def run(self, entries: Iterable[LogEntry]) -> ReplayReport:
         """Replay every entry; return the report. Candidate failures never raise.
@@ -194,20 +203,25 @@ class ReplayRunner:
             elif outcome.error_kind is not ReplayErrorKind.SKIPPED:
                 report.errors[outcome.error_kind.value] += 1
             self._pending.append(outcome)
-            if len(self._pending) >= 64:
+            due = time.monotonic() - self._last_flush >= self.flush_interval_s
+            if len(self._pending) >= self.flush_batch or due:
                 report.duplicates += await self._flush()
             errs = sum(report.errors.values())
             bar.update(task, advance=1, status=f"errors {errs}")
 
         with bar:
-            stats = await run_paced(
-                self._work_items(entries, report, done, bar, task),
-                work,
-                on_result,
-                concurrency=self.concurrency,
-                rate_per_s=self.rate_per_s,
-            )
-            report.duplicates += await self._flush()
+            try:
+                stats = await run_paced(
+                    self._work_items(entries, report, done, bar, task),
+                    work,
+                    on_result,
+                    concurrency=self.concurrency,
+                    rate_per_s=self.rate_per_s,
+                )
+            finally:
+                # Finished replays are stored even when the run is interrupted (Ctrl-C,
+                # SIGTERM, a failure): a resume then sends only what has no outcome.
+                report.duplicates += await asyncio.shield(self._flush())
         report.wall_s = stats.wall_s
         report.achieved_rate_per_s = stats.achieved_rate_per_s
         return report
@@ -240,22 +254,38 @@ class ReplayRunner:
         task: TaskID,
     ) -> list[tuple[Exchange, TargetSpec]]:
         exchanges: list[Exchange] = []
+        rejected: list[RejectedRecord] = []
         for entry in batch:
             report.lines_read += 1
             if entry.exchange is not None:
-                exchanges.append(entry.exchange)
+                exchanges.append(redact_exchange_headers(entry.exchange))
                 continue
             assert entry.error is not None
-            report.rejected[entry.error.reason or "invalid"] += 1
-            await asyncio.to_thread(
-                self.repo.save_rejected,
-                run_id=self.run_id,
-                stage="capture_log",
-                location=entry.location,
-                reason=entry.error.reason or "invalid",
-                detail=str(entry.error),
-                raw=entry.raw,
+            rejected.append(
+                self._rejected(
+                    entry.location, entry.error.reason or "invalid", str(entry.error), entry.raw
+                )
             )
+        conflicts = await asyncio.to_thread(self.repo.conflicting_exchanges, exchanges)
+        if conflicts:
+            kept = []
+            for exchange in exchanges:
+                if exchange.exchange_id in conflicts:
+                    rejected.append(
+                        self._rejected(
+                            exchange.source or exchange.exchange_id,
+                            "conflicting_duplicate",
+                            conflicts[exchange.exchange_id],
+                            exchange.model_dump_json(),
+                        )
+                    )
+                else:
+                    kept.append(exchange)
+            exchanges = kept
+        for item in rejected:
+            report.rejected[item.reason] += 1
+        if rejected:
+            await asyncio.to_thread(self.repo.save_rejected_many, rejected)
         await asyncio.to_thread(self.repo.save_exchanges, self.run_id, exchanges)
         report.exchanges += len(exchanges)
         items: list[tuple[Exchange, TargetSpec]] = []
@@ -272,6 +302,19 @@ class ReplayRunner:
         known = bar.tasks[task].total or 0
         bar.update(task, total=known + resumed + len(items), advance=resumed)
         return items
+
+    def _rejected(self, location: str, reason: str, detail: str, raw: str) -> RejectedRecord:
+        """A rejected capture-log line, with secret-looking substrings scrubbed."""
+        raw_text, _ = scrub_secrets(raw)
+        detail_text, _ = scrub_secrets(detail)
+        return RejectedRecord(
+            stage=RejectStage.CAPTURE_LOG.value,
+            reason=reason,
+            location=location,
+            detail=detail_text,
+            raw=raw_text,
+            run_id=self.run_id,
+        )
 
     async def _replay_one(self, exchange: Exchange, spec: TargetSpec) -> ReplayOutcome:
         request = build_replay_request(exchange, model=spec.model_name, api_key=spec.api_key)
@@ -311,6 +354,7 @@ class ReplayRunner:
     async def _flush(self) -> int:
         """Write pending outcomes; return how many were duplicates of stored ones."""
         async with self._flush_lock:
+            self._last_flush = time.monotonic()
             pending, self._pending = self._pending, []
             if not pending:
                 return 0

@@ -85,11 +85,19 @@ def decode_exchange_line(line: str, location: str = "") -> Exchange:
 
 
 def segment_files(path: Path) -> list[Path]:
-    """Return the segment files of a capture log (a file, or a directory's segments sorted)."""
+    """Return the segment files of a capture log (a file, or a directory's segments sorted).
+
+    Raises:
+        FileNotFoundError: the path does not exist, or is a directory without segments.
+    """
     if path.is_file():
         return [path]
     if path.is_dir():
         files = {p for pattern in SEGMENT_GLOBS for p in path.glob(pattern)}
+        if not files:
+            raise FileNotFoundError(
+                f"no capture-log segments ({', '.join(SEGMENT_GLOBS)}) in directory {path}"
+            )
         return sorted(files)
     raise FileNotFoundError(f"capture log not found: {path}")
 

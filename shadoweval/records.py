@@ -379,6 +379,12 @@ class PairScore(_Record):
     are empty, 0.0 when exactly one is.
     ``noise_similarity`` is baseline vs baseline-repeat, when one exists. ``streamed``
     tells whether the captured request asked for a stream (TTFT exists only then).
+
+    Errors come in two kinds (:func:`is_infra_failure`): an *infrastructure* error
+    (``*_infra_error``: timeout, connection failure, HTTP 408/429/5xx, an undecodable body,
+    a cancelled live request) says nothing about the model's quality and is gated
+    separately; any other error (``*_error`` without ``*_infra_error``: the server
+    rejected the request with another 4xx) is the model's or its serving config's.
     """
 
     schema_version: Literal[1] = SCHEMA_VERSION
@@ -397,6 +403,8 @@ class PairScore(_Record):
     candidate_tools: ToolCallFlags | None = None
     baseline_error: bool = False
     candidate_error: bool = False
+    baseline_infra_error: bool = False
+    candidate_infra_error: bool = False
     candidate_error_kind: ReplayErrorKind | None = None
     baseline_empty: bool = False
     candidate_empty: bool = False
@@ -411,6 +419,27 @@ class PairScore(_Record):
     latency_baseline_source: Literal["live", "recorded", "baseline_repeat", "missing"] = "missing"
     candidate_warmup: bool = False
     scored_at: AwareDatetime = Field(default_factory=utc_now)
+
+
+INFRA_HTTP_STATUSES: frozenset[int] = frozenset({408, 429})
+"""HTTP statuses below 500 that mean the server could not answer now, not a rejection."""
+
+
+def is_infra_status(status_code: int) -> bool:
+    """True for HTTP statuses that are infrastructure failures: 408, 429 and every 5xx."""
+    return status_code >= 500 or status_code in INFRA_HTTP_STATUSES
+
+
+def is_infra_failure(error_kind: ReplayErrorKind | None, status_code: int | None) -> bool:
+    """Whether a failed replay failed for infrastructure reasons (reference failure case 11).
+
+    Timeouts, connection failures and undecodable bodies are infrastructure; an HTTP
+    failure is infrastructure when its status is 408, 429 or 5xx. A skipped replay is not a
+    failure at all (it was never sent). ``None`` kind with an infra status counts too.
+    """
+    if error_kind in (ReplayErrorKind.TIMEOUT, ReplayErrorKind.CONNECT, ReplayErrorKind.DECODE):
+        return True
+    return status_code is not None and is_infra_status(status_code)
 
 
 class Check(_Record):
@@ -436,7 +465,12 @@ class Check(_Record):
 
 
 class Coverage(_Record):
-    """How much of the capture log the run actually compared."""
+    """How much of the capture log the run actually compared.
+
+    ``captured`` counts every line of the run's capture log: the decoded exchanges (their
+    task types in ``per_task_type``) plus the ``rejected`` lines that could not be decoded.
+    ``share`` = ``paired`` / ``captured``: an unreadable line or a skipped replay lowers it.
+    """
 
     captured: int
     replayed: int
@@ -446,6 +480,7 @@ class Coverage(_Record):
     skipped: int
     share: float
     per_task_type: dict[str, int] = Field(default_factory=dict)
+    rejected: int = 0
 
 
 class Verdict(_Record):

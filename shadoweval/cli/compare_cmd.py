@@ -7,7 +7,13 @@ from typing import Annotated
 
 import typer
 
-from shadoweval.cli.options import DatabaseUrlOpt, DeviceOpt, EncoderOpt, StructuredOpt
+from shadoweval.cli.options import (
+    DatabaseUrlOpt,
+    DeviceOpt,
+    EncoderOpt,
+    ExistingRunOpt,
+    StructuredOpt,
+)
 from shadoweval.cli.render import print_error
 
 compare_app = typer.Typer(help="Score replayed pairs.", no_args_is_help=True)
@@ -15,7 +21,7 @@ compare_app = typer.Typer(help="Score replayed pairs.", no_args_is_help=True)
 
 @compare_app.command("run")
 def compare_run_command(
-    run_id: Annotated[str, typer.Option("--run", help="Run id.")],
+    run_id: ExistingRunOpt,
     database_url: DatabaseUrlOpt = None,
     encoder: EncoderOpt = "minilm",
     device: DeviceOpt = "cpu",
@@ -37,7 +43,7 @@ def compare_run_command(
 
     err = Console(stderr=True)
     try:
-        with open_repository(resolve_url(database_url)) as repo:
+        with open_repository(resolve_url(database_url), upgrade=False) as repo:
             run = repo.get_run(run_id)
             if run is None:
                 raise ShadowEvalError(f"run {run_id!r} not found")

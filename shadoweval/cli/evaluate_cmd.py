@@ -81,6 +81,29 @@ def build_settings(
     return settings.model_copy(update=update)
 
 
+def ensure_writable(path: Path) -> None:
+    """Fail before a long run, not after it, when ``path`` cannot be written.
+
+    Raises:
+        ConfigError: the parent directory cannot be created or is not writable.
+    """
+    import os
+
+    from shadoweval.errors import ConfigError
+
+    parent = path.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"--report {path}: cannot create {parent}: {exc}", field="report"
+        ) from exc
+    if not os.access(parent, os.W_OK) or path.is_dir():
+        raise ConfigError(
+            f"--report {path}: not a writable file path", field="report", value=str(path)
+        )
+
+
 def evaluate_command(
     capture_log: Annotated[
         Path, typer.Option("--capture-log", help="Capture log (a segment file or directory).")
@@ -121,6 +144,8 @@ def evaluate_command(
     err = Console(stderr=True)
     out = wide_console(stderr=as_json)
     try:
+        if report is not None:
+            ensure_writable(report)
         settings = build_settings(
             database_url=database_url,
             concurrency=concurrency,
@@ -161,7 +186,11 @@ def evaluate_command(
         f"stages {result.stages_s}"
     )
     if report is not None:
-        result.write_report(report)
+        try:
+            result.write_report(report)
+        except OSError as exc:
+            print_error(err, f"the verdict is stored, but the report could not be written: {exc}")
+            raise typer.Exit(EXIT_ERROR) from None
         out.print(f"report written to {report}")
     if as_json:
         typer.echo(result.gate.verdict.model_dump_json(indent=2))

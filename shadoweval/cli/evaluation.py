@@ -29,6 +29,7 @@ from shadoweval.cli.pipeline import (
 from shadoweval.cli.render import summary_records
 from shadoweval.errors import ConfigError
 from shadoweval.records import ReplayTarget
+from shadoweval.redaction import strip_url_credentials
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -162,11 +163,15 @@ def prepare_run(
         candidate=candidate,
         policy_hash=policy_hash,
         policy_yaml=policy_yaml,
-        candidate_base_url=request.candidate_url,
+        candidate_base_url=strip_url_credentials(request.candidate_url),
         source=str(request.capture_log),
         settings={
             "replay": settings.replay.model_dump(mode="json", exclude={"api_key"}),
-            "baseline_repeat_url": request.baseline_repeat_url,
+            "baseline_repeat_url": (
+                strip_url_credentials(request.baseline_repeat_url)
+                if request.baseline_repeat_url
+                else None
+            ),
             "baseline_repeat_share": request.baseline_repeat_share,
             "encoder": request.encoder,
             "structured_task_types": structured,

@@ -7,12 +7,12 @@ from typing import Annotated
 
 import typer
 
-from shadoweval.cli.options import DatabaseUrlOpt, JsonOpt, PolicyOpt
+from shadoweval.cli.options import DatabaseUrlOpt, ExistingRunOpt, JsonOpt, PolicyOpt
 from shadoweval.cli.render import print_error
 
 
 def gate_command(
-    run_id: Annotated[str, typer.Option("--run", help="Run id.")],
+    run_id: ExistingRunOpt,
     database_url: DatabaseUrlOpt = None,
     policy: PolicyOpt = None,
     as_json: JsonOpt = False,
@@ -40,7 +40,7 @@ def gate_command(
     err = wide_console(stderr=True)
     out = wide_console(stderr=as_json)
     try:
-        with open_repository(resolve_url(database_url)) as repo:
+        with open_repository(resolve_url(database_url), upgrade=False) as repo:
             run = repo.get_run(run_id)
             if run is None:
                 raise ShadowEvalError(f"run {run_id!r} not found")

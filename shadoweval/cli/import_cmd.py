@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
+from shadoweval.cli.exit_codes import EXIT_ERROR
 from shadoweval.cli.render import print_error
 
 if TYPE_CHECKING:
@@ -273,14 +274,14 @@ class TableOptions:
 
 
 def load_table_or_exit(options: TableOptions, console: Console) -> LoadResult:
-    """Load the table; on a user error print it and exit with code 2."""
+    """Load the table; on a user error print it and exit with status 3."""
     from shadoweval.errors import ShadowEvalError
 
     try:
         return options.load()
     except (ShadowEvalError, FileNotFoundError) as exc:
         print_error(console, exc)
-        raise typer.Exit(2) from None
+        raise typer.Exit(EXIT_ERROR) from None
 
 
 # ----------------------------------------------------------------------------- import
@@ -293,7 +294,7 @@ IMPORT_HELP = (
     "Rows that cannot be mapped are counted by reason and appended to OUT.rejected.jsonl "
     "beside the capture log. Sampling parameters are recorded only when given here."
     "\n\n"
-    "Exit code: 0 = rows written, 1 = nothing written, 2 = bad options or unreadable table."
+    "Exit status: 0 = rows written; 3 = nothing written, bad options or an unreadable table."
 )
 
 
@@ -365,10 +366,10 @@ def import_command(
         )
     except ShadowEvalError as exc:
         print_error(console, exc)
-        raise typer.Exit(2) from None
+        raise typer.Exit(EXIT_ERROR) from None
     _print_report(console, report)
     if report.written == 0:
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_ERROR)
 
 
 def _print_report(console: Console, report: Any) -> None:

@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from shadoweval.cli.exit_codes import EXIT_ERROR
 from shadoweval.cli.import_cmd import (
     CompletionTokensColOpt,
     FormatOpt,
@@ -132,7 +133,7 @@ def mock_llm_command(
     loaded = load_table_or_exit(TableOptions.from_params(params), console)
     if not loaded.rows:
         console.print("[bold red]error:[/] the table has no usable rows", highlight=False)
-        raise typer.Exit(2)
+        raise typer.Exit(EXIT_ERROR)
     try:
         profile = parse_latency_profile(latency_profile)
         faults = FaultConfig(
@@ -143,7 +144,7 @@ def mock_llm_command(
         )
     except (ConfigError, ValidationError) as exc:
         print_error(console, exc)
-        raise typer.Exit(2) from None
+        raise typer.Exit(EXIT_ERROR) from None
     models = {row.model for row in loaded.rows if row.model}
     name = model_name or (models.pop() if len(models) == 1 else "mock-llm")
     app = create_app(

@@ -67,8 +67,10 @@ BaselineRepeatShareOpt = Annotated[
     ),
 ]
 RunIdOpt = Annotated[
-    str | None, typer.Option("--run-id", help="Run id (resumed if it exists, else created).")
+    str | None,
+    typer.Option("--run-id", "--run", help="Run id (resumed if it exists, else created)."),
 ]
+ExistingRunOpt = Annotated[str, typer.Option("--run", "--run-id", help="Run id.")]
 RunNameOpt = Annotated[str | None, typer.Option("--name", help="Run name.")]
 ConcurrencyOpt = Annotated[
     int | None, typer.Option("--concurrency", help="Requests in flight (all targets).")

@@ -35,11 +35,17 @@ if TYPE_CHECKING:
 def open_repository(database_url: str, *, upgrade: bool = True) -> Iterator[Repository]:
     """Open the database (migrating it to head first when ``upgrade``) and yield a repository.
 
+    Without ``upgrade`` the database must already exist at the current schema: reading
+    commands (``compare``, ``gate``) never create an empty SQLite file by accident.
+
     Raises:
-        StorageError: the database cannot be reached, or is behind and ``upgrade`` is false.
+        StorageError: the database cannot be reached, does not exist, or is behind and
+            ``upgrade`` is false.
     """
     from shadoweval.storage import Database, Repository
 
+    if not upgrade:
+        _require_existing_sqlite(database_url)
     db = Database(database_url)
     try:
         if upgrade:
@@ -49,6 +55,25 @@ def open_repository(database_url: str, *, upgrade: bool = True) -> Iterator[Repo
         yield Repository(db)
     finally:
         db.dispose()
+
+
+def _require_existing_sqlite(database_url: str) -> None:
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    from shadoweval.errors import StorageError
+
+    try:
+        url = make_url(database_url)
+    except ArgumentError as exc:
+        raise StorageError(f"invalid database URL {database_url!r}: {exc}") from exc
+    path = url.database
+    in_a_file = url.get_backend_name() == "sqlite" and path and path != ":memory:"
+    if in_a_file and not Path(str(path)).exists():
+        raise StorageError(
+            f"database file {path} does not exist (nothing has been replayed into it; "
+            "run `shadow-eval evaluate` or `replay run` first, or check --database-url)"
+        )
 
 
 def make_encoder(name: str, *, device: str = "cpu", batch_size: int = 64) -> Encoder:
@@ -101,8 +126,10 @@ async def model_identity_from_server(
     """
     import httpx
 
+    from shadoweval.redaction import strip_url_credentials
+
     if name:
-        return ModelIdentity(name=name, base_url=base_url)
+        return ModelIdentity(name=name, base_url=strip_url_credentials(base_url))
     headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
     try:
         async with httpx.AsyncClient(base_url=base_url, timeout=timeout_s) as client:
@@ -111,11 +138,14 @@ async def model_identity_from_server(
             data = response.json().get("data") or []
     except (httpx.HTTPError, ValueError, AttributeError) as exc:
         raise ShadowEvalError(
-            f"cannot read the model name from {base_url}/v1/models ({exc}); pass it explicitly"
+            f"cannot read the model name from {strip_url_credentials(base_url)}/v1/models "
+            f"({exc}); pass it explicitly"
         ) from exc
     if not data or not isinstance(data[0], dict) or not data[0].get("id"):
-        raise ShadowEvalError(f"{base_url}/v1/models lists no model; pass the model name")
-    return ModelIdentity(name=str(data[0]["id"]), base_url=base_url)
+        raise ShadowEvalError(
+            f"{strip_url_credentials(base_url)}/v1/models lists no model; pass the model name"
+        )
+    return ModelIdentity(name=str(data[0]["id"]), base_url=strip_url_credentials(base_url))
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,7 +64,10 @@ def summary_table(summary: pd.DataFrame, title: str = "Per task type") -> Table:
         "tokens×",
         "checks",
     ):
-        table.add_column(name, justify="left" if name in ("task type", "checks") else "right")
+        if name == "task type":  # long names wrap; numbers never do
+            table.add_column(name, overflow="fold")
+        else:
+            table.add_column(name, justify="left" if name == "checks" else "right", no_wrap=True)
     for row in summary.to_dict(orient="records"):
         outcome = str(row["outcome"])
         pooled = row["task_type"] == POOLED
@@ -101,7 +104,7 @@ def checks_table(verdict: Verdict, *, only_not_passed: bool = True) -> Table:
         title="Checks" + (" that did not pass" if only_not_passed else ""), title_justify="left"
     )
     for name in ("#", "task type", "metric", "estimate", "interval", "margin", "n", "outcome"):
-        table.add_column(name)
+        table.add_column(name, overflow="fold" if name in ("task type", "metric") else "ellipsis")
     for i, check in enumerate(_selected(verdict, only_not_passed), start=1):
         interval = (
             f"[{_num(check.ci_low)}, {_num(check.ci_high)}]"
@@ -143,11 +146,14 @@ def verdict_panel(verdict: Verdict, max_reasons: int = 6) -> Panel:
 
 
 def wide_console(*, stderr: bool = False) -> Console:
-    """A console at least 120 columns wide when output is not a terminal (logs, CI)."""
+    """A console for tables: the terminal's width, or ``COLUMNS`` when set; when output is
+    not a terminal and ``COLUMNS`` is unset (logs, CI), 120 columns rather than 80."""
+    import os
+
     from rich.console import Console
 
     console = Console(stderr=stderr)
-    if not console.is_terminal:
+    if not console.is_terminal and "COLUMNS" not in os.environ:
         console = Console(stderr=stderr, width=max(console.width, 120))
     return console
 

@@ -61,14 +61,14 @@ class DemoPaths:
 
 
 def caught_regressions(verdict: Verdict) -> list[tuple[str, str]]:
-    """The planted (task type, metric) pairs whose check did not pass."""
+    """The planted (task type, metric) pairs whose check FAILED (inconclusive is not caught)."""
     caught = []
     for task_type, metric in PLANTED:
         for check in verdict.checks:
             if (
                 check.task_type == task_type
                 and check.metric == metric
-                and check.outcome is not CheckOutcome.PASS
+                and check.outcome is CheckOutcome.FAIL
             ):
                 caught.append((task_type, metric))
                 break
@@ -76,39 +76,58 @@ def caught_regressions(verdict: Verdict) -> list[tuple[str, str]]:
 
 
 def demo_succeeded(verdict: Verdict) -> bool:
-    """True when the verdict is not PROMOTE and every planted regression was caught."""
-    return verdict.decision is not Decision.PROMOTE and len(caught_regressions(verdict)) == len(
+    """True when the verdict is ROLLBACK and every planted regression's check FAILED."""
+    return verdict.decision is Decision.ROLLBACK and len(caught_regressions(verdict)) == len(
         PLANTED
     )
 
 
 MARKER = ".shadow-eval-demo"
-"""File the demo writes into its working directory; only such a directory is ever replaced."""
+"""File the demo writes into its working directory, listing what it made there."""
+
+DEMO_OUTPUTS: tuple[str, ...] = (
+    "tables",
+    "capture",
+    "capture.rejected.jsonl",
+    "shadow-eval.db",
+    "shadow-eval.db-journal",
+    "shadow-eval.db-wal",
+    "shadow-eval.db-shm",
+    "report.json",
+)
+"""The only names the demo ever creates (and so the only ones it removes) in its workdir."""
 
 
 def reset_workdir(root: Path) -> None:
-    """Empty ``root`` for a new demo run, or create it.
+    """Prepare ``root`` for a new demo run: remove what an earlier demo run wrote there.
 
-    Only a directory the demo made (it holds :data:`MARKER`) is removed; an empty directory
-    is used as is. Anything else is refused, so ``--workdir .`` can never delete files.
+    Only the names in :data:`DEMO_OUTPUTS` are removed, and only in a directory that holds
+    :data:`MARKER` (made by the demo); anything else in it is left alone. A non-empty
+    directory without the marker is refused, so ``--workdir .`` can never delete files.
 
     Raises:
         ShadowEvalError: ``root`` is a file, or a non-empty directory the demo did not make.
     """
     from shadoweval.errors import ShadowEvalError
 
-    if root.exists():
-        if not root.is_dir():
-            raise ShadowEvalError(f"demo workdir {root} is a file, not a directory")
-        if (root / MARKER).is_file():
-            shutil.rmtree(root)
-        elif any(root.iterdir()):
-            raise ShadowEvalError(
-                f"demo workdir {root} is not empty and was not made by the demo; "
-                "choose another --workdir"
-            )
+    if root.exists() and not root.is_dir():
+        raise ShadowEvalError(f"demo workdir {root} is a file, not a directory")
+    if root.is_dir() and not (root / MARKER).is_file() and any(root.iterdir()):
+        raise ShadowEvalError(
+            f"demo workdir {root} is not empty and was not made by the demo; "
+            "choose another --workdir"
+        )
     root.mkdir(parents=True, exist_ok=True)
-    (root / MARKER).write_text("made by `shadow-eval demo`; replaced on each run\n", "utf-8")
+    for name in DEMO_OUTPUTS:
+        path = root / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+    (root / MARKER).write_text(
+        "made by `shadow-eval demo`; each run replaces only: " + ", ".join(DEMO_OUTPUTS) + "\n",
+        "utf-8",
+    )
 
 
 def prepare(paths: DemoPaths, spec: WorkloadSpec) -> tuple[Path, Path]:

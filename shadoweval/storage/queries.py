@@ -16,15 +16,20 @@ from shadoweval.records import Coverage, ReplayErrorKind, ReplayTarget
 from shadoweval.storage.models import (
     ExchangeRow,
     PairScoreRow,
+    RejectedRecordRow,
     ReplayOutcomeRow,
     RunExchangeRow,
 )
+from shadoweval.storage.types import RejectStage
 
 
 def pair_inputs(
     run_id: str, *, only_unscored: bool, after: tuple[datetime, str] | None
 ) -> Select[*tuple[Any, ...]]:
     """Build the pair-input query: exchange, candidate and baseline-repeat records.
+
+    Only exchanges with a candidate outcome that was *sent* are pairs: a skipped replay
+    (never sent) is not, and lowers coverage instead.
 
     Result columns: ``exchange``, ``candidate``, ``baseline`` (JSON records, ``baseline``
     may be ``None``), ``captured_at``, ``exchange_id``; ordered by
@@ -46,6 +51,10 @@ def pair_inputs(
                 candidate.exchange_id == ExchangeRow.exchange_id,
                 candidate.run_id == run_id,
                 candidate.target == ReplayTarget.CANDIDATE.value,
+                or_(
+                    candidate.error_kind.is_(None),
+                    candidate.error_kind != ReplayErrorKind.SKIPPED.value,
+                ),
             ),
         )
         .outerjoin(
@@ -75,7 +84,7 @@ def pair_inputs(
 
 
 def coverage(session: Session, run_id: str) -> Coverage:
-    """Count a run's members, candidate outcomes and pair scores (see ``coverage_counts``)."""
+    """Count a run's members, undecodable log lines, candidate outcomes and pair scores."""
     per_task_type = {
         task_type: count
         for task_type, count in session.execute(
@@ -104,9 +113,21 @@ def coverage(session: Session, run_id: str) -> Coverage:
     paired = session.scalar(
         select(func.count()).select_from(PairScoreRow).where(PairScoreRow.run_id == run_id)
     )
-    captured = sum(per_task_type.values())
+    rejected = int(
+        session.scalar(
+            select(func.count())
+            .select_from(RejectedRecordRow)
+            .where(
+                RejectedRecordRow.run_id == run_id,
+                RejectedRecordRow.stage == RejectStage.CAPTURE_LOG.value,
+            )
+        )
+        or 0
+    )
+    captured = sum(per_task_type.values()) + rejected
     paired_count = int(paired or 0)
     return Coverage(
+        rejected=rejected,
         captured=captured,
         replayed=replayed,
         paired=paired_count,

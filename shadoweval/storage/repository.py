@@ -169,6 +169,34 @@ class Repository(HistoryStore):
             logger.debug("save_exchanges: %d of %d already stored", len(rows) - inserted, len(rows))
         return inserted
 
+    def conflicting_exchanges(self, exchanges: Iterable[Exchange]) -> dict[str, str]:
+        """Exchanges whose id is already stored with *different* content.
+
+        Exchanges are insert-or-ignore on ``exchange_id`` (first write wins), so a log line
+        that reuses an id with other content would otherwise be silently replaced by the
+        stored one. Returns ``{exchange_id: reason}`` for each such exchange; identical
+        re-deliveries (at-least-once) are not conflicts. The comparison is on the stored
+        form (on PostgreSQL U+0000 is stored as U+FFFD).
+        """
+        wanted = {ex.exchange_id: ex for ex in exchanges}
+        if not wanted:
+            return {}
+        with self._db.session() as session:
+            stored = session.execute(
+                select(ExchangeRow.exchange_id, ExchangeRow.record).where(
+                    ExchangeRow.exchange_id.in_(list(wanted))
+                )
+            ).all()
+        conflicts: dict[str, str] = {}
+        for exchange_id, record in stored:
+            given = rows_.nul_safe(wanted[exchange_id].model_dump(mode="json"))
+            if rows_.nul_safe(record) != given:
+                conflicts[exchange_id] = (
+                    f"exchange_id {exchange_id} is already stored with different content; "
+                    "the stored exchange is kept (first write wins)"
+                )
+        return conflicts
+
     def get_exchange(self, exchange_id: str) -> Exchange | None:
         """Return one stored exchange, or ``None``."""
         with self._db.session() as session:
@@ -286,7 +314,8 @@ class Repository(HistoryStore):
     def coverage_counts(self, run_id: str) -> Coverage:
         """Count how much of the run's population was replayed and compared.
 
-        * ``captured``: exchanges that are members of the run;
+        * ``captured``: exchanges that are members of the run, plus ``rejected``: lines of
+          the run's capture log that could not be decoded (stage ``capture_log``);
         * ``replayed``: candidate outcomes (errors, skips and warm-ups included);
         * ``errored``: candidate outcomes with an error other than ``skipped``;
         * ``skipped``, ``warmup``: candidate outcomes skipped / flagged warm-up;

@@ -14,6 +14,17 @@ from shadoweval.storage.models import RejectedRecordRow, RunRow
 from shadoweval.storage.types import RejectedRecord, RunInfo, RunStatus
 
 
+def nul_safe(value: Any) -> Any:
+    """``value`` (JSON-like) with U+0000 in strings replaced by U+FFFD, as PostgreSQL stores it."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {k: nul_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [nul_safe(v) for v in value]
+    return value
+
+
 def exchange_row(exchange: Exchange) -> dict[str, Any]:
     """Column values of ``exchange`` for the ``exchange`` table."""
     return {

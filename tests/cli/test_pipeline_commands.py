@@ -583,3 +583,21 @@ def test_evaluate_with_the_real_minilm_encoder(
     assert result.exit_code == 0
     for row in report["per_task_type"]:
         assert row["similarity_mean"] == pytest.approx(1.0, abs=1e-4)
+
+
+def test_gate_on_a_database_that_does_not_exist_creates_nothing(tmp_path: Path) -> None:
+    missing = tmp_path / "nothing-here.db"
+    result = cli("gate", "--run", "r", "--database-url", f"sqlite:///{missing}")
+    assert result.exit_code == EXIT_ERROR
+    assert "does not exist" in stderr_text(result)
+    assert not missing.exists()
+
+
+def test_unwritable_report_path_fails_before_the_run(
+    workload: Workload, db: str, tmp_path: Path
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x", encoding="utf-8")
+    result = evaluate(workload, "http://127.0.0.1:9", db, "--report", blocker / "r.json")
+    assert result.exit_code == EXIT_ERROR
+    assert "--report" in stderr_text(result)

@@ -33,7 +33,7 @@ def test_demo_exits_0_and_its_report_catches_both_planted_regressions(tmp_path: 
     assert "demo OK" in result.stdout
     report = json.loads((workdir / "report.json").read_text(encoding="utf-8"))
     verdict = Verdict.model_validate(report["verdict"])
-    assert verdict.decision is not Decision.PROMOTE
+    assert verdict.decision is Decision.ROLLBACK
     assert sorted(caught_regressions(verdict)) == sorted(PLANTED)
     # Every captured request was replayed to both replicas; nothing was lost.
     assert report["replay"]["lines_read"] == 800
@@ -67,3 +67,33 @@ def test_demo_never_deletes_files_it_did_not_write(tmp_path: Path) -> None:
         ],
     )
     assert precious.exists(), f"demo deleted {precious} (exit {result.exit_code})"
+    assert result.exit_code == 3
+    assert "not empty and was not made by the demo" in " ".join(result.stderr.split())
+
+
+def test_demo_rerun_removes_only_what_it_made(tmp_path: Path) -> None:
+    from shadoweval.demo.run import MARKER, reset_workdir
+
+    workdir = tmp_path / "w"
+    reset_workdir(workdir)
+    (workdir / "capture").mkdir()
+    (workdir / "capture" / "exchanges-1.jsonl").write_text("{}\n", encoding="utf-8")
+    (workdir / "report.json").write_text("{}", encoding="utf-8")
+    added_later = workdir / "notes.txt"
+    added_later.write_text("mine", encoding="utf-8")
+    reset_workdir(workdir)
+    assert (workdir / MARKER).is_file()
+    assert not (workdir / "capture").exists()
+    assert not (workdir / "report.json").exists()
+    assert added_later.read_text(encoding="utf-8") == "mine"
+
+
+def test_demo_with_too_little_data_does_not_claim_success(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app,
+        ["demo", "--workdir", str(tmp_path / "d"), "--per-task-type", "10",
+         "--encoder", "hashing", "--no-progress"],
+    )  # fmt: skip
+    assert result.exit_code == 1
+    assert "demo FAILED" in result.stdout
+    assert "demo OK" not in result.stdout

@@ -319,15 +319,53 @@ def test_json_schema_request_checks_both_sides_against_the_schema() -> None:
     assert s.baseline_tools is None
 
 
-def test_json_object_request_has_no_schema() -> None:
+def test_json_object_request_must_answer_an_object() -> None:
     request_body = body(response_format={"type": "json_object"})
     s = score(PairInput(exchange(response('{"a": 1}'), request_body=request_body), replay()))
     assert s.format_expected
     assert s.baseline_format is not None
     assert s.baseline_format.strict
-    assert s.baseline_format.schema_valid is None
+    assert s.baseline_format.schema_valid is True
     assert s.candidate_format is not None
     assert not s.candidate_format.extracted
+
+
+@pytest.mark.parametrize("answer", ["null", '"a string"', "[1, 2]", "42"])
+def test_json_object_mode_rejects_valid_json_that_is_not_an_object(answer: str) -> None:
+    request_body = body(response_format={"type": "json_object"})
+    s = score(
+        PairInput(
+            exchange(response('{"a": 1}'), request_body=request_body), replay(response(answer))
+        )
+    )
+    assert s.candidate_format is not None
+    assert s.candidate_format.strict
+    assert s.candidate_format.schema_valid is False
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "infra"),
+    [
+        (500, ReplayErrorKind.HTTP_STATUS, True),
+        (503, ReplayErrorKind.HTTP_STATUS, True),
+        (429, ReplayErrorKind.HTTP_STATUS, True),
+        (408, ReplayErrorKind.HTTP_STATUS, True),
+        (400, ReplayErrorKind.HTTP_STATUS, False),
+        (413, ReplayErrorKind.HTTP_STATUS, False),
+        (None, ReplayErrorKind.TIMEOUT, True),
+        (None, ReplayErrorKind.CONNECT, True),
+        (200, ReplayErrorKind.DECODE, True),
+    ],
+)
+def test_infrastructure_errors_are_told_apart_from_rejections(
+    status: int | None, kind: ReplayErrorKind, infra: bool
+) -> None:
+    resp = None if status is None else ResponseRecord(status_code=status, text=None)
+    outcome = replay(resp, error_kind=kind, no_response=resp is None)
+    s = score(PairInput(exchange(response("ok")), outcome))
+    assert s.candidate_error
+    assert s.candidate_infra_error is infra
+    assert not s.baseline_infra_error
 
 
 def test_text_response_format_expects_nothing() -> None:

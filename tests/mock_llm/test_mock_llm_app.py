@@ -489,5 +489,5 @@ def test_cli_errors_exit_2_before_serving(tmp_path: Any, args: list[str], messag
     if "--prompt-col" not in args:
         base += ["--prompt-col", "prompt", "--output-col", "answer"]
     result = CliRunner().invoke(_cli(), [*base, *args], terminal_width=200)
-    assert result.exit_code == 2, result.output
+    assert result.exit_code == 3, result.output
     assert message in result.output

@@ -177,7 +177,12 @@ async def test_bad_lines_are_rejected_with_reasons_the_rest_replayed(
     assert sorted(o.exchange_id for o in outcomes) == [e.exchange_id for e in exchanges]
     assert repo.get_exchange("ex-v2") is None
     coverage = repo.coverage_counts(run_id)
-    assert (coverage.captured, coverage.replayed, coverage.errored) == (12, 12, 0)
+    assert (coverage.captured, coverage.rejected, coverage.replayed, coverage.errored) == (
+        15,
+        3,
+        12,
+        0,
+    )
 
 
 async def test_outcomes_carry_the_replayed_answer_and_pinned_params(
@@ -522,3 +527,28 @@ async def test_whole_alpaca_eval_import_replayed_streamed(
     await replay_whole_alpaca_eval(
         sqlite_repo, tmp_path, llama3_path, candidate_app_rows, serve, stream=True
     )
+
+
+async def test_a_reused_exchange_id_with_other_content_is_rejected_not_replaced(
+    repo: Repository,
+) -> None:
+    original = make_exchange(chat_body())
+    edited = original.model_copy(update={"task_type": "edited"})
+    sent: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(500)
+
+    first = new_run(repo, "first")
+    client = CandidateClient("http://c", transport=httpx.MockTransport(handler))
+    await replay(repo, first, [candidate(client)], [LogEntry("a:1", "", exchange=original)])
+    second = new_run(repo, "second")
+    client = CandidateClient("http://c", transport=httpx.MockTransport(handler))
+    report = await replay(repo, second, [candidate(client)], [LogEntry("b:1", "", exchange=edited)])
+    assert dict(report.rejected) == {"conflicting_duplicate": 1}
+    assert dict(report.sent) == {}
+    assert repo.get_exchange(original.exchange_id) == original
+    assert repo.count_rejected(second) == {"conflicting_duplicate": 1}
+    coverage = repo.coverage_counts(second)
+    assert (coverage.captured, coverage.rejected, coverage.paired) == (1, 1, 0)

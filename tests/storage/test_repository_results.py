@@ -272,3 +272,49 @@ def test_coverage_of_an_unknown_or_empty_run_is_zero(repo: Repository, run_id: s
     empty = Coverage(captured=0, replayed=0, paired=0, errored=0, warmup=0, skipped=0, share=0.0)
     assert repo.coverage_counts(run_id) == empty
     assert repo.coverage_counts("nobody") == empty
+
+
+def test_undecodable_capture_log_lines_count_as_captured(repo: Repository, run_id: str) -> None:
+    exchanges = [make_exchange(i) for i in range(4)]
+    repo.save_exchanges(run_id, exchanges)
+    repo.save_pair_scores([make_pair_score(run_id, ex) for ex in exchanges])
+    for i in range(4):
+        repo.save_rejected(
+            run_id=run_id, stage="capture_log", reason="invalid_json", location=f"log:{i}"
+        )
+    repo.save_rejected(run_id=run_id, stage="compare", reason="score_failed")  # not a log line
+    coverage = repo.coverage_counts(run_id)
+    assert (coverage.captured, coverage.rejected, coverage.paired) == (8, 4, 4)
+    assert coverage.share == 0.5
+    assert coverage.per_task_type == {"chat": 4}
+
+
+def test_skipped_replays_are_not_pairs(repo: Repository, run_id: str) -> None:
+    exchanges = [make_exchange(i) for i in range(3)]
+    repo.save_exchanges(run_id, exchanges)
+    repo.save_outcomes(
+        [
+            make_outcome(run_id, exchanges[0].exchange_id),
+            make_outcome(run_id, exchanges[1].exchange_id, error_kind=ReplayErrorKind.SKIPPED),
+            make_outcome(run_id, exchanges[2].exchange_id, error_kind=ReplayErrorKind.TIMEOUT),
+        ]
+    )
+    batches = list(repo.iter_pair_inputs(run_id))
+    ids = [exchange.exchange_id for batch in batches for exchange, _, _ in batch]
+    assert ids == [exchanges[0].exchange_id, exchanges[2].exchange_id]
+
+
+def test_conflicting_exchange_ids_are_found_identical_redeliveries_are_not(
+    repo: Repository, run_id: str
+) -> None:
+    original = make_exchange(1)
+    repo.save_exchanges(run_id, [original])
+    same = make_exchange(1)
+    edited = original.model_copy(update={"task_type": "edited"})
+    nul = make_exchange(2, text="a\x00b")
+    repo.save_exchanges(run_id, [nul])
+    assert repo.conflicting_exchanges([same, nul, make_exchange(3)]) == {}
+    conflicts = repo.conflicting_exchanges([edited])
+    assert list(conflicts) == [original.exchange_id]
+    assert "different content" in conflicts[original.exchange_id]
+    assert repo.get_exchange(original.exchange_id) == original

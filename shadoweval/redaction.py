@@ -1,0 +1,144 @@
+"""Redaction: secrets never leave the process that first reads them.
+
+Applied before anything is written (database, rejected-record store, reports):
+
+* **Headers** — ``Authorization``, ``Proxy-Authorization``, ``Cookie``, ``Set-Cookie``,
+  ``X-Api-Key``, ``Api-Key`` and any configured name are removed from captured requests;
+  the record's :class:`~shadoweval.records.RedactionReport` lists the names removed
+  (never the values).
+* **Secret-key patterns** in free text (a line that could not be decoded, an error message):
+  bearer tokens, OpenAI/Anthropic-style ``sk-`` keys, AWS access key ids, GitHub and Slack
+  tokens, and the value of any JSON header pair with a sensitive name are replaced by
+  ``[REDACTED:<rule>]``.
+* **URL credentials** — ``https://user:password@host`` loses its ``user:password@``.
+
+The capture sidecar applies these rules, plus body rules, before it produces; the replay
+runner applies the header rules again when it reads a capture log (defence in depth: a log
+written by hand or by another tool may carry credentials).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
+
+from shadoweval.records import Exchange, HeaderPair, RedactionHit, RedactionReport
+
+SENSITIVE_HEADERS: frozenset[str] = frozenset(
+    {"authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key"}
+)
+"""Header names (lower case) that are always removed before a write."""
+
+
+@dataclass(frozen=True, slots=True)
+class SecretRule:
+    """A named pattern whose matches are replaced by ``[REDACTED:<name>]``."""
+
+    name: str
+    pattern: re.Pattern[str]
+    group: int = 0
+
+
+_HEADER_NAMES = "|".join(sorted(re.escape(h) for h in SENSITIVE_HEADERS))
+
+SECRET_RULES: tuple[SecretRule, ...] = (
+    # {"name": "authorization", "value": "..."} as records store headers
+    SecretRule(
+        "sensitive_header",
+        re.compile(
+            rf'"name"\s*:\s*"(?:{_HEADER_NAMES})"\s*,\s*"value"\s*:\s*"((?:[^"\\]|\\.)*)"',
+            re.IGNORECASE,
+        ),
+        group=1,
+    ),
+    # "Authorization": "..." / "x-api-key": "..." as a plain JSON object or header dump
+    SecretRule(
+        "sensitive_header",
+        re.compile(rf'"(?:{_HEADER_NAMES})"\s*:\s*"((?:[^"\\]|\\.)*)"', re.IGNORECASE),
+        group=1,
+    ),
+    SecretRule("bearer_token", re.compile(r"(?i)\bbearer\s+([A-Za-z0-9._~+/=-]{8,})"), group=1),
+    SecretRule("api_key", re.compile(r"\bsk-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_-]{12,}")),
+    SecretRule("aws_access_key_id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    SecretRule("github_token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b")),
+    SecretRule("slack_token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b")),
+)
+"""Default secret-key rules for free text, applied in order."""
+
+
+def scrub_secrets(
+    text: str, rules: Iterable[SecretRule] = SECRET_RULES
+) -> tuple[str, tuple[RedactionHit, ...]]:
+    """Replace secret-looking substrings of ``text``; return the text and what fired.
+
+    Each hit names the rule and counts its matches (never the value); location ``text``.
+    """
+    counts: dict[str, int] = {}
+    for rule in rules:
+
+        def replace(match: re.Match[str], rule: SecretRule = rule) -> str:
+            counts[rule.name] = counts.get(rule.name, 0) + 1
+            if rule.group == 0:
+                return f"[REDACTED:{rule.name}]"
+            whole = match.group(0)
+            start, end = match.span(rule.group)
+            offset = match.start(0)
+            return whole[: start - offset] + f"[REDACTED:{rule.name}]" + whole[end - offset :]
+
+        text = rule.pattern.sub(replace, text)
+    hits = tuple(RedactionHit(rule=name, location="text", count=n) for name, n in counts.items())
+    return text, hits
+
+
+def redact_headers(
+    headers: Iterable[HeaderPair], extra: Iterable[str] = ()
+) -> tuple[tuple[HeaderPair, ...], tuple[str, ...]]:
+    """Drop sensitive headers; return (kept headers, names removed, lower case, sorted)."""
+    names = SENSITIVE_HEADERS | {h.lower() for h in extra}
+    kept: list[HeaderPair] = []
+    removed: set[str] = set()
+    for header in headers:
+        if header.name.lower() in names:
+            removed.add(header.name.lower())
+        else:
+            kept.append(header)
+    return tuple(kept), tuple(sorted(removed))
+
+
+def redact_exchange_headers(exchange: Exchange, extra: Iterable[str] = ()) -> Exchange:
+    """``exchange`` without sensitive request/response headers, its report updated.
+
+    Returns the same object when nothing had to be removed.
+    """
+    request_headers, removed_req = redact_headers(exchange.request.headers, extra)
+    response = exchange.response
+    removed_resp: tuple[str, ...] = ()
+    if response is not None:
+        response_headers, removed_resp = redact_headers(response.headers, extra)
+        if removed_resp:
+            response = response.model_copy(update={"headers": response_headers})
+    removed = tuple(sorted(set(removed_req) | set(removed_resp)))
+    if not removed:
+        return exchange
+    report = exchange.redaction
+    merged = tuple(sorted(set(report.headers_removed) | set(removed)))
+    return exchange.model_copy(
+        update={
+            "request": exchange.request.model_copy(update={"headers": request_headers}),
+            "response": response,
+            "redaction": RedactionReport(headers_removed=merged, hits=report.hits),
+        }
+    )
+
+
+def strip_url_credentials(url: str) -> str:
+    """``url`` without a ``user:password@`` part (other URLs are returned unchanged)."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))

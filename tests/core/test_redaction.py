@@ -1,0 +1,99 @@
+"""Secrets never reach a store: headers, free text, URLs."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from shadoweval.records import (
+    Exchange,
+    HeaderPair,
+    ModelIdentity,
+    RequestRecord,
+    ResponseRecord,
+)
+from shadoweval.redaction import (
+    redact_exchange_headers,
+    scrub_secrets,
+    strip_url_credentials,
+)
+
+CANARY = "sk-live-CANARY0123456789abcdef"
+
+
+def exchange_with_secrets() -> Exchange:
+    return Exchange(
+        request=RequestRecord(
+            body=orjson.dumps({"messages": [{"role": "user", "content": "hi"}]}).decode(),
+            headers=(
+                HeaderPair(name="authorization", value=f"Bearer {CANARY}"),
+                HeaderPair(name="Cookie", value="session=CANARYCOOKIE"),
+                HeaderPair(name="x-api-key", value=CANARY),
+                HeaderPair(name="content-type", value="application/json"),
+            ),
+        ),
+        response=ResponseRecord(
+            status_code=200,
+            text="ok",
+            headers=(HeaderPair(name="set-cookie", value="id=CANARYCOOKIE"),),
+        ),
+        baseline_model=ModelIdentity(name="m"),
+    )
+
+
+def test_sensitive_headers_are_removed_and_reported_by_name_only() -> None:
+    redacted = redact_exchange_headers(exchange_with_secrets())
+    dumped = redacted.model_dump_json()
+    assert CANARY not in dumped
+    assert "CANARYCOOKIE" not in dumped
+    assert [h.name for h in redacted.request.headers] == ["content-type"]
+    assert redacted.redaction.headers_removed == (
+        "authorization",
+        "cookie",
+        "set-cookie",
+        "x-api-key",
+    )
+
+
+def test_nothing_to_remove_returns_the_same_record() -> None:
+    ex = exchange_with_secrets()
+    clean = redact_exchange_headers(ex)
+    assert redact_exchange_headers(clean) is clean
+
+
+@pytest.mark.parametrize(
+    ("text", "rule"),
+    [
+        (f'{{"name": "authorization", "value": "Bearer {CANARY}"}}', "sensitive_header"),
+        (f'{{"X-Api-Key": "{CANARY}"}}', "sensitive_header"),
+        (f"curl -H 'Authorization: Bearer {CANARY}'", "bearer_token"),
+        (f"my key is {CANARY}.", "api_key"),
+        ("sk-ant-api03-ABCDEFGHIJKLMNOPQRST", "api_key"),
+        ("AKIAABCDEFGHIJKLMNOP", "aws_access_key_id"),
+        ("ghp_" + "a" * 36, "github_token"),
+        ("xoxb-1234567890-abcdefghij", "slack_token"),
+    ],
+)
+def test_secret_patterns_in_free_text_are_scrubbed(text: str, rule: str) -> None:
+    scrubbed, hits = scrub_secrets(text)
+    assert CANARY not in scrubbed
+    assert f"[REDACTED:{rule}]" in scrubbed
+    assert rule in {h.rule for h in hits}
+    assert all(h.count >= 1 for h in hits)
+
+
+def test_ordinary_text_is_untouched() -> None:
+    text = 'The sky is blue; {"name": "content-type", "value": "application/json"} skill-set'
+    assert scrub_secrets(text) == (text, ())
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("http://user:HTTPSECRET@host:8080/v1?a=1", "http://host:8080/v1?a=1"),
+        ("https://token@host/path", "https://host/path"),
+        ("http://127.0.0.1:9000", "http://127.0.0.1:9000"),
+    ],
+)
+def test_url_credentials_are_stripped(url: str, expected: str) -> None:
+    assert strip_url_credentials(url) == expected
