@@ -8,9 +8,10 @@ gate-statistics.md; each module cites its sources.
 * :mod:`stats.paired_binary` — McNemar (exact, mid-p, asymptotic), Tango's score test/CI.
 * :mod:`stats.multiplicity` — Holm adjustment of the harm family.
 * :mod:`stats.means` — one-sided t test of a mean against an absolute margin.
-* :mod:`stats.quantiles` — linear quantiles, order-statistic CIs, Poisson-bootstrap ratios.
+* :mod:`stats.quantiles` — linear quantiles, order-statistic CIs, quantile-ratio intervals
+  (paired Poisson bootstrap for the gate; the unpaired resampling-free one for reference).
 * :mod:`stats.frame` — :func:`pairs_frame`, PairScore records to the gate's table.
-* :mod:`stats.checks` — one check per metric and task type.
+* :mod:`stats.checks` — one check per metric and task type (infrastructure errors apart).
 * :mod:`stats.gate` — :func:`evaluate_gate`, the PROMOTE / HOLD / ROLLBACK verdict.
 """
 
@@ -32,6 +33,7 @@ from stats.paired_binary import (
 from stats.policy import (
     DEFAULT_POLICY_FILE,
     GatePolicy,
+    InfraErrorPolicy,
     TaskTypePolicy,
     effective,
     load_policy,
@@ -45,6 +47,7 @@ from stats.quantiles import (
     QuantileCI,
     QuantileRatioResult,
     order_statistic_ranks,
+    paired_quantile_ratio_ci,
     quantile_ci,
     quantile_ratio_ci,
     sample_quantile,
@@ -54,6 +57,7 @@ __all__ = [
     "DEFAULT_POLICY_FILE",
     "PAIRS_COLUMNS",
     "GatePolicy",
+    "InfraErrorPolicy",
     "InvalidDataError",
     "McNemarResult",
     "MeanNonInferiorityResult",
@@ -70,6 +74,7 @@ __all__ = [
     "mcnemar",
     "mean_noninferiority",
     "order_statistic_ranks",
+    "paired_quantile_ratio_ci",
     "pairs_frame",
     "parse_policy",
     "parse_policy_yaml",

@@ -13,6 +13,14 @@ the policy as applied there, and returns a :class:`~shadoweval.records.Check` wh
 * otherwise it is **INCONCLUSIVE** with the reason (too few pairs, NaN values, margin not
   yet cleared). No data is never a pass.
 
+Infrastructure errors (reference failure case 11): a pair with an infrastructure error on
+either side (:func:`infra_pairs`: timeout, connection failure, HTTP 408/429/5xx,
+undecodable body, cancelled live request) says nothing about the model, so every quality
+check (``error_rate``, ``format_parse``, ``similarity``, latency) leaves it out and counts
+it in its reason. The paired binary check ``infra_error_rate`` (:data:`INFRA_METRIC`,
+fail = infrastructure error) gates them instead; its FAIL means HOLD, never ROLLBACK
+(:mod:`stats.gate`).
+
 Paired binary checks are built in two steps (:func:`analyse_binary`, then
 :func:`binary_check`) because the harm p-values are Holm-adjusted across all task types
 and critical metrics before any check is decided.
@@ -36,27 +44,61 @@ from stats.paired_binary import (
     tango_score_ci,
     tango_score_test,
 )
-from stats.policy import BinaryMetricPolicy, LatencyPolicy, SimilarityPolicy
-from stats.quantiles import quantile_ratio_ci
+from stats.policy import BinaryMetricPolicy, InfraErrorPolicy, LatencyPolicy, SimilarityPolicy
+from stats.quantiles import paired_quantile_ratio_ci
 
 __all__ = [
     "BINARY_STATISTIC",
+    "INFRA_CONSEQUENCE",
+    "INFRA_FAILED",
+    "INFRA_METRIC",
     "LATENCY_STATISTIC",
     "SIMILARITY_STATISTIC",
     "UNEQUAL_LOAD",
     "BinaryAnalysis",
     "analyse_binary",
     "binary_check",
+    "infra_note",
+    "infra_pairs",
     "latency_checks",
     "similarity_check",
 ]
 
 BINARY_STATISTIC = "tango_score_ni+mcnemar_midp"
 SIMILARITY_STATISTIC = "ttest_1samp_ni"
-LATENCY_STATISTIC = "poisson_bootstrap_quantile_ratio"
+LATENCY_STATISTIC = "paired_poisson_bootstrap_quantile_ratio"
 UNEQUAL_LOAD = (
     "unequal load: baseline latencies were not measured on the shadow under the same load"
 )
+INFRA_METRIC = "infra_error_rate"
+"""Name of the paired binary check of infrastructure errors (its FAIL means HOLD)."""
+INFRA_FAILED = "the candidate's serving infrastructure failed"
+INFRA_CONSEQUENCE = "model quality could not be judged on those pairs (HOLD, never ROLLBACK)"
+INFRA_COLUMNS = ("baseline_infra_error", "candidate_infra_error")
+
+
+def infra_pairs(rows: pd.DataFrame) -> pd.Series:
+    """Mask of pairs with an infrastructure error on either side.
+
+    A missing (NaN) flag counts as an infrastructure error here, so the pair is left out
+    of the quality checks; ``infra_error_rate`` then reports the missing flags and cannot
+    pass.
+    """
+    mask = pd.Series(False, index=rows.index)
+    for column in INFRA_COLUMNS:
+        flags = rows[column]
+        mask |= flags.isna() | flags.eq(True)
+    return mask
+
+
+def infra_note(count: int) -> str:
+    """The reason suffix of a quality check that left ``count`` infrastructure pairs out."""
+    if not count:
+        return ""
+    return (
+        f" ({count} pairs with an infrastructure error on either side were left out: "
+        f"see {INFRA_METRIC})"
+    )
 
 
 def _pct(x: float) -> str:
@@ -82,10 +124,12 @@ def _level(alpha: float) -> str:
 class BinaryAnalysis:
     """Statistics of one paired binary metric before the harm family is adjusted.
 
-    ``fail`` means an error/empty output (error_rate) or a format-parse failure
-    (format_parse). ``b`` counts pairs where only the candidate fails, ``c`` pairs where
-    only the baseline fails; ``harm_p`` is the one-sided McNemar mid-p that the candidate
-    fails more (``None`` when not computed). ``problem`` says why no test could be run.
+    ``fail`` means a model error/empty output (error_rate), a format-parse failure
+    (format_parse) or an infrastructure error (infra_error_rate). ``b`` counts pairs where
+    only the candidate fails, ``c`` pairs where only the baseline fails; ``harm_p`` is the
+    one-sided McNemar mid-p that the candidate fails more (``None`` when not computed).
+    ``excluded`` counts pairs not scored on both sides, ``infra_excluded`` pairs left out
+    for an infrastructure error. ``problem`` says why no test could be run.
     """
 
     metric: str
@@ -101,6 +145,7 @@ class BinaryAnalysis:
     min_pairs: int
     alpha: float
     excluded: int
+    infra_excluded: int
     harm_p: float | None
     ni: TangoTestResult | None
     interval: TangoInterval | None
@@ -114,23 +159,26 @@ def analyse_binary(
     metric: str,
     task_type: str,
     label: str,
-    block: BinaryMetricPolicy,
+    block: BinaryMetricPolicy | InfraErrorPolicy,
     min_pairs: int,
     alpha: float,
     excluded: int = 0,
+    infra_excluded: int = 0,
 ) -> BinaryAnalysis:
     """Count the 2×2 table and run Tango's NI test and McNemar's harm test.
 
     Args:
         baseline_fail: per-pair baseline failure (bool, or 1/0), shape ``(n,)``.
         candidate_fail: per-pair candidate failure, aligned with ``baseline_fail``.
-        metric: check name (``error_rate``, ``format_parse``).
+        metric: check name (``error_rate``, ``format_parse``, ``infra_error_rate``).
         task_type: task type or ``POOLED``.
         label: what a failure is, for reasons (``"error/empty"``).
         block: the metric's policy (margin, critical).
         min_pairs: pairs needed to pass.
         alpha: one-sided NI level.
         excluded: pairs the caller left out (not scored on both sides), for the reason.
+        infra_excluded: pairs the caller left out because either side had an
+            infrastructure error, for the reason.
     """
     n = len(baseline_fail)
 
@@ -161,6 +209,7 @@ def analyse_binary(
             min_pairs=min_pairs,
             alpha=alpha,
             excluded=excluded,
+            infra_excluded=infra_excluded,
             harm_p=harm_p,
             ni=ni,
             interval=interval,
@@ -178,11 +227,19 @@ def analyse_binary(
 def binary_check(a: BinaryAnalysis, *, harm_adjusted: float | None, alpha_harm: float) -> Check:
     """Decide a paired binary check from its analysis and its Holm-adjusted harm p-value.
 
-    ``harm_adjusted`` is ``None`` when the metric is not critical (its harm test is not
-    in the rollback family).
+    ``harm_adjusted`` is ``None`` when the metric's harm test is in no family (a quality
+    metric that is not critical). For ``infra_error_rate`` it is the p-value adjusted
+    within the infrastructure family, and a FAIL reason says that the candidate's serving
+    infrastructure failed and quality could not be judged (the gate holds, never rolls
+    back, on it).
     """
 
     excluded = f" ({a.excluded} pairs not scored on both sides were left out)" if a.excluded else ""
+    excluded += infra_note(a.infra_excluded)
+    infra = a.metric == INFRA_METRIC
+    harm_lead = f"{INFRA_FAILED}, significant harm" if infra else "significant harm"
+    margin_lead = f"{INFRA_FAILED}, worse than the margin" if infra else "worse than the margin"
+    consequence = f"; {INFRA_CONSEQUENCE}" if infra else ""
 
     def check(outcome: CheckOutcome, reason: str) -> Check:
         return Check(
@@ -213,14 +270,15 @@ def binary_check(a: BinaryAnalysis, *, harm_adjusted: float | None, alpha_harm: 
     if harm_adjusted is not None and harm_adjusted <= alpha_harm:
         return check(
             CheckOutcome.FAIL,
-            f"significant harm: {rates}; {a.b} pairs fail only on the candidate vs {a.c} only "
+            f"{harm_lead}: {rates}; {a.b} pairs fail only on the candidate vs {a.c} only "
             f"on the baseline (McNemar mid-p {_p(a.harm_p)}, Holm-adjusted "
-            f"{_p(harm_adjusted)} <= alpha_harm {alpha_harm:g})",
+            f"{_p(harm_adjusted)} <= alpha_harm {alpha_harm:g}){consequence}",
         )
     if a.interval.low > a.margin:
         return check(
             CheckOutcome.FAIL,
-            f"worse than the margin: {rates}; {diff}: the interval lies wholly above the margin",
+            f"{margin_lead}: {rates}; {diff}: the interval lies wholly above the margin"
+            f"{consequence}",
         )
     if a.baseline_fails == a.n:
         return check(
@@ -292,16 +350,26 @@ def similarity_check(
 ) -> Check:
     """Mean divergence D = 1 − similarity against ``max_mean_divergence`` (one-sided t).
 
-    Uses the rows with a similarity. A pair where both outputs are present (neither side
-    failed) but the similarity is NaN is a scoring fault: the check is INCONCLUSIVE rather
-    than silently dropping it. FAIL when the (1 − 2α) interval of E[D] lies wholly above
-    the margin. Similarities must lie in [−1, 1].
+    Uses the rows with a similarity, leaving out pairs with an infrastructure error on
+    either side (counted in the reason). A pair where both outputs are present (neither
+    side failed) but the similarity is NaN is a scoring fault: the check is INCONCLUSIVE
+    rather than silently dropping it. FAIL when the (1 − 2α) interval of E[D] lies wholly
+    above the margin. Similarities must lie in [−1, 1].
     """
     margin = block.max_mean_divergence
+    infra = infra_pairs(rows)
+    left_out = infra_note(int(infra.sum()))
+    rows = rows[~infra]
 
     def check(outcome: CheckOutcome, reason: str, numbers: _Numbers) -> Check:
         return _check(
-            "similarity", task_type, SIMILARITY_STATISTIC, margin, outcome, reason, numbers
+            "similarity",
+            task_type,
+            SIMILARITY_STATISTIC,
+            margin,
+            outcome,
+            reason + left_out,
+            numbers,
         )
 
     similarity = rows["similarity"].astype(float)
@@ -383,9 +451,13 @@ def _latency_rows(rows: pd.DataFrame, metric: str) -> tuple[pd.Series, str, str]
     warmup = rows["candidate_warmup"].astype(bool)
     source = rows["latency_baseline_source"].astype(str)
     present = rows[f"baseline_{metric}"].notna() & rows[f"candidate_{metric}"].notna()
-    failed = rows["baseline_fail"].astype(bool) | rows["candidate_fail"].astype(bool)
-    used = present & ~warmup & (source != "missing") & ~failed
+    infra = infra_pairs(rows)
+    failed = (rows["baseline_fail"].astype(bool) | rows["candidate_fail"].astype(bool)) & ~infra
+    used = present & ~warmup & (source != "missing") & ~failed & ~infra
+    present &= ~infra
     excluded = []
+    if n_infra := int(infra.sum()):
+        excluded.append(f"{n_infra} with an infrastructure error, see {INFRA_METRIC}")
     if n_failed := int((present & failed).sum()):
         excluded.append(f"{n_failed} with a failed side (gated by error_rate)")
     if n_warm := int((present & warmup & ~failed).sum()):
@@ -403,9 +475,12 @@ def latency_checks(
 ) -> list[Check]:
     """p50 and p95 ratio checks (candidate / baseline) for each metric in ``block.metrics``.
 
-    Rows used: both latencies present, neither side failed, not a warm-up replay, and a
-    baseline latency source other than ``missing``. PASS when the ratio interval's upper
-    limit is at most the limit; FAIL when its lower limit is above it (p95 only with at least
+    Rows used: both latencies present, neither side failed nor had an infrastructure
+    error, not a warm-up replay, and a baseline latency source other than ``missing``. The
+    ratio's interval is the **paired** Poisson bootstrap
+    (:func:`~stats.quantiles.paired_quantile_ratio_ci`: a pair's two latencies share each
+    replicate's weight), seeded with ``block.seed``. PASS when the interval's upper limit
+    is at most the limit; FAIL when its lower limit is above it (p95 only with at least
     ``min_pairs_p95`` pairs); otherwise INCONCLUSIVE. A baseline measured live or copied
     from a table (``live``/``recorded``) is flagged as unequal load in the reason.
 
@@ -456,7 +531,7 @@ def _latency_outcome(
     if n == 0:
         return CheckOutcome.INCONCLUSIVE, "no latency pairs", _Numbers()
     try:
-        r = quantile_ratio_ci(
+        r = paired_quantile_ratio_ci(
             cand,
             base,
             q,
@@ -470,7 +545,7 @@ def _latency_outcome(
     summary = (
         f"{name} {metric} ratio candidate/baseline {r.estimate:.3f} "
         f"({r.candidate_quantile:.1f} vs {r.baseline_quantile:.1f} ms), "
-        f"{100 * block.confidence:g}% CI {r.ci_low:.3f} to {r.ci_high:.3f} on {n} pairs, "
+        f"{100 * block.confidence:g}% paired CI {r.ci_low:.3f} to {r.ci_high:.3f} on {n} pairs, "
         f"limit {limit:g}"
     )
     too_few_p95 = name == "p95" and n < block.min_pairs_p95

@@ -1,9 +1,15 @@
 """Flatten :class:`~shadoweval.records.PairScore` records into the gate's input table.
 
 One row per pair, ordered by capture time (ties by exchange id), so a poll over the same
-pairs always sees the same table. Failures are data: an errored or empty output is a
-failure (``*_fail``) and, where a structured output was requested, a format failure too;
-nothing is dropped here (gate-statistics.md §2.1).
+pairs always sees the same table. Failures are data and nothing is dropped here
+(gate-statistics.md §2.1), but they come in two kinds (reference failure case 11):
+
+* an *infrastructure* error (``*_infra_error``: timeout, connection failure, HTTP
+  408/429/5xx, undecodable body, cancelled live request) says nothing about the model; the
+  gate leaves such pairs out of every quality check and gates them as
+  ``infra_error_rate``;
+* any other error, or an empty answer, is the model's (or its serving config's) failure
+  (``*_fail``) and, where a structured output was requested, a format failure too.
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ PAIRS_COLUMNS: dict[str, str] = {
     "streamed": "bool",
     "baseline_fail": "bool",
     "candidate_fail": "bool",
+    "baseline_infra_error": "bool",
+    "candidate_infra_error": "bool",
     "format_expected": "bool",
     "baseline_format_ok": "float64",
     "candidate_format_ok": "float64",
@@ -53,11 +61,14 @@ def format_ok(
     flags: FormatFlags | None,
     tools: ToolCallFlags | None,
     success_flag: SuccessFlag,
+    infra_error: bool = False,
 ) -> float:
     """Format-parse success of one side of a pair: 1.0, 0.0, or NaN when not applicable.
 
     Rules, in order:
 
+    0. the side had an infrastructure error ⇒ NaN (the model never answered: not a
+       format failure; such pairs are gated by ``infra_error_rate``);
     1. the side errored and a format was expected ⇒ 0;
     2. the side made tool calls (``tools.calls > 0``) ⇒ ``tools.schema_valid``;
     3. the output was empty and a format was expected ⇒ 0 (an empty answer to a
@@ -68,6 +79,8 @@ def format_ok(
 
     Rule 2 comes before rule 3 because a tool-call-only answer has no text content.
     """
+    if infra_error:
+        return math.nan
     if errored and format_expected:
         return 0.0
     if tools is not None and tools.calls > 0:
@@ -87,7 +100,11 @@ def _value(x: float | None) -> float:
 def pairs_frame(scores: Iterable[PairScore], policy: GatePolicy) -> pd.DataFrame:
     """Return one row per pair with the columns of :data:`PAIRS_COLUMNS`.
 
-    * ``baseline_fail`` / ``candidate_fail``: the side errored or its output was empty.
+    * ``baseline_infra_error`` / ``candidate_infra_error``: the side failed for
+      infrastructure reasons (``PairScore.*_infra_error``).
+    * ``baseline_fail`` / ``candidate_fail``: the side errored or its output was empty,
+      and it was not an infrastructure error (an infrastructure error is never a model
+      failure).
     * ``*_format_ok``: :func:`format_ok` with the task type's ``format_parse.success_flag``.
     * latencies in milliseconds, output tokens as counts; NaN where unknown.
 
@@ -106,8 +123,10 @@ def pairs_frame(scores: Iterable[PairScore], policy: GatePolicy) -> pd.DataFrame
         if flag is None:
             flag = effective(policy, score.task_type).format_parse.success_flag
             flags_by_type[score.task_type] = flag
-        baseline_fail = score.baseline_error or score.baseline_empty
-        candidate_fail = score.candidate_error or score.candidate_empty
+        baseline_infra = score.baseline_infra_error
+        candidate_infra = score.candidate_infra_error
+        baseline_fail = (score.baseline_error or score.baseline_empty) and not baseline_infra
+        candidate_fail = (score.candidate_error or score.candidate_empty) and not candidate_infra
         rows.append(
             {
                 "exchange_id": score.exchange_id,
@@ -118,6 +137,8 @@ def pairs_frame(scores: Iterable[PairScore], policy: GatePolicy) -> pd.DataFrame
                 "streamed": score.streamed,
                 "baseline_fail": baseline_fail,
                 "candidate_fail": candidate_fail,
+                "baseline_infra_error": baseline_infra,
+                "candidate_infra_error": candidate_infra,
                 "format_expected": score.format_expected,
                 "baseline_format_ok": format_ok(
                     format_expected=score.format_expected,
@@ -126,6 +147,7 @@ def pairs_frame(scores: Iterable[PairScore], policy: GatePolicy) -> pd.DataFrame
                     flags=score.baseline_format,
                     tools=score.baseline_tools,
                     success_flag=flag,
+                    infra_error=baseline_infra,
                 ),
                 "candidate_format_ok": format_ok(
                     format_expected=score.format_expected,
@@ -134,6 +156,7 @@ def pairs_frame(scores: Iterable[PairScore], policy: GatePolicy) -> pd.DataFrame
                     flags=score.candidate_format,
                     tools=score.candidate_tools,
                     success_flag=flag,
+                    infra_error=candidate_infra,
                 ),
                 "baseline_e2e_ms": _value(score.e2e_ms.baseline),
                 "candidate_e2e_ms": _value(score.e2e_ms.candidate),

@@ -6,13 +6,26 @@ metric, Kayenta's ``critical`` semantics):
 1. No pairs ⇒ HOLD ("no data").
 2. Replay coverage (paired / captured) below ``min_coverage`` ⇒ HOLD (invalid); only a
    significant critical harm may still roll back.
-3. ROLLBACK if any critical check shows significant harm (one-sided McNemar mid-p,
-   Holm-adjusted across task types × critical metrics at ``alpha_harm``) or any check's
-   interval lies wholly beyond its margin on the harmful side — pooled or in any task
-   type, whatever its traffic share.
-4. PROMOTE only if every check passes in the pooled analysis and in every task type with
-   at least ``min_traffic_share`` of the pairs, each on at least its ``min_pairs`` pairs.
-5. Otherwise HOLD, with the reasons.
+3. Infrastructure errors are not quality regressions (reference failure case 11). A pair
+   with an infrastructure error on either side (timeout, connection failure, HTTP
+   408/429/5xx, undecodable body, cancelled live request) is left out of every quality
+   check (``error_rate``, ``format_parse``, ``similarity``, latency) and counted in their
+   reasons; the paired binary check ``infra_error_rate`` gates those errors instead (Tango
+   NI against its own margin; harm by McNemar mid-p, Holm-adjusted among the
+   ``infra_error_rate`` checks at ``alpha_harm``; never critical). When it FAILs (harm,
+   or the interval wholly above the margin) anywhere, the candidate's serving
+   infrastructure failed and quality could not be judged: the verdict is **HOLD, never
+   ROLLBACK** because of it, and — as for low coverage — only a significant critical harm
+   on the pairs both sides did answer may still roll back (other FAILs, e.g. latency
+   measured on a failing server, are reported, not acted on).
+4. ROLLBACK if any critical check shows significant harm (one-sided McNemar mid-p,
+   Holm-adjusted across task types × critical metrics at ``alpha_harm``) or any quality
+   check's interval lies wholly beyond its margin on the harmful side — pooled or in any
+   task type, whatever its traffic share.
+5. PROMOTE only if every check (``infra_error_rate`` included) passes in the pooled
+   analysis and in every task type with at least ``min_traffic_share`` of the pairs, each
+   on at least its ``min_pairs`` pairs.
+6. Otherwise HOLD, with the reasons.
 
 The tests are fixed-sample tests: ``look`` is recorded on the verdict, but repeated
 polling of a growing sample is not corrected for here (gate-statistics.md §2.4).
@@ -35,10 +48,13 @@ from shadoweval.records import (
     utc_now,
 )
 from stats.checks import (
+    INFRA_FAILED,
+    INFRA_METRIC,
     UNEQUAL_LOAD,
     BinaryAnalysis,
     analyse_binary,
     binary_check,
+    infra_pairs,
     latency_checks,
     similarity_check,
 )
@@ -65,6 +81,11 @@ class _Judged:
     check: Check
     harm: bool
     blocking: bool
+
+    @property
+    def infra_fail(self) -> bool:
+        """An ``infra_error_rate`` FAIL: HOLD, never ROLLBACK."""
+        return self.check.metric == INFRA_METRIC and self.check.outcome == CheckOutcome.FAIL
 
 
 def _label(task_type: str) -> str:
@@ -101,8 +122,20 @@ def _harm_p(analysis: BinaryAnalysis) -> float:
 def _binary_analyses(group: _Group, policy: GatePolicy) -> list[BinaryAnalysis]:
     view = effective(policy, group.task_type)
     min_pairs = view.min_pairs
-    rows = group.rows
+    infra = infra_pairs(group.rows)
+    n_infra = int(infra.sum())
+    rows = group.rows[~infra]
     analyses = [
+        analyse_binary(
+            group.rows["baseline_infra_error"],
+            group.rows["candidate_infra_error"],
+            metric=INFRA_METRIC,
+            task_type=group.task_type,
+            label="infrastructure error",
+            block=view.infra_error_rate,
+            min_pairs=min_pairs,
+            alpha=policy.alpha,
+        ),
         analyse_binary(
             rows["baseline_fail"],
             rows["candidate_fail"],
@@ -112,9 +145,11 @@ def _binary_analyses(group: _Group, policy: GatePolicy) -> list[BinaryAnalysis]:
             block=view.error_rate,
             min_pairs=min_pairs,
             alpha=policy.alpha,
-        )
+            infra_excluded=n_infra,
+        ),
     ]
     expected = rows[rows["format_expected"].eq(True)]
+    n_infra_expected = int(group.rows.loc[infra, "format_expected"].eq(True).sum())
     if len(expected):
         base_ok = expected["baseline_format_ok"].astype(float)
         cand_ok = expected["candidate_format_ok"].astype(float)
@@ -130,9 +165,19 @@ def _binary_analyses(group: _Group, policy: GatePolicy) -> list[BinaryAnalysis]:
                 min_pairs=min_pairs,
                 alpha=policy.alpha,
                 excluded=int((~scored).sum()),
+                infra_excluded=n_infra_expected,
             )
         )
     return analyses
+
+
+def _family(analysis: BinaryAnalysis) -> str | None:
+    """The Holm family a harm test belongs to: rollback, infrastructure, or none."""
+    if analysis.harm_p is None:
+        return None
+    if analysis.metric == INFRA_METRIC:
+        return "infra"
+    return "rollback" if analysis.critical else None
 
 
 def _judge(pairs: pd.DataFrame, policy: GatePolicy, coverage: Coverage) -> list[_Judged]:
@@ -141,7 +186,9 @@ def _judge(pairs: pd.DataFrame, policy: GatePolicy, coverage: Coverage) -> list[
     for group in groups:
         binary += [(group, a) for a in _binary_analyses(group, policy)]
 
-    in_family = [a.critical and a.harm_p is not None for _, a in binary]
+    # Two Holm families: the rollback family (critical quality metrics) and the
+    # infrastructure family (infra_error_rate, whose harm only ever holds).
+    family_of = [_family(a) for _, a in binary]
     # With a single task type the pooled rows are that task type's rows: the pooled harm
     # test is the same hypothesis, so it shares the task type's adjusted p-value instead
     # of entering the family twice (which would halve Holm's power for nothing).
@@ -151,11 +198,18 @@ def _judge(pairs: pd.DataFrame, policy: GatePolicy, coverage: Coverage) -> list[
         metric_index = {a.metric: j for j, (g, a) in enumerate(binary) if g is with_rows[0]}
         for i, (owner, a) in enumerate(binary):
             j = metric_index.get(a.metric)
-            if owner.task_type == POOLED and j is not None and in_family[i] and in_family[j]:
-                twin[i], in_family[i] = j, False
-    family = [i for i, member in enumerate(in_family) if member]
-    adjusted = holm([_harm_p(binary[i][1]) for i in family])
-    harm_adjusted = {i: float(p) for i, p in zip(family, adjusted, strict=True)}
+            if (
+                owner.task_type == POOLED
+                and j is not None
+                and family_of[i] is not None
+                and family_of[i] == family_of[j]
+            ):
+                twin[i], family_of[i] = j, None
+    harm_adjusted: dict[int, float] = {}
+    for name in ("rollback", "infra"):
+        family = [i for i, member in enumerate(family_of) if member == name]
+        adjusted = holm([_harm_p(binary[i][1]) for i in family])
+        harm_adjusted.update({i: float(p) for i, p in zip(family, adjusted, strict=True)})
     harm_adjusted.update({i: harm_adjusted[j] for i, j in twin.items()})
 
     judged: list[_Judged] = []
@@ -166,7 +220,11 @@ def _judge(pairs: pd.DataFrame, policy: GatePolicy, coverage: Coverage) -> list[
                 continue
             adjusted_p = harm_adjusted.get(i)
             check = binary_check(a, harm_adjusted=adjusted_p, alpha_harm=policy.alpha_harm)
-            harm = adjusted_p is not None and adjusted_p <= policy.alpha_harm
+            harm = (
+                a.metric != INFRA_METRIC
+                and adjusted_p is not None
+                and adjusted_p <= policy.alpha_harm
+            )
             judged.append(_Judged(check, harm, group.blocking))
         others = [
             similarity_check(
@@ -202,11 +260,30 @@ def _duplicates_problem(pairs: pd.DataFrame) -> str | None:
     return None
 
 
+def _infra_headline(judged: list[_Judged]) -> str:
+    where = ", ".join(_label(j.check.task_type) for j in judged if j.infra_fail)
+    return (
+        f"infrastructure: {INFRA_FAILED} (timeouts, connection errors, HTTP 408/429/5xx or "
+        f"undecodable responses: {INFRA_METRIC} FAIL in {where}); model quality could not "
+        "be judged on those pairs: HOLD, never ROLLBACK, for infrastructure errors; fix the "
+        "candidate's serving and replay again"
+    )
+
+
+def _unique(lines: list[str]) -> list[str]:
+    return list(dict.fromkeys(lines))
+
+
 def _decide(
     judged: list[_Judged], validity: list[str], policy: GatePolicy
 ) -> tuple[Decision, list[str]]:
     harms = [_line(j.check) for j in judged if j.harm]
-    fails = [_line(j.check) for j in judged if j.check.outcome == CheckOutcome.FAIL and not j.harm]
+    infra = [_line(j.check) for j in judged if j.infra_fail]
+    fails = [
+        _line(j.check)
+        for j in judged
+        if j.check.outcome == CheckOutcome.FAIL and not j.harm and not j.infra_fail
+    ]
     blocking_open = [
         _line(j.check) for j in judged if j.blocking and j.check.outcome != CheckOutcome.PASS
     ]
@@ -224,10 +301,14 @@ def _decide(
     ]
     if any(UNEQUAL_LOAD in j.check.reason for j in judged):
         notes.append(f"latency checks: {UNEQUAL_LOAD}; treat the latency comparison with care")
+    if infra:
+        # An infrastructure failure makes the run unjudgeable, like low coverage: HOLD;
+        # only a significant critical harm on the pairs both sides answered rolls back.
+        validity = [*validity, _infra_headline(judged), *infra]
     if validity:
         if harms:
-            return Decision.ROLLBACK, harms + validity + fails
-        return Decision.HOLD, validity + fails + blocking_open + notes
+            return Decision.ROLLBACK, _unique(harms + validity + fails)
+        return Decision.HOLD, _unique(validity + fails + blocking_open + notes)
     if harms or fails:
         return Decision.ROLLBACK, harms + fails + notes
     if not blocking_open:

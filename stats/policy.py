@@ -6,9 +6,13 @@ on load into a frozen :class:`GatePolicy`. It is hashed with the run
 
 Validation is strict: unknown keys are rejected with their name, margins must be > 0 (a
 zero or negative margin would make a non-inferiority test pass or fail by construction),
-alphas lie in (0, 0.5), ratio limits are > 1, confidences lie in (0.5, 1). Every problem
-is raised as :class:`~shadoweval.errors.ConfigError` naming the dotted field and the value
-read, e.g. ``policy field error_rate.margin = -0.01: must be > 0``.
+alphas lie in (0, 0.5), ratio limits are > 1, confidences lie in (0.5, 1). Every threshold
+must be written as a YAML number: a string (``alpha: "0.05"``) or a boolean
+(``margin: yes``) is rejected, never coerced, and an integer field (``min_pairs_pooled``,
+``seed``, …) must be an integer (``50``, not ``50.0``); a float field may be written as an
+integer (``p95_ratio_max: 2``). Every problem is raised as
+:class:`~shadoweval.errors.ConfigError` naming the dotted field and the value read, e.g.
+``policy field error_rate.margin = -0.01: must be > 0``.
 
 Per-task-type overrides (``task_types: {code: {error_rate: {margin: 0.01}}}``) are
 deep-merged over the top-level blocks when the policy is validated; the stored policy is
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import numbers
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -44,6 +49,7 @@ __all__ = [
     "BinaryMetricPolicy",
     "FormatParsePolicy",
     "GatePolicy",
+    "InfraErrorPolicy",
     "LatencyMetric",
     "LatencyPolicy",
     "SimilarityPolicy",
@@ -51,6 +57,7 @@ __all__ = [
     "effective",
     "load_policy",
     "parse_policy",
+    "parse_policy_yaml",
     "policy_hash",
     "policy_to_yaml",
 ]
@@ -60,17 +67,38 @@ DEFAULT_POLICY_FILE = Path(__file__).with_name("default_policy.yaml")
 """The shipped, fully commented default policy; it loads equal to ``GatePolicy()``."""
 
 
-def _reject_bool(value: object) -> object:
-    # YAML ``margin: yes`` must not become 1.0.
+def _kind(value: object) -> str:
+    if value is None:
+        return "null"
     if isinstance(value, bool):
-        raise ValueError("must be a number, not true/false")
+        return "true/false"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, numbers.Real):
+        return "a float" if not isinstance(value, numbers.Integral) else "an integer"
+    return f"a {type(value).__name__}"
+
+
+def _strict_number(value: object) -> object:
+    """Let only real numbers through: YAML ``"0.05"`` or ``yes`` must not become a number."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"must be a YAML number (unquoted), not {_kind(value)}")
     return value
 
 
-Number = Annotated[float, BeforeValidator(_reject_bool)]
-"""A finite float read from YAML; booleans rejected."""
-Count = Annotated[int, BeforeValidator(_reject_bool)]
-"""An integer read from YAML; booleans rejected."""
+def _strict_integer(value: object) -> object:
+    """Let only integers through: ``"50"``, ``50.0`` and ``true`` are all rejected."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"must be a YAML integer (unquoted, no decimal point), not {_kind(value)}")
+    return int(value)
+
+
+Number = Annotated[float, BeforeValidator(_strict_number)]
+"""A finite float read from YAML, written as a YAML number (an integer is fine); strings
+and booleans are rejected."""
+Count = Annotated[int, BeforeValidator(_strict_integer)]
+"""An integer read from YAML, written as a YAML integer; strings, floats (even ``2.0``)
+and booleans are rejected."""
 
 LatencyMetric = Literal["e2e_ms", "ttft_ms"]
 """Latency columns the gate knows: end-to-end and time to first token, milliseconds."""
@@ -81,7 +109,12 @@ class _Block(BaseModel):
 
 
 class BinaryMetricPolicy(_Block):
-    """A paired binary guardrail (error/empty rate).
+    """A paired binary guardrail (the model's error/empty rate).
+
+    ``error_rate`` counts failures attributable to the model or its serving config: an
+    empty answer, or an error that is not an infrastructure error (e.g. HTTP 400/413, a
+    request the candidate rejects). Pairs with an infrastructure error on either side are
+    left out (they are gated by :class:`InfraErrorPolicy`).
 
     Attributes:
         margin: non-inferiority margin on the difference of failure proportions
@@ -93,6 +126,37 @@ class BinaryMetricPolicy(_Block):
 
     margin: Number = Field(default=0.02, gt=0, lt=1)
     critical: StrictBool = True
+
+
+class InfraErrorPolicy(_Block):
+    """The infrastructure-error guardrail (reference failure case 11).
+
+    A side has an infrastructure error when its request timed out, could not connect,
+    got HTTP 408/429/5xx, returned an undecodable body, or (baseline) was cancelled: the
+    serving stack failed, the model was never judged. Such pairs are left out of every
+    quality check; this paired binary check (Tango NI + McNemar mid-p, as ``error_rate``)
+    gates them instead. Its FAIL means HOLD ("the candidate's serving infrastructure
+    failed; quality could not be judged"), never ROLLBACK.
+
+    Attributes:
+        margin: non-inferiority margin on ``p_cand_infra − p_base_infra`` (absolute
+            proportion). Default 0.02. Must be in (0, 1).
+        critical: always false: infrastructure errors never roll a candidate back.
+            Writing ``true`` is an error.
+    """
+
+    margin: Number = Field(default=0.02, gt=0, lt=1)
+    critical: StrictBool = False
+
+    @field_validator("critical")
+    @classmethod
+    def _never_critical(cls, value: bool) -> bool:
+        if value:
+            raise ValueError(
+                "must be false: an infrastructure failure holds the candidate (HOLD), "
+                "it never rolls it back"
+            )
+        return value
 
 
 class FormatParsePolicy(BinaryMetricPolicy):
@@ -126,6 +190,9 @@ class SimilarityPolicy(_Block):
 class LatencyPolicy(_Block):
     """The latency guardrails: quantile ratios candidate / baseline.
 
+    The interval is a paired Poisson bootstrap (a pair's two latencies share each
+    replicate's weight; :func:`stats.quantiles.paired_quantile_ratio_ci`).
+
     Attributes:
         metrics: latency columns to gate. Default ``[e2e_ms, ttft_ms]``. An empty list
             disables latency gating explicitly.
@@ -134,7 +201,8 @@ class LatencyPolicy(_Block):
         p95_ratio_max: the same for p95. Default 1.5. Must be > 1.
         confidence: two-sided confidence level of the ratio interval. Default 0.95.
             Must be in (0.5, 1).
-        bootstrap_replicates: Poisson-bootstrap replicates per interval. Default 2000.
+        bootstrap_replicates: paired Poisson-bootstrap replicates per interval. Default
+            2000.
         seed: seed of the bootstrap's random generator, so a verdict is reproducible.
             Default 20240601.
         min_pairs_p95: fewer latency pairs than this make a p95 check inconclusive.
@@ -163,18 +231,19 @@ class TaskTypePolicy(_Block):
     Attributes:
         min_pairs: fewer pairs than this make every check of the task type
             inconclusive (HOLD). Default: the policy's ``min_pairs_per_task_type``.
-        error_rate, format_parse, similarity, latency: the metric blocks, each the
-            top-level block with this task type's overrides merged in.
+        error_rate, infra_error_rate, format_parse, similarity, latency: the metric
+            blocks, each the top-level block with this task type's overrides merged in.
     """
 
     min_pairs: Count = Field(default=50, ge=2)
     error_rate: BinaryMetricPolicy = BinaryMetricPolicy()
+    infra_error_rate: InfraErrorPolicy = InfraErrorPolicy()
     format_parse: FormatParsePolicy = FormatParsePolicy()
     similarity: SimilarityPolicy = SimilarityPolicy()
     latency: LatencyPolicy = LatencyPolicy()
 
 
-_METRIC_BLOCKS = ("error_rate", "format_parse", "similarity", "latency")
+_METRIC_BLOCKS = ("error_rate", "infra_error_rate", "format_parse", "similarity", "latency")
 
 
 def _as_mapping(value: object) -> dict[str, Any] | None:
@@ -199,12 +268,12 @@ class GatePolicy(_Block):
         min_traffic_share: task types with a smaller share of the pairs are reported
             but do not block PROMOTE (harm in them can still roll back). Default 0.05.
         min_coverage: paired / captured below this is HOLD (invalid). Default 0.9.
-        error_rate, format_parse, similarity, latency: metric blocks.
+        error_rate, infra_error_rate, format_parse, similarity, latency: metric blocks.
         task_types: per-task-type overrides of any metric block and of ``min_pairs``,
             resolved on validation into full :class:`TaskTypePolicy` views.
     """
 
-    version: Literal[1] = 1
+    version: Annotated[Literal[1], BeforeValidator(_strict_integer)] = 1
     alpha: Number = Field(default=0.025, gt=0, lt=0.5)
     alpha_harm: Number = Field(default=0.01, gt=0, lt=0.5)
     min_pairs_per_task_type: Count = Field(default=50, ge=2)
@@ -212,6 +281,7 @@ class GatePolicy(_Block):
     min_traffic_share: Number = Field(default=0.05, ge=0, lt=1)
     min_coverage: Number = Field(default=0.9, gt=0, le=1)
     error_rate: BinaryMetricPolicy = BinaryMetricPolicy()
+    infra_error_rate: InfraErrorPolicy = InfraErrorPolicy()
     format_parse: FormatParsePolicy = FormatParsePolicy()
     similarity: SimilarityPolicy = SimilarityPolicy()
     latency: LatencyPolicy = LatencyPolicy()
@@ -277,6 +347,7 @@ def effective(policy: GatePolicy, task_type: str) -> TaskTypePolicy:
     return TaskTypePolicy(
         min_pairs=min_pairs,
         error_rate=policy.error_rate,
+        infra_error_rate=policy.infra_error_rate,
         format_parse=policy.format_parse,
         similarity=policy.similarity,
         latency=policy.latency,

@@ -3,6 +3,11 @@
 These numbers describe; they decide nothing. The gate's decisions and intervals are in the
 :class:`~shadoweval.records.Verdict`; :func:`task_type_summary` puts the worst check
 outcome of each task type beside the descriptive numbers so a table shows both.
+
+Like the gate, the summary keeps infrastructure errors apart from quality: the
+``*_infra_error_rate`` columns are over all pairs, and every quality number (fail rates,
+format, similarity, latency, tokens) is over the pairs without an infrastructure error on
+either side — the pairs the quality checks judge.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from shadoweval.records import POOLED, CheckOutcome, Verdict
+from stats.checks import infra_pairs
 
 __all__ = ["SUMMARY_COLUMNS", "task_type_summary"]
 
@@ -23,6 +29,8 @@ SUMMARY_COLUMNS = (
     "similarity_p10",
     "baseline_fail_rate",
     "candidate_fail_rate",
+    "baseline_infra_error_rate",
+    "candidate_infra_error_rate",
     "format_n",
     "baseline_format_ok_rate",
     "candidate_format_ok_rate",
@@ -32,7 +40,12 @@ SUMMARY_COLUMNS = (
     "output_tokens_ratio",
     "outcome",
 )
-"""Columns of :func:`task_type_summary` (rates in [0, 1], ratios candidate / baseline)."""
+"""Columns of :func:`task_type_summary` (rates in [0, 1], ratios candidate / baseline).
+
+``n`` counts all pairs; ``*_infra_error_rate`` is over all pairs; ``*_fail_rate`` (an
+error that is not an infrastructure error, or an empty answer) and the other quality
+columns are over the pairs without an infrastructure error on either side (NaN when there
+are none)."""
 
 _ORDER = {CheckOutcome.FAIL: 0, CheckOutcome.INCONCLUSIVE: 1, CheckOutcome.PASS: 2}
 
@@ -47,7 +60,14 @@ def _quantile_ratio(rows: pd.DataFrame, metric: str, q: float) -> float:
     return float(np.quantile(cand, q)) / denominator if denominator > 0 else math.nan
 
 
-def _row(task_type: str, rows: pd.DataFrame, outcome: str) -> dict[str, object]:
+def _rate(values: pd.Series) -> float:
+    return float(values.astype(float).mean()) if len(values) else math.nan
+
+
+def _row(task_type: str, all_rows: pd.DataFrame, outcome: str) -> dict[str, object]:
+    n = len(all_rows)
+    infra = infra_pairs(all_rows)
+    rows = all_rows[~infra]
     sim = rows["similarity"].dropna().to_numpy(dtype=float)
     fmt = rows[rows["format_expected"]]
     fmt = fmt[fmt["baseline_format_ok"].notna() & fmt["candidate_format_ok"].notna()]
@@ -55,14 +75,15 @@ def _row(task_type: str, rows: pd.DataFrame, outcome: str) -> dict[str, object]:
     cand_tok = rows.loc[rows["baseline_output_tokens"].notna(), "candidate_output_tokens"].sum(
         min_count=1
     )
-    n = len(rows)
     return {
         "task_type": task_type,
         "n": n,
         "similarity_mean": float(sim.mean()) if sim.size else math.nan,
         "similarity_p10": float(np.quantile(sim, 0.1)) if sim.size else math.nan,
-        "baseline_fail_rate": float(rows["baseline_fail"].mean()) if n else math.nan,
-        "candidate_fail_rate": float(rows["candidate_fail"].mean()) if n else math.nan,
+        "baseline_fail_rate": _rate(rows["baseline_fail"]),
+        "candidate_fail_rate": _rate(rows["candidate_fail"]),
+        "baseline_infra_error_rate": _rate(all_rows["baseline_infra_error"]),
+        "candidate_infra_error_rate": _rate(all_rows["candidate_infra_error"]),
         "format_n": len(fmt),
         "baseline_format_ok_rate": float(fmt["baseline_format_ok"].mean())
         if len(fmt)
@@ -98,7 +119,8 @@ def task_type_summary(pairs: pd.DataFrame, verdict: Verdict | None = None) -> pd
 
     Returns:
         A DataFrame with :data:`SUMMARY_COLUMNS`; quantile ratios use linear quantiles over
-        pairs where neither side failed and the candidate was not warming up.
+        pairs where neither side failed or had an infrastructure error and the candidate
+        was not warming up.
     """
     rows = [
         _row(str(task), group, _worst(verdict, str(task)))

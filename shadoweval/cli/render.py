@@ -46,8 +46,9 @@ def _pair(base: Any, cand: Any) -> str:
 def summary_table(summary: pd.DataFrame, title: str = "Per task type") -> Table:
     """A rich table of :func:`stats.summary.task_type_summary` (ratios are candidate/baseline).
 
-    Columns: pairs; mean and 10th-percentile similarity; error-or-empty rate and
-    format-parse success rate, baseline → candidate; e2e p50/p95, TTFT p50 and output-token
+    Columns: pairs; mean and 10th-percentile similarity; error-or-empty rate (without
+    infrastructure errors), infrastructure error rate and format-parse success rate,
+    baseline → candidate; e2e p50/p95, TTFT p50 and output-token
     ratios; the worst check outcome of the task type.
     """
     table = Table(title=title, title_justify="left", caption="× = candidate / baseline")
@@ -57,6 +58,7 @@ def summary_table(summary: pd.DataFrame, title: str = "Per task type") -> Table:
         "sim",
         "sim p10",
         "fail",
+        "infra err",
         "format ok",
         "e2e p50×",
         "e2e p95×",
@@ -79,6 +81,7 @@ def summary_table(summary: pd.DataFrame, title: str = "Per task type") -> Table:
             _num(row["similarity_mean"], "{:.2f}"),
             _num(row["similarity_p10"], "{:.2f}"),
             _pair(row["baseline_fail_rate"], row["candidate_fail_rate"]),
+            _pair(row["baseline_infra_error_rate"], row["candidate_infra_error_rate"]),
             _pair(row["baseline_format_ok_rate"], row["candidate_format_ok_rate"])
             if row["format_n"]
             else "–",

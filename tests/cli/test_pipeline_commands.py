@@ -10,6 +10,7 @@ frozen with each run; it is relaxed for 40 pairs per task type and latency is no
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 from collections.abc import Callable, Iterator
@@ -38,6 +39,8 @@ POLICY = """\
 min_pairs_per_task_type: 30
 min_pairs_pooled: 30
 error_rate:
+  margin: 0.1
+infra_error_rate:
   margin: 0.1
 format_parse:
   margin: 0.1
@@ -149,13 +152,28 @@ def outcomes(verdict: dict[str, Any] | Verdict) -> dict[tuple[str, str], str]:
 SCENARIOS = {
     "promote": ("baseline", FaultConfig(), Decision.PROMOTE),
     "hold": ("candidate", FaultConfig(), Decision.HOLD),
-    "rollback": ("baseline", FaultConfig(error_rate=0.3), Decision.ROLLBACK),
+    # a third of the answers come back empty: the model's failure, not the server's
+    "rollback": ("baseline_empty", FaultConfig(), Decision.ROLLBACK),
+    # 30% HTTP 500: the serving infrastructure failed, quality cannot be judged
+    "infra": ("baseline", FaultConfig(error_rate=0.3), Decision.HOLD),
 }
+
+
+def emptied(rows: list[RecordedRow]) -> list[RecordedRow]:
+    """Every third answer empty."""
+    return [
+        dataclasses.replace(r, output_text="", tool_calls=()) if i % 3 == 0 else r
+        for i, r in enumerate(rows)
+    ]
 
 
 def start_scenario(name: str, workload: Workload, serve_model: ServeModel) -> str:
     table, faults, _ = SCENARIOS[name]
-    rows = workload.baseline_rows if table == "baseline" else workload.candidate_rows
+    rows = {
+        "baseline": workload.baseline_rows,
+        "baseline_empty": emptied(workload.baseline_rows),
+        "candidate": workload.candidate_rows,
+    }[table]
     return serve_model(rows, faults=faults)
 
 
@@ -191,11 +209,15 @@ def test_evaluate_end_to_end_report_and_exit_code(
     assert report["run"]["baseline"]["name"] == "demo-baseline-v1"
     assert report["verdict"]["coverage"]["captured"] == EXCHANGES
     assert set(report["stages_s"]) == {"setup", "replay", "load_encoder", "compare", "gate"}
+    failed = {k for k, v in outcomes(report["verdict"]).items() if v == "fail"}
     if decision is Decision.ROLLBACK:
-        assert report["replay"]["errors"]["http_status"] > 0
-        failed = {k for k, v in outcomes(report["verdict"]).items() if v == "fail"}
         assert ("__pooled__", "error_rate") in failed
-    if decision is Decision.HOLD:
+    if scenario == "infra":
+        assert report["replay"]["errors"]["http_status"] > 0
+        assert ("__pooled__", "infra_error_rate") in failed
+        assert ("__pooled__", "error_rate") not in failed
+        assert report["verdict"]["reasons"][0].startswith("infrastructure:")
+    elif decision is Decision.HOLD:
         not_passed = {k for k, v in outcomes(report["verdict"]).items() if v != "pass"}
         assert ("extraction", "format_parse") in not_passed
 
@@ -309,12 +331,14 @@ def test_replay_run_twice_resumes_and_sends_nothing_new(
 
 
 def test_gate_on_an_unknown_run_exits_3(db: str) -> None:
+    with_repo(db, lambda r: r.database.upgrade())
     result = cli("gate", "--run", "no-such-run", "--database-url", db)
     assert result.exit_code == EXIT_ERROR
     assert "run 'no-such-run' not found" in stderr_text(result)
 
 
 def test_compare_on_an_unknown_run_exits_3(db: str) -> None:
+    with_repo(db, lambda r: r.database.upgrade())
     result = cli("compare", "run", "--run", "no-such-run", "--database-url", db)
     assert result.exit_code == EXIT_ERROR
     assert "run 'no-such-run' not found" in stderr_text(result)
@@ -491,7 +515,7 @@ def test_candidate_answering_html_to_everything_is_counted_never_promoted(
     assert report["verdict"]["coverage"]["errored"] == EXCHANGES
     for row in report["per_task_type"]:
         if row["task_type"] in TASK_TYPES:
-            assert row["candidate_fail_rate"] == 1.0
+            assert row["candidate_infra_error_rate"] == 1.0
 
 
 def test_unreachable_candidate_is_counted_never_promoted(

@@ -28,11 +28,23 @@ class TaskSpec:
     fails with ``base_format_fail``; the candidate copies the baseline's outcome and
     then fails an ok pair with ``cand_format_extra_fail`` or recovers a failed one with
     ``cand_format_recover``.
+
+    ``base_error`` / ``cand_error`` are model errors (e.g. HTTP 400: ``*_error`` without
+    ``*_infra_error``); ``base_infra`` / ``cand_infra`` are infrastructure errors
+    (timeout, connect, 5xx: ``*_error`` and ``*_infra_error``, which wins over a model
+    error drawn for the same side); ``cand_empty`` is an empty candidate answer
+    (similarity 0, latency measured). Candidate latencies are the baseline's times
+    ``cand_latency_factor`` times lognormal noise of sigma ``latency_noise`` (0 makes
+    them equal pair by pair). The infrastructure and empty draws come from a second
+    generator, so adding them leaves every other draw of a seed unchanged.
     """
 
     n: int
     base_error: float = 0.005
     cand_error: float = 0.005
+    base_infra: float = 0.0
+    cand_infra: float = 0.0
+    cand_empty: float = 0.0
     format_expected: bool = False
     base_format_fail: float = 0.02
     cand_format_extra_fail: float = 0.005
@@ -42,6 +54,7 @@ class TaskSpec:
     e2e_median_ms: float = 800.0
     ttft_median_ms: float = 150.0
     latency_sigma: float = 0.4
+    latency_noise: float = 0.1
     cand_latency_factor: float = 1.0
     cand_tail_factor: float = 1.0
     latency_source: str = "baseline_repeat"
@@ -55,6 +68,7 @@ def make_scores(
 ) -> list[PairScore]:
     """Simulate pair scores; ``specs`` maps task type to :class:`TaskSpec` keywords."""
     rng = np.random.default_rng(seed)
+    extra_rng = np.random.default_rng([seed, 1])
     scores: list[PairScore] = []
     i = 0
     for task_type, kwargs in specs.items():
@@ -68,15 +82,23 @@ def make_scores(
         sim = np.clip(rng.normal(spec.similarity_mean, spec.similarity_sd, spec.n), -1.0, 1.0)
         base_e2e = rng.lognormal(np.log(spec.e2e_median_ms), spec.latency_sigma, spec.n)
         base_ttft = rng.lognormal(np.log(spec.ttft_median_ms), spec.latency_sigma, spec.n)
-        noise = rng.lognormal(0.0, 0.1, (2, spec.n))
+        noise = rng.lognormal(0.0, spec.latency_noise, (2, spec.n))
         tail = np.where(base_e2e > np.quantile(base_e2e, 0.85), spec.cand_tail_factor, 1.0)
         cand_e2e = base_e2e * noise[0] * spec.cand_latency_factor * tail
         cand_ttft = base_ttft * noise[1] * spec.cand_latency_factor
+        base_infra = extra_rng.random(spec.n) < spec.base_infra
+        cand_infra = extra_rng.random(spec.n) < spec.cand_infra
+        cand_empty = extra_rng.random(spec.n) < spec.cand_empty
+        base_err |= base_infra
+        cand_err |= cand_infra
+        cand_empty &= ~cand_err
         nan_left = spec.nan_similarity
         for k in range(spec.n):
             either = bool(base_err[k] or cand_err[k])
             similarity: float | None = None if either else float(sim[k])
-            if not either and nan_left > 0:
+            if not either and cand_empty[k]:
+                similarity = 0.0  # exactly one output is empty
+            elif not either and nan_left > 0:
                 similarity, nan_left = float("nan"), nan_left - 1
             fmt = {}
             if spec.format_expected:
@@ -89,7 +111,7 @@ def make_scores(
                         extracted=bool(base_fmt[k]),
                     ),
                     "candidate_format": None
-                    if cand_err[k]
+                    if cand_err[k] or cand_empty[k]
                     else FormatFlags(
                         strict=bool(cand_fmt[k]),
                         fence_stripped=bool(cand_fmt[k]),
@@ -107,6 +129,9 @@ def make_scores(
                     format_expected=spec.format_expected,
                     baseline_error=bool(base_err[k]),
                     candidate_error=bool(cand_err[k]),
+                    baseline_infra_error=bool(base_infra[k]),
+                    candidate_infra_error=bool(cand_infra[k]),
+                    candidate_empty=bool(cand_empty[k]),
                     e2e_ms=SidePair(
                         baseline=None if base_err[k] else float(base_e2e[k]),
                         candidate=None if cand_err[k] else float(cand_e2e[k]),

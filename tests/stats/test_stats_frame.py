@@ -228,3 +228,32 @@ def test_success_flag_follows_the_task_type_override() -> None:
 def test_captured_at_is_utc() -> None:
     df = pairs_frame([score(0)], GatePolicy())
     assert df.loc[0, "captured_at"] == pd.Timestamp(T0)
+
+
+def test_infrastructure_errors_are_not_model_failures() -> None:
+    scores = [
+        score(0, candidate_error=True, candidate_infra_error=True),  # timeout / 502
+        score(1, candidate_error=True),  # HTTP 400: the model's serving config rejected it
+        score(2, candidate_empty=True),
+        score(3, baseline_error=True, baseline_infra_error=True),  # live request cancelled
+        score(4),
+    ]
+    df = pairs_frame(scores, GatePolicy())
+    assert df["candidate_infra_error"].tolist() == [True, False, False, False, False]
+    assert df["baseline_infra_error"].tolist() == [False, False, False, True, False]
+    assert df["candidate_fail"].tolist() == [False, True, True, False, False]
+    assert df["baseline_fail"].tolist() == [False, False, False, False, False]
+    assert str(df["candidate_infra_error"].dtype) == "bool"
+
+
+def test_infrastructure_error_is_not_a_format_failure() -> None:
+    common = {"format_expected": True, "empty": False, "flags": None, "tools": None}
+    assert math.isnan(
+        format_ok(errored=True, infra_error=True, success_flag="strict", **common)  # type: ignore[arg-type]
+    )
+    assert format_ok(errored=True, infra_error=False, success_flag="strict", **common) == 0.0  # type: ignore[arg-type]
+    df = pairs_frame(
+        [score(0, format_expected=True, candidate_error=True, candidate_infra_error=True)],
+        GatePolicy(),
+    )
+    assert math.isnan(df["candidate_format_ok"].iloc[0])

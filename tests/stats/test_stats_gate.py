@@ -9,8 +9,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from shadoweval.records import POOLED, CheckOutcome, Coverage, Decision, PairScore, Verdict
-from stats.checks import UNEQUAL_LOAD
+from shadoweval.records import (
+    POOLED,
+    Check,
+    CheckOutcome,
+    Coverage,
+    Decision,
+    PairScore,
+    Verdict,
+)
+from stats.checks import UNEQUAL_LOAD, latency_checks
 from stats.frame import pairs_frame
 from stats.gate import evaluate_gate
 from stats.inputs import InvalidDataError
@@ -56,10 +64,12 @@ def test_clean_aa_run_promotes(simulate: Simulate, coverage_for: CoverageFor) ->
     v = run_gate(simulate(AA), coverage_for)
     assert v.decision == Decision.PROMOTE, v.reasons
     assert all(c.outcome == CheckOutcome.PASS for c in v.checks)
-    assert v.reasons[0].startswith("all 20 blocking checks passed")
+    # 3 groups (pooled, chat, extract) × 7 metrics, plus format_parse in pooled and extract.
+    assert v.reasons[0].startswith("all 23 blocking checks passed")
     metrics = {c.metric for c in v.checks}
     assert metrics == {
         "error_rate",
+        "infra_error_rate",
         "format_parse",
         "similarity",
         "latency_e2e_ms_p50",
@@ -74,9 +84,12 @@ def test_clean_aa_run_promotes(simulate: Simulate, coverage_for: CoverageFor) ->
     assert by_metric["error_rate"].statistic == "tango_score_ni+mcnemar_midp"
     assert by_metric["error_rate"].critical
     assert by_metric["format_parse"].critical
+    assert by_metric["infra_error_rate"].statistic == "tango_score_ni+mcnemar_midp"
+    assert not by_metric["infra_error_rate"].critical
+    assert by_metric["infra_error_rate"].margin == 0.02
     assert by_metric["similarity"].statistic == "ttest_1samp_ni"
     assert not by_metric["similarity"].critical
-    assert by_metric["latency_e2e_ms_p95"].statistic == "poisson_bootstrap_quantile_ratio"
+    assert by_metric["latency_e2e_ms_p95"].statistic == "paired_poisson_bootstrap_quantile_ratio"
     assert by_metric["latency_e2e_ms_p95"].margin == 1.5
     assert by_metric["error_rate"].n == 800
     for check in v.checks:
@@ -100,6 +113,7 @@ def test_nan_similarity_holds(simulate: Simulate, coverage_for: CoverageFor) -> 
 
 
 def test_all_candidate_errors_roll_back(simulate: Simulate, coverage_for: CoverageFor) -> None:
+    # Model errors (e.g. HTTP 400 rejections), not infrastructure errors.
     v = run_gate(simulate({"chat": {"n": 300, "cand_error": 1.0}}), coverage_for)
     assert v.decision == Decision.ROLLBACK
     assert "error_rate: significant harm" in v.reasons[0]
@@ -332,7 +346,8 @@ def test_captured_task_type_without_pairs_holds(simulate: Simulate) -> None:
     )
     v = run_gate(scores, lambda n: coverage, coverage=coverage)
     assert v.decision == Decision.HOLD
-    assert v.reasons[0].startswith("task type 'code', error_rate: no pairs")
+    assert v.reasons[0].startswith("task type 'code', infra_error_rate: no pairs")
+    assert any(r.startswith("task type 'code', error_rate: no pairs") for r in v.reasons)
 
 
 def test_bad_inputs_raise(simulate: Simulate, coverage_for: CoverageFor) -> None:
@@ -352,3 +367,219 @@ def test_look_and_default_time(simulate: Simulate, coverage_for: CoverageFor) ->
     v = evaluate_gate(frame, policy, run_id="r", coverage=coverage_for(10), look=3)
     assert v.look == 3
     assert v.decided_at.tzinfo is not None
+
+
+# ------------------------------------------------------------ infrastructure errors
+
+
+def _candidate_failed(score: PairScore, *, infra: bool) -> PairScore:
+    """The candidate side of ``score`` errored: no answer, no latency, no similarity."""
+    return score.model_copy(
+        update={
+            "candidate_error": True,
+            "candidate_infra_error": infra,
+            "similarity": None,
+            "e2e_ms": score.e2e_ms.model_copy(update={"candidate": None}),
+            "ttft_ms": score.ttft_ms.model_copy(update={"candidate": None}),
+        }
+    )
+
+
+def _quality_checks(v: Verdict) -> list[Check]:
+    return [c for c in v.checks if c.metric != "infra_error_rate"]
+
+
+def test_unreachable_candidate_holds_naming_infrastructure(
+    simulate: Simulate, coverage_for: CoverageFor
+) -> None:
+    # Every candidate request failed to connect: nothing says anything about the model.
+    v = run_gate(simulate({"chat": {"n": 300, "cand_infra": 1.0}}), coverage_for)
+    assert v.decision == Decision.HOLD
+    assert v.reasons[0].startswith("infrastructure: the candidate's serving infrastructure failed")
+    assert "HOLD, never ROLLBACK" in v.reasons[0]
+    assert "quality could not be judged" in v.reasons[0]
+    infra = [c for c in v.checks if c.metric == "infra_error_rate"]
+    assert {c.task_type for c in infra} == {POOLED, "chat"}
+    assert all(c.outcome == CheckOutcome.FAIL and not c.critical for c in infra)
+    assert all("serving infrastructure failed" in c.reason for c in infra)
+    # Every quality check saw no pairs and says why.
+    for check in _quality_checks(v):
+        assert check.outcome == CheckOutcome.INCONCLUSIVE, check
+        assert "300 pairs with an infrastructure error" in check.reason or (
+            "300 with an infrastructure error" in check.reason
+        ), check.reason
+    [error_rate] = [c for c in v.checks if c.task_type == POOLED and c.metric == "error_rate"]
+    assert error_rate.n == 0
+
+
+@pytest.mark.parametrize("rate", [0.2, 0.3])
+def test_partial_infrastructure_errors_hold_never_roll_back(
+    simulate: Simulate, coverage_for: CoverageFor, rate: float
+) -> None:
+    # 20% HTTP 500s or 30% HTML 502 pages from the candidate's proxy.
+    v = run_gate(simulate({"chat": {"n": 400, "cand_infra": rate}}), coverage_for)
+    assert v.decision == Decision.HOLD
+    assert v.reasons[0].startswith("infrastructure:")
+    assert checks_of(v, POOLED, "infra_error_rate") == CheckOutcome.FAIL
+    assert checks_of(v, POOLED, "error_rate") != CheckOutcome.FAIL
+    frame = pairs_frame(simulate({"chat": {"n": 400, "cand_infra": rate}}), GatePolicy())
+    n_infra = int(frame["candidate_infra_error"].sum())
+    assert not frame["candidate_fail"][frame["candidate_infra_error"]].any()
+    [error_rate] = [c for c in v.checks if c.task_type == "chat" and c.metric == "error_rate"]
+    assert error_rate.n == 400 - n_infra  # the infrastructure pairs are left out ...
+    assert f"{n_infra} pairs with an infrastructure error" in error_rate.reason  # ... and counted
+    [similarity] = [c for c in v.checks if c.task_type == "chat" and c.metric == "similarity"]
+    assert f"{n_infra} pairs with an infrastructure error" in similarity.reason
+    [p50] = [c for c in v.checks if c.task_type == "chat" and c.metric == "latency_e2e_ms_p50"]
+    assert f"{n_infra} with an infrastructure error" in p50.reason
+
+
+@pytest.mark.parametrize("infra", [True, False])
+def test_six_new_errors_in_200_never_promote(
+    simulate: Simulate, coverage_for: CoverageFor, infra: bool
+) -> None:
+    scores = simulate({"chat": {"n": 200, "base_error": 0.0, "cand_error": 0.0}})
+    broken = {5, 40, 77, 120, 150, 199}
+    scores = [_candidate_failed(s, infra=infra) if i in broken else s for i, s in enumerate(scores)]
+    v = run_gate(scores, coverage_for)
+    assert v.decision != Decision.PROMOTE
+    if infra:
+        # Timeouts: the infrastructure check fails (same McNemar mid-p 0.0078), which holds.
+        assert v.decision == Decision.HOLD
+        assert v.reasons[0].startswith("infrastructure:")
+        [check] = [c for c in v.checks if c.task_type == "chat" and c.metric == "infra_error_rate"]
+        assert check.outcome == CheckOutcome.FAIL
+        assert check.estimate == pytest.approx(0.03)
+        assert "McNemar mid-p 0.0078" in check.reason
+        assert checks_of(v, "chat", "error_rate") != CheckOutcome.FAIL
+    else:
+        # HTTP 400 rejections (a smaller context window): the model's failure, rolled back.
+        assert v.decision in (Decision.HOLD, Decision.ROLLBACK)
+        assert checks_of(v, "chat", "error_rate") == CheckOutcome.FAIL
+        assert checks_of(v, "chat", "infra_error_rate") == CheckOutcome.PASS
+
+
+def test_empty_answers_rising_to_ten_percent_roll_back(
+    simulate: Simulate, coverage_for: CoverageFor
+) -> None:
+    specs = {"chat": {"n": 300, "base_error": 0.0, "cand_error": 0.0, "cand_empty": 0.1}}
+    v = run_gate(simulate(specs), coverage_for)
+    assert v.decision == Decision.ROLLBACK
+    assert v.reasons[0].startswith("pooled, error_rate: significant harm")
+    assert checks_of(v, "chat", "error_rate") == CheckOutcome.FAIL
+    assert checks_of(v, "chat", "infra_error_rate") == CheckOutcome.PASS
+
+
+def test_critical_harm_on_answered_pairs_still_rolls_back_beside_infrastructure(
+    simulate: Simulate, coverage_for: CoverageFor
+) -> None:
+    # 30% timeouts and, on the pairs that were answered, 15% empty answers: the empty
+    # answers are the model's, judged on pairs both sides answered.
+    specs = {"chat": {"n": 400, "base_error": 0.0, "cand_infra": 0.3, "cand_empty": 0.15}}
+    v = run_gate(simulate(specs), coverage_for)
+    assert v.decision == Decision.ROLLBACK
+    assert "error_rate: significant harm" in v.reasons[0]
+    assert any(r.startswith("infrastructure:") for r in v.reasons)
+    assert checks_of(v, POOLED, "infra_error_rate") == CheckOutcome.FAIL
+
+
+def test_other_failures_beside_an_infrastructure_failure_hold(
+    simulate: Simulate, coverage_for: CoverageFor
+) -> None:
+    # A slow candidate on a failing server: latency measured there is not the model's.
+    specs = {"chat": {"n": 600, "cand_infra": 0.3, "cand_latency_factor": 2.0}}
+    v = run_gate(simulate(specs), coverage_for)
+    assert checks_of(v, POOLED, "latency_e2e_ms_p50") == CheckOutcome.FAIL
+    assert v.decision == Decision.HOLD
+    assert v.reasons[0].startswith("infrastructure:")
+    assert any("latency_e2e_ms_p50: slower than allowed" in r for r in v.reasons)
+    # without the infrastructure failure the same latency rolls back
+    v = run_gate(simulate({"chat": {"n": 600, "cand_latency_factor": 2.0}}), coverage_for)
+    assert v.decision == Decision.ROLLBACK
+
+
+def test_baseline_infrastructure_errors_do_not_count_against_the_candidate(
+    simulate: Simulate, coverage_for: CoverageFor
+) -> None:
+    # Live requests that timed out upstream: those pairs are left out, the candidate passes.
+    v = run_gate(simulate({"chat": {"n": 800, "base_infra": 0.04}}), coverage_for)
+    assert v.decision == Decision.PROMOTE, v.reasons
+    [infra] = [c for c in v.checks if c.task_type == POOLED and c.metric == "infra_error_rate"]
+    assert infra.outcome == CheckOutcome.PASS
+    assert infra.estimate is not None
+    assert infra.estimate < 0
+
+
+def test_infra_error_rate_margin_is_its_own(simulate: Simulate, coverage_for: CoverageFor) -> None:
+    # 1.5% timeouts on both sides, 2000 pairs: non-inferior at a 5-point infrastructure
+    # margin, not shown at a 0.5-point one; error_rate's margin does not move it.
+    spec = {
+        "n": 2000,
+        "base_error": 0.0,
+        "cand_error": 0.0,
+        "base_infra": 0.015,
+        "cand_infra": 0.015,
+    }
+    scores = simulate({"chat": spec})
+    loose = parse_policy({"infra_error_rate": {"margin": 0.05}, "error_rate": {"margin": 0.005}})
+    strict = parse_policy({"infra_error_rate": {"margin": 0.005}, "error_rate": {"margin": 0.05}})
+    v = run_gate(scores, coverage_for, loose)
+    assert checks_of(v, POOLED, "infra_error_rate") == CheckOutcome.PASS
+    [check] = [c for c in v.checks if c.task_type == POOLED and c.metric == "infra_error_rate"]
+    assert check.margin == 0.05
+    v = run_gate(scores, coverage_for, strict)
+    assert checks_of(v, POOLED, "infra_error_rate") == CheckOutcome.INCONCLUSIVE
+    assert v.decision == Decision.HOLD
+    assert any("infra_error_rate: non-inferiority not shown yet" in r for r in v.reasons)
+
+
+def test_significant_infrastructure_harm_fails_whatever_the_margin(
+    simulate: Simulate, coverage_for: CoverageFor
+) -> None:
+    # 1.5% candidate timeouts against none: within a 5-point margin, but a significant
+    # increase (McNemar) — the candidate's serving is worse, so HOLD.
+    spec = {"n": 2000, "base_error": 0.0, "cand_error": 0.0, "cand_infra": 0.015}
+    policy = parse_policy({"infra_error_rate": {"margin": 0.05}})
+    v = run_gate(simulate({"chat": spec}), coverage_for, policy)
+    assert checks_of(v, POOLED, "infra_error_rate") == CheckOutcome.FAIL
+    assert v.decision == Decision.HOLD
+
+
+def test_missing_infrastructure_flags_hold(simulate: Simulate, coverage_for: CoverageFor) -> None:
+    policy = GatePolicy()
+    frame = pairs_frame(simulate(AA), policy)
+    frame["candidate_infra_error"] = frame["candidate_infra_error"].astype(object)
+    frame.loc[3, "candidate_infra_error"] = np.nan
+    v = evaluate_gate(frame, policy, run_id="r", coverage=coverage_for(len(frame)))
+    assert v.decision == Decision.HOLD
+    assert checks_of(v, POOLED, "infra_error_rate") == CheckOutcome.INCONCLUSIVE
+    assert any("infra_error_rate" in r and "missing (NaN)" in r for r in v.reasons)
+
+
+# ------------------------------------------------------------------ paired latency
+
+
+def test_latency_is_tested_paired(simulate: Simulate) -> None:
+    """Candidate = baseline × 1.3 ± 5%, heavy-tailed baseline (σ = 1), n = 200: FAIL at 1.2."""
+    policy = parse_policy({"latency": {"p50_ratio_max": 1.2, "metrics": ["e2e_ms"]}})
+    frame = pairs_frame(simulate({"chat": {"n": 200, "base_error": 0, "cand_error": 0}}), policy)
+    rng = np.random.default_rng(11)
+    base = rng.lognormal(np.log(800.0), 1.0, len(frame))
+    frame["baseline_e2e_ms"] = base
+    frame["candidate_e2e_ms"] = base * 1.3 * rng.uniform(0.95, 1.05, len(frame))
+    [p50, _] = latency_checks(frame, task_type="chat", block=policy.latency, min_pairs=50)
+    assert p50.outcome == CheckOutcome.FAIL
+    assert p50.ci_low is not None
+    assert p50.ci_low > 1.2
+    assert "paired CI" in p50.reason
+
+
+def test_identical_ttft_passes_with_a_point_interval(
+    simulate: Simulate, coverage_for: CoverageFor
+) -> None:
+    # Candidate TTFT equals baseline TTFT pair by pair: every replicate ratio is exactly 1.
+    v = run_gate(simulate({"chat": {"n": 300, "latency_noise": 0.0}}), coverage_for)
+    for metric in ("latency_ttft_ms_p50", "latency_ttft_ms_p95"):
+        [check] = [c for c in v.checks if c.task_type == "chat" and c.metric == metric]
+        assert check.outcome == CheckOutcome.PASS
+        assert (check.ci_low, check.estimate, check.ci_high) == (1.0, 1.0, 1.0)

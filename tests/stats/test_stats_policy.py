@@ -35,7 +35,7 @@ def test_default_policy_file_writes_every_field_out() -> None:
     text = DEFAULT_YAML.read_text(encoding="utf-8")
     for name in GatePolicy.model_fields:
         assert f"\n{name}:" in text, name
-    for block in ("error_rate", "format_parse", "similarity", "latency"):
+    for block in ("error_rate", "infra_error_rate", "format_parse", "similarity", "latency"):
         for name in type(getattr(GatePolicy(), block)).model_fields:
             assert f"  {name}:" in text, f"{block}.{name}"
 
@@ -46,6 +46,7 @@ def test_documented_defaults() -> None:
     assert (p.min_pairs_per_task_type, p.min_pairs_pooled) == (50, 100)
     assert (p.min_traffic_share, p.min_coverage) == (0.05, 0.9)
     assert (p.error_rate.margin, p.error_rate.critical) == (0.02, True)
+    assert (p.infra_error_rate.margin, p.infra_error_rate.critical) == (0.02, False)
     assert (p.format_parse.margin, p.format_parse.success_flag) == (0.02, "fence_stripped")
     assert p.similarity.max_mean_divergence == 0.35
     lat = p.latency
@@ -88,6 +89,12 @@ def test_negative_margin_names_field_and_value() -> None:
             "task_types.code.error_rate.margin",
         ),
         ({"task_types": {"code": 3}}, "task_types.code"),
+        ({"infra_error_rate": {"margin": 0}}, "infra_error_rate.margin"),
+        ({"infra_error_rate": {"critical": True}}, "infra_error_rate.critical"),
+        (
+            {"task_types": {"code": {"infra_error_rate": {"critical": True}}}},
+            "task_types.code.infra_error_rate.critical",
+        ),
     ],
 )
 def test_invalid_values_name_their_field(mapping: dict[str, object], field: str) -> None:
@@ -197,3 +204,97 @@ def test_policy_is_frozen() -> None:
     policy = GatePolicy()
     with pytest.raises(ValueError, match="frozen"):
         policy.alpha = 0.5  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("mapping", "field", "value", "explanation"),
+    [
+        ({"alpha": "0.05"}, "alpha", "'0.05'", "must be a YAML number (unquoted), not a string"),
+        (
+            {"min_pairs_per_task_type": "50"},
+            "min_pairs_per_task_type",
+            "'50'",
+            "must be a YAML integer (unquoted, no decimal point), not a string",
+        ),
+        ({"error_rate": {"margin": "0.02"}}, "error_rate.margin", "'0.02'", "not a string"),
+        ({"latency": {"p95_ratio_max": "2"}}, "latency.p95_ratio_max", "'2'", "not a string"),
+        ({"latency": {"seed": "7"}}, "latency.seed", "'7'", "not a string"),
+        (
+            {"latency": {"bootstrap_replicates": "2000"}},
+            "latency.bootstrap_replicates",
+            "'2000'",
+            "not a string",
+        ),
+        ({"version": "1"}, "version", "'1'", "not a string"),
+        (
+            {"task_types": {"code": {"min_pairs": "80"}}},
+            "task_types.code.min_pairs",
+            "'80'",
+            "not a string",
+        ),
+        # integers must be integers: 2.0 is as wrong as 2.7
+        ({"min_pairs_pooled": 100.0}, "min_pairs_pooled", "100.0", "not a float"),
+        ({"min_pairs_pooled": 2.7}, "min_pairs_pooled", "2.7", "not a float"),
+        ({"latency": {"min_pairs_p95": 100.0}}, "latency.min_pairs_p95", "100.0", "not a float"),
+        ({"version": 1.0}, "version", "1.0", "not a float"),
+        # booleans stay rejected, for numbers and integers alike
+        ({"alpha": True}, "alpha", "True", "not true/false"),
+        ({"min_pairs_pooled": False}, "min_pairs_pooled", "False", "not true/false"),
+        ({"version": True}, "version", "True", "not true/false"),
+        (
+            {"similarity": {"max_mean_divergence": None}},
+            "similarity.max_mean_divergence",
+            "None",
+            "not null",
+        ),
+    ],
+)
+def test_numbers_must_be_written_as_numbers(
+    mapping: dict[str, object], field: str, value: str, explanation: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_policy(mapping)
+    assert info.value.field == field
+    assert str(info.value).startswith(f"policy field {field} = {value}: must be a YAML ")
+    assert explanation in str(info.value)
+
+
+def test_quoted_numbers_in_a_yaml_file_are_rejected(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text('alpha: "0.05"\nmin_pairs_per_task_type: 50\n', encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_policy(path)
+    assert info.value.field == "alpha"
+    assert info.value.value == "0.05"
+    path.write_text("alpha: 0.05\nmin_pairs_per_task_type: '50'\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="min_pairs_per_task_type = '50'"):
+        load_policy(path)
+
+
+def test_floats_may_be_written_as_integers() -> None:
+    policy = parse_policy(
+        {
+            "latency": {"p95_ratio_max": 2, "p50_ratio_max": 2},
+            "similarity": {"max_mean_divergence": 1},
+        }
+    )
+    assert policy.latency.p95_ratio_max == 2.0
+    assert isinstance(policy.latency.p95_ratio_max, float)
+    assert policy.similarity.max_mean_divergence == 1.0
+    assert policy.min_coverage == 0.9
+    assert parse_policy({"min_coverage": 1}).min_coverage == 1.0
+    # and a round trip keeps integers integers
+    assert isinstance(parse_policy({"min_pairs_pooled": 300}).min_pairs_pooled, int)
+
+
+def test_infra_error_rate_overrides_merge_per_task_type() -> None:
+    policy = parse_policy(
+        {
+            "infra_error_rate": {"margin": 0.03},
+            "task_types": {"batch": {"infra_error_rate": {"margin": 0.1}}},
+        }
+    )
+    assert effective(policy, "batch").infra_error_rate.margin == 0.1
+    assert effective(policy, "chat").infra_error_rate.margin == 0.03
+    assert effective(policy, POOLED).infra_error_rate.margin == 0.03
+    assert not effective(policy, "batch").infra_error_rate.critical

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 
 import numpy as np
 import pytest
 
-from shadoweval.records import POOLED, CheckOutcome
+from shadoweval.records import POOLED, CheckOutcome, PairScore
 from stats import evaluate_gate, pairs_frame
 from stats.policy import parse_policy
 from stats.summary import SUMMARY_COLUMNS, task_type_summary
@@ -77,3 +78,42 @@ def test_ttft_is_checked_only_where_requests_streamed(simulate, coverage_for):
         c for c in verdict.checks if c.task_type == POOLED and c.metric == "latency_ttft_ms_p50"
     ]
     assert pooled[0].n <= 300  # only the streamed pairs
+
+
+def test_summary_keeps_infrastructure_errors_apart(simulate, coverage_for):
+    scores = simulate(
+        {"chat": {"n": 400, "cand_infra": 0.25, "cand_error": 0.0, "base_error": 0.0}}
+    )
+    pairs = pairs_frame(scores, parse_policy({"version": 1}))
+    summary = task_type_summary(pairs)
+    chat = summary.iloc[0]
+    infra = pairs["candidate_infra_error"] | pairs["baseline_infra_error"]
+    assert chat["n"] == 400
+    assert chat["candidate_infra_error_rate"] == pytest.approx(
+        pairs["candidate_infra_error"].mean()
+    )
+    assert 0.15 < chat["candidate_infra_error_rate"] < 0.35
+    assert chat["baseline_infra_error_rate"] == 0.0
+    # infrastructure errors are not model failures, and fail rates are over the other pairs
+    assert chat["candidate_fail_rate"] == 0.0
+    assert chat["similarity_mean"] == pytest.approx(pairs.loc[~infra, "similarity"].mean())
+
+
+def test_summary_of_an_unreachable_candidate():
+    t0 = datetime(2024, 6, 1, tzinfo=UTC)
+    scores = [
+        PairScore(
+            run_id="r",
+            exchange_id=f"e{i}",
+            task_type="chat",
+            captured_at=t0,
+            candidate_error=True,
+            candidate_infra_error=True,
+        )
+        for i in range(5)
+    ]
+    pairs = pairs_frame(scores, parse_policy({"version": 1}))
+    pooled = task_type_summary(pairs).iloc[-1]
+    assert pooled["candidate_infra_error_rate"] == 1.0
+    assert math.isnan(pooled["candidate_fail_rate"])  # no pair to judge the model on
+    assert math.isnan(pooled["e2e_p50_ratio"])
