@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from rich.panel import Panel
@@ -33,64 +34,107 @@ def _num(value: Any, fmt: str = "{:.3f}") -> str:
     return fmt.format(value)
 
 
+def _pct(x: float) -> str:
+    """A rate as a short percentage: 1 decimal, without a trailing ``.0``."""
+    return f"{x:.1%}".replace(".0%", "%")
+
+
 def _pair(base: Any, cand: Any) -> str:
     if base is None or (isinstance(base, float) and math.isnan(base)):
         return "–"
-    return (
-        f"{base:.0%}→{cand:.0%}"
-        if base in (0.0, 1.0) and cand in (0.0, 1.0)
-        else (f"{base:.1%}→{cand:.1%}")
-    )
+    return f"{_pct(base)}→{_pct(cand)}"
 
 
-def summary_table(summary: pd.DataFrame, title: str = "Per task type") -> Table:
+_MARK = {"pass": "✓ pass", "fail": "✗ FAIL", "inconclusive": "? hold", "": "–"}
+
+# (header, priority): lower priority columns are dropped first when the table is too wide.
+_SUMMARY_COLUMNS: tuple[tuple[str, int], ...] = (
+    ("task type", 0),
+    ("n", 0),
+    ("sim", 1),
+    ("p10", 6),
+    ("fail", 1),
+    ("infra", 3),
+    ("format", 1),
+    ("e2e p50×", 2),
+    ("e2e p95×", 4),
+    ("ttft p50×", 5),
+    ("tok×", 7),
+    ("checks", 0),
+)
+
+
+def _summary_cells(row: Mapping[Hashable, Any]) -> list[str]:
+    outcome = str(row["outcome"])
+    return [
+        "all (pooled)" if row["task_type"] == POOLED else str(row["task_type"]),
+        str(row["n"]),
+        _num(row["similarity_mean"], "{:.2f}"),
+        _num(row["similarity_p10"], "{:.2f}"),
+        _pair(row["baseline_fail_rate"], row["candidate_fail_rate"]),
+        _pair(row["baseline_infra_error_rate"], row["candidate_infra_error_rate"]),
+        _pair(row["baseline_format_ok_rate"], row["candidate_format_ok_rate"])
+        if row["format_n"]
+        else "–",
+        _num(row["e2e_p50_ratio"], "{:.2f}"),
+        _num(row["e2e_p95_ratio"], "{:.2f}"),
+        _num(row["ttft_p50_ratio"], "{:.2f}"),
+        _num(row["output_tokens_ratio"], "{:.2f}"),
+        _MARK.get(outcome, outcome),
+    ]
+
+
+def summary_table(
+    summary: pd.DataFrame, title: str = "Per task type", max_width: int | None = None
+) -> Table:
     """A rich table of :func:`stats.summary.task_type_summary` (ratios are candidate/baseline).
 
     Columns: pairs; mean and 10th-percentile similarity; error-or-empty rate (without
     infrastructure errors), infrastructure error rate and format-parse success rate,
-    baseline → candidate; e2e p50/p95, TTFT p50 and output-token
-    ratios; the worst check outcome of the task type.
+    baseline → candidate; e2e p50/p95, TTFT p50 and output-token ratios; the worst check
+    outcome of the task type (``? hold``: a check is inconclusive). Columns with no value
+    in any row are left out; when the table would be wider than ``max_width``, the least
+    important columns go first (never task type, n or checks), so numbers are never cut.
     """
-    table = Table(title=title, title_justify="left", caption="× = candidate / baseline")
-    for name in (
-        "task type",
-        "n",
-        "sim",
-        "sim p10",
-        "fail",
-        "infra err",
-        "format ok",
-        "e2e p50×",
-        "e2e p95×",
-        "TTFT p50×",
-        "tokens×",
-        "checks",
-    ):
-        if name == "task type":  # long names wrap; numbers never do
+    from rich import box
+
+    records = summary.to_dict(orient="records")
+    rows = [_summary_cells(r) for r in records]
+    keep = [
+        i
+        for i, (name, priority) in enumerate(_SUMMARY_COLUMNS)
+        if priority == 0 or any(cells[i] != "–" for cells in rows)
+    ]
+
+    def natural(i: int) -> int:
+        return max([len(_SUMMARY_COLUMNS[i][0])] + [len(cells[i]) for cells in rows]) + 2
+
+    if max_width is not None:
+        while sum(natural(i) for i in keep) > max_width:
+            droppable = [i for i in keep if _SUMMARY_COLUMNS[i][1] > 0]
+            if not droppable:
+                break
+            keep.remove(max(droppable, key=lambda i: _SUMMARY_COLUMNS[i][1]))
+    dropped = [name for i, (name, _) in enumerate(_SUMMARY_COLUMNS) if i not in keep]
+    caption = "ratios × = candidate / baseline; rates baseline → candidate"
+    if max_width is not None and dropped:
+        caption += f"; not shown (no value or too narrow): {', '.join(dropped)}"
+    table = Table(
+        title=title, title_justify="left", caption=caption, box=box.SIMPLE_HEAD, pad_edge=False
+    )
+    for i in keep:
+        name = _SUMMARY_COLUMNS[i][0]
+        if name == "task type":
             table.add_column(name, overflow="fold")
         else:
             table.add_column(name, justify="left" if name == "checks" else "right", no_wrap=True)
-    for row in summary.to_dict(orient="records"):
-        outcome = str(row["outcome"])
-        pooled = row["task_type"] == POOLED
-        if pooled:
+    for record, cells in zip(records, rows, strict=True):
+        if record["task_type"] == POOLED:
             table.add_section()
-        table.add_row(
-            "all (pooled)" if pooled else str(row["task_type"]),
-            str(row["n"]),
-            _num(row["similarity_mean"], "{:.2f}"),
-            _num(row["similarity_p10"], "{:.2f}"),
-            _pair(row["baseline_fail_rate"], row["candidate_fail_rate"]),
-            _pair(row["baseline_infra_error_rate"], row["candidate_infra_error_rate"]),
-            _pair(row["baseline_format_ok_rate"], row["candidate_format_ok_rate"])
-            if row["format_n"]
-            else "–",
-            _num(row["e2e_p50_ratio"], "{:.2f}"),
-            _num(row["e2e_p95_ratio"], "{:.2f}"),
-            _num(row["ttft_p50_ratio"], "{:.2f}"),
-            _num(row["output_tokens_ratio"], "{:.2f}"),
-            f"[{_STYLE.get(outcome, '')}]{outcome or '–'}[/]",
-        )
+        shown = [cells[i] for i in keep]
+        outcome = str(record["outcome"])
+        shown[-1] = f"[{_STYLE.get(outcome, '')}]{shown[-1]}[/]"
+        table.add_row(*shown)
     return table
 
 
@@ -163,7 +207,7 @@ def wide_console(*, stderr: bool = False) -> Console:
 
 def print_result(console: Console, summary: pd.DataFrame, verdict: Verdict) -> None:
     """Print the per-task table, the verdict and the checks that did not pass."""
-    console.print(summary_table(summary))
+    console.print(summary_table(summary, max_width=console.width))
     console.print(verdict_panel(verdict))
     selected = _selected(verdict, only_not_passed=True)
     if selected:
