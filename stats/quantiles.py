@@ -35,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats as scipy_stats
 
-from stats.inputs import InvalidDataError, finite_1d
+from stats.inputs import FloatArray, InvalidDataError, finite_1d
 
 __all__ = [
     "OrderStatisticRanks",
@@ -208,6 +208,35 @@ def _poisson_bootstrap_quantiles(
     return sorted_values[index]
 
 
+def _ratio_result(
+    cand: FloatArray,
+    base: FloatArray,
+    ratios: FloatArray,
+    q: float,
+    confidence: float,
+    *,
+    paired: bool,
+) -> QuantileRatioResult:
+    """Point ratio of linear quantiles and the percentile interval of bootstrap ``ratios``."""
+    alpha = 1.0 - confidence
+    low, high = np.quantile(ratios, [alpha / 2.0, 1.0 - alpha / 2.0], method="linear")
+    cand_q = float(np.quantile(cand, q, method="linear"))
+    base_q = float(np.quantile(base, q, method="linear"))
+    return QuantileRatioResult(
+        estimate=cand_q / base_q,
+        ci_low=float(low),
+        ci_high=float(high),
+        candidate_quantile=cand_q,
+        baseline_quantile=base_q,
+        n_candidate=int(cand.size),
+        n_baseline=int(base.size),
+        q=q,
+        confidence=confidence,
+        replicates=int(ratios.size),
+        paired=paired,
+    )
+
+
 def quantile_ratio_ci(
     candidate: npt.ArrayLike,
     baseline: npt.ArrayLike,
@@ -246,25 +275,10 @@ def quantile_ratio_ci(
     cand = np.sort(finite_1d(candidate, "candidate", positive=True))
     base = np.sort(finite_1d(baseline, "baseline", positive=True))
     generator = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-    cand_q = float(np.quantile(cand, q, method="linear"))
-    base_q = float(np.quantile(base, q, method="linear"))
     ratios = _poisson_bootstrap_quantiles(
         cand, q, replicates, generator
     ) / _poisson_bootstrap_quantiles(base, q, replicates, generator)
-    alpha = 1.0 - confidence
-    low, high = np.quantile(ratios, [alpha / 2.0, 1.0 - alpha / 2.0], method="linear")
-    return QuantileRatioResult(
-        estimate=cand_q / base_q,
-        ci_low=float(low),
-        ci_high=float(high),
-        candidate_quantile=cand_q,
-        baseline_quantile=base_q,
-        n_candidate=int(cand.size),
-        n_baseline=int(base.size),
-        q=q,
-        confidence=confidence,
-        replicates=replicates,
-    )
+    return _ratio_result(cand, base, ratios, q, confidence, paired=False)
 
 
 # ------------------------------------------------------------------ paired Poisson bootstrap
@@ -481,20 +495,4 @@ def paired_quantile_ratio_ci(
         got = rank_c.size
         ratios[filled : filled + got] = sorted_c[rank_c] / sorted_b[rank_b]
         filled += got
-    alpha = 1.0 - confidence
-    low, high = np.quantile(ratios, [alpha / 2.0, 1.0 - alpha / 2.0], method="linear")
-    cand_q = float(np.quantile(cand, q, method="linear"))
-    base_q = float(np.quantile(base, q, method="linear"))
-    return QuantileRatioResult(
-        estimate=cand_q / base_q,
-        ci_low=float(low),
-        ci_high=float(high),
-        candidate_quantile=cand_q,
-        baseline_quantile=base_q,
-        n_candidate=int(cand.size),
-        n_baseline=int(base.size),
-        q=q,
-        confidence=confidence,
-        replicates=replicates,
-        paired=True,
-    )
+    return _ratio_result(cand, base, ratios, q, confidence, paired=True)
