@@ -8,6 +8,8 @@ constructor arguments.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -51,6 +53,143 @@ class CompareSettings(BaseModel):
     structured_task_types: tuple[str, ...] = ()
 
 
+class KafkaSettings(BaseModel):
+    """How shadow-eval talks to Kafka (DESIGN §2: the scale-out path).
+
+    ``bootstrap_servers``: ``host:port[,host:port...]``. ``idempotence``: ``required`` fails
+    when the broker refuses an idempotent producer id; ``preferred`` (default) falls back
+    to a plain ``acks=all`` producer and counts it (results are deduplicated on
+    ``exchange_id`` either way); ``off`` never asks. ``max_message_bytes`` must not exceed
+    the broker's ``message.max.bytes`` (Kafka's default is 1,048,588).
+    """
+
+    bootstrap_servers: str = "127.0.0.1:9092"
+    topic: str = "shadoweval.exchanges.v1"
+    dead_letter_topic: str = "shadoweval.exchanges.v1.dlq"
+    client_id: str = "shadow-eval"
+    acks: Literal["all"] = "all"
+    idempotence: Literal["required", "preferred", "off"] = "preferred"
+    compression: Literal["gzip", "lz4", "zstd", "snappy", "none"] = "lz4"
+    max_message_bytes: int = Field(default=1_000_000, ge=1024)
+    linger_ms: int = Field(default=5, ge=0)
+    request_timeout_ms: int = Field(default=5_000, ge=100)
+    send_timeout_s: float = Field(default=5.0, gt=0)
+    partitions: int = Field(default=6, ge=1)
+    replication_factor: int = Field(default=1, ge=1)
+
+
+class SpoolSettings(BaseModel):
+    """The bounded on-disk spool used while the broker is unreachable or slow.
+
+    ``max_bytes`` bounds the spool's files together; a record that does not fit is dropped
+    and counted (reason ``spool_full``). ``retry_interval_s`` is how often a spooled sink
+    probes the broker again.
+    """
+
+    directory: str = ".shadoweval/spool"
+    max_bytes: int = Field(default=1024 * 1024 * 1024, ge=1024)
+    segment_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
+    retry_interval_s: float = Field(default=1.0, gt=0)
+
+
+class TaskTypeRule(BaseModel):
+    """One task-type rule; every condition given must hold; the first matching rule wins.
+
+    ``metadata_field``/``metadata_value`` look in the request body's ``metadata`` object;
+    ``has_response_format``/``has_tools`` test for those request fields.
+    """
+
+    task_type: str = Field(min_length=1)
+    route: str | None = None
+    model: str | None = None
+    metadata_field: str | None = None
+    metadata_value: str | None = None
+    has_response_format: bool | None = None
+    has_tools: bool | None = None
+
+
+class LiveModelSettings(BaseModel):
+    """Identity of the live (baseline) model, as the operator knows it.
+
+    ``name`` empty ⇒ taken from the upstream's ``/v1/models`` (or the response's ``model``).
+    """
+
+    name: str = ""
+    weights_hash: str | None = None
+    tokenizer_hash: str | None = None
+    chat_template_hash: str | None = None
+    sampling_defaults: dict[str, float | int | str | bool | None] = Field(default_factory=dict)
+
+
+class BodyRedactionSettings(BaseModel):
+    """Which body rules run on request messages, response text and tool-call arguments.
+
+    Default rules: ``email``, ``phone``, ``card_number`` (Luhn-checked), ``secret_key``
+    (the patterns of :data:`shadoweval.redaction.SECRET_RULES`). ``extra_patterns`` maps a
+    rule name to a regular expression.
+    """
+
+    rules: tuple[str, ...] = ("email", "phone", "card_number", "secret_key")
+    extra_patterns: dict[str, str] = Field(default_factory=dict)
+
+
+class CaptureSettings(BaseModel):
+    """The capture sidecar.
+
+    ``upstream_url``: the live model server. ``routes``: the captured paths (allow-list;
+    every other path passes through uncaptured). ``sample_percent``: share of sessions
+    captured, sticky per ``session_headers`` value (first present), else per exchange.
+    ``queue_max_items``/``queue_max_bytes``: the in-memory tee queue (a full queue drops and
+    counts, never waits). ``max_capture_bytes``: a response body copied beyond this is cut
+    from the captured copy (outcome ``truncated``; the client still gets every byte).
+    ``keep_raw_body``: keep the raw (decoded) response body beside the reassembled text.
+    ``grace_period_s``: how long in-flight responses may run after SIGTERM (choose it from
+    max_tokens × TPOT, see docs/capture.md). ``sinks``: any of ``kafka``, ``file``.
+    """
+
+    upstream_url: str = "http://127.0.0.1:8000"
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    admin_port: int = Field(default=9464, ge=0, le=65535)
+    routes: tuple[str, ...] = ("/v1/chat/completions", "/v1/completions")
+    sample_percent: float = Field(default=100.0, ge=0, le=100)
+    session_headers: tuple[str, ...] = ("x-session-id", "x-tenant-id")
+    session_salt: SecretStr = SecretStr("shadow-eval")
+    task_type_header: str = "x-task-type"
+    task_type_rules: tuple[TaskTypeRule, ...] = ()
+    extra_sensitive_headers: tuple[str, ...] = ()
+    body_redaction: BodyRedactionSettings = BodyRedactionSettings()
+    live_model: LiveModelSettings = LiveModelSettings()
+    queue_max_items: int = Field(default=10_000, ge=1)
+    queue_max_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
+    max_capture_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    keep_raw_body: bool = False
+    upstream_connect_timeout_s: float = Field(default=10.0, gt=0)
+    upstream_max_connections: int = Field(default=1000, ge=1)
+    grace_period_s: float = Field(default=60.0, ge=0)
+    sinks: tuple[Literal["kafka", "file"], ...] = ("file",)
+    file_sink_directory: str = ".shadoweval/capture"
+    file_sink_compress: bool = False
+    spool: SpoolSettings = SpoolSettings()
+
+
+class WorkerSettings(BaseModel):
+    """A replay worker that consumes exchanges from Kafka.
+
+    ``group_id`` empty ⇒ ``shadoweval-replay.<run_id>`` (one consumer group per run, so two
+    candidates read the same topic independently). ``max_buffered`` bounds the exchanges
+    fetched but not yet finished (memory stays bounded when a shadow hangs).
+    ``grace_period_s``: how long in-flight replays may finish after SIGTERM.
+    """
+
+    group_id: str = ""
+    max_buffered: int = Field(default=256, ge=1)
+    fetch_max_records: int = Field(default=64, ge=1)
+    grace_period_s: float = Field(default=30.0, ge=0)
+    commit_interval_s: float = Field(default=1.0, gt=0)
+    metrics_port: int | None = Field(default=None, ge=0, le=65535)
+
+
 class Settings(BaseSettings):
     """All settings of one shadow-eval process."""
 
@@ -61,3 +200,6 @@ class Settings(BaseSettings):
     database: DatabaseSettings = DatabaseSettings()
     replay: ReplaySettings = ReplaySettings()
     compare: CompareSettings = CompareSettings()
+    kafka: KafkaSettings = KafkaSettings()
+    capture: CaptureSettings = CaptureSettings()
+    worker: WorkerSettings = WorkerSettings()

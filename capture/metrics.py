@@ -1,0 +1,107 @@
+"""Prometheus metrics of the capture sidecar (one registry per sidecar instance).
+
+Names follow Prometheus conventions (``_total`` counters, ``_bytes`` units). Every way an
+exchange can fail to reach a sink is a ``shadoweval_capture_dropped_total`` reason:
+
+* ``queue_full`` / ``queue_bytes`` — the in-memory tee queue was full (count or bytes);
+* ``build_failed`` — the builder could not turn the copy into an Exchange;
+* ``spool_full`` — the broker was unreachable and the disk spool was full;
+* ``sink_failed`` — a sink failed in a way the spool could not absorb;
+* ``shutdown`` — still queued when the grace period ended.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+class CaptureMetrics:
+    """The sidecar's metrics, registered in ``registry`` (a fresh one by default)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.proxied = Counter(
+            "shadoweval_proxy_requests_total",
+            "Requests forwarded to the upstream, by route kind and status class.",
+            ["route", "status_class"],
+            registry=r,
+        )
+        self.upstream_errors = Counter(
+            "shadoweval_proxy_upstream_errors_total",
+            "Requests the upstream could not answer (the client got a 502/504), by kind.",
+            ["kind"],
+            registry=r,
+        )
+        self.captured = Counter(
+            "shadoweval_capture_captured_total",
+            "Exchanges copied aside and queued, by route and outcome.",
+            ["route", "outcome"],
+            registry=r,
+        )
+        self.unsampled = Counter(
+            "shadoweval_capture_unsampled_total",
+            "Requests on a captured route left out by sampling.",
+            registry=r,
+        )
+        self.dropped = Counter(
+            "shadoweval_capture_dropped_total",
+            "Exchanges that will not reach any sink, by reason.",
+            ["reason"],
+            registry=r,
+        )
+        self.queue_depth = Gauge(
+            "shadoweval_capture_queue_depth", "Exchanges waiting in the tee queue.", registry=r
+        )
+        self.queue_bytes = Gauge(
+            "shadoweval_capture_queue_bytes", "Bytes held by the tee queue.", registry=r
+        )
+        self.produced = Counter(
+            "shadoweval_capture_produced_total",
+            "Exchanges acknowledged by a sink (kafka: broker ack; file: written).",
+            ["sink"],
+            registry=r,
+        )
+        self.produce_errors = Counter(
+            "shadoweval_capture_produce_errors_total",
+            "Failed produce attempts (the exchange went to the spool), by reason.",
+            ["reason"],
+            registry=r,
+        )
+        self.spooled = Counter(
+            "shadoweval_capture_spooled_total", "Exchanges written to the disk spool.", registry=r
+        )
+        self.spool_bytes = Gauge(
+            "shadoweval_capture_spool_bytes", "Bytes held by the disk spool.", registry=r
+        )
+        self.spool_records = Gauge(
+            "shadoweval_capture_spool_records", "Exchanges waiting in the disk spool.", registry=r
+        )
+        self.sink_spooling = Gauge(
+            "shadoweval_capture_kafka_spooling",
+            "1 while the Kafka sink writes to the spool instead of the broker.",
+            registry=r,
+        )
+        self.kafka_idempotent = Gauge(
+            "shadoweval_capture_kafka_idempotent",
+            "1 when the broker granted an idempotent producer id.",
+            registry=r,
+        )
+        self.oversize = Counter(
+            "shadoweval_capture_oversize_total",
+            "Exchanges over the broker's message size, by action (raw_body_dropped, offloaded).",
+            ["action"],
+            registry=r,
+        )
+        self.redactions = Counter(
+            "shadoweval_capture_redactions_total",
+            "Redaction rule hits, by rule (values are never recorded).",
+            ["rule"],
+            registry=r,
+        )
+        self.build_seconds = Histogram(
+            "shadoweval_capture_build_seconds",
+            "Time to build, redact and serialize one exchange (off the hot path).",
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
+            registry=r,
+        )

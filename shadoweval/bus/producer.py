@@ -1,0 +1,229 @@
+"""An ``acks=all`` producer, idempotent where the broker allows it.
+
+Wraps :class:`aiokafka.AIOKafkaProducer`. Every wait has a deadline (``send_timeout_s``) so
+a slow or unreachable broker surfaces as :class:`BusTimeoutError` instead of a stall; a
+record over the producer's ``max_request_size`` raises :class:`RecordTooLargeError` at once.
+
+Idempotence (``enable_idempotence=True``) needs the broker to grant a producer id
+(InitProducerId). Some Kafka-protocol brokers refuse it (Tansu 0.6 with in-memory storage
+answers UNKNOWN_SERVER_ERROR); with ``idempotence="preferred"`` the producer then restarts
+without it, keeping ``acks=all``, and :attr:`BusProducer.idempotent` says which one runs.
+Consumers deduplicate on ``exchange_id`` either way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import TracebackType
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError, MessageSizeTooLargeError
+
+from shadoweval.bus.errors import BusError, BusTimeoutError
+from shadoweval.config import KafkaSettings
+
+logger = logging.getLogger(__name__)
+
+
+class RecordTooLargeError(BusError):
+    """A record larger than the producer's (or broker's) maximum message size."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retriable=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """Where the broker stored a record."""
+
+    topic: str
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class OutgoingRecord:
+    """One record to produce. ``headers`` values are bytes (Kafka record headers)."""
+
+    value: bytes
+    key: bytes | None = None
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+
+class BusProducer:
+    """Produce records with ``acks=all`` and bounded waits.
+
+    Args:
+        settings: Kafka settings (bootstrap servers, compression, size limit, timeouts).
+
+    Use ``async with BusProducer(settings) as producer`` or :meth:`start`/:meth:`stop`.
+    """
+
+    def __init__(self, settings: KafkaSettings) -> None:
+        self.settings = settings
+        self.idempotent = False
+        self._producer: AIOKafkaProducer | None = None
+
+    @property
+    def started(self) -> bool:
+        """Whether :meth:`start` succeeded and :meth:`stop` has not run."""
+        return self._producer is not None
+
+    def _make(self, idempotent: bool) -> AIOKafkaProducer:
+        s = self.settings
+        return AIOKafkaProducer(
+            bootstrap_servers=s.bootstrap_servers,
+            client_id=s.client_id,
+            acks="all",
+            enable_idempotence=idempotent,
+            compression_type=None if s.compression == "none" else s.compression,
+            max_request_size=s.max_message_bytes,
+            linger_ms=s.linger_ms,
+            request_timeout_ms=s.request_timeout_ms,
+            retry_backoff_ms=100,
+        )
+
+    async def start(self) -> None:
+        """Connect to the cluster.
+
+        Raises:
+            BusTimeoutError: no answer within ``send_timeout_s``.
+            BusError: the broker refused (or refused idempotence with ``required``).
+        """
+        if self._producer is not None:
+            return
+        want = self.settings.idempotence != "off"
+        try:
+            self._producer = await self._start_one(want)
+            self.idempotent = want
+        except KafkaError as exc:
+            if not want or self.settings.idempotence == "required":
+                raise BusError(f"cannot start producer: {exc!r}") from exc
+            logger.warning(
+                "broker %s refused an idempotent producer id (%r); producing with acks=all "
+                "without idempotence",
+                self.settings.bootstrap_servers,
+                exc,
+            )
+            try:
+                self._producer = await self._start_one(False)
+            except KafkaError as exc2:
+                raise BusError(f"cannot start producer: {exc2!r}") from exc2
+            self.idempotent = False
+
+    async def _start_one(self, idempotent: bool) -> AIOKafkaProducer:
+        producer = self._make(idempotent)
+        try:
+            await asyncio.wait_for(producer.start(), self.settings.send_timeout_s)
+        except TimeoutError as exc:
+            await self._close_quietly(producer)
+            raise BusTimeoutError(
+                f"broker {self.settings.bootstrap_servers} did not answer within "
+                f"{self.settings.send_timeout_s} s"
+            ) from exc
+        except BaseException:
+            await self._close_quietly(producer)
+            raise
+        return producer
+
+    async def _close_quietly(self, producer: AIOKafkaProducer) -> None:
+        try:
+            await asyncio.wait_for(producer.stop(), self.settings.send_timeout_s)
+        except (TimeoutError, KafkaError, OSError):
+            logger.debug("producer stop failed", exc_info=True)
+
+    async def stop(self) -> None:
+        """Flush (within ``send_timeout_s``) and disconnect; never raises."""
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            await self._close_quietly(producer)
+
+    async def send(self, topic: str, record: OutgoingRecord) -> Delivery:
+        """Produce one record and wait for its acknowledgement.
+
+        Raises:
+            RecordTooLargeError: the record exceeds ``max_message_bytes``.
+            BusTimeoutError: not acknowledged within ``send_timeout_s``.
+            BusError: not started, or the broker failed the request.
+        """
+        (result,) = await self.send_many(topic, [record])
+        if isinstance(result, BusError):
+            raise result
+        return result
+
+    async def send_many(
+        self, topic: str, records: Sequence[OutgoingRecord]
+    ) -> list[Delivery | BusError]:
+        """Produce records in order (pipelined) and wait for all acknowledgements.
+
+        Returns one entry per record, in order: its :class:`Delivery` or the
+        :class:`BusError` that kept it from being acknowledged within ``send_timeout_s``.
+        Never raises for a record's failure.
+        """
+        producer = self._producer
+        if producer is None:
+            return [BusError("producer not started") for _ in records]
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.send_timeout_s
+        futures: list[asyncio.Future[object] | BusError] = []
+        for record in records:
+            remaining = deadline - loop.time()
+            try:
+                fut = await asyncio.wait_for(
+                    producer.send(
+                        topic,
+                        value=record.value,
+                        key=record.key,
+                        headers=list(record.headers) or None,
+                    ),
+                    max(remaining, 0.001),
+                )
+                futures.append(fut)
+            except MessageSizeTooLargeError as exc:
+                futures.append(
+                    RecordTooLargeError(
+                        f"record of {len(record.value)} bytes exceeds max_message_bytes="
+                        f"{self.settings.max_message_bytes}: {exc}"
+                    )
+                )
+            except TimeoutError:
+                futures.append(BusTimeoutError("broker did not accept the record in time"))
+            except KafkaError as exc:
+                futures.append(BusError(f"send failed: {exc!r}"))
+        results: list[Delivery | BusError] = []
+        for fut in futures:
+            if isinstance(fut, BusError):
+                results.append(fut)
+                continue
+            remaining = deadline - loop.time()
+            try:
+                meta = await asyncio.wait_for(asyncio.shield(fut), max(remaining, 0.001))
+                results.append(
+                    Delivery(
+                        topic=meta.topic,  # type: ignore[attr-defined]
+                        partition=meta.partition,  # type: ignore[attr-defined]
+                        offset=meta.offset,  # type: ignore[attr-defined]
+                    )
+                )
+            except TimeoutError:
+                results.append(BusTimeoutError("record not acknowledged in time"))
+            except MessageSizeTooLargeError as exc:
+                results.append(RecordTooLargeError(f"broker rejected record size: {exc}"))
+            except KafkaError as exc:
+                results.append(BusError(f"delivery failed: {exc!r}"))
+        return results
+
+    async def __aenter__(self) -> BusProducer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
