@@ -268,6 +268,21 @@ class RedactionReport(_Record):
     hits: tuple[RedactionHit, ...] = ()
 
 
+class OversizeNote(_Record):
+    """Set when an exchange was larger than the transport's maximum message size.
+
+    ``action``: ``raw_body_dropped`` — the raw response body was left out (the reassembled
+    text, tool calls and usage are kept); ``offloaded`` — the full record was written to
+    ``offload_ref`` (a one-line capture-log file) and the record carried on the transport
+    is a stub without request or response bodies. Sizes are of the serialized record.
+    """
+
+    original_bytes: int
+    limit_bytes: int
+    action: Literal["raw_body_dropped", "offloaded"]
+    offload_ref: str | None = None
+
+
 # ---------------------------------------------------------------------- records
 
 
@@ -293,6 +308,7 @@ class Exchange(_Record):
     baseline_model: ModelIdentity
     redaction: RedactionReport = RedactionReport()
     source: str | None = None
+    oversize: OversizeNote | None = None
 
 
 class ReplayOutcome(_Record):
