@@ -7,6 +7,11 @@ exchange can fail to reach a sink is a ``shadoweval_capture_dropped_total`` reas
 * ``build_failed`` — the builder could not turn the copy into an Exchange;
 * ``spool_full`` — the broker was unreachable and the disk spool was full;
 * ``sink_failed`` — a sink failed in a way the spool could not absorb;
+* ``sink_backlog`` — the Kafka sink's in-memory backlog (before the spool) was full;
+* ``spool_io`` / ``spool_corrupt`` — the spool could not write, or a torn record was cut;
+* ``oversize`` / ``oversize_undecodable`` — over the broker's size even as a stub, or not
+  decodable to shrink it; ``offload_full`` / ``offload_io`` — the offload store refused;
+* ``file_queue_full`` — the file sink's writer queue was full;
 * ``shutdown`` — still queued when the grace period ended.
 """
 
@@ -29,7 +34,8 @@ class CaptureMetrics:
         )
         self.upstream_errors = Counter(
             "shadoweval_proxy_upstream_errors_total",
-            "Requests the upstream could not answer (the client got a 502/504), by kind.",
+            "Upstream failures, by kind: connect/timeout (the client got a 502/504) or mid_stream "
+            "(the upstream broke after the headers; the client saw the same break).",
             ["kind"],
             registry=r,
         )
@@ -97,6 +103,11 @@ class CaptureMetrics:
             "shadoweval_capture_redactions_total",
             "Redaction rule hits, by rule (values are never recorded).",
             ["rule"],
+            registry=r,
+        )
+        self.build_fallbacks = Counter(
+            "shadoweval_capture_build_fallbacks_total",
+            "Captures that could not be fully built and were kept as a minimal error record.",
             registry=r,
         )
         self.build_seconds = Histogram(

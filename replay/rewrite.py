@@ -65,7 +65,9 @@ def build_replay_request(
         routes: replayable routes (exact paths).
         max_body_bytes: larger request bodies are skipped with reason ``size``.
     """
-    route = exchange.request.path or exchange.route
+    # The route is the path without its query (a captured query may carry masked values
+    # such as ``api_key=[REDACTED...]``; they are never sent to a shadow).
+    route = exchange.request.path.split("?", 1)[0] or exchange.route
     if route not in routes:
         return SkipReplay(exchange.exchange_id, f"route not replayable: {route}")
     raw = exchange.request.body_bytes()

@@ -11,12 +11,8 @@ resumes: exchanges that already have an outcome for a target are not sent again.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
-import time
-from collections import Counter
 from collections.abc import AsyncIterator, Iterable, Sequence
-from dataclasses import dataclass, field
 
 from rich.console import Console
 from rich.progress import (
@@ -28,88 +24,25 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from replay.client import CandidateClient, ReplayResult
-from replay.rewrite import SkipReplay, build_replay_request
+from replay.exchange_replay import (
+    ExchangeReplayer,
+    OutcomeWriter,
+    ReplayReport,
+    TargetSpec,
+    in_sample,
+    rejected_record,
+    sampled_targets,
+    split_conflicts,
+)
 from replay.scheduler import run_paced
 from shadoweval.capture_log import LogEntry
-from shadoweval.records import (
-    Exchange,
-    ModelIdentity,
-    ReplayErrorKind,
-    ReplayOutcome,
-    ReplayTarget,
-    Timings,
-)
-from shadoweval.redaction import redact_exchange_headers, scrub_secrets
-from shadoweval.storage import RejectedRecord, RejectStage, Repository
+from shadoweval.records import Exchange, ReplayOutcome, ReplayTarget
+from shadoweval.redaction import redact_exchange_headers
+from shadoweval.storage import RejectedRecord, Repository
+
+__all__ = ["ReplayReport", "ReplayRunner", "TargetSpec", "in_sample"]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class TargetSpec:
-    """One shadow target of a run.
-
-    ``share`` is the fraction of exchanges sent to it, chosen deterministically from the
-    exchange id (the same exchange is always in or out, across restarts). ``model_name``
-    overrides the request's ``model`` field (``None`` keeps the captured one).
-    """
-
-    target: ReplayTarget
-    client: CandidateClient
-    model: ModelIdentity
-    share: float = 1.0
-    model_name: str | None = None
-    api_key: str | None = None
-
-
-@dataclass(slots=True)
-class ReplayReport:
-    """Counts of one replay pass. Nothing read is missing from these counts."""
-
-    run_id: str
-    lines_read: int = 0
-    rejected: Counter[str] = field(default_factory=Counter)
-    exchanges: int = 0
-    already_done: int = 0
-    sent: Counter[str] = field(default_factory=Counter)
-    skipped: Counter[str] = field(default_factory=Counter)
-    ok: Counter[str] = field(default_factory=Counter)
-    errors: Counter[str] = field(default_factory=Counter)
-    warmup: int = 0
-    duplicates: int = 0
-    wall_s: float = 0.0
-    achieved_rate_per_s: float = 0.0
-    target_rate_per_s: float | None = None
-
-    def as_dict(self) -> dict[str, object]:
-        """A JSON-ready view."""
-        return {
-            "run_id": self.run_id,
-            "lines_read": self.lines_read,
-            "rejected": dict(self.rejected),
-            "exchanges": self.exchanges,
-            "already_done": self.already_done,
-            "sent": dict(self.sent),
-            "skipped": dict(self.skipped),
-            "ok": dict(self.ok),
-            "errors": dict(self.errors),
-            "warmup": self.warmup,
-            "duplicates": self.duplicates,
-            "wall_s": round(self.wall_s, 3),
-            "achieved_rate_per_s": round(self.achieved_rate_per_s, 3),
-            "target_rate_per_s": self.target_rate_per_s,
-        }
-
-
-def in_sample(exchange_id: str, share: float) -> bool:
-    """Deterministic Bernoulli(share) membership from the exchange id (SHA-256)."""
-    if share >= 1.0:
-        return True
-    if share <= 0.0:
-        return False
-    digest = hashlib.sha256(exchange_id.encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64 < share
 
 
 class ReplayRunner:
@@ -153,12 +86,8 @@ class ReplayRunner:
         self.batch_size = batch_size
         self.progress = progress
         self.console = console or Console(stderr=True)
-        self._dispatched: Counter[ReplayTarget] = Counter()
-        self._pending: list[ReplayOutcome] = []
-        self._flush_lock = asyncio.Lock()
-        self._last_flush = time.monotonic()
-        self.flush_batch = 64
-        self.flush_interval_s = 1.0
+        self._replayer = ExchangeReplayer(run_id, warmup_requests=warmup_requests)
+        self._writer = OutcomeWriter(repo, batch=64, interval_s=1.0)
 
     async def run(self, entries: Iterable[LogEntry]) -> ReplayReport:
         """Replay every entry; return the report. Candidate failures never raise.
@@ -188,24 +117,13 @@ class ReplayRunner:
 
         async def work(item: tuple[Exchange, TargetSpec], index: int) -> ReplayOutcome:
             exchange, spec = item
-            return await self._replay_one(exchange, spec)
+            return await self._replayer.replay(exchange, spec)
 
         async def on_result(item: tuple[Exchange, TargetSpec], outcome: ReplayOutcome) -> None:
-            key = outcome.target.value
-            if outcome.error_kind is ReplayErrorKind.SKIPPED:
-                report.skipped[key] += 1
-            else:
-                report.sent[key] += 1
-            if outcome.warmup:
-                report.warmup += 1
-            if outcome.error_kind is None:
-                report.ok[key] += 1
-            elif outcome.error_kind is not ReplayErrorKind.SKIPPED:
-                report.errors[outcome.error_kind.value] += 1
-            self._pending.append(outcome)
-            due = time.monotonic() - self._last_flush >= self.flush_interval_s
-            if len(self._pending) >= self.flush_batch or due:
-                report.duplicates += await self._flush()
+            report.count_outcome(outcome)
+            self._writer.add(outcome)
+            if self._writer.due():
+                report.duplicates += (await self._writer.flush()).duplicates
             errs = sum(report.errors.values())
             bar.update(task, advance=1, status=f"errors {errs}")
 
@@ -221,7 +139,7 @@ class ReplayRunner:
             finally:
                 # Finished replays are stored even when the run is interrupted (Ctrl-C,
                 # SIGTERM, a failure): a resume then sends only what has no outcome.
-                report.duplicates += await asyncio.shield(self._flush())
+                report.duplicates += (await asyncio.shield(self._writer.flush())).duplicates
         report.wall_s = stats.wall_s
         report.achieved_rate_per_s = stats.achieved_rate_per_s
         return report
@@ -262,26 +180,25 @@ class ReplayRunner:
                 continue
             assert entry.error is not None
             rejected.append(
-                self._rejected(
-                    entry.location, entry.error.reason or "invalid", str(entry.error), entry.raw
+                rejected_record(
+                    self.run_id,
+                    entry.location,
+                    entry.error.reason or "invalid",
+                    str(entry.error),
+                    entry.raw,
                 )
             )
-        conflicts = await asyncio.to_thread(self.repo.conflicting_exchanges, exchanges)
-        if conflicts:
-            kept = []
-            for exchange in exchanges:
-                if exchange.exchange_id in conflicts:
-                    rejected.append(
-                        self._rejected(
-                            exchange.source or exchange.exchange_id,
-                            "conflicting_duplicate",
-                            conflicts[exchange.exchange_id],
-                            exchange.model_dump_json(),
-                        )
-                    )
-                else:
-                    kept.append(exchange)
-            exchanges = kept
+        exchanges, conflicting = await split_conflicts(self.repo, exchanges)
+        for exchange, reason in conflicting:
+            rejected.append(
+                rejected_record(
+                    self.run_id,
+                    exchange.source or exchange.exchange_id,
+                    "conflicting_duplicate",
+                    reason,
+                    exchange.model_dump_json(),
+                )
+            )
         for item in rejected:
             report.rejected[item.reason] += 1
         if rejected:
@@ -291,9 +208,7 @@ class ReplayRunner:
         items: list[tuple[Exchange, TargetSpec]] = []
         resumed = 0
         for exchange in exchanges:
-            for spec in self.targets:
-                if not in_sample(exchange.exchange_id, spec.share):
-                    continue
+            for spec in sampled_targets(exchange.exchange_id, self.targets):
                 if exchange.exchange_id in done[spec.target]:
                     resumed += 1
                     continue
@@ -302,61 +217,3 @@ class ReplayRunner:
         known = bar.tasks[task].total or 0
         bar.update(task, total=known + resumed + len(items), advance=resumed)
         return items
-
-    def _rejected(self, location: str, reason: str, detail: str, raw: str) -> RejectedRecord:
-        """A rejected capture-log line, with secret-looking substrings scrubbed."""
-        raw_text, _ = scrub_secrets(raw)
-        detail_text, _ = scrub_secrets(detail)
-        return RejectedRecord(
-            stage=RejectStage.CAPTURE_LOG.value,
-            reason=reason,
-            location=location,
-            detail=detail_text,
-            raw=raw_text,
-            run_id=self.run_id,
-        )
-
-    async def _replay_one(self, exchange: Exchange, spec: TargetSpec) -> ReplayOutcome:
-        request = build_replay_request(exchange, model=spec.model_name, api_key=spec.api_key)
-        if isinstance(request, SkipReplay):
-            # Nothing is sent, so a skip neither is nor uses up a warm-up request.
-            return ReplayOutcome(
-                run_id=self.run_id,
-                exchange_id=exchange.exchange_id,
-                target=spec.target,
-                attempt=0,
-                model=spec.model,
-                error_kind=ReplayErrorKind.SKIPPED,
-                error_detail=request.reason,
-                timings=Timings(),
-                warmup=False,
-            )
-        # Counted before the first await, so the order is the dispatch order.
-        index = self._dispatched[spec.target]
-        self._dispatched[spec.target] += 1
-        warmup = index < self.warmup_requests
-        result: ReplayResult = await spec.client.send(request)
-        return ReplayOutcome(
-            run_id=self.run_id,
-            exchange_id=exchange.exchange_id,
-            target=spec.target,
-            attempt=result.attempts,
-            model=spec.model,
-            pinned_params=dict(request.pinned_params),
-            missing_params=request.missing_params,
-            response=result.response,
-            timings=result.timings,
-            error_kind=result.error_kind,
-            error_detail=result.error_detail,
-            warmup=warmup,
-        )
-
-    async def _flush(self) -> int:
-        """Write pending outcomes; return how many were duplicates of stored ones."""
-        async with self._flush_lock:
-            self._last_flush = time.monotonic()
-            pending, self._pending = self._pending, []
-            if not pending:
-                return 0
-            inserted = await asyncio.to_thread(self.repo.save_outcomes, pending)
-            return len(pending) - inserted

@@ -190,6 +190,30 @@ class CaptureLogWriter:
         self._segment_bytes += len(line)
         self.records_written += 1
 
+    def write_line(self, line: bytes) -> None:
+        """Append one pre-serialized exchange: its compact JSON, newline optional.
+
+        The caller guarantees the bytes are one Exchange's JSON (as
+        :meth:`write` produces: ``orjson.dumps(exchange.model_dump(mode="json"))``).
+
+        Raises:
+            ValueError: the writer is closed, or ``line`` holds a newline before its end
+                (it would become two lines).
+            OSError: the file system failed.
+        """
+        if self._closed:
+            raise ValueError("CaptureLogWriter is closed")
+        body = line[:-1] if line.endswith(b"\n") else line
+        if b"\n" in body:
+            raise ValueError("a capture-log line must not contain a newline")
+        data = body + b"\n"
+        if self._fh is None or self._segment_bytes + len(data) > self.max_segment_bytes:
+            self._rotate()
+        assert self._fh is not None
+        self._fh.write(data)
+        self._segment_bytes += len(data)
+        self.records_written += 1
+
     def _rotate(self) -> None:
         self._close_segment()
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
@@ -213,6 +237,14 @@ class CaptureLogWriter:
             if self._raw is not None and self._raw is not self._fh:
                 self._raw.close()
             self._fh = None
+
+    def flush(self) -> None:
+        """Push buffered lines to the operating system (a gzip segment stays readable up to
+        here after a crash). Cheap when nothing was written since the last flush."""
+        if self._fh is not None:
+            self._fh.flush()
+            if self._raw is not None and self._raw is not self._fh:
+                self._raw.flush()
 
     def close(self) -> None:
         """Flush and close the current segment."""

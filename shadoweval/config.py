@@ -144,7 +144,11 @@ class CaptureSettings(BaseModel):
     from the captured copy (outcome ``truncated``; the client still gets every byte).
     ``keep_raw_body``: keep the raw (decoded) response body beside the reassembled text.
     ``grace_period_s``: how long in-flight responses may run after SIGTERM (choose it from
-    max_tokens × TPOT, see docs/capture.md). ``sinks``: any of ``kafka``, ``file``.
+    max_tokens × TPOT, see docs/capture.md); ``flush_deadline_s``: how long the queue may
+    then take to reach the sinks or the spool. ``readiness_path`` is probed on the
+    upstream every ``readiness_interval_s`` for ``/readyz``. ``builder``: build exchanges in
+    ``build_workers`` worker processes (default) or a thread. ``sinks``: any of ``kafka``,
+    ``file``.
     """
 
     upstream_url: str = "http://127.0.0.1:8000"
@@ -167,6 +171,11 @@ class CaptureSettings(BaseModel):
     upstream_connect_timeout_s: float = Field(default=10.0, gt=0)
     upstream_max_connections: int = Field(default=1000, ge=1)
     grace_period_s: float = Field(default=60.0, ge=0)
+    flush_deadline_s: float = Field(default=15.0, ge=0)
+    readiness_path: str = "/v1/models"
+    readiness_interval_s: float = Field(default=5.0, gt=0)
+    builder: Literal["process", "thread"] = "process"
+    build_workers: int = Field(default=1, ge=1, le=64)
     sinks: tuple[Literal["kafka", "file"], ...] = ("file",)
     file_sink_directory: str = ".shadoweval/capture"
     file_sink_compress: bool = False
@@ -203,3 +212,46 @@ class Settings(BaseSettings):
     kafka: KafkaSettings = KafkaSettings()
     capture: CaptureSettings = CaptureSettings()
     worker: WorkerSettings = WorkerSettings()
+
+
+def load_settings(overrides: dict[str, dict[str, object]] | None = None) -> Settings:
+    """Settings from the environment with per-section overrides applied and validated.
+
+    ``overrides`` maps a section (``"capture"``, ``"kafka"``) to field values; ``None``
+    values are ignored (an option not given on the command line).
+
+    Raises:
+        ConfigError: an environment variable or override is invalid; the message names the
+            dotted field and the value.
+    """
+    from pydantic import ValidationError
+
+    from shadoweval.errors import ConfigError
+
+    def _fail(exc: ValidationError, prefix: str = "") -> ConfigError:
+        first = exc.errors()[0]
+        name = prefix + ".".join(str(p) for p in first["loc"])
+        return ConfigError(
+            f"{name} = {first.get('input')!r}: {first['msg']}",
+            field=name,
+            value=first.get("input"),
+        )
+
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        raise _fail(exc) from None
+    if not overrides:
+        return settings
+    data = settings.model_dump()
+    for section, values in overrides.items():
+        for key, value in values.items():
+            if value is not None:
+                data[section][key] = value
+    # SecretStr values dump masked; put the originals back before validating.
+    data["capture"]["session_salt"] = settings.capture.session_salt
+    data["replay"]["api_key"] = settings.replay.api_key
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        raise _fail(exc) from None

@@ -289,7 +289,9 @@ class OversizeNote(_Record):
 class Exchange(_Record):
     """One request that reached the capture point, whatever its outcome (DESIGN §4).
 
-    ``response`` is ``None`` when no response started (e.g. cancelled before headers).
+    ``response`` is ``None`` when no response started (e.g. cancelled before headers);
+    ``error_detail`` then says why (an upstream connection failure, redacted), and
+    ``response.error_message`` carries it when a response did start.
     ``source`` says where the record came from (``"sidecar:<host>"``,
     ``"import:<file>#<row>"``).
     """
@@ -309,6 +311,7 @@ class Exchange(_Record):
     redaction: RedactionReport = RedactionReport()
     source: str | None = None
     oversize: OversizeNote | None = None
+    error_detail: str | None = None
 
 
 class ReplayOutcome(_Record):

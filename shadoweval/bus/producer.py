@@ -169,7 +169,13 @@ class BusProducer:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.settings.send_timeout_s
         futures: list[asyncio.Future[object] | BusError] = []
+        failed = False
         for record in records:
+            if failed:
+                # Never queue a record behind one that could not be queued: if the broker
+                # came back now, the later record would be delivered before the earlier one.
+                futures.append(BusError("not sent: an earlier record of the batch failed"))
+                continue
             remaining = deadline - loop.time()
             try:
                 fut = await asyncio.wait_for(
@@ -181,6 +187,7 @@ class BusProducer:
                     ),
                     max(remaining, 0.001),
                 )
+                fut.add_done_callback(_retrieve_exception)
                 futures.append(fut)
             except MessageSizeTooLargeError as exc:
                 futures.append(
@@ -191,8 +198,10 @@ class BusProducer:
                 )
             except TimeoutError:
                 futures.append(BusTimeoutError("broker did not accept the record in time"))
+                failed = True
             except KafkaError as exc:
                 futures.append(BusError(f"send failed: {exc!r}"))
+                failed = True
         results: list[Delivery | BusError] = []
         for fut in futures:
             if isinstance(fut, BusError):
@@ -227,3 +236,9 @@ class BusProducer:
         tb: TracebackType | None,
     ) -> None:
         await self.stop()
+
+
+def _retrieve_exception(fut: asyncio.Future[object]) -> None:
+    """Mark a delivery future's exception as seen (a timed-out wait no longer awaits it)."""
+    if not fut.cancelled():
+        fut.exception()

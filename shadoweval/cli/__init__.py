@@ -71,6 +71,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "gate_cmd",
     "evaluate_cmd",
     "demo_cmd",
+    "capture_cmd",
 )
 
 for _name in _COMMAND_MODULES:

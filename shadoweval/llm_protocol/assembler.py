@@ -1,7 +1,8 @@
 """Reassembly of chat-completion responses, streamed or not, with timings.
 
 :class:`ChatStreamAssembler` takes the raw bytes of an SSE ``chat.completion.chunk``
-stream as they arrive and rebuilds exactly what the server sent:
+stream (or a legacy ``/v1/completions`` ``text_completion`` stream, whose choices carry
+``text`` instead of ``delta``) as they arrive and rebuilds exactly what the server sent:
 
 * per-choice content and reasoning text (choice 0 is the reported text);
 * tool calls assembled by (choice index, tool index); later fragments that carry
@@ -264,6 +265,9 @@ class ChatStreamAssembler:
             buf = self._choices.setdefault(choice.index, _ChoiceBuffer())
             if choice.delta is not None and self._apply_delta(buf, choice.delta):
                 token_bearing = True
+            elif choice.delta is None and choice.text:  # legacy /v1/completions
+                buf.content.append(choice.text)
+                token_bearing = True
             if choice.finish_reason is not None or "finish_reason" in (choice.model_extra or {}):
                 buf.finish_reason_raw = choice.finish_reason
                 buf.finish_seen = True
@@ -358,7 +362,7 @@ def parse_completion_body(
     ttfb_ms: float | None = None,
     e2e_ms: float | None = None,
 ) -> AssembledResponse:
-    """Parse a non-streamed ``chat.completion`` body.
+    """Parse a non-streamed ``chat.completion`` (or legacy ``text_completion``) body.
 
     A non-streamed response shows no first token, so ``ttft_ms`` is ``None`` (TTFT is
     reported only for streams); ``e2e_ms`` is when the complete body was read.
@@ -399,8 +403,12 @@ def parse_completion_body(
         )
         for i, tc in enumerate(msg.tool_calls or ())
     )
+    if first.message is None and first.text is not None:  # legacy /v1/completions
+        text: str | None = first.text
+    else:
+        text = msg.text() if msg.content is not None else ("" if tools else None)
     return AssembledResponse(
-        text=msg.text() if msg.content is not None else ("" if tools else None),
+        text=text,
         reasoning_text=msg.reasoning_content,
         tool_calls=tools,
         finish_reason_raw=first.finish_reason,

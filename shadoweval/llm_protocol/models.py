@@ -1,5 +1,9 @@
 """Lenient pydantic models of OpenAI chat-completions requests, responses and chunks.
 
+Responses of the legacy ``POST /v1/completions`` (``object: "text_completion"``,
+``choices[].text`` instead of ``message``/``delta``) read through the same models: a
+choice's ``text`` is that API's output.
+
 Real traffic carries fields this project does not know (vendor extensions such as vLLM's
 ``stop_reason``, SGLang's ``matched_stop``, new OpenAI fields). These models are the
 *tolerant reader* at the edge: ``extra="allow"`` keeps every unknown field (so nothing
@@ -179,10 +183,11 @@ class UsageModel(OpenAIModel):
 
 
 class Choice(OpenAIModel):
-    """A non-streamed choice."""
+    """A non-streamed choice: a chat ``message``, or the legacy completions ``text``."""
 
     index: int = 0
     message: ChatMessage | None = None
+    text: str | None = None
     finish_reason: str | None = None
 
 
@@ -198,10 +203,11 @@ class ChatCompletionResponse(OpenAIModel):
 
 
 class ChunkChoice(OpenAIModel):
-    """A streamed choice: a ``delta`` message fragment."""
+    """A streamed choice: a chat ``delta`` fragment, or a legacy completions ``text`` piece."""
 
     index: int = 0
     delta: ChatMessage | None = None
+    text: str | None = None
     finish_reason: str | None = None
 
 

@@ -16,8 +16,12 @@ benchmark client uses the same buffer-to-boundary approach
 from __future__ import annotations
 
 import codecs
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+
+_EOL = re.compile(r"\r\n|\r|\n")
+"""An SSE line terminator: CRLF, CR or LF."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,20 +72,15 @@ class SSEDecoder:
         buf = self._pending + text
         start = 0
         n = len(buf)
-        i = 0
-        while i < n:
-            ch = buf[i]
-            if ch == "\n" or ch == "\r":
-                if ch == "\r" and i + 1 == n and not final:
-                    break  # a CR at the very end may be the first half of CRLF
-                line = buf[start:i]
-                i += 2 if ch == "\r" and i + 1 < n and buf[i + 1] == "\n" else 1
-                start = i
-                event = self._line(line)
-                if event is not None:
-                    yield event
-                continue
-            i += 1
+        # Line terminators are found by the regex engine (C), not a per-character loop.
+        for match in _EOL.finditer(buf):
+            if match.end() == n and not final and buf[n - 1] == "\r":
+                break  # a CR at the very end may be the first half of CRLF
+            line = buf[start : match.start()]
+            start = match.end()
+            event = self._line(line)
+            if event is not None:
+                yield event
         self._pending = buf[start:]
         if final and self._pending:
             event = self._line(self._pending)

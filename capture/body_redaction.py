@@ -1,0 +1,359 @@
+"""Body redaction: PII and secrets removed from request and response bodies.
+
+Rules (names as in :class:`~shadoweval.config.BodyRedactionSettings`); each match is
+replaced by ``[REDACTED:<rule>]`` and counted as a
+:class:`~shadoweval.records.RedactionHit` ``(rule, location, count)`` — never the value:
+
+* ``secret_key`` — the patterns of :data:`shadoweval.redaction.SECRET_RULES` (bearer tokens,
+  ``sk-`` keys, AWS/GitHub/Slack tokens, sensitive-header JSON pairs), reported as one rule.
+* ``email`` — ``local@domain.tld`` (ASCII local part and domain, TLD of 2+ letters).
+* ``card_number`` — 13–19 digits, optionally grouped by single spaces or dashes, that pass
+  the Luhn check (ISO/IEC 7812-1 Annex B). A longer digit run is tried on its leading
+  groups too (``4111 1111 1111 1111 12/26``).
+* ``phone`` — international numbers in E.164 form (ITU-T E.164: ``+``, 8–15 digits, with
+  optional spaces, dots, dashes or parentheses between them) and common national forms
+  with separators: ``(555) 123-4567``, ``555-123-4567``, ``555.123.4567``,
+  ``1-800-555-1234``, ``020 7946 0958`` (2–4 + 3–4 + 4 digits), and ``06 12 34 56 78``.
+* any ``extra_patterns`` ``name → regex`` (the whole match is replaced).
+
+Precision trade-offs of ``phone`` (documented, tested): a national number is only
+recognised with separators, so bare digit runs (``5551234567``, order ids, years,
+timestamps) are never touched — at the cost of missing unseparated national numbers,
+irregular groupings (``030 12345678``) and vanity numbers (``1-800-FLOWERS``). Dates
+(``2024-05-13``), versions, IP addresses and decimals do not match. False positives: ids
+written in 3-3-4 / 4-4-4 groups, and ``+`` followed by 8–15 digits in arithmetic. A
+card-like run is redacted only if it passes Luhn (1 in 10 random digit strings do).
+
+Order: ``secret_key``, ``email``, ``card_number``, ``phone``, extras — so a card number
+is not half-eaten by the phone rule and a key's digits are not read as a phone.
+
+Where rules apply in a request body (JSON): every string value, with paths as locations
+(``request.messages[2].content``, ``request.messages[0].content[1].text``,
+``request.messages[3].tool_calls[0].function.arguments``, ``request.prompt[1]``,
+``request.user``); object keys are not scanned. The schema subtrees ``tools``,
+``functions`` and ``response_format`` and the ``model`` name get ``secret_key`` only
+(a schema is written by the developer, and a replay must send it unchanged for the format
+metrics). A body that is not JSON is scrubbed as text (location ``request.body``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from shadoweval.config import BodyRedactionSettings
+from shadoweval.errors import ConfigError
+from shadoweval.records import RedactionHit
+from shadoweval.redaction import SECRET_RULES, SecretRule
+
+DEFAULT_RULES: tuple[str, ...] = ("email", "phone", "card_number", "secret_key")
+"""Names of the built-in body rules."""
+
+SCHEMA_FIELDS: frozenset[str] = frozenset({"tools", "functions", "response_format", "model"})
+"""Top-level request fields that only the ``secret_key`` rule scans."""
+
+
+@dataclass(frozen=True, slots=True)
+class BodyRule:
+    """A named pattern. ``group`` is the part replaced (0 = whole match); ``validate``
+    decides on the replaced text and returns the replacement span ``(start, end)`` inside
+    it, or ``None`` to keep the match (used by the Luhn check)."""
+
+    name: str
+    pattern: re.Pattern[str]
+    group: int = 0
+    validate: Callable[[str], tuple[int, int] | None] | None = None
+    needs: tuple[str, ...] = ()
+    """Substrings of which the text must contain one for the rule to run at all (a cheap
+    pre-check; empty = always run)."""
+    needs_lower: bool = False
+    """Compare ``needs`` with the lower-cased text."""
+
+
+def luhn_valid(digits: str) -> bool:
+    """Luhn (mod 10) check of a digit string (ISO/IEC 7812-1 Annex B).
+
+    From the rightmost digit, double every second digit (subtracting 9 when the result
+    exceeds 9); the sum must be divisible by 10. Non-digit input → ``False``.
+    """
+    if not digits.isdigit():
+        return False
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = ord(ch) - 48
+        if i % 2 == 1:
+            d *= 2
+            if d > 9:
+                d -= 9
+        total += d
+    return total % 10 == 0
+
+
+_CARD_SEPARATOR = re.compile(r"[ -]")
+
+
+def _card_span(text: str) -> tuple[int, int] | None:
+    """The leading groups of ``text`` that form a Luhn-valid 13–19 digit card number."""
+    groups = _CARD_SEPARATOR.split(text)
+    ends: list[int] = []
+    pos = 0
+    for group in groups:
+        pos += len(group)
+        ends.append(pos)
+        pos += 1  # the separator
+    digits = ""
+    candidates: list[tuple[int, str]] = []
+    for group, end in zip(groups, ends, strict=True):
+        digits += group
+        candidates.append((end, digits))
+    for end, number in reversed(candidates):  # longest first
+        if 13 <= len(number) <= 19 and luhn_valid(number):
+            return 0, end
+    return None
+
+
+# Digit-led patterns start with a literal or a character class and put their lookbehinds
+# after the first character: Python's re then finds candidates with a C scan instead of
+# trying every position (3-40x faster on long texts such as a raw SSE stream; checked
+# equivalent to the lookbehind-first forms on 300k random strings).
+_EMAIL = re.compile(
+    r"(?<![\w.%+-])[A-Za-z0-9][A-Za-z0-9._%+-]*@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+    r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*\.[A-Za-z]{2,}(?![\w])"
+)
+_CARD = re.compile(r"\d(?<![\w.]\d)(?:[ -]?\d){12,}(?![\w]|\.\d)")
+_PHONE_E164 = re.compile(r"\+(?<![\w+]\+)\(?\d(?:\)?[ .-]?\(?\d){7,14}(?![\w])")
+# national: [1-] (555) 123-4567 | [1-] 555-123-4567 | 020 7946 0958, not right after a word
+# character, "+", ".", "-" or "<digit><separator>" ("." in the lookbehind is the first char)
+_NOT_AFTER = r"(?<![\w+.-].)(?<!\d[ .-].)"
+_PHONE_NATIONAL = re.compile(
+    rf"(?:[01]{_NOT_AFTER}[ .-](?:\(\d{{2,4}}\)[ .-]?|\d{{2,4}}[ .-])"
+    rf"|\({_NOT_AFTER}\d{{2,4}}\)[ .-]?"
+    rf"|\d{_NOT_AFTER}\d{{1,3}}[ .-])"
+    r"\d{3,4}[ .-]\d{4}(?![\w])(?![ .-]\d)"
+)
+_PHONE_FR = re.compile(r"0(?<![\w+.-]0)(?<!\d[ .-]0)[1-9](?:[ .-]\d{2}){4}(?![\w])(?![ .-]\d)")
+
+
+def _secret_hint(source: str) -> tuple[tuple[str, ...], bool]:
+    """A literal every match of a SECRET_RULES pattern contains (``needs``, lower-cased?)."""
+    if "bearer" in source.lower():
+        return ("bearer",), True
+    if "sk-" in source:
+        return ("sk-",), False
+    if "AKIA" in source:
+        return ("AKIA", "ASIA"), False
+    if "gh[pousr]_" in source:
+        return tuple(f"gh{c}_" for c in "pousr"), False
+    if "xox" in source:
+        return ("xox",), False
+    return (), False
+
+
+def _secret_rule(rule: SecretRule) -> BodyRule:
+    needs, lower = _secret_hint(rule.pattern.pattern)
+    return BodyRule("secret_key", rule.pattern, rule.group, needs=needs, needs_lower=lower)
+
+
+_BUILTIN: dict[str, tuple[BodyRule, ...]] = {
+    "secret_key": tuple(_secret_rule(rule) for rule in SECRET_RULES),
+    "email": (BodyRule("email", _EMAIL, needs=("@",)),),
+    "card_number": (BodyRule("card_number", _CARD, validate=_card_span),),
+    "phone": (
+        BodyRule("phone", _PHONE_E164, needs=("+",)),
+        BodyRule("phone", _PHONE_NATIONAL),
+        BodyRule("phone", _PHONE_FR),
+    ),
+}
+_ORDER = ("secret_key", "email", "card_number", "phone")
+_NOT_PARSED: Any = object()
+
+
+def parse_json(text: str | bytes) -> Any:
+    """Parse JSON text; ``None`` when it is not valid JSON (orjson: RFC 8259, UTF-8)."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+
+
+class RedactionHits:
+    """Accumulates ``(rule, location) → count``; never holds a matched value."""
+
+    __slots__ = ("_counts",)
+
+    def __init__(self) -> None:
+        self._counts: dict[tuple[str, str], int] = {}
+
+    def add(self, rule: str, location: str, count: int = 1) -> None:
+        """Count ``count`` matches of ``rule`` at ``location``."""
+        key = (rule, location)
+        self._counts[key] = self._counts.get(key, 0) + count
+
+    def extend(self, hits: Iterable[RedactionHit]) -> None:
+        """Add hits produced elsewhere."""
+        for hit in hits:
+            self.add(hit.rule, hit.location, hit.count)
+
+    def __bool__(self) -> bool:
+        return bool(self._counts)
+
+    def __len__(self) -> int:
+        return len(self._counts)
+
+    def total(self) -> int:
+        """All matches counted."""
+        return sum(self._counts.values())
+
+    def fired(self, prefixes: str | tuple[str, ...] = "") -> bool:
+        """Whether any rule fired at a location starting with (one of) ``prefixes``."""
+        return any(loc.startswith(prefixes) for _, loc in self._counts)
+
+    def to_hits(self) -> tuple[RedactionHit, ...]:
+        """The hits in the order first seen."""
+        return tuple(
+            RedactionHit(rule=rule, location=loc, count=n)
+            for (rule, loc), n in self._counts.items()
+        )
+
+    def by_rule(self) -> dict[str, int]:
+        """Counts summed per rule (for metrics)."""
+        out: dict[str, int] = {}
+        for (rule, _), n in self._counts.items():
+            out[rule] = out.get(rule, 0) + n
+        return out
+
+
+def _compile_rules(settings: BodyRedactionSettings) -> tuple[BodyRule, ...]:
+    for name in settings.rules:
+        if name not in _BUILTIN:
+            raise ConfigError(
+                f"unknown body redaction rule {name!r}; known: {list(DEFAULT_RULES)} "
+                "(use extra_patterns for your own)",
+                field="body_redaction.rules",
+                value=name,
+            )
+    rules: list[BodyRule] = []
+    for name in _ORDER:
+        if name in settings.rules:
+            rules.extend(_BUILTIN[name])
+    for name, source in settings.extra_patterns.items():
+        try:
+            pattern = re.compile(source)
+        except re.error as exc:
+            raise ConfigError(
+                f"body redaction pattern {name!r} is not a valid regular expression: {exc}",
+                field=f"body_redaction.extra_patterns.{name}",
+                value=source,
+            ) from exc
+        if pattern.search("") is not None:
+            raise ConfigError(
+                f"body redaction pattern {name!r} matches the empty string",
+                field=f"body_redaction.extra_patterns.{name}",
+                value=source,
+            )
+        rules.append(BodyRule(name, pattern))
+    return tuple(rules)
+
+
+def _apply(rule: BodyRule, text: str) -> tuple[str, int]:
+    if rule.needs:
+        haystack = text.lower() if rule.needs_lower else text
+        if not any(needle in haystack for needle in rule.needs):
+            return text, 0
+    count = 0
+    token = f"[REDACTED:{rule.name}]"
+
+    def replace(match: re.Match[str]) -> str:
+        nonlocal count
+        whole = match.group(0)
+        start, end = match.span(rule.group)
+        offset = match.start(0)
+        start, end = start - offset, end - offset
+        if rule.validate is not None:
+            span = rule.validate(whole[start:end])
+            if span is None:
+                return whole
+            start, end = start + span[0], start + span[1]
+        count += 1
+        return whole[:start] + token + whole[end:]
+
+    return rule.pattern.sub(replace, text), count
+
+
+class BodyRedactor:
+    """Applies the configured body rules to texts and JSON request bodies.
+
+    Args:
+        settings: which built-in rules run and any ``extra_patterns``.
+
+    Raises:
+        ConfigError: an unknown rule name, or an extra pattern that does not compile or
+            matches the empty string.
+    """
+
+    def __init__(self, settings: BodyRedactionSettings) -> None:
+        self.rules = _compile_rules(settings)
+        self.secret_rules = tuple(r for r in self.rules if r.name == "secret_key")
+        self.rule_names = tuple(dict.fromkeys(r.name for r in self.rules))
+
+    def redact_text(
+        self, text: str, location: str, hits: RedactionHits, *, secrets_only: bool = False
+    ) -> str:
+        """Return ``text`` with every match replaced; count hits at ``location``."""
+        for rule in self.secret_rules if secrets_only else self.rules:
+            text, n = _apply(rule, text)
+            if n:
+                hits.add(rule.name, location, n)
+        return text
+
+    def redact_json(
+        self, value: Any, location: str, hits: RedactionHits, *, secrets_only: bool = False
+    ) -> Any:
+        """Return a copy of a parsed JSON value with every string redacted.
+
+        Locations are JSONPath-like: ``<location>.key`` and ``<location>[i]``.
+        """
+        if isinstance(value, str):
+            return self.redact_text(value, location, hits, secrets_only=secrets_only)
+        if isinstance(value, list):
+            return [
+                self.redact_json(item, f"{location}[{i}]", hits, secrets_only=secrets_only)
+                for i, item in enumerate(value)
+            ]
+        if isinstance(value, dict):
+            return {
+                key: self.redact_json(item, f"{location}.{key}", hits, secrets_only=secrets_only)
+                for key, item in value.items()
+            }
+        return value
+
+    def redact_request_body(self, body: str, hits: RedactionHits, parsed: Any = _NOT_PARSED) -> str:
+        """Redact a request body (JSON text) and return the body to store.
+
+        A JSON object is walked (see the module doc for which fields get which rules);
+        when any rule fired the body is re-serialized as compact JSON (key order kept),
+        otherwise the original text is returned byte for byte. A body that is not JSON
+        (or not an object) is scrubbed as text at location ``request.body``.
+
+        Args:
+            body: the body text.
+            hits: where hits are counted.
+            parsed: ``body`` already parsed (any JSON value, ``None`` if it is not JSON);
+                parsed here when not given.
+        """
+        if parsed is _NOT_PARSED:
+            parsed = parse_json(body)
+        if not isinstance(parsed, dict):
+            return self.redact_text(body, "request.body", hits)
+        before = hits.total()
+        redacted = {
+            key: self.redact_json(value, f"request.{key}", hits, secrets_only=key in SCHEMA_FIELDS)
+            for key, value in parsed.items()
+        }
+        if hits.total() == before:
+            return body
+        return orjson.dumps(redacted).decode("utf-8")

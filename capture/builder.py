@@ -1,0 +1,624 @@
+"""From a :class:`~capture.raw.RawCapture` to a redacted, serialized Exchange — off the hot path.
+
+:meth:`ExchangeBuilder.build` runs in the sidecar's builder worker (a thread or, through
+:func:`init_worker` / :func:`build_in_worker`, a ``ProcessPoolExecutor``), never on the
+live path. Steps:
+
+1. **Headers** → :class:`~shadoweval.records.HeaderPair` (names lower case). Removed and
+   listed by name in the report: :data:`shadoweval.redaction.SENSITIVE_HEADERS`
+   (``Authorization``, ``Cookie``, ``Set-Cookie``, ``X-Api-Key``...), the configured
+   ``extra_sensitive_headers``, the sampling ``session_headers`` (only their salted hash is
+   recorded), the client-address headers (``X-Forwarded-For``, ``X-Real-IP``,
+   ``Forwarded``...: an IP address is personal data), and any name with a word such as
+   ``auth``, ``token``, ``key``, ``secret``, ``session``, ``signature`` (split on
+   ``-``/``_``: ``x-goog-api-key`` goes, ``x-ratelimit-remaining-tokens`` stays). Values
+   of the kept headers are scrubbed with the secret-key rules.
+2. **Query string**: values of parameters with sensitive names (``key``, ``api_key``,
+   ``token``, ``access_token``, ``sig``, ``signature``, ``code``...) become
+   ``[REDACTED:query_param]``; other values go through the body rules. The recorded
+   ``request.path`` is the request target, ``path?query``; ``route`` is the path alone.
+3. **Request body**: content-decoded if the request had a ``Content-Encoding``, then
+   redacted (:class:`~capture.body_redaction.BodyRedactor`). A body a rule fired on is
+   re-serialized as compact JSON — **the replay then sends the redacted prompt**: the
+   live answer came from the original prompt, the candidate's from one that says
+   ``[REDACTED:email]``, so such a pair is not like for like (an answer that quotes the
+   address diverges). The report's hits say which exchanges were redacted and where; a
+   task type full of PII shows more divergence than the models alone would. Untouched
+   bodies are stored byte for byte. The task type is tagged from the original request.
+4. **Response**: decoded piece by piece (:mod:`capture.decoding`); a ``text/event-stream``
+   response is fed to :class:`~shadoweval.llm_protocol.ChatStreamAssembler` with each
+   piece's arrival time, so TTFT/e2e/ITL/TPOT come from the recorded arrival times; TTFB is
+   the arrival of the first (encoded) body byte. Other bodies go to
+   :func:`~shadoweval.llm_protocol.parse_completion_body` (TTFB = first body byte, e2e =
+   last body byte). HTTP ≥ 400: ``error_message`` from the error body. The reassembled
+   text, reasoning, tool-call arguments and error message are redacted.
+5. **Raw body** only with ``keep_raw_body``: scrubbed with the body rules, and **dropped**
+   (hit ``raw_body_dropped`` at ``response.body``) for a stream on whose reassembled fields
+   any rule fired, or with more than one choice — a value split across SSE deltas survives
+   a scrub of the raw text, and only choice 0 is reassembled.
+6. **Outcome**: the capture's (``cancelled``, ``error``, ``done``), ``truncated`` when the
+   copy was cut at the size limit; ``error`` when a finished response cannot be decoded
+   (bad content coding, a body that is not a completion, an error event inside a 200
+   stream, undecodable events, a stream without any event) — the reason is in
+   ``response.error_message``, followed by the capture's own ``error`` text (URL
+   ``user:password@`` parts and body-rule matches removed). A capture with no response
+   (connect failure, cancelled before headers) has ``response = None``: the Exchange
+   record has no field for its reason, which is only logged by the proxy.
+7. **Identity**: the live model's (:mod:`capture.identity`); when its name is empty or
+   ``unknown``, the response's ``model`` field.
+
+Failure policy: :meth:`ExchangeBuilder.build` does not raise for any capture. An
+unexpected internal error yields a *minimal* Exchange — outcome ``error``, the request
+body and headers left out (they may not have been redacted yet; hit
+``request_body_dropped``), the reason (the failing step and exception type, never a
+message that could quote data) in ``response.error_message`` when a response started —
+and ``BuildResult.fallback_reason`` says so, for the ``build_failed`` count. Only if even
+that record cannot be built is :class:`BuildError` raised.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import socket
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from urllib.parse import quote, unquote_plus
+
+import orjson
+
+from capture.body_redaction import BodyRedactor, RedactionHits, parse_json
+from capture.decoding import (
+    DEFAULT_MAX_OUTPUT_BYTES,
+    BodyDecoder,
+    ContentDecodingError,
+    decode_pieces,
+)
+from capture.identity import resolve_identity
+from capture.raw import RawCapture
+from capture.sinks.base import BuiltExchange
+from capture.tagging import TaskTag, TaskTagger
+from shadoweval.config import BodyRedactionSettings, CaptureSettings
+from shadoweval.errors import RecordDecodeError, ShadowEvalError
+from shadoweval.llm_protocol import ChatStreamAssembler, parse_completion_body
+from shadoweval.llm_protocol.assembler import AssembledResponse
+from shadoweval.llm_protocol.finish_reason import normalize_finish_reason
+from shadoweval.records import (
+    Exchange,
+    ExchangeOutcome,
+    HeaderPair,
+    ModelIdentity,
+    RedactionHit,
+    RedactionReport,
+    RequestRecord,
+    ResponseRecord,
+    Timings,
+    TimingSource,
+)
+from shadoweval.redaction import redact_headers
+
+logger = logging.getLogger(__name__)
+
+SENSITIVE_NAME_WORDS: frozenset[str] = frozenset(
+    {
+        "auth",
+        "authorization",
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "apikey",
+        "key",
+        "cookie",
+        "credential",
+        "credentials",
+        "signature",
+        "sig",
+        "session",
+    }
+)
+"""Words (of a header or query-parameter name split on ``-``/``_``) that mark it sensitive."""
+
+CLIENT_ADDRESS_HEADERS: frozenset[str] = frozenset(
+    {"x-forwarded-for", "x-real-ip", "forwarded", "cf-connecting-ip", "true-client-ip"}
+)
+"""Headers carrying the end client's IP address (personal data): never recorded."""
+
+SENSITIVE_QUERY_PARAMS: frozenset[str] = frozenset(
+    {"key", "api_key", "api-key", "apikey", "token", "access_token", "sig", "signature", "code"}
+)
+"""Query-parameter names always redacted (besides any name with a sensitive word)."""
+
+ERROR_MESSAGE_MAX_CHARS = 2000
+"""Longest error message kept from an error body that is not OpenAI-style JSON."""
+
+_NAME_SPLIT = re.compile(r"[-_.]")
+_URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+@")
+_REASSEMBLED_FIELDS = ("response.text", "response.reasoning_text", "response.tool_calls")
+
+
+class BuildError(ShadowEvalError):
+    """A capture could not be turned into any Exchange, not even the minimal one."""
+
+
+@dataclass(frozen=True, slots=True)
+class BuildResult:
+    """What :meth:`ExchangeBuilder.build` returns (picklable: it crosses process pools).
+
+    * ``built``: the serialized exchange for the sinks.
+    * ``exchange_id``: its id.
+    * ``redaction_hits``: matches per rule (for the ``redactions_total`` metric); includes
+      ``header_removed`` (headers removed) and ``raw_body_dropped``.
+    * ``outcome``, ``task_type``, ``tag``: as recorded (``tag`` says where the task type
+      came from and whether an invalid task-type header was ignored).
+    * ``fallback_reason``: set when an internal error produced the minimal record.
+    """
+
+    built: BuiltExchange
+    exchange_id: str
+    redaction_hits: dict[str, int]
+    outcome: ExchangeOutcome
+    task_type: str
+    tag: TaskTag | None = None
+    fallback_reason: str | None = None
+
+
+def default_source() -> str:
+    """``sidecar:<hostname>``, the ``source`` of records this host captures."""
+    return f"sidecar:{socket.gethostname()}"
+
+
+def sensitive_name(name: str) -> bool:
+    """Whether a header or query-parameter name suggests a credential or session id."""
+    lowered = name.lower()
+    if lowered in SENSITIVE_QUERY_PARAMS:
+        return True
+    return any(word in SENSITIVE_NAME_WORDS for word in _NAME_SPLIT.split(lowered))
+
+
+def _error_text(body: str) -> str:
+    """The message of an error body: OpenAI ``{"error": {"message"}}``, ``{"error": "..."}``,
+    ``{"message"}``/``{"detail"}``, else the text itself (cut)."""
+    parsed = parse_json(body)
+    if isinstance(parsed, dict):
+        err = parsed.get("error")
+        if isinstance(err, dict) and isinstance(err.get("message"), str):
+            return str(err["message"])
+        if isinstance(err, str):
+            return err
+        for key in ("message", "detail"):
+            if isinstance(parsed.get(key), str):
+                return str(parsed[key])
+    text = body.strip()
+    return text[:ERROR_MESSAGE_MAX_CHARS] if text else "(empty error body)"
+
+
+@dataclass(slots=True)
+class _ResponseParts:
+    response: ResponseRecord
+    timings: Timings
+    outcome: ExchangeOutcome
+
+
+class ExchangeBuilder:
+    """Builds redacted, serialized exchanges from raw captures.
+
+    Args:
+        settings: the sidecar's settings (redaction, tagging, ``keep_raw_body``).
+        model: the live model's identity (:func:`capture.identity.fetch_live_model`).
+        source: the ``source`` recorded (:func:`default_source`: ``sidecar:<host>``).
+        max_decoded_bytes: bound on a content-decoded body (bombs are refused).
+
+    Raises:
+        ConfigError: invalid body-redaction settings.
+    """
+
+    def __init__(
+        self,
+        settings: CaptureSettings,
+        model: ModelIdentity,
+        source: str,
+        *,
+        max_decoded_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+    ) -> None:
+        self.settings = settings
+        self.model = model
+        self.source = source
+        self.max_decoded_bytes = max_decoded_bytes
+        self.redactor = BodyRedactor(settings.body_redaction)
+        self.secrets = BodyRedactor(BodyRedactionSettings(rules=("secret_key",)))
+        self.tagger = TaskTagger(settings.task_type_header, settings.task_type_rules)
+        self._extra_headers = frozenset(
+            h.lower()
+            for h in (
+                *settings.extra_sensitive_headers,
+                *settings.session_headers,
+                *CLIENT_ADDRESS_HEADERS,
+            )
+        )
+
+    # -- public --------------------------------------------------------------------
+
+    def build(self, raw: RawCapture) -> BuildResult:
+        """Build one exchange; never raises for a bad capture (see the module doc).
+
+        Raises:
+            BuildError: not even the minimal record could be built.
+        """
+        step = ["start"]
+        try:
+            return self._build(raw, step)
+        except Exception as exc:
+            reason = f"internal error in build step {step[0]!r} ({type(exc).__name__})"
+            logger.error("capture %s: %s", raw.exchange_id, reason)
+            try:
+                return self._fallback(raw, reason)
+            except Exception as inner:
+                raise BuildError(f"capture {raw.exchange_id}: {reason}; fallback failed") from (
+                    inner
+                )
+
+    # -- steps ---------------------------------------------------------------------
+
+    def _build(self, raw: RawCapture, step: list[str]) -> BuildResult:
+        hits = RedactionHits()
+        step[0] = "headers"
+        req_headers, removed_req = self._headers(raw.request_headers, "request", hits)
+        resp_headers, removed_resp = self._headers(raw.response_headers, "response", hits)
+        step[0] = "query"
+        query = self._query(raw.query, hits)
+        step[0] = "request_body"
+        body_text = self._request_text(raw, hits)
+        parsed = parse_json(body_text)
+        tag = self.tagger.tag(
+            route=raw.path,
+            header_value=raw.header(self.settings.task_type_header),
+            body=parsed if isinstance(parsed, dict) else None,
+        )
+        body_text = self.redactor.redact_request_body(body_text, hits, parsed)
+
+        step[0] = "response"
+        outcome = raw.outcome
+        if raw.truncated and outcome is ExchangeOutcome.DONE:
+            outcome = ExchangeOutcome.TRUNCATED
+        response: ResponseRecord | None = None
+        timings = Timings()
+        if raw.status_code is not None:
+            parts = self._response(raw, resp_headers, outcome, hits)
+            response, timings, outcome = parts.response, parts.timings, parts.outcome
+
+        step[0] = "record"
+        headers_removed = tuple(sorted(set(removed_req) | set(removed_resp)))
+        exchange = Exchange(
+            exchange_id=raw.exchange_id,
+            captured_at=_aware(raw),
+            monotonic_start_ns=raw.start_ns,
+            route=raw.path,
+            task_type=tag.task_type,
+            session_key_hash=raw.session_key_hash,
+            request=RequestRecord(
+                method=raw.method,
+                path=f"{raw.path}?{query}" if query else raw.path,
+                headers=req_headers,
+                body=body_text,
+            ),
+            response=response,
+            timings=timings,
+            outcome=outcome,
+            baseline_model=resolve_identity(
+                self.model, response.model if response is not None else None
+            ),
+            redaction=RedactionReport(headers_removed=headers_removed, hits=hits.to_hits()),
+            source=self.source,
+            error_detail=(
+                self._problem_text([], raw, hits) if response is None and raw.error else None
+            ),
+        )
+        step[0] = "serialize"
+        counts = hits.by_rule()
+        if headers_removed:
+            counts["header_removed"] = len(removed_req) + len(removed_resp)
+        return BuildResult(
+            built=self._serialize(exchange, raw),
+            exchange_id=exchange.exchange_id,
+            redaction_hits=counts,
+            outcome=outcome,
+            task_type=tag.task_type,
+            tag=tag,
+        )
+
+    def _serialize(self, exchange: Exchange, raw: RawCapture) -> BuiltExchange:
+        payload = orjson.dumps(exchange.model_dump(mode="json"))
+        key = (raw.session_key_hash or raw.exchange_id).encode("utf-8")
+        return BuiltExchange(exchange_id=exchange.exchange_id, key=key, payload=payload)
+
+    def _headers(
+        self, pairs: list[tuple[bytes, bytes]], side: str, hits: RedactionHits
+    ) -> tuple[tuple[HeaderPair, ...], tuple[str, ...]]:
+        headers = [
+            HeaderPair(name=k.decode("latin-1").lower(), value=v.decode("latin-1"))
+            for k, v in pairs
+        ]
+        extra = self._extra_headers | {h.name for h in headers if sensitive_name(h.name)}
+        kept, removed = redact_headers(headers, extra)
+        out: list[HeaderPair] = []
+        for header in kept:
+            value = self.secrets.redact_text(header.value, f"{side}.headers.{header.name}", hits)
+            out.append(
+                header if value == header.value else HeaderPair(name=header.name, value=value)
+            )
+        return tuple(out), removed
+
+    def _query(self, query: str, hits: RedactionHits) -> str:
+        query = query.removeprefix("?")
+        if not query:
+            return ""
+        parts: list[str] = []
+        for item in query.split("&"):
+            name, sep, value = item.partition("=")
+            if not sep or not value:
+                parts.append(item)
+                continue
+            decoded_name = unquote_plus(name)
+            location = f"request.query.{decoded_name[:64]}"
+            if sensitive_name(decoded_name):
+                hits.add("query_param", location)
+                parts.append(f"{name}=[REDACTED:query_param]")
+                continue
+            decoded = unquote_plus(value)
+            redacted = self.secrets.redact_text(decoded, location, hits)
+            redacted = self.redactor.redact_text(redacted, location, hits)
+            parts.append(item if redacted == decoded else f"{name}={quote(redacted, safe='[]:')}")
+        return "&".join(parts)
+
+    def _request_text(self, raw: RawCapture, hits: RedactionHits) -> str:
+        body = raw.request_body
+        coding = raw.header("content-encoding")
+        if coding:
+            try:
+                decoder = BodyDecoder(coding, max_output_bytes=self.max_decoded_bytes)
+                body = decoder.decode(body) + decoder.finish()
+            except ContentDecodingError:
+                # Encoded bytes cannot be redacted: leave them out rather than store them.
+                hits.add("request_body_dropped", "request.body")
+                return ""
+        return body.decode("utf-8", errors="replace")
+
+    def _response(
+        self,
+        raw: RawCapture,
+        headers: tuple[HeaderPair, ...],
+        outcome: ExchangeOutcome,
+        hits: RedactionHits,
+    ) -> _ResponseParts:
+        assert raw.status_code is not None
+        status = raw.status_code
+        content_type = (raw.response_header("content-type") or "").lower()
+        streamed = "text/event-stream" in content_type
+        first_ns = raw.chunks[0][0] if raw.chunks else None
+        last_ns = raw.chunks[-1][0] if raw.chunks else (raw.end_ns or raw.response_start_ns)
+        ttfb_ms = _ms(raw, first_ns)
+        e2e_ms = _ms(raw, last_ns)
+        measured = Timings(
+            ttfb_ms=ttfb_ms,
+            e2e_ms=e2e_ms,
+            source=TimingSource.MEASURED if ttfb_ms is not None else TimingSource.MISSING,
+        )
+        done = outcome is ExchangeOutcome.DONE
+
+        try:
+            decoder = BodyDecoder(
+                raw.response_header("content-encoding"), max_output_bytes=self.max_decoded_bytes
+            )
+            pieces = list(decode_pieces(raw.chunks, decoder))
+        except ContentDecodingError as exc:
+            message = f"response body could not be decoded ({exc.coding}: {exc.reason}): {exc}"
+            return _ResponseParts(
+                ResponseRecord(
+                    status_code=status, headers=headers, streamed=streamed, error_message=message
+                ),
+                measured,
+                outcome if outcome is ExchangeOutcome.CANCELLED else ExchangeOutcome.ERROR,
+            )
+        problems: list[str] = []
+        if not decoder.complete and done and raw.chunks:
+            problems.append(f"{'+'.join(decoder.codings)}-encoded body ended before its end marker")
+
+        if status >= 400:
+            body = b"".join(p for _, p in pieces).decode("utf-8", errors="replace")
+            message = self.redactor.redact_text(_error_text(body), "response.error_message", hits)
+            response = ResponseRecord(
+                status_code=status,
+                headers=headers,
+                body=self._raw_body(pieces, streamed=False, fields_fired=False, hits=hits),
+                streamed=streamed,
+                error_message=message,
+            )
+            return _ResponseParts(response, measured, outcome)
+
+        timings: Timings
+        if streamed:
+            asm = ChatStreamAssembler(start_ns=raw.start_ns)
+            for arrival_ns, piece in pieces:
+                asm.feed(piece, now_ns=arrival_ns)
+            result = asm.finish(now_ns=last_ns)
+            if ttfb_ms is not None:
+                result = replace(result, ttfb_ms=ttfb_ms)  # first encoded byte, not decoded
+            if result.error_message is not None:
+                problems.append(f"error event in stream: {result.error_message}")
+            if result.decode_errors:
+                problems.append(f"{result.decode_errors} stream event(s) were not JSON chunks")
+            if result.events == 0 and not result.done_seen and done:
+                problems.append("stream ended without any completion chunk")
+            timings = result.timings()
+        else:
+            body_bytes = b"".join(p for _, p in pieces)
+            try:
+                result = parse_completion_body(body_bytes, ttfb_ms=ttfb_ms, e2e_ms=e2e_ms)
+            except RecordDecodeError as exc:
+                # exc's message quotes the body: record only the reason.
+                problems.append(f"response body is not a completion ({exc.reason})")
+                response = ResponseRecord(
+                    status_code=status,
+                    headers=headers,
+                    body=self._raw_body(pieces, streamed=False, fields_fired=False, hits=hits),
+                    error_message=self._problem_text(problems, raw, hits),
+                )
+                return _ResponseParts(response, measured, _failed(outcome))
+            timings = result.timings()
+
+        response = self._response_record(result, status, headers, pieces, problems, raw, hits)
+        return _ResponseParts(response, timings, _failed(outcome) if problems else outcome)
+
+    def _response_record(
+        self,
+        result: AssembledResponse,
+        status: int,
+        headers: tuple[HeaderPair, ...],
+        pieces: list[tuple[int, bytes]],
+        problems: list[str],
+        raw: RawCapture,
+        hits: RedactionHits,
+    ) -> ResponseRecord:
+        redact = self.redactor.redact_text
+        text = None if result.text is None else redact(result.text, "response.text", hits)
+        reasoning = (
+            None
+            if result.reasoning_text is None
+            else redact(result.reasoning_text, "response.reasoning_text", hits)
+        )
+        tool_calls = tuple(
+            call.model_copy(
+                update={
+                    "arguments": redact(call.arguments, f"response.tool_calls[{i}].arguments", hits)
+                }
+            )
+            for i, call in enumerate(result.tool_calls)
+        )
+        fields_fired = hits.fired(_REASSEMBLED_FIELDS)
+        error_message = self._problem_text(problems, raw, hits) if problems or raw.error else None
+        body = self._raw_body(
+            pieces,
+            streamed=result.streamed,
+            fields_fired=fields_fired or result.choices_count > 1,
+            hits=hits,
+        )
+        return ResponseRecord(
+            status_code=status,
+            headers=headers,
+            body=body,
+            streamed=result.streamed,
+            model=result.model,
+            text=text,
+            reasoning_text=reasoning,
+            tool_calls=tool_calls,
+            finish_reason_raw=result.finish_reason_raw,
+            finish_reason=normalize_finish_reason(result.finish_reason_raw),
+            usage=result.usage,
+            choices_count=result.choices_count,
+            error_message=error_message,
+        )
+
+    def _problem_text(self, problems: list[str], raw: RawCapture, hits: RedactionHits) -> str:
+        """The error message: decoding problems, then the capture's own error text (which
+        may quote a URL: ``user:password@`` is removed, then the body rules run)."""
+        text = "; ".join(problems)
+        if raw.error:
+            text = f"{text}; capture: {raw.error}" if text else raw.error
+        text, n = _URL_CREDENTIALS.subn("[REDACTED:url_credentials]@", text)
+        if n:
+            hits.add("url_credentials", "response.error_message", n)
+        return self.redactor.redact_text(text, "response.error_message", hits)
+
+    def _raw_body(
+        self,
+        pieces: list[tuple[int, bytes]],
+        *,
+        streamed: bool,
+        fields_fired: bool,
+        hits: RedactionHits,
+    ) -> str | None:
+        if not self.settings.keep_raw_body:
+            return None
+        if streamed and fields_fired:
+            hits.add("raw_body_dropped", "response.body")
+            return None
+        text = b"".join(p for _, p in pieces).decode("utf-8", errors="replace")
+        return self.redactor.redact_text(text, "response.body", hits)
+
+    def _fallback(self, raw: RawCapture, reason: str) -> BuildResult:
+        response = None
+        if raw.status_code is not None:
+            response = ResponseRecord(status_code=raw.status_code, error_message=reason)
+        hits = (RedactionHit(rule="request_body_dropped", location="request.body", count=1),)
+        exchange = Exchange(
+            exchange_id=raw.exchange_id,
+            captured_at=_aware(raw),
+            monotonic_start_ns=raw.start_ns,
+            route=raw.path,
+            session_key_hash=raw.session_key_hash,
+            request=RequestRecord(method=raw.method, path=raw.path, body=""),
+            response=response,
+            outcome=ExchangeOutcome.ERROR,
+            baseline_model=resolve_identity(self.model, None),
+            redaction=RedactionReport(hits=hits),
+            source=self.source,
+        )
+        return BuildResult(
+            built=self._serialize(exchange, raw),
+            exchange_id=exchange.exchange_id,
+            redaction_hits={"request_body_dropped": 1},
+            outcome=ExchangeOutcome.ERROR,
+            task_type=exchange.task_type,
+            fallback_reason=reason,
+        )
+
+
+def _ms(raw: RawCapture, ns: int | None) -> float | None:
+    return None if ns is None else (ns - raw.start_ns) / 1e6
+
+
+def _aware(raw: RawCapture) -> datetime:
+    at = raw.captured_at
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
+def _failed(outcome: ExchangeOutcome) -> ExchangeOutcome:
+    """A decoding problem turns ``done`` into ``error``; cancelled/truncated stay."""
+    return ExchangeOutcome.ERROR if outcome is ExchangeOutcome.DONE else outcome
+
+
+# -- process pool entry points ---------------------------------------------------------
+
+_WORKER: ExchangeBuilder | None = None
+
+
+def worker_args(
+    settings: CaptureSettings, model: ModelIdentity, source: str
+) -> tuple[str, str, str]:
+    """The ``initargs`` for :func:`init_worker` (JSON strings pickle cheaply).
+
+    Secret settings (``session_salt``) are masked in the JSON; the builder needs none.
+    """
+    return settings.model_dump_json(), model.model_dump_json(), source
+
+
+def init_worker(settings_json: str, model_json: str, source: str) -> None:
+    """``ProcessPoolExecutor`` initializer: build this process's :class:`ExchangeBuilder`."""
+    global _WORKER
+    _WORKER = ExchangeBuilder(
+        CaptureSettings.model_validate_json(settings_json),
+        ModelIdentity.model_validate_json(model_json),
+        source,
+    )
+
+
+def build_in_worker(raw: RawCapture) -> BuildResult:
+    """Build ``raw`` with the builder :func:`init_worker` made in this process.
+
+    Raises:
+        BuildError: :func:`init_worker` did not run in this process.
+    """
+    if _WORKER is None:
+        raise BuildError("init_worker() has not run in this process")
+    return _WORKER.build(raw)

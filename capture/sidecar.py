@@ -1,0 +1,277 @@
+"""The capture sidecar process: proxy + tee pipeline + sinks + admin endpoints.
+
+Composition (DESIGN §2)::
+
+    client ──► CaptureProxy ──► upstream (live model)      bytes pass through untouched
+                   │ offer(RawCapture)  (O(1), never waits; full ⇒ drop + count)
+                   ▼
+              CapturePipeline ──► builder process ──► KafkaSink (+ disk spool), FileSink
+
+Shutdown (SIGTERM or SIGINT): ``/readyz`` turns 503 at once; the proxy's listener closes
+and in-flight responses may finish within ``grace_period_s`` (uvicorn's
+``timeout_graceful_shutdown``; past it they are cancelled and captured as ``cancelled``);
+then the queue is built and handed to the sinks within ``flush_deadline_s`` (what Kafka
+does not acknowledge in time goes to the spool, re-sent at the next start); then the
+admin port closes. Choose ``grace_period_s`` ≥ max_tokens × TPOT p99 + TTFT p99 of the
+live model (docs/capture.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import socket
+import time
+from collections.abc import Callable, Generator, Sequence
+
+import httpx
+import uvicorn
+
+from capture.admin import Readiness, admin_app
+from capture.builder import ExchangeBuilder
+from capture.identity import fetch_live_model
+from capture.metrics import CaptureMetrics
+from capture.pipeline import BuilderMode, CapturePipeline
+from capture.proxy import UVICORN_OPTIONS, CaptureProxy
+from capture.sampling import StickySampler
+from capture.sinks.base import ExchangeSink
+from capture.sinks.file import FileSink
+from capture.sinks.kafka import KafkaSink
+from shadoweval.bus.producer import BusProducer
+from shadoweval.config import CaptureSettings, KafkaSettings
+from shadoweval.records import ModelIdentity
+
+logger = logging.getLogger(__name__)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handling: the sidecar runs two servers in one loop
+    and owns SIGTERM/SIGINT itself."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+
+def make_sinks(
+    capture: CaptureSettings,
+    kafka: KafkaSettings,
+    metrics: CaptureMetrics,
+    producer_factory: Callable[[KafkaSettings], BusProducer] = BusProducer,
+) -> list[ExchangeSink]:
+    """The sinks named in ``capture.sinks`` (``kafka`` and/or ``file``)."""
+    sinks: list[ExchangeSink] = []
+    for name in dict.fromkeys(capture.sinks):
+        if name == "kafka":
+            sinks.append(
+                KafkaSink(kafka, capture.spool, metrics, producer_factory=producer_factory)
+            )
+        elif name == "file":
+            sinks.append(
+                FileSink(
+                    capture.file_sink_directory,
+                    metrics,
+                    compress=capture.file_sink_compress,
+                )
+            )
+    return sinks
+
+
+class Sidecar:
+    """One capture sidecar.
+
+    Args:
+        capture: sidecar settings (upstream, routes, sampling, redaction, queue, sinks).
+        kafka: broker settings (used when ``"kafka"`` is among ``capture.sinks``).
+        builder_mode: overrides ``capture.builder`` (``"inline"`` for tests).
+        upstream_transport: httpx transport seam for the proxy (tests).
+        sinks: overrides the sinks built from settings (tests).
+        model: live-model identity; fetched from the upstream's ``/v1/models`` when ``None``.
+    """
+
+    def __init__(
+        self,
+        capture: CaptureSettings,
+        kafka: KafkaSettings | None = None,
+        *,
+        builder_mode: BuilderMode | None = None,
+        upstream_transport: httpx.AsyncBaseTransport | None = None,
+        sinks: Sequence[ExchangeSink] | None = None,
+        model: ModelIdentity | None = None,
+    ) -> None:
+        self.capture = capture
+        self.kafka = kafka or KafkaSettings()
+        self.metrics = CaptureMetrics()
+        self.builder_mode: BuilderMode = builder_mode or capture.builder
+        self._upstream_transport = upstream_transport
+        self._sinks_override = list(sinks) if sinks is not None else None
+        self._model = model
+        self.draining = False
+        self.pipeline: CapturePipeline | None = None
+        self.proxy: CaptureProxy | None = None
+        self.readiness = Readiness()
+        self._upstream_ok: tuple[bool, str] = (False, "not probed yet")
+        self._probe_task: asyncio.Task[None] | None = None
+        self._main: _Server | None = None
+        self._admin: _Server | None = None
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Resolve the live model, start sinks, pipeline and proxy (never fails because a
+        broker is down)."""
+        cap = self.capture
+        model = self._model or await fetch_live_model(
+            cap.upstream_url, cap.live_model, transport=self._upstream_transport
+        )
+        self.model = model
+        builder = ExchangeBuilder(cap, model, source=f"sidecar:{socket.gethostname()}")
+        sinks = (
+            self._sinks_override
+            if self._sinks_override is not None
+            else make_sinks(cap, self.kafka, self.metrics)
+        )
+        self.pipeline = CapturePipeline(
+            builder,
+            sinks,
+            self.metrics,
+            queue_max_items=cap.queue_max_items,
+            queue_max_bytes=cap.queue_max_bytes,
+            mode=self.builder_mode,
+            build_workers=cap.build_workers,
+        )
+        await self.pipeline.start()
+        sampler = StickySampler(
+            cap.sample_percent, cap.session_headers, cap.session_salt.get_secret_value()
+        )
+        self.proxy = CaptureProxy(
+            cap,
+            sampler,
+            self.pipeline.offer,
+            self.metrics,
+            transport=self._upstream_transport,
+        )
+        await self.proxy.start()
+        pipeline = self.pipeline
+        self.readiness.required["draining"] = lambda: (
+            not self.draining,
+            "draining after a stop signal" if self.draining else "accepting",
+        )
+        self.readiness.required["upstream"] = lambda: self._upstream_ok
+        self.readiness.informational["capture_pipeline"] = lambda: (
+            pipeline.running(),
+            f"queue depth {pipeline.depth}",
+        )
+        for sink in sinks:
+            self.readiness.informational[f"sink_{sink.name}"] = _sink_probe(sink)
+        self._probe_task = asyncio.create_task(self._probe_upstream(), name="upstream-probe")
+
+    async def _probe_upstream(self) -> None:
+        url = self.capture.upstream_url.rstrip("/") + self.capture.readiness_path
+        async with httpx.AsyncClient(transport=self._upstream_transport, timeout=2.0) as client:
+            while True:
+                try:
+                    resp = await client.get(url)
+                    ok = resp.status_code < 500
+                    detail = f"GET {self.capture.readiness_path} → {resp.status_code}"
+                    self._upstream_ok = (ok, detail)
+                except httpx.HTTPError as exc:
+                    self._upstream_ok = (False, f"upstream unreachable: {type(exc).__name__}")
+                await asyncio.sleep(self.capture.readiness_interval_s)
+
+    async def stop(self) -> None:
+        """Stop the proxy's client, flush the pipeline within ``flush_deadline_s``."""
+        self.draining = True
+        if self._probe_task is not None:
+            self._probe_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._probe_task
+        if self.proxy is not None:
+            await self.proxy.stop()
+        if self.pipeline is not None:
+            await self.pipeline.stop(self.capture.flush_deadline_s)
+
+    # -- serving ---------------------------------------------------------------------
+
+    def request_shutdown(self) -> None:
+        """Begin a graceful shutdown (what SIGTERM does)."""
+        if self.draining:
+            if self._main is not None:  # a second signal: stop waiting for in-flight
+                self._main.force_exit = True
+            return
+        logger.info("shutdown requested: draining")
+        self.draining = True
+        if self._main is not None:
+            self._main.should_exit = True
+
+    async def serve(self, *, install_signal_handlers: bool = True) -> None:
+        """Serve the proxy and admin ports until a shutdown is requested."""
+        await self.start()
+        assert self.proxy is not None
+        cap = self.capture
+        self._main = _Server(
+            uvicorn.Config(
+                self.proxy,
+                host=cap.host,
+                port=cap.port,
+                lifespan="off",
+                log_level="warning",
+                access_log=False,
+                timeout_graceful_shutdown=int(cap.grace_period_s) or None,
+                ws="none",
+                **UVICORN_OPTIONS,
+            )
+        )
+        self._admin = _Server(
+            uvicorn.Config(
+                admin_app(self.metrics.registry, self.readiness),
+                host=cap.host,
+                port=cap.admin_port,
+                lifespan="off",
+                log_level="warning",
+                access_log=False,
+                ws="none",
+            )
+        )
+        loop = asyncio.get_running_loop()
+        if install_signal_handlers:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, self.request_shutdown)
+        admin_task = asyncio.create_task(self._admin.serve(), name="admin-server")
+        started = time.monotonic()
+        try:
+            await self._main.serve()
+        finally:
+            logger.info("proxy closed after %.1f s; flushing captures", time.monotonic() - started)
+            await self.stop()
+            self._admin.should_exit = True
+            await admin_task
+            if install_signal_handlers:
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    loop.remove_signal_handler(sig)
+
+    @property
+    def bound_port(self) -> int | None:
+        """The proxy's listening port once serving (useful with ``port=0``)."""
+        return _bound_port(self._main)
+
+    @property
+    def bound_admin_port(self) -> int | None:
+        """The admin port once serving (useful with ``admin_port=0``)."""
+        return _bound_port(self._admin)
+
+
+def _sink_probe(sink: ExchangeSink) -> Callable[[], tuple[bool, str]]:
+    def probe() -> tuple[bool, str]:
+        ok = sink.ready()
+        return ok, "ok" if ok else "not ready (records are kept in the spool or counted)"
+
+    return probe
+
+
+def _bound_port(server: uvicorn.Server | None) -> int | None:
+    if server is None or not server.started or not server.servers:
+        return None
+    return int(server.servers[0].sockets[0].getsockname()[1])

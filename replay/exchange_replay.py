@@ -1,0 +1,272 @@
+"""The steps every replay source shares: store, sample, replay one exchange, persist outcomes.
+
+Used by :class:`replay.runner.ReplayRunner` (capture-log files) and
+:class:`replay.kafka_worker.KafkaReplayWorker` (a Kafka topic), so both behave the same:
+
+* :func:`split_conflicts` / :func:`rejected_record` — a reused exchange id with other
+  content, or a line that does not decode, becomes a rejected record (secrets scrubbed);
+* :func:`in_sample` — a target with ``share < 1`` gets a deterministic subset of exchanges
+  (SHA-256 of the exchange id, the same across restarts and workers);
+* :class:`ExchangeReplayer` — one exchange to one target → one :class:`ReplayOutcome`,
+  the first N sends per target flagged warm-up;
+* :class:`OutcomeWriter` — outcomes written in batches, idempotently on
+  ``(run_id, exchange_id, target)`` (first write wins);
+* :class:`ReplayReport` — the counts of a pass; nothing read is missing from them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from replay.client import CandidateClient, ReplayResult
+from replay.rewrite import SkipReplay, build_replay_request
+from shadoweval.records import (
+    Exchange,
+    ModelIdentity,
+    ReplayErrorKind,
+    ReplayOutcome,
+    ReplayTarget,
+    Timings,
+)
+from shadoweval.redaction import scrub_secrets
+from shadoweval.storage import RejectedRecord, RejectStage, Repository
+
+
+@dataclass(frozen=True, slots=True)
+class TargetSpec:
+    """One shadow target of a run.
+
+    ``share`` is the fraction of exchanges sent to it, chosen deterministically from the
+    exchange id (the same exchange is always in or out, across restarts). ``model_name``
+    overrides the request's ``model`` field (``None`` keeps the captured one).
+    """
+
+    target: ReplayTarget
+    client: CandidateClient
+    model: ModelIdentity
+    share: float = 1.0
+    model_name: str | None = None
+    api_key: str | None = None
+
+
+@dataclass(slots=True)
+class ReplayReport:
+    """Counts of one replay pass. Nothing read is missing from these counts.
+
+    ``lines_read``: capture-log lines (or Kafka records) read; ``rejected``: those stored
+    as rejected records, by reason; ``exchanges``: decoded exchanges stored;
+    ``already_done``: (exchange, target) pairs not sent because an outcome was stored
+    before; ``sent``/``skipped``/``ok``: per target; ``errors``: per error kind;
+    ``duplicates``: outcomes not written because the same key was stored already.
+    """
+
+    run_id: str
+    lines_read: int = 0
+    rejected: Counter[str] = field(default_factory=Counter)
+    exchanges: int = 0
+    already_done: int = 0
+    sent: Counter[str] = field(default_factory=Counter)
+    skipped: Counter[str] = field(default_factory=Counter)
+    ok: Counter[str] = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)
+    warmup: int = 0
+    duplicates: int = 0
+    wall_s: float = 0.0
+    achieved_rate_per_s: float = 0.0
+    target_rate_per_s: float | None = None
+
+    def count_outcome(self, outcome: ReplayOutcome) -> None:
+        """Count one finished replay (sent or skipped, ok or by error kind, warm-up)."""
+        key = outcome.target.value
+        if outcome.error_kind is ReplayErrorKind.SKIPPED:
+            self.skipped[key] += 1
+        else:
+            self.sent[key] += 1
+        if outcome.warmup:
+            self.warmup += 1
+        if outcome.error_kind is None:
+            self.ok[key] += 1
+        elif outcome.error_kind is not ReplayErrorKind.SKIPPED:
+            self.errors[outcome.error_kind.value] += 1
+
+    def as_dict(self) -> dict[str, object]:
+        """A JSON-ready view."""
+        return {
+            "run_id": self.run_id,
+            "lines_read": self.lines_read,
+            "rejected": dict(self.rejected),
+            "exchanges": self.exchanges,
+            "already_done": self.already_done,
+            "sent": dict(self.sent),
+            "skipped": dict(self.skipped),
+            "ok": dict(self.ok),
+            "errors": dict(self.errors),
+            "warmup": self.warmup,
+            "duplicates": self.duplicates,
+            "wall_s": round(self.wall_s, 3),
+            "achieved_rate_per_s": round(self.achieved_rate_per_s, 3),
+            "target_rate_per_s": self.target_rate_per_s,
+        }
+
+
+def in_sample(exchange_id: str, share: float) -> bool:
+    """Deterministic Bernoulli(share) membership from the exchange id (SHA-256)."""
+    if share >= 1.0:
+        return True
+    if share <= 0.0:
+        return False
+    digest = hashlib.sha256(exchange_id.encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < share
+
+
+def sampled_targets(exchange_id: str, targets: Sequence[TargetSpec]) -> list[TargetSpec]:
+    """The targets whose deterministic sample contains ``exchange_id``, in order."""
+    return [spec for spec in targets if in_sample(exchange_id, spec.share)]
+
+
+def rejected_record(
+    run_id: str, location: str, reason: str, detail: str, raw: str
+) -> RejectedRecord:
+    """A rejected capture-log line or record, with secret-looking substrings scrubbed.
+
+    Stage ``capture_log``: it counts in the run's coverage as captured-but-rejected,
+    whether it came from a file or from a Kafka topic.
+    """
+    raw_text, _ = scrub_secrets(raw)
+    detail_text, _ = scrub_secrets(detail)
+    return RejectedRecord(
+        stage=RejectStage.CAPTURE_LOG.value,
+        reason=reason,
+        location=location,
+        detail=detail_text,
+        raw=raw_text,
+        run_id=run_id,
+    )
+
+
+async def split_conflicts(
+    repo: Repository, exchanges: list[Exchange]
+) -> tuple[list[Exchange], list[tuple[Exchange, str]]]:
+    """Split ``exchanges`` into those that may be stored and those whose id is already
+    stored with different content (``(exchange, reason)``; the stored one is kept)."""
+    conflicts = await asyncio.to_thread(repo.conflicting_exchanges, exchanges)
+    if not conflicts:
+        return exchanges, []
+    kept = [e for e in exchanges if e.exchange_id not in conflicts]
+    refused = [(e, conflicts[e.exchange_id]) for e in exchanges if e.exchange_id in conflicts]
+    return kept, refused
+
+
+def skipped_outcome(
+    run_id: str, exchange: Exchange, spec: TargetSpec, reason: str
+) -> ReplayOutcome:
+    """The outcome of an exchange deliberately not sent to ``spec`` (``error_kind=skipped``)."""
+    return ReplayOutcome(
+        run_id=run_id,
+        exchange_id=exchange.exchange_id,
+        target=spec.target,
+        attempt=0,
+        model=spec.model,
+        error_kind=ReplayErrorKind.SKIPPED,
+        error_detail=reason,
+        timings=Timings(),
+        warmup=False,
+    )
+
+
+class ExchangeReplayer:
+    """Replays one exchange to one target; counts sends per target for warm-up flags.
+
+    The first ``warmup_requests`` requests *sent* to each target (in dispatch order) are
+    flagged ``warmup``; a skipped exchange neither is nor uses up a warm-up request.
+    Candidate failures are returned as outcomes with ``error_kind``, never raised.
+    """
+
+    def __init__(self, run_id: str, *, warmup_requests: int = 0) -> None:
+        self.run_id = run_id
+        self.warmup_requests = warmup_requests
+        self._dispatched: Counter[ReplayTarget] = Counter()
+
+    async def replay(self, exchange: Exchange, spec: TargetSpec) -> ReplayOutcome:
+        """Send ``exchange`` to ``spec`` (or skip it with the reason) and return the outcome."""
+        request = build_replay_request(exchange, model=spec.model_name, api_key=spec.api_key)
+        if isinstance(request, SkipReplay):
+            return skipped_outcome(self.run_id, exchange, spec, request.reason)
+        # Counted before the first await, so the order is the dispatch order.
+        index = self._dispatched[spec.target]
+        self._dispatched[spec.target] += 1
+        warmup = index < self.warmup_requests
+        result: ReplayResult = await spec.client.send(request)
+        return ReplayOutcome(
+            run_id=self.run_id,
+            exchange_id=exchange.exchange_id,
+            target=spec.target,
+            attempt=result.attempts,
+            model=spec.model,
+            pinned_params=dict(request.pinned_params),
+            missing_params=request.missing_params,
+            response=result.response,
+            timings=result.timings,
+            error_kind=result.error_kind,
+            error_detail=result.error_detail,
+            warmup=warmup,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class FlushResult:
+    """What one :meth:`OutcomeWriter.flush` wrote: the outcomes (new or duplicate — all
+    are now persisted) and how many were duplicates of stored ones."""
+
+    written: list[ReplayOutcome]
+    duplicates: int
+
+
+class OutcomeWriter:
+    """Collects finished outcomes and writes them in batches (idempotent, first write wins).
+
+    :meth:`due` says a flush is wanted: ``batch`` outcomes are waiting, or ``interval_s``
+    seconds passed since the last flush. Flushes are serialized by a lock.
+
+    Raises (from :meth:`flush`):
+        StorageError: the database refused the batch (the outcomes stay un-persisted and
+            are dropped from the buffer; the caller must not treat them as stored).
+    """
+
+    def __init__(self, repo: Repository, *, batch: int = 64, interval_s: float = 1.0) -> None:
+        self.repo = repo
+        self.batch = batch
+        self.interval_s = interval_s
+        self._pending: list[ReplayOutcome] = []
+        self._lock = asyncio.Lock()
+        self._last = time.monotonic()
+
+    def add(self, outcome: ReplayOutcome) -> None:
+        """Queue one outcome for the next flush."""
+        self._pending.append(outcome)
+
+    @property
+    def pending(self) -> int:
+        """Outcomes waiting to be written."""
+        return len(self._pending)
+
+    def due(self) -> bool:
+        """True when a batch is full or the interval has passed since the last flush."""
+        return len(self._pending) >= self.batch or (
+            bool(self._pending) and time.monotonic() - self._last >= self.interval_s
+        )
+
+    async def flush(self) -> FlushResult:
+        """Write every queued outcome; return them and the number of duplicates."""
+        async with self._lock:
+            self._last = time.monotonic()
+            pending, self._pending = self._pending, []
+            if not pending:
+                return FlushResult([], 0)
+            inserted = await asyncio.to_thread(self.repo.save_outcomes, pending)
+            return FlushResult(pending, len(pending) - inserted)

@@ -1,0 +1,603 @@
+"""A replay worker that consumes exchanges from Kafka (DESIGN §2: the scale-out path).
+
+Flow per fetched record (topic ``shadoweval.exchanges.v1``, value = one capture-log line)::
+
+    getmany ──► decode ──► undecodable: dead-letter topic + rejected record ─────────► done
+                  │
+                  ▼ offloaded stub? read offload_ref (else: skipped, offload_unavailable)
+               store exchange + run membership (headers redacted)
+                  ▼
+               per sampled target not done yet: replay (bounded concurrency, rate)
+                  ▼
+               outcomes written in batches (idempotent) ──► record done when all its
+                                                            outcomes are persisted
+    every commit_interval_s: commit OffsetTracker.committable()
+
+Guarantees (DESIGN §6; reference failure cases 7, 20):
+
+* **At-least-once, no duplicates.** An offset is committed only after its record's
+  outcomes (or rejected record) are persisted, and never past an unfinished record; after a
+  crash the uncommitted records are re-delivered, and outcomes are unique on
+  ``(run_id, exchange_id, target)`` — exchanges with a stored outcome are not sent again.
+* **Bounded memory.** At most ``max_buffered`` records are fetched and unfinished; while
+  that many are waiting (a hung shadow), the worker stops fetching. Each hung request ends
+  as ``timeout`` after ``ReplaySettings.timeout_s`` and frees its place. Keep
+  ``timeout_s`` well under the consumer's ``max_poll_interval_ms`` (300 s), or the group
+  evicts a worker whose buffer stays full that long.
+* **Graceful stop.** :meth:`KafkaReplayWorker.request_stop` (the CLI wires SIGTERM and
+  SIGINT to it) stops fetching, lets in-flight replays finish within
+  ``grace_period_s``, cancels the rest (their offsets stay uncommitted, so they are
+  re-delivered), persists, commits and closes the consumer and producer.
+* **Rebalance.** Before partitions are revoked the worker persists what is finished,
+  commits it and forgets the partitions. Replays still running for them finish and are
+  stored; a copy re-delivered to this worker waits for them instead of being sent again,
+  one re-delivered to another worker may be sent again (at-least-once) but its outcome
+  is stored once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from replay.exchange_replay import (
+    ExchangeReplayer,
+    OutcomeWriter,
+    ReplayReport,
+    TargetSpec,
+    rejected_record,
+    sampled_targets,
+    skipped_outcome,
+    split_conflicts,
+)
+from replay.metrics import WorkerMetrics, partition_label
+from replay.offload import OffloadUnavailable, is_offloaded, resolve_offloaded
+from replay.offsets import OffsetTracker, Partition
+from replay.scheduler import RatePacer
+from shadoweval.bus import BusConsumer, BusError, BusProducer, BusRecord
+from shadoweval.bus.producer import OutgoingRecord
+from shadoweval.capture_log import decode_exchange_line
+from shadoweval.config import KafkaSettings, WorkerSettings
+from shadoweval.errors import RecordDecodeError
+from shadoweval.records import Exchange, ReplayErrorKind, ReplayOutcome, ReplayTarget
+from shadoweval.redaction import redact_exchange_headers, scrub_secrets
+from shadoweval.storage import RejectedRecord, RejectStage, Repository
+
+logger = logging.getLogger(__name__)
+
+DLQ_DETAIL_MAX_CHARS = 1000
+"""The ``detail`` header of a dead-letter record is cut to this many characters."""
+
+
+def record_location(record: BusRecord) -> str:
+    """Where a record came from: ``topic/partition@offset`` (a rejected record's location)."""
+    return f"{record.topic}/{record.partition}@{record.offset}"
+
+
+@dataclass(slots=True)
+class WorkerReport(ReplayReport):
+    """:class:`ReplayReport` counts plus the Kafka side.
+
+    ``lines_read`` counts records fetched (re-deliveries included); ``dead_letter``:
+    records produced to the dead-letter topic, by reason; ``cancelled``: replays cancelled
+    when the grace period ended (their records are re-delivered); ``committed``: the last
+    committed position per ``topic/partition``; ``max_buffered_seen``: the most records
+    ever fetched and unfinished at once.
+    """
+
+    dead_letter: Counter[str] = field(default_factory=Counter)
+    cancelled: int = 0
+    committed: dict[str, int] = field(default_factory=dict)
+    max_buffered_seen: int = 0
+
+    def as_dict(self) -> dict[str, object]:
+        """A JSON-ready view (the file runner's keys plus the Kafka ones)."""
+        return {
+            **ReplayReport.as_dict(self),
+            "dead_letter": dict(self.dead_letter),
+            "cancelled": self.cancelled,
+            "committed": dict(sorted(self.committed.items())),
+            "max_buffered_seen": self.max_buffered_seen,
+        }
+
+
+@dataclass(slots=True, eq=False)
+class _InFlightRecord:
+    """A fetched record until all its outcomes are persisted."""
+
+    tp: Partition
+    offset: int
+    remaining: int = 0
+    """Outcomes of this record not yet persisted."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Bad:
+    record: BusRecord
+    state: _InFlightRecord
+    reason: str
+    detail: str
+    raw: str
+
+
+class KafkaReplayWorker:
+    """Consume exchanges from a topic and replay them into run ``run_id``.
+
+    Args:
+        repo: storage.
+        run_id: an existing run (a restarted worker passes the same one).
+        targets: the candidate and, optionally, a baseline-repeat target (``share``).
+        consumer: subscribed to the exchange topic in this run's group; its
+            ``on_revoked`` hook is taken over. The worker starts and stops it.
+        dlq_producer: produces to ``kafka.dead_letter_topic``; started and stopped by the
+            worker.
+        settings: ``max_buffered``, ``fetch_max_records``, ``grace_period_s``,
+            ``commit_interval_s``.
+        kafka: ``dead_letter_topic``.
+        concurrency: requests in flight, all targets together.
+        rate_per_s: target start rate (``None``: as fast as concurrency allows).
+        warmup_requests: the first N sends per target (per process) are flagged warm-up.
+        metrics: where to count (a private registry by default).
+        offload_base_dir: relative ``offload_ref`` paths are resolved against it.
+        fetch_timeout_ms: longest wait of one fetch (also the loop's tick).
+
+    Attributes:
+        buffered: records fetched and not finished now (≤ ``settings.max_buffered``).
+        report: the counts so far (returned by :meth:`run`).
+    """
+
+    def __init__(
+        self,
+        repo: Repository,
+        run_id: str,
+        targets: Sequence[TargetSpec],
+        consumer: BusConsumer,
+        dlq_producer: BusProducer,
+        settings: WorkerSettings,
+        kafka: KafkaSettings,
+        *,
+        concurrency: int = 16,
+        rate_per_s: float | None = None,
+        warmup_requests: int = 0,
+        metrics: WorkerMetrics | None = None,
+        offload_base_dir: Path | None = None,
+        fetch_timeout_ms: int = 200,
+    ) -> None:
+        if not targets:
+            raise ValueError("at least one replay target is required")
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {concurrency!r}")
+        self.repo = repo
+        self.run_id = run_id
+        self.targets = list(targets)
+        self.consumer = consumer
+        self.dlq_producer = dlq_producer
+        self.settings = settings
+        self.kafka = kafka
+        self.concurrency = concurrency
+        self.rate_per_s = rate_per_s
+        self.metrics = metrics or WorkerMetrics()
+        self.offload_base_dir = offload_base_dir
+        self.fetch_timeout_ms = fetch_timeout_ms
+        self.report = WorkerReport(run_id=run_id, target_rate_per_s=rate_per_s)
+        self.buffered = 0
+        consumer.on_revoked = self._on_revoked
+        self._replayer = ExchangeReplayer(run_id, warmup_requests=warmup_requests)
+        self._writer = OutcomeWriter(repo, batch=64, interval_s=settings.commit_interval_s)
+        self._tracker = OffsetTracker()
+        self._slots = asyncio.Semaphore(concurrency)
+        self._pacer = RatePacer(rate_per_s)
+        self._done: dict[ReplayTarget, set[str]] = {spec.target: set() for spec in self.targets}
+        self._waiting: dict[tuple[str, ReplayTarget], list[_InFlightRecord]] = {}
+        self._rejected_at: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._committed: dict[Partition, int] = {}
+        self._stop = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._failure: BaseException | None = None
+        self._reload_done = False
+        self._running = False
+        self._in_flight = 0
+        self._sent = 0
+
+    # ------------------------------------------------------------------ control
+
+    @property
+    def ready(self) -> bool:
+        """True while the worker consumes (started, not stopping)."""
+        return self._running and not self._stop.is_set()
+
+    def request_stop(self) -> None:
+        """Ask :meth:`run` to stop gracefully (safe to call from a signal handler)."""
+        self._stop.set()
+        self._wake.set()
+
+    async def run(self, until_idle_s: float | None = None) -> WorkerReport:
+        """Consume until :meth:`request_stop`, or until the topic has been idle.
+
+        Args:
+            until_idle_s: return once no record was fetched and nothing was in flight for
+                this many seconds (counted only while partitions are assigned); ``None``
+                runs until stopped.
+
+        Returns:
+            The counts (also on :attr:`report`).
+
+        Raises:
+            StorageError: the database refused a write (finished work is persisted and
+                committed before it propagates).
+            BusError: the broker failed (start, fetch, or the dead-letter topic).
+        """
+        t0 = time.monotonic()
+        await self._load_done()
+        await self._load_rejected_locations()
+        try:
+            await self.dlq_producer.start()
+            await self.consumer.start()
+            self._running = True
+            await self._loop(until_idle_s)
+            if self._failure is not None:
+                raise self._failure
+        except BaseException:
+            await self._shutdown(grace_s=0.0, failing=True)
+            raise
+        else:
+            await self._shutdown(grace_s=self.settings.grace_period_s, failing=False)
+        finally:
+            self._running = False
+            self.report.wall_s = time.monotonic() - t0
+            if self.report.wall_s > 0:
+                self.report.achieved_rate_per_s = self._sent / self.report.wall_s
+        return self.report
+
+    # --------------------------------------------------------------- main loop
+
+    async def _loop(self, until_idle_s: float | None) -> None:
+        idle_since: float | None = None
+        last_commit = time.monotonic()
+        while not self._stop.is_set():
+            if self._failure is not None:
+                raise self._failure
+            room = self.settings.max_buffered - self.buffered
+            records: list[BusRecord] = []
+            if room > 0:
+                records = await self.consumer.getmany(
+                    timeout_ms=self.fetch_timeout_ms,
+                    max_records=min(self.settings.fetch_max_records, room),
+                )
+            else:
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.fetch_timeout_ms / 1000)
+            if self._reload_done:  # a rebalance happened (maybe inside that fetch)
+                await self._load_done()
+            if records:
+                await self._accept(records)
+            if self._flush_wanted():
+                await self._flush()
+            now = time.monotonic()
+            if now - last_commit >= self.settings.commit_interval_s:
+                last_commit = now
+                await self._commit()
+                self.metrics.set_lag(await self.consumer.lag())
+            if until_idle_s is not None:
+                busy = bool(records) or self.buffered > 0 or not self.consumer.assignment()
+                if busy:
+                    idle_since = None
+                elif idle_since is None:
+                    idle_since = now
+                elif now - idle_since >= until_idle_s:
+                    logger.info("topic idle for %.1f s; stopping", now - idle_since)
+                    break
+
+    def _flush_wanted(self) -> bool:
+        """Flush when a batch is full or due, when nothing else is running, or when the
+        buffer is full (fetching waits for it) and a fetch's worth of outcomes waits."""
+        pending = self._writer.pending
+        if not pending:
+            return False
+        if self._writer.due() or not self._tasks:
+            return True
+        s = self.settings
+        enough = min(self._writer.batch, s.fetch_max_records, s.max_buffered)
+        return self.buffered >= s.max_buffered and pending >= enough
+
+    async def _accept(self, records: list[BusRecord]) -> None:
+        """Track, decode, dead-letter, store and dispatch one fetched batch."""
+        entries: list[tuple[BusRecord, _InFlightRecord]] = []
+        for record in records:
+            entries.append((record, self._track(record)))
+        self.report.lines_read += len(records)
+        bad: list[_Bad] = []
+        good: list[tuple[BusRecord, _InFlightRecord, Exchange]] = []
+        for record, state in entries:
+            decoded = self._decode(record, state)
+            if isinstance(decoded, _Bad):
+                bad.append(decoded)
+            else:
+                good.append((record, state, decoded))
+        unavailable: dict[str, OffloadUnavailable] = {}
+        resolved: list[tuple[BusRecord, _InFlightRecord, Exchange]] = []
+        for record, state, exchange in good:
+            if is_offloaded(exchange):
+                full = await asyncio.to_thread(
+                    resolve_offloaded, exchange, base_dir=self.offload_base_dir
+                )
+                if isinstance(full, OffloadUnavailable):
+                    unavailable[exchange.exchange_id] = full
+                else:
+                    exchange = full
+            resolved.append((record, state, redact_exchange_headers(exchange)))
+        _, conflicting = await split_conflicts(self.repo, [e for _, _, e in resolved])
+        refused = {e.exchange_id: reason for e, reason in conflicting}
+        kept: list[tuple[_InFlightRecord, Exchange]] = []
+        for record, state, exchange in resolved:
+            if exchange.exchange_id in refused:
+                bad.append(
+                    _Bad(
+                        record,
+                        state,
+                        "conflicting_duplicate",
+                        refused[exchange.exchange_id],
+                        exchange.model_dump_json(),
+                    )
+                )
+            else:
+                kept.append((state, exchange))
+        await self._dead_letter(bad)
+        for item in bad:
+            self._finish(item.state)
+        exchanges = [e for _, e in kept]
+        await asyncio.to_thread(self.repo.save_exchanges, self.run_id, exchanges)
+        self.report.exchanges += len(exchanges)
+        for state, exchange in kept:
+            self._dispatch(state, exchange, unavailable.get(exchange.exchange_id))
+
+    def _track(self, record: BusRecord) -> _InFlightRecord:
+        try:
+            self._tracker.add(record.tp, record.offset)
+        except ValueError:
+            # Re-read from an earlier position without a revoke (a seek): start the
+            # partition afresh; commits can only move back, never past unfinished work.
+            logger.warning("offset %s re-read without a revoke", record_location(record))
+            self._tracker.forget([record.tp])
+            self._committed.pop(record.tp, None)
+            self._tracker.add(record.tp, record.offset)
+        self.buffered += 1
+        self.report.max_buffered_seen = max(self.report.max_buffered_seen, self.buffered)
+        self.metrics.buffered.set(self.buffered)
+        return _InFlightRecord(record.tp, record.offset)
+
+    def _decode(self, record: BusRecord, state: _InFlightRecord) -> Exchange | _Bad:
+        location = record_location(record)
+        value = record.value or b""
+        text = value.decode("utf-8", errors="replace")
+        if not text.strip():
+            return _Bad(record, state, "empty", f"{location}: the record has no value", text)
+        try:
+            return decode_exchange_line(text.strip(), location)
+        except RecordDecodeError as exc:
+            return _Bad(record, state, exc.reason or "invalid", str(exc), text)
+
+    def _dispatch(
+        self, state: _InFlightRecord, exchange: Exchange, unavailable: OffloadUnavailable | None
+    ) -> None:
+        """Start the replays of one stored exchange (or finish it when nothing is to send)."""
+        exchange_id = exchange.exchange_id
+        for spec in sampled_targets(exchange_id, self.targets):
+            if exchange_id in self._done[spec.target]:
+                self.report.already_done += 1
+                continue
+            key = (exchange_id, spec.target)
+            state.remaining += 1
+            waiting = self._waiting.get(key)
+            if waiting is not None:
+                # The same exchange is being replayed for another delivery: wait for that
+                # outcome to be persisted instead of sending it twice.
+                waiting.append(state)
+                self.report.duplicates += 1
+                continue
+            self._waiting[key] = [state]
+            if unavailable is not None:
+                self._queue(skipped_outcome(self.run_id, exchange, spec, unavailable.reason))
+                continue
+            task = asyncio.create_task(self._replay(exchange, spec))
+            self._tasks.add(task)
+            task.add_done_callback(self._task_done)
+        if state.remaining == 0:
+            self._finish(state)
+
+    async def _replay(self, exchange: Exchange, spec: TargetSpec) -> None:
+        async with self._slots:
+            await self._pacer.wait()
+            self._in_flight += 1
+            self.metrics.in_flight.set(self._in_flight)
+            try:
+                outcome = await self._replayer.replay(exchange, spec)
+            finally:
+                self._in_flight -= 1
+                self.metrics.in_flight.set(self._in_flight)
+        self._queue(outcome)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._wake.set()
+        if not task.cancelled() and task.exception() is not None and self._failure is None:
+            self._failure = task.exception()
+            self._stop.set()
+
+    def _queue(self, outcome: ReplayOutcome) -> None:
+        self.report.count_outcome(outcome)
+        if outcome.error_kind is not ReplayErrorKind.SKIPPED:
+            self._sent += 1
+        kind = "ok" if outcome.error_kind is None else outcome.error_kind.value
+        self.metrics.replayed.labels(target=outcome.target.value, outcome=kind).inc()
+        self._writer.add(outcome)
+
+    def _finish(self, state: _InFlightRecord) -> None:
+        """A record is finished: everything it produced is persisted."""
+        self.buffered -= 1
+        self.metrics.buffered.set(self.buffered)
+        self._tracker.done(state.tp, state.offset)
+        self._wake.set()
+
+    # ------------------------------------------------------------- persistence
+
+    async def _flush(self) -> None:
+        """Persist queued outcomes, then finish the records they complete."""
+        result = await self._writer.flush()
+        self.report.duplicates += result.duplicates
+        for outcome in result.written:
+            self._done[outcome.target].add(outcome.exchange_id)
+            for state in self._waiting.pop((outcome.exchange_id, outcome.target), []):
+                state.remaining -= 1
+                if state.remaining == 0:
+                    self._finish(state)
+
+    async def _dead_letter(self, bad: list[_Bad]) -> None:
+        """Produce undecodable records to the dead-letter topic and store them as rejected.
+
+        A record already stored as rejected for this run (a re-delivery after a crash) is
+        not produced or stored again.
+
+        Raises:
+            BusError: the dead-letter topic did not acknowledge a record (nothing is
+                marked finished, so the records are re-delivered after a restart).
+        """
+        new = [b for b in bad if record_location(b.record) not in self._rejected_at]
+        if not new:
+            return
+        topic = self.kafka.dead_letter_topic
+        outgoing = [self._dead_letter_record(b) for b in new]
+        for item, delivery in zip(
+            new, await self.dlq_producer.send_many(topic, outgoing), strict=True
+        ):
+            if isinstance(delivery, BusError):
+                raise BusError(
+                    f"dead-letter topic {topic} refused {record_location(item.record)}: {delivery}"
+                )
+        rows: list[RejectedRecord] = [
+            rejected_record(self.run_id, record_location(b.record), b.reason, b.detail, b.raw)
+            for b in new
+        ]
+        await asyncio.to_thread(self.repo.save_rejected_many, rows)
+        for b in new:
+            self._rejected_at.add(record_location(b.record))
+            self.report.rejected[b.reason] += 1
+            self.report.dead_letter[b.reason] += 1
+            self.metrics.dead_letter.labels(reason=b.reason).inc()
+
+    def _dead_letter_record(self, bad: _Bad) -> OutgoingRecord:
+        detail, _ = scrub_secrets(bad.detail[:DLQ_DETAIL_MAX_CHARS])
+        record = bad.record
+        headers = (
+            ("reason", bad.reason.encode()),
+            ("source_topic", record.topic.encode()),
+            ("source_partition", str(record.partition).encode()),
+            ("source_offset", str(record.offset).encode()),
+            ("run_id", self.run_id.encode()),
+            ("detail", detail.encode()),
+        )
+        return OutgoingRecord(value=record.value or b"", key=record.key, headers=headers)
+
+    async def _commit(self, partitions: Sequence[Partition] | None = None) -> None:
+        """Commit the committable positions that moved (of ``partitions``, or all).
+
+        A failed commit is logged and retried at the next interval (the records are
+        re-delivered if it never succeeds; outcomes are idempotent).
+        """
+        wanted = {
+            tp: offset
+            for tp, offset in self._tracker.committable().items()
+            if self._committed.get(tp) != offset and (partitions is None or tp in partitions)
+        }
+        if not wanted:
+            return
+        try:
+            await self.consumer.commit(wanted)
+        except BusError as exc:
+            logger.warning("commit of %s failed (retried later): %s", wanted, exc)
+            return
+        self._committed.update(wanted)
+        self.metrics.set_committed(wanted)
+        for tp, offset in wanted.items():
+            self.report.committed[partition_label(tp)] = offset
+
+    async def _on_revoked(self, partitions: list[Partition]) -> None:
+        """Rebalance: persist what is finished, commit it, forget the partitions."""
+        logger.info("partitions revoked: %s", [partition_label(tp) for tp in partitions])
+        try:
+            await self._flush()
+            await self._commit(partitions)
+        finally:
+            self._tracker.forget(partitions)
+            for tp in partitions:
+                self._committed.pop(tp, None)
+            # Another worker may have replayed these partitions' records meanwhile.
+            self._reload_done = True
+
+    async def _load_done(self) -> None:
+        self._reload_done = False
+        for spec in self.targets:
+            stored = await asyncio.to_thread(
+                self.repo.completed_exchange_ids, self.run_id, spec.target
+            )
+            self._done[spec.target] |= stored
+
+    async def _load_rejected_locations(self, page: int = 1000) -> None:
+        offset = 0
+        while True:
+            rows = await asyncio.to_thread(
+                self.repo.list_rejected,
+                self.run_id,
+                stage=RejectStage.CAPTURE_LOG.value,
+                limit=page,
+                offset=offset,
+            )
+            self._rejected_at.update(r.location for r in rows if r.location and "@" in r.location)
+            if len(rows) < page:
+                return
+            offset += page
+
+    # ---------------------------------------------------------------- shutdown
+
+    async def _shutdown(self, *, grace_s: float, failing: bool) -> None:
+        """Stop fetching; let replays finish within ``grace_s``; cancel the rest; persist,
+        commit and close. When ``failing`` (another error propagates), an error while
+        persisting is logged instead of raised."""
+        self._stop.set()
+        deadline = time.monotonic() + grace_s
+        while self._tasks and time.monotonic() < deadline:
+            step = min(self.settings.commit_interval_s, deadline - time.monotonic())
+            await asyncio.wait(set(self._tasks), timeout=max(step, 0.0))
+            with contextlib.suppress(Exception):
+                await self._flush()
+                await self._commit()
+        pending = set(self._tasks)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+            self.report.cancelled += len(pending)
+            logger.warning(
+                "%d replay(s) cancelled after the %.1f s grace period; their records stay "
+                "uncommitted and are re-delivered",
+                len(pending),
+                grace_s,
+            )
+        try:
+            await asyncio.shield(self._flush())
+            await self._commit()
+        except Exception:
+            if not failing:
+                raise
+            logger.exception("could not persist and commit while stopping")
+        finally:
+            await self.consumer.stop()
+            await self.dlq_producer.stop()

@@ -1,0 +1,305 @@
+"""Body rules: what they catch, what they must leave alone, and where they report hits."""
+
+from __future__ import annotations
+
+import time
+
+import orjson
+import pytest
+
+from capture.body_redaction import BodyRedactor, RedactionHits, luhn_valid
+from shadoweval.config import BodyRedactionSettings
+from shadoweval.errors import ConfigError
+
+CANARY_EMAIL = "jane.doe@example.com"
+CANARY_KEY = "sk-canary-0123456789abcdef"
+
+
+@pytest.fixture
+def redactor() -> BodyRedactor:
+    return BodyRedactor(BodyRedactionSettings())
+
+
+def redact(redactor: BodyRedactor, text: str) -> tuple[str, dict[str, int]]:
+    hits = RedactionHits()
+    out = redactor.redact_text(text, "x", hits)
+    return out, hits.by_rule()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        CANARY_EMAIL,
+        "mail a.b+tag@sub.example.co.uk, thanks",
+        "<JANE_DOE-1@Example.ORG>",
+    ],
+)
+def test_email_true_positives(redactor: BodyRedactor, text: str) -> None:
+    out, rules = redact(redactor, text)
+    assert rules == {"email": 1}
+    assert "@" not in out
+    assert "[REDACTED:email]" in out
+
+
+@pytest.mark.parametrize("text", ["user@localhost", "a @ b", "@handle", "x@y", "name@.com"])
+def test_email_false_positives_avoided(redactor: BodyRedactor, text: str) -> None:
+    assert redact(redactor, text) == (text, {})
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "+14155552671",  # E.164 canonical
+        "+1 (415) 555-2671",
+        "+44 20 7946 0958",
+        "+33 6 12 34 56 78",
+        "(555) 123-4567",
+        "555-123-4567",
+        "555.123.4567",
+        "555 123 4567",
+        "1-800-555-1234",
+        "020 7946 0958",
+        "06 12 34 56 78",
+    ],
+)
+def test_phone_true_positives(redactor: BodyRedactor, text: str) -> None:
+    out, rules = redact(redactor, f"call {text} today")
+    assert rules == {"phone": 1}, out
+    assert out == "call [REDACTED:phone] today"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "in 2024 we shipped 1200 units",  # years, counts
+        "order id 5551234567",  # a bare digit run: never a phone (documented trade-off)
+        "released 2024-05-13 at 10:30",  # dates and times
+        "host 192.168.100.200",  # IP address
+        "version 1.2.3-4",
+        "pi is 3.14159265358979",
+        "price 1 000 000 EUR",
+        "ISBN 978-0-306-40615-7",
+        "SSN-like 123-45-6789",
+        "4111 1111 1111 1112",  # card-shaped, fails Luhn: neither card nor phone
+        "call_12345678901",  # an id glued to a word
+    ],
+)
+def test_phone_false_positives_avoided(redactor: BodyRedactor, text: str) -> None:
+    assert redact(redactor, text) == (text, {})
+
+
+@pytest.mark.parametrize(
+    "number",
+    [
+        "4111 1111 1111 1111",
+        "4111-1111-1111-1111",
+        "4111111111111111",
+        "5500 0000 0000 0004",
+        "3782 822463 10005",  # Amex, 15 digits in 4-6-5
+        "6011000990139424",
+        "4222222222222",  # 13 digits
+    ],
+)
+def test_card_numbers_that_pass_luhn_are_redacted(redactor: BodyRedactor, number: str) -> None:
+    out, rules = redact(redactor, f"card: {number}.")
+    assert rules == {"card_number": 1}
+    assert out == "card: [REDACTED:card_number]."
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "card: 4111 1111 1111 1112",  # Luhn fails
+        "ref 1234567890123",  # 13 digits, Luhn fails
+        "id 41111111111111111111111",  # 23 digits: too long
+        "tx call_4111111111111111",  # glued to a word (a tool-call id)
+        "e = 2.7182818284590452353",  # decimal digits
+    ],
+)
+def test_card_false_positives_avoided(redactor: BodyRedactor, text: str) -> None:
+    assert redact(redactor, text) == (text, {})
+
+
+def test_card_followed_by_more_digits_is_found_on_its_leading_groups(
+    redactor: BodyRedactor,
+) -> None:
+    out, rules = redact(redactor, "4111 1111 1111 1111 12 26 cvv")
+    assert rules == {"card_number": 1}
+    assert out == "[REDACTED:card_number] 12 26 cvv"
+
+
+@pytest.mark.parametrize(
+    ("digits", "valid"),
+    [
+        ("79927398713", True),  # the classic Luhn example
+        ("79927398710", False),
+        ("4111111111111111", True),
+        ("4111111111111112", False),
+        ("0", True),
+        ("", False),
+        ("12a4", False),
+    ],
+)
+def test_luhn(digits: str, valid: bool) -> None:
+    assert luhn_valid(digits) is valid
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"key {CANARY_KEY} here",
+        "Authorization: Bearer abcdefghijklmnop",
+        "AKIAIOSFODNN7EXAMPLE",
+        '{"x-api-key": "whatever-value"}',
+    ],
+)
+def test_secret_keys_reuse_the_core_secret_rules(redactor: BodyRedactor, text: str) -> None:
+    out, rules = redact(redactor, text)
+    assert rules == {"secret_key": 1}
+    assert "[REDACTED:secret_key]" in out
+
+
+def test_card_is_not_eaten_by_the_phone_rule(redactor: BodyRedactor) -> None:
+    out, rules = redact(redactor, "4111 1111 1111 1111 and +1 415 555 2671")
+    assert rules == {"card_number": 1, "phone": 1}
+    assert out == "[REDACTED:card_number] and [REDACTED:phone]"
+
+
+def test_rules_can_be_chosen_and_extended() -> None:
+    r = BodyRedactor(
+        BodyRedactionSettings(rules=("email",), extra_patterns={"ticket": r"TCK-\d{6}"})
+    )
+    hits = RedactionHits()
+    out = r.redact_text(f"{CANARY_EMAIL} 555-123-4567 TCK-123456", "t", hits)
+    assert out == "[REDACTED:email] 555-123-4567 [REDACTED:ticket]"
+    assert hits.by_rule() == {"email": 1, "ticket": 1}
+    assert r.rule_names == ("email", "ticket")
+
+
+@pytest.mark.parametrize(
+    ("settings", "field"),
+    [
+        (BodyRedactionSettings(rules=("email", "ssn")), "body_redaction.rules"),
+        (BodyRedactionSettings(extra_patterns={"bad": "("}), "body_redaction.extra_patterns.bad"),
+        (
+            BodyRedactionSettings(extra_patterns={"empty": "x*"}),
+            "body_redaction.extra_patterns.empty",
+        ),
+    ],
+)
+def test_bad_settings_are_config_errors(settings: BodyRedactionSettings, field: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        BodyRedactor(settings)
+    assert info.value.field == field
+
+
+def chat_body() -> dict[str, object]:
+    return {
+        "model": "m-555-123-4567",  # a model name is left alone
+        "messages": [
+            {"role": "system", "content": "You are helpful."},
+            {"role": "user", "content": f"My mail is {CANARY_EMAIL}, call 555-123-4567"},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "card 4111 1111 1111 1111"},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBOR"}},
+                ],
+            },
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {
+                            "name": "lookup",
+                            "arguments": orjson.dumps({"email": CANARY_EMAIL}).decode(),
+                        },
+                    }
+                ],
+            },
+        ],
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "lookup",
+                    "description": "Contact support@example.com for access",
+                    "parameters": {"type": "object"},
+                },
+            }
+        ],
+        "user": CANARY_KEY,
+        "temperature": 0.7,
+    }
+
+
+def test_request_body_is_redacted_with_locations_never_values(redactor: BodyRedactor) -> None:
+    body = orjson.dumps(chat_body()).decode()
+    hits = RedactionHits()
+    out = redactor.redact_request_body(body, hits)
+    assert CANARY_EMAIL not in out
+    assert CANARY_KEY not in out
+    assert "4111 1111 1111 1111" not in out
+    assert "555-123-4567" in out  # only inside the model name
+    parsed = orjson.loads(out)
+    assert parsed["model"] == "m-555-123-4567"
+    assert parsed["tools"] == chat_body()["tools"]  # a schema is left as written
+    assert parsed["temperature"] == 0.7
+    args = orjson.loads(parsed["messages"][3]["tool_calls"][0]["function"]["arguments"])
+    assert args == {"email": "[REDACTED:email]"}  # arguments stay valid JSON
+    assert {(h.rule, h.location, h.count) for h in hits.to_hits()} == {
+        ("email", "request.messages[1].content", 1),
+        ("phone", "request.messages[1].content", 1),
+        ("card_number", "request.messages[2].content[0].text", 1),
+        ("email", "request.messages[3].tool_calls[0].function.arguments", 1),
+        ("secret_key", "request.user", 1),
+    }
+    report = orjson.dumps([h.model_dump() for h in hits.to_hits()])
+    assert b"jane" not in report
+    assert b"canary" not in report
+    assert out == orjson.dumps(parsed).decode()  # compact re-serialization
+
+
+def test_untouched_body_is_kept_byte_for_byte(redactor: BodyRedactor) -> None:
+    body = '{ "model": "m",\n  "messages": [{"role": "user", "content": "hi"}], "top_p": 1.0 }'
+    hits = RedactionHits()
+    assert redactor.redact_request_body(body, hits) == body
+    assert not hits
+
+
+@pytest.mark.parametrize(
+    ("prompt", "location"),
+    [
+        (f"Write to {CANARY_EMAIL}", "request.prompt"),
+        (["hello", f"Write to {CANARY_EMAIL}"], "request.prompt[1]"),
+    ],
+)
+def test_completions_prompt_is_redacted(
+    redactor: BodyRedactor, prompt: object, location: str
+) -> None:
+    hits = RedactionHits()
+    out = redactor.redact_request_body(
+        orjson.dumps({"model": "m", "prompt": prompt}).decode(), hits
+    )
+    assert CANARY_EMAIL not in out
+    assert [(h.rule, h.location) for h in hits.to_hits()] == [("email", location)]
+
+
+def test_a_body_that_is_not_json_is_scrubbed_as_text(redactor: BodyRedactor) -> None:
+    hits = RedactionHits()
+    out = redactor.redact_request_body(f"to={CANARY_EMAIL}&k={CANARY_KEY}", hits)
+    assert CANARY_EMAIL not in out
+    assert CANARY_KEY not in out
+    assert {h.location for h in hits.to_hits()} == {"request.body"}
+
+
+def test_large_unstructured_strings_are_scanned_in_linear_time(redactor: BodyRedactor) -> None:
+    # a base64 image in a content part: one 2 MB "word" must not make any rule quadratic
+    blob = "iVBORw0KGgoAAAANSUhEUgAA" * (2_000_000 // 24)
+    started = time.perf_counter()
+    hits = RedactionHits()
+    assert redactor.redact_text(blob, "x", hits) == blob
+    assert time.perf_counter() - started < 2.0
