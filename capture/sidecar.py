@@ -39,8 +39,10 @@ from capture.sampling import StickySampler
 from capture.sinks.base import ExchangeSink
 from capture.sinks.file import FileSink
 from capture.sinks.kafka import KafkaSink
+from shadoweval.bus import ensure_topics
 from shadoweval.bus.producer import BusProducer
 from shadoweval.config import CaptureSettings, KafkaSettings
+from shadoweval.errors import ShadowEvalError
 from shadoweval.records import ModelIdentity
 
 logger = logging.getLogger(__name__)
@@ -114,6 +116,7 @@ class Sidecar:
         self.readiness = Readiness()
         self._upstream_ok: tuple[bool, str] = (False, "not probed yet")
         self._probe_task: asyncio.Task[None] | None = None
+        self._topic_task: asyncio.Task[None] | None = None
         self._main: _Server | None = None
         self._admin: _Server | None = None
 
@@ -167,6 +170,28 @@ class Sidecar:
         for sink in sinks:
             self.readiness.informational[f"sink_{sink.name}"] = _sink_probe(sink)
         self._probe_task = asyncio.create_task(self._probe_upstream(), name="upstream-probe")
+        if "kafka" in cap.sinks and self._sinks_override is None:
+            self._topic_task = asyncio.create_task(self._ensure_topic(), name="ensure-topic")
+
+    async def _ensure_topic(self) -> None:
+        """Create the exchanges topic when missing (best effort: a broker that is down or
+        forbids creation is logged; the Kafka sink spools meanwhile)."""
+        k = self.kafka
+        try:
+            created = await asyncio.wait_for(
+                ensure_topics(
+                    k.bootstrap_servers,
+                    [k.topic],
+                    partitions=k.partitions,
+                    replication_factor=k.replication_factor,
+                    max_message_bytes=k.max_message_bytes + 64 * 1024,
+                ),
+                k.send_timeout_s * 2,
+            )
+            if created:
+                logger.info("created topic %s (%d partitions)", k.topic, k.partitions)
+        except (TimeoutError, ShadowEvalError) as exc:
+            logger.warning("could not check or create topic %s: %s", k.topic, exc)
 
     async def _probe_upstream(self) -> None:
         url = self.capture.upstream_url.rstrip("/") + self.capture.readiness_path
@@ -184,10 +209,11 @@ class Sidecar:
     async def stop(self) -> None:
         """Stop the proxy's client, flush the pipeline within ``flush_deadline_s``."""
         self.draining = True
-        if self._probe_task is not None:
-            self._probe_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._probe_task
+        for task in (self._probe_task, self._topic_task):
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         if self.proxy is not None:
             await self.proxy.stop()
         if self.pipeline is not None:
