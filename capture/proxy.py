@@ -83,6 +83,7 @@ from capture.headers import (
 from capture.metrics import CaptureMetrics
 from capture.raw import RawCapture
 from capture.sampling import StickySampler
+from capture.upstream_pool import ShardedTransport
 from shadoweval.config import CaptureSettings
 from shadoweval.errors import ConfigError
 from shadoweval.records import ExchangeOutcome, new_exchange_id, utc_now
@@ -254,11 +255,7 @@ class CaptureProxy:
         if self._given_transport is not None:
             self._transport = self._given_transport
             return
-        n = self.settings.upstream_max_connections
-        self._transport = httpx.AsyncHTTPTransport(
-            limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
-            retries=0,
-        )
+        self._transport = ShardedTransport(self.settings.upstream_max_connections)
 
     async def stop(self) -> None:
         """Close the upstream pool (idempotent); requests after this get 503."""

@@ -247,6 +247,7 @@ class Sidecar:
                 access_log=False,
                 timeout_graceful_shutdown=int(cap.grace_period_s) or None,
                 ws="none",
+                http="auto",  # httptools when installed (a dependency), else h11
                 **UVICORN_OPTIONS,
             )
         )

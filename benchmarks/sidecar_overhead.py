@@ -1,0 +1,1464 @@
+"""Latency and CPU the capture sidecar adds, measured against the direct path in one run.
+
+Usage::
+
+    .venv/bin/python benchmarks/sidecar_overhead.py [--quick] [--rounds 4] [--duration 6]
+        [--concurrency 50 200] [--modes stream nonstream] [--json out.json]
+        [--profile DIR] [--markdown]
+
+Three kinds of process, all on this machine:
+
+* **upstream** (this file, ``--role upstream``): a small OpenAI-compatible model server on
+  raw asyncio (no framework, so it spends little CPU). ``POST /v1/chat/completions`` answers
+  after a fixed schedule: the first event after ``--ttft-ms``, then ``--events`` content
+  events with inter-token gaps spread evenly over ``--itl-ms MIN MAX`` (the same
+  deterministic order for every request, so every response takes exactly as long), then a
+  ``finish_reason`` chunk, a usage chunk and ``data: [DONE]``. A non-streaming request gets
+  one ``chat.completion`` JSON after the same total time. Every event (and the JSON body)
+  carries ``x_recv_ns`` (when the upstream had read the request) and ``x_sent_ns`` (just
+  before it was written), both ``time.monotonic_ns()``: CLOCK_MONOTONIC is one clock for the
+  whole machine, so the client measures one-way delays of the request and of every chunk.
+* **sidecar**: started exactly as an operator would, ``shadow-eval capture serve --upstream
+  URL --port P --admin-port A --sink file --capture-dir D --spool-dir S`` (default builder:
+  one worker process), with no ``SHADOWEVAL_*`` variables.
+* **load generator** (``--role loadgen``; ``--generators`` processes per round): closed-loop
+  clients, each with one keep-alive connection, on a lean asyncio HTTP/1.1 client (a
+  protocol class with its own chunked-body parser: much less CPU per event than httpx,
+  which matters on a small machine). Clients start staggered over one response time, send
+  one unrecorded request, then record every request started inside the measuring window,
+  and keep the load on for one more response time so the last recorded requests see the
+  same load. Per request: end-to-end latency, TTFT (first SSE event), the one-way delay of
+  the request (``x_recv_ns`` − send) and of every event (arrival − ``x_sent_ns``).
+
+Direct and sidecar rounds alternate (ABBA…) within each cell (mode × concurrency), so
+machine noise hits both paths; *added* = sidecar percentile − direct percentile over the
+pooled rounds. Sidecar CPU per round is utime+stime from ``/proc`` of the sidecar's event
+loop thread, its other threads (file sink writer, the executor feeder that pickles
+captures) and its builder process(es), read before the round and after the builder has
+written every capture of the round (``produced_total{sink="file"}`` caught up with
+``captured_total``), divided by the requests the sidecar forwarded. Every sidecar round is
+checked against ``/metrics`` (captured, produced, dropped), and after the sidecar's graceful
+shutdown the capture log is counted line by line.
+
+``--profile DIR`` adds one more round (the first mode, the highest concurrency) through the
+same sidecar while py-spy (``.venv/bin/pip install py-spy``; not a project dependency)
+samples it from outside, every thread and the builder process, without restarting it;
+idle samples (epoll and condition waits) are dropped and the event-loop thread's on-CPU
+samples are grouped by library and by function (``DIR/summary.json``, collapsed stacks in
+``DIR/*.collapsed.txt``). The sampler costs CPU too: that round is not in the table.
+
+``--sidecar-env KEY=VALUE`` passes extra environment to the sidecar, for experiments such as
+``PYTHONPATH=benchmarks/pool_experiment`` (see that directory's ``sitecustomize.py``).
+``--quick``: one round per path of 3 s per cell (about a minute; no ABBA balancing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+MODEL = "bench-llm"
+ROUTE = "/v1/chat/completions"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+HERE = Path(__file__).resolve()
+_now_ns = time.monotonic_ns
+
+
+# --------------------------------------------------------------------------- schedule
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What every upstream response looks like in time."""
+
+    ttft_ms: float = 100.0
+    itl_min_ms: float = 20.0
+    itl_max_ms: float = 50.0
+    events: int = 20
+
+    def gaps_s(self) -> list[float]:
+        """Inter-token gaps: evenly spread over [min, max], in a fixed scrambled order."""
+        n = self.events
+        step = (self.itl_max_ms - self.itl_min_ms) / max(n - 1, 1)
+        order = [(k * 7) % n for k in range(n)] if n % 7 else list(range(n))
+        return [(self.itl_min_ms + step * i) / 1000 for i in order]
+
+    def offsets_s(self) -> list[float]:
+        """Send time of each content event and of the finish chunk, from request receipt."""
+        out = [self.ttft_ms / 1000]
+        for gap in self.gaps_s():
+            out.append(out[-1] + gap)
+        return out  # events + 1 entries: the last one is the finish chunk
+
+    @property
+    def total_s(self) -> float:
+        return self.offsets_s()[-1]
+
+
+# --------------------------------------------------------------------------- upstream
+
+
+_SSE_HEAD = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
+    b"cache-control: no-cache\r\nx-accel-buffering: no\r\ntransfer-encoding: chunked\r\n\r\n"
+)
+_WORDS = (" The", " quick", " brown", " fox", " jumps", " over", " the", " lazy", " dog", ".")
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def _plain_response(status: str, body: bytes, ctype: bytes = b"application/json") -> bytes:
+    return (
+        f"HTTP/1.1 {status}\r\ncontent-type: ".encode()
+        + ctype
+        + f"\r\ncontent-length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+
+
+class UpstreamProtocol(asyncio.Protocol):
+    """One keep-alive connection of the fake model server (one request at a time)."""
+
+    counter = 0
+
+    def __init__(self, shape: Shape) -> None:
+        self.shape = shape
+        self.offsets = shape.offsets_s()
+        self.buf = bytearray()
+        self.transport: asyncio.Transport | None = None
+        self.task: asyncio.Task[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        if self.task is not None:
+            self.task.cancel()
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        if self.task is None:
+            self._next()
+
+    def _next(self) -> None:
+        end = self.buf.find(b"\r\n\r\n")
+        if end < 0:
+            return
+        lines = bytes(self.buf[:end]).decode("latin-1").split("\r\n")
+        method, target, _ = lines[0].split(" ", 2)
+        length = 0
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            if name.strip().lower() == "content-length":
+                length = int(value)
+        if len(self.buf) < end + 4 + length:
+            return
+        recv_ns = _now_ns()
+        body = bytes(self.buf[end + 4 : end + 4 + length])
+        del self.buf[: end + 4 + length]
+        coro = self._serve(method, target, body, recv_ns)
+        self.task = asyncio.get_running_loop().create_task(coro)
+        self.task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self.task = None
+        if not task.cancelled() and task.exception() is not None and self.transport:
+            self.transport.close()
+        elif self.transport is not None and not self.transport.is_closing():
+            self._next()
+
+    def _write(self, data: bytes) -> bool:
+        if self.transport is None or self.transport.is_closing():
+            return False
+        self.transport.write(data)
+        return True
+
+    async def _serve(self, method: str, target: str, body: bytes, recv_ns: int) -> None:
+        if method == "GET" and target.startswith("/v1/models"):
+            models = {"object": "list", "data": [{"id": MODEL, "object": "model"}]}
+            self._write(_plain_response("200 OK", json.dumps(models).encode()))
+            return
+        if method != "POST" or not target.startswith(ROUTE):
+            self._write(_plain_response("404 Not Found", b'{"error":"not found"}'))
+            return
+        request = json.loads(body)
+        UpstreamProtocol.counter += 1
+        rid = f"chatcmpl-bench{UpstreamProtocol.counter}"
+        if request.get("stream"):
+            await self._stream(rid, recv_ns)
+        else:
+            await self._complete(rid, recv_ns)
+
+    async def _sleep_until(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
+        delay = when - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+    async def _stream(self, rid: str, recv_ns: int) -> None:
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        created = int(time.time())
+        head = (
+            f'data: {{"id":"{rid}","object":"chat.completion.chunk","created":{created},'
+            f'"model":"{MODEL}","system_fingerprint":null,"choices":['
+        ).encode()
+        tail = f'],"x_recv_ns":{recv_ns},"x_sent_ns":'.encode()
+        if not self._write(_SSE_HEAD):
+            return
+        n = self.shape.events
+        for k, offset in enumerate(self.offsets):
+            await self._sleep_until(loop, t0 + offset)
+            if k == 0:
+                choice = '{"index":0,"delta":{"role":"assistant","content":"' + _WORDS[0] + '"},'
+            elif k < n:
+                word = _WORDS[k % len(_WORDS)]
+                choice = '{"index":0,"delta":{"content":"' + word + '"},'
+            else:
+                choice = '{"index":0,"delta":{},'
+            choice += '"logprobs":null,"finish_reason":%s}' % ('"stop"' if k == n else "null")
+            event = head + choice.encode() + tail + str(_now_ns()).encode() + b"}\n\n"
+            if not self._write(_chunk(event)):
+                return
+        usage = f'"usage":{{"prompt_tokens":96,"completion_tokens":{n},"total_tokens":{96 + n}}}'
+        event = (
+            head[:-1] + b"]," + usage.encode() + tail + str(_now_ns()).encode() + b"}\n\n"
+        )  # "choices":[] and the usage
+        self._write(_chunk(event))
+        self._write(_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+
+    async def _complete(self, rid: str, recv_ns: int) -> None:
+        loop = asyncio.get_running_loop()
+        await self._sleep_until(loop, loop.time() + self.shape.total_s)
+        n = self.shape.events
+        text = "".join(_WORDS[k % len(_WORDS)] for k in range(n))
+        created = int(time.time())
+        body = (
+            f'{{"id":"{rid}","object":"chat.completion","created":{created},"model":"{MODEL}",'
+            f'"system_fingerprint":null,"choices":[{{"index":0,"message":{{"role":"assistant",'
+            f'"content":"{text}"}},"logprobs":null,"finish_reason":"stop"}}],'
+            f'"usage":{{"prompt_tokens":96,"completion_tokens":{n},"total_tokens":{96 + n}}},'
+            f'"x_recv_ns":{recv_ns},"x_sent_ns":{_now_ns()}}}'
+        ).encode()
+        self._write(_plain_response("200 OK", body))
+
+
+async def serve_upstream(port: int, shape: Shape) -> None:
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(
+        lambda: UpstreamProtocol(shape), "127.0.0.1", port, backlog=4096
+    )
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with server:
+        await stop.wait()
+
+
+# --------------------------------------------------------------------------- load generator
+
+
+class RequestFailedError(Exception):
+    """A request that did not complete with 200 and a whole body."""
+
+
+class ClientConnection(asyncio.Protocol):
+    """One keep-alive HTTP/1.1 client connection with a minimal response parser.
+
+    The arrival time of every ``data_received`` is taken first thing; SSE events complete in
+    that piece get it as their arrival time.
+    """
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.waiter: asyncio.Future[None] | None = None
+        self.closed = False
+        self._reset()
+
+    def _reset(self) -> None:
+        self.buf = bytearray()
+        self.state = "head"
+        self.status = 0
+        self.chunked = False
+        self.remaining = 0
+        self.body = bytearray()
+        self.sse = bytearray()
+        self.t_send = 0
+        self.first_ns = 0
+        self.req_oneway = -1
+        self.end_ns = 0
+        self.delays: list[int] = []
+        self.done_seen = False
+
+    # -- asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(RequestFailedError(f"connection lost: {exc!r}"))
+
+    def data_received(self, data: bytes) -> None:
+        now = _now_ns()
+        try:
+            self._feed(data, now)
+        except Exception as exc:
+            if self.waiter is not None and not self.waiter.done():
+                self.waiter.set_exception(RequestFailedError(f"bad response: {exc!r}"))
+            if self.transport is not None:
+                self.transport.close()
+
+    # -- request
+    async def request(self, payload: bytes) -> None:
+        assert self.transport is not None
+        self._reset()
+        self.waiter = asyncio.get_running_loop().create_future()
+        self.t_send = _now_ns()
+        self.transport.write(payload)
+        await self.waiter
+
+    # -- parsing
+    def _feed(self, data: bytes, now: int) -> None:
+        self.buf += data
+        while True:
+            if self.state == "head":
+                end = self.buf.find(b"\r\n\r\n")
+                if end < 0:
+                    return
+                lines = bytes(self.buf[:end]).split(b"\r\n")
+                del self.buf[: end + 4]
+                self.status = int(lines[0].split(b" ", 2)[1])
+                self.remaining = 0
+                for line in lines[1:]:
+                    name, _, value = line.partition(b":")
+                    name = name.strip().lower()
+                    if name == b"content-length":
+                        self.remaining = int(value)
+                    elif name == b"transfer-encoding" and b"chunked" in value.lower():
+                        self.chunked = True
+                self.state = "size" if self.chunked else "length"
+            elif self.state == "length":
+                part = bytes(self.buf[: self.remaining])
+                del self.buf[: self.remaining]
+                self.remaining -= len(part)
+                self.body += part
+                if self.remaining:
+                    return
+                self._finish(now)
+                return
+            elif self.state == "size":
+                end = self.buf.find(b"\r\n")
+                if end < 0:
+                    return
+                size = int(bytes(self.buf[:end]).split(b";")[0], 16)
+                del self.buf[: end + 2]
+                if size == 0:
+                    self.state = "trailer"
+                else:
+                    self.remaining = size
+                    self.state = "data"
+            elif self.state == "data":
+                if len(self.buf) >= self.remaining + 2:  # the rest of the chunk and its CRLF
+                    take = bytes(self.buf[: self.remaining])
+                    del self.buf[: self.remaining + 2]
+                    self.remaining = 0
+                    self.state = "size"
+                    if take:
+                        self._body_piece(take, now)
+                    continue
+                n = min(len(self.buf), self.remaining)
+                if n:
+                    some = bytes(self.buf[:n])
+                    del self.buf[:n]
+                    self.remaining -= n
+                    self._body_piece(some, now)
+                return
+            elif self.state == "trailer":
+                end = self.buf.find(b"\r\n")
+                if end < 0:
+                    return
+                trailer = bytes(self.buf[:end])
+                del self.buf[: end + 2]
+                if not trailer:
+                    self._finish(now)
+                    return
+            else:
+                return
+
+    def _body_piece(self, piece: bytes, now: int) -> None:
+        if self.status != 200:
+            self.body += piece
+            return
+        self.sse += piece
+        while True:
+            end = self.sse.find(b"\n\n")
+            if end < 0:
+                return
+            event = bytes(self.sse[:end])
+            del self.sse[: end + 2]
+            if event == b"data: [DONE]":
+                self.done_seen = True
+                continue
+            if not self.first_ns:
+                self.first_ns = now
+                self.req_oneway = _field(event, b'"x_recv_ns":') - self.t_send
+            self.delays.append(now - _field(event, b'"x_sent_ns":'))
+
+    def _finish(self, now: int) -> None:
+        self.end_ns = now
+        waiter = self.waiter
+        if waiter is None or waiter.done():
+            return
+        if self.status != 200:
+            waiter.set_exception(RequestFailedError(f"status {self.status}"))
+        elif self.chunked and not self.done_seen:
+            waiter.set_exception(RequestFailedError("stream ended without [DONE]"))
+        elif not self.chunked:
+            body = bytes(self.body)
+            self.req_oneway = _field(body, b'"x_recv_ns":') - self.t_send
+            self.delays.append(now - _field(body, b'"x_sent_ns":'))
+            waiter.set_result(None)
+        else:
+            waiter.set_result(None)
+        self.state = "head"
+
+
+def _field(data: bytes, key: bytes) -> int:
+    """The integer after ``key`` in a JSON text (our own x_*_ns fields)."""
+    i = data.rfind(key)
+    if i < 0:
+        raise ValueError(f"no {key!r} in {data[:80]!r}")
+    i += len(key)
+    j = i
+    while j < len(data) and 48 <= data[j] <= 57:
+        j += 1
+    return int(data[i:j])
+
+
+def request_bytes(host: str, port: int, stream: bool) -> bytes:
+    body = {
+        "model": MODEL,
+        "messages": [
+            {
+                "role": "system",
+                "content": "You are a concise assistant. Answer in one short paragraph and "
+                "do not repeat the question back to the user.",
+            },
+            {
+                "role": "user",
+                "content": "Summarise in two sentences why a reverse proxy in front of a "
+                "model server must not buffer server-sent events, and what a client would "
+                "notice if it did. Mention time to first token.",
+            },
+        ],
+        "max_tokens": 64,
+        "temperature": 0.7,
+        "stream": stream,
+    }
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    data = json.dumps(body).encode()
+    head = (
+        f"POST {ROUTE} HTTP/1.1\r\nhost: {host}:{port}\r\ncontent-type: application/json\r\n"
+        f"accept: application/json\r\nauthorization: Bearer sk-bench-not-a-real-key\r\n"
+        f"user-agent: shadow-eval-bench/1\r\ncontent-length: {len(data)}\r\n\r\n"
+    )
+    return head.encode() + data
+
+
+@dataclass
+class LoadResult:
+    e2e: list[int] = field(default_factory=list)
+    ttft: list[int] = field(default_factory=list)
+    req_oneway: list[int] = field(default_factory=list)
+    chunk: list[int] = field(default_factory=list)
+    recorded: int = 0
+    sent: int = 0
+    failures: int = 0
+    failure_kinds: dict[str, int] = field(default_factory=dict)
+    cpu_s: float = 0.0
+    wall_s: float = 0.0
+    loop_lag_ms: list[float] = field(default_factory=list)
+
+
+async def run_load(
+    host: str,
+    port: int,
+    stream: bool,
+    concurrency: int,
+    duration_s: float,
+    response_s: float,
+    seed: int,
+) -> LoadResult:
+    """Closed-loop load: ramp (stagger + one warm-up request), measure, tail."""
+    loop = asyncio.get_running_loop()
+    rng = random.Random(seed)
+    payload = request_bytes(host, port, stream)
+    result = LoadResult()
+    t_begin = loop.time()
+    measure_from = t_begin + 2 * response_s + 0.2
+    measure_to = measure_from + duration_s
+    stop_at = measure_to + response_s * 1.2 + 0.1
+    cpu0 = os.times()
+
+    async def lag_monitor() -> None:
+        while loop.time() < stop_at:
+            t = loop.time()
+            await asyncio.sleep(0.005)
+            result.loop_lag_ms.append((loop.time() - t - 0.005) * 1000)
+
+    async def connect() -> ClientConnection:
+        _, conn = await loop.create_connection(ClientConnection, host, port)
+        return conn
+
+    async def client() -> None:
+        await asyncio.sleep(rng.uniform(0, response_s))
+        conn = await connect()
+        first = True
+        while True:
+            now = loop.time()
+            if now >= stop_at:
+                break
+            record = not first and measure_from <= now < measure_to
+            first = False
+            if conn.closed:
+                conn = await connect()
+            result.sent += 1
+            try:
+                await conn.request(payload)
+            except RequestFailedError as exc:
+                if record:
+                    result.failures += 1
+                    kind = str(exc).split(":")[0]
+                    result.failure_kinds[kind] = result.failure_kinds.get(kind, 0) + 1
+                if conn.transport is not None:
+                    conn.transport.close()
+                conn = await connect()
+                continue
+            if record:
+                result.recorded += 1
+                result.e2e.append(conn.end_ns - conn.t_send)
+                result.req_oneway.append(conn.req_oneway)
+                result.chunk.extend(conn.delays)
+                if stream:
+                    result.ttft.append(conn.first_ns - conn.t_send)
+        if conn.transport is not None:
+            conn.transport.close()
+
+    monitor = asyncio.create_task(lag_monitor())
+    await asyncio.gather(*(client() for _ in range(concurrency)))
+    await monitor
+    cpu1 = os.times()
+    result.cpu_s = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
+    result.wall_s = loop.time() - t_begin
+    return result
+
+
+# --------------------------------------------------------------------------- /proc and metrics
+
+
+def _stat_times(path: str) -> tuple[float, float]:
+    fields = Path(path).read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK  # utime, stime
+
+
+def proc_cpu_s(pid: int) -> float:
+    """utime + stime of a process (all its threads), in seconds."""
+    return sum(_stat_times(f"/proc/{pid}/stat"))
+
+
+def thread_cpu_s(pid: int, tid: int) -> float:
+    return sum(_stat_times(f"/proc/{pid}/task/{tid}/stat"))
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below ``pid`` (walks /proc for parent ids)."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        parents.setdefault(ppid, []).append(int(entry.name))
+    out: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+@dataclass
+class SidecarCpu:
+    loop_thread: float
+    process: float
+    process_stime: float
+    children: dict[int, float]
+
+    @classmethod
+    def read(cls, pid: int) -> SidecarCpu:
+        children: dict[int, float] = {}
+        for child in descendants(pid):
+            with contextlib.suppress(OSError):
+                children[child] = proc_cpu_s(child)
+        utime, stime = _stat_times(f"/proc/{pid}/stat")
+        return cls(thread_cpu_s(pid, pid), utime + stime, stime, children)
+
+    def minus(self, before: SidecarCpu) -> dict[str, float]:
+        kids = sum(v - before.children.get(k, 0.0) for k, v in self.children.items())
+        loop = self.loop_thread - before.loop_thread
+        return {
+            "loop_thread_s": loop,
+            "other_threads_s": (self.process - before.process) - loop,
+            "builder_s": kids,
+            "proxy_process_kernel_s": self.process_stime - before.process_stime,
+        }
+
+
+Metrics = dict[str, list[tuple[dict[str, str], float]]]
+
+
+def scrape(admin_url: str) -> Metrics:
+    """The sidecar's ``shadoweval_*`` samples: name → [(labels, value)]."""
+    import httpx
+
+    text = httpx.get(admin_url + "/metrics", timeout=10).text
+    out: Metrics = {}
+    for line in text.splitlines():
+        if not line.startswith("shadoweval_"):
+            continue
+        head, _, value = line.rpartition(" ")
+        name, _, rest = head.partition("{")
+        labels: dict[str, str] = {}
+        for part in rest.rstrip("}").split('",'):
+            if "=" in part:
+                key, _, val = part.partition("=")
+                labels[key.strip()] = val.strip().strip('"')
+        out.setdefault(name, []).append((labels, float(value)))
+    return out
+
+
+def total(metrics: Metrics, name: str, **match: str) -> float:
+    """Sum of ``name`` over the samples whose labels include ``match``."""
+    return sum(
+        v
+        for labels, v in metrics.get(name, [])
+        if all(labels.get(k) == want for k, want in match.items())
+    )
+
+
+def delta(after: Metrics, before: Metrics, name: str, **match: str) -> float:
+    return total(after, name, **match) - total(before, name, **match)
+
+
+def dropped_by_reason(after: Metrics, before: Metrics) -> dict[str, float]:
+    reasons = {labels.get("reason", "?") for labels, _ in after.get(DROPPED, [])}
+    out = {r: delta(after, before, DROPPED, reason=r) for r in sorted(reasons)}
+    return {r: v for r, v in out.items() if v}
+
+
+CAPTURED = "shadoweval_capture_captured_total"
+PRODUCED = "shadoweval_capture_produced_total"
+DROPPED = "shadoweval_capture_dropped_total"
+FORWARDED = "shadoweval_proxy_requests_total"
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_http(url: str, timeout_s: float, proc: subprocess.Popen[bytes], log: Path) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"{proc.args!r} exited ({proc.returncode}):\n{tail(log)}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        time.sleep(0.1)
+    raise SystemExit(f"{url} not ready within {timeout_s} s:\n{tail(log)}")
+
+
+def tail(log: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+class Processes:
+    """Every subprocess this benchmark starts; all are stopped on exit, also on errors."""
+
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(
+        self,
+        cmd: Sequence[str],
+        log: Path,
+        cwd: Path | None = None,
+        extra_env: dict[str, str] | None = None,
+    ) -> Any:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SHADOWEVAL_")}
+        env.update(extra_env or {})
+        env["PYTHONUNBUFFERED"] = "1"
+        with log.open("ab") as out:
+            proc = subprocess.Popen(
+                list(cmd),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=cwd,
+                env=env,
+                start_new_session=True,  # its own process group: the builder goes with it
+            )
+        self.procs.append(proc)
+        return proc
+
+    def stop(self, proc: subprocess.Popen[bytes], timeout_s: float = 60.0) -> int | None:
+        """SIGTERM, wait, then SIGKILL the process group (only ours: its pgid is its pid)."""
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+        # stragglers of its group (a builder that outlived its parent)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        if proc in self.procs:
+            self.procs.remove(proc)
+        return proc.returncode
+
+    def stop_all(self) -> None:
+        for proc in list(reversed(self.procs)):
+            self.stop(proc, timeout_s=20.0)
+
+
+@contextlib.contextmanager
+def managed() -> Iterator[Processes]:
+    procs = Processes()
+    try:
+        yield procs
+    finally:
+        procs.stop_all()
+
+
+def sidecar_command(upstream_port: int, port: int, admin_port: int, work: Path) -> list[str]:
+    exe = Path(sys.executable).parent / "shadow-eval"
+    return [
+        str(exe),
+        "capture",
+        "serve",
+        "--upstream",
+        f"http://127.0.0.1:{upstream_port}",
+        "--port",
+        str(port),
+        "--admin-port",
+        str(admin_port),
+        "--sink",
+        "file",
+        "--capture-dir",
+        str(work / "capture"),
+        "--spool-dir",
+        str(work / "spool"),
+    ]
+
+
+@dataclass
+class Sidecar:
+    proc: Any
+    port: int
+    admin_url: str
+    work: Path
+    log: Path
+
+
+def start_sidecar(
+    procs: Processes, upstream_port: int, work: Path, env: dict[str, str] | None = None
+) -> Sidecar:
+    work.mkdir(parents=True, exist_ok=True)
+    port, admin = free_port(), free_port()
+    cmd = sidecar_command(upstream_port, port, admin, work)
+    log = work / "sidecar.log"
+    proc = procs.start(cmd, log, cwd=work, extra_env=env)
+    admin_url = f"http://127.0.0.1:{admin}"
+    wait_http(admin_url + "/readyz", 60, proc, log)
+    return Sidecar(proc, port, admin_url, work, log)
+
+
+def run_loadgen(
+    procs: Processes,
+    port: int,
+    stream: bool,
+    concurrency: int,
+    duration_s: float,
+    shape: Shape,
+    generators: int,
+    seed: int,
+    work: Path,
+) -> LoadResult:
+    """One round: ``generators`` loadgen processes splitting ``concurrency``."""
+    outs: list[Path] = []
+    started: list[Any] = []
+    per = [concurrency // generators + (i < concurrency % generators) for i in range(generators)]
+    for i, c in enumerate(per):
+        out = work / f"load-{seed}-{i}.json"
+        outs.append(out)
+        cmd = [
+            sys.executable,
+            str(HERE),
+            "--role",
+            "loadgen",
+            "--target-port",
+            str(port),
+            "--load-mode",
+            "stream" if stream else "nonstream",
+            "--load-concurrency",
+            str(c),
+            "--duration",
+            str(duration_s),
+            "--response-s",
+            str(shape.total_s),
+            "--seed",
+            str(seed * 100 + i),
+            "--out",
+            str(out),
+        ]
+        started.append(procs.start(cmd, work / "loadgen.log"))
+    total = LoadResult()
+    timeout = duration_s + 4 * shape.total_s + 60
+    for proc, out in zip(started, outs, strict=True):
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            procs.stop(proc, 5)
+            raise SystemExit(f"load generator hung:\n{tail(work / 'loadgen.log')}") from None
+        procs.stop(proc, 5)
+        if proc.returncode != 0:
+            raise SystemExit(f"load generator failed:\n{tail(work / 'loadgen.log')}")
+        part = LoadResult(**json.loads(out.read_text()))
+        out.unlink()
+        wall = max(total.wall_s, part.wall_s)
+        merge(total, part)
+        total.wall_s = wall
+    return total
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def pct(values: Sequence[float], q: float) -> float:
+    import numpy as np
+
+    if not values:
+        return float("nan")
+    return float(np.percentile(np.asarray(values, dtype=np.float64), q))
+
+
+def ms(values: Sequence[int]) -> list[float]:
+    return [v / 1e6 for v in values]
+
+
+def summarize(load: LoadResult) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "requests": load.recorded,
+        "sent": load.sent,
+        "failures": load.failures,
+        "failure_kinds": load.failure_kinds,
+        "loadgen_cpu_s": round(load.cpu_s, 3),
+        "loadgen_wall_s": round(load.wall_s, 3),
+    }
+    for name in ("e2e", "ttft", "req_oneway", "chunk"):
+        values = ms(getattr(load, name))
+        for q in (50, 90, 99):
+            out[f"{name}_p{q}_ms"] = round(pct(values, q), 3) if values else None
+    out["loop_lag_p99_ms"] = round(pct(load.loop_lag_ms, 99), 3)
+    return out
+
+
+@dataclass
+class Cell:
+    mode: str
+    concurrency: int
+    direct: LoadResult = field(default_factory=LoadResult)
+    sidecar: LoadResult = field(default_factory=LoadResult)
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+    cpu: dict[str, float] = field(
+        default_factory=lambda: {
+            "loop_thread_s": 0.0,
+            "other_threads_s": 0.0,
+            "builder_s": 0.0,
+            "proxy_process_kernel_s": 0.0,
+        }
+    )
+    proxied: float = 0.0
+    captured: float = 0.0
+    produced: float = 0.0
+    dropped: dict[str, float] = field(default_factory=dict)
+    not_done: float = 0.0
+
+
+def merge(into: LoadResult, part: LoadResult) -> None:
+    for name in ("e2e", "ttft", "req_oneway", "chunk", "loop_lag_ms"):
+        getattr(into, name).extend(getattr(part, name))
+    into.recorded += part.recorded
+    into.sent += part.sent
+    into.failures += part.failures
+    for k, v in part.failure_kinds.items():
+        into.failure_kinds[k] = into.failure_kinds.get(k, 0) + v
+    into.cpu_s += part.cpu_s
+    into.wall_s += part.wall_s
+
+
+def cell_report(cell: Cell) -> dict[str, Any]:
+    d, s = summarize(cell.direct), summarize(cell.sidecar)
+    added: dict[str, float | None] = {}
+    for name in ("e2e", "ttft", "req_oneway", "chunk"):
+        for q in (50, 90, 99):
+            key = f"{name}_p{q}_ms"
+            a, b = d.get(key), s.get(key)
+            added[key] = None if a is None or b is None else round(b - a, 3)
+    per_k = 1000 / cell.proxied if cell.proxied else float("nan")
+    cpu_ms_per_1k = {k.removesuffix("_s"): round(v * 1000 * per_k, 1) for k, v in cell.cpu.items()}
+    cpu_ms_per_1k["total"] = round(
+        cpu_ms_per_1k["loop_thread"] + cpu_ms_per_1k["other_threads"] + cpu_ms_per_1k["builder"], 1
+    )
+    pair_added_p99 = [r["added_e2e_p99_ms"] for r in cell.rounds if "added_e2e_p99_ms" in r]
+    return {
+        "mode": cell.mode,
+        "concurrency": cell.concurrency,
+        "direct": d,
+        "sidecar": s,
+        "added": added,
+        "added_e2e_p99_by_round_pair_ms": pair_added_p99,
+        "sidecar_cpu_ms_per_1000_requests": cpu_ms_per_1k,
+        "sidecar_cpu_s": {k: round(v, 3) for k, v in cell.cpu.items()},
+        "sidecar_forwarded": cell.proxied,
+        "captured": cell.captured,
+        "produced_file": cell.produced,
+        "dropped": cell.dropped,
+        "captured_not_done": cell.not_done,
+        "rounds": cell.rounds,
+    }
+
+
+# --------------------------------------------------------------------------- orchestration
+
+
+def wait_drained(sidecar: Sidecar, before: Metrics, timeout_s: float = 60.0) -> Any:
+    """Read CPU, then /metrics; repeat until every capture of the round is written."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        cpu = SidecarCpu.read(sidecar.proc.pid)
+        after = scrape(sidecar.admin_url)
+        captured = delta(after, before, CAPTURED)
+        produced = delta(after, before, PRODUCED)
+        dropped = sum(dropped_by_reason(after, before).values())
+        if produced + dropped >= captured or time.monotonic() > deadline:
+            return cpu, after
+        time.sleep(0.2)
+
+
+def run_cell(
+    procs: Processes,
+    cell: Cell,
+    upstream_port: int,
+    sidecar: Sidecar,
+    rounds: int,
+    duration_s: float,
+    shape: Shape,
+    generators: int,
+    work: Path,
+    seed: int,
+    log: Any,
+) -> None:
+    stream = cell.mode == "stream"
+    order = ["direct", "sidecar", "sidecar", "direct"] * ((rounds + 1) // 2)
+    order = order[: 2 * rounds]
+    pair: dict[str, LoadResult] = {}
+    for i, path in enumerate(order):
+        port = upstream_port if path == "direct" else sidecar.port
+        if path == "sidecar":
+            m0 = scrape(sidecar.admin_url)
+            c0 = SidecarCpu.read(sidecar.proc.pid)
+        load = run_loadgen(
+            procs, port, stream, cell.concurrency, duration_s, shape, generators, seed + i, work
+        )
+        info: dict[str, Any] = {"round": i, "path": path, **summarize(load)}
+        if path == "sidecar":
+            c1, m1 = wait_drained(sidecar, m0)
+            cpu = c1.minus(c0)
+            for k, v in cpu.items():
+                cell.cpu[k] += v
+            proxied = delta(m1, m0, FORWARDED)
+            captured = delta(m1, m0, CAPTURED)
+            produced = delta(m1, m0, PRODUCED, sink="file")
+            not_done = captured - delta(m1, m0, CAPTURED, outcome="done", route=ROUTE)
+            drops = dropped_by_reason(m1, m0)
+            cell.proxied += proxied
+            cell.captured += captured
+            cell.produced += produced
+            cell.not_done += not_done
+            for k, v in drops.items():
+                cell.dropped[k] = cell.dropped.get(k, 0) + v
+            info.update(
+                forwarded=proxied,
+                sent_by_loadgen=load.sent,
+                captured=captured,
+                produced=produced,
+                dropped=drops,
+                cpu_s={k: round(v, 3) for k, v in cpu.items()},
+            )
+        merge(cell.direct if path == "direct" else cell.sidecar, load)
+        pair[path] = load
+        if len(pair) == 2:
+            d = pct(ms(pair["direct"].e2e), 99)
+            s = pct(ms(pair["sidecar"].e2e), 99)
+            info["added_e2e_p99_ms"] = round(s - d, 3)
+            pair = {}
+        cell.rounds.append(info)
+        log(
+            f"  {cell.mode:9} c={cell.concurrency:<4} round {i + 1}/{len(order)} {path:7} "
+            f"n={load.recorded:<5} fail={load.failures} "
+            f"e2e p50/p99 {info['e2e_p50_ms']}/{info['e2e_p99_ms']} ms"
+            + (f"  ttft p99 {info['ttft_p99_ms']}" if stream else "")
+            + f"  chunk p99 {info['chunk_p99_ms']}  gen lag p99 {info['loop_lag_p99_ms']} ms"
+        )
+
+
+def count_capture_lines(directory: Path) -> int:
+    import gzip
+
+    total = 0
+    for path in sorted(directory.rglob("*")):
+        if not path.is_file():
+            continue
+        opener: Any = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rb") as fh:
+            total += sum(1 for line in fh if line.strip())
+    return total
+
+
+PROFILE_GROUPS = (
+    ("/h11/", "h11 (HTTP/1.1 parsing and serialising, both sides)"),
+    ("/uvicorn/", "uvicorn (server protocol, ASGI glue)"),
+    ("/httpcore/", "httpcore (upstream pool, HTTP/1.1 client)"),
+    ("/httpx/", "httpx (request/response objects, transport)"),
+    ("/anyio/", "anyio (httpcore's socket streams)"),
+    ("/asyncio/", "asyncio (event loop, tasks, transports, socket syscalls)"),
+    ("/selectors.py", "asyncio (event loop, tasks, transports, socket syscalls)"),
+    ("/prometheus_client/", "prometheus_client (metrics)"),
+    ("/capture/", "capture/ (our proxy, tee, sampling)"),
+    ("/shadoweval/", "shadoweval/ (ids, records)"),
+    ("/concurrent/", "concurrent.futures + multiprocessing (hand-off to the builder)"),
+    ("/multiprocessing/", "concurrent.futures + multiprocessing (hand-off to the builder)"),
+    ("/pydantic", "pydantic"),
+)
+
+
+def _frame(text: str) -> tuple[str, str]:
+    """``func (path:line)`` → (func, path)."""
+    func, _, rest = text.partition(" (")
+    return func, rest.rsplit(":", 1)[0]
+
+
+IDLE_LEAVES = {
+    ("EpollSelector.select", "selectors.py"),
+    ("_PollLikeSelector.select", "selectors.py"),
+    ("Condition.wait", "threading.py"),
+    ("Event.wait", "threading.py"),
+    ("Connection._recv", "connection.py"),
+    ("wait", "connection.py"),
+}
+
+
+def profile_summary(raw: Path, sidecar_pid: int) -> dict[str, Any]:
+    """Where the sidecar's CPU goes: py-spy's on-CPU samples (collapsed stacks) grouped."""
+    by_where: dict[str, int] = {}
+    by_group: dict[str, int] = {}
+    by_func: dict[str, int] = {}
+    ours: dict[str, int] = {}
+    idle: dict[str, int] = {}
+    loop_total = 0
+    for line in raw.read_text(errors="replace").splitlines():
+        stack_text, _, count_text = line.rpartition(" ")
+        if not count_text.isdigit():
+            continue
+        count = int(count_text)
+        parts = stack_text.split(";")
+        procs = [p for p in parts if p.startswith("process ")]
+        threads = [p for p in parts if p.startswith("thread (")]
+        frames = [p for p in parts if not p.startswith(("process ", "thread ("))]
+        pid = int(procs[-1].split()[1].split(":")[0]) if procs else sidecar_pid
+        main_thread = bool(threads) and threads[-1].startswith(f"thread ({pid})")
+        where = (
+            ("sidecar event-loop thread" if main_thread else "sidecar other threads")
+            if pid == sidecar_pid
+            else "builder process"
+        )
+        if not frames:
+            continue
+        leaf_func, leaf_path = _frame(frames[-1])
+        if (leaf_func, leaf_path.rsplit("/", 1)[-1]) in IDLE_LEAVES:
+            idle[where] = idle.get(where, 0) + count
+            continue
+        by_where[where] = by_where.get(where, 0) + count
+        if where != "sidecar event-loop thread":
+            continue
+        loop_total += count
+        func, path = _frame(frames[-1])
+        group = next((label for key, label in PROFILE_GROUPS if key in path), "other")
+        by_group[group] = by_group.get(group, 0) + count
+        short = "/".join(path.rsplit("/", 2)[-2:])
+        name = f"{func} ({short})"
+        by_func[name] = by_func.get(name, 0) + count
+        seen: set[str] = set()
+        for frame in frames:
+            f, p = _frame(frame)
+            if "/capture/" in p and f not in seen:
+                seen.add(f)
+                label = f"{f} (capture/{p.rsplit('/', 1)[-1]})"
+                ours[label] = ours.get(label, 0) + count
+
+    def table(d: dict[str, int], total_: int, n: int) -> list[dict[str, Any]]:
+        top = sorted(d.items(), key=lambda kv: -kv[1])[:n]
+        return [{"name": k, "samples": v, "share": round(v / total_, 4)} for k, v in top]
+
+    everything = sum(by_where.values())
+    return {
+        "samples_on_cpu": everything,
+        "samples_idle_excluded": idle,
+        "by_process_and_thread": table(by_where, everything, 5),
+        "loop_thread_self_by_library": table(by_group, loop_total, 20),
+        "loop_thread_self_top_functions": table(by_func, loop_total, 30),
+        "loop_thread_inclusive_capture_functions": table(ours, loop_total, 15),
+    }
+
+
+def main_run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    console = Console(stderr=True, width=max(shutil.get_terminal_size().columns, 240))
+    log = console.print
+    shape = Shape(args.ttft_ms, args.itl_ms[0], args.itl_ms[1], args.events)
+    cells = [Cell(mode, c) for mode in args.modes for c in args.concurrency]
+    started = time.time()
+    report: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="sidecar-bench-") as tmp, managed() as procs:
+        work = Path(tmp)
+        upstream_port = free_port()
+        upstream_log = work / "upstream.log"
+        upstream = procs.start(
+            [
+                sys.executable,
+                str(HERE),
+                "--role",
+                "upstream",
+                "--target-port",
+                str(upstream_port),
+                "--ttft-ms",
+                str(shape.ttft_ms),
+                "--itl-ms",
+                str(shape.itl_min_ms),
+                str(shape.itl_max_ms),
+                "--events",
+                str(shape.events),
+            ],
+            upstream_log,
+        )
+        wait_http(f"http://127.0.0.1:{upstream_port}/v1/models", 30, upstream, upstream_log)
+        extra = dict(kv.split("=", 1) for kv in args.sidecar_env)
+        if "PYTHONPATH" in extra:  # the sidecar runs in a scratch directory
+            parts = extra["PYTHONPATH"].split(os.pathsep)
+            extra["PYTHONPATH"] = os.pathsep.join(str(Path(p).resolve()) for p in parts)
+        sidecar = start_sidecar(procs, upstream_port, work / "sidecar", extra)
+        log(
+            f"upstream :{upstream_port} (pid {upstream.pid}), sidecar :{sidecar.port} "
+            f"(pid {sidecar.proc.pid}, admin {sidecar.admin_url}); response "
+            f"{shape.ttft_ms:g} ms TTFT + {shape.events} events "
+            f"{shape.itl_min_ms:g}-{shape.itl_max_ms:g} ms apart = {shape.total_s * 1000:.0f} ms"
+        )
+        # warm-up: spawn the builder process, fill the upstream pool, import everything
+        for stream in (True, False):
+            run_loadgen(procs, sidecar.port, stream, 20, 1.0, shape, 1, 999, work)
+        wait_drained(sidecar, {})
+        up_cpu0 = proc_cpu_s(upstream.pid)
+        for n, cell in enumerate(cells):
+            run_cell(
+                procs,
+                cell,
+                upstream_port,
+                sidecar,
+                args.rounds,
+                args.duration,
+                shape,
+                args.generators,
+                work,
+                (n + 1) * 1000,
+                log,
+            )
+        upstream_cpu = proc_cpu_s(upstream.pid) - up_cpu0
+        profile: dict[str, Any] | None = None
+        if args.profile is not None:
+            profile = run_profile(procs, args, sidecar, shape, work, log)
+        final = scrape(sidecar.admin_url)
+        rc = procs.stop(sidecar.proc)
+        lines = count_capture_lines(work / "sidecar" / "capture")
+        forwarded_total = total(final, FORWARDED)
+        log(
+            f"sidecar exited {rc}; capture log holds {lines} exchanges for "
+            f"{forwarded_total:.0f} forwarded requests (warm-up included)"
+        )
+        procs.stop(upstream)
+        report = {
+            "machine": machine_info(),
+            "command": " ".join([Path(sys.executable).name, *sys.argv]),
+            "shape": {**asdict(shape), "response_ms": round(shape.total_s * 1000, 1)},
+            "rounds_per_path": args.rounds,
+            "duration_s_per_round": args.duration,
+            "generators": args.generators,
+            "cells": [cell_report(c) for c in cells],
+            "capture_log_lines": lines,
+            "sidecar_forwarded_total": forwarded_total,
+            "sidecar_exit_code": rc,
+            "upstream_cpu_s": round(upstream_cpu, 2),
+            "wall_s": round(time.time() - started, 1),
+            "profile": profile,
+        }
+    for c in report["cells"]:
+        d = c["direct"]
+        ttft = f", TTFT p50 {d['ttft_p50_ms']} ms (schedule {shape.ttft_ms:g})"
+        log(
+            f"generator check, direct {c['mode']} c={c['concurrency']}: e2e p50 "
+            f"{d['e2e_p50_ms']} ms (upstream schedule {shape.total_s * 1000:.0f} ms)"
+            + (ttft if d["ttft_p50_ms"] else "")
+            + f", one-way chunk p99 {d['chunk_p99_ms']} ms, generator loop lag p99 "
+            f"{d['loop_lag_p99_ms']} ms, generator CPU {d['loadgen_cpu_s']} s"
+        )
+    print_table(report, console)
+    if args.markdown:
+        print(markdown(report))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
+        log(f"wrote {args.json}")
+    return 0
+
+
+def run_profile(
+    procs: Processes,
+    args: argparse.Namespace,
+    sidecar: Sidecar,
+    shape: Shape,
+    work: Path,
+    log: Any,
+) -> dict[str, Any]:
+    """One more round through the same sidecar with py-spy sampling it from outside."""
+    spy = Path(sys.executable).parent / "py-spy"
+    if not spy.exists():
+        raise SystemExit("--profile needs py-spy in the venv: .venv/bin/pip install py-spy")
+    out_dir = Path(args.profile)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    mode = "stream" if "stream" in args.modes else args.modes[0]
+    conc = max(args.concurrency)
+    raw = out_dir / f"sidecar-{mode}-{conc}.collapsed.txt"
+    log(f"profiling the sidecar with py-spy (on-CPU samples): {mode}, {conc} clients")
+    cmd = [str(spy), "record", "--pid", str(sidecar.proc.pid), "--subprocesses", "--threads"]
+    cmd += ["--nonblocking", "--full-filenames", "--rate", "250", "--format", "raw"]
+    spy_proc = procs.start([*cmd, "--output", str(raw)], work / "py-spy.log")
+    time.sleep(1.0)
+    load = run_loadgen(
+        procs, sidecar.port, mode == "stream", conc, args.duration, shape, 1, 4242, work
+    )
+    spy_proc.send_signal(signal.SIGINT)
+    try:
+        spy_proc.wait(60)
+    except subprocess.TimeoutExpired:
+        procs.stop(spy_proc, 5)
+    procs.stop(spy_proc, 5)
+    if not raw.exists():
+        raise SystemExit(f"py-spy wrote nothing:\n{tail(work / 'py-spy.log')}")
+    summary = profile_summary(raw, sidecar.proc.pid)
+    summary.update(mode=mode, concurrency=conc, load_while_sampled=summarize(load), file=str(raw))
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    for key in ("by_process_and_thread", "loop_thread_self_by_library"):
+        log(f"  {key}:")
+        for row in summary[key]:
+            log(f"    {row['share'] * 100:5.1f}%  {row['name']}")
+    log(f"profile written to {out_dir}")
+    return summary
+
+
+def machine_info() -> dict[str, Any]:
+    model = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return {
+        "nproc": os.cpu_count(),
+        "cpu_model": model,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+def _f(v: Any, digits: int = 2) -> str:
+    if v is None or (isinstance(v, float) and v != v):
+        return "–"
+    return f"{v:.{digits}f}"
+
+
+def rows(report: dict[str, Any]) -> list[list[str]]:
+    out: list[list[str]] = []
+    for c in report["cells"]:
+        d, s, a, cpu = c["direct"], c["sidecar"], c["added"], c["sidecar_cpu_ms_per_1000_requests"]
+        stream = c["mode"] == "stream"
+        drops = int(sum(c["dropped"].values()))
+        out.append(
+            [
+                c["mode"],
+                str(c["concurrency"]),
+                f"{_f(d['e2e_p50_ms'], 1)} / {_f(d['e2e_p99_ms'], 1)}",
+                f"{_f(s['e2e_p50_ms'], 1)} / {_f(s['e2e_p99_ms'], 1)}",
+                f"{_f(a['e2e_p50_ms'])} / {_f(a['e2e_p99_ms'])}",
+                f"{_f(a['ttft_p50_ms'])} / {_f(a['ttft_p99_ms'])}" if stream else "–",
+                f"{_f(a['chunk_p50_ms'])} / {_f(a['chunk_p99_ms'])}",
+                f"{_f(cpu['loop_thread'], 0)} + {_f(cpu['other_threads'], 0)}",
+                _f(cpu["builder"], 0),
+                f"{d['requests']:,} / {s['requests']:,}",
+                f"{d['failures']} / {s['failures']}",
+                f"{int(c['captured']):,}/{int(c['sidecar_forwarded']):,}"
+                + (f" ({drops} dropped)" if drops else ""),
+            ]
+        )
+    return out
+
+
+HEADERS = [
+    "mode",
+    "clients",
+    "direct p50 / p99 (ms)",
+    "sidecar p50 / p99 (ms)",
+    "added p50 / p99 (ms)",
+    "added TTFT p50 / p99 (ms)",
+    "per-chunk overhead p50 / p99 (ms)",
+    "proxy CPU ms / 1k req (loop + other threads)",
+    "builder CPU ms / 1k req",
+    "requests (direct / sidecar)",
+    "failures (direct / sidecar)",
+    "captured / forwarded",
+]
+
+
+def print_table(report: dict[str, Any], console: Any) -> None:
+    from rich.table import Table
+
+    table = Table(title="capture sidecar overhead (added = sidecar − direct)")
+    for h in HEADERS:
+        table.add_column(h, justify="left" if h == "mode" else "right")
+    for r in rows(report):
+        table.add_row(*r)
+    console.print(table)
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines = ["| " + " | ".join(HEADERS) + " |", "|---|" + "---:|" * (len(HEADERS) - 1)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows(report)]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="1 round of 3 s per path")
+    parser.add_argument("--rounds", type=int, default=4, help="rounds per path per cell")
+    parser.add_argument("--duration", type=float, default=6.0, help="measured s per round")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[50, 200])
+    parser.add_argument(
+        "--modes", nargs="+", default=["stream", "nonstream"], choices=["stream", "nonstream"]
+    )
+    parser.add_argument("--generators", type=int, default=1, help="loadgen processes")
+    parser.add_argument("--ttft-ms", type=float, default=100.0)
+    parser.add_argument("--itl-ms", type=float, nargs=2, default=[20.0, 50.0])
+    parser.add_argument("--events", type=int, default=20, help="content events per stream")
+    parser.add_argument("--json", help="write the full report here")
+    parser.add_argument("--markdown", action="store_true", help="print a markdown table")
+    parser.add_argument("--profile", help="also profile the sidecar; write files to this dir")
+    parser.add_argument(
+        "--sidecar-env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra environment for the sidecar process (experiments)",
+    )
+    # internal roles
+    parser.add_argument("--role", choices=["run", "upstream", "loadgen"], default="run")
+    parser.add_argument("--target-port", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--load-mode", help=argparse.SUPPRESS)
+    parser.add_argument("--load-concurrency", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--response-s", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.role == "upstream":
+        shape = Shape(args.ttft_ms, args.itl_ms[0], args.itl_ms[1], args.events)
+        asyncio.run(serve_upstream(args.target_port, shape))
+        return 0
+    if args.role == "loadgen":
+        result = asyncio.run(
+            run_load(
+                "127.0.0.1",
+                args.target_port,
+                args.load_mode == "stream",
+                args.load_concurrency,
+                args.duration,
+                args.response_s,
+                args.seed,
+            )
+        )
+        Path(args.out).write_text(json.dumps(asdict(result)))
+        return 0
+    if args.quick:
+        args.rounds, args.duration = 1, 3.0
+    return main_run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
