@@ -292,8 +292,10 @@ class Sidecar:
 
 def _sink_probe(sink: ExchangeSink) -> Callable[[], tuple[bool, str]]:
     def probe() -> tuple[bool, str]:
-        ok = sink.ready()
-        return ok, "ok" if ok else "not ready (records are kept in the spool or counted)"
+        status = getattr(sink, "status", None)
+        detail = status() if callable(status) else ("ok" if sink.ready() else "not ready")
+        spooling = getattr(sink, "mode", None) is not None and "spooling" in detail
+        return sink.ready() and not spooling, str(detail)
 
     return probe
 

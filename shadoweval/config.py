@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -132,6 +132,27 @@ class BodyRedactionSettings(BaseModel):
     rules: tuple[str, ...] = ("email", "phone", "card_number", "secret_key")
     extra_patterns: dict[str, str] = Field(default_factory=dict)
 
+    @field_validator("rules")
+    @classmethod
+    def _known_rules(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        known = {"email", "phone", "card_number", "secret_key"}
+        unknown = [r for r in value if r not in known]
+        if unknown:
+            raise ValueError(f"unknown rule(s) {unknown}; known: {sorted(known)}")
+        return value
+
+    @field_validator("extra_patterns")
+    @classmethod
+    def _patterns_compile(cls, value: dict[str, str]) -> dict[str, str]:
+        import re
+
+        for name, pattern in value.items():
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"pattern {name!r} = {pattern!r} is not a regex: {exc}") from None
+        return value
+
 
 class CaptureSettings(BaseModel):
     """The capture sidecar.
@@ -180,6 +201,24 @@ class CaptureSettings(BaseModel):
     file_sink_directory: str = ".shadoweval/capture"
     file_sink_compress: bool = False
     spool: SpoolSettings = SpoolSettings()
+
+    @field_validator("upstream_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("expected http://HOST[:PORT] or https://HOST[:PORT]")
+        return value
+
+    @model_validator(mode="after")
+    def _distinct_ports(self) -> CaptureSettings:
+        if self.port and self.port == self.admin_port:
+            raise ValueError(
+                f"port and admin_port are both {self.port}: the admin endpoints need their own"
+            )
+        return self
 
 
 class WorkerSettings(BaseModel):
@@ -237,10 +276,19 @@ def load_settings(overrides: dict[str, dict[str, object]] | None = None) -> Sett
             value=first.get("input"),
         )
 
+    from pydantic_settings import SettingsError
+
+    check_environment()
     try:
         settings = Settings()
     except ValidationError as exc:
         raise _fail(exc) from None
+    except SettingsError as exc:
+        raise ConfigError(
+            f"{exc}: list and mapping settings are JSON, e.g. "
+            'SHADOWEVAL_CAPTURE__SINKS=\'["kafka", "file"]\'',
+            field="environment",
+        ) from None
     if not overrides:
         return settings
     data = settings.model_dump()
@@ -255,3 +303,46 @@ def load_settings(overrides: dict[str, dict[str, object]] | None = None) -> Sett
         return Settings.model_validate(data)
     except ValidationError as exc:
         raise _fail(exc) from None
+
+
+_OTHER_PREFIXES = ("SHADOWEVAL_API__", "SHADOWEVAL_TEST_")
+"""Variables read by other settings objects (the API) or by the test suite."""
+
+
+def check_environment(environ: dict[str, str] | None = None) -> None:
+    """Refuse ``SHADOWEVAL_*`` variables that name no setting (a typo would be ignored).
+
+    Raises:
+        ConfigError: names the first unknown variable and the nearest known field.
+    """
+    import difflib
+    import os
+
+    from shadoweval.errors import ConfigError
+
+    env = os.environ if environ is None else environ
+    for key in sorted(env):
+        if not key.startswith("SHADOWEVAL_") or key.startswith(_OTHER_PREFIXES):
+            continue
+        path = key[len("SHADOWEVAL_") :].lower().split("__")
+        model: type[BaseModel] | None = Settings
+        for depth, part in enumerate(path):
+            if model is None:
+                break
+            fields = model.model_fields
+            if part not in fields:
+                near = difflib.get_close_matches(part, list(fields), n=1)
+                hint = f"; did you mean {near[0]!r}?" if near else ""
+                where = ".".join(path[:depth]) or "settings"
+                raise ConfigError(
+                    f"environment variable {key} names no setting: {where} has no field "
+                    f"{part!r}{hint}",
+                    field=key,
+                    value=env[key],
+                )
+            annotation = fields[part].annotation
+            model = (
+                annotation
+                if isinstance(annotation, type) and issubclass(annotation, BaseModel)
+                else None
+            )

@@ -90,6 +90,7 @@ class FileSink:
     ) -> None:
         self.directory = Path(directory)
         self.metrics = metrics
+        self.last_error: str | None = None
         self.compress = compress
         self.max_segment_bytes = max_segment_bytes
         self.writer_factory: WriterFactory = writer_factory or self._default_writer
@@ -115,11 +116,18 @@ class FileSink:
         with self._queue.mutex:
             return sum(1 for item in self._queue.queue if item is not None)
 
+    def status(self) -> str:
+        """One line for ``/readyz``: the last write error, or the queue depth."""
+        if self.last_error is not None:
+            return self.last_error
+        return f"writing to {self.directory}, {self.queued} queued"
+
     def ready(self) -> bool:
-        """True while the worker thread runs and its queue has room."""
+        """True while the worker thread runs, its queue has room and writes succeed."""
         thread = self._thread
         return (
-            thread is not None
+            self.last_error is None
+            and thread is not None
             and thread.is_alive()
             and not self._stop_event.is_set()
             and not self._queue.full()
@@ -226,9 +234,11 @@ class FileSink:
             logger.error("file sink cannot write to %s: %s", self.directory, exc)
             self.metrics.produce_errors.labels(reason="file_io").inc()
             self.metrics.dropped.labels(reason="sink_failed").inc()
+            self.last_error = f"write failing: {type(exc).__name__}: {exc}"
             if writer is not None:
                 self._close(writer)
             return None
+        self.last_error = None
         self.metrics.produced.labels(sink=self.name).inc()
         return writer
 

@@ -199,6 +199,14 @@ class KafkaSink:
         """Exchanges written and not yet taken by the sender."""
         return len(self._pending)
 
+    def status(self) -> str:
+        """One line for ``/readyz``: the mode and what the spool holds."""
+        spool = self.spool
+        held = f"{spool.record_count} records, {spool.size_bytes} bytes" if spool else "unopened"
+        if self._mode is SinkMode.DIRECT:
+            return f"direct to the broker; spool {held}"
+        return f"spooling (broker unreachable or slow); spool {held}"
+
     def ready(self) -> bool:
         """True when started and DIRECT, or started and the spool still has room.
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from types import TracebackType
 
 from aiokafka import AIOKafkaProducer
-from aiokafka.errors import KafkaError, MessageSizeTooLargeError
+from aiokafka.errors import KafkaConnectionError, KafkaError, MessageSizeTooLargeError
 
 from shadoweval.bus.errors import BusError, BusTimeoutError
 from shadoweval.config import KafkaSettings
@@ -99,6 +99,9 @@ class BusProducer:
         try:
             self._producer = await self._start_one(want)
             self.idempotent = want
+        except KafkaConnectionError as exc:
+            # The broker is unreachable: nothing to say about idempotence yet.
+            raise BusError(f"cannot reach broker {self.settings.bootstrap_servers}: {exc}") from exc
         except KafkaError as exc:
             if not want or self.settings.idempotence == "required":
                 raise BusError(f"cannot start producer: {exc!r}") from exc

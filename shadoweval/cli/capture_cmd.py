@@ -94,6 +94,10 @@ def capture_serve(
         print_error(err, exc)
         raise typer.Exit(EXIT_ERROR) from None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    # aiokafka logs every failed reconnect (~30 lines/s during an outage) and httpx every
+    # readiness probe; the sink logs each mode change once and the metrics count the rest.
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     cap = settings.capture
     err.print(
         f"shadow-eval capture: proxy http://{cap.host}:{cap.port} → {cap.upstream_url}; "

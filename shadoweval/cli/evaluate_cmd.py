@@ -50,12 +50,17 @@ def build_settings(
         ConfigError: an override is out of range (names the option and value).
     """
     from pydantic import ValidationError
+    from pydantic_settings import SettingsError
 
-    from shadoweval.config import ReplaySettings
+    from shadoweval.config import ReplaySettings, check_environment
     from shadoweval.config import Settings as _Settings
     from shadoweval.errors import ConfigError
 
-    settings = _Settings()
+    check_environment()
+    try:
+        settings = _Settings()
+    except (ValidationError, SettingsError) as exc:
+        raise ConfigError(f"invalid SHADOWEVAL_* environment: {exc}", field="environment") from None
     replay = settings.replay.model_dump()
     for key, value in (
         ("concurrency", concurrency),
