@@ -9,14 +9,24 @@ gate-statistics.md; each module cites its sources.
 * :mod:`stats.multiplicity` — Holm adjustment of the harm family.
 * :mod:`stats.means` — one-sided t test of a mean against an absolute margin.
 * :mod:`stats.quantiles` — linear quantiles, order-statistic CIs, quantile-ratio intervals
-  (paired Poisson bootstrap for the gate; the unpaired resampling-free one for reference).
+  (the resampling-free paired Poisson bootstrap for the gate; the paired and unpaired
+  bootstraps for reference).
+* :mod:`stats.sequential` — checkpoints, confidence sequences, α spending, sequential
+  McNemar, group-sequential boundaries.
+* :mod:`stats.noise_floor`, :mod:`stats.cost`, :mod:`stats.power`, :mod:`stats.validity`,
+  :mod:`stats.report_only` — noise-floor linearisation and tail report, token ratio,
+  sample sizes, task-mix and coverage checks, Mann–Whitney / Hodges–Lehmann / CLES.
 * :mod:`stats.frame` — :func:`pairs_frame`, PairScore records to the gate's table.
-* :mod:`stats.checks` — one check per metric and task type (infrastructure errors apart).
+* :mod:`stats.checks` — one check per metric and analysis unit (infrastructure apart).
+* :mod:`stats.checkpoints` — :func:`evaluate_poll`: the verdict of a poll, on the prefix
+  of the latest checkpoint; :func:`look_levels`, :func:`design_sample_size`.
 * :mod:`stats.gate` — :func:`evaluate_gate`, the PROMOTE / HOLD / ROLLBACK verdict.
+* :mod:`stats.summary` — :func:`task_type_summary`, descriptive and report-only numbers.
 """
 
 from __future__ import annotations
 
+from stats.checkpoints import LookLevels, design_sample_size, evaluate_poll, look_levels
 from stats.frame import PAIRS_COLUMNS, pairs_frame
 from stats.gate import evaluate_gate
 from stats.inputs import InvalidDataError
@@ -34,6 +44,8 @@ from stats.policy import (
     DEFAULT_POLICY_FILE,
     GatePolicy,
     InfraErrorPolicy,
+    OutputTokensPolicy,
+    SequentialPolicy,
     TaskTypePolicy,
     effective,
     load_policy,
@@ -48,6 +60,7 @@ from stats.quantiles import (
     QuantileRatioResult,
     order_statistic_ranks,
     paired_quantile_ratio_ci,
+    paired_quantile_ratios_rf,
     quantile_ci,
     quantile_ratio_ci,
     sample_quantile,
@@ -59,22 +72,29 @@ __all__ = [
     "GatePolicy",
     "InfraErrorPolicy",
     "InvalidDataError",
+    "LookLevels",
     "McNemarResult",
     "MeanNonInferiorityResult",
     "OrderStatisticRanks",
+    "OutputTokensPolicy",
     "QuantileCI",
     "QuantileRatioResult",
+    "SequentialPolicy",
     "TangoInterval",
     "TangoTestResult",
     "TaskTypePolicy",
+    "design_sample_size",
     "effective",
     "evaluate_gate",
+    "evaluate_poll",
     "holm",
     "load_policy",
+    "look_levels",
     "mcnemar",
     "mean_noninferiority",
     "order_statistic_ranks",
     "paired_quantile_ratio_ci",
+    "paired_quantile_ratios_rf",
     "pairs_frame",
     "parse_policy",
     "parse_policy_yaml",

@@ -52,8 +52,12 @@ __all__ = [
     "InfraErrorPolicy",
     "LatencyMetric",
     "LatencyPolicy",
+    "OutputTokensPolicy",
+    "SequentialPolicy",
     "SimilarityPolicy",
+    "SpendingKind",
     "TaskTypePolicy",
+    "ValidityPolicy",
     "effective",
     "load_policy",
     "parse_policy",
@@ -93,12 +97,20 @@ def _strict_integer(value: object) -> object:
     return int(value)
 
 
+def _optional_integer(value: object) -> object:
+    """Like :func:`_strict_integer`, but YAML ``null`` (``None``) means "not set"."""
+    return None if value is None else _strict_integer(value)
+
+
 Number = Annotated[float, BeforeValidator(_strict_number)]
 """A finite float read from YAML, written as a YAML number (an integer is fine); strings
 and booleans are rejected."""
 Count = Annotated[int, BeforeValidator(_strict_integer)]
 """An integer read from YAML, written as a YAML integer; strings, floats (even ``2.0``)
 and booleans are rejected."""
+
+OptionalCount = Annotated[int | None, BeforeValidator(_optional_integer)]
+"""An integer read from YAML, or ``null`` for "not set"."""
 
 LatencyMetric = Literal["e2e_ms", "ttft_ms"]
 """Latency columns the gate knows: end-to-end and time to first token, milliseconds."""
@@ -118,13 +130,14 @@ class BinaryMetricPolicy(_Block):
 
     Attributes:
         margin: non-inferiority margin on the difference of failure proportions
-            ``p_cand_fail − p_base_fail`` (absolute proportion, 0.02 = 2 percentage
-            points). Default 0.02. Must be in (0, 1).
+            ``p_cand_fail − p_base_fail`` (absolute proportion, 0.01 = 1 percentage
+            point). Default 0.01 (gate-statistics.md §2.2), so that a 2-point regression
+            is twice the margin. Must be in (0, 1).
         critical: a significant harm (McNemar, Holm-adjusted at ``alpha_harm``) rolls
             the candidate back. Default true.
     """
 
-    margin: Number = Field(default=0.02, gt=0, lt=1)
+    margin: Number = Field(default=0.01, gt=0, lt=1)
     critical: StrictBool = True
 
 
@@ -164,7 +177,7 @@ class FormatParsePolicy(BinaryMetricPolicy):
 
     Attributes:
         margin: non-inferiority margin on ``p_base_ok − p_cand_ok`` (absolute
-            proportion). Default 0.02.
+            proportion). Default 0.01.
         critical: as for :class:`BinaryMetricPolicy`. Default true.
         success_flag: which parse counts as success: ``strict`` (the whole output is
             JSON), ``fence_stripped`` (JSON after removing one code fence) or
@@ -176,46 +189,65 @@ class FormatParsePolicy(BinaryMetricPolicy):
 
 
 class SimilarityPolicy(_Block):
-    """The output-divergence guardrail.
+    """The output-divergence guardrail (divergence ``D = 1 − cosine similarity``, in [0, 2]).
+
+    When the run has baseline-repeat outcomes (``noise_similarity``: the baseline replayed
+    against itself), each task type is judged against that noise floor on the exchanges
+    that have one (gate-statistics.md §1.6): ``e_i = D_cand_i − (1 + noise_ratio)·
+    D_noise_i`` must have a mean below ``noise_margin``, i.e. the candidate may diverge
+    from the baseline at most ``noise_ratio`` more than the baseline does from itself,
+    plus ``noise_margin``. Without baseline-repeat outcomes in the run, the mean of
+    ``D_cand`` must be below ``max_mean_divergence`` and the check's reason says that no
+    noise floor was available.
 
     Attributes:
-        max_mean_divergence: the candidate is non-inferior when the mean divergence
-            ``E[D]``, ``D = 1 − cosine similarity`` (so D in [0, 2]), is below this.
+        max_mean_divergence: absolute limit on ``E[D_cand]`` when there is no noise floor.
             Default 0.35. Must be in (0, 2).
+        noise_ratio: relative margin ``r`` over the noise floor. Default 0.25. In [0, 10].
+        noise_margin: absolute margin ``δ_abs`` on ``E[e]`` (divergence units); keeps the
+            margin above 0 for near-deterministic tasks. Default 0.01. In (0, 2).
+        tail_quantile: level of the noise-divergence threshold of the tail-rate report
+            (report only, :func:`stats.noise_floor.tail_rate_split`). Default 0.95.
+            In (0.5, 1).
+        tail_seed: seed of the tail-rate report's random half split. Default 20240601.
     """
 
     max_mean_divergence: Number = Field(default=0.35, gt=0, lt=2)
+    noise_ratio: Number = Field(default=0.25, ge=0, le=10)
+    noise_margin: Number = Field(default=0.01, gt=0, lt=2)
+    tail_quantile: Number = Field(default=0.95, gt=0.5, lt=1)
+    tail_seed: Count = Field(default=20240601, ge=0)
 
 
 class LatencyPolicy(_Block):
     """The latency guardrails: quantile ratios candidate / baseline.
 
-    The interval is a paired Poisson bootstrap (a pair's two latencies share each
-    replicate's weight; :func:`stats.quantiles.paired_quantile_ratio_ci`).
+    The ratio's interval is the resampling-free paired Poisson bootstrap
+    (:func:`stats.quantiles.paired_quantile_ratio_rf`): each arm's bootstrap quantile is
+    the order statistic ``x_(I)``, ``I ~ Binomial(n + 1, q)`` (Schultzberg & Ankargren
+    2022), and the two arms' log quantiles are correlated as the pairs' quantile
+    indicators are. Its level is the look's spent α (:mod:`stats.sequential`).
 
     Attributes:
         metrics: latency columns to gate. Default ``[e2e_ms, ttft_ms]``. An empty list
             disables latency gating explicitly.
         p50_ratio_max: the p50 ratio's upper confidence bound must not exceed this.
-            Default 1.2. Must be > 1.
-        p95_ratio_max: the same for p95. Default 1.5. Must be > 1.
-        confidence: two-sided confidence level of the ratio interval. Default 0.95.
-            Must be in (0.5, 1).
-        bootstrap_replicates: paired Poisson-bootstrap replicates per interval. Default
-            2000.
-        seed: seed of the bootstrap's random generator, so a verdict is reproducible.
-            Default 20240601.
+            Default 1.1. Must be > 1.
+        p95_ratio_max: the same for p95. Default 1.2. Must be > 1.
+        p99_ratio_max: the same for p99, gated only where at least
+            ``min_tail_observations`` pairs lie above it (n·0.01 ≥ that). Default 1.3.
         min_pairs_p95: fewer latency pairs than this make a p95 check inconclusive.
             Default 100.
+        min_tail_observations: observations beyond the p99 needed before p99 is gated.
+            Default 50 (so p99 is gated from 5,000 latency pairs).
     """
 
     metrics: tuple[LatencyMetric, ...] = ("e2e_ms", "ttft_ms")
-    p50_ratio_max: Number = Field(default=1.2, gt=1)
-    p95_ratio_max: Number = Field(default=1.5, gt=1)
-    confidence: Number = Field(default=0.95, gt=0.5, lt=1)
-    bootstrap_replicates: Count = Field(default=2000, ge=100, le=1_000_000)
-    seed: Count = Field(default=20240601, ge=0)
+    p50_ratio_max: Number = Field(default=1.1, gt=1)
+    p95_ratio_max: Number = Field(default=1.2, gt=1)
+    p99_ratio_max: Number = Field(default=1.3, gt=1)
     min_pairs_p95: Count = Field(default=100, ge=2)
+    min_tail_observations: Count = Field(default=50, ge=1)
 
     @field_validator("metrics")
     @classmethod
@@ -225,14 +257,89 @@ class LatencyPolicy(_Block):
         return value
 
 
+class OutputTokensPolicy(_Block):
+    """The cost guardrail: mean output tokens, candidate / baseline.
+
+    Tested through the linearisation ``e_i = c_i − ratio_max·b_i`` (gate-statistics.md
+    §1.6; :mod:`stats.cost`): ``E[e] < 0`` exactly when ``E[c]/E[b] < ratio_max``.
+
+    Attributes:
+        enabled: gate output tokens. Default true. A gated metric without token counts
+            cannot pass; set false for servers that report no usage.
+        ratio_max: limit on the ratio of mean output tokens. Default 1.2. Must be > 1.
+    """
+
+    enabled: StrictBool = True
+    ratio_max: Number = Field(default=1.2, gt=1)
+
+
+SpendingKind = Literal["obf", "pocock"]
+"""Lan–DeMets spending function (O'Brien–Fleming type or Pocock type)."""
+
+
+class SequentialPolicy(_Block):
+    """How the verdict stays valid when a CI job polls it (gate-statistics.md §2.4).
+
+    A poll with n pairs evaluates the first ``n_k`` pairs (capture order) at the latest
+    checkpoint ``n_k ≤ n`` of the geometric schedule ``first_checkpoint·factor^(k−1)``
+    (capped at ``n_max``); the verdict's ``look`` is ``k`` (:mod:`stats.checkpoints`).
+
+    Attributes:
+        first_checkpoint: pairs (all task types) of the first look; before it the gate
+            holds. Default 200.
+        factor: growth factor between checkpoints, in (1, 16]. Default 2.
+        n_max: the sample cap (pairs, all task types), or null for none. With a cap every
+            level is spent over the planned looks (Lan–DeMets ``spending``) and a gate
+            still undecided at the cap is a final HOLD ("inconclusive"); without one the
+            mean-type metrics use confidence sequences and the other tests spend
+            ``α·6/(π²k²)`` at look k. Must be ≥ ``first_checkpoint``. Default null.
+        spending: spending function, with ``n_max``, of the non-inferiority tests, the
+            mean-type metrics, the quantile ratios and the task-mix test: ``obf`` (keeps
+            most α for the last look) or ``pocock``. Default ``obf``.
+        harm_spending: spending function, with ``n_max``, of the harm (rollback) family.
+            Default ``pocock`` (spends early: harm should stop a run early).
+        n_star: the n (pairs, in every analysis unit) where the confidence sequences are
+            tightest, or null for the design sample size from the policy's margins
+            (:func:`stats.power.design_min_pairs`). Default null.
+    """
+
+    first_checkpoint: Count = Field(default=200, ge=2)
+    factor: Number = Field(default=2.0, gt=1, le=16)
+    n_max: OptionalCount = Field(default=None, ge=2)
+    spending: SpendingKind = "obf"
+    harm_spending: SpendingKind = "pocock"
+    n_star: OptionalCount = Field(default=None, ge=2)
+
+    @model_validator(mode="after")
+    def _cap_after_first(self) -> SequentialPolicy:
+        if self.n_max is not None and self.n_max < self.first_checkpoint:
+            raise ValueError(
+                f"n_max ({self.n_max}) must be >= first_checkpoint ({self.first_checkpoint})"
+            )
+        return self
+
+
+class ValidityPolicy(_Block):
+    """Checks of the run itself: pair completeness (gate-statistics.md §1.7).
+
+    Attributes:
+        mix_alpha: level of the χ² test comparing the replayed task mix with the
+            capture log's, spent over looks like the other tests. Default 0.001.
+            In (0, 0.5).
+    """
+
+    mix_alpha: Number = Field(default=0.001, gt=0, lt=0.5)
+
+
 class TaskTypePolicy(_Block):
     """The policy as applied to one task type (or to the pooled analysis).
 
     Attributes:
         min_pairs: fewer pairs than this make every check of the task type
             inconclusive (HOLD). Default: the policy's ``min_pairs_per_task_type``.
-        error_rate, infra_error_rate, format_parse, similarity, latency: the metric
-            blocks, each the top-level block with this task type's overrides merged in.
+        error_rate, infra_error_rate, format_parse, similarity, latency, output_tokens:
+            the metric blocks, each the top-level block with this task type's overrides
+            merged in.
     """
 
     min_pairs: Count = Field(default=50, ge=2)
@@ -241,9 +348,17 @@ class TaskTypePolicy(_Block):
     format_parse: FormatParsePolicy = FormatParsePolicy()
     similarity: SimilarityPolicy = SimilarityPolicy()
     latency: LatencyPolicy = LatencyPolicy()
+    output_tokens: OutputTokensPolicy = OutputTokensPolicy()
 
 
-_METRIC_BLOCKS = ("error_rate", "infra_error_rate", "format_parse", "similarity", "latency")
+_METRIC_BLOCKS = (
+    "error_rate",
+    "infra_error_rate",
+    "format_parse",
+    "similarity",
+    "latency",
+    "output_tokens",
+)
 
 
 def _as_mapping(value: object) -> dict[str, Any] | None:
@@ -262,13 +377,23 @@ class GatePolicy(_Block):
         alpha: one-sided level of each non-inferiority test. Default 0.025 (a 95%
             two-sided interval clears the margin). In (0, 0.5).
         alpha_harm: family-wise level of the harm (rollback) tests, Holm-adjusted
-            across task types × critical metrics. Default 0.01. In (0, 0.5).
-        min_pairs_per_task_type: pairs a task type needs before it can pass. Default 50.
-        min_pairs_pooled: pairs the pooled analysis needs before it can pass. Default 100.
+            across task types × critical metrics and spent over looks. Default 0.01.
+            In (0, 0.5).
+        power: design power of each non-inferiority test; a check's minimum pairs is
+            the larger of its ``min_pairs`` and the power calculation at the observed
+            discordance / spread (:mod:`stats.power`). Default 0.8. In (0.5, 1).
+        min_pairs_per_task_type: floor on the pairs a task type needs before it can
+            pass. Default 50.
+        min_pairs_pooled: floor on the pairs the pooled analysis needs before it can
+            pass. Default 100.
         min_traffic_share: task types with a smaller share of the pairs are reported
             but do not block PROMOTE (harm in them can still roll back). Default 0.05.
-        min_coverage: paired / captured below this is HOLD (invalid). Default 0.9.
-        error_rate, infra_error_rate, format_parse, similarity, latency: metric blocks.
+        min_coverage: paired / captured below this, for the run or for any captured
+            task type, is HOLD (invalid). Default 0.9.
+        sequential: checkpoints, sample cap and α spending (:class:`SequentialPolicy`).
+        validity: the task-mix test (:class:`ValidityPolicy`).
+        error_rate, infra_error_rate, format_parse, similarity, latency, output_tokens:
+            metric blocks.
         task_types: per-task-type overrides of any metric block and of ``min_pairs``,
             resolved on validation into full :class:`TaskTypePolicy` views.
     """
@@ -276,15 +401,19 @@ class GatePolicy(_Block):
     version: Annotated[Literal[1], BeforeValidator(_strict_integer)] = 1
     alpha: Number = Field(default=0.025, gt=0, lt=0.5)
     alpha_harm: Number = Field(default=0.01, gt=0, lt=0.5)
+    power: Number = Field(default=0.8, gt=0.5, lt=1)
     min_pairs_per_task_type: Count = Field(default=50, ge=2)
     min_pairs_pooled: Count = Field(default=100, ge=2)
     min_traffic_share: Number = Field(default=0.05, ge=0, lt=1)
     min_coverage: Number = Field(default=0.9, gt=0, le=1)
+    sequential: SequentialPolicy = SequentialPolicy()
+    validity: ValidityPolicy = ValidityPolicy()
     error_rate: BinaryMetricPolicy = BinaryMetricPolicy()
     infra_error_rate: InfraErrorPolicy = InfraErrorPolicy()
     format_parse: FormatParsePolicy = FormatParsePolicy()
     similarity: SimilarityPolicy = SimilarityPolicy()
     latency: LatencyPolicy = LatencyPolicy()
+    output_tokens: OutputTokensPolicy = OutputTokensPolicy()
     task_types: dict[str, TaskTypePolicy] = Field(default_factory=dict)
 
     @model_validator(mode="before")
@@ -351,6 +480,7 @@ def effective(policy: GatePolicy, task_type: str) -> TaskTypePolicy:
         format_parse=policy.format_parse,
         similarity=policy.similarity,
         latency=policy.latency,
+        output_tokens=policy.output_tokens,
     )
 
 

@@ -8,6 +8,14 @@ Like the gate, the summary keeps infrastructure errors apart from quality: the
 ``*_infra_error_rate`` columns are over all pairs, and every quality number (fail rates,
 format, similarity, latency, tokens) is over the pairs without an infrastructure error on
 either side — the pairs the quality checks judge.
+
+Report-only statistics (never gated; gate-statistics.md §2.2 and pitfalls 4–6): the
+Mann–Whitney test of candidate against baseline end-to-end latency with a pinned method
+(``asymptotic``: normal approximation with tie correction and continuity correction) and
+alternative (``two-sided``), the Hodges–Lehmann shift and the common-language effect size
+(:mod:`stats.report_only`). They are what Kayenta judges on; they are shown so that an
+operator can compare, and they are computed on the first :data:`REPORT_ONLY_PAIRS` latency
+pairs of each row (capture order) so that the summary stays cheap at a million pairs.
 """
 
 from __future__ import annotations
@@ -17,16 +25,22 @@ import math
 import numpy as np
 import pandas as pd
 
+from shadoweval.errors import ShadowEvalError
 from shadoweval.records import POOLED, CheckOutcome, Verdict
 from stats.checks import infra_pairs
+from stats.report_only import cles, hodges_lehmann_shift, mann_whitney
 
-__all__ = ["SUMMARY_COLUMNS", "task_type_summary"]
+__all__ = ["REPORT_ONLY_PAIRS", "SUMMARY_COLUMNS", "task_type_summary"]
+
+REPORT_ONLY_PAIRS = 20_000
+"""Latency pairs per row used by the report-only statistics (the first, by capture time)."""
 
 SUMMARY_COLUMNS = (
     "task_type",
     "n",
     "similarity_mean",
     "similarity_p10",
+    "noise_similarity_mean",
     "baseline_fail_rate",
     "candidate_fail_rate",
     "baseline_infra_error_rate",
@@ -38,6 +52,9 @@ SUMMARY_COLUMNS = (
     "e2e_p95_ratio",
     "ttft_p50_ratio",
     "output_tokens_ratio",
+    "e2e_mann_whitney_p",
+    "e2e_hodges_lehmann_ms",
+    "e2e_cles",
     "outcome",
 )
 """Columns of :func:`task_type_summary` (rates in [0, 1], ratios candidate / baseline).
@@ -45,7 +62,11 @@ SUMMARY_COLUMNS = (
 ``n`` counts all pairs; ``*_infra_error_rate`` is over all pairs; ``*_fail_rate`` (an
 error that is not an infrastructure error, or an empty answer) and the other quality
 columns are over the pairs without an infrastructure error on either side (NaN when there
-are none)."""
+are none). ``noise_similarity_mean`` is the mean baseline-vs-baseline-repeat similarity (the
+noise floor; NaN without baseline repeats). ``e2e_mann_whitney_p`` (two-sided, asymptotic),
+``e2e_hodges_lehmann_ms`` (candidate − baseline shift, ms) and ``e2e_cles``
+(P(candidate > baseline) + ½·P(tie)) are report only, on the first
+:data:`REPORT_ONLY_PAIRS` latency pairs."""
 
 _ORDER = {CheckOutcome.FAIL: 0, CheckOutcome.INCONCLUSIVE: 1, CheckOutcome.PASS: 2}
 
@@ -60,6 +81,21 @@ def _quantile_ratio(rows: pd.DataFrame, metric: str, q: float) -> float:
     return float(np.quantile(cand, q)) / denominator if denominator > 0 else math.nan
 
 
+def _report_only(rows: pd.DataFrame) -> tuple[float, float, float]:
+    """Mann–Whitney p, Hodges–Lehmann shift and CLES of candidate vs baseline e2e latency."""
+    ok = ~(rows["baseline_fail"] | rows["candidate_fail"] | rows["candidate_warmup"])
+    used = rows.loc[ok, ["candidate_e2e_ms", "baseline_e2e_ms"]].dropna().head(REPORT_ONLY_PAIRS)
+    if len(used) < 2:
+        return math.nan, math.nan, math.nan
+    cand = used["candidate_e2e_ms"].to_numpy(dtype=float)
+    base = used["baseline_e2e_ms"].to_numpy(dtype=float)
+    try:
+        mw = mann_whitney(cand, base, alternative="two-sided", method="asymptotic")
+        return mw.p_value, hodges_lehmann_shift(cand, base), cles(cand, base)
+    except ShadowEvalError:
+        return math.nan, math.nan, math.nan
+
+
 def _rate(values: pd.Series) -> float:
     return float(values.astype(float).mean()) if len(values) else math.nan
 
@@ -71,6 +107,8 @@ def _row(task_type: str, all_rows: pd.DataFrame, outcome: str) -> dict[str, obje
     sim = rows["similarity"].dropna().to_numpy(dtype=float)
     fmt = rows[rows["format_expected"]]
     fmt = fmt[fmt["baseline_format_ok"].notna() & fmt["candidate_format_ok"].notna()]
+    noise = rows["noise_similarity"].dropna().to_numpy(dtype=float)
+    mw_p, hl_shift, effect = _report_only(rows)
     base_tok = rows["baseline_output_tokens"].sum(min_count=1)
     cand_tok = rows.loc[rows["baseline_output_tokens"].notna(), "candidate_output_tokens"].sum(
         min_count=1
@@ -80,6 +118,7 @@ def _row(task_type: str, all_rows: pd.DataFrame, outcome: str) -> dict[str, obje
         "n": n,
         "similarity_mean": float(sim.mean()) if sim.size else math.nan,
         "similarity_p10": float(np.quantile(sim, 0.1)) if sim.size else math.nan,
+        "noise_similarity_mean": float(noise.mean()) if noise.size else math.nan,
         "baseline_fail_rate": _rate(rows["baseline_fail"]),
         "candidate_fail_rate": _rate(rows["candidate_fail"]),
         "baseline_infra_error_rate": _rate(all_rows["baseline_infra_error"]),
@@ -97,6 +136,9 @@ def _row(task_type: str, all_rows: pd.DataFrame, outcome: str) -> dict[str, obje
         "output_tokens_ratio": (
             float(cand_tok / base_tok) if pd.notna(base_tok) and base_tok > 0 else math.nan
         ),
+        "e2e_mann_whitney_p": mw_p,
+        "e2e_hodges_lehmann_ms": hl_shift,
+        "e2e_cles": effect,
         "outcome": outcome,
     }
 

@@ -72,6 +72,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "evaluate_cmd",
     "demo_cmd",
     "capture_cmd",
+    "api_cmd",
 )
 
 for _name in _COMMAND_MODULES:

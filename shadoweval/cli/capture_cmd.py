@@ -56,6 +56,7 @@ def capture_serve(
 
     from rich.console import Console
 
+    from capture.body_redaction import BodyRedactor
     from capture.sidecar import Sidecar
     from shadoweval.cli.exit_codes import EXIT_ERROR
     from shadoweval.cli.render import print_error
@@ -90,6 +91,8 @@ def capture_serve(
                     update={"live_model": cap.live_model.model_copy(update={"name": live_model})}
                 )
             settings = settings.model_copy(update={"capture": cap})
+        # Fail here, with the field named, rather than when the sidecar starts.
+        BodyRedactor(settings.capture.body_redaction)
     except ShadowEvalError as exc:
         print_error(err, exc)
         raise typer.Exit(EXIT_ERROR) from None

@@ -147,7 +147,9 @@ def prepare_run(
                     field=role,
                     value=given,
                 )
-        if run.policy_hash != policy_hash:
+        if not audit_policy(
+            repo, run, policy_hash, command=request.command, policy_path=request.policy_path
+        ):
             raise ConfigError(
                 f"run {run.run_id} was started under policy {run.policy_hash[:12]}; this "
                 f"policy is {policy_hash[:12]}: a different policy means a new run",
@@ -176,8 +178,53 @@ def prepare_run(
             "encoder": request.encoder,
             "structured_task_types": structured,
         },
+        command=request.command,
+        audit_detail={"policy_path": _policy_path(request.policy_path)},
     )
     return run, targets
+
+
+def audit_policy(
+    repo: Repository,
+    run: RunInfo,
+    presented_hash: str,
+    *,
+    command: str,
+    policy_path: Path | None,
+    detail: dict[str, JsonValue] | None = None,
+) -> bool:
+    """Record in the run's policy audit log that ``command`` presented a policy for it.
+
+    The same hash as the run's frozen policy is a ``used`` row; another hash is a
+    ``refused`` row holding both hashes (the caller then refuses: a different policy
+    means a new run). ``policy_path`` is ``None`` for the shipped default policy, or when
+    the command applies the run's own frozen policy without reading a file.
+
+    Returns:
+        True when the presented policy is the run's.
+
+    Raises:
+        StorageError: the row cannot be written.
+    """
+    from shadoweval.storage import PolicyAuditAction
+
+    matches = presented_hash == run.policy_hash
+    extra: dict[str, JsonValue] = {"policy_path": _policy_path(policy_path), **(detail or {})}
+    if not matches:
+        extra |= {"run_policy_hash": run.policy_hash, "presented_policy_hash": presented_hash}
+    repo.record_policy_audit(
+        run_id=run.run_id,
+        policy_hash=presented_hash,
+        action=PolicyAuditAction.USED if matches else PolicyAuditAction.REFUSED,
+        command=command,
+        detail=extra,
+    )
+    return matches
+
+
+def _policy_path(path: Path | None) -> str | None:
+    """The policy file as recorded in the audit log (``None``: the default policy)."""
+    return None if path is None else str(path.resolve())
 
 
 def evaluate(

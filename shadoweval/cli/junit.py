@@ -1,11 +1,15 @@
 """A verdict as JUnit XML, so a CI system shows which check held or failed.
 
 One ``<testcase>`` per task type × check: ``classname`` is the task type (``pooled`` for
-the pooled analysis), ``name`` the metric. A FAIL is a ``<failure>``, an INCONCLUSIVE check
-is ``<skipped>`` (it blocks promotion without showing harm), a PASS is a plain test case.
-Each carries the check's reason. The suite's properties hold the decision, run id, policy
-hash and look number. Format: the de-facto JUnit XML schema read by Jenkins, GitLab and
-GitHub Actions reporters.
+the pooled analysis), ``name`` the metric. A FAIL is a ``<failure message=reason>``, an
+INCONCLUSIVE check is ``<skipped message=reason>`` (it blocks promotion without showing
+harm), a PASS is a plain test case. Each case carries the check's reason in
+``<system-out>`` and its numbers as ``<properties>`` (``statistic``, ``estimate``,
+``interval_low``, ``interval_high``, ``margin``, ``n``, ``p_value``, ``critical``; a value
+the check did not compute is left out). The suite's properties hold the decision, run id,
+policy hash, look number and coverage share; its ``<system-out>`` starts with the
+decision. Format: the de-facto JUnit XML schema read by Jenkins, GitLab and GitHub
+Actions reporters (test-case properties as pytest writes them).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from shadoweval.records import POOLED, CheckOutcome, Verdict
+from shadoweval.records import POOLED, Check, CheckOutcome, Verdict
 
 
 def verdict_junit_xml(verdict: Verdict) -> str:
@@ -46,7 +50,11 @@ def verdict_junit_xml(verdict: Verdict) -> str:
             "testcase",
             classname="pooled" if check.task_type == POOLED else check.task_type,
             name=check.metric,
+            time="0",
         )
+        case_properties = ET.SubElement(case, "properties")
+        for name, value in _check_properties(check):
+            ET.SubElement(case_properties, "property", name=name, value=value)
         if check.outcome is CheckOutcome.FAIL:
             failure = ET.SubElement(case, "failure", message=check.reason, type="fail")
             failure.text = _details(check.estimate, check.ci_low, check.ci_high, check.margin)
@@ -57,6 +65,22 @@ def verdict_junit_xml(verdict: Verdict) -> str:
     out.text = f"{verdict.decision.value.upper()}\n" + "\n".join(verdict.reasons)
     ET.indent(suites)
     return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _check_properties(check: Check) -> list[tuple[str, str]]:
+    """(name, value) of a check's numbers, leaving out those it did not compute."""
+    values: list[tuple[str, float | int | str | None]] = [
+        ("outcome", check.outcome.value),
+        ("statistic", check.statistic),
+        ("estimate", check.estimate),
+        ("interval_low", check.ci_low),
+        ("interval_high", check.ci_high),
+        ("margin", check.margin),
+        ("n", check.n),
+        ("p_value", check.p_value),
+        ("critical", "true" if check.critical else "false"),
+    ]
+    return [(name, str(value)) for name, value in values if value is not None]
 
 
 def _details(

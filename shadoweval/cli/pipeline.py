@@ -373,7 +373,11 @@ def resolve_run(
                     field=role,
                     value=given,
                 )
-        if run.policy_hash != policy_hash:
+        from shadoweval.cli.evaluation import audit_policy
+
+        if not audit_policy(
+            repo, run, policy_hash, command=request.command, policy_path=request.policy_path
+        ):
             raise ConfigError(
                 f"run {run.run_id} was started under policy {run.policy_hash[:12]}; this "
                 f"policy is {policy_hash[:12]}: a different policy means a new run",
@@ -383,6 +387,7 @@ def resolve_run(
         return run, targets
     structured: list[JsonValue] = [*sorted(request.structured_task_types)]
     run = repo.create_run(
+        command=request.command,
         run_id=request.run_id,
         name=request.run_name or f"{baseline.name} → {candidate.name}",
         baseline=baseline,
@@ -525,10 +530,13 @@ class GateResult:
 def gate_run(repo: Repository, run: RunInfo, *, command: str) -> GateResult:
     """Compute, store and return the verdict of ``run`` under its frozen policy.
 
-    PROMOTE and ROLLBACK are terminal: once stored, later calls return that verdict.
+    PROMOTE and ROLLBACK are terminal: once stored, later calls return that verdict. The
+    verdict is that of the run's latest checkpoint (:func:`stats.checkpoints.evaluate_poll`:
+    the first ``n_k`` pairs by capture time; its ``look`` is the checkpoint index, 0
+    before the first checkpoint), so polls between two checkpoints repeat the same verdict.
     """
+    from stats.checkpoints import evaluate_poll
     from stats.frame import pairs_frame
-    from stats.gate import evaluate_gate
     from stats.policy import parse_policy_yaml
 
     policy = parse_policy_yaml(run.policy_yaml)
@@ -538,8 +546,7 @@ def gate_run(repo: Repository, run: RunInfo, *, command: str) -> GateResult:
     if latest is not None and latest.decision in (Decision.PROMOTE, Decision.ROLLBACK):
         return GateResult(latest, pairs, policy, reused_terminal=True)
     coverage = repo.coverage_counts(run.run_id)
-    look = len(repo.verdict_history(run.run_id)) + 1
-    verdict = evaluate_gate(pairs, policy, run_id=run.run_id, coverage=coverage, look=look)
+    verdict = evaluate_poll(pairs, policy, run_id=run.run_id, coverage=coverage)
     from shadoweval.storage import RunStatus
 
     status = {

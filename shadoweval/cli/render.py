@@ -52,14 +52,16 @@ _SUMMARY_COLUMNS: tuple[tuple[str, int], ...] = (
     ("task type", 0),
     ("n", 0),
     ("sim", 1),
-    ("p10", 6),
+    ("noise", 6),
+    ("p10", 7),
     ("fail", 1),
     ("infra", 3),
     ("format", 1),
     ("e2e p50×", 2),
     ("e2e p95×", 4),
     ("ttft p50×", 5),
-    ("tok×", 7),
+    ("tok×", 5),
+    ("e2e A", 8),
     ("checks", 0),
 )
 
@@ -70,6 +72,7 @@ def _summary_cells(row: Mapping[Hashable, Any]) -> list[str]:
         "all (pooled)" if row["task_type"] == POOLED else str(row["task_type"]),
         str(row["n"]),
         _num(row["similarity_mean"], "{:.2f}"),
+        _num(row.get("noise_similarity_mean"), "{:.2f}"),
         _num(row["similarity_p10"], "{:.2f}"),
         _pair(row["baseline_fail_rate"], row["candidate_fail_rate"]),
         _pair(row["baseline_infra_error_rate"], row["candidate_infra_error_rate"]),
@@ -80,6 +83,7 @@ def _summary_cells(row: Mapping[Hashable, Any]) -> list[str]:
         _num(row["e2e_p95_ratio"], "{:.2f}"),
         _num(row["ttft_p50_ratio"], "{:.2f}"),
         _num(row["output_tokens_ratio"], "{:.2f}"),
+        _num(row.get("e2e_cles"), "{:.2f}"),
         _MARK.get(outcome, outcome),
     ]
 
@@ -89,9 +93,11 @@ def summary_table(
 ) -> Table:
     """A rich table of :func:`stats.summary.task_type_summary` (ratios are candidate/baseline).
 
-    Columns: pairs; mean and 10th-percentile similarity; error-or-empty rate (without
-    infrastructure errors), infrastructure error rate and format-parse success rate,
-    baseline → candidate; e2e p50/p95, TTFT p50 and output-token ratios; the worst check
+    Columns: pairs; mean similarity, mean baseline-repeat similarity (the noise floor)
+    and 10th-percentile similarity; error-or-empty rate (without infrastructure errors),
+    infrastructure error rate and format-parse success rate, baseline → candidate; e2e
+    p50/p95, TTFT p50 and output-token ratios; the report-only common-language effect size
+    of e2e latency (``e2e A`` = P(candidate slower), 0.5 = no tendency); the worst check
     outcome of the task type (``? hold``: a check is inconclusive). Columns with no value
     in any row are left out; when the table would be wider than ``max_width``, the least
     important columns go first (never task type, n or checks), so numbers are never cut.
@@ -116,7 +122,10 @@ def summary_table(
                 break
             keep.remove(max(droppable, key=lambda i: _SUMMARY_COLUMNS[i][1]))
     dropped = [name for i, (name, _) in enumerate(_SUMMARY_COLUMNS) if i not in keep]
-    caption = "ratios × = candidate / baseline; rates baseline → candidate"
+    caption = (
+        "ratios × = candidate / baseline; rates baseline → candidate; noise = baseline vs "
+        "its repeat; e2e A = P(candidate slower), report only"
+    )
     if max_width is not None and dropped:
         caption += f"; not shown (no value or too narrow): {', '.join(dropped)}"
     table = Table(

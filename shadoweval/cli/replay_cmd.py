@@ -155,6 +155,7 @@ def replay_run(
             run_name=name,
             run_id=run_id,
             progress=progress,
+            command="shadow-eval replay run",
         )
         with open_repository(settings.database.url) as repo:
             if kafka is None:

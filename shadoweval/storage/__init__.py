@@ -11,8 +11,9 @@ Public API::
 
 Modules: ``models`` (ORM tables), ``database`` (engine, sessions, migrations),
 ``repository`` (records in, records out), ``queries`` (read-side statements),
-``history`` (verdicts, rejected records), ``rows`` (record <-> row conversion),
-``statements`` (dialect upserts), ``types`` (RunInfo, RejectedRecord, VerdictEntry).
+``history`` (verdicts, rejected records), ``audit`` (the policy audit log), ``rows``
+(record <-> row conversion), ``statements`` (dialect upserts), ``types`` (RunInfo,
+RejectedRecord, VerdictEntry, LatestDecision, PolicyAuditEntry).
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from __future__ import annotations
 from shadoweval.storage.database import Database, head_revision, upgrade
 from shadoweval.storage.repository import PairInput, Repository
 from shadoweval.storage.types import (
+    LatestDecision,
+    PolicyAuditAction,
+    PolicyAuditEntry,
     RejectedRecord,
     RejectStage,
     RunInfo,
@@ -29,7 +33,10 @@ from shadoweval.storage.types import (
 
 __all__ = [
     "Database",
+    "LatestDecision",
     "PairInput",
+    "PolicyAuditAction",
+    "PolicyAuditEntry",
     "RejectStage",
     "RejectedRecord",
     "Repository",

@@ -8,16 +8,16 @@ Use it through ``Repository``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from sqlalchemy import func, insert, select
 
-from shadoweval.records import Verdict, utc_now
+from shadoweval.records import Decision, Verdict, utc_now
 from shadoweval.storage import rows as rows_
 from shadoweval.storage.database import Database
 from shadoweval.storage.models import RejectedRecordRow, VerdictRow
-from shadoweval.storage.types import RejectedRecord, VerdictEntry
+from shadoweval.storage.types import LatestDecision, RejectedRecord, VerdictEntry
 
 
 class HistoryStore:
@@ -159,3 +159,41 @@ class HistoryStore:
             VerdictEntry(id=row.id, command=row.command, verdict=Verdict.model_validate(row.record))
             for row in rows
         ]
+
+    def latest_decisions(self, run_ids: Sequence[str]) -> dict[str, LatestDecision]:
+        """Return the latest decision of each run in ``run_ids`` that has a verdict.
+
+        One query (``row_number()`` over each run's verdicts by ``decided_at`` then id,
+        the order of :meth:`latest_verdict`); runs without a verdict are absent.
+        """
+        if not run_ids:
+            return {}
+        rank = (
+            func.row_number()
+            .over(
+                partition_by=VerdictRow.run_id,
+                order_by=(VerdictRow.decided_at.desc(), VerdictRow.id.desc()),
+            )
+            .label("rank")
+        )
+        ranked = (
+            select(
+                VerdictRow.run_id, VerdictRow.decision, VerdictRow.decided_at, VerdictRow.look, rank
+            )
+            .where(VerdictRow.run_id.in_(list(run_ids)))
+            .subquery()
+        )
+        stmt = select(ranked.c.run_id, ranked.c.decision, ranked.c.decided_at, ranked.c.look).where(
+            ranked.c.rank == 1
+        )
+        with self._db.session() as session:
+            rows = session.execute(stmt).all()
+        return {
+            row.run_id: LatestDecision(
+                run_id=row.run_id,
+                decision=Decision(row.decision),
+                decided_at=row.decided_at,
+                look=row.look,
+            )
+            for row in rows
+        }

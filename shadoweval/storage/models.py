@@ -10,9 +10,9 @@ into :mod:`shadoweval.records` models with ``model_validate(row.record)``.
 ORM rows never leave :mod:`shadoweval.storage`; :class:`~shadoweval.storage.repository.Repository`
 converts them to records.
 
-The initial migration (``migrations/versions/0001_initial.py``) must match these models:
-``Database.schema_diff()`` (an ``alembic check`` equivalent) finds no difference after
-``upgrade``.
+The migrations (``migrations/versions/0001_initial.py``, ``0002_policy_audit.py``) must
+match these models: ``Database.schema_diff()`` (an ``alembic check`` equivalent) finds no
+difference after ``upgrade``.
 """
 
 from __future__ import annotations
@@ -266,4 +266,30 @@ class RejectedRecordRow(Base):
         return (
             f"RejectedRecordRow(id={self.id!r}, stage={self.stage!r}, "
             f"location={self.location!r}, reason={self.reason!r})"
+        )
+
+
+class PolicyAuditRow(Base):
+    """One use of a run's gate policy: created with the run, used, or refused (append-only).
+
+    ``policy_hash`` is the hash the command presented (for ``refused``, the one that was
+    turned away; ``detail`` then holds both hashes). ``actor`` is the OS user of the
+    process that wrote the row; ``command`` what it ran (``"shadow-eval gate"``).
+    """
+
+    __tablename__ = "policy_audit"
+
+    id: Mapped[int_pk]
+    run_id: Mapped[run_fk] = mapped_column(index=True)
+    policy_hash: Mapped[str]
+    recorded_at: Mapped[datetime]
+    action: Mapped[str]
+    command: Mapped[str]
+    actor: Mapped[str]
+    detail: Mapped[JsonDict]
+
+    def __repr__(self) -> str:
+        return (
+            f"PolicyAuditRow(id={self.id!r}, run_id={self.run_id!r}, action={self.action!r}, "
+            f"command={self.command!r})"
         )

@@ -38,6 +38,7 @@ from shadoweval.records import (
 )
 from shadoweval.storage import queries
 from shadoweval.storage import rows as rows_
+from shadoweval.storage.audit import PolicyAuditLog, add_audit_row, audit_row
 from shadoweval.storage.history import HistoryStore
 from shadoweval.storage.models import (
     ExchangeRow,
@@ -47,7 +48,7 @@ from shadoweval.storage.models import (
     RunRow,
 )
 from shadoweval.storage.statements import insert_ignore, upsert
-from shadoweval.storage.types import RunInfo, RunStatus
+from shadoweval.storage.types import PolicyAuditAction, RunInfo, RunStatus
 
 logger = logging.getLogger(__name__)
 
@@ -55,12 +56,13 @@ PairInput = tuple[Exchange, ReplayOutcome, ReplayOutcome | None]
 """(captured exchange, candidate outcome, baseline-repeat outcome if any)."""
 
 
-class Repository(HistoryStore):
+class Repository(HistoryStore, PolicyAuditLog):
     """Records in, records out, over one :class:`~shadoweval.storage.database.Database`.
 
     The database must already be at the head revision (``db.upgrade()`` or
     ``shadow-eval db upgrade``); the repository never creates tables. Verdict and
-    rejected-record methods come from :class:`~shadoweval.storage.history.HistoryStore`.
+    rejected-record methods come from :class:`~shadoweval.storage.history.HistoryStore`,
+    the policy audit log from :class:`~shadoweval.storage.audit.PolicyAuditLog`.
     """
 
     # ------------------------------------------------------------------- runs
@@ -78,8 +80,16 @@ class Repository(HistoryStore):
         settings: Mapping[str, JsonValue] | None = None,
         run_id: str | None = None,
         created_at: datetime | None = None,
+        command: str = "create_run",
+        actor: str | None = None,
+        audit_detail: Mapping[str, JsonValue] | None = None,
     ) -> RunInfo:
         """Create a run in status ``open``; ``run_id`` defaults to a new ULID.
+
+        The policy is frozen into the run, and a ``created`` row is added to its policy
+        audit log in the same transaction (``command``: what created it, e.g.
+        ``"shadow-eval evaluate"``; ``actor``: the OS user by default; ``audit_detail``:
+        free JSON such as the policy file path). So every run has its creation audited.
 
         Raises:
             StorageError: a run with this ``run_id`` already exists.
@@ -101,6 +111,17 @@ class Repository(HistoryStore):
             if session.get(RunRow, row.run_id) is not None:
                 raise StorageError(f"run {row.run_id!r} already exists")
             session.add(row)
+            session.flush()
+            audit = audit_row(
+                run_id=row.run_id,
+                policy_hash=policy_hash,
+                action=PolicyAuditAction.CREATED,
+                command=command,
+                actor=actor,
+                detail=audit_detail,
+                recorded_at=row.created_at,
+            )
+            add_audit_row(session, audit)
         logger.info("created run %s (%s)", row.run_id, name)
         return rows_.run_info(row)
 

@@ -2,8 +2,9 @@
 
 Stage records (Exchange, ReplayOutcome, PairScore, Verdict, Coverage) come from
 :mod:`shadoweval.records`; this module adds the storage-only shapes: a run's row
-(:class:`RunInfo`), a rejected record (:class:`RejectedRecord`) and a verdict with its
-bookkeeping (:class:`VerdictEntry`). All are frozen dataclasses.
+(:class:`RunInfo`), a rejected record (:class:`RejectedRecord`), a verdict with its
+bookkeeping (:class:`VerdictEntry`), a run's latest decision (:class:`LatestDecision`) and
+one use of a run's policy (:class:`PolicyAuditEntry`). All are frozen dataclasses.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from datetime import datetime
 from pydantic import JsonValue
 
 from shadoweval.errors import RecordDecodeError
-from shadoweval.records import ModelIdentity, Verdict, utc_now
+from shadoweval.records import Decision, ModelIdentity, Verdict, utc_now
 
 
 class RunStatus(enum.StrEnum):
@@ -117,3 +118,45 @@ class VerdictEntry:
     id: int
     command: str
     verdict: Verdict
+
+
+@dataclass(frozen=True, slots=True)
+class LatestDecision:
+    """The most recent verdict of a run, without its checks (for run listings)."""
+
+    run_id: str
+    decision: Decision
+    decided_at: datetime
+    look: int
+
+
+class PolicyAuditAction(enum.StrEnum):
+    """What happened to a run's gate policy (``policy_audit.action``)."""
+
+    CREATED = "created"
+    """The run was created with this policy frozen into it."""
+    USED = "used"
+    """A command applied the run's frozen policy (or presented the same one)."""
+    REFUSED = "refused"
+    """A command presented a different policy; it was refused (a new policy is a new run)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyAuditEntry:
+    """One row of the policy audit log of a run.
+
+    ``policy_hash`` is the hash the command presented (for ``refused``, the refused one;
+    ``detail["run_policy_hash"]`` and ``detail["presented_policy_hash"]`` hold both);
+    ``recorded_at`` is UTC; ``actor`` the OS user of the writing process; ``command`` what
+    it ran (``"shadow-eval gate"``, ``"shadow-eval api"``); ``detail`` free JSON (the
+    policy file path, the client address).
+    """
+
+    id: int
+    run_id: str
+    policy_hash: str
+    recorded_at: datetime
+    action: PolicyAuditAction
+    command: str
+    actor: str
+    detail: dict[str, JsonValue]

@@ -4,8 +4,10 @@ The capture log is the demo workload's baseline (4 task types × 40 requests, se
 candidates are mock-llm servers (test doubles) under real uvicorn: one serving the
 baseline's own answers (→ PROMOTE), one serving the workload's candidate answers (a few
 broken JSON answers → HOLD), and ones with injected faults (→ ROLLBACK). The policy is
-frozen with each run; it is relaxed for 40 pairs per task type and latency is not gated
-(mock latencies under test load are not a signal).
+frozen with each run; it is relaxed for 40 pairs per task type, latency is not gated
+(mock latencies under test load are not a signal), and its one checkpoint is the whole run
+(``first_checkpoint = n_max = 160``: a single look at the full level, as a fixed-sample
+test; fewer pairs wait for it: HOLD, look 0).
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ format_parse:
   margin: 0.1
 latency:
   metrics: []
+sequential:
+  first_checkpoint: 160
+  n_max: 160
 """
 
 
@@ -552,15 +557,25 @@ def test_promote_and_rollback_are_terminal(
     assert len(history) == 1
 
 
-def test_hold_is_not_terminal_each_gate_is_a_new_look(
+def test_hold_is_not_terminal_and_a_gate_between_checkpoints_repeats_its_look(
     workload: Workload, serve_model: ServeModel, db: str
 ) -> None:
+    # The look is the checkpoint index (changed with the sequential gate): the whole run
+    # is the policy's only checkpoint (160), and gating the same pairs again evaluates the
+    # same checkpoint: the same look and decision, stored again.
     url = start_scenario("hold", workload, serve_model)
-    first = evaluate(workload, url, db, "--run-id", "h", "--json")
-    assert Verdict.model_validate_json(first.stdout).look == 1
+    first = Verdict.model_validate_json(
+        evaluate(workload, url, db, "--run-id", "h", "--json").stdout
+    )
+    assert first.look == 1
     again = cli("gate", "--run", "h", "--database-url", db, "--json")
     assert again.exit_code == EXIT_CODES[Decision.HOLD]
-    assert Verdict.model_validate_json(again.stdout).look == 2
+    second = Verdict.model_validate_json(again.stdout)
+    assert (second.look, second.decision, second.checks) == (
+        first.look,
+        first.decision,
+        first.checks,
+    )
     assert len(with_repo(db, lambda r: r.verdict_history("h"))) == 2
 
 

@@ -36,13 +36,6 @@ def test_admin_port_must_differ_from_the_proxy_port() -> None:
     assert CaptureSettings(port=0, admin_port=0).port == 0  # ephemeral ports are fine
 
 
-def test_bad_redaction_pattern_and_unknown_rule_are_named() -> None:
-    with pytest.raises(ConfigError, match="extra_patterns"):
-        load_settings({"capture": {"body_redaction": {"extra_patterns": {"x": "("}}}})
-    with pytest.raises(ConfigError, match="unknown rule"):
-        load_settings({"capture": {"body_redaction": {"rules": ["emails"]}}})
-
-
 def test_a_plain_value_for_a_list_setting_explains_json(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SHADOWEVAL_CAPTURE__SINKS", "kafka")
     with pytest.raises(ConfigError, match="JSON"):

@@ -35,8 +35,13 @@ class TaskSpec:
     error drawn for the same side); ``cand_empty`` is an empty candidate answer
     (similarity 0, latency measured). Candidate latencies are the baseline's times
     ``cand_latency_factor`` times lognormal noise of sigma ``latency_noise`` (0 makes
-    them equal pair by pair). The infrastructure and empty draws come from a second
-    generator, so adding them leaves every other draw of a seed unchanged.
+    them equal pair by pair). Output tokens: the baseline's are Poisson(``tokens_mean``),
+    the candidate's the baseline's times ``cand_token_factor`` times lognormal noise of
+    sigma ``token_noise`` (``tokens_mean = 0`` leaves them unknown). ``noise_similarity``
+    (a baseline-repeat similarity) is drawn like ``similarity`` when
+    ``noise_similarity_mean`` is set. The infrastructure, empty, token and noise draws
+    come from a second generator, so adding them leaves every other draw of a seed
+    unchanged.
     """
 
     n: int
@@ -60,6 +65,10 @@ class TaskSpec:
     latency_source: str = "baseline_repeat"
     streamed: bool = True
     nan_similarity: int = 0
+    tokens_mean: float = 200.0
+    cand_token_factor: float = 1.0
+    token_noise: float = 0.2
+    noise_similarity_mean: float | None = None
     extra: dict[str, object] = field(default_factory=dict)
 
 
@@ -89,6 +98,17 @@ def make_scores(
         base_infra = extra_rng.random(spec.n) < spec.base_infra
         cand_infra = extra_rng.random(spec.n) < spec.cand_infra
         cand_empty = extra_rng.random(spec.n) < spec.cand_empty
+        base_tokens = extra_rng.poisson(max(spec.tokens_mean, 1.0), spec.n).astype(float)
+        cand_tokens = np.round(
+            base_tokens
+            * spec.cand_token_factor
+            * extra_rng.lognormal(0.0, spec.token_noise, spec.n)
+        )
+        noise_sim = np.clip(
+            extra_rng.normal(spec.noise_similarity_mean or 0.0, spec.similarity_sd, spec.n),
+            -1.0,
+            1.0,
+        )
         base_err |= base_infra
         cand_err |= cand_infra
         cand_empty &= ~cand_err
@@ -141,6 +161,15 @@ def make_scores(
                         candidate=None if cand_err[k] else float(cand_ttft[k]),
                     ),
                     latency_baseline_source=spec.latency_source,
+                    output_tokens=SidePair(
+                        baseline=None if base_err[k] or not spec.tokens_mean else base_tokens[k],
+                        candidate=None
+                        if cand_err[k] or not spec.tokens_mean
+                        else (0.0 if cand_empty[k] else float(cand_tokens[k])),
+                    ),
+                    noise_similarity=None
+                    if base_err[k] or spec.noise_similarity_mean is None
+                    else float(noise_sim[k]),
                     **fmt,
                     **spec.extra,
                 )

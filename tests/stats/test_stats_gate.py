@@ -1,4 +1,11 @@
-"""The gate's decision paths on simulated runs (seeded; see conftest.py)."""
+"""The gate's decision paths on simulated runs (seeded; see conftest.py).
+
+These tests call :func:`stats.gate.evaluate_gate` directly: it judges exactly the given
+pairs as look 1 (or the given look) of the default schedule, so its levels are the first
+look's spent levels (α_1 = 0.61·α for Tango, quantile ratios and the harm family; 95%
+confidence sequences tuned at N* = 3454 for the mean-type metrics). Polling — checkpoints,
+prefixes, the sample cap — is tested in test_stats_checkpoints.py.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +25,17 @@ from shadoweval.records import (
     PairScore,
     Verdict,
 )
-from stats.checks import UNEQUAL_LOAD, latency_checks
+from stats.checkpoints import look_levels
+from stats.checks import (
+    BINARY_STATISTIC,
+    COST_STATISTIC,
+    LATENCY_STATISTIC,
+    NO_NOISE_FLOOR,
+    SIMILARITY_STATISTIC,
+    UNEQUAL_LOAD,
+    PairArrays,
+    latency_checks,
+)
 from stats.frame import pairs_frame
 from stats.gate import evaluate_gate
 from stats.inputs import InvalidDataError
@@ -27,7 +44,8 @@ from stats.policy import GatePolicy, parse_policy, policy_hash
 Simulate = Callable[..., list[PairScore]]
 CoverageFor = Callable[[int], Coverage]
 DECIDED = datetime(2024, 6, 2, tzinfo=UTC)
-AA = {"chat": {"n": 400}, "extract": {"n": 400, "format_expected": True}}
+AA = {"chat": {"n": 1500}, "extract": {"n": 1500, "format_expected": True}}
+"""An A/A run large enough to PROMOTE at look 1 under the default policy."""
 
 
 def run_gate(
@@ -64,8 +82,9 @@ def test_clean_aa_run_promotes(simulate: Simulate, coverage_for: CoverageFor) ->
     v = run_gate(simulate(AA), coverage_for)
     assert v.decision == Decision.PROMOTE, v.reasons
     assert all(c.outcome == CheckOutcome.PASS for c in v.checks)
-    # 3 groups (pooled, chat, extract) × 7 metrics, plus format_parse in pooled and extract.
-    assert v.reasons[0].startswith("all 23 blocking checks passed")
+    # 3 groups (pooled, chat, extract) × 8 metrics, plus format_parse in pooled and extract;
+    # no p99 below 5,000 latency pairs.
+    assert v.reasons[0].startswith("all 26 blocking checks passed")
     metrics = {c.metric for c in v.checks}
     assert metrics == {
         "error_rate",
@@ -76,27 +95,34 @@ def test_clean_aa_run_promotes(simulate: Simulate, coverage_for: CoverageFor) ->
         "latency_e2e_ms_p95",
         "latency_ttft_ms_p50",
         "latency_ttft_ms_p95",
+        "output_tokens",
     }
     assert {c.task_type for c in v.checks} == {POOLED, "chat", "extract"}
     # format_parse only where a format was expected
     assert not [c for c in v.checks if c.task_type == "chat" and c.metric == "format_parse"]
     by_metric = {c.metric: c for c in v.checks if c.task_type == POOLED}
-    assert by_metric["error_rate"].statistic == "tango_score_ni+mcnemar_midp"
+    assert by_metric["error_rate"].statistic.startswith(BINARY_STATISTIC)
     assert by_metric["error_rate"].critical
     assert by_metric["format_parse"].critical
-    assert by_metric["infra_error_rate"].statistic == "tango_score_ni+mcnemar_midp"
+    assert by_metric["infra_error_rate"].statistic.startswith(BINARY_STATISTIC)
     assert not by_metric["infra_error_rate"].critical
     assert by_metric["infra_error_rate"].margin == 0.02
-    assert by_metric["similarity"].statistic == "ttest_1samp_ni"
+    assert by_metric["similarity"].statistic.startswith(SIMILARITY_STATISTIC)
+    assert NO_NOISE_FLOOR in by_metric["similarity"].reason
     assert not by_metric["similarity"].critical
-    assert by_metric["latency_e2e_ms_p95"].statistic == "paired_poisson_bootstrap_quantile_ratio"
-    assert by_metric["latency_e2e_ms_p95"].margin == 1.5
-    assert by_metric["error_rate"].n == 800
+    assert by_metric["latency_e2e_ms_p95"].statistic.startswith(LATENCY_STATISTIC)
+    assert by_metric["latency_e2e_ms_p95"].margin == 1.2
+    assert by_metric["output_tokens"].statistic.startswith(COST_STATISTIC)
+    assert by_metric["output_tokens"].margin == 1.2
+    assert by_metric["error_rate"].n == 3000
+    # Every check records its look and the look's spent levels.
     for check in v.checks:
+        assert "look 1: alpha_k 0.0152, alpha_RB_k 0.00608" in check.statistic, check.statistic
         assert check.ci_low is not None
         assert check.ci_high is not None
         assert check.ci_low <= check.estimate <= check.ci_high  # type: ignore[operator]
     assert (v.run_id, v.decided_at, v.look) == ("run-test", DECIDED, 1)
+    assert v.reasons[-1].startswith("sequential: look 1 on the first 3000 pairs")
 
 
 def test_verdict_is_reproducible(simulate: Simulate, coverage_for: CoverageFor) -> None:
@@ -105,7 +131,7 @@ def test_verdict_is_reproducible(simulate: Simulate, coverage_for: CoverageFor) 
 
 
 def test_nan_similarity_holds(simulate: Simulate, coverage_for: CoverageFor) -> None:
-    v = run_gate(simulate({"chat": {"n": 400, "nan_similarity": 2}}), coverage_for)
+    v = run_gate(simulate({"chat": {"n": 1500, "nan_similarity": 2}}), coverage_for)
     assert v.decision == Decision.HOLD
     assert "similarity" in v.reasons[0]
     assert "NaN" in v.reasons[0]
@@ -151,52 +177,68 @@ def test_format_drop_in_one_task_type_blocks(simulate: Simulate, coverage_for: C
     assert v.decision == Decision.ROLLBACK
     assert checks_of(v, "extract", "format_parse") == CheckOutcome.FAIL
     assert any("task type 'extract', format_parse" in r for r in v.reasons)
-    assert checks_of(v, "chat", "error_rate") == CheckOutcome.PASS
+    assert checks_of(v, "chat", "error_rate") != CheckOutcome.FAIL
 
 
 def test_slower_p95_blocks(simulate: Simulate, coverage_for: CoverageFor) -> None:
-    # The top 15% of candidate latencies are 30% slower. The default p95 limit (1.5) accepts
-    # a +30% p95 by design, so this policy sets the limit at 1.2.
-    policy = parse_policy({"latency": {"p95_ratio_max": 1.2}})
-    v = run_gate(simulate({"chat": {"n": 1000, "cand_tail_factor": 1.3}}), coverage_for, policy)
+    # The top 15% of candidate latencies are 30% slower: p95 ratio 1.3 > the default 1.2.
+    v = run_gate(simulate({"chat": {"n": 1000, "cand_tail_factor": 1.3}}), coverage_for)
     assert v.decision != Decision.PROMOTE
     assert checks_of(v, "chat", "latency_e2e_ms_p95") != CheckOutcome.PASS
     assert checks_of(v, POOLED, "latency_e2e_ms_p95") != CheckOutcome.PASS
-    assert checks_of(v, POOLED, "latency_e2e_ms_p50") == CheckOutcome.PASS
+    assert checks_of(v, POOLED, "latency_e2e_ms_p50") != CheckOutcome.FAIL
     assert any("latency_e2e_ms_p95" in r for r in v.reasons[:2])
 
 
-def test_six_new_errors_in_200_block(simulate: Simulate, coverage_for: CoverageFor) -> None:
-    scores = simulate({"chat": {"n": 200, "base_error": 0.0, "cand_error": 0.0}})
-    broken = {5, 40, 77, 120, 150, 199}
-    scores = [
+def _broken(scores: list[PairScore], broken: set[int]) -> list[PairScore]:
+    return [
         s.model_copy(update={"candidate_error": True, "similarity": None}) if i in broken else s
         for i, s in enumerate(scores)
     ]
+
+
+def test_six_new_errors_in_200_hold(simulate: Simulate, coverage_for: CoverageFor) -> None:
+    # Changed with the sequential gate: under repeated polling the first look spends only
+    # 0.61 of alpha_harm (0.0061), so mid-p = 0.5**6 / 2 = 0.0078 is not a rollback yet —
+    # but it is never a promote, and the reason says how far the harm test is.
+    scores = _broken(
+        simulate({"chat": {"n": 200, "base_error": 0.0, "cand_error": 0.0}}),
+        {5, 40, 77, 120, 150, 199},
+    )
     v = run_gate(scores, coverage_for)
-    assert v.decision != Decision.PROMOTE
-    # One task type: the pooled test is the same hypothesis and shares its Holm-adjusted
-    # p-value, so the family has one member and mid-p = 0.5**6 / 2 = 0.0078 <= 0.01.
-    assert v.decision == Decision.ROLLBACK
+    assert v.decision == Decision.HOLD
     [check] = [c for c in v.checks if c.task_type == "chat" and c.metric == "error_rate"]
-    assert check.outcome == CheckOutcome.FAIL
+    assert check.outcome == CheckOutcome.INCONCLUSIVE
     assert check.estimate == pytest.approx(0.03)
     assert "6 pairs fail only on the candidate vs 0 only on the baseline" in check.reason
     assert "McNemar mid-p 0.0078" in check.reason
+    assert "> alpha_RB_k 0.00608" in check.reason
+
+
+def test_eight_new_errors_in_200_roll_back(simulate: Simulate, coverage_for: CoverageFor) -> None:
+    # One task type: the pooled test is the same hypothesis and shares its Holm-adjusted
+    # p-value, so the family has one member: mid-p = 0.5**8 / 2 = 0.00195 <= 0.00608.
+    scores = _broken(
+        simulate({"chat": {"n": 200, "base_error": 0.0, "cand_error": 0.0}}),
+        {5, 40, 77, 120, 150, 170, 185, 199},
+    )
+    v = run_gate(scores, coverage_for)
+    assert v.decision == Decision.ROLLBACK
+    [check] = [c for c in v.checks if c.task_type == "chat" and c.metric == "error_rate"]
+    assert check.outcome == CheckOutcome.FAIL
+    assert "McNemar mid-p 0.002, Holm-adjusted 0.002 <= alpha_RB_k 0.00608 at look 1" in (
+        check.reason
+    )
+    assert "sequential McNemar p" in check.reason
 
 
 def test_six_new_errors_spread_over_task_types_hold(
     simulate: Simulate, coverage_for: CoverageFor
 ) -> None:
     clean = {"n": 100, "base_error": 0.0, "cand_error": 0.0}
-    scores = simulate({"a": clean, "b": clean})
-    broken = {5, 40, 77, 120, 150, 199}
-    scores = [
-        s.model_copy(update={"candidate_error": True, "similarity": None}) if i in broken else s
-        for i, s in enumerate(scores)
-    ]
+    scores = _broken(simulate({"a": clean, "b": clean}), {5, 40, 77, 120, 150, 199})
     v = run_gate(scores, coverage_for)
-    # Three harm tests (pooled, a, b): Holm lifts the pooled 0.0078 above 0.01.
+    # Three harm tests (pooled, a, b): Holm lifts the pooled 0.0078 to 0.023.
     assert v.decision == Decision.HOLD
     assert checks_of(v, POOLED, "error_rate") == CheckOutcome.INCONCLUSIVE
 
@@ -204,11 +246,16 @@ def test_six_new_errors_spread_over_task_types_hold(
 def test_too_few_pairs_in_a_blocking_task_type_holds(
     simulate: Simulate, coverage_for: CoverageFor
 ) -> None:
-    v = run_gate(simulate({"chat": {"n": 400}, "rare": {"n": 30}}), coverage_for)  # 7% share
+    v = run_gate(simulate({"chat": {"n": 1500}, "rare": {"n": 120}}), coverage_for)  # 7% share
     assert v.decision == Decision.HOLD
     assert v.reasons[0].startswith("task type 'rare'")
-    assert "too few pairs: 30 < min_pairs 50" in v.reasons[0]
-    assert all("'rare'" in r for r in v.reasons)
+    # The power calculation at the observed discordance asks for more than the floor of 50.
+    # (Reasons order: data problems, then unmet margins, then "too few pairs".)
+    [few] = [r for r in v.reasons if r.startswith("task type 'rare', error_rate")]
+    assert "too few pairs: 120 < min pairs" in few
+    assert "(power 80% at the observed discordance" in few
+    assert all("'rare'" in r for r in v.reasons[:-1])
+    assert v.reasons[-1].startswith("sequential:")
 
 
 def test_small_task_type_does_not_block(simulate: Simulate, coverage_for: CoverageFor) -> None:
@@ -242,12 +289,14 @@ def test_low_coverage_holds(simulate: Simulate) -> None:
 def test_low_coverage_still_rolls_back_on_harm(simulate: Simulate) -> None:
     scores = simulate({"chat": {"n": 300, "cand_error": 0.5}})
     coverage = Coverage(
-        captured=600, replayed=300, paired=300, errored=0, warmup=0, skipped=300, share=0.5
+        captured=600, replayed=300, paired=300, errored=150, warmup=0, skipped=300, share=0.5
     )
     v = run_gate(scores, lambda n: coverage, coverage=coverage)
     assert v.decision == Decision.ROLLBACK
     assert "significant harm" in v.reasons[0]
     assert any("invalid run" in r for r in v.reasons)
+    # Errored replays are counted, never silently dropped.
+    assert "counted, not dropped: 150 errored and 0 warm-up replays, 300 skipped" in (v.reasons[-1])
 
 
 def test_similarity_beyond_the_limit_rolls_back(
@@ -335,18 +384,23 @@ def test_duplicated_pairs_hold(simulate: Simulate, coverage_for: CoverageFor) ->
 def test_captured_task_type_without_pairs_holds(simulate: Simulate) -> None:
     scores = simulate(AA)
     coverage = Coverage(
-        captured=900,
-        replayed=900,
-        paired=800,
+        captured=3200,
+        replayed=3200,
+        paired=3000,
         errored=0,
         warmup=0,
         skipped=0,
-        share=0.95,
-        per_task_type={"chat": 400, "extract": 400, "code": 100},
+        share=0.9375,
+        per_task_type={"chat": 1500, "extract": 1500, "code": 200},
     )
     v = run_gate(scores, lambda n: coverage, coverage=coverage)
     assert v.decision == Decision.HOLD
-    assert v.reasons[0].startswith("task type 'code', infra_error_rate: no pairs")
+    # Validity first: the task type with no replays, and the task mix it distorts.
+    assert v.reasons[0].startswith(
+        "invalid run: task type 'code' has replay coverage 0.0% (0 paired of 200 captured)"
+    )
+    assert any("task mix differs" in r and "task type 'code'" in r for r in v.reasons)
+    assert any(r.startswith("task type 'code', infra_error_rate: no pairs") for r in v.reasons)
     assert any(r.startswith("task type 'code', error_rate: no pairs") for r in v.reasons)
 
 
@@ -435,28 +489,35 @@ def test_partial_infrastructure_errors_hold_never_roll_back(
 
 
 @pytest.mark.parametrize("infra", [True, False])
-def test_six_new_errors_in_200_never_promote(
-    simulate: Simulate, coverage_for: CoverageFor, infra: bool
+@pytest.mark.parametrize("count", [6, 8])
+def test_new_errors_in_200_never_promote(
+    simulate: Simulate, coverage_for: CoverageFor, infra: bool, count: int
 ) -> None:
     scores = simulate({"chat": {"n": 200, "base_error": 0.0, "cand_error": 0.0}})
-    broken = {5, 40, 77, 120, 150, 199}
+    broken = set(range(5, 200, 200 // count))
+    assert len(broken) == count
     scores = [_candidate_failed(s, infra=infra) if i in broken else s for i, s in enumerate(scores)]
     v = run_gate(scores, coverage_for)
     assert v.decision != Decision.PROMOTE
-    if infra:
-        # Timeouts: the infrastructure check fails (same McNemar mid-p 0.0078), which holds.
+    metric = "infra_error_rate" if infra else "error_rate"
+    [check] = [c for c in v.checks if c.task_type == "chat" and c.metric == metric]
+    assert check.estimate == pytest.approx(count / 200)
+    if count == 6:
+        # mid-p 0.0078 > alpha_RB_k 0.00608 at look 1: not yet significant, never a pass.
+        assert v.decision == Decision.HOLD
+        assert check.outcome == CheckOutcome.INCONCLUSIVE
+        assert "McNemar mid-p 0.0078" in check.reason
+    elif infra:
+        # Timeouts: the infrastructure check fails (McNemar mid-p 0.002), which holds.
         assert v.decision == Decision.HOLD
         assert v.reasons[0].startswith("infrastructure:")
-        [check] = [c for c in v.checks if c.task_type == "chat" and c.metric == "infra_error_rate"]
         assert check.outcome == CheckOutcome.FAIL
-        assert check.estimate == pytest.approx(0.03)
-        assert "McNemar mid-p 0.0078" in check.reason
         assert checks_of(v, "chat", "error_rate") != CheckOutcome.FAIL
     else:
         # HTTP 400 rejections (a smaller context window): the model's failure, rolled back.
-        assert v.decision in (Decision.HOLD, Decision.ROLLBACK)
-        assert checks_of(v, "chat", "error_rate") == CheckOutcome.FAIL
-        assert checks_of(v, "chat", "infra_error_rate") == CheckOutcome.PASS
+        assert v.decision == Decision.ROLLBACK
+        assert check.outcome == CheckOutcome.FAIL
+        assert checks_of(v, "chat", "infra_error_rate") != CheckOutcome.FAIL
 
 
 def test_empty_answers_rising_to_ten_percent_roll_back(
@@ -467,7 +528,7 @@ def test_empty_answers_rising_to_ten_percent_roll_back(
     assert v.decision == Decision.ROLLBACK
     assert v.reasons[0].startswith("pooled, error_rate: significant harm")
     assert checks_of(v, "chat", "error_rate") == CheckOutcome.FAIL
-    assert checks_of(v, "chat", "infra_error_rate") == CheckOutcome.PASS
+    assert checks_of(v, "chat", "infra_error_rate") != CheckOutcome.FAIL
 
 
 def test_critical_harm_on_answered_pairs_still_rolls_back_beside_infrastructure(
@@ -502,7 +563,7 @@ def test_baseline_infrastructure_errors_do_not_count_against_the_candidate(
     simulate: Simulate, coverage_for: CoverageFor
 ) -> None:
     # Live requests that timed out upstream: those pairs are left out, the candidate passes.
-    v = run_gate(simulate({"chat": {"n": 800, "base_infra": 0.04}}), coverage_for)
+    v = run_gate(simulate({"chat": {"n": 2500, "base_infra": 0.04}}), coverage_for)
     assert v.decision == Decision.PROMOTE, v.reasons
     [infra] = [c for c in v.checks if c.task_type == POOLED and c.metric == "infra_error_rate"]
     assert infra.outcome == CheckOutcome.PASS
@@ -530,7 +591,8 @@ def test_infra_error_rate_margin_is_its_own(simulate: Simulate, coverage_for: Co
     v = run_gate(scores, coverage_for, strict)
     assert checks_of(v, POOLED, "infra_error_rate") == CheckOutcome.INCONCLUSIVE
     assert v.decision == Decision.HOLD
-    assert any("infra_error_rate: non-inferiority not shown yet" in r for r in v.reasons)
+    # At a 0.5-point margin the power calculation asks for far more than 2000 pairs.
+    assert any("infra_error_rate: too few pairs: 2000 < min pairs" in r for r in v.reasons)
 
 
 def test_significant_infrastructure_harm_fails_whatever_the_margin(
@@ -567,11 +629,18 @@ def test_latency_is_tested_paired(simulate: Simulate) -> None:
     base = rng.lognormal(np.log(800.0), 1.0, len(frame))
     frame["baseline_e2e_ms"] = base
     frame["candidate_e2e_ms"] = base * 1.3 * rng.uniform(0.95, 1.05, len(frame))
-    [p50, _] = latency_checks(frame, task_type="chat", block=policy.latency, min_pairs=50)
+    [p50, _] = latency_checks(
+        PairArrays.from_frame(frame),
+        task_type="chat",
+        block=policy.latency,
+        min_pairs=50,
+        levels=look_levels(policy, 1),
+    )
     assert p50.outcome == CheckOutcome.FAIL
     assert p50.ci_low is not None
     assert p50.ci_low > 1.2
     assert "paired CI" in p50.reason
+    assert "resampling-free, alpha_k 0.0152 per side at look 1" in p50.reason
 
 
 def test_identical_ttft_passes_with_a_point_interval(

@@ -35,7 +35,17 @@ def test_default_policy_file_writes_every_field_out() -> None:
     text = DEFAULT_YAML.read_text(encoding="utf-8")
     for name in GatePolicy.model_fields:
         assert f"\n{name}:" in text, name
-    for block in ("error_rate", "infra_error_rate", "format_parse", "similarity", "latency"):
+    blocks = (
+        "sequential",
+        "validity",
+        "error_rate",
+        "infra_error_rate",
+        "format_parse",
+        "similarity",
+        "latency",
+        "output_tokens",
+    )
+    for block in blocks:
         for name in type(getattr(GatePolicy(), block)).model_fields:
             assert f"  {name}:" in text, f"{block}.{name}"
 
@@ -45,14 +55,21 @@ def test_documented_defaults() -> None:
     assert (p.version, p.alpha, p.alpha_harm) == (1, 0.025, 0.01)
     assert (p.min_pairs_per_task_type, p.min_pairs_pooled) == (50, 100)
     assert (p.min_traffic_share, p.min_coverage) == (0.05, 0.9)
-    assert (p.error_rate.margin, p.error_rate.critical) == (0.02, True)
+    assert (p.error_rate.margin, p.error_rate.critical) == (0.01, True)
     assert (p.infra_error_rate.margin, p.infra_error_rate.critical) == (0.02, False)
-    assert (p.format_parse.margin, p.format_parse.success_flag) == (0.02, "fence_stripped")
-    assert p.similarity.max_mean_divergence == 0.35
+    assert (p.format_parse.margin, p.format_parse.success_flag) == (0.01, "fence_stripped")
+    sim = p.similarity
+    assert (sim.max_mean_divergence, sim.noise_ratio, sim.noise_margin) == (0.35, 0.25, 0.01)
+    assert (sim.tail_quantile, sim.tail_seed) == (0.95, 20240601)
     lat = p.latency
     assert lat.metrics == ("e2e_ms", "ttft_ms")
-    assert (lat.p50_ratio_max, lat.p95_ratio_max, lat.confidence) == (1.2, 1.5, 0.95)
-    assert (lat.bootstrap_replicates, lat.seed, lat.min_pairs_p95) == (2000, 20240601, 100)
+    assert (lat.p50_ratio_max, lat.p95_ratio_max, lat.p99_ratio_max) == (1.1, 1.2, 1.3)
+    assert (lat.min_pairs_p95, lat.min_tail_observations) == (100, 50)
+    assert (p.output_tokens.enabled, p.output_tokens.ratio_max) == (True, 1.2)
+    seq = p.sequential
+    assert (seq.first_checkpoint, seq.factor, seq.n_max, seq.n_star) == (200, 2.0, None, None)
+    assert (seq.spending, seq.harm_spending) == ("obf", "pocock")
+    assert (p.power, p.validity.mix_alpha) == (0.8, 0.001)
 
 
 def test_negative_margin_names_field_and_value() -> None:
@@ -73,8 +90,19 @@ def test_negative_margin_names_field_and_value() -> None:
         ({"alpha_harm": 0}, "alpha_harm"),
         ({"latency": {"p95_ratio_max": 1.0}}, "latency.p95_ratio_max"),
         ({"latency": {"p50_ratio_max": 0.9}}, "latency.p50_ratio_max"),
-        ({"latency": {"confidence": 0.5}}, "latency.confidence"),
-        ({"latency": {"confidence": 1.0}}, "latency.confidence"),
+        ({"latency": {"p99_ratio_max": 1}}, "latency.p99_ratio_max"),
+        ({"latency": {"min_tail_observations": 0}}, "latency.min_tail_observations"),
+        ({"similarity": {"noise_margin": 0}}, "similarity.noise_margin"),
+        ({"similarity": {"noise_ratio": -0.1}}, "similarity.noise_ratio"),
+        ({"similarity": {"tail_quantile": 0.5}}, "similarity.tail_quantile"),
+        ({"output_tokens": {"ratio_max": 1.0}}, "output_tokens.ratio_max"),
+        ({"output_tokens": {"enabled": "yes"}}, "output_tokens.enabled"),
+        ({"sequential": {"factor": 1}}, "sequential.factor"),
+        ({"sequential": {"first_checkpoint": 1}}, "sequential.first_checkpoint"),
+        ({"sequential": {"n_max": 100}}, "sequential"),
+        ({"sequential": {"spending": "linear"}}, "sequential.spending"),
+        ({"validity": {"mix_alpha": 0}}, "validity.mix_alpha"),
+        ({"power": 0.5}, "power"),
         ({"latency": {"metrics": ["e2e_ms", "tpot_ms"]}}, "latency.metrics.1"),
         ({"latency": {"metrics": ["e2e_ms", "e2e_ms"]}}, "latency.metrics"),
         ({"format_parse": {"success_flag": "lenient"}}, "format_parse.success_flag"),
@@ -165,7 +193,7 @@ def test_overrides_merge_field_by_field(tmp_path: Path) -> None:
     assert extraction.min_pairs == 200
     assert (extraction.error_rate.margin, extraction.error_rate.critical) == (0.03, False)
     assert extraction.format_parse.success_flag == "strict"
-    assert extraction.format_parse.margin == 0.02
+    assert extraction.format_parse.margin == 0.01
     chat = effective(policy, "chat")
     assert chat.min_pairs == 80
     assert chat.error_rate.margin == 0.03
@@ -195,8 +223,8 @@ def test_yaml_round_trip_and_hash(tmp_path: Path) -> None:
 
 
 def test_hash_ignores_layout_and_omitted_defaults() -> None:
-    a = parse_policy({"alpha": 0.025, "error_rate": {"critical": True, "margin": 0.02}})
-    b = parse_policy({"error_rate": {"margin": 0.02}})
+    a = parse_policy({"alpha": 0.025, "error_rate": {"critical": True, "margin": 0.01}})
+    b = parse_policy({"error_rate": {"margin": 0.01}})
     assert policy_hash(a) == policy_hash(b) == policy_hash(GatePolicy())
 
 
@@ -218,13 +246,9 @@ def test_policy_is_frozen() -> None:
         ),
         ({"error_rate": {"margin": "0.02"}}, "error_rate.margin", "'0.02'", "not a string"),
         ({"latency": {"p95_ratio_max": "2"}}, "latency.p95_ratio_max", "'2'", "not a string"),
-        ({"latency": {"seed": "7"}}, "latency.seed", "'7'", "not a string"),
-        (
-            {"latency": {"bootstrap_replicates": "2000"}},
-            "latency.bootstrap_replicates",
-            "'2000'",
-            "not a string",
-        ),
+        ({"similarity": {"tail_seed": "7"}}, "similarity.tail_seed", "'7'", "not a string"),
+        ({"sequential": {"n_max": "5000"}}, "sequential.n_max", "'5000'", "not a string"),
+        ({"sequential": {"n_max": 5000.0}}, "sequential.n_max", "5000.0", "not a float"),
         ({"version": "1"}, "version", "'1'", "not a string"),
         (
             {"task_types": {"code": {"min_pairs": "80"}}},
@@ -298,3 +322,27 @@ def test_infra_error_rate_overrides_merge_per_task_type() -> None:
     assert effective(policy, "chat").infra_error_rate.margin == 0.03
     assert effective(policy, POOLED).infra_error_rate.margin == 0.03
     assert not effective(policy, "batch").infra_error_rate.critical
+
+
+def test_sample_cap_is_optional_and_checked_against_the_first_checkpoint() -> None:
+    assert parse_policy({"sequential": {"n_max": None}}).sequential.n_max is None
+    assert parse_policy({"sequential": {"n_max": 5000}}).sequential.n_max == 5000
+    with pytest.raises(ConfigError) as info:
+        parse_policy({"sequential": {"n_max": 100}})
+    assert "n_max (100) must be >= first_checkpoint (200)" in str(info.value)
+
+
+def test_output_tokens_and_similarity_override_per_task_type() -> None:
+    policy = parse_policy(
+        {
+            "output_tokens": {"ratio_max": 1.5},
+            "task_types": {
+                "batch": {"output_tokens": {"enabled": False}, "similarity": {"noise_ratio": 1}}
+            },
+        }
+    )
+    batch = effective(policy, "batch")
+    assert (batch.output_tokens.enabled, batch.output_tokens.ratio_max) == (False, 1.5)
+    assert batch.similarity.noise_ratio == 1.0
+    assert batch.similarity.noise_margin == 0.01
+    assert effective(policy, POOLED).output_tokens.enabled

@@ -117,3 +117,26 @@ def test_summary_of_an_unreachable_candidate():
     assert pooled["candidate_infra_error_rate"] == 1.0
     assert math.isnan(pooled["candidate_fail_rate"])  # no pair to judge the model on
     assert math.isnan(pooled["e2e_p50_ratio"])
+
+
+def test_report_only_statistics_and_noise_floor(simulate):
+    from stats.report_only import cles, hodges_lehmann_shift, mann_whitney
+
+    scores = simulate(
+        {"chat": {"n": 400, "cand_latency_factor": 1.5, "noise_similarity_mean": 0.8}}
+    )
+    pairs = pairs_frame(scores, parse_policy({"version": 1}))
+    chat = task_type_summary(pairs).iloc[0]
+    ok = ~(pairs["baseline_fail"] | pairs["candidate_fail"])
+    used = pairs.loc[ok, ["candidate_e2e_ms", "baseline_e2e_ms"]].dropna()
+    cand, base = used["candidate_e2e_ms"], used["baseline_e2e_ms"]
+    expected = mann_whitney(cand, base, alternative="two-sided", method="asymptotic")
+    assert chat["e2e_mann_whitney_p"] == pytest.approx(expected.p_value)
+    assert chat["e2e_mann_whitney_p"] < 1e-6
+    assert chat["e2e_hodges_lehmann_ms"] == pytest.approx(hodges_lehmann_shift(cand, base))
+    assert chat["e2e_hodges_lehmann_ms"] > 200
+    assert chat["e2e_cles"] == pytest.approx(cles(cand, base))
+    assert 0.6 < chat["e2e_cles"] < 1.0
+    assert chat["noise_similarity_mean"] == pytest.approx(pairs["noise_similarity"].mean())
+    no_noise = task_type_summary(pairs_frame(simulate({"chat": {"n": 50}}), parse_policy({})))
+    assert math.isnan(no_noise.iloc[0]["noise_similarity_mean"])

@@ -25,13 +25,14 @@ TABLES = {
     "pair_score",
     "verdict",
     "rejected_record",
+    "policy_audit",
 }
 
 
 def test_exactly_one_head() -> None:
     script = ScriptDirectory.from_config(alembic_config())
-    assert script.get_heads() == ["0001"]
-    assert head_revision() == "0001"
+    assert script.get_heads() == ["0002"]
+    assert head_revision() == "0002"
 
 
 def test_script_location_is_the_installed_package() -> None:
@@ -40,6 +41,7 @@ def test_script_location_is_the_installed_package() -> None:
     assert (location / "env.py").is_file()
     assert (location / "script.py.mako").is_file()
     assert (location / "versions" / "0001_initial.py").is_file()
+    assert (location / "versions" / "0002_policy_audit.py").is_file()
 
 
 def test_models_cover_every_table() -> None:
@@ -80,7 +82,7 @@ def test_check_schema_names_revisions_and_the_fix(empty_url: str) -> None:
         with pytest.raises(StorageError) as info:
             db.check_schema()
         message = str(info.value)
-        assert "is at revision none (empty database), expected head 0001" in message
+        assert "is at revision none (empty database), expected head 0002" in message
         assert "run `shadow-eval db upgrade`" in message
         assert db.safe_url in message
     finally:

@@ -63,6 +63,7 @@ def test_upgrade_runs_from_an_installed_wheel(tmp_path: Path) -> None:
         "migrations/script.py.mako",
         "migrations/versions/__init__.py",
         "migrations/versions/0001_initial.py",
+        "migrations/versions/0002_policy_audit.py",
         "shadoweval/storage/models.py",
     ):
         assert expected in names, f"{expected} missing from {wheel.name}"
@@ -85,4 +86,4 @@ def test_upgrade_runs_from_an_installed_wheel(tmp_path: Path) -> None:
         check=False,
     )
     assert run.returncode == 0, run.stderr
-    assert run.stdout.split() == ["OK", "0001", "0001"]
+    assert run.stdout.split() == ["OK", "0002", "0002"]
