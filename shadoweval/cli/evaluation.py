@@ -16,20 +16,16 @@ from shadoweval.cli.pipeline import (
     GateResult,
     StageTimer,
     TargetConfig,
+    _policy_path,
     baseline_identity,
     compare_run,
     gate_run,
-    load_gate_policy,
     make_encoder,
-    model_identity_from_server,
     open_repository,
     replay_capture_log,
     run_async,
 )
 from shadoweval.cli.render import summary_records
-from shadoweval.errors import ConfigError
-from shadoweval.records import ReplayTarget
-from shadoweval.redaction import strip_url_credentials
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -111,77 +107,15 @@ def prepare_run(
             different policy (a new model or policy means a new run).
         ShadowEvalError: the capture log holds no exchange, or a model name cannot be read.
     """
-    api_key = settings.replay.api_key.get_secret_value() if settings.replay.api_key else None
-    _, policy_yaml, policy_hash = load_gate_policy(request.policy_path)
-    baseline = baseline_identity(request.capture_log)
-    candidate = run_async(
-        model_identity_from_server(request.candidate_url, request.candidate_model, api_key)
-    )
-    targets = [TargetConfig(ReplayTarget.CANDIDATE, request.candidate_url, candidate, 1.0, api_key)]
-    if request.baseline_repeat_url:
-        repeat_model = run_async(
-            model_identity_from_server(
-                request.baseline_repeat_url, request.baseline_repeat_model or baseline.name, api_key
-            )
-        )
-        targets.append(
-            TargetConfig(
-                ReplayTarget.BASELINE_REPEAT,
-                request.baseline_repeat_url,
-                repeat_model,
-                request.baseline_repeat_share,
-                api_key,
-            )
-        )
-    run = repo.get_run(request.run_id) if request.run_id else None
-    if run is not None:
-        for role, stored, given in (
-            ("candidate", run.candidate.name, candidate.name),
-            ("baseline", run.baseline.name, baseline.name),
-        ):
-            if stored != given:
-                raise ConfigError(
-                    f"run {run.run_id} compares baseline {run.baseline.name!r} with candidate "
-                    f"{run.candidate.name!r}; this {role} is {given!r}: a different model "
-                    "means a new run",
-                    field=role,
-                    value=given,
-                )
-        if not audit_policy(
-            repo, run, policy_hash, command=request.command, policy_path=request.policy_path
-        ):
-            raise ConfigError(
-                f"run {run.run_id} was started under policy {run.policy_hash[:12]}; this "
-                f"policy is {policy_hash[:12]}: a different policy means a new run",
-                field="policy",
-                value=str(request.policy_path),
-            )
-        return run, targets
-    structured: list[JsonValue] = [*sorted(request.structured_task_types)]
-    run = repo.create_run(
-        run_id=request.run_id,
-        name=request.run_name or f"{baseline.name} → {candidate.name}",
-        baseline=baseline,
-        candidate=candidate,
-        policy_hash=policy_hash,
-        policy_yaml=policy_yaml,
-        candidate_base_url=strip_url_credentials(request.candidate_url),
+    from shadoweval.cli.pipeline import resolve_run
+
+    return resolve_run(
+        repo,
+        request,
+        settings,
+        baseline=baseline_identity(request.capture_log),
         source=str(request.capture_log),
-        settings={
-            "replay": settings.replay.model_dump(mode="json", exclude={"api_key"}),
-            "baseline_repeat_url": (
-                strip_url_credentials(request.baseline_repeat_url)
-                if request.baseline_repeat_url
-                else None
-            ),
-            "baseline_repeat_share": request.baseline_repeat_share,
-            "encoder": request.encoder,
-            "structured_task_types": structured,
-        },
-        command=request.command,
-        audit_detail={"policy_path": _policy_path(request.policy_path)},
     )
-    return run, targets
 
 
 def audit_policy(
@@ -220,11 +154,6 @@ def audit_policy(
         detail=extra,
     )
     return matches
-
-
-def _policy_path(path: Path | None) -> str | None:
-    """The policy file as recorded in the audit log (``None``: the default policy)."""
-    return None if path is None else str(path.resolve())
 
 
 def evaluate(

@@ -407,8 +407,14 @@ def resolve_run(
             "encoder": request.encoder,
             "structured_task_types": structured,
         },
+        audit_detail={"policy_path": _policy_path(request.policy_path)},
     )
     return run, targets
+
+
+def _policy_path(path: Path | None) -> str | None:
+    """The policy file as recorded in the audit log (``None``: the default policy)."""
+    return None if path is None else str(path.resolve())
 
 
 async def replay_kafka(
