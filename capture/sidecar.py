@@ -38,7 +38,7 @@ from capture.proxy import UVICORN_OPTIONS, CaptureProxy
 from capture.sampling import StickySampler
 from capture.sinks.base import ExchangeSink
 from capture.sinks.file import FileSink
-from capture.sinks.kafka import KafkaSink
+from capture.sinks.kafka import KafkaSink, SinkMode
 from shadoweval.bus import ensure_topics
 from shadoweval.bus.producer import BusProducer
 from shadoweval.config import CaptureSettings, KafkaSettings
@@ -294,7 +294,7 @@ def _sink_probe(sink: ExchangeSink) -> Callable[[], tuple[bool, str]]:
     def probe() -> tuple[bool, str]:
         status = getattr(sink, "status", None)
         detail = status() if callable(status) else ("ok" if sink.ready() else "not ready")
-        spooling = getattr(sink, "mode", None) is not None and "spooling" in detail
+        spooling = getattr(sink, "mode", None) is SinkMode.SPOOLING
         return sink.ready() and not spooling, str(detail)
 
     return probe
