@@ -12,7 +12,8 @@ gate-statistics.md; each module cites its sources.
   (the resampling-free paired Poisson bootstrap for the gate; the paired and unpaired
   bootstraps for reference).
 * :mod:`stats.sequential` — checkpoints, confidence sequences, α spending, sequential
-  McNemar, group-sequential boundaries.
+  McNemar; :mod:`stats.group_sequential` — the normal mSPRT and group-sequential
+  boundaries (fixed-design references).
 * :mod:`stats.noise_floor`, :mod:`stats.cost`, :mod:`stats.power`, :mod:`stats.validity`,
   :mod:`stats.report_only` — noise-floor linearisation and tail report, token ratio,
   sample sizes, task-mix and coverage checks, Mann–Whitney / Hodges–Lehmann / CLES.

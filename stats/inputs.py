@@ -15,7 +15,15 @@ import numpy.typing as npt
 
 from shadoweval.errors import InsufficientDataError, InvalidDataError
 
-__all__ = ["FloatArray", "InsufficientDataError", "InvalidDataError", "finite_1d"]
+__all__ = [
+    "FloatArray",
+    "InsufficientDataError",
+    "InvalidDataError",
+    "check_alpha",
+    "count",
+    "finite_1d",
+    "positive_int",
+]
 
 FloatArray = npt.NDArray[np.float64]
 """A one-dimensional array of float64 values."""
@@ -83,3 +91,28 @@ def count(value: int, name: str) -> int:
     if value < 0:
         raise InvalidDataError(f"{name} must be >= 0, got {value}", name=name)
     return int(value)
+
+
+def check_alpha(alpha: float, *, upper: float = 1.0, name: str = "alpha") -> float:
+    """Return ``alpha`` as a float.
+
+    Raises:
+        InvalidDataError: ``alpha`` is not a number in ``(0, upper)`` (names ``name``).
+    """
+    if isinstance(alpha, bool) or not isinstance(alpha, int | float | np.floating):
+        raise InvalidDataError(f"{name} must be a number, got {alpha!r}", name=name)
+    if not 0.0 < alpha < upper:
+        raise InvalidDataError(f"{name} must be in (0, {upper:g}), got {alpha}", name=name)
+    return float(alpha)
+
+
+def positive_int(value: int, name: str) -> int:
+    """Return ``value`` as an int.
+
+    Raises:
+        InvalidDataError: ``value`` is not an integer >= 1 (names ``name``).
+    """
+    value = count(value, name)
+    if value < 1:
+        raise InvalidDataError(f"{name} must be >= 1, got {value}", name=name)
+    return value

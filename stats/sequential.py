@@ -19,11 +19,9 @@ T15). This module provides the pieces that keep repeated looks valid
   ``α_k`` with ``Σ_k α_k ≤ α``, valid under any dependence between looks.
 * :func:`sequential_mcnemar` — the Beta(1,1)-mixture always-valid test on discordant
   pairs (critical-harm rollback, T22).
-* :func:`msprt_normal` — Johari et al.'s normal-mixture mSPRT (T16), for reference.
-* :func:`crossing_probability`, :func:`obf_boundaries`, :func:`pocock_boundaries`,
-  :func:`spending_boundaries` — group-sequential (GST) boundaries for a known n_max,
-  computed with the recursive numerical integration of Armitage, McPherson & Rowe (1969)
-  (Jennison & Turnbull 2000, ch. 19); T15.
+
+:mod:`stats.group_sequential` holds the fixed-design references: Johari et al.'s normal
+mSPRT (T16) and group-sequential (GST) boundaries for a known n_max (T15).
 
 Every always-valid p-value here is ``min(1, 1/E)`` for a nonnegative (super)martingale
 ``E`` with ``E_0 = 1`` under H0, so by Ville's inequality ``P(∃n: p_n ≤ α) ≤ α``: the
@@ -45,25 +43,19 @@ from scipy import optimize, special
 from scipy import stats as scipy_stats
 
 from shadoweval.errors import DegenerateDataWarning
-from stats.inputs import FloatArray, InvalidDataError, count, finite_1d
+from stats.inputs import InvalidDataError, check_alpha, count, finite_1d, positive_int
 
 __all__ = [
     "ConfidenceSequenceResult",
     "CsSide",
-    "MSPRTResult",
     "SequentialMcNemarResult",
     "SpendingKind",
     "checkpoint_schedule",
     "confidence_sequence",
-    "crossing_probability",
     "lan_demets_spent",
     "latest_checkpoint",
     "look_alpha",
-    "msprt_normal",
-    "obf_boundaries",
-    "pocock_boundaries",
     "sequential_mcnemar",
-    "spending_boundaries",
 ]
 
 CsSide = Literal["two-sided", "upper", "lower"]
@@ -71,21 +63,6 @@ CsSide = Literal["two-sided", "upper", "lower"]
 
 SpendingKind = Literal["obf", "pocock"]
 """Lan–DeMets spending function: O'Brien–Fleming type or Pocock type."""
-
-
-def _check_alpha(alpha: float, *, upper: float = 1.0, name: str = "alpha") -> float:
-    if isinstance(alpha, bool) or not isinstance(alpha, int | float | np.floating):
-        raise InvalidDataError(f"{name} must be a number, got {alpha!r}", name=name)
-    if not 0.0 < alpha < upper:
-        raise InvalidDataError(f"{name} must be in (0, {upper:g}), got {alpha}", name=name)
-    return float(alpha)
-
-
-def _positive_int(value: int, name: str) -> int:
-    value = count(value, name)
-    if value < 1:
-        raise InvalidDataError(f"{name} must be >= 1, got {value}", name=name)
-    return value
 
 
 # ------------------------------------------------------------------ checkpoints
@@ -104,11 +81,11 @@ def _geometric(first: int, factor: float) -> Iterator[int]:
 
 
 def _check_schedule_args(first: int, factor: float, n_max: int | None) -> tuple[int, float]:
-    first = _positive_int(first, "first")
+    first = positive_int(first, "first")
     if isinstance(factor, bool) or not math.isfinite(factor) or factor <= 1.0:
         raise InvalidDataError(f"factor must be a finite number > 1, got {factor!r}")
     if n_max is not None:
-        n_max = _positive_int(n_max, "n_max")
+        n_max = positive_int(n_max, "n_max")
         if n_max < first:
             raise InvalidDataError(f"n_max = {n_max} is below the first checkpoint {first}")
     return first, float(factor)
@@ -141,7 +118,7 @@ def checkpoint_schedule(
             checkpoints.
     """
     first, factor = _check_schedule_args(first, factor, n_max)
-    limit = _positive_int(limit, "limit")
+    limit = positive_int(limit, "limit")
     if n_max is None:
         return tuple(itertools.islice(_geometric(first, factor), limit))
     out: list[int] = []
@@ -318,8 +295,8 @@ def confidence_sequence(
             positive integer, unknown side, ``null`` not finite, ``sd_floor`` < 0.
         InsufficientDataError: fewer than 2 values.
     """
-    alpha = _check_alpha(alpha, upper=0.5)
-    n_star = _positive_int(n_star, "n_star")
+    alpha = check_alpha(alpha, upper=0.5)
+    n_star = positive_int(n_star, "n_star")
     if side not in ("two-sided", "upper", "lower"):
         raise InvalidDataError(f"unknown side {side!r}", name="side")
     if not math.isfinite(null):
@@ -384,7 +361,7 @@ def lan_demets_spent(t: float, alpha: float, kind: SpendingKind = "obf") -> floa
     Raises:
         InvalidDataError: t negative or not finite, alpha outside (0, 1), unknown kind.
     """
-    alpha = _check_alpha(alpha)
+    alpha = check_alpha(alpha)
     if not (math.isfinite(t) and t >= 0.0):
         raise InvalidDataError(f"information fraction t must be finite and >= 0, got {t}")
     t = min(float(t), 1.0)
@@ -399,7 +376,7 @@ def lan_demets_spent(t: float, alpha: float, kind: SpendingKind = "obf") -> floa
 
 
 def _check_schedule(schedule: Sequence[int]) -> tuple[int, ...]:
-    out = tuple(_positive_int(n, "schedule checkpoint") for n in schedule)
+    out = tuple(positive_int(n, "schedule checkpoint") for n in schedule)
     if not out:
         raise InvalidDataError("schedule is empty", name="schedule")
     if any(b <= a for a, b in itertools.pairwise(out)):
@@ -438,16 +415,16 @@ def look_alpha(
         InvalidDataError: look out of range, schedule not strictly increasing positive
             integers, alpha outside (0, 1), n_max not a positive integer, unknown kind.
     """
-    alpha = _check_alpha(alpha)
+    alpha = check_alpha(alpha)
     checkpoints = _check_schedule(schedule)
-    look = _positive_int(look, "look")
+    look = positive_int(look, "look")
     if look > len(checkpoints):
         raise InvalidDataError(f"look {look} is beyond the {len(checkpoints)} checkpoints")
     if kind not in ("obf", "pocock"):
         raise InvalidDataError(f"unknown spending function {kind!r}", name="kind")
     if n_max is None:
         return alpha * 6.0 / (math.pi**2 * look**2)
-    n_max = _positive_int(n_max, "n_max")
+    n_max = positive_int(n_max, "n_max")
     t_now = checkpoints[look - 1] / n_max
     t_before = checkpoints[look - 2] / n_max if look > 1 else 0.0
     spent = lan_demets_spent(t_now, alpha, kind) - lan_demets_spent(t_before, alpha, kind)
@@ -532,274 +509,3 @@ def sequential_mcnemar(
     bf = math.exp(log_bf) if log_bf < 700.0 else math.inf
     p = 1.0 if log_bf <= 0.0 else math.exp(-log_bf)
     return SequentialMcNemarResult(bf, p, b, c, side, log_bf)
-
-
-# ------------------------------------------------------------------ normal mSPRT
-
-
-@dataclass(frozen=True)
-class MSPRTResult:
-    """Result of :func:`msprt_normal`.
-
-    Attributes:
-        likelihood_ratio: the mixture likelihood ratio Λ_n.
-        p_value: ``min(1, 1/Λ_n)`` (the always-valid p-value at this look; the running
-            minimum over looks is also valid).
-        half_width: half-width of the always-valid interval around the mean at level α.
-        fixed_half_width: the fixed-n z interval's half-width ``z_{1−α/2}·σ/√n``.
-    """
-
-    likelihood_ratio: float
-    p_value: float
-    half_width: float
-    fixed_half_width: float
-
-
-def msprt_normal(
-    mean: float,
-    n: int,
-    *,
-    sigma2: float,
-    tau2: float,
-    theta0: float = 0.0,
-    alpha: float = 0.05,
-) -> MSPRTResult:
-    """Normal-mixture mSPRT of H0: θ = θ0 for a mean of n i.i.d. values of variance σ².
-
-    ``Λ_n = √(σ²/(σ²+nτ²))·exp(n²τ²(x̄−θ0)²/(2σ²(σ²+nτ²)))`` and the always-valid
-    interval ``x̄ ± √(σ²(σ²+nτ²)/(n²τ²)·(ln((σ²+nτ²)/σ²) − 2 ln α))`` (Johari, Koomen,
-    Pekelis & Walsh, "Peeking at A/B tests", KDD 2017; Operations Research 2022,
-    arXiv 1512.04922). T16: x̄ = 0.1, n = 1000, σ² = 1, τ² = 0.01 gives Λ = 28.40,
-    p = 0.03521, half-width 0.09606 (fixed-n 0.06198).
-
-    Raises:
-        InvalidDataError: non-finite mean/θ0, n < 1, σ² or τ² not > 0, alpha outside (0, 1).
-    """
-    n = _positive_int(n, "n")
-    alpha = _check_alpha(alpha)
-    if not (math.isfinite(mean) and math.isfinite(theta0)):
-        raise InvalidDataError(f"mean and theta0 must be finite, got {mean}, {theta0}")
-    for name, value in (("sigma2", sigma2), ("tau2", tau2)):
-        if not (math.isfinite(value) and value > 0.0):
-            raise InvalidDataError(f"{name} must be finite and > 0, got {value}", name=name)
-    total = sigma2 + n * tau2
-    log_lr = 0.5 * math.log(sigma2 / total) + (n * n * tau2 * (mean - theta0) ** 2) / (
-        2.0 * sigma2 * total
-    )
-    lr = math.exp(log_lr) if log_lr < 700.0 else math.inf
-    half = math.sqrt(
-        sigma2 * total / (n * n * tau2) * (math.log(total / sigma2) - 2.0 * math.log(alpha))
-    )
-    fixed = float(scipy_stats.norm.isf(alpha / 2.0)) * math.sqrt(sigma2 / n)
-    return MSPRTResult(lr, min(1.0, math.exp(-log_lr)), half, fixed)
-
-
-# ------------------------------------------------------------------ group-sequential boundaries
-
-_TRUNCATE_SD = 10.0  # the S_k grid stops 10 sd from 0: mass beyond it is < 1e-22
-_MAX_GRID = 2001
-
-
-def _check_times(times: npt.ArrayLike | None, looks: int) -> FloatArray:
-    if times is None:
-        return np.arange(1, looks + 1, dtype=np.float64) / looks
-    t = finite_1d(times, "times")
-    if t.size != looks:
-        raise InvalidDataError(f"{t.size} times for {looks} boundaries", name="times")
-    if t[0] <= 0.0 or np.any(np.diff(t) <= 0.0):
-        raise InvalidDataError("times must be > 0 and strictly increasing", name="times")
-    return t
-
-
-class _Recursion:
-    """Density of ``S_k = √t_k·Z_k`` on the continuation region, look by look.
-
-    Under H0, ``S`` is Brownian motion in information time: ``S_k − S_{k−1} ~
-    N(0, t_k − t_{k−1})`` independent of the past. The sub-density of S_k on the
-    region where no boundary was crossed is propagated on a Simpson grid (Armitage,
-    McPherson & Rowe 1969; Jennison & Turnbull 2000, ch. 19). Costs O(grid²) per look.
-    """
-
-    def __init__(self, times: FloatArray, two_sided: bool) -> None:
-        self.times = times
-        self.two_sided = two_sided
-        self.k = 0
-        self.grid: FloatArray = np.zeros(0)
-        self.mass: FloatArray = np.zeros(0)  # Simpson weight × density
-
-    def _step_sd(self) -> float:
-        before = self.times[self.k - 1] if self.k > 0 else 0.0
-        return math.sqrt(float(self.times[self.k] - before))
-
-    def cross(self, z_bound: float) -> float:
-        """P(no crossing before look k+1 and crossing at it) for bound ``z_bound``."""
-        b = z_bound * math.sqrt(float(self.times[self.k]))
-        sd = self._step_sd()
-        if self.k == 0:
-            p = float(scipy_stats.norm.sf(b / sd))
-            return 2.0 * p if self.two_sided else p
-        upper = scipy_stats.norm.sf((b - self.grid) / sd)
-        if self.two_sided:
-            upper = upper + scipy_stats.norm.cdf((-b - self.grid) / sd)
-        return float(np.dot(self.mass, upper))
-
-    def advance(self, z_bound: float) -> None:
-        """Move past look k+1 with bound ``z_bound``, keeping only non-crossing paths."""
-        t = float(self.times[self.k])
-        sd = self._step_sd()
-        hi = min(z_bound * math.sqrt(t), _TRUNCATE_SD * math.sqrt(t))
-        lo = -hi if self.two_sided else -_TRUNCATE_SD * math.sqrt(t)
-        next_sd = (
-            math.sqrt(float(self.times[self.k + 1]) - t) if self.k + 1 < self.times.size else sd
-        )
-        h_target = min(sd, next_sd) / 20.0
-        points = int(np.clip(math.ceil((hi - lo) / h_target), 100, _MAX_GRID - 1))
-        points += points % 2  # even number of intervals for Simpson's rule
-        grid = np.linspace(lo, hi, points + 1)
-        weights = np.ones(points + 1)
-        weights[1:-1:2], weights[2:-1:2] = 4.0, 2.0
-        weights *= (hi - lo) / points / 3.0
-        if self.k == 0:
-            density = scipy_stats.norm.pdf(grid / sd) / sd
-        else:
-            kernel = scipy_stats.norm.pdf((grid[:, None] - self.grid[None, :]) / sd) / sd
-            density = kernel @ self.mass
-        self.grid, self.mass = grid, weights * density
-        self.k += 1
-
-
-def _check_bounds(bounds: npt.ArrayLike) -> FloatArray:
-    array = np.asarray(bounds, dtype=float)
-    if array.ndim != 1 or array.size == 0:
-        raise InvalidDataError("bounds must be a non-empty 1-D sequence", name="bounds")
-    if np.any(np.isnan(array)) or np.any(array <= 0.0):
-        raise InvalidDataError("bounds must be > 0 (+inf allowed)", name="bounds")
-    return array
-
-
-def crossing_probability(
-    bounds: npt.ArrayLike,
-    times: npt.ArrayLike | None = None,
-    *,
-    two_sided: bool = True,
-) -> float:
-    """P_H0(Z_k crosses its bound at some look) for z-statistics at information ``times``.
-
-    ``corr(Z_i, Z_j) = √(t_i/t_j)``; two-sided: the event ``|Z_k| ≥ c_k`` at some k,
-    one-sided ``Z_k ≥ c_k``. T15: five equal looks at 1.96 give 0.1417 (Armitage et al.
-    1969). Computed by recursive numerical integration (:class:`_Recursion`; agrees with
-    :func:`scipy.stats.multivariate_normal.cdf` to its tolerance).
-
-    Args:
-        bounds: critical values c_k on the z scale, shape ``(K,)``, > 0 (``inf`` = no
-            crossing possible at that look).
-        times: information fractions t_1 < … < t_K (any positive scale, e.g. n_k);
-            default equally spaced.
-        two_sided: two-sided or upper one-sided crossing.
-
-    Raises:
-        InvalidDataError: bounds not > 0, times not positive increasing, lengths differ.
-    """
-    c = _check_bounds(bounds)
-    t = _check_times(times, int(c.size))
-    recursion = _Recursion(t, two_sided)
-    total = 0.0
-    for k, bound in enumerate(c):
-        total += recursion.cross(float(bound))
-        if k + 1 < c.size:
-            recursion.advance(float(bound))
-    return total
-
-
-def _solve_constant(shape: FloatArray, alpha: float, two_sided: bool) -> float:
-    def excess(constant: float) -> float:
-        return crossing_probability(constant * shape, two_sided=two_sided) - alpha
-
-    return float(optimize.brentq(excess, 0.05, 40.0, xtol=1e-10))
-
-
-def obf_boundaries(looks: int, alpha: float, two_sided: bool = True) -> FloatArray:
-    """O'Brien–Fleming boundaries ``c_k = C_B·√(K/k)`` for K equally spaced looks.
-
-    ``C_B`` solves ``P_H0(cross at some look) = α`` (O'Brien & Fleming, Biometrics
-    35:549–556, 1979; Jennison & Turnbull 2000, Table 2.3). T15: ``C_B(5, 0.05) = 2.040``
-    two-sided (the last element).
-
-    Returns:
-        The z-scale boundaries, shape ``(looks,)``, decreasing to ``C_B``.
-
-    Raises:
-        InvalidDataError: looks < 1 or alpha outside (0, 1) (one-sided: (0, 0.5)).
-    """
-    looks = _positive_int(looks, "looks")
-    alpha = _check_alpha(alpha, upper=1.0 if two_sided else 0.5)
-    shape = np.sqrt(looks / np.arange(1, looks + 1, dtype=np.float64))
-    return _solve_constant(shape, alpha, two_sided) * shape
-
-
-def pocock_boundaries(looks: int, alpha: float, two_sided: bool = True) -> FloatArray:
-    """Pocock's constant boundary ``c_k = C_P`` for K equally spaced looks.
-
-    Pocock, Biometrika 64:191–199 (1977); Jennison & Turnbull 2000, Table 2.1.
-    T15: ``C_P(5, 0.05) = 2.413`` two-sided.
-
-    Raises:
-        InvalidDataError: looks < 1 or alpha outside (0, 1) (one-sided: (0, 0.5)).
-    """
-    looks = _positive_int(looks, "looks")
-    alpha = _check_alpha(alpha, upper=1.0 if two_sided else 0.5)
-    shape = np.ones(looks, dtype=np.float64)
-    return _solve_constant(shape, alpha, two_sided) * shape
-
-
-def spending_boundaries(
-    times: npt.ArrayLike,
-    alpha: float,
-    *,
-    kind: SpendingKind = "obf",
-    two_sided: bool = False,
-) -> FloatArray:
-    """Lan–DeMets group-sequential boundaries at information fractions ``times``.
-
-    Look k's critical value c_k solves ``P_H0(first crossing at look k) = α(t_k) −
-    α(t_{k−1})`` given the earlier bounds (:func:`lan_demets_spent`), so unplanned look
-    times are allowed as long as ``t = n_k / n_max`` is known. Unlike :func:`look_alpha`
-    this uses the correlation of the looks and is less conservative. With five equal
-    looks and one-sided α = 0.025 (OBF type) the bounds are about 4.877, 3.357, 2.680,
-    2.290, 2.031 (gsDesign ``sfLDOF``).
-
-    Args:
-        times: information fractions ``0 < t_1 < … < t_K``; fractions above 1 are
-            clipped (they spend nothing and get ``inf``).
-        alpha: total level, in (0, 1) two-sided, (0, 0.5) one-sided.
-        kind: ``obf`` or ``pocock`` spending.
-        two_sided: symmetric two-sided bounds, else upper one-sided (default).
-
-    Returns:
-        z-scale boundaries, shape ``(K,)``; ``inf`` where a look spends no α.
-
-    Raises:
-        InvalidDataError: times not positive increasing, alpha or kind invalid.
-    """
-    alpha = _check_alpha(alpha, upper=1.0 if two_sided else 0.5)
-    t = finite_1d(times, "times")
-    if t[0] <= 0.0 or np.any(np.diff(t) <= 0.0):
-        raise InvalidDataError("times must be > 0 and strictly increasing", name="times")
-    recursion = _Recursion(t, two_sided)
-    bounds = np.empty(t.size, dtype=np.float64)
-    spent_before = 0.0
-    for k, t_k in enumerate(t):
-        spent = lan_demets_spent(float(t_k), alpha, kind)
-        target = spent - spent_before
-        if target <= 1e-15:
-            bounds[k] = math.inf
-        else:
-            bounds[k] = float(
-                optimize.brentq(
-                    lambda c, goal=target: recursion.cross(c) - goal, 0.01, 40.0, xtol=1e-10
-                )
-            )
-            spent_before = spent
-        if k + 1 < t.size:
-            recursion.advance(float(bounds[k]))
-    return bounds

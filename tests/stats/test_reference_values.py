@@ -17,18 +17,18 @@ import pytest
 from scipy import stats as scipy_stats
 from statsmodels.stats.multitest import multipletests
 
+from stats.group_sequential import (
+    crossing_probability,
+    msprt_normal,
+    obf_boundaries,
+    pocock_boundaries,
+)
 from stats.multiplicity import holm
 from stats.paired_binary import mcnemar, tango_score_ci, tango_score_test
 from stats.power import paired_binary_min_pairs
 from stats.quantiles import order_statistic_ranks
 from stats.report_only import mann_whitney
-from stats.sequential import (
-    crossing_probability,
-    msprt_normal,
-    obf_boundaries,
-    pocock_boundaries,
-    sequential_mcnemar,
-)
+from stats.sequential import sequential_mcnemar
 from stats.validity import sequential_srm, task_mix_chi2
 
 REL = 5e-4  # §4: |Δ| ≤ 5e-4 relative

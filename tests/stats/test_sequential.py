@@ -10,18 +10,20 @@ import pytest
 from scipy import stats as scipy_stats
 
 from shadoweval.errors import DegenerateDataWarning
+from stats.group_sequential import (
+    crossing_probability,
+    msprt_normal,
+    obf_boundaries,
+    spending_boundaries,
+)
 from stats.inputs import InsufficientDataError, InvalidDataError
 from stats.sequential import (
     checkpoint_schedule,
     confidence_sequence,
-    crossing_probability,
     lan_demets_spent,
     latest_checkpoint,
     look_alpha,
-    msprt_normal,
-    obf_boundaries,
     sequential_mcnemar,
-    spending_boundaries,
 )
 
 # ------------------------------------------------------------------ checkpoints
