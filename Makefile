@@ -13,7 +13,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: demo test lint typecheck unit venv bench bench-sidecar clean
+.PHONY: demo test lint typecheck unit venv browser bench bench-sidecar clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,7 +34,16 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP)
+# The dashboard's real-browser test drives Debian's Chromium (package `chromium`) through
+# Playwright; it is installed here when missing and the user may use apt-get.
+CHROMIUM ?= /usr/bin/chromium
+browser:
+	@test -x $(CHROMIUM) || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
+	  else echo "Chromium is missing: install Debian's 'chromium' package (the browser test needs it)"; fi; }
+
+unit: $(STAMP) browser
 	$(BIN)/pytest
 
 test: lint typecheck unit
@@ -47,4 +56,4 @@ bench-sidecar: $(STAMP)
 	$(BIN)/python benchmarks/sidecar_overhead.py
 
 clean:
-	rm -rf $(VENV) .demo .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .demo .mypy_cache .ruff_cache .pytest_cache test-artifacts

@@ -431,6 +431,7 @@ class PairScore(_Record):
     candidate_finish_reason: FinishReason = FinishReason.UNKNOWN
     output_token_ratio: float | None = None
     output_tokens: SidePair = SidePair()
+    output_tokens_baseline_source: Literal["live", "baseline_repeat", "missing"] = "live"
     prompt_token_ratio: float | None = None
     template_leaks: tuple[str, ...] = ()
     ttft_ms: SidePair = SidePair()
@@ -489,6 +490,13 @@ class Coverage(_Record):
     ``captured`` counts every line of the run's capture log: the decoded exchanges (their
     task types in ``per_task_type``) plus the ``rejected`` lines that could not be decoded.
     ``share`` = ``paired`` / ``captured``: an unreadable line or a skipped replay lowers it.
+
+    ``replayed``, ``errored``, ``warmup`` and ``skipped`` count candidate outcomes.
+    ``baseline_repeat_replayed`` counts the baseline-repeat outcomes that were sent (not
+    skipped) and ``baseline_repeat_errored`` those of them with an error: a run whose
+    design includes baseline repeats (``baseline_repeat_replayed > 0``) is judged against
+    the noise floor even when every repeat failed (0 for records written before these
+    counts existed).
     """
 
     captured: int
@@ -500,6 +508,8 @@ class Coverage(_Record):
     share: float
     per_task_type: dict[str, int] = Field(default_factory=dict)
     rejected: int = 0
+    baseline_repeat_replayed: int = 0
+    baseline_repeat_errored: int = 0
 
 
 class Verdict(_Record):
@@ -514,3 +524,30 @@ class Verdict(_Record):
     coverage: Coverage
     policy_hash: str
     look: int = 1
+
+
+class LabelValue(enum.StrEnum):
+    """An analyst's judgement of one pair: how the candidate's answer compares."""
+
+    CANDIDATE_BETTER = "candidate_better"
+    CANDIDATE_WORSE = "candidate_worse"
+    SAME = "same"
+    BOTH_BAD = "both_bad"
+
+
+class HumanLabel(_Record):
+    """One analyst's label of one pair (exchange) in one run.
+
+    A pair has at most one label per ``labeller``; labelling again replaces it.
+    ``source`` says whether it was given in the dashboard or imported from a labelled
+    export; ``labelled_at`` is UTC.
+    """
+
+    run_id: str
+    exchange_id: str
+    task_type: str
+    label: LabelValue
+    note: str = ""
+    labeller: str = Field(min_length=1)
+    labelled_at: AwareDatetime = Field(default_factory=utc_now)
+    source: Literal["dashboard", "import"]

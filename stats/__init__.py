@@ -23,6 +23,8 @@ gate-statistics.md; each module cites its sources.
   of the latest checkpoint; :func:`look_levels`, :func:`design_sample_size`.
 * :mod:`stats.gate` — :func:`evaluate_gate`, the PROMOTE / HOLD / ROLLBACK verdict.
 * :mod:`stats.summary` — :func:`task_type_summary`, descriptive and report-only numbers.
+* :mod:`stats.labels` — :func:`label_summary`, human labels as win / loss rates with Wilson
+  intervals per task type.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from stats.checkpoints import LookLevels, design_sample_size, evaluate_poll, loo
 from stats.frame import PAIRS_COLUMNS, pairs_frame
 from stats.gate import evaluate_gate
 from stats.inputs import InvalidDataError
+from stats.labels import LABEL_SUMMARY_COLUMNS, label_summary
 from stats.means import MeanNonInferiorityResult, mean_noninferiority
 from stats.multiplicity import holm
 from stats.paired_binary import (
@@ -69,6 +72,7 @@ from stats.quantiles import (
 
 __all__ = [
     "DEFAULT_POLICY_FILE",
+    "LABEL_SUMMARY_COLUMNS",
     "PAIRS_COLUMNS",
     "GatePolicy",
     "InfraErrorPolicy",
@@ -89,6 +93,7 @@ __all__ = [
     "evaluate_gate",
     "evaluate_poll",
     "holm",
+    "label_summary",
     "load_policy",
     "look_levels",
     "mcnemar",

@@ -7,19 +7,26 @@ Endpoints (JSON; bodies in :mod:`shadoweval.api.schemas`; document at ``/openapi
 * ``GET /v1/runs/{run_id}/verdict`` — the latest stored verdict; a run without one is
   gated now through ``compute_verdict`` (the CLI passes the function ``shadow-eval gate``
   uses) and the result stored, so the API and the CLI can never disagree;
-* ``GET /v1/runs/{run_id}/audit`` — the run's policy audit log.
+* ``GET /v1/runs/{run_id}/audit`` — the run's policy audit log;
+* ``GET /v1/runs/{run_id}/export?per_task_type=&order=&seed=&format=&task_type=&flag=
+  &min_similarity=&max_similarity=`` — a zip (``application/zip``) of ``samples.<ext>``
+  and ``manifest.json``: the export ``shadow-eval export`` writes, redacted by the
+  redactor the composition root passes (:mod:`shadoweval.export`; parameters in
+  :mod:`shadoweval.api.export_params`).
 
 Errors are JSON :class:`~shadoweval.api.schemas.ErrorBody`: 400 bad query, 401 token,
-404 unknown run or path, 500 the gate failed, 503 the database failed. The repository is
-synchronous; calls run in Starlette's thread pool.
+404 unknown run or path, 500 the gate failed, 503 the database failed (or, for the
+export, no redactor was configured). The repository is synchronous; calls run in
+Starlette's thread pool.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, SecretStr
 from starlette.applications import Starlette
@@ -44,6 +51,9 @@ from shadoweval.api.schemas import (
 from shadoweval.errors import ShadowEvalError, StorageError
 from shadoweval.records import Verdict
 from shadoweval.storage import PolicyAuditAction, Repository, RunInfo, RunStatus
+
+if TYPE_CHECKING:
+    from shadoweval.export import ExportRedaction, ExportRequest
 
 logger = logging.getLogger(__name__)
 
@@ -80,11 +90,18 @@ def _error(status_code: int, error: str, detail: str) -> Response:
 class _Handlers:
     """The endpoint functions over one repository."""
 
-    def __init__(self, repo: Repository, compute_verdict: ComputeVerdict, auth: bool) -> None:
+    def __init__(
+        self,
+        repo: Repository,
+        compute_verdict: ComputeVerdict,
+        auth: bool,
+        export_redaction: ExportRedaction | None = None,
+    ) -> None:
         self._repo = repo
         self._compute = compute_verdict
         self._compute_lock = asyncio.Lock()
         self._openapi = openapi_document(auth=auth)
+        self._redaction = export_redaction
 
     async def healthz(self, _: Request) -> Response:
         return _body(Health())
@@ -116,6 +133,43 @@ class _Handlers:
         run = await self._run(request)
         entries = await run_in_threadpool(self._repo.policy_audit, run.run_id)
         return _body(AuditLog(run_id=run.run_id, entries=[AuditEntryOut.of(e) for e in entries]))
+
+    async def export(self, request: Request) -> Response:
+        from shadoweval.api.export_params import BadParameterError, export_request
+
+        run = await self._run(request)
+        try:
+            wanted = export_request(run.run_id, request.query_params)
+        except BadParameterError as exc:
+            raise ApiError(400, "bad_request", str(exc)) from None
+        if self._redaction is None:
+            raise ApiError(
+                503,
+                "export_unavailable",
+                "this server was started without an export redactor; exports are refused "
+                "rather than served unredacted",
+            )
+        archive = await run_in_threadpool(self._export, wanted, self._redaction)
+        name = re.sub(r"[^A-Za-z0-9._-]", "_", run.run_id)
+        return Response(
+            archive,
+            media_type="application/zip",
+            headers={
+                "Content-Disposition": f'attachment; filename="shadow-eval-export-{name}.zip"',
+                "Cache-Control": "no-store",
+            },
+        )
+
+    def _export(self, wanted: ExportRequest, redaction: ExportRedaction) -> bytes:
+        """Build the export and zip it (blocking)."""
+        from shadoweval.errors import ConfigError
+        from shadoweval.export import build_export, export_archive
+
+        try:
+            result = build_export(self._repo, wanted, redact=redaction)
+        except ConfigError as exc:  # a task type the run does not have
+            raise ApiError(400, "bad_request", str(exc)) from None
+        return export_archive(result)
 
     async def _run(self, request: Request) -> RunInfo:
         run_id = str(request.path_params["run_id"])
@@ -192,6 +246,7 @@ def create_app(
     *,
     token: SecretStr | None,
     compute_verdict: ComputeVerdict,
+    export_redaction: ExportRedaction | None = None,
 ) -> Starlette:
     """The API application over ``repo``.
 
@@ -201,8 +256,13 @@ def create_app(
             serves without authentication (only for ``--insecure-no-auth``).
         compute_verdict: gates a run that has no stored verdict yet, and stores it
             (:func:`shadoweval.cli.pipeline.gate_run`'s verdict, wired by the CLI).
+        export_redaction: the text redactor of ``GET /v1/runs/{run_id}/export``
+            (:func:`shadoweval.cli.export_cmd.body_redaction`, wired by the CLI); ``None``
+            answers exports 503 (never unredacted).
     """
-    handlers = _Handlers(repo, compute_verdict, auth=token is not None)
+    handlers = _Handlers(
+        repo, compute_verdict, auth=token is not None, export_redaction=export_redaction
+    )
     middleware = [] if token is None else [Middleware(BearerAuth, token=token)]
     exception_handlers: dict[Any, Any] = {
         ApiError: _api_error,
@@ -217,6 +277,7 @@ def create_app(
             Route("/v1/runs", handlers.runs, methods=["GET"]),
             Route("/v1/runs/{run_id}/verdict", handlers.verdict, methods=["GET"]),
             Route("/v1/runs/{run_id}/audit", handlers.audit, methods=["GET"]),
+            Route("/v1/runs/{run_id}/export", handlers.export, methods=["GET"]),
         ],
         middleware=middleware,
         exception_handlers=exception_handlers,

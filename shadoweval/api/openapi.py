@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
+from shadoweval.api.export_params import EXPORT_PARAMETERS
 from shadoweval.api.schemas import (
     API_VERSION,
     AuditLog,
@@ -133,6 +134,47 @@ def openapi_document(*, auth: bool = True) -> dict[str, Any]:
                     **secured,
                     "404": not_found,
                     "503": unavailable,
+                },
+            }
+        },
+        "/v1/runs/{run_id}/export": {
+            "get": {
+                "summary": "A stratified, redacted sample of the run's pairs for analysts (zip).",
+                "description": "Up to `per_task_type` pairs of each task type, as "
+                "`shadow-eval export` writes them: a zip of `samples.<csv|jsonl|parquet>` "
+                "(columns exchange_id, run_id, task_type, captured_at, similarity, "
+                "noise_similarity, flags, request, baseline_text, candidate_text, "
+                "baseline_tool_calls, candidate_tool_calls, label, label_note) and "
+                "`manifest.json` (run, policy hash, filters, order, seed, counts per task "
+                "type, redaction rules and hits). Every text is redacted with the capture "
+                "body rules (secret keys, e-mail, phone, card numbers). The label columns "
+                "are empty; `shadow-eval labels import` reads them back.",
+                "operationId": "exportSamples",
+                "parameters": [run_id, *EXPORT_PARAMETERS],
+                "responses": {
+                    "200": {
+                        "description": "The zip (Content-Disposition: attachment).",
+                        "content": {
+                            "application/zip": {
+                                "schema": {
+                                    "type": "string",
+                                    "contentMediaType": "application/zip",
+                                }
+                            }
+                        },
+                    },
+                    "400": _json(
+                        error,
+                        "A bad query parameter (named with its value), or a task type the "
+                        "run does not have.",
+                    ),
+                    **secured,
+                    "404": not_found,
+                    "503": _json(
+                        error,
+                        "The database cannot be reached, or the server has no export "
+                        "redactor configured.",
+                    ),
                 },
             }
         },

@@ -73,6 +73,9 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "demo_cmd",
     "capture_cmd",
     "api_cmd",
+    "export_cmd",
+    "labels_cmd",
+    "dashboard_cmd",
 )
 
 for _name in _COMMAND_MODULES:

@@ -40,12 +40,13 @@ def build_app(repo: Repository, token: SecretStr | None) -> Starlette:
     """
     from shadoweval.api import create_app
     from shadoweval.api.app import API_COMMAND
+    from shadoweval.cli.export_cmd import body_redaction
     from shadoweval.cli.pipeline import gate_run
 
     def compute(repository: Repository, run: RunInfo) -> Verdict:
         return gate_run(repository, run, command=API_COMMAND).verdict
 
-    return create_app(repo, token=token, compute_verdict=compute)
+    return create_app(repo, token=token, compute_verdict=compute, export_redaction=body_redaction())
 
 
 @api_app.command("serve")

@@ -11,7 +11,8 @@ Public API::
 
 Modules: ``models`` (ORM tables), ``database`` (engine, sessions, migrations),
 ``repository`` (records in, records out), ``queries`` (read-side statements),
-``history`` (verdicts, rejected records), ``audit`` (the policy audit log), ``rows``
+``history`` (verdicts, rejected records), ``audit`` (the policy audit log), ``samples``
+(filtered, keyset-paged pairs for people to read), ``labels`` (human labels), ``rows``
 (record <-> row conversion), ``statements`` (dialect upserts), ``types`` (RunInfo,
 RejectedRecord, VerdictEntry, LatestDecision, PolicyAuditEntry).
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 from shadoweval.storage.database import Database, head_revision, upgrade
 from shadoweval.storage.repository import PairInput, Repository
+from shadoweval.storage.samples import Sample, SampleCursor, SampleFilter, SamplePage
 from shadoweval.storage.types import (
     LatestDecision,
     PolicyAuditAction,
@@ -42,6 +44,10 @@ __all__ = [
     "Repository",
     "RunInfo",
     "RunStatus",
+    "Sample",
+    "SampleCursor",
+    "SampleFilter",
+    "SamplePage",
     "VerdictEntry",
     "head_revision",
     "upgrade",

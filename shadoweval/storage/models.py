@@ -10,9 +10,9 @@ into :mod:`shadoweval.records` models with ``model_validate(row.record)``.
 ORM rows never leave :mod:`shadoweval.storage`; :class:`~shadoweval.storage.repository.Repository`
 converts them to records.
 
-The migrations (``migrations/versions/0001_initial.py``, ``0002_policy_audit.py``) must
-match these models: ``Database.schema_diff()`` (an ``alembic check`` equivalent) finds no
-difference after ``upgrade``.
+The migrations (``migrations/versions/0001_initial.py``, ``0002_policy_audit.py``,
+``0003_samples_and_labels.py``) must match these models: ``Database.schema_diff()`` (an
+``alembic check`` equivalent) finds no difference after ``upgrade``.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from sqlalchemy import (
     BigInteger,
     Dialect,
     ForeignKey,
+    ForeignKeyConstraint,
     Index,
     Integer,
     MetaData,
@@ -199,12 +200,23 @@ class ReplayOutcomeRow(Base):
 
 
 class PairScoreRow(Base):
-    """Scores of one exchange in one run; rescoring replaces the row (upsert)."""
+    """Scores of one exchange in one run; rescoring replaces the row (upsert).
+
+    ``flags`` is the bitmask of :func:`shadoweval.pair_flags.pair_flags` (bits in
+    :data:`~shadoweval.pair_flags.PAIR_FLAG_BITS`), written with the score. The two
+    ``(run_id, [task_type,] similarity, exchange_id, flags)`` indexes serve keyset paging
+    of a run's pairs in similarity order (the dashboard's sample pages): the key is the
+    ``(similarity, exchange_id)`` prefix, and the trailing ``flags`` lets a flag filter be
+    checked on the index alone (a flag that matches nothing among 200,000 pairs scans the
+    index in tens of milliseconds instead of reading every row). The first also serves
+    every ``run_id`` lookup, the second every ``(run_id, task_type)`` one.
+    """
 
     __tablename__ = "pair_score"
     __table_args__ = (
         UniqueConstraint("run_id", "exchange_id"),
-        Index(None, "run_id", "task_type"),
+        Index(None, "run_id", "similarity", "exchange_id", "flags"),
+        Index(None, "run_id", "task_type", "similarity", "exchange_id", "flags"),
     )
 
     id: Mapped[int_pk]
@@ -215,6 +227,7 @@ class PairScoreRow(Base):
     similarity: Mapped[float | None]
     candidate_error: Mapped[bool]
     baseline_error: Mapped[bool]
+    flags: Mapped[int]
     scored_at: Mapped[datetime]
     record: Mapped[JsonDict]
 
@@ -292,4 +305,38 @@ class PolicyAuditRow(Base):
         return (
             f"PolicyAuditRow(id={self.id!r}, run_id={self.run_id!r}, action={self.action!r}, "
             f"command={self.command!r})"
+        )
+
+
+class HumanLabelRow(Base):
+    """An analyst's label of one pair; unique per ``(run_id, exchange_id, labeller)`` (upsert).
+
+    The composite foreign key to ``pair_score (run_id, exchange_id)`` makes a label exist
+    only for a scored pair, and go with it.
+    """
+
+    __tablename__ = "human_label"
+    __table_args__ = (
+        UniqueConstraint("run_id", "exchange_id", "labeller"),
+        ForeignKeyConstraint(
+            ["run_id", "exchange_id"],
+            ["pair_score.run_id", "pair_score.exchange_id"],
+            ondelete="CASCADE",
+        ),
+    )
+
+    id: Mapped[int_pk]
+    run_id: Mapped[str]
+    exchange_id: Mapped[str]
+    task_type: Mapped[str]
+    label: Mapped[str]
+    note: Mapped[long_text]
+    labeller: Mapped[str]
+    labelled_at: Mapped[datetime]
+    source: Mapped[str]
+
+    def __repr__(self) -> str:
+        return (
+            f"HumanLabelRow(run_id={self.run_id!r}, exchange_id={self.exchange_id!r}, "
+            f"labeller={self.labeller!r}, label={self.label!r})"
         )

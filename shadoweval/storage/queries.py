@@ -2,19 +2,27 @@
 
 Functions here build ``SELECT`` statements or run them on a given session; they never
 commit and never return ORM rows to callers outside :mod:`shadoweval.storage`.
+
+Sample paging (:func:`sample_keys`) is keyset pagination over the
+``(run_id, similarity, exchange_id, flags)`` and
+``(run_id, task_type, similarity, exchange_id, flags)`` indexes of ``pair_score``: never
+``OFFSET``, so a page deep into a run of hundreds of thousands of pairs costs what the
+first page costs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, and_, exists, func, or_, select
+from sqlalchemy import ColumnElement, Select, and_, exists, func, or_, select, true
 from sqlalchemy.orm import Session, aliased
 
 from shadoweval.records import Coverage, ReplayErrorKind, ReplayTarget
 from shadoweval.storage.models import (
     ExchangeRow,
+    HumanLabelRow,
     PairScoreRow,
     RejectedRecordRow,
     ReplayOutcomeRow,
@@ -84,7 +92,12 @@ def pair_inputs(
 
 
 def coverage(session: Session, run_id: str) -> Coverage:
-    """Count a run's members, undecodable log lines, candidate outcomes and pair scores."""
+    """Count a run's members, undecodable log lines, replay outcomes and pair scores.
+
+    ``replayed``, ``errored``, ``skipped`` and ``warmup`` count candidate outcomes;
+    ``baseline_repeat_replayed`` counts baseline-repeat outcomes that were sent (not
+    ``skipped``) and ``baseline_repeat_errored`` those with another error kind.
+    """
     per_task_type = {
         task_type: count
         for task_type, count in session.execute(
@@ -96,20 +109,25 @@ def coverage(session: Session, run_id: str) -> Coverage:
         )
     }
     skipped = ReplayErrorKind.SKIPPED.value
+    is_candidate = ReplayOutcomeRow.target == ReplayTarget.CANDIDATE.value
+    is_repeat = ReplayOutcomeRow.target == ReplayTarget.BASELINE_REPEAT.value
+    was_sent = or_(ReplayOutcomeRow.error_kind.is_(None), ReplayOutcomeRow.error_kind != skipped)
+    has_error = and_(
+        ReplayOutcomeRow.error_kind.is_not(None), ReplayOutcomeRow.error_kind != skipped
+    )
     outcome_counts = session.execute(
         select(
-            func.count(),
-            func.count().filter(
-                ReplayOutcomeRow.error_kind.is_not(None), ReplayOutcomeRow.error_kind != skipped
-            ),
-            func.count().filter(ReplayOutcomeRow.error_kind == skipped),
-            func.count().filter(ReplayOutcomeRow.warmup.is_(True)),
-        ).where(
-            ReplayOutcomeRow.run_id == run_id,
-            ReplayOutcomeRow.target == ReplayTarget.CANDIDATE.value,
-        )
+            func.count().filter(is_candidate),
+            func.count().filter(is_candidate, has_error),
+            func.count().filter(is_candidate, ReplayOutcomeRow.error_kind == skipped),
+            func.count().filter(is_candidate, ReplayOutcomeRow.warmup.is_(True)),
+            func.count().filter(is_repeat, was_sent),
+            func.count().filter(is_repeat, has_error),
+        ).where(ReplayOutcomeRow.run_id == run_id)
     ).one()
-    replayed, errored, skipped_count, warmup = (int(v) for v in outcome_counts)
+    replayed, errored, skipped_count, warmup, repeat_replayed, repeat_errored = (
+        int(v) for v in outcome_counts
+    )
     paired = session.scalar(
         select(func.count()).select_from(PairScoreRow).where(PairScoreRow.run_id == run_id)
     )
@@ -136,4 +154,138 @@ def coverage(session: Session, run_id: str) -> Coverage:
         skipped=skipped_count,
         share=paired_count / captured if captured else 0.0,
         per_task_type=per_task_type,
+        baseline_repeat_replayed=repeat_replayed,
+        baseline_repeat_errored=repeat_errored,
+    )
+
+
+# ------------------------------------------------------------------ samples
+
+
+def sample_conditions(
+    run_id: str,
+    *,
+    task_types: Sequence[str],
+    flags_mask: int,
+    min_similarity: float | None,
+    max_similarity: float | None,
+) -> list[ColumnElement[bool]]:
+    """``WHERE`` terms of a sample filter on ``pair_score``.
+
+    One task type is an equality, several an ``IN``; flags match when the pair has all of
+    them (``(flags & mask) = mask``, the same on SQLite and PostgreSQL); the similarity
+    bounds are inclusive and exclude pairs without similarity.
+    """
+    terms: list[ColumnElement[bool]] = [PairScoreRow.run_id == run_id]
+    if len(task_types) == 1:
+        terms.append(PairScoreRow.task_type == task_types[0])
+    elif task_types:
+        terms.append(PairScoreRow.task_type.in_(list(task_types)))
+    if flags_mask:
+        terms.append(PairScoreRow.flags.op("&")(flags_mask) == flags_mask)
+    if min_similarity is not None:
+        terms.append(PairScoreRow.similarity >= min_similarity)
+    if max_similarity is not None:
+        terms.append(PairScoreRow.similarity <= max_similarity)
+    return terms
+
+
+def sample_keys(
+    conditions: Sequence[ColumnElement[bool]],
+    *,
+    with_similarity: bool,
+    after: tuple[float | None, str] | None,
+) -> Select[*tuple[Any, ...]]:
+    """Keys of matching pairs of one paging phase, in page order (add ``.limit``).
+
+    ``with_similarity=False`` is the first phase (pairs whose similarity is NULL, by
+    ``exchange_id``); ``True`` the second (by ``similarity, exchange_id``). ``after`` is
+    the keyset position inside that phase: the results start strictly after it. The
+    similarity bound is written ``similarity >= s AND (similarity > s OR exchange_id > e)``
+    so both SQLite and PostgreSQL use it as an index range.
+
+    Result columns: ``id``, ``exchange_id``, ``task_type``, ``captured_at``,
+    ``similarity``, ``flags``.
+    """
+    stmt = select(
+        PairScoreRow.id,
+        PairScoreRow.exchange_id,
+        PairScoreRow.task_type,
+        PairScoreRow.captured_at,
+        PairScoreRow.similarity,
+        PairScoreRow.flags,
+    ).where(*conditions)
+    if not with_similarity:
+        stmt = stmt.where(PairScoreRow.similarity.is_(None))
+        if after is not None:
+            stmt = stmt.where(PairScoreRow.exchange_id > after[1])
+        return stmt.order_by(PairScoreRow.exchange_id)
+    stmt = stmt.where(PairScoreRow.similarity.is_not(None))
+    if after is not None and after[0] is not None:
+        similarity, exchange_id = after
+        stmt = stmt.where(
+            PairScoreRow.similarity >= similarity,
+            or_(PairScoreRow.similarity > similarity, PairScoreRow.exchange_id > exchange_id),
+        )
+    return stmt.order_by(PairScoreRow.similarity, PairScoreRow.exchange_id)
+
+
+def sample_count(conditions: Sequence[ColumnElement[bool]]) -> Select[int]:
+    """``SELECT count(*)`` of the pairs matching ``conditions``."""
+    return select(func.count()).select_from(PairScoreRow).where(*conditions)
+
+
+def sample_records(run_id: str, exchange_ids: Sequence[str]) -> Select[*tuple[Any, ...]]:
+    """JSON records of the given pairs of a run.
+
+    Result columns: ``exchange_id``, ``similarity``, ``flags``, ``score`` (the PairScore
+    record), ``exchange`` (the Exchange record), ``candidate`` (the candidate
+    ReplayOutcome record, ``None`` when there is none).
+
+    The id list is repeated on every joined table so each is read through its own index
+    whatever the planner's row estimates (with stale statistics PostgreSQL otherwise
+    hashes every outcome of the run).
+    """
+    candidate = aliased(ReplayOutcomeRow, name="candidate_outcome")
+    ids = list(exchange_ids)
+    return (
+        select(
+            PairScoreRow.exchange_id,
+            PairScoreRow.similarity,
+            PairScoreRow.flags,
+            PairScoreRow.record.label("score"),
+            ExchangeRow.record.label("exchange"),
+            candidate.record.label("candidate"),
+        )
+        .join(
+            ExchangeRow,
+            and_(
+                ExchangeRow.exchange_id == PairScoreRow.exchange_id,
+                ExchangeRow.exchange_id.in_(ids),
+            ),
+        )
+        .outerjoin(
+            candidate,
+            and_(
+                candidate.run_id == run_id,
+                candidate.exchange_id == PairScoreRow.exchange_id,
+                candidate.exchange_id.in_(ids),
+                candidate.target == ReplayTarget.CANDIDATE.value,
+            ),
+        )
+        .where(PairScoreRow.run_id == run_id, PairScoreRow.exchange_id.in_(ids))
+    )
+
+
+def latest_labels(run_id: str, exchange_ids: Sequence[str] | None) -> Select[HumanLabelRow]:
+    """Labels of a run (of the given pairs when ``exchange_ids`` is not ``None``), newest first.
+
+    Newest is by ``labelled_at`` then ``id``; the first row per ``exchange_id`` is that
+    pair's latest label, whoever gave it.
+    """
+    where = true() if exchange_ids is None else HumanLabelRow.exchange_id.in_(list(exchange_ids))
+    return (
+        select(HumanLabelRow)
+        .where(HumanLabelRow.run_id == run_id, where)
+        .order_by(HumanLabelRow.labelled_at.desc(), HumanLabelRow.id.desc())
     )

@@ -11,7 +11,8 @@ repeated):
 * exchanges: insert-or-ignore on ``exchange_id``;
 * replay outcomes: insert-or-ignore on ``(run_id, exchange_id, target)``; the first write
   wins and a repeat is counted as a duplicate;
-* pair scores: upsert on ``(run_id, exchange_id)``; rescoring replaces.
+* pair scores: upsert on ``(run_id, exchange_id)``; rescoring replaces;
+* human labels: upsert on ``(run_id, exchange_id, labeller)``; relabelling replaces.
 
 Errors: every database failure raises :class:`~shadoweval.errors.StorageError`.
 """
@@ -40,6 +41,7 @@ from shadoweval.storage import queries
 from shadoweval.storage import rows as rows_
 from shadoweval.storage.audit import PolicyAuditLog, add_audit_row, audit_row
 from shadoweval.storage.history import HistoryStore
+from shadoweval.storage.labels import LabelStore
 from shadoweval.storage.models import (
     ExchangeRow,
     PairScoreRow,
@@ -47,6 +49,7 @@ from shadoweval.storage.models import (
     RunExchangeRow,
     RunRow,
 )
+from shadoweval.storage.samples import SampleStore
 from shadoweval.storage.statements import insert_ignore, upsert
 from shadoweval.storage.types import PolicyAuditAction, RunInfo, RunStatus
 
@@ -56,13 +59,16 @@ PairInput = tuple[Exchange, ReplayOutcome, ReplayOutcome | None]
 """(captured exchange, candidate outcome, baseline-repeat outcome if any)."""
 
 
-class Repository(HistoryStore, PolicyAuditLog):
+class Repository(HistoryStore, PolicyAuditLog, SampleStore, LabelStore):
     """Records in, records out, over one :class:`~shadoweval.storage.database.Database`.
 
     The database must already be at the head revision (``db.upgrade()`` or
     ``shadow-eval db upgrade``); the repository never creates tables. Verdict and
     rejected-record methods come from :class:`~shadoweval.storage.history.HistoryStore`,
-    the policy audit log from :class:`~shadoweval.storage.audit.PolicyAuditLog`.
+    the policy audit log from :class:`~shadoweval.storage.audit.PolicyAuditLog`, sample
+    paging (``sample_page``, ``count_samples``, ``sample_ids``, ``samples_by_ids``,
+    ``task_types``) from :class:`~shadoweval.storage.samples.SampleStore` and human labels
+    (``save_labels``, ``load_labels``) from :class:`~shadoweval.storage.labels.LabelStore`.
     """
 
     # ------------------------------------------------------------------- runs
@@ -271,7 +277,9 @@ class Repository(HistoryStore, PolicyAuditLog):
     def save_pair_scores(self, scores: Iterable[PairScore]) -> int:
         """Upsert pair scores on ``(run_id, exchange_id)``: rescoring replaces.
 
-        Returns the number of scores written (inserted or replaced).
+        Each row's ``flags`` column is the bitmask of
+        :func:`shadoweval.pair_flags.pair_flags` of the score. Returns the number of
+        scores written (inserted or replaced).
         """
         rows = [rows_.pair_score_row(s) for s in scores]
         if not rows:
@@ -330,6 +338,28 @@ class Repository(HistoryStore, PolicyAuditLog):
             records = list(session.scalars(stmt))
         return [PairScore.model_validate(r) for r in records]
 
+    def load_pair_scores_after(
+        self, run_id: str, after_row_id: int = 0
+    ) -> tuple[list[PairScore], int]:
+        """Return the run's pair scores stored after row ``after_row_id``, and the last row id.
+
+        For incremental readers (the dashboard keeps a run's table and reads only what
+        is new): rows in storage order (``pair_score.id``); the second element is the
+        highest id read, or ``after_row_id`` when nothing is new. A pair rescored in place
+        keeps its row id and is not returned again: readers re-read everything now and
+        then. Order the result by capture time yourself.
+        """
+        stmt = (
+            select(PairScoreRow.id, PairScoreRow.record)
+            .where(PairScoreRow.run_id == run_id, PairScoreRow.id > after_row_id)
+            .order_by(PairScoreRow.id)
+        )
+        with self._db.session() as session:
+            rows = session.execute(stmt).all()
+        if not rows:
+            return [], after_row_id
+        return [PairScore.model_validate(r.record) for r in rows], int(rows[-1].id)
+
     # ---------------------------------------------------------------- coverage
 
     def coverage_counts(self, run_id: str) -> Coverage:
@@ -341,7 +371,10 @@ class Repository(HistoryStore, PolicyAuditLog):
         * ``errored``: candidate outcomes with an error other than ``skipped``;
         * ``skipped``, ``warmup``: candidate outcomes skipped / flagged warm-up;
         * ``paired``: pair scores; ``share`` = paired / captured (0.0 when nothing was
-          captured); ``per_task_type``: members per task type.
+          captured); ``per_task_type``: members per task type;
+        * ``baseline_repeat_replayed`` / ``baseline_repeat_errored``: baseline-repeat
+          outcomes sent (not skipped) / failed — the run's design: when it sent any, the
+          gate judges similarity against the noise floor, never the absolute limit.
         """
         with self._db.session() as session:
             return queries.coverage(session, run_id)

@@ -9,8 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from shadoweval.records import Exchange, ModelIdentity, PairScore, ReplayOutcome
-from shadoweval.storage.models import RejectedRecordRow, RunRow
+from shadoweval.pair_flags import flags_mask, pair_flags
+from shadoweval.records import (
+    Exchange,
+    HumanLabel,
+    ModelIdentity,
+    PairScore,
+    ReplayOutcome,
+)
+from shadoweval.storage.models import HumanLabelRow, RejectedRecordRow, RunRow
 from shadoweval.storage.types import RejectedRecord, RunInfo, RunStatus
 
 
@@ -64,9 +71,40 @@ def pair_score_row(score: PairScore) -> dict[str, Any]:
         "similarity": score.similarity,
         "candidate_error": score.candidate_error,
         "baseline_error": score.baseline_error,
+        "flags": flags_mask(pair_flags(score)),
         "scored_at": score.scored_at,
         "record": score.model_dump(mode="json"),
     }
+
+
+def label_row(label: HumanLabel) -> dict[str, Any]:
+    """Column values of ``label`` for the ``human_label`` table (``id`` is assigned)."""
+    return {
+        "run_id": label.run_id,
+        "exchange_id": label.exchange_id,
+        "task_type": label.task_type,
+        "label": label.label.value,
+        "note": label.note,
+        "labeller": label.labeller,
+        "labelled_at": label.labelled_at,
+        "source": label.source,
+    }
+
+
+def human_label(row: HumanLabelRow) -> HumanLabel:
+    """The :class:`HumanLabel` of a ``human_label`` row."""
+    return HumanLabel.model_validate(
+        {
+            "run_id": row.run_id,
+            "exchange_id": row.exchange_id,
+            "task_type": row.task_type,
+            "label": row.label,
+            "note": row.note,
+            "labeller": row.labeller,
+            "labelled_at": row.labelled_at,
+            "source": row.source,
+        }
+    )
 
 
 def rejected_row(record: RejectedRecord) -> dict[str, Any]:

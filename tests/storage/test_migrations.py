@@ -26,13 +26,14 @@ TABLES = {
     "verdict",
     "rejected_record",
     "policy_audit",
+    "human_label",
 }
 
 
 def test_exactly_one_head() -> None:
     script = ScriptDirectory.from_config(alembic_config())
-    assert script.get_heads() == ["0002"]
-    assert head_revision() == "0002"
+    assert script.get_heads() == ["0003"]
+    assert head_revision() == "0003"
 
 
 def test_script_location_is_the_installed_package() -> None:
@@ -42,6 +43,7 @@ def test_script_location_is_the_installed_package() -> None:
     assert (location / "script.py.mako").is_file()
     assert (location / "versions" / "0001_initial.py").is_file()
     assert (location / "versions" / "0002_policy_audit.py").is_file()
+    assert (location / "versions" / "0003_samples_and_labels.py").is_file()
 
 
 def test_models_cover_every_table() -> None:
@@ -82,7 +84,7 @@ def test_check_schema_names_revisions_and_the_fix(empty_url: str) -> None:
         with pytest.raises(StorageError) as info:
             db.check_schema()
         message = str(info.value)
-        assert "is at revision none (empty database), expected head 0002" in message
+        assert "is at revision none (empty database), expected head 0003" in message
         assert "run `shadow-eval db upgrade`" in message
         assert db.safe_url in message
     finally:
@@ -152,6 +154,9 @@ def test_offline_sql(url: str, json_type: str) -> None:
     assert "CREATE TABLE run (" in sql
     assert f"record {json_type} NOT NULL" in sql
     assert "CONSTRAINT uq_replay_outcome_run_id_exchange_id_target UNIQUE" in sql
+    assert "CREATE TABLE human_label (" in sql
+    assert "CONSTRAINT uq_human_label_run_id_exchange_id_labeller UNIQUE" in sql
+    assert "CREATE INDEX ix_pair_score_run_id_similarity_exchange_id_flags" in sql
 
 
 _RACE = """

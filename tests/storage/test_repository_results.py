@@ -265,7 +265,67 @@ def test_coverage_counts(repo: Repository, run_id: str) -> None:
         skipped=1,
         share=0.4,
         per_task_type={"chat": 6, "summarize": 4},
+        baseline_repeat_replayed=2,
+        baseline_repeat_errored=1,
     )
+
+
+def test_coverage_counts_baseline_repeats_sent_and_failed(repo: Repository, run_id: str) -> None:
+    """Baseline repeats are counted apart from the candidate's outcomes: sent (not
+    skipped) and failed (any error but skipped), on SQLite and PostgreSQL."""
+    exchanges = [make_exchange(i) for i in range(8)]
+    repo.save_exchanges(run_id, exchanges)
+    ids = [ex.exchange_id for ex in exchanges]
+    repo.save_outcomes([make_outcome(run_id, i) for i in ids])  # every candidate answered
+    repeat_errors = [
+        None,
+        None,
+        ReplayErrorKind.HTTP_STATUS,
+        ReplayErrorKind.HTTP_STATUS,
+        ReplayErrorKind.TIMEOUT,
+        ReplayErrorKind.SKIPPED,
+    ]
+    repo.save_outcomes(
+        [
+            make_outcome(run_id, i, target=REPEAT, error_kind=kind, warmup=n == 0)
+            for n, (i, kind) in enumerate(zip(ids, repeat_errors, strict=False))
+        ]
+    )
+    coverage = repo.coverage_counts(run_id)
+    assert (coverage.baseline_repeat_replayed, coverage.baseline_repeat_errored) == (5, 3)
+    # The candidate's counts are the candidate's alone.
+    assert (coverage.replayed, coverage.errored, coverage.skipped, coverage.warmup) == (8, 0, 0, 0)
+
+
+def test_coverage_without_baseline_repeats_counts_none(repo: Repository, run_id: str) -> None:
+    exchanges = [make_exchange(i) for i in range(3)]
+    repo.save_exchanges(run_id, exchanges)
+    repo.save_outcomes(
+        [
+            make_outcome(run_id, ex.exchange_id, error_kind=ReplayErrorKind.TIMEOUT)
+            for ex in exchanges
+        ]
+    )
+    coverage = repo.coverage_counts(run_id)
+    assert (coverage.errored, coverage.baseline_repeat_replayed) == (3, 0)
+    assert coverage.baseline_repeat_errored == 0
+
+
+def test_coverage_records_without_repeat_counts_still_load() -> None:
+    """Coverage stored before the baseline-repeat counts existed reads them as 0."""
+    old = {
+        "captured": 4,
+        "replayed": 4,
+        "paired": 4,
+        "errored": 0,
+        "warmup": 0,
+        "skipped": 0,
+        "share": 1.0,
+        "per_task_type": {"chat": 4},
+        "rejected": 0,
+    }
+    coverage = Coverage.model_validate(old)
+    assert (coverage.baseline_repeat_replayed, coverage.baseline_repeat_errored) == (0, 0)
 
 
 def test_coverage_of_an_unknown_or_empty_run_is_zero(repo: Repository, run_id: str) -> None:

@@ -1,0 +1,221 @@
+"""Dashboard render times over a 200,000-pair run: overview cold and warm, sample paging.
+
+Usage::
+
+    .venv/bin/python benchmarks/dashboard_render.py [--pairs 200000] [--db PATH] [--reuse]
+        [--repeats 5]
+
+Seeds a SQLite database with one run of ``--pairs`` pairs over four task types (the
+dashboard tests' generator, :mod:`tests.dashboard.seeding`: exchanges, candidate
+replays and pair scores written through the Repository in batches; half of the pairs
+with a baseline repeat, errors, formats, latencies), gates it with
+:func:`shadoweval.cli.pipeline.gate_run` (a real stored verdict) and labels a few pairs.
+``--reuse`` keeps an existing database at ``--db``.
+
+Then measures with Streamlit's AppTest (the real entrypoint, the real pages):
+
+* overview, cold: first run in a fresh process cache (reads and validates every pair
+  score, builds the pairs frame and the summary);
+* overview, warm: the same session again, and a new session (a second operator), with
+  the caches filled; median and max of ``--repeats``;
+* overview of a live run: 1,000 more pairs scored after the warm renders; the next render
+  reads only those (:class:`dashboard.pairs_cache.PairsCache`);
+* samples page: the first page, then "Next →" ``--repeats`` times (keyset paging, each a
+  rerun of the app and the page), and with a task-type + flag filter.
+
+Targets (issue 5): overview warm ≤ 3 s, paging ≤ 1 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from shadoweval.records import PairScore  # noqa: E402
+from shadoweval.storage import Database, Repository  # noqa: E402
+from tests.dashboard.seeding import add_labels, gate, seed_run  # noqa: E402
+
+OVERVIEW_TARGET_S = 3.0
+PAGING_TARGET_S = 1.0
+SHARES = {"chat": 0.4, "summarize": 0.25, "extraction": 0.2, "code": 0.15}
+
+
+def _mix(pairs: int) -> dict[str, int]:
+    mix = {task: int(pairs * share) for task, share in SHARES.items()}
+    mix["chat"] += pairs - sum(mix.values())
+    return mix
+
+
+def _seed(url: str, pairs: int, console: Console) -> tuple[float, float]:
+    db = Database(url)
+    db.upgrade()
+    repo = Repository(db)
+    start = time.perf_counter()
+    last = [start]
+
+    def progress(stored: int) -> None:
+        now = time.perf_counter()
+        if now - last[0] > 10 or stored == pairs:
+            console.print(f"  seeded {stored:,} / {pairs:,} pairs ({now - start:.0f} s)")
+            last[0] = now
+
+    run = seed_run(repo, mix=_mix(pairs), batch_size=5_000, progress=progress)
+    seeded = time.perf_counter() - start
+    start = time.perf_counter()
+    result = gate(repo, run)
+    gated = time.perf_counter() - start
+    add_labels(repo, run, stride=max(1, pairs // 40))
+    console.print(
+        f"  gated: {result.verdict.decision.value.upper()} look {result.verdict.look} "
+        f"({len(result.verdict.checks)} checks)"
+    )
+    db.dispose()
+    return seeded, gated
+
+
+def _timed(action: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    app = action()
+    elapsed = time.perf_counter() - start
+    if app.exception:
+        raise SystemExit(f"the app raised: {app.exception[0].message}")
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=200_000)
+    parser.add_argument("--db", type=Path, default=None, help="SQLite file (default: temp)")
+    parser.add_argument("--reuse", action="store_true", help="keep an existing --db")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    console = Console()
+
+    tmp = tempfile.TemporaryDirectory(prefix="dashboard-bench-")
+    path = args.db or Path(tmp.name) / "bench.db"
+    url = f"sqlite:///{path}"
+    seed_s = gate_s = float("nan")
+    if not (args.reuse and path.exists()):
+        if path.exists():
+            path.unlink()
+        console.print(f"seeding {args.pairs:,} pairs into {path}")
+        seed_s, gate_s = _seed(url, args.pairs, console)
+
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    from dashboard import loaders
+    from shadoweval.cli.dashboard_cmd import DATABASE_URL_ENV, app_path
+
+    held = _hold_back_latest(url, LIVE_PAIRS)
+
+    os.environ[DATABASE_URL_ENV] = url
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+    def new_app() -> AppTest:
+        return AppTest.from_file(str(app_path()), default_timeout=900)
+
+    app = new_app()
+    cold = _timed(app.run)
+    warm_same = [_timed(app.run) for _ in range(args.repeats)]
+    warm_new = [_timed(new_app().run) for _ in range(args.repeats)]
+
+    # A live run: LIVE_PAIRS more pairs are scored; the next render reads only those.
+    _store(url, held)
+    loaders.data_version.clear()  # as if VERSION_TTL_S had passed
+    live = [_timed(app.run)]
+
+    app.switch_page("app_pages/samples.py")
+    first_page = _timed(app.run)
+    paging = []
+    for _ in range(args.repeats):
+        app.button(key="samples_next_top").click()
+        paging.append(_timed(app.run))
+    page_shown = next(m.value for m in app.markdown if "pairs match" in m.value)
+    app.multiselect(key="samples_task_types").set_value(["extraction"])
+    app.multiselect(key="samples_flags").set_value(["format_regression"])
+    filtered_first = _timed(app.run)
+    filtered_paging = []
+    for _ in range(args.repeats):
+        app.button(key="samples_next_top").click()
+        filtered_paging.append(_timed(app.run))
+
+    table = Table(title=f"dashboard render, {args.pairs:,} pairs (SQLite, AppTest)")
+    table.add_column("step")
+    table.add_column("median s", justify="right")
+    table.add_column("max s", justify="right")
+    table.add_column("target", justify="right")
+    table.add_column("ok")
+
+    def row(name: str, values: list[float], target: float | None) -> None:
+        worst = max(values)
+        ok = "" if target is None else ("yes" if worst <= target else "NO")
+        table.add_row(
+            name,
+            f"{statistics.median(values):.3f}",
+            f"{worst:.3f}",
+            "" if target is None else f"≤ {target:g} s",
+            ok,
+        )
+
+    if seed_s == seed_s:
+        row("seed (write through Repository)", [seed_s], None)
+        row("gate (gate_run, stored verdict)", [gate_s], None)
+    row("overview cold (empty caches)", [cold], None)
+    row("overview warm, same session", warm_same, OVERVIEW_TARGET_S)
+    row("overview warm, new session", warm_new, OVERVIEW_TARGET_S)
+    row(f"overview after {LIVE_PAIRS:,} new pairs (live run)", live, OVERVIEW_TARGET_S)
+    row("samples first page", [first_page], PAGING_TARGET_S)
+    row("samples Next → (no filter)", paging, PAGING_TARGET_S)
+    row("samples first page (task type + flag)", [filtered_first], PAGING_TARGET_S)
+    row("samples Next → (task type + flag)", filtered_paging, PAGING_TARGET_S)
+    console.print(table)
+    console.print(f"last unfiltered page: {page_shown}", highlight=False)
+    console.print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs", highlight=False)
+    tmp.cleanup()
+
+
+LIVE_PAIRS = 1_000
+"""Pairs held back before the first render and stored after the warm ones (a live run)."""
+
+
+def _hold_back_latest(url: str, n: int) -> list[PairScore]:
+    """Remove the run's ``n`` most recently stored pair scores; return them for later."""
+    from sqlalchemy import text
+
+    repo = Repository(Database(url))
+    run_id = repo.list_runs()[0].run_id
+    scores = repo.load_pair_scores(run_id)[-n:]
+    with repo.database.engine.begin() as conn:
+        conn.execute(
+            text("DELETE FROM pair_score WHERE run_id = :r AND exchange_id = :e"),
+            [{"r": run_id, "e": s.exchange_id} for s in scores],
+        )
+    repo.database.dispose()
+    return scores
+
+
+def _store(url: str, scores: list[PairScore]) -> None:
+    repo = Repository(Database(url))
+    repo.save_pair_scores(scores)
+    repo.database.dispose()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""Latency page: baseline and candidate quantile curves and a p50/p95/p99 table.
+
+The pairs used are those of :func:`stats.summary.task_type_summary`'s latency ratios:
+no infrastructure error on either side (:func:`stats.checks.infra_pairs`), neither side
+failed, the candidate not warming up; each side's known latencies, linear quantiles
+(``numpy.quantile``). So the table's p50 e2e ratio is the summary's ``e2e_p50_ratio``.
+The gate's own latency checks (paired, baseline-repeat control, their intervals) are the
+verdict's and are shown beside, not recomputed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import altair as alt
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from shadoweval.records import POOLED
+from stats.checks import infra_pairs
+
+__all__ = [
+    "CURVE_QUANTILES",
+    "LATENCY_METRICS",
+    "TABLE_QUANTILES",
+    "latency_rows",
+    "latency_table",
+    "quantile_chart",
+    "quantile_curves",
+    "task_type_rows",
+]
+
+LATENCY_METRICS: dict[str, str] = {"e2e_ms": "end-to-end", "ttft_ms": "time to first token"}
+"""Latency columns of :data:`stats.frame.PAIRS_COLUMNS` (``baseline_<m>``, ``candidate_<m>``)."""
+
+CURVE_QUANTILES: npt.NDArray[np.float64] = np.round(np.arange(1, 100) / 100.0, 2)
+"""The curves' quantile levels: 0.01, 0.02, …, 0.99."""
+
+TABLE_QUANTILES: dict[str, float] = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
+
+
+def task_type_rows(pairs: pd.DataFrame, task_type: str) -> pd.DataFrame:
+    """Rows of one task type of a :func:`stats.frame.pairs_frame` (all rows for ``POOLED``)."""
+    if task_type == POOLED:
+        return pairs
+    return pairs[pairs["task_type"] == task_type]
+
+
+def latency_rows(pairs: pd.DataFrame, task_type: str) -> pd.DataFrame:
+    """The pairs whose latencies are shown (the summary's selection, see the module)."""
+    rows = task_type_rows(pairs, task_type)
+    rows = rows[~infra_pairs(rows)]
+    ok = ~(rows["baseline_fail"] | rows["candidate_fail"] | rows["candidate_warmup"])
+    return rows[ok]
+
+
+def _side(rows: pd.DataFrame, side: str, metric: str) -> npt.NDArray[np.float64]:
+    values: npt.NDArray[np.float64] = rows[f"{side}_{metric}"].dropna().to_numpy(dtype=np.float64)
+    return values
+
+
+def quantile_curves(pairs: pd.DataFrame, task_type: str, metric: str) -> pd.DataFrame:
+    """Long table of the quantile curves: ``quantile``, ``side``, ``latency_ms``.
+
+    One row per level of :data:`CURVE_QUANTILES` and side (``baseline``,
+    ``candidate``) that has values; empty when neither side has a latency.
+    """
+    rows = latency_rows(pairs, task_type)
+    parts = []
+    for side in ("baseline", "candidate"):
+        values = _side(rows, side, metric)
+        if values.size:
+            parts.append(
+                pd.DataFrame(
+                    {
+                        "quantile": CURVE_QUANTILES,
+                        "side": side,
+                        "latency_ms": np.quantile(values, CURVE_QUANTILES),
+                    }
+                )
+            )
+    if not parts:
+        return pd.DataFrame(
+            {
+                "quantile": pd.Series(dtype="float64"),
+                "side": pd.Series(dtype="object"),
+                "latency_ms": pd.Series(dtype="float64"),
+            }
+        )
+    return pd.concat(parts, ignore_index=True)
+
+
+def latency_table(pairs: pd.DataFrame, task_type: str) -> pd.DataFrame:
+    """p50/p95/p99 per side (ms) and their ratio candidate / baseline, per metric.
+
+    Columns ``metric``, ``quantile``, ``baseline n``, ``candidate n``, ``baseline ms``,
+    ``candidate ms``, ``ratio``; one row per metric × quantile, NaN where a side has no
+    value (ratio NaN when the baseline quantile is not > 0).
+    """
+    rows = latency_rows(pairs, task_type)
+    records = []
+    for metric in LATENCY_METRICS:
+        base = _side(rows, "baseline", metric)
+        cand = _side(rows, "candidate", metric)
+        for name, q in TABLE_QUANTILES.items():
+            b = float(np.quantile(base, q)) if base.size else math.nan
+            c = float(np.quantile(cand, q)) if cand.size else math.nan
+            records.append(
+                {
+                    "metric": metric,
+                    "quantile": name,
+                    "baseline n": int(base.size),
+                    "candidate n": int(cand.size),
+                    "baseline ms": b,
+                    "candidate ms": c,
+                    "ratio": c / b if b > 0 else math.nan,
+                }
+            )
+    return pd.DataFrame(records)
+
+
+def quantile_chart(curves: pd.DataFrame, title: str) -> alt.Chart:
+    """Quantile plot (x: quantile level, y: latency ms, one line per side)."""
+    chart: alt.Chart = (
+        alt.Chart(curves, title=title)
+        .mark_line(point=alt.OverlayMarkDef(size=12))
+        .encode(
+            x=alt.X("quantile:Q", title="quantile", scale=alt.Scale(domain=[0, 1])),
+            y=alt.Y("latency_ms:Q", title="latency (ms)"),
+            color=alt.Color(
+                "side:N",
+                scale=alt.Scale(domain=["baseline", "candidate"], range=["#4c78a8", "#f58518"]),
+            ),
+            tooltip=[
+                alt.Tooltip("side:N"),
+                alt.Tooltip("quantile:Q", format=".2f"),
+                alt.Tooltip("latency_ms:Q", format=",.1f", title="ms"),
+            ],
+        )
+    )
+    return chart

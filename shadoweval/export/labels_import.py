@@ -1,0 +1,304 @@
+"""Read a labelled export back: the analyst's ``label`` / ``label_note`` columns → labels.
+
+The file is an export (CSV, JSONL or Parquet, told apart by its extension) in which an
+analyst filled some ``label`` cells with one of :class:`~shadoweval.records.LabelValue`
+(``candidate_better``, ``candidate_worse``, ``same``, ``both_bad``; case, blanks and
+hyphens are forgiven: ``Candidate Better`` and ``candidate-better`` read as
+``candidate_better``) and optionally ``label_note``. Only ``exchange_id``, ``run_id``,
+``task_type``, ``label`` and ``label_note`` are read; the other columns may have been
+edited or dropped.
+
+Each row ends as exactly one of:
+
+* **unlabelled** — ``label`` empty: skipped and counted;
+* **a label** — a :class:`~shadoweval.records.HumanLabel` (``source="import"``);
+* **rejected** — kept with its location (``<file>#<row>``, or ``<file>:<line>`` in
+  JSONL), a reason (:data:`REJECT_REASONS`), a message naming the field and the value,
+  and the row as JSON; the caller stores it (``Repository.save_rejected``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from shadoweval.errors import ConfigError, RecordDecodeError
+from shadoweval.records import HumanLabel, LabelValue, utc_now
+
+LABEL_STAGE = "label_import"
+"""``rejected_record.stage`` of rows refused here."""
+
+REJECT_REASONS: tuple[str, ...] = (
+    "invalid_json",
+    "missing_exchange_id",
+    "wrong_run",
+    "unknown_exchange_id",
+    "missing_task_type",
+    "bad_label",
+    "duplicate_exchange_id",
+)
+"""Why a row is rejected (see :func:`read_labelled`)."""
+
+READ_FORMATS: tuple[str, ...] = ("csv", "jsonl", "parquet")
+
+
+@dataclass(frozen=True, slots=True)
+class RejectedRow:
+    """A row that could not become a label: where, why (``reason`` of
+    :data:`REJECT_REASONS`), the message, and the row as JSON text."""
+
+    location: str
+    reason: str
+    detail: str
+    raw: str
+
+
+@dataclass(frozen=True, slots=True)
+class LabelImport:
+    """What a labelled file held: labels, rejected rows, and how many rows were unlabelled."""
+
+    labels: list[HumanLabel] = field(default_factory=list)
+    rejected: list[RejectedRow] = field(default_factory=list)
+    unlabelled: int = 0
+
+    @property
+    def rows(self) -> int:
+        """Rows read (labels + rejected + unlabelled)."""
+        return len(self.labels) + len(self.rejected) + self.unlabelled
+
+
+def normalize_label(value: str) -> str:
+    """``" Candidate-Better "`` → ``"candidate_better"``."""
+    return "_".join(value.strip().lower().replace("-", " ").split())
+
+
+def _cell(value: Any) -> str:
+    """A cell as text: ``None`` and NaN are empty."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return value if isinstance(value, str) else str(value)
+
+
+def _raw(row: Mapping[str, Any]) -> str:
+    return orjson.dumps(dict(row), default=str, option=orjson.OPT_NON_STR_KEYS).decode("utf-8")
+
+
+def _format(path: Path) -> str:
+    suffix = path.suffix.lower().lstrip(".")
+    fmt = {"ndjson": "jsonl", "pq": "parquet"}.get(suffix, suffix)
+    if fmt not in READ_FORMATS:
+        raise ConfigError(
+            f"labelled file {path} has extension {path.suffix!r}; expected .csv, .jsonl or "
+            ".parquet",
+            field="file",
+            value=str(path),
+        )
+    return fmt
+
+
+Rows = Iterator[tuple[str, Mapping[str, Any] | RejectedRow]]
+
+
+def _csv_rows(path: Path) -> Rows:
+    import pandas as pd
+
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+    except (ValueError, OSError, pd.errors.ParserError) as exc:
+        raise RecordDecodeError(
+            f"cannot read {path} as CSV: {exc}", location=str(path), reason="unreadable"
+        ) from exc
+    for i, record in enumerate(frame.to_dict(orient="records"), start=1):
+        yield f"{path.name}#{i}", {str(k): v for k, v in record.items()}
+
+
+def _jsonl_rows(path: Path) -> Rows:
+    try:
+        lines = path.read_bytes().splitlines()
+    except OSError as exc:
+        raise RecordDecodeError(
+            f"cannot read {path}: {exc}", location=str(path), reason="unreadable"
+        ) from exc
+    for number, line in enumerate(lines, start=1):
+        location = f"{path.name}:{number}"
+        if not line.strip():
+            continue
+        try:
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raw = line.decode("utf-8", errors="replace")
+            yield location, RejectedRow(location, "invalid_json", f"line {number}: {exc}", raw)
+            continue
+        if not isinstance(value, dict):
+            raw = line.decode("utf-8", errors="replace")
+            detail = f"line {number} is JSON {type(value).__name__}, not an object"
+            yield location, RejectedRow(location, "invalid_json", detail, raw)
+            continue
+        yield location, value
+
+
+def _parquet_rows(path: Path) -> Rows:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        records = pq.read_table(path).to_pylist()
+    except (pa.ArrowException, OSError) as exc:
+        raise RecordDecodeError(
+            f"cannot read {path} as Parquet: {exc}", location=str(path), reason="unreadable"
+        ) from exc
+    for i, record in enumerate(records, start=1):
+        yield f"{path.name}#{i}", record
+
+
+_READERS: dict[str, Callable[[Path], Rows]] = {
+    "csv": _csv_rows,
+    "jsonl": _jsonl_rows,
+    "parquet": _parquet_rows,
+}
+
+_LABELS = ", ".join(v.value for v in LabelValue)
+
+
+def read_labelled(
+    path: Path,
+    *,
+    run_id: str,
+    labeller: str,
+    known: Mapping[str, str] | None = None,
+    clock: Callable[[], datetime] = utc_now,
+) -> LabelImport:
+    """Read the labels an analyst wrote into an export of run ``run_id``.
+
+    Args:
+        path: ``.csv``, ``.jsonl`` (or ``.ndjson``) or ``.parquet``.
+        run_id: the run the labels belong to; a row whose ``run_id`` cell is set to
+            another run is rejected (``wrong_run``).
+        labeller: who labelled (stored on every label).
+        known: the run's pairs, exchange id → task type. A row whose exchange id is not
+            in it is rejected (``unknown_exchange_id``); its task type is the label's
+            (the file's ``task_type`` cell is ignored). ``None``: every id is accepted
+            and the task type comes from the file (``missing_task_type`` when empty).
+        clock: ``labelled_at`` of every label.
+
+    Returns:
+        The labels, the rejected rows and the count of unlabelled rows. A second row for
+        an exchange id already labelled in this file is rejected
+        (``duplicate_exchange_id``).
+
+    Raises:
+        ConfigError: an unknown extension, an empty ``labeller``, or a file without an
+            ``exchange_id`` or ``label`` column.
+        RecordDecodeError: the file cannot be read in its format.
+    """
+    if not labeller.strip():
+        raise ConfigError("--labeller must not be empty", field="labeller", value=labeller)
+    reader = _READERS[_format(path)]
+    labelled_at = clock()
+    labels: list[HumanLabel] = []
+    rejected: list[RejectedRow] = []
+    unlabelled = 0
+    seen: set[str] = set()
+    checked_columns = False
+    for location, row in reader(path):
+        if isinstance(row, RejectedRow):
+            rejected.append(row)
+            continue
+        if not checked_columns:
+            for column in ("exchange_id", "label"):
+                if column not in row:
+                    raise ConfigError(
+                        f"labelled file {path} has no {column!r} column (columns: "
+                        f"{', '.join(map(str, row)) or 'none'})",
+                        field=column,
+                        value=str(path),
+                    )
+            checked_columns = True
+        label_text = _cell(row.get("label")).strip()
+        if not label_text:
+            unlabelled += 1
+            continue
+        reject = _check_row(row, location, run_id, known, seen)
+        if reject is not None:
+            rejected.append(reject)
+            continue
+        exchange_id = _cell(row["exchange_id"]).strip()
+        try:
+            value = LabelValue(normalize_label(label_text))
+        except ValueError:
+            rejected.append(
+                RejectedRow(
+                    location,
+                    "bad_label",
+                    f"{location}: label {label_text!r} is not one of {_LABELS}",
+                    _raw(row),
+                )
+            )
+            continue
+        seen.add(exchange_id)
+        task_type = known[exchange_id] if known is not None else _cell(row.get("task_type"))
+        labels.append(
+            HumanLabel(
+                run_id=run_id,
+                exchange_id=exchange_id,
+                task_type=task_type,
+                label=value,
+                note=_cell(row.get("label_note")).strip(),
+                labeller=labeller.strip(),
+                labelled_at=labelled_at,
+                source="import",
+            )
+        )
+    return LabelImport(labels=labels, rejected=rejected, unlabelled=unlabelled)
+
+
+def _check_row(
+    row: Mapping[str, Any],
+    location: str,
+    run_id: str,
+    known: Mapping[str, str] | None,
+    seen: set[str],
+) -> RejectedRow | None:
+    """The rejection of a labelled row (before its label value is read), if any."""
+    exchange_id = _cell(row.get("exchange_id")).strip()
+    if not exchange_id:
+        return RejectedRow(
+            location, "missing_exchange_id", f"{location}: exchange_id is empty", _raw(row)
+        )
+    row_run = _cell(row.get("run_id")).strip()
+    if row_run and row_run != run_id:
+        return RejectedRow(
+            location,
+            "wrong_run",
+            f"{location}: run_id {row_run!r} is not the run being labelled ({run_id!r})",
+            _raw(row),
+        )
+    if known is not None and exchange_id not in known:
+        return RejectedRow(
+            location,
+            "unknown_exchange_id",
+            f"{location}: exchange_id {exchange_id!r} is not a pair of run {run_id!r}",
+            _raw(row),
+        )
+    if known is None and not _cell(row.get("task_type")).strip():
+        return RejectedRow(
+            location,
+            "missing_task_type",
+            f"{location}: task_type is empty (exchange_id {exchange_id!r})",
+            _raw(row),
+        )
+    if exchange_id in seen:
+        return RejectedRow(
+            location,
+            "duplicate_exchange_id",
+            f"{location}: exchange_id {exchange_id!r} is labelled again in this file "
+            "(the first label is kept)",
+            _raw(row),
+        )
+    return None

@@ -1,0 +1,215 @@
+"""What an export asks for: run, stratum size, order, seed, filter and file format.
+
+:class:`ExportRequest` is checked when it is built; :func:`make_request` builds one from
+the loose values a command line or a query string gives (flag names as text), and names
+each bad value the way its caller spelled the option (``--per-task-type`` on the command
+line, ``per_task_type`` in the API) through ``names``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, cast, get_args
+
+from shadoweval.errors import ConfigError
+from shadoweval.pair_flags import PairFlag
+from shadoweval.storage.samples import SampleFilter
+
+ExportFormat = Literal["csv", "jsonl", "parquet"]
+"""File format of ``samples.<ext>``."""
+ExportOrder = Literal["lowest", "random"]
+"""``lowest``: the first N pairs in page order; ``random``: a seeded draw without replacement."""
+
+FORMATS: tuple[str, ...] = get_args(ExportFormat)
+ORDERS: tuple[str, ...] = get_args(ExportOrder)
+DEFAULT_PER_TASK_TYPE = 20
+"""Pairs per task type when the caller does not say."""
+
+FieldNames = Callable[[str], str]
+"""Maps a request field (``per_task_type``, ``min_similarity`` …) to the caller's name."""
+
+
+def _same(field: str) -> str:
+    return field
+
+
+def cli_option(field: str) -> str:
+    """The command-line option of a request field: ``per_task_type`` → ``--per-task-type``."""
+    return "--" + field.replace("_", "-")
+
+
+def _check(
+    *,
+    per_task_type: object,
+    order: object,
+    seed: object,
+    fmt: object,
+    min_similarity: float | None,
+    max_similarity: float | None,
+    names: FieldNames,
+) -> None:
+    """Raise :class:`ConfigError` for the first bad value (the message names it)."""
+    if isinstance(per_task_type, bool) or not isinstance(per_task_type, int) or per_task_type < 1:
+        raise ConfigError(
+            f"{names('per_task_type')} {per_task_type!r} must be an integer >= 1",
+            field="per_task_type",
+            value=per_task_type,
+        )
+    if order not in ORDERS:
+        raise ConfigError(
+            f"{names('order')} {order!r} is not one of {', '.join(ORDERS)}",
+            field="order",
+            value=order,
+        )
+    if fmt not in FORMATS:
+        raise ConfigError(
+            f"{names('format')} {fmt!r} is not one of {', '.join(FORMATS)}",
+            field="format",
+            value=fmt,
+        )
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise ConfigError(
+            f"{names('seed')} {seed!r} must be an integer >= 0", field="seed", value=seed
+        )
+    if order == "random" and seed is None:
+        raise ConfigError(
+            f"{names('order')} random needs {names('seed')} (the seed is recorded in the "
+            "manifest so the same sample can be drawn again)",
+            field="seed",
+            value=None,
+        )
+    for name, bound in (("min_similarity", min_similarity), ("max_similarity", max_similarity)):
+        if bound is not None and not (math.isfinite(bound) and -1.0 <= bound <= 1.0):
+            raise ConfigError(
+                f"{names(name)} {bound!r} is outside [-1, 1] (similarity is a cosine)",
+                field=name,
+                value=bound,
+            )
+    if (
+        min_similarity is not None
+        and max_similarity is not None
+        and min_similarity > max_similarity
+    ):
+        raise ConfigError(
+            f"{names('min_similarity')} {min_similarity!r} is greater than "
+            f"{names('max_similarity')} {max_similarity!r}",
+            field="min_similarity",
+            value=min_similarity,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ExportRequest:
+    """One export: up to ``per_task_type`` pairs of each task type of ``run_id``.
+
+    Attributes:
+        run_id: the run exported.
+        per_task_type: N, the most pairs exported per task type (>= 1).
+        order: ``lowest`` — the first N matching pairs in page order (pairs without a
+            similarity first, then by similarity ascending, then exchange id); ``random`` —
+            N pairs drawn without replacement with ``numpy.random.default_rng(seed)``.
+        seed: the random draw's seed (required for ``random``; recorded in the manifest).
+        flt: which pairs match (task types, flags that must all be set, similarity band).
+        fmt: ``csv``, ``jsonl`` or ``parquet``.
+
+    Raises:
+        ConfigError: a bad value; ``field`` and ``value`` name it.
+    """
+
+    run_id: str
+    per_task_type: int = DEFAULT_PER_TASK_TYPE
+    order: ExportOrder = "lowest"
+    seed: int | None = None
+    flt: SampleFilter = field(default_factory=SampleFilter)
+    fmt: ExportFormat = "csv"
+
+    def __post_init__(self) -> None:
+        _check(
+            per_task_type=self.per_task_type,
+            order=self.order,
+            seed=self.seed,
+            fmt=self.fmt,
+            min_similarity=self.flt.min_similarity,
+            max_similarity=self.flt.max_similarity,
+            names=_same,
+        )
+
+
+def parse_flags(values: Sequence[str], *, names: FieldNames = _same) -> tuple[PairFlag, ...]:
+    """Flag names → :class:`PairFlag` members (order kept, repeats dropped).
+
+    Raises:
+        ConfigError: a name that is not a flag; the message lists the known flags.
+    """
+    flags: list[PairFlag] = []
+    for value in values:
+        try:
+            flag = PairFlag(value.strip().lower())
+        except ValueError:
+            known = ", ".join(f.value for f in PairFlag)
+            raise ConfigError(
+                f"{names('flag')} {value!r} is not a pair flag; known flags: {known}",
+                field="flag",
+                value=value,
+            ) from None
+        if flag not in flags:
+            flags.append(flag)
+    return tuple(flags)
+
+
+def make_request(
+    run_id: str,
+    *,
+    per_task_type: int = DEFAULT_PER_TASK_TYPE,
+    order: str = "lowest",
+    seed: int | None = None,
+    fmt: str = "csv",
+    task_types: Sequence[str] = (),
+    flags: Sequence[str] = (),
+    min_similarity: float | None = None,
+    max_similarity: float | None = None,
+    names: FieldNames = _same,
+) -> ExportRequest:
+    """Build and check an :class:`ExportRequest` from loose values.
+
+    ``order`` and ``fmt`` are matched case-insensitively; task types are kept as given
+    (repeats dropped, blanks refused).
+
+    Raises:
+        ConfigError: the first bad value, named as ``names(field)`` with the value.
+    """
+    order = order.strip().lower()
+    fmt = fmt.strip().lower()
+    kept: list[str] = []
+    for task_type in task_types:
+        if not task_type.strip():
+            raise ConfigError(
+                f"{names('task_type')} {task_type!r} is blank", field="task_type", value=task_type
+            )
+        if task_type not in kept:
+            kept.append(task_type)
+    parsed_flags = parse_flags(flags, names=names)
+    _check(
+        per_task_type=per_task_type,
+        order=order,
+        seed=seed,
+        fmt=fmt,
+        min_similarity=min_similarity,
+        max_similarity=max_similarity,
+        names=names,
+    )
+    return ExportRequest(
+        run_id=run_id,
+        per_task_type=per_task_type,
+        order=cast(ExportOrder, order),
+        seed=seed,
+        flt=SampleFilter(
+            task_types=tuple(kept),
+            flags=parsed_flags,
+            min_similarity=min_similarity,
+            max_similarity=max_similarity,
+        ),
+        fmt=cast(ExportFormat, fmt),
+    )

@@ -1,0 +1,195 @@
+"""Pair flags: what an operator filters divergent pairs by (errors, empties, format, leaks).
+
+A :class:`PairFlag` is a yes/no fact about one :class:`~shadoweval.records.PairScore`,
+derived from the score alone by :func:`pair_flags`. Each flag has a stable bit
+(:data:`PAIR_FLAG_BITS`, powers of two) so that the set of a pair's flags is stored as one
+integer bitmask (``pair_score.flags``) and a filter "has all of these flags" is the SQL
+predicate ``(flags & mask) = mask`` on SQLite and PostgreSQL alike.
+
+Bits are part of the stored data: never renumber a member; add new members with the next
+free bit (and a migration that backfills them).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterable
+from typing import Literal
+
+from shadoweval.errors import InvalidDataError
+from shadoweval.records import FormatFlags, PairScore, ToolCallFlags
+
+__all__ = [
+    "PAIR_FLAG_BITS",
+    "FormatSuccessFlag",
+    "PairFlag",
+    "flags_from_mask",
+    "flags_mask",
+    "format_ok",
+    "pair_flags",
+]
+
+
+class PairFlag(enum.StrEnum):
+    """One fact about a pair; see :func:`pair_flags` for each member's rule."""
+
+    CANDIDATE_ERROR = "candidate_error"
+    BASELINE_ERROR = "baseline_error"
+    CANDIDATE_INFRA_ERROR = "candidate_infra_error"
+    BASELINE_INFRA_ERROR = "baseline_infra_error"
+    CANDIDATE_EMPTY = "candidate_empty"
+    BASELINE_EMPTY = "baseline_empty"
+    FORMAT_REGRESSION = "format_regression"
+    FORMAT_FIXED = "format_fixed"
+    TEMPLATE_LEAK = "template_leak"
+    FINISH_REASON_CHANGED = "finish_reason_changed"
+    BELOW_NOISE_FLOOR = "below_noise_floor"
+    NO_SIMILARITY = "no_similarity"
+
+
+PAIR_FLAG_BITS: dict[PairFlag, int] = {flag: 1 << i for i, flag in enumerate(PairFlag)}
+"""Stable bit of each flag (``candidate_error`` = 1, ``baseline_error`` = 2, … 2**11)."""
+
+_ALL_BITS = sum(PAIR_FLAG_BITS.values())
+
+FormatSuccessFlag = Literal["strict", "fence_stripped", "extracted"]
+"""Name of the :class:`~shadoweval.records.FormatFlags` field that counts as parsed."""
+
+DEFAULT_SUCCESS_FLAG: FormatSuccessFlag = "fence_stripped"
+"""The default policy's ``format_parse.success_flag`` (``stats/default_policy.yaml``)."""
+
+
+def format_ok(
+    *,
+    format_expected: bool,
+    errored: bool,
+    empty: bool,
+    flags: FormatFlags | None,
+    tools: ToolCallFlags | None,
+    infra_error: bool,
+    success_flag: FormatSuccessFlag = DEFAULT_SUCCESS_FLAG,
+) -> float:
+    """Format-parse success of one side: 1.0, 0.0, or NaN when not applicable.
+
+    The same rule as ``stats.frame.format_ok`` (the gate's), restated here because the
+    core must not import ``stats``: an infrastructure error ⇒ NaN; an error with a format
+    expected ⇒ 0; tool calls ⇒ their schema validity; an empty answer with a format
+    expected ⇒ 0; format flags ⇒ ``success_flag`` parsed and ``schema_valid`` not False;
+    otherwise NaN.
+    """
+    if infra_error:
+        return math.nan
+    if errored and format_expected:
+        return 0.0
+    if tools is not None and tools.calls > 0:
+        return 1.0 if tools.schema_valid else 0.0
+    if empty and format_expected:
+        return 0.0
+    if flags is not None:
+        parsed = bool(getattr(flags, success_flag))
+        return 1.0 if parsed and flags.schema_valid is not False else 0.0
+    return math.nan
+
+
+def pair_flags(score: PairScore) -> tuple[PairFlag, ...]:
+    """Return the flags of one pair, in :class:`PairFlag` order.
+
+    Rules:
+
+    * ``candidate_error`` / ``baseline_error`` / ``*_infra_error`` / ``*_empty``: the
+      score's own booleans.
+    * ``format_regression``: a format was expected, the baseline's output parses and the
+      candidate's does not, under the default policy's success flag (``fence_stripped``;
+      tool-call answers by schema validity; see :func:`format_ok`). ``format_fixed``: the
+      reverse. A side where the rule does not apply (infrastructure error, nothing scored)
+      sets neither.
+    * ``template_leak``: the candidate's output contains role markers
+      (``score.template_leaks`` is not empty).
+    * ``finish_reason_changed``: neither side errored and the normalized finish reasons
+      differ (``stop`` vs ``length``, …).
+    * ``below_noise_floor``: both ``similarity`` and ``noise_similarity`` are known and
+      ``similarity < noise_similarity`` (the candidate diverges more than the baseline
+      from itself).
+    * ``no_similarity``: ``similarity`` is ``None`` (either side errored).
+    """
+    found: set[PairFlag] = set()
+    if score.candidate_error:
+        found.add(PairFlag.CANDIDATE_ERROR)
+    if score.baseline_error:
+        found.add(PairFlag.BASELINE_ERROR)
+    if score.candidate_infra_error:
+        found.add(PairFlag.CANDIDATE_INFRA_ERROR)
+    if score.baseline_infra_error:
+        found.add(PairFlag.BASELINE_INFRA_ERROR)
+    if score.candidate_empty:
+        found.add(PairFlag.CANDIDATE_EMPTY)
+    if score.baseline_empty:
+        found.add(PairFlag.BASELINE_EMPTY)
+    if score.format_expected:
+        baseline_ok = format_ok(
+            format_expected=True,
+            errored=score.baseline_error,
+            empty=score.baseline_empty,
+            flags=score.baseline_format,
+            tools=score.baseline_tools,
+            infra_error=score.baseline_infra_error,
+        )
+        candidate_ok = format_ok(
+            format_expected=True,
+            errored=score.candidate_error,
+            empty=score.candidate_empty,
+            flags=score.candidate_format,
+            tools=score.candidate_tools,
+            infra_error=score.candidate_infra_error,
+        )
+        if baseline_ok == 1.0 and candidate_ok == 0.0:
+            found.add(PairFlag.FORMAT_REGRESSION)
+        elif baseline_ok == 0.0 and candidate_ok == 1.0:
+            found.add(PairFlag.FORMAT_FIXED)
+    if score.template_leaks:
+        found.add(PairFlag.TEMPLATE_LEAK)
+    if (
+        not score.baseline_error
+        and not score.candidate_error
+        and score.baseline_finish_reason != score.candidate_finish_reason
+    ):
+        found.add(PairFlag.FINISH_REASON_CHANGED)
+    if score.similarity is None:
+        found.add(PairFlag.NO_SIMILARITY)
+    elif score.noise_similarity is not None and score.similarity < score.noise_similarity:
+        found.add(PairFlag.BELOW_NOISE_FLOOR)
+    return tuple(flag for flag in PairFlag if flag in found)
+
+
+def flags_mask(flags: Iterable[PairFlag | str]) -> int:
+    """Return the bitmask of ``flags`` (0 for none; repeats are harmless).
+
+    Raises:
+        InvalidDataError: (a ``ValueError``) a string that is not a :class:`PairFlag`
+            value; the message names it and the known flags.
+    """
+    mask = 0
+    for flag in flags:
+        try:
+            member = PairFlag(flag)
+        except ValueError:
+            known = ", ".join(f.value for f in PairFlag)
+            raise InvalidDataError(
+                f"unknown pair flag {flag!r}; known flags: {known}", name="flags", count=1
+            ) from None
+        mask |= PAIR_FLAG_BITS[member]
+    return mask
+
+
+def flags_from_mask(mask: int) -> tuple[PairFlag, ...]:
+    """Return the flags whose bits are set in ``mask``, in :class:`PairFlag` order.
+
+    Raises:
+        InvalidDataError: (a ``ValueError``) ``mask`` is negative or has bits no flag uses.
+    """
+    if mask < 0 or mask & ~_ALL_BITS:
+        raise InvalidDataError(
+            f"pair flag mask {mask} has bits outside 0..{_ALL_BITS}", name="flags", count=1
+        )
+    return tuple(flag for flag, bit in PAIR_FLAG_BITS.items() if mask & bit)

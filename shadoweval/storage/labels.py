@@ -1,0 +1,91 @@
+"""Human labels: analysts' judgements of pairs, written from the dashboard or an import.
+
+A label belongs to one scored pair (``pair_score (run_id, exchange_id)``, enforced by a
+foreign key) and one labeller; labelling the same pair again replaces that labeller's
+label (upsert on ``(run_id, exchange_id, labeller)``). Other labellers' labels of the
+pair are kept. Use it through :class:`~shadoweval.storage.repository.Repository`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from itertools import groupby
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from shadoweval.errors import StorageError
+from shadoweval.records import HumanLabel
+from shadoweval.storage import rows as rows_
+from shadoweval.storage.database import Database
+from shadoweval.storage.models import HumanLabelRow, PairScoreRow
+from shadoweval.storage.statements import upsert
+
+__all__ = ["LabelStore"]
+
+_IN_CHUNK = 500
+
+
+class LabelStore:
+    """Write and read human labels (a mixin of ``Repository``)."""
+
+    _db: Database
+
+    def save_labels(self, labels: Iterable[HumanLabel]) -> int:
+        """Store labels, one per ``(run_id, exchange_id, labeller)``: a repeat replaces.
+
+        All labels are written in one transaction, or none. Within ``labels`` a key given
+        twice keeps its last occurrence. Returns the number of labels written (inserted
+        or replaced).
+
+        Raises:
+            StorageError: a label names an exchange that has no pair score in its run
+                (the message names run and exchange id), or a task type other than the
+                pair's (names both); on database failure.
+        """
+        given = list(labels)
+        if not given:
+            return 0
+        ordered = sorted(given, key=lambda label: label.run_id)
+        with self._db.session() as session:
+            for run_id, group in groupby(ordered, key=lambda label: label.run_id):
+                _check_pairs(session, run_id, list(group))
+            rows = [rows_.label_row(label) for label in given]
+            return upsert(session, HumanLabelRow, rows, ["run_id", "exchange_id", "labeller"])
+
+    def load_labels(self, run_id: str) -> list[HumanLabel]:
+        """Return every label of ``run_id`` (all labellers), oldest first.
+
+        Ordered by ``labelled_at``, then by when the label row was first written.
+        """
+        stmt = (
+            select(HumanLabelRow)
+            .where(HumanLabelRow.run_id == run_id)
+            .order_by(HumanLabelRow.labelled_at, HumanLabelRow.id)
+        )
+        with self._db.session() as session:
+            return [rows_.human_label(row) for row in session.scalars(stmt)]
+
+
+def _check_pairs(session: Session, run_id: str, labels: list[HumanLabel]) -> None:
+    """Raise unless every label's exchange is a scored pair of ``run_id`` of its task type."""
+    wanted = sorted({label.exchange_id for label in labels})
+    task_types: dict[str, str] = {}
+    for start in range(0, len(wanted), _IN_CHUNK):
+        chunk = wanted[start : start + _IN_CHUNK]
+        stmt = select(PairScoreRow.exchange_id, PairScoreRow.task_type).where(
+            PairScoreRow.run_id == run_id, PairScoreRow.exchange_id.in_(chunk)
+        )
+        task_types.update({row.exchange_id: row.task_type for row in session.execute(stmt)})
+    for label in labels:
+        stored = task_types.get(label.exchange_id)
+        if stored is None:
+            raise StorageError(
+                f"cannot label exchange {label.exchange_id!r} in run {run_id!r}: "
+                "it has no pair score in that run"
+            )
+        if stored != label.task_type:
+            raise StorageError(
+                f"label of exchange {label.exchange_id!r} in run {run_id!r} has task_type "
+                f"{label.task_type!r}, but the pair's task type is {stored!r}"
+            )

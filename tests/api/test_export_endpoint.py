@@ -1,0 +1,191 @@
+"""``GET /v1/runs/{run_id}/export``: the CLI's export as a zip, over SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import jsonschema
+import pytest
+from pydantic import SecretStr
+from starlette.applications import Starlette
+
+from shadoweval.api import create_app
+from shadoweval.api.app import API_COMMAND
+from shadoweval.cli.export_cmd import body_redaction
+from shadoweval.cli.pipeline import gate_run
+from shadoweval.export import build_export, make_request
+from shadoweval.pair_flags import PairFlag
+from shadoweval.records import Verdict
+from shadoweval.storage import Database, Repository, RunInfo
+from tests.export.readback import decoded, expected_row, records, unzip
+from tests.export.seed import POLICY_HASH, RUN_ID, TASK_TYPES, seed_database
+
+from .conftest import TOKEN
+
+pytestmark = pytest.mark.anyio
+
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def compute(repository: Repository, run: RunInfo) -> Verdict:
+    return gate_run(repository, run, command=API_COMMAND).verdict
+
+
+@pytest.fixture
+def export_repo(empty_url: str) -> Iterator[Repository]:
+    seed_database(empty_url)
+    with Database(empty_url) as db:
+        yield Repository(db)
+
+
+@pytest.fixture
+def export_app(export_repo: Repository) -> Starlette:
+    """The API with the export redactor the CLI builds."""
+    return create_app(
+        export_repo,
+        token=SecretStr(TOKEN),
+        compute_verdict=compute,
+        export_redaction=body_redaction(),
+    )
+
+
+async def get(
+    app: Starlette, path: str, params: Any = None, headers: dict[str, str] | None = None
+) -> httpx.Response:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+        return await client.get(path, params=params, headers=AUTH if headers is None else headers)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+async def test_export_is_a_zip_of_samples_and_manifest(
+    export_app: Starlette, export_repo: Repository, fmt: str
+) -> None:
+    params = [
+        ("format", fmt),
+        ("per_task_type", "3"),
+        ("order", "random"),
+        ("seed", "9"),
+        ("max_similarity", "0.95"),
+        ("task_type", "chat"),
+        ("task_type", "extract"),
+    ]
+    response = await get(export_app, f"/v1/runs/{RUN_ID}/export", params)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "application/zip"
+    assert response.headers["content-disposition"] == (
+        f'attachment; filename="shadow-eval-export-{RUN_ID}.zip"'
+    )
+    assert response.headers["cache-control"] == "no-store"
+    members = unzip(response.content)
+    assert sorted(members) == ["manifest.json", f"samples.{fmt}"]
+    manifest = json.loads(members["manifest.json"])
+    assert manifest["run_id"] == RUN_ID
+    assert manifest["policy_hash"] == POLICY_HASH
+    assert manifest["seed"] == 9
+    assert manifest["order"] == "random"
+    assert manifest["filters"]["task_types"] == ["chat", "extract"]
+    assert manifest["filters"]["max_similarity"] == 0.95
+    # the same rows as the library (and so the CLI) builds for the same request
+    same = build_export(
+        export_repo,
+        make_request(
+            RUN_ID,
+            per_task_type=3,
+            order="random",
+            seed=9,
+            fmt=fmt,
+            max_similarity=0.95,
+            task_types=["chat", "extract"],
+        ),
+        redact=body_redaction(),
+    )
+    rows = records(f"samples.{fmt}", members[f"samples.{fmt}"])
+    assert [r["exchange_id"] for r in rows] == list(same.rows["exchange_id"])
+    assert manifest["counts"] == same.manifest["counts"]
+    samples = export_repo.samples_by_ids(RUN_ID, [r["exchange_id"] for r in rows])
+    assert [decoded(r) for r in rows] == [expected_row(s) for s in samples]
+
+
+async def test_defaults_are_csv_lowest_twenty(export_app: Starlette) -> None:
+    response = await get(export_app, f"/v1/runs/{RUN_ID}/export")
+    assert response.status_code == 200
+    manifest = json.loads(unzip(response.content)["manifest.json"])
+    assert (manifest["format"], manifest["order"], manifest["per_task_type"]) == (
+        "csv", "lowest", 20,
+    )  # fmt: skip
+    assert manifest["total"]["exported"] == sum(min(n, 20) for n in TASK_TYPES.values())
+
+
+@pytest.mark.parametrize(
+    ("params", "named"),
+    [
+        ({"per_task_type": "0"}, "per_task_type 0"),
+        ({"per_task_type": "lots"}, "per_task_type 'lots'"),
+        ({"per_task_type": "10001"}, "per_task_type 10001"),
+        ({"order": "best"}, "order 'best'"),
+        ({"order": "random"}, "order random needs seed"),
+        ({"seed": "x", "order": "random"}, "seed 'x'"),
+        ({"format": "xlsx"}, "format 'xlsx'"),
+        ({"flag": "leaky"}, "flag 'leaky'"),
+        ({"min_similarity": "2"}, "min_similarity 2.0"),
+        ({"max_similarity": "nan"}, "max_similarity 'nan'"),
+        ({"min_similarity": "0.9", "max_similarity": "0.1"}, "min_similarity 0.9"),
+        ({"task_type": "poetry"}, "task_type 'poetry'"),
+        ({"per-task-type": "3"}, "unknown query parameter 'per-task-type'"),
+        ([("seed", "1"), ("seed", "2")], "seed is given 2 times"),
+    ],
+)
+async def test_bad_parameters_are_400_naming_parameter_and_value(
+    export_app: Starlette, params: Any, named: str
+) -> None:
+    response = await get(export_app, f"/v1/runs/{RUN_ID}/export", params)
+    assert response.status_code == 400
+    body = response.json()
+    assert body["error"] == "bad_request"
+    assert named in body["detail"]
+
+
+async def test_unknown_run_is_404_and_no_token_is_401(export_app: Starlette) -> None:
+    missing = await get(export_app, "/v1/runs/ghost/export")
+    assert missing.status_code == 404
+    assert missing.json() == {"error": "not_found", "detail": "run 'ghost' not found"}
+    anonymous = await get(export_app, f"/v1/runs/{RUN_ID}/export", headers={})
+    assert anonymous.status_code == 401
+    assert anonymous.headers["www-authenticate"].startswith("Bearer")
+
+
+async def test_without_a_redactor_the_export_is_refused(export_repo: Repository) -> None:
+    app = create_app(export_repo, token=SecretStr(TOKEN), compute_verdict=compute)
+    response = await get(app, f"/v1/runs/{RUN_ID}/export")
+    assert response.status_code == 503
+    assert response.json()["error"] == "export_unavailable"
+
+
+async def test_the_openapi_document_describes_the_endpoint(export_app: Starlette) -> None:
+    document = (await get(export_app, "/openapi.json")).json()
+    operation = document["paths"]["/v1/runs/{run_id}/export"]["get"]
+    assert operation["operationId"] == "exportSamples"
+    params = {p["name"]: p for p in operation["parameters"]}
+    assert set(params) == {
+        "run_id", "per_task_type", "order", "seed", "format", "task_type", "flag",
+        "min_similarity", "max_similarity",
+    }  # fmt: skip
+    assert params["format"]["schema"]["enum"] == ["csv", "jsonl", "parquet"]
+    assert params["flag"]["schema"]["items"]["enum"] == [f.value for f in PairFlag]
+    assert params["task_type"]["explode"] is True
+    assert set(operation["responses"]) == {"200", "400", "401", "404", "503"}
+    assert "application/zip" in operation["responses"]["200"]["content"]
+    for param in params.values():
+        jsonschema.Draft202012Validator.check_schema(param["schema"])
+    # error answers validate against the schema the document declares
+    for path, status in ((f"/v1/runs/{RUN_ID}/export?order=best", 400),
+                         ("/v1/runs/ghost/export", 404)):  # fmt: skip
+        response = await get(export_app, path)
+        assert response.status_code == status
+        schema = operation["responses"][str(status)]["content"]["application/json"]["schema"]
+        root = {"$ref": "#/x", "x": schema, "components": document["components"]}
+        jsonschema.Draft202012Validator(root).validate(response.json())

@@ -1,0 +1,441 @@
+"""Every dashboard page under Streamlit's AppTest, against a seeded and gated database.
+
+Each test opens the real entrypoint (``dashboard/app.py``, the database URL in
+``SHADOWEVAL_DATABASE__URL`` as ``shadow-eval dashboard`` passes it), switches to a page
+and checks that it ran without an exception and that the numbers shown are the ones the
+stats module and storage give for that run (computed independently in
+:mod:`tests.dashboard.expected`).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import zipfile
+from collections.abc import Callable
+
+import numpy as np
+import orjson
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from dashboard.banner import NO_VERDICT
+from shadoweval.pair_flags import PairFlag, pair_flags
+from shadoweval.records import POOLED, Check, Decision, LabelValue
+from shadoweval.storage.samples import SampleFilter
+from stats.labels import label_summary
+from stats.summary import task_type_summary
+
+from .conftest import Seeded, page_path, seed_database
+from .expected import (
+    NUMBER,
+    frame_with,
+    page_order,
+    pairs_of,
+    quantile,
+    rows_by,
+    shown_exchange_ids,
+    summary_latency_rows,
+    unescape,
+)
+from .seeding import TASK_MIX
+
+OpenApp = Callable[[str], AppTest]
+
+SUMMARY_SHOWN = {
+    "n": "n",
+    "similarity mean": "similarity_mean",
+    "noise floor": "noise_similarity_mean",
+    "fail base": "baseline_fail_rate",
+    "fail cand": "candidate_fail_rate",
+    "infra base": "baseline_infra_error_rate",
+    "infra cand": "candidate_infra_error_rate",
+    "format n": "format_n",
+    "format ok base": "baseline_format_ok_rate",
+    "format ok cand": "candidate_format_ok_rate",
+}
+CHECKS_SHOWN = {
+    "similarity check": "similarity",
+    "error check": "error_rate",
+    "infra check": "infra_error_rate",
+    "format check": "format_parse",
+    "e2e p50 ×": "latency_e2e_ms_p50",
+    "e2e p95 ×": "latency_e2e_ms_p95",
+    "TTFT p50 ×": "latency_ttft_ms_p50",
+    "tokens check": "output_tokens",
+}
+LABEL_SHOWN = {
+    "labels": "n",
+    "better": "candidate_better",
+    "worse": "candidate_worse",
+    "same": "same",
+    "both bad": "both_bad",
+    "win rate": "win_rate",
+    "win low": "win_low",
+    "win high": "win_high",
+    "loss rate": "loss_rate",
+    "loss low": "loss_low",
+    "loss high": "loss_high",
+}
+
+
+def _shown_unit(task_type: str) -> str:
+    return "all (pooled)" if task_type == POOLED else task_type
+
+
+def _assert_cell_matches(cell: str, check: Check) -> None:
+    """The cell's numbers are the check's estimate and interval, as rounded for display."""
+    numbers = [float(x) for x in NUMBER.findall(cell)]
+    expected = [check.estimate, check.ci_low, check.ci_high]
+    scale = 100.0 if check.metric in ("error_rate", "infra_error_rate", "format_parse") else 1.0
+    assert len(numbers) == 3, cell
+    for shown, value in zip(numbers, expected, strict=True):
+        assert value is not None
+        assert shown == pytest.approx(value * scale, rel=2e-3, abs=6e-3), (cell, check)
+
+
+def assert_overview_matches(app: AppTest, seeded: Seeded) -> None:
+    """Banner, metrics, per-task-type table and label table equal storage + stats."""
+    repo, run_id = seeded.repo, seeded.run_id
+    assert not app.exception
+    verdict = repo.latest_verdict(run_id)
+    assert verdict is not None
+    assert verdict.decision is Decision.HOLD
+    banner = unescape(app.warning[0].value)
+    assert banner.startswith(f"**HOLD — look {verdict.look} · coverage 100.0%")
+    assert f"{verdict.coverage.paired} paired of {verdict.coverage.captured} captured" in banner
+    assert verdict.policy_hash[:12] in banner
+    for reason in verdict.reasons[:5]:
+        assert f"- {reason}" in banner
+    assert f"and {len(verdict.reasons) - 5} more reasons" in banner
+    listed = next(unescape(m.value) for m in app.markdown if m.value.startswith("- "))
+    assert listed == "\n".join(f"- {reason}" for reason in verdict.reasons)
+    metrics = {m.label: m.value for m in app.metric}
+    assert metrics["Decision"] == "HOLD"
+    assert metrics["Look"] == str(verdict.look)
+
+    pairs = pairs_of(repo, run_id)
+    summary = task_type_summary(pairs, verdict)
+    table = frame_with(app, "similarity check")
+    assert list(table["task type"]) == [_shown_unit(t) for t in summary["task_type"]]
+    assert list(table["outcome"]) == list(summary["outcome"])
+    for shown, column in SUMMARY_SHOWN.items():
+        np.testing.assert_allclose(
+            table[shown].to_numpy(dtype=float),
+            summary[column].to_numpy(dtype=float),
+            rtol=1e-12,
+            equal_nan=True,
+            err_msg=shown,
+        )
+    checks = {(c.task_type, c.metric): c for c in verdict.checks}
+    compared = 0
+    for row, task_type in zip(table.to_dict(orient="records"), summary["task_type"], strict=True):
+        for shown, metric in CHECKS_SHOWN.items():
+            check = checks.get((str(task_type), metric))
+            if check is None:
+                assert row[shown] == "–"
+            elif check.estimate is None:
+                assert row[shown] == check.outcome.value
+            else:
+                _assert_cell_matches(str(row[shown]), check)
+                compared += 1
+    assert compared > 20
+
+    all_checks = frame_with(app, "reason")
+    assert len(all_checks) == len(verdict.checks)
+    assert set(all_checks["reason"]) == {c.reason for c in verdict.checks}
+
+    labels = label_summary(repo.load_labels(run_id))
+    shown_labels = frame_with(app, "win rate")
+    assert list(shown_labels["task type"]) == [_shown_unit(t) for t in labels["task_type"]]
+    for shown, column in LABEL_SHOWN.items():
+        np.testing.assert_allclose(
+            shown_labels[shown].to_numpy(dtype=float),
+            labels[column].to_numpy(dtype=float),
+            rtol=1e-12,
+            equal_nan=True,
+            err_msg=shown,
+        )
+
+
+def test_overview_shows_the_verdict_the_summary_and_the_label_rates(
+    seeded: Seeded, open_app: OpenApp
+) -> None:
+    assert_overview_matches(open_app(seeded.url), seeded)
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_overview_on_postgresql(pg_schema_url: str, open_app: OpenApp) -> None:
+    data = seed_database(pg_schema_url)
+    try:
+        assert_overview_matches(open_app(pg_schema_url), data)
+    finally:
+        data.repo.database.dispose()
+
+
+def test_overview_without_a_verdict_says_so_and_never_gates(tmp_path, open_app: OpenApp) -> None:
+    data = seed_database(f"sqlite:///{tmp_path / 'ungated.db'}", labels=False, gated=False)
+    try:
+        app = open_app(data.url)
+        assert not app.exception
+        assert [i.value for i in app.info if NO_VERDICT in unescape(i.value)]
+        assert not app.warning
+        table = frame_with(app, "similarity check")
+        assert set(table["similarity check"]) == {"–"}
+        assert data.repo.latest_verdict(data.run_id) is None  # the dashboard never gates
+        assert any("No pairs of this run are labelled" in i.value for i in app.info)
+    finally:
+        data.repo.database.dispose()
+
+
+def test_run_picker_switches_every_page_to_the_picked_run(tmp_path, open_app: OpenApp) -> None:
+    from datetime import timedelta
+
+    from .seeding import T0, seed_run
+
+    data = seed_database(f"sqlite:///{tmp_path / 'two.db'}", labels=False)
+    try:
+        newer = seed_run(
+            data.repo,
+            mix={"chat": 30},
+            run_id="run-newer",
+            prefix="nx",
+            created_at=T0 + timedelta(days=1),
+        )
+        app = open_app(data.url)
+        assert not app.exception
+        assert app.selectbox(key="run_picker").value == newer.run_id  # newest first
+        assert any(NO_VERDICT in unescape(i.value) for i in app.info)
+        assert app.query_params["run"] == newer.run_id
+        app.selectbox(key="run_picker").set_value(data.run_id).run()
+        assert not app.exception
+        assert app.warning
+        assert "HOLD" in app.warning[0].value
+        app.switch_page(page_path("history")).run()
+        assert not app.exception
+        assert app.selectbox(key="run_picker").value == data.run_id
+        assert len(frame_with(app, "decision")) == 1
+    finally:
+        data.repo.database.dispose()
+
+
+def test_latency_table_is_numpy_quantiles_of_the_pairs_frame(
+    seeded: Seeded, open_app: OpenApp
+) -> None:
+    app = open_app(seeded.url)
+    app.switch_page(page_path("latency")).run()
+    assert not app.exception
+    pairs = pairs_of(seeded.repo, seeded.run_id)
+    summary = task_type_summary(pairs, seeded.repo.latest_verdict(seeded.run_id))
+    assert app.selectbox(key="latency_task").value == "chat"
+    for task_type in ("chat", "summarize", POOLED):
+        if task_type != "chat":
+            app.selectbox(key="latency_task").set_value(task_type).run()
+            assert not app.exception
+        rows = summary_latency_rows(
+            pairs if task_type == POOLED else pairs[pairs.task_type == task_type]
+        )
+        table = rows_by(frame_with(app, "ratio"), "metric", "quantile")
+        for metric in ("e2e_ms", "ttft_ms"):
+            for name, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
+                base = quantile(rows[f"baseline_{metric}"], q)
+                cand = quantile(rows[f"candidate_{metric}"], q)
+                shown = table[(metric, name)]
+                np.testing.assert_allclose(
+                    [shown["baseline ms"], shown["candidate ms"]], [base, cand], equal_nan=True
+                )
+                if math.isnan(base):
+                    assert math.isnan(shown["ratio"])
+                else:
+                    assert shown["ratio"] == pytest.approx(cand / base, rel=1e-12)
+        expected = summary.set_index("task_type").loc[task_type]
+        assert table[("e2e_ms", "p50")]["ratio"] == pytest.approx(
+            expected["e2e_p50_ratio"], rel=1e-12
+        )
+        assert table[("e2e_ms", "p95")]["ratio"] == pytest.approx(
+            expected["e2e_p95_ratio"], rel=1e-12
+        )
+    # summarize is not streamed: it has no TTFT at all
+    app.selectbox(key="latency_task").set_value("summarize").run()
+    assert any("No time to first token latencies" in i.value for i in app.info)
+    checks = frame_with(app, "reason")
+    assert set(checks["metric"]) <= {f"latency_e2e_ms_{q}" for q in ("p50", "p95", "p99")}
+
+
+def test_divergence_shows_the_lowest_pairs_and_the_noise_floor(
+    seeded: Seeded, open_app: OpenApp
+) -> None:
+    app = open_app(seeded.url)
+    app.switch_page(page_path("divergence")).run()
+    assert not app.exception
+    assert app.selectbox(key="divergence_task").value == "chat"
+    scores = [s for s in seeded.repo.load_pair_scores(seeded.run_id) if s.task_type == "chat"]
+    lowest = sorted((s.similarity, s.exchange_id) for s in scores if s.similarity is not None)
+    table = frame_with(app, "exchange id")
+    assert list(table["exchange id"]) == [exchange_id for _, exchange_id in lowest[:20]]
+    np.testing.assert_allclose(table["similarity"], [sim for sim, _ in lowest[:20]])
+    below = sum(
+        1
+        for s in scores
+        if s.similarity is not None
+        and s.noise_similarity is not None
+        and s.similarity < s.noise_similarity
+    )
+    metrics = {m.label: m.value for m in app.metric}
+    assert metrics["Pairs below their noise floor"] == f"{below:,}"
+    summary = task_type_summary(pairs_of(seeded.repo, seeded.run_id))
+    chat = summary.set_index("task_type").loc["chat"]
+    assert metrics["Mean similarity"] == f"{chat['similarity_mean']:.3f}"
+    assert metrics["Noise floor (mean)"] == f"{chat['noise_similarity_mean']:.3f}"
+    assert app.get("arrow_vega_lite_chart") or app.get("vega_lite_chart")
+    app.selectbox(key="divergence_task").set_value(POOLED).run()
+    assert not app.exception
+    assert frame_with(app, "exchange id")["similarity"].is_monotonic_increasing
+
+
+def _open_samples(app: AppTest) -> AppTest:
+    app.switch_page(page_path("samples")).run()
+    assert not app.exception
+    return app
+
+
+def _header_total(app: AppTest) -> str:
+    return next(m.value for m in app.markdown if "pairs match" in m.value)
+
+
+def test_samples_count_and_keyset_paging(seeded: Seeded, open_app: OpenApp) -> None:
+    app = _open_samples(open_app(seeded.url))
+    scores = seeded.repo.load_pair_scores(seeded.run_id)
+    order = page_order(scores)
+    total = seeded.repo.count_samples(seeded.run_id, SampleFilter())
+    assert total == len(scores) == sum(TASK_MIX.values())
+    assert _header_total(app).startswith(f"**{total:,} pairs match** · page 1 of 22")
+    assert shown_exchange_ids(app) == order[:20]
+    assert app.button(key="samples_prev_top").disabled
+
+    app.button(key="samples_next_top").click().run()
+    assert not app.exception
+    assert "page 2 of 22" in _header_total(app)
+    assert shown_exchange_ids(app) == order[20:40]
+    app.button(key="samples_next_top").click().run()
+    assert shown_exchange_ids(app) == order[40:60]
+    app.button(key="samples_prev_top").click().run()
+    assert shown_exchange_ids(app) == order[20:40]
+    app.button(key="samples_prev_top").click().run()
+    assert shown_exchange_ids(app) == order[:20]
+
+
+def test_samples_filters_by_task_type_flag_and_similarity(
+    seeded: Seeded, open_app: OpenApp
+) -> None:
+    app = _open_samples(open_app(seeded.url))
+    scores = seeded.repo.load_pair_scores(seeded.run_id)
+
+    app.multiselect(key="samples_task_types").set_value(["extraction"]).run()
+    app.multiselect(key="samples_flags").set_value(["format_regression"]).run()
+    assert not app.exception
+    wanted = [
+        s
+        for s in scores
+        if s.task_type == "extraction" and PairFlag.FORMAT_REGRESSION in pair_flags(s)
+    ]
+    assert wanted
+    assert _header_total(app).startswith(f"**{len(wanted):,} pairs match**")
+    assert shown_exchange_ids(app) == page_order(wanted)[:20]
+    flt = SampleFilter(task_types=("extraction",), flags=(PairFlag.FORMAT_REGRESSION,))
+    assert seeded.repo.count_samples(seeded.run_id, flt) == len(wanted)
+
+    app.multiselect(key="samples_task_types").set_value([]).run()
+    app.multiselect(key="samples_flags").set_value([]).run()
+    app.toggle(key="samples_by_similarity").set_value(True).run()
+    app.slider(key="samples_similarity").set_range(0.5, 0.8).run()
+    assert not app.exception
+    band = [s for s in scores if s.similarity is not None and 0.5 <= s.similarity <= 0.8]
+    assert _header_total(app).startswith(f"**{len(band):,} pairs match**")
+    assert shown_exchange_ids(app) == page_order(band)[:20]
+
+
+def test_submitting_the_label_form_stores_a_label(seeded: Seeded, open_app: OpenApp) -> None:
+    app = _open_samples(open_app(seeded.url))
+    first = shown_exchange_ids(app)[0]
+    before = [lab for lab in seeded.repo.load_labels(seeded.run_id) if lab.exchange_id == first]
+
+    app.radio(key=f"label-value-{first}").set_value(LabelValue.CANDIDATE_WORSE)
+    app.button(key=f"FormSubmitter:label-form-{first}-Save label").click().run()
+    assert not app.exception
+    assert any("labeller" in e.value for e in app.error)  # no name given yet: nothing stored
+    assert [
+        lab for lab in seeded.repo.load_labels(seeded.run_id) if lab.exchange_id == first
+    ] == before
+
+    app.text_input(key="labeller").input("carla").run()
+    app.radio(key=f"label-value-{first}").set_value(LabelValue.CANDIDATE_WORSE)
+    app.text_input(key=f"label-note-{first}").input("drops the delivery date")
+    app.button(key=f"FormSubmitter:label-form-{first}-Save label").click().run()
+    assert not app.exception
+    assert any("Saved: candidate worse by carla" in s.value for s in app.success)
+    stored = [
+        lab
+        for lab in seeded.repo.load_labels(seeded.run_id)
+        if lab.exchange_id == first and lab.labeller == "carla"
+    ]
+    assert len(stored) == 1
+    label = stored[0]
+    assert (label.label, label.note, label.source) == (
+        LabelValue.CANDIDATE_WORSE,
+        "drops the delivery date",
+        "dashboard",
+    )
+    # the overview's label rates include it at once (the label cache was cleared)
+    app.switch_page(page_path("overview")).run()
+    rates = frame_with(app, "win rate")
+    expected = label_summary(seeded.repo.load_labels(seeded.run_id))
+    assert list(rates["labels"]) == list(expected["n"])
+
+
+def test_export_download_of_the_current_filter(seeded: Seeded, open_app: OpenApp) -> None:
+    app = _open_samples(open_app(seeded.url))
+    app.multiselect(key="samples_task_types").set_value(["chat", "code"]).run()
+    app.selectbox(key="export_format").set_value("jsonl")
+    app.number_input(key="export_n").set_value(3)
+    app.button(key="export_prepare").click().run()
+    assert not app.exception
+    _, download = app.session_state["samples.export"]
+    assert app.get("download_button")
+    with zipfile.ZipFile(io.BytesIO(download.data)) as archive:
+        manifest = orjson.loads(archive.read("manifest.json"))
+        lines = archive.read("samples.jsonl").decode().splitlines()
+    assert manifest["run_id"] == seeded.run_id
+    assert manifest["policy_hash"] == seeded.run.policy_hash
+    assert manifest["format"] == "jsonl"
+    assert manifest["counts"] == {
+        "chat": {"matching": TASK_MIX["chat"], "exported": 3},
+        "code": {"matching": TASK_MIX["code"], "exported": 3},
+    }
+    rows = [orjson.loads(line) for line in lines]
+    assert [r["task_type"] for r in rows] == ["chat"] * 3 + ["code"] * 3
+    order = page_order(
+        [s for s in seeded.repo.load_pair_scores(seeded.run_id) if s.task_type == "chat"]
+    )
+    assert [r["exchange_id"] for r in rows[:3]] == order[:3]
+
+
+def test_history_shows_verdicts_policy_and_audit_log(seeded: Seeded, open_app: OpenApp) -> None:
+    app = open_app(seeded.url)
+    app.switch_page(page_path("history")).run()
+    assert not app.exception
+    history = seeded.repo.verdict_history(seeded.run_id)
+    timeline = frame_with(app, "decision")
+    assert list(timeline["verdict id"]) == [e.id for e in history]
+    assert list(timeline["decision"]) == [e.verdict.decision.value for e in history]
+    assert list(timeline["look"]) == [e.verdict.look for e in history]
+    assert list(timeline["command"]) == [e.command for e in history]
+    assert any(seeded.run.policy_hash in s.value for s in app.success)
+    assert app.code[0].value == seeded.run.policy_yaml.rstrip("\n")
+    audit = seeded.repo.policy_audit(seeded.run_id)
+    shown = frame_with(app, "action")
+    assert list(shown["action"]) == [e.action.value for e in audit]
+    assert list(shown["command"]) == [e.command for e in audit]
+    assert list(pd.to_datetime(shown["recorded at"], utc=True)) == [e.recorded_at for e in audit]

@@ -1,0 +1,113 @@
+"""Reading a labelled export: labels, unlabelled rows counted, bad rows kept with a reason."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from shadoweval.errors import ConfigError, RecordDecodeError
+from shadoweval.export import read_labelled
+from shadoweval.export.labels_import import normalize_label
+from shadoweval.records import HumanLabel, LabelValue
+
+AT = datetime(2025, 5, 1, 12, 0, tzinfo=UTC)
+
+
+def jsonl(path: Path, *rows: object) -> Path:
+    path.write_text(
+        "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows),
+        encoding="utf-8",
+    )
+    return path
+
+
+def test_labels_from_a_jsonl_file_with_every_kind_of_row(tmp_path: Path) -> None:
+    path = jsonl(
+        tmp_path / "labelled.jsonl",
+        {"exchange_id": "a", "run_id": "r", "task_type": "chat", "label": "same",
+         "label_note": " fine "},
+        {"exchange_id": "b", "run_id": "r", "task_type": "chat", "label": ""},
+        {"exchange_id": "c", "run_id": "r", "task_type": "chat", "label": None},
+        "{not json",
+        "[1, 2]",
+        "",
+        {"exchange_id": "", "label": "same"},
+        {"exchange_id": "d", "run_id": "r", "task_type": "", "label": "same"},
+        {"exchange_id": "e", "run_id": "r", "task_type": "extract", "label": "better"},
+        {"exchange_id": "a", "run_id": "r", "task_type": "chat", "label": "both_bad"},
+        {"exchange_id": "f", "run_id": "r2", "task_type": "chat", "label": "same"},
+        {"exchange_id": "g", "task_type": "qa", "label": "Both Bad", "label_note": 3},
+    )  # fmt: skip
+    result = read_labelled(path, run_id="r", labeller="ana", clock=lambda: AT)
+    assert result.labels == [
+        HumanLabel(run_id="r", exchange_id="a", task_type="chat", label=LabelValue.SAME,
+                   note="fine", labeller="ana", labelled_at=AT, source="import"),
+        HumanLabel(run_id="r", exchange_id="g", task_type="qa", label=LabelValue.BOTH_BAD,
+                   note="3", labeller="ana", labelled_at=AT, source="import"),
+    ]  # fmt: skip
+    assert result.unlabelled == 2
+    assert [(r.location, r.reason) for r in result.rejected] == [
+        ("labelled.jsonl:4", "invalid_json"),
+        ("labelled.jsonl:5", "invalid_json"),
+        ("labelled.jsonl:7", "missing_exchange_id"),
+        ("labelled.jsonl:8", "missing_task_type"),
+        ("labelled.jsonl:9", "bad_label"),
+        ("labelled.jsonl:10", "duplicate_exchange_id"),
+        ("labelled.jsonl:11", "wrong_run"),
+    ]
+    assert result.rows == 11
+    bad = result.rejected[4]
+    assert "label 'better' is not one of candidate_better, candidate_worse, same, both_bad" in (
+        bad.detail
+    )
+    assert json.loads(bad.raw)["exchange_id"] == "e"
+    assert result.rejected[0].raw == "{not json"
+
+
+def test_known_pairs_decide_task_type_and_unknown_ids(tmp_path: Path) -> None:
+    path = jsonl(
+        tmp_path / "x.ndjson",
+        {"exchange_id": "a", "task_type": "wrong", "label": "candidate-better"},
+        {"exchange_id": "zz", "task_type": "chat", "label": "same"},
+    )
+    result = read_labelled(path, run_id="r", labeller="ana", known={"a": "chat"})
+    assert [(x.exchange_id, x.task_type, x.label) for x in result.labels] == [
+        ("a", "chat", LabelValue.CANDIDATE_BETTER)
+    ]
+    assert [r.reason for r in result.rejected] == ["unknown_exchange_id"]
+    assert "exchange_id 'zz' is not a pair of run 'r'" in result.rejected[0].detail
+
+
+def test_csv_without_the_label_columns_and_odd_files_are_refused(tmp_path: Path) -> None:
+    no_label = tmp_path / "a.csv"
+    no_label.write_text("exchange_id,note\nx,y\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="has no 'label' column"):
+        read_labelled(no_label, run_id="r", labeller="ana")
+    with pytest.raises(ConfigError, match=r"extension '\.txt'"):
+        read_labelled(tmp_path / "a.txt", run_id="r", labeller="ana")
+    broken = tmp_path / "b.parquet"
+    broken.write_bytes(b"not parquet at all")
+    with pytest.raises(RecordDecodeError, match="cannot read"):
+        read_labelled(broken, run_id="r", labeller="ana")
+    with pytest.raises(ConfigError, match="--labeller must not be empty"):
+        read_labelled(no_label, run_id="r", labeller="")
+
+
+def test_csv_with_a_byte_order_mark_reads(tmp_path: Path) -> None:
+    path = tmp_path / "excel.csv"
+    path.write_bytes("exchange_id,task_type,label\r\na,chat,SAME\r\n".encode("utf-8-sig"))
+    result = read_labelled(path, run_id="r", labeller="ana")
+    assert [(x.exchange_id, x.label) for x in result.labels] == [("a", LabelValue.SAME)]
+    assert result.rejected == []
+
+
+@pytest.mark.parametrize(
+    ("typed", "value"),
+    [("candidate_better", "candidate_better"), (" Candidate-Worse ", "candidate_worse"),
+     ("BOTH  BAD", "both_bad"), ("Same", "same")],
+)  # fmt: skip
+def test_label_spelling_is_forgiven(typed: str, value: str) -> None:
+    assert normalize_label(typed) == value

@@ -1,0 +1,83 @@
+"""An export request is checked when built; every bad value is named with the option."""
+
+from __future__ import annotations
+
+import pytest
+
+from shadoweval.errors import ConfigError
+from shadoweval.export import ExportRequest, cli_option, make_request, parse_flags
+from shadoweval.pair_flags import PairFlag
+from shadoweval.storage.samples import SampleFilter
+
+
+def test_defaults_and_loose_values_are_normalized() -> None:
+    request = make_request(
+        "r",
+        order=" Random ",
+        seed=7,
+        fmt="PARQUET",
+        task_types=["chat", "extract", "chat"],
+        flags=["format_regression", "CANDIDATE_ERROR", "format_regression"],
+        min_similarity=-1.0,
+        max_similarity=1,
+    )
+    assert request == ExportRequest(
+        run_id="r",
+        per_task_type=20,
+        order="random",
+        seed=7,
+        fmt="parquet",
+        flt=SampleFilter(
+            task_types=("chat", "extract"),
+            flags=(PairFlag.FORMAT_REGRESSION, PairFlag.CANDIDATE_ERROR),
+            min_similarity=-1.0,
+            max_similarity=1,
+        ),
+    )
+    assert ExportRequest("r").fmt == "csv"
+    assert ExportRequest("r").order == "lowest"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "option", "value"),
+    [
+        ({"per_task_type": 0}, "--per-task-type", "0"),
+        ({"per_task_type": -3}, "--per-task-type", "-3"),
+        ({"order": "highest"}, "--order", "'highest'"),
+        ({"fmt": "xlsx"}, "--format", "'xlsx'"),
+        ({"order": "random"}, "--seed", "--order random"),
+        ({"seed": -1}, "--seed", "-1"),
+        ({"min_similarity": 1.5}, "--min-similarity", "1.5"),
+        ({"max_similarity": -1.01}, "--max-similarity", "-1.01"),
+        ({"max_similarity": float("nan")}, "--max-similarity", "nan"),
+        ({"min_similarity": 0.6, "max_similarity": 0.4}, "--min-similarity", "0.6"),
+        ({"flags": ["format_regresion"]}, "--flag", "'format_regresion'"),
+        ({"task_types": [" "]}, "--task-type", "' '"),
+    ],
+)
+def test_bad_values_name_the_option_and_the_value(
+    kwargs: dict[str, object], option: str, value: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        make_request("r", names=cli_option, **kwargs)  # type: ignore[arg-type]
+    message = str(caught.value)
+    assert option in message
+    assert value in message
+
+
+def test_unknown_flag_lists_the_known_ones() -> None:
+    with pytest.raises(ConfigError, match="known flags: candidate_error") as caught:
+        parse_flags(["nope"])
+    assert caught.value.field == "flag"
+    assert caught.value.value == "nope"
+
+
+def test_the_dataclass_checks_itself_too() -> None:
+    with pytest.raises(ConfigError, match="per_task_type 0"):
+        ExportRequest("r", per_task_type=0)
+    with pytest.raises(ConfigError, match="order random needs seed"):
+        ExportRequest("r", order="random")
+    with pytest.raises(ConfigError, match="format 'xml'"):
+        ExportRequest("r", fmt="xml")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="max_similarity 2"):
+        ExportRequest("r", flt=SampleFilter(max_similarity=2.0))
