@@ -228,9 +228,14 @@ def synthetic_pairs(sim: RunSim, n: int, rng: np.random.Generator) -> pd.DataFra
 
 
 def coverage_of(pairs: pd.DataFrame) -> Coverage:
-    """Full coverage: every captured exchange was paired (task mix = the pairs')."""
+    """Full coverage: every captured exchange was paired (task mix = the pairs').
+
+    The pairs whose baseline latency came from a baseline repeat are the repeats the
+    run sent (all answered): the gate reads the run's design from these counts.
+    """
     n = len(pairs)
     counts = {str(t): int(c) for t, c in pairs["task_type"].value_counts().items()}
+    repeats = int((pairs["latency_baseline_source"] == "baseline_repeat").sum())
     return Coverage(
         captured=n,
         replayed=n,
@@ -240,6 +245,7 @@ def coverage_of(pairs: pd.DataFrame) -> Coverage:
         skipped=0,
         share=1.0 if n else 0.0,
         per_task_type=counts,
+        baseline_repeat_replayed=repeats,
     )
 
 
@@ -465,7 +471,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--quick", action="store_true", help="200 replications per A/A scenario, 100 otherwise"
     )
-    parser.add_argument("--reps", type=int, default=None, help="replications per scenario")
+    parser.add_argument(
+        "--reps",
+        type=int,
+        default=None,
+        help="replications of the A/A scenarios aa_capped/aa_uncapped (default 500, --quick 200); "
+        "every other scenario runs max(reps // 2, 50)",
+    )
     parser.add_argument("--seed", type=int, default=20240601)
     parser.add_argument("--only", nargs="*", default=None, help="scenario names to run")
     args = parser.parse_args(argv)
@@ -474,7 +486,8 @@ def main(argv: list[str] | None = None) -> None:
     design = design_sample_size(policy)
     print(
         f"design sample size {design} pairs per task type (default policy); "
-        f"{reps} replications per scenario, 50 polls each, seed {args.seed}\n"
+        f"{reps} replications of aa_capped/aa_uncapped, max({reps} // 2, 50) of the others, "
+        f"50 polls each, seed {args.seed}\n"
     )
     rows = []
     chosen: list[Scenario] = [s for s in scenarios() if args.only is None or s.name in args.only]

@@ -25,9 +25,11 @@ in its own error-rate check.
   task type is structured; tool flags (:func:`compare.tool_calls.tool_call_flags`) when
   the request offered tools.
 * **tokens** — ``usage.completion_tokens`` per side (``None`` when not reported, never
-  0; ``None`` for an errored side), their ratio candidate/baseline when both are known
-  and the baseline's is > 0; ``prompt_token_ratio`` likewise from ``prompt_tokens``,
-  taken from any response that reports it (the prompt is the same whatever happened
+  0; ``None`` for an errored side; a live answer without usage takes the baseline
+  repeat's count, ``output_tokens_baseline_source`` says which), their ratio
+  candidate/baseline when both are known and the baseline's is > 0;
+  ``prompt_token_ratio`` likewise from ``prompt_tokens``, taken from any response
+  that reports it (the prompt is the same whatever happened
   after), the tokenizer-change signal.
 * **template_leaks** — :func:`compare.leakage.template_leaks` of the candidate's side text
   (content and tool-call arguments); empty when the candidate errored.
@@ -79,6 +81,7 @@ from shadoweval.records import (
 __all__ = ["PairInput", "RequestView", "request_view", "score_pairs", "side_text"]
 
 LatencySource = Literal["live", "recorded", "baseline_repeat", "missing"]
+TokenSource = Literal["live", "baseline_repeat", "missing"]
 
 _Part = TypeVar("_Part", ResponseFormat, ToolDefinition)
 
@@ -267,7 +270,7 @@ def _score_one(
             return None
         return tool_call_flags(resp.tool_calls, view.tools)
 
-    base_out = _completion_tokens(base_resp, base_error)
+    base_out, tokens_source = _baseline_output_tokens(item, base_error)
     cand_out = _completion_tokens(cand_resp, cand_error)
     base_prompt = base_resp.usage.prompt_tokens if base_resp is not None else None
     cand_prompt = cand_resp.usage.prompt_tokens if cand_resp is not None else None
@@ -298,6 +301,7 @@ def _score_one(
         candidate_finish_reason=_finish(cand_resp),
         output_token_ratio=_ratio(cand_out, base_out),
         output_tokens=SidePair(baseline=base_out, candidate=cand_out),
+        output_tokens_baseline_source=tokens_source,
         prompt_token_ratio=_ratio(cand_prompt, base_prompt),
         template_leaks=template_leaks(cand_text) if not cand_error else (),
         ttft_ms=SidePair(baseline=base_timings.ttft_ms, candidate=candidate.timings.ttft_ms),
@@ -373,6 +377,24 @@ def _completion_tokens(response: ResponseRecord | None, error: bool) -> float | 
     if error or response is None or response.usage.completion_tokens is None:
         return None
     return float(response.usage.completion_tokens)
+
+
+def _baseline_output_tokens(item: PairInput, base_error: bool) -> tuple[float | None, TokenSource]:
+    """The baseline's output tokens: the live answer's usage, else the baseline repeat's.
+
+    A live server that reports no usage (a stream without ``include_usage``, an imported
+    table without counts) would leave the cost check without a control; the baseline repeat
+    is the same model answering the same request, so its count stands in (gate-statistics.md
+    §2.2 uses the baseline replay as the control for latency for the same reason).
+    """
+    live = _completion_tokens(item.exchange.response, base_error)
+    if live is not None:
+        return live, "live"
+    repeat = item.baseline_repeat
+    if base_error or repeat is None or _replay_error(repeat):
+        return None, "missing"
+    from_repeat = _completion_tokens(repeat.response, False)
+    return (from_repeat, "baseline_repeat") if from_repeat is not None else (None, "missing")
 
 
 def _ratio(candidate: float | None, baseline: float | None) -> float | None:

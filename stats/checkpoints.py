@@ -233,7 +233,11 @@ def evaluate_poll(
             task mix of *all* pairs so far, not only the prefix).
         decided_at: time of the decision, default now (UTC).
         previous: the run's latest verdict, if any: a PROMOTE or ROLLBACK is terminal
-            and returned unchanged.
+            and returned unchanged; a verdict of the same look ``k ≥ 1`` under the same
+            policy is returned unchanged too, so each checkpoint is evaluated once. Pairs
+            scored out of capture order (concurrent replays, Kafka) would otherwise change
+            the prefix between two polls of one look and test new data at the same
+            ``α_k`` — a quiet form of peeking.
 
     Returns:
         The verdict, with ``look`` = the checkpoint index (0 before the first
@@ -259,6 +263,12 @@ def evaluate_poll(
             raise InvalidDataError("pairs table lacks columns: captured_at")
         return _waiting(n, policy, run_id, coverage, decided)
     look, n_k = checkpoint
+    if (
+        previous is not None
+        and previous.look == look
+        and previous.policy_hash == policy_hash(policy)
+    ):
+        return previous
     ordered = ordered_by_capture(pairs)
     paired_counts: Mapping[str, int] = {
         str(t): int(c) for t, c in ordered["task_type"].astype(str).value_counts().items()

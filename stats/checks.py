@@ -83,6 +83,7 @@ __all__ = [
     "SIMILARITY_NOISE_STATISTIC",
     "SIMILARITY_STATISTIC",
     "UNEQUAL_LOAD",
+    "BaselineRepeats",
     "BinaryAnalysis",
     "PairArrays",
     "analyse_binary",
@@ -155,6 +156,11 @@ def _p(x: float) -> str:
 
 def _g(x: float) -> str:
     return f"{x:.3g}"
+
+
+def _clip_unit(x: float) -> float:
+    """A bound of a difference of proportions, clipped to [-1, 1] (NaN stays NaN)."""
+    return x if math.isnan(x) else min(1.0, max(-1.0, x))
 
 
 # ------------------------------------------------------------------ columns
@@ -601,6 +607,11 @@ def binary_check(a: BinaryAnalysis, *, harm_adjusted: float | None) -> Check:
     method = BINARY_STATISTIC_CAPPED if capped else BINARY_STATISTIC
     statistic = f"{method}; {levels.describe()}"
     interval = a.interval
+    # δ is a difference of proportions: the interval shown and stored is clipped to
+    # [-1, 1] (a confidence sequence's half-width can reach past ±1); the decisions below
+    # read the unclipped bounds, which give the same answers for any margin in (0, 1).
+    shown_low = _clip_unit(interval.low) if interval else None
+    shown_high = _clip_unit(interval.high) if interval else None
 
     def check(outcome: CheckOutcome, reason: str) -> Check:
         estimate = (a.b - a.c) / a.n if a.n else None
@@ -611,13 +622,7 @@ def binary_check(a: BinaryAnalysis, *, harm_adjusted: float | None) -> Check:
             a.margin,
             outcome,
             reason + excluded,
-            _Numbers(
-                estimate,
-                interval.low if interval else None,
-                interval.high if interval else None,
-                a.n,
-                a.ni_p,
-            ),
+            _Numbers(estimate, shown_low, shown_high, a.n, a.ni_p),
             critical=a.critical,
         )
 
@@ -630,8 +635,8 @@ def binary_check(a: BinaryAnalysis, *, harm_adjusted: float | None) -> Check:
     if interval is None:
         return check(CheckOutcome.INCONCLUSIVE, f"too few pairs: {a.n} < min_pairs; {rates}")
     diff = (
-        f"difference {_pp(interval.mean)}, {interval.label} {_pp(interval.low)} to "
-        f"{_pp(interval.high)}, margin {_pp(a.margin)}"
+        f"difference {_pp(interval.mean)}, {interval.label} {_pp(_clip_unit(interval.low))} "
+        f"to {_pp(_clip_unit(interval.high))}, margin {_pp(a.margin)}"
     )
     if interval.note:
         diff += f" (note: {interval.note})"
@@ -786,6 +791,38 @@ def _mean_min_pairs(
     return _min_pairs_note(floor, computed, basis)
 
 
+@dataclass(frozen=True)
+class BaselineRepeats:
+    """The run's baseline-repeat replays, as the similarity reasons report them.
+
+    ``sent`` counts the baseline-repeat outcomes that were sent (not skipped) and
+    ``failed`` those with an error (:class:`~shadoweval.records.Coverage`
+    ``baseline_repeat_replayed`` / ``baseline_repeat_errored``). ``from_coverage`` is
+    False when the coverage record carried no such counts (0) but the pairs have
+    baseline-repeat similarities: ``sent`` then counts those pairs and ``failed`` is
+    unknown (0).
+    """
+
+    sent: int
+    failed: int = 0
+    from_coverage: bool = True
+
+    def describe(self) -> str:
+        """``the run sent 800 baseline repeats, 800 of them failed``."""
+        if not self.from_coverage:
+            return f"{self.sent} pairs of the run have a baseline-repeat similarity"
+        return f"the run sent {self.sent} baseline repeats, {self.failed} of them failed"
+
+    def failed_note(self) -> str:
+        """A reason suffix counting the failed repeats ('' when none failed)."""
+        if not self.failed:
+            return ""
+        return (
+            f"; {self.failed} of the {self.sent} baseline repeats the run sent failed "
+            "(counted, not dropped: their pairs have no noise similarity)"
+        )
+
+
 def similarity_check(
     arrays: PairArrays,
     *,
@@ -796,6 +833,7 @@ def similarity_check(
     alpha: float,
     power: float,
     noise_floor: bool,
+    repeats: BaselineRepeats | None = None,
 ) -> Check:
     """Output divergence ``D = 1 − similarity``: against the noise floor, or a limit.
 
@@ -804,17 +842,23 @@ def similarity_check(
     scoring fault: INCONCLUSIVE rather than a silent drop. Similarities must lie in
     [−1, 1].
 
-    * ``noise_floor`` (the run has baseline-repeat outcomes): on the pairs with both a
-      similarity and a noise similarity, ``e_i = D_cand_i − (1 + r)·D_noise_i``
+    * ``noise_floor`` (the run's design has baseline repeats: it sent some, whether or
+      not they answered): on the pairs with both a similarity and a noise similarity,
+      ``e_i = D_cand_i − (1 + r)·D_noise_i``
       (:func:`stats.noise_floor.noise_floor_values`) must have a mean below
       ``noise_margin``; PASS when the sequential upper bound is below it, FAIL when the
       lower bound is above it. The reason adds the split-sample tail-rate report
-      (:func:`stats.noise_floor.tail_rate_split`, report only).
-    * otherwise: mean ``D`` against ``max_mean_divergence``, and the reason says that no
-      noise floor was available (:data:`NO_NOISE_FLOOR`).
+      (:func:`stats.noise_floor.tail_rate_split`, report only). A unit without any such
+      pair is INCONCLUSIVE — never judged against the looser absolute limit — and its
+      reason counts the repeats the run sent and how many failed (``repeats``); failed
+      repeats are counted in every similarity reason.
+    * otherwise (no baseline repeat was sent): mean ``D`` against
+      ``max_mean_divergence``, and the reason says that no noise floor was available
+      (:data:`NO_NOISE_FLOOR`).
     """
     keep = ~arrays.infra
     left_out = infra_note(int(np.count_nonzero(arrays.infra)))
+    failed_repeats = repeats.failed_note() if noise_floor and repeats is not None else ""
     similarity = arrays.similarity[keep]
     noise = arrays.noise_similarity[keep]
     both_present = ~arrays.model_failed[keep]
@@ -822,10 +866,12 @@ def similarity_check(
     statistic = f"{SIMILARITY_NOISE_STATISTIC if noise_floor else SIMILARITY_STATISTIC}; "
     statistic += levels.describe()
 
-    def check(outcome: CheckOutcome, reason: str, numbers: _Numbers) -> Check:
-        return _check(
-            "similarity", task_type, statistic, margin, outcome, reason + left_out, numbers
-        )
+    def check(
+        outcome: CheckOutcome, reason: str, numbers: _Numbers, *, repeats_counted: bool = False
+    ) -> Check:
+        # A reason that already counts the repeats sent and failed does not repeat them.
+        tail = left_out if repeats_counted else failed_repeats + left_out
+        return _check("similarity", task_type, statistic, margin, outcome, reason + tail, numbers)
 
     unscored = int(np.count_nonzero(np.isnan(similarity) & both_present))
     if unscored:
@@ -841,12 +887,20 @@ def similarity_check(
         scored &= ~np.isnan(noise)
     values = similarity[scored]
     n = int(values.size)
+    n_scored = int(np.count_nonzero(~np.isnan(similarity)))
     if n == 0:
-        what = "with a similarity and a baseline-repeat similarity" if noise_floor else ""
+        if not noise_floor:
+            return check(CheckOutcome.INCONCLUSIVE, "no pairs with a similarity score", _Numbers())
+        sent = f"{repeats.describe()}; " if repeats is not None else ""
         return check(
             CheckOutcome.INCONCLUSIVE,
-            f"no pairs {what or 'with a similarity score'}".replace("  ", " "),
+            f"no pairs with a similarity and a baseline-repeat similarity ({n_scored} pairs "
+            f"with a similarity, none with a usable baseline repeat): no noise floor for "
+            f"this unit ({sent}a run with baseline repeats is judged against the noise "
+            "floor only, never the absolute limit); fix the baseline-repeat replica or its "
+            "share and replay again",
             _Numbers(),
+            repeats_counted=repeats is not None and repeats.from_coverage,
         )
     bad = int(np.count_nonzero(~np.isfinite(values) | (np.abs(values) > 1.0 + 1e-6)))
     if noise_floor:
@@ -886,6 +940,11 @@ def similarity_check(
             f"{interval.low:.4f} to {interval.high:.4f} on {n} pairs with a baseline "
             f"repeat, limit {margin:g}"
         )
+        if n_scored > n:
+            summary += (
+                f" ({n_scored - n} pairs with a similarity but no baseline-repeat "
+                "similarity are not in the noise floor)"
+            )
     else:
         interval = sequential_mean_interval(d_cand, levels)
         summary = (
@@ -992,32 +1051,61 @@ _REPEAT = _SOURCES.index("baseline_repeat")
 _MISSING = _SOURCES.index("missing")
 
 
-def _latency_pairs(arrays: PairArrays, metric: str, min_pairs: int) -> tuple[BoolArray, str, str]:
-    """Mask of the latency pairs used, a note on exclusions, a note on unequal load.
+@dataclass(frozen=True)
+class _LatencyPairs:
+    """The pairs a latency metric uses in one unit, and an account of all the others.
 
-    Used: both latencies present, neither side failed nor had an infrastructure error,
-    not a warm-up replay, a baseline latency source. The control is the baseline-repeat
-    latency (same shadow hardware and load) when at least ``min_pairs`` such pairs
-    exist; otherwise all sources, flagged as unequal load when any is live/recorded.
+    ``used`` is the mask of pairs used; ``accounting`` says how many of the unit's pairs
+    were used and why each other pair was left out (every pair counted once, under its
+    first reason); ``load_note`` flags an unequal-load control; ``no_baseline`` is set
+    when no pair of the unit has a baseline latency for the metric at all.
+    """
+
+    used: BoolArray
+    accounting: str
+    load_note: str
+    no_baseline: bool
+
+
+def _latency_pairs(arrays: PairArrays, metric: str, min_pairs: int) -> _LatencyPairs:
+    """The latency pairs used and the account of every pair of the unit.
+
+    Used: neither side failed nor had an infrastructure error, not a warm-up replay,
+    both latencies present, a baseline latency source (and, for TTFT, a streamed
+    request). The control is the baseline-repeat latency (same shadow hardware and
+    load) when at least ``min_pairs`` such pairs exist; otherwise all sources, flagged
+    as unequal load when any is live/recorded. Every other pair of the unit is counted
+    under the first reason that applies, in this order: not streamed (TTFT), an
+    infrastructure error, a failed side, warm-up, no baseline latency, no candidate
+    latency, no baseline latency source, only a live baseline latency (when the
+    baseline repeat is the control); so used + excluded = the unit's pairs.
     """
     cand, base = arrays.latency[metric]
-    rows = arrays.streamed if metric in STREAM_ONLY_METRICS else np.ones(arrays.n, dtype=bool)
-    present = rows & ~np.isnan(cand) & ~np.isnan(base)
-    infra = arrays.infra & rows
-    failed = arrays.model_failed & ~arrays.infra
-    usable = present & ~arrays.warmup & (arrays.source != _MISSING) & ~failed & ~arrays.infra
-    present &= ~arrays.infra
-    excluded = []
-    if n_infra := int(np.count_nonzero(infra)):
-        excluded.append(f"{n_infra} with an infrastructure error, see {INFRA_METRIC}")
-    if n_failed := int(np.count_nonzero(present & failed)):
-        excluded.append(f"{n_failed} with a failed side (gated by error_rate)")
-    if n_warm := int(np.count_nonzero(present & arrays.warmup & ~failed)):
-        excluded.append(f"{n_warm} warm-up")
-    if n_nosource := int(
-        np.count_nonzero(present & ~arrays.warmup & ~failed & (arrays.source == _MISSING))
-    ):
-        excluded.append(f"{n_nosource} without a baseline latency source")
+    n_all = arrays.n
+    left = np.ones(n_all, dtype=bool)
+    excluded: list[str] = []
+
+    def drop(mask: BoolArray, what: str) -> None:
+        nonlocal left
+        hit = int(np.count_nonzero(left & mask))
+        if hit:
+            excluded.append(f"{hit} {what}")
+        left = left & ~mask
+
+    if metric in STREAM_ONLY_METRICS:
+        drop(~arrays.streamed, "not streamed (no TTFT)")
+    rows = left.copy()
+    drop(arrays.infra, f"with an infrastructure error (see {INFRA_METRIC})")
+    drop(arrays.model_failed, "with a failed side (gated by error_rate)")
+    drop(arrays.warmup, "warm-up")
+    unmeasured = bool(np.any(left & np.isnan(base)))
+    drop(np.isnan(base), f"without a baseline {metric}")
+    drop(np.isnan(cand), f"without a candidate {metric}")
+    drop(arrays.source == _MISSING, "without a baseline latency source")
+    usable = left
+    # Not one baseline latency in the unit, and pairs the baseline did answer lack it:
+    # the baseline's latency was not measured (not a failure on every pair).
+    no_baseline = unmeasured and not bool(np.any(rows & ~np.isnan(base)))
     repeat = usable & (arrays.source == _REPEAT)
     n_repeat = int(np.count_nonzero(repeat))
     load_note = ""
@@ -1030,8 +1118,24 @@ def _latency_pairs(arrays: PairArrays, metric: str, min_pairs: int) -> tuple[Boo
         unequal = int(np.count_nonzero(usable & ~repeat))
         if unequal:
             load_note = f"; {UNEQUAL_LOAD} ({unequal} of {int(np.count_nonzero(usable))} pairs)"
-    excluded_note = f" (excluded: {', '.join(excluded)})" if excluded else ""
-    return usable, excluded_note, load_note
+    n_used = int(np.count_nonzero(usable))
+    if excluded:
+        accounting = f" ({n_used} of {n_all} pairs used; excluded: {', '.join(excluded)})"
+    else:
+        accounting = f" (all {n_all} pairs used)"
+    return _LatencyPairs(usable, accounting, load_note, no_baseline)
+
+
+def _no_baseline_latency(metric: str) -> str:
+    """The reason of a latency check whose unit has no baseline latency at all."""
+    if metric in STREAM_ONLY_METRICS:
+        why = "recorded data without TTFT, or non-streamed baseline requests"
+    else:
+        why = "no live or recorded timing, and no baseline repeat that answered with timings"
+    return (
+        f"no latency pairs: no pair has a baseline {metric}: the baseline's latency was not "
+        f"measured ({why}); this check cannot be judged on this run's data"
+    )
 
 
 def latency_checks(
@@ -1053,6 +1157,11 @@ def latency_checks(
     check. A baseline latency measured live or copied from a table is flagged as unequal
     load in the reason. TTFT (:data:`STREAM_ONLY_METRICS`) exists only for streamed
     requests: a unit without any streamed request has no TTFT check at all.
+
+    Every reason accounts for all the unit's pairs: how many were used and how many were
+    left out for each reason (:func:`_latency_pairs`); when no pair of the unit has a
+    baseline latency for the metric, the reason says that the baseline's latency was
+    not measured.
     """
     checks: list[Check] = []
     statistic = f"{LATENCY_STATISTIC}; {levels.describe()}"
@@ -1060,7 +1169,8 @@ def latency_checks(
     for metric in block.metrics:
         if metric in STREAM_ONLY_METRICS and not np.any(arrays.streamed):
             continue
-        used, excluded_note, load_note = _latency_pairs(arrays, metric, min_pairs)
+        pairs = _latency_pairs(arrays, metric, min_pairs)
+        used = pairs.used
         n = int(np.count_nonzero(used))
         cand_all, base_all = arrays.latency[metric]
         cand, base = cand_all[used], base_all[used]
@@ -1069,7 +1179,9 @@ def latency_checks(
             for name, q in _QUANTILES
             if name != "p99" or n * (1.0 - q) >= block.min_tail_observations
         ]
-        results: list[QuantileRatioResult] | str = "no latency pairs"
+        results: list[QuantileRatioResult] | str = (
+            _no_baseline_latency(metric) if pairs.no_baseline else "no latency pairs"
+        )
         if n:
             try:
                 results = paired_quantile_ratios_rf(
@@ -1095,7 +1207,7 @@ def latency_checks(
                     statistic,
                     limit,
                     outcome,
-                    reason + excluded_note + (load_note if n else ""),
+                    reason + pairs.accounting + (pairs.load_note if n else ""),
                     numbers,
                 )
             )

@@ -25,6 +25,12 @@ metric, Kayenta's ``critical`` semantics, Diffy's noise floor):
    sample cap (the final look) this is a final HOLD, "inconclusive at the sample cap",
    never an implicit promote.
 
+The run's design, not the data, picks the similarity method: a run that sent baseline
+repeats (``Coverage.baseline_repeat_replayed``) is judged against the noise floor in
+every unit, and a unit without a usable repeat (all failed, or none sampled) is
+INCONCLUSIVE with the counts of repeats sent and failed — never judged by the looser
+absolute limit, which only a run without any baseline repeat uses.
+
 Validity under repeated polling (gate-statistics.md §2.4) comes from the look's levels
 (:func:`stats.checkpoints.look_levels`): confidence sequences for the mean-type metrics
 (or α spending with a sample cap), union-bound α spending for quantile ratios and exact
@@ -56,6 +62,7 @@ from stats.checks import (
     INFRA_FAILED,
     INFRA_METRIC,
     UNEQUAL_LOAD,
+    BaselineRepeats,
     BinaryAnalysis,
     PairArrays,
     binary_analyses,
@@ -154,8 +161,28 @@ def _family(analysis: BinaryAnalysis) -> str | None:
     return "rollback" if analysis.critical else None
 
 
+def _baseline_repeats(coverage: Coverage, pooled: PairArrays) -> BaselineRepeats | None:
+    """The run's baseline repeats, or ``None`` when its design has none.
+
+    The run's design decides the similarity method, not the data: a run that sent
+    baseline repeats (``coverage.baseline_repeat_replayed``) is judged against the noise
+    floor even when every repeat failed. A coverage record without those counts (0)
+    whose pairs nevertheless carry baseline-repeat similarities also had repeats.
+    """
+    if coverage.baseline_repeat_replayed > 0:
+        return BaselineRepeats(coverage.baseline_repeat_replayed, coverage.baseline_repeat_errored)
+    with_noise = int(np.count_nonzero(~np.isnan(pooled.noise_similarity)))
+    if with_noise:
+        return BaselineRepeats(with_noise, 0, from_coverage=False)
+    return None
+
+
 def _judge(
-    groups: list[_Group], policy: GatePolicy, levels: LookLevels, n_total: int
+    groups: list[_Group],
+    policy: GatePolicy,
+    levels: LookLevels,
+    n_total: int,
+    repeats: BaselineRepeats | None,
 ) -> list[_Judged]:
     binary: list[tuple[_Group, BinaryAnalysis]] = []
     for group in groups:
@@ -201,7 +228,7 @@ def _judge(
         harm_adjusted.update({i: float(p) for i, p in zip(family, adjusted, strict=True)})
     harm_adjusted.update({i: harm_adjusted[j] for i, j in twin.items()})
 
-    noise_floor = bool(np.any(~np.isnan(groups[0].arrays.noise_similarity)))
+    noise_floor = repeats is not None
     judged: list[_Judged] = []
     for group in groups:
         view = effective(policy, group.task_type)
@@ -224,6 +251,7 @@ def _judge(
                 alpha=policy.alpha,
                 power=policy.power,
                 noise_floor=noise_floor,
+                repeats=repeats,
                 **common,  # type: ignore[arg-type]
             ),
             *latency_checks(group.arrays, block=view.latency, **common),  # type: ignore[arg-type]
@@ -335,12 +363,19 @@ def _trailer(levels: LookLevels, n: int, coverage: Coverage) -> str:
         if levels.mean_method == "cs"
         else "mean-type metrics at alpha_k (spending over the capped schedule)"
     )
+    repeats = (
+        f"; baseline repeats: {coverage.baseline_repeat_replayed} sent, "
+        f"{coverage.baseline_repeat_errored} failed"
+        if coverage.baseline_repeat_replayed
+        else ""
+    )
     return (
         f"sequential: look {levels.look} on the first {n} pairs by capture time "
         f"(checkpoint {levels.n_k}); quantile ratios and Tango at alpha_k "
         f"{levels.alpha_k:.3g}, harm family at alpha_RB_k {levels.alpha_harm_k:.3g}, {means}; "
         f"counted, not dropped: {coverage.errored} errored and {coverage.warmup} warm-up "
         f"replays, {coverage.skipped} skipped, {coverage.rejected} unreadable capture lines"
+        f"{repeats}"
     )
 
 
@@ -423,6 +458,10 @@ def evaluate_gate(
             Task types in ``coverage.per_task_type`` with no pairs at all are judged as
             empty task types (their share of that mapping decides whether they block),
             and ``per_task_type`` is the capture log's mix for the validity checks.
+            ``coverage.baseline_repeat_replayed > 0`` (the run sent baseline repeats)
+            puts every unit's similarity check on the noise floor, even where no repeat
+            answered (such a unit is INCONCLUSIVE, never judged by the absolute limit);
+            so do baseline-repeat similarities in ``pairs``.
         look: the look number k ≥ 1 (checkpoint index): sets the spent levels.
         decided_at: timezone-aware time of the decision; now (UTC) by default.
         final: the look is at the sample cap (an undecided gate is a final HOLD); by
@@ -471,7 +510,9 @@ def evaluate_gate(
     # Per-task-type problems first: they name the task type.
     validity = _task_type_problems(paired_per_task_type, coverage, policy, levels)
     validity += [p for p in (coverage_problem, _duplicates_problem(pairs)) if p]
-    judged = _judge(_groups(pairs, policy, coverage), policy, levels, len(pairs))
+    groups = _groups(pairs, policy, coverage)
+    repeats = _baseline_repeats(coverage, groups[0].arrays)
+    judged = _judge(groups, policy, levels, len(pairs), repeats)
     decision, reasons, blocked = _decide(judged, validity, policy)
     if decision == Decision.HOLD and levels.final:
         # An invalid run or a failing infrastructure is not "inconclusive": those reasons

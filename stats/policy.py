@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import numbers
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -191,14 +192,16 @@ class FormatParsePolicy(BinaryMetricPolicy):
 class SimilarityPolicy(_Block):
     """The output-divergence guardrail (divergence ``D = 1 − cosine similarity``, in [0, 2]).
 
-    When the run has baseline-repeat outcomes (``noise_similarity``: the baseline replayed
-    against itself), each task type is judged against that noise floor on the exchanges
-    that have one (gate-statistics.md §1.6): ``e_i = D_cand_i − (1 + noise_ratio)·
-    D_noise_i`` must have a mean below ``noise_margin``, i.e. the candidate may diverge
+    When the run sent baseline repeats (``Coverage.baseline_repeat_replayed``; the
+    baseline replayed against itself gives ``noise_similarity``), each task type is judged
+    against that noise floor on the exchanges that have one (gate-statistics.md §1.6; a
+    task type without any usable one is inconclusive, even when every repeat failed):
+    ``e_i = D_cand_i − (1 + noise_ratio)·D_noise_i`` must have a mean below
+    ``noise_margin``, i.e. the candidate may diverge
     from the baseline at most ``noise_ratio`` more than the baseline does from itself,
-    plus ``noise_margin``. Without baseline-repeat outcomes in the run, the mean of
-    ``D_cand`` must be below ``max_mean_divergence`` and the check's reason says that no
-    noise floor was available.
+    plus ``noise_margin``. Only a run that sent no baseline repeat at all uses the mean of
+    ``D_cand`` against ``max_mean_divergence``; the check's reason says that no noise floor
+    was available.
 
     Attributes:
         max_mean_divergence: absolute limit on ``E[D_cand]`` when there is no noise floor.
@@ -596,6 +599,14 @@ def _construct_unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -
     return loader.construct_mapping(node, deep=True)
 
 
+# YAML 1.1 (PyYAML) reads an exponent without a dot (``5e-3``, ``1e4``) as a string; YAML 1.2
+# reads it as a float. Thresholds are often written that way, so plain (unquoted) scalars of
+# the YAML 1.2 float form resolve to floats here; quoted ``"5e-3"`` stays a string (an error).
+_UniqueKeyLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
 _UniqueKeyLoader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping
 )

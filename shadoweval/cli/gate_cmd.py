@@ -232,6 +232,12 @@ def gate_command(
                 field="--poll-interval",
                 value=poll_interval,
             )
+        if junit is not None and junit.is_dir():
+            raise ConfigError(
+                f"--junit {str(junit)!r} is a directory; give the path of the XML file to write",
+                field="--junit",
+                value=str(junit),
+            )
         with open_repository(resolve_url(database_url), upgrade=False) as repo:
             run = repo.get_run(run_id)
             if run is None:
@@ -256,10 +262,23 @@ def gate_command(
     print_result(out, result.summary, result.verdict)
     if result.reused_terminal:
         out.print("(terminal verdict: returned as stored)")
+    elif result.reused_look:
+        out.print(
+            f"(look {result.verdict.look}'s verdict, as stored: each checkpoint is evaluated "
+            "once; the next look comes with the next checkpoint)"
+        )
     if junit is not None:
         from shadoweval.cli.junit import write_junit
 
-        write_junit(result.verdict, junit)
+        try:
+            write_junit(result.verdict, junit)
+        except OSError as exc:
+            print_error(
+                err,
+                f"cannot write --junit {str(junit)!r}: {exc.strerror or exc} "
+                f"(the verdict {result.verdict.decision.value.upper()} was stored)",
+            )
+            raise typer.Exit(EXIT_ERROR) from None
     if as_json:
         typer.echo(result.verdict.model_dump_json(indent=2))
     raise typer.Exit(EXIT_CODES[result.verdict.decision])

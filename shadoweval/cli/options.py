@@ -17,7 +17,11 @@ DatabaseUrlOpt = Annotated[
 ]
 PolicyOpt = Annotated[
     Path | None,
-    typer.Option("--policy", help="Gate policy YAML (default: the shipped default policy)."),
+    typer.Option(
+        "--policy",
+        help="Gate policy YAML (default: the shipped default policy). For a run that exists "
+        "(gate), only a check: a policy other than the run's frozen one is an error.",
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the verdict as JSON on stdout.")]
 ProgressOpt = Annotated[

@@ -525,6 +525,7 @@ class GateResult:
     pairs: pd.DataFrame
     policy: GatePolicy
     reused_terminal: bool = False
+    reused_look: bool = False
     summary: pd.DataFrame = field(init=False)
 
     def __post_init__(self) -> None:
@@ -539,7 +540,10 @@ def gate_run(repo: Repository, run: RunInfo, *, command: str) -> GateResult:
     PROMOTE and ROLLBACK are terminal: once stored, later calls return that verdict. The
     verdict is that of the run's latest checkpoint (:func:`stats.checkpoints.evaluate_poll`:
     the first ``n_k`` pairs by capture time; its ``look`` is the checkpoint index, 0
-    before the first checkpoint), so polls between two checkpoints repeat the same verdict.
+    before the first checkpoint). Each checkpoint is evaluated once: a poll that reaches
+    the look of the stored verdict returns it as stored (``reused_look``) and stores
+    nothing, so polls between two checkpoints repeat the same verdict even when late
+    pairs have been scored meanwhile.
     """
     from stats.checkpoints import evaluate_poll
     from stats.frame import pairs_frame
@@ -552,7 +556,9 @@ def gate_run(repo: Repository, run: RunInfo, *, command: str) -> GateResult:
     if latest is not None and latest.decision in (Decision.PROMOTE, Decision.ROLLBACK):
         return GateResult(latest, pairs, policy, reused_terminal=True)
     coverage = repo.coverage_counts(run.run_id)
-    verdict = evaluate_poll(pairs, policy, run_id=run.run_id, coverage=coverage)
+    verdict = evaluate_poll(pairs, policy, run_id=run.run_id, coverage=coverage, previous=latest)
+    if latest is not None and verdict is latest:
+        return GateResult(latest, pairs, policy, reused_look=True)
     from shadoweval.storage import RunStatus
 
     status = {

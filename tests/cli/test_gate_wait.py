@@ -224,6 +224,24 @@ def test_bad_durations_exit_3_naming_the_option_and_value(option: str, value: st
     assert f"{option} {value!r}" in stderr
 
 
+def test_junit_to_a_directory_exits_3_before_gating(db: str, tmp_path: Path) -> None:
+    code, stderr, _ = gate(db, "promoted", "--junit", str(tmp_path))
+    assert code == EXIT_ERROR
+    assert f"--junit {str(tmp_path)!r} is a directory" in stderr
+    assert "Traceback" not in stderr
+
+
+def test_junit_that_cannot_be_written_exits_3_naming_the_path(db: str, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory", encoding="utf-8")
+    target = blocker / "report.xml"  # its parent is a file: mkdir and write fail
+    code, stderr, _ = gate(db, "promoted", "--junit", str(target))
+    assert code == EXIT_ERROR
+    assert f"cannot write --junit {str(target)!r}" in stderr
+    assert "was stored" in stderr
+    assert "Traceback" not in stderr
+
+
 def test_unknown_run_with_wait_exits_3(db: str) -> None:
     code, stderr, _ = gate(db, "no-such-run", "--wait", "5s")
     assert code == EXIT_ERROR

@@ -561,8 +561,8 @@ def test_hold_is_not_terminal_and_a_gate_between_checkpoints_repeats_its_look(
     workload: Workload, serve_model: ServeModel, db: str
 ) -> None:
     # The look is the checkpoint index (changed with the sequential gate): the whole run
-    # is the policy's only checkpoint (160), and gating the same pairs again evaluates the
-    # same checkpoint: the same look and decision, stored again.
+    # is the policy's only checkpoint (160). Each checkpoint is evaluated once: gating
+    # again at the same look returns the stored verdict (the same one, not stored again).
     url = start_scenario("hold", workload, serve_model)
     first = Verdict.model_validate_json(
         evaluate(workload, url, db, "--run-id", "h", "--json").stdout
@@ -571,12 +571,9 @@ def test_hold_is_not_terminal_and_a_gate_between_checkpoints_repeats_its_look(
     again = cli("gate", "--run", "h", "--database-url", db, "--json")
     assert again.exit_code == EXIT_CODES[Decision.HOLD]
     second = Verdict.model_validate_json(again.stdout)
-    assert (second.look, second.decision, second.checks) == (
-        first.look,
-        first.decision,
-        first.checks,
-    )
-    assert len(with_repo(db, lambda r: r.verdict_history("h"))) == 2
+    assert second == first
+    assert "each checkpoint is evaluated once" in again.stdout + stderr_text(again)
+    assert len(with_repo(db, lambda r: r.verdict_history("h"))) == 1
 
 
 # --------------------------------------------------------------- bugs (reported)

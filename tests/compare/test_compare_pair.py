@@ -450,6 +450,24 @@ def test_zero_baseline_tokens_give_no_ratio() -> None:
     assert s.prompt_token_ratio is None
 
 
+def test_live_answer_without_usage_takes_the_baseline_repeats_output_tokens() -> None:
+    ex = exchange(response(use=Usage()))
+    rep = repeat(response("Paris.", use=usage(100, 30)))
+    s = score(PairInput(ex, replay(response(use=usage(100, 45))), rep))
+    assert s.output_tokens == SidePair(baseline=30.0, candidate=45.0)
+    assert s.output_tokens_baseline_source == "baseline_repeat"
+    assert s.output_token_ratio == pytest.approx(1.5)
+
+
+def test_live_usage_wins_over_the_repeat_and_an_errored_repeat_is_not_used() -> None:
+    rep = repeat(response("Paris.", use=usage(100, 30)))
+    s = score(PairInput(exchange(response(use=usage(100, 40))), replay(), rep))
+    assert (s.output_tokens.baseline, s.output_tokens_baseline_source) == (40.0, "live")
+    bad = repeat(response("x", status=500, use=usage(100, 30)))
+    s = score(PairInput(exchange(response(use=Usage())), replay(), bad))
+    assert (s.output_tokens.baseline, s.output_tokens_baseline_source) == (None, "missing")
+
+
 def test_prompt_ratio_is_kept_when_the_candidate_errored() -> None:
     cand = replay(response("bad", status=400, use=usage(130, None)))
     s = score(PairInput(exchange(response(use=usage(100, 7))), cand))

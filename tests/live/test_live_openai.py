@@ -114,9 +114,12 @@ def test_openai_client_through_sidecar_is_captured_exactly(
     text_row = alpaca_rows[0]
     tool_row = next(r for r in bfcl_rows if r.tool_calls and r.tools)
     results: dict[str, tuple[dict[str, Any], bool]] = {}
-    with SidecarThread(settings) as sidecar:
-        client = openai.OpenAI(base_url=sidecar.url + "/v1", api_key="sk-test-client-key-123456")
-        direct = openai.OpenAI(base_url=live_model + "/v1", api_key="sk-test-client-key-123456")
+    key = "sk-test-client-key-123456"
+    with (
+        SidecarThread(settings) as sidecar,
+        openai.OpenAI(base_url=sidecar.url + "/v1", api_key=key) as client,
+        openai.OpenAI(base_url=live_model + "/v1", api_key=key) as direct,
+    ):
         results["text-stream"] = (_stream(client, "text-stream", messages=text_row.messages), True)
         results["text-plain"] = (_plain(client, "text-plain", messages=text_row.messages), False)
         tool_kw = {"messages": tool_row.messages, "tools": tool_row.tools}

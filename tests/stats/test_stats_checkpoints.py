@@ -163,6 +163,26 @@ def test_terminal_verdicts_are_returned_unchanged(
     assert poll(bad, policy, coverage_for, previous=hold).decision == Decision.ROLLBACK
 
 
+def test_each_checkpoint_is_evaluated_once_late_pairs_do_not_change_its_verdict(
+    simulate: Simulate, coverage_for: CoverageFor
+) -> None:
+    policy = GatePolicy()
+    frame = pairs_frame(simulate({"chat": {"n": 700}}), policy)
+    # Pairs scored out of capture order: at the first poll of look 2 (400 pairs) some early
+    # pairs were still missing; they arrive before the next poll, which is still look 2.
+    first = poll(frame.drop(index=range(10, 60)).iloc[:420], policy, coverage_for)
+    assert (first.look, first.decision) == (2, Decision.HOLD)
+    fresh = poll(frame.iloc[:700], policy, coverage_for)
+    assert fresh.look == 2
+    assert fresh.checks != first.checks  # a different 400-pair prefix
+    assert poll(frame.iloc[:700], policy, coverage_for, previous=first) is first
+    # The next checkpoint is evaluated anew, and so is a verdict under another policy.
+    more = pairs_frame(simulate({"chat": {"n": 900}}), policy)
+    assert poll(more, policy, coverage_for, previous=first).look == 3
+    other = parse_policy({"error_rate": {"margin": 0.02}})
+    assert poll(frame.iloc[:700], other, coverage_for, previous=first) is not first
+
+
 def test_an_undecided_gate_at_the_sample_cap_is_a_final_hold(
     simulate: Simulate, coverage_for: CoverageFor
 ) -> None:

@@ -295,6 +295,20 @@ def test_quoted_numbers_in_a_yaml_file_are_rejected(tmp_path: Path) -> None:
         load_policy(path)
 
 
+def test_exponents_without_a_dot_are_numbers_quoted_ones_are_not(tmp_path: Path) -> None:
+    # PyYAML (YAML 1.1) would read 5e-3 as a string; the policy loader reads it as YAML 1.2.
+    path = tmp_path / "policy.yaml"
+    path.write_text("alpha_harm: 5e-3\nalpha: 2.5E-2\n", encoding="utf-8")
+    policy = load_policy(path)
+    assert (policy.alpha_harm, policy.alpha) == (0.005, 0.025)
+    path.write_text('alpha_harm: "5e-3"\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match="alpha_harm = '5e-3': must be a YAML number"):
+        load_policy(path)
+    path.write_text("min_pairs_per_task_type: 1e2\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="min_pairs_per_task_type"):
+        load_policy(path)
+
+
 def test_floats_may_be_written_as_integers() -> None:
     policy = parse_policy(
         {
