@@ -67,16 +67,27 @@ def format_ok(
     empty: bool,
     flags: FormatFlags | None,
     tools: ToolCallFlags | None,
-    infra_error: bool,
+    infra_error: bool = False,
     success_flag: FormatSuccessFlag = DEFAULT_SUCCESS_FLAG,
 ) -> float:
-    """Format-parse success of one side: 1.0, 0.0, or NaN when not applicable.
+    """Format-parse success of one side of a pair: 1.0, 0.0, or NaN when not applicable.
 
-    The same rule as ``stats.frame.format_ok`` (the gate's), restated here because the
-    core must not import ``stats``: an infrastructure error ⇒ NaN; an error with a format
-    expected ⇒ 0; tool calls ⇒ their schema validity; an empty answer with a format
-    expected ⇒ 0; format flags ⇒ ``success_flag`` parsed and ``schema_valid`` not False;
-    otherwise NaN.
+    The gate's rule (``stats.frame.pairs_frame`` uses it with the policy's success flag;
+    the flags here with the default one).
+
+    Rules, in order:
+
+    0. the side had an infrastructure error ⇒ NaN (the model never answered: not a
+       format failure; such pairs are gated by ``infra_error_rate``);
+    1. the side errored and a format was expected ⇒ 0;
+    2. the side made tool calls (``tools.calls > 0``) ⇒ ``tools.schema_valid``;
+    3. the output was empty and a format was expected ⇒ 0 (an empty answer to a
+       structured request is a format failure, not a missing value);
+    4. format flags are present ⇒ the policy's ``success_flag`` and ``schema_valid`` is
+       not False;
+    5. otherwise NaN (not scored, or no format requested).
+
+    Rule 2 comes before rule 3 because a tool-call-only answer has no text content.
     """
     if infra_error:
         return math.nan

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Literal
 
 import pandas as pd
 
-from shadoweval.records import FormatFlags, PairScore, ToolCallFlags
+from shadoweval.pair_flags import FormatSuccessFlag, format_ok
+from shadoweval.records import PairScore
 from stats.policy import GatePolicy, effective
 
 __all__ = ["PAIRS_COLUMNS", "format_ok", "pairs_frame"]
@@ -50,47 +50,7 @@ PAIRS_COLUMNS: dict[str, str] = {
 }
 """Columns of :func:`pairs_frame` and their pandas dtypes (NaN marks a missing float)."""
 
-SuccessFlag = Literal["strict", "fence_stripped", "extracted"]
-
-
-def format_ok(
-    *,
-    format_expected: bool,
-    errored: bool,
-    empty: bool,
-    flags: FormatFlags | None,
-    tools: ToolCallFlags | None,
-    success_flag: SuccessFlag,
-    infra_error: bool = False,
-) -> float:
-    """Format-parse success of one side of a pair: 1.0, 0.0, or NaN when not applicable.
-
-    Rules, in order:
-
-    0. the side had an infrastructure error ⇒ NaN (the model never answered: not a
-       format failure; such pairs are gated by ``infra_error_rate``);
-    1. the side errored and a format was expected ⇒ 0;
-    2. the side made tool calls (``tools.calls > 0``) ⇒ ``tools.schema_valid``;
-    3. the output was empty and a format was expected ⇒ 0 (an empty answer to a
-       structured request is a format failure, not a missing value);
-    4. format flags are present ⇒ the policy's ``success_flag`` and ``schema_valid`` is
-       not False;
-    5. otherwise NaN (not scored, or no format requested).
-
-    Rule 2 comes before rule 3 because a tool-call-only answer has no text content.
-    """
-    if infra_error:
-        return math.nan
-    if errored and format_expected:
-        return 0.0
-    if tools is not None and tools.calls > 0:
-        return 1.0 if tools.schema_valid else 0.0
-    if empty and format_expected:
-        return 0.0
-    if flags is not None:
-        parsed = bool(getattr(flags, success_flag))
-        return 1.0 if parsed and flags.schema_valid is not False else 0.0
-    return math.nan
+SuccessFlag = FormatSuccessFlag
 
 
 def _value(x: float | None) -> float:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import math
 from datetime import UTC, datetime
 
 import pytest
@@ -184,32 +183,6 @@ def test_infrastructure_error_is_not_a_format_regression() -> None:
     assert PairFlag.FORMAT_REGRESSION in pair_flags(model_error)
 
 
-def test_format_rule_agrees_with_the_gate() -> None:
-    """The core's copy of the rule equals ``stats.frame.format_ok`` on every combination."""
-    flag_options = [None, PARSES, FAILS, SCHEMA_BROKEN]
-    tool_options = [
-        None,
-        ToolCallFlags(calls=0, arguments_parse=True, schema_valid=True),
-        ToolCallFlags(calls=2, arguments_parse=True, schema_valid=True),
-        ToolCallFlags(calls=1, arguments_parse=False, schema_valid=False),
-    ]
-    for expected, errored, empty, infra, flags, tools, success in itertools.product(
-        (False, True),
-        (False, True),
-        (False, True),
-        (False, True),
-        flag_options,
-        tool_options,
-        ("strict", "fence_stripped", "extracted"),
-    ):
-        kwargs = {
-            "format_expected": expected,
-            "errored": errored,
-            "empty": empty,
-            "flags": flags,
-            "tools": tools,
-            "infra_error": infra,
-        }
-        ours = format_ok(**kwargs, success_flag=success)  # type: ignore[arg-type]
-        gate = gate_format_ok(**kwargs, success_flag=success)  # type: ignore[arg-type]
-        assert (math.isnan(ours) and math.isnan(gate)) or ours == gate, kwargs
+def test_the_flags_use_the_gates_format_rule() -> None:
+    """One rule: the gate's frame imports it from the core (no copy to drift)."""
+    assert gate_format_ok is format_ok
