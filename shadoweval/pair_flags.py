@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from typing import Literal
 
 from shadoweval.errors import InvalidDataError
-from shadoweval.records import FormatFlags, PairScore, ToolCallFlags
+from shadoweval.records import FinishReason, FormatFlags, PairScore, ToolCallFlags
 
 __all__ = [
     "PAIR_FLAG_BITS",
@@ -117,8 +117,9 @@ def pair_flags(score: PairScore) -> tuple[PairFlag, ...]:
       sets neither.
     * ``template_leak``: the candidate's output contains role markers
       (``score.template_leaks`` is not empty).
-    * ``finish_reason_changed``: neither side errored and the normalized finish reasons
-      differ (``stop`` vs ``length``, …).
+    * ``finish_reason_changed``: neither side errored, both normalized finish reasons are
+      known, and they differ (``stop`` vs ``length``, …). ``unknown`` on either side (an
+      imported baseline records none) is not a change.
     * ``below_noise_floor``: both ``similarity`` and ``noise_similarity`` are known and
       ``similarity < noise_similarity`` (the candidate diverges more than the baseline
       from itself).
@@ -163,6 +164,8 @@ def pair_flags(score: PairScore) -> tuple[PairFlag, ...]:
     if (
         not score.baseline_error
         and not score.candidate_error
+        and FinishReason.UNKNOWN
+        not in (score.baseline_finish_reason, score.candidate_finish_reason)
         and score.baseline_finish_reason != score.candidate_finish_reason
     ):
         found.add(PairFlag.FINISH_REASON_CHANGED)

@@ -121,6 +121,14 @@ def test_finish_reason_change_needs_both_sides_answered() -> None:
     assert PairFlag.FINISH_REASON_CHANGED not in pair_flags(errored)
 
 
+def test_an_unknown_finish_reason_is_not_a_change() -> None:
+    # An imported baseline records no finish reason: unknown -> stop is not a change.
+    imported = score(baseline_finish_reason=FinishReason.UNKNOWN)
+    assert PairFlag.FINISH_REASON_CHANGED not in pair_flags(imported)
+    cut = score(candidate_finish_reason=FinishReason.UNKNOWN)
+    assert PairFlag.FINISH_REASON_CHANGED not in pair_flags(cut)
+
+
 def test_flags_come_in_enum_order() -> None:
     flags = pair_flags(
         score(
