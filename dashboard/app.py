@@ -18,7 +18,7 @@ import streamlit as st
 
 from dashboard import loaders
 from dashboard.context import CONTEXT_KEY, LABELLER_KEY, PageContext, database_url, pick_run
-from dashboard.formatting import md_escape
+from dashboard.formatting import count_noun, md_escape
 from shadoweval.errors import ShadowEvalError
 
 PAGES = Path(__file__).with_name("app_pages")
@@ -53,7 +53,7 @@ if picked is None or version is None:
 with st.sidebar:
     st.caption(
         f"{md_escape(picked.baseline.name)} → {md_escape(picked.candidate.name)}  \n"
-        f"{version.pairs:,} pairs · status {picked.status.value}  \n"
+        f"{count_noun(version.pairs, 'pair')} · status {picked.status.value}  \n"
         f"run `{picked.run_id}`"
     )
     st.text_input(

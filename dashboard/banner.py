@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from dashboard.formatting import md_escape, short_hash
+from dashboard.formatting import count_noun, md_escape, short_hash
 from shadoweval.records import Decision, Verdict
 
 __all__ = ["BANNER_REASONS", "NO_VERDICT", "Banner", "reasons_markdown", "verdict_banner"]
@@ -49,7 +49,8 @@ class Banner:
         if self.reasons:
             lines.append(reasons_markdown(self.reasons[:limit]))
         if len(self.reasons) > limit:
-            lines.append(f"\n… and {len(self.reasons) - limit} more reasons (all listed below)")
+            more = count_noun(len(self.reasons) - limit, "more reason")
+            lines.append(f"\n… and {more} (all listed below)")
         return "\n".join(lines)
 
 

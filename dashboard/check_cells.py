@@ -73,16 +73,17 @@ def _number(metric: str, value: float) -> str:
         return f"{100.0 * value:+.2f}"
     if metric.startswith("latency_"):
         return f"{value:.3f}"
-    return f"{value:.4g}"
+    return f"{value:.4f}"
 
 
 def check_cell(check: Check | None) -> str:
     """One check as a cell: ``estimate [ci_low, ci_high]`` on the metric's scale.
 
     Binary metrics are in percentage points (``+0.42 pp [-0.31, +1.15]``), latency
-    ratios with three decimals (``1.031× [0.982, 1.074]``), other means with four
-    significant digits. ``–`` when there is no check; the outcome alone (e.g.
-    ``inconclusive``) when the check has no estimate (too few pairs).
+    ratios with three decimals (``1.031× [0.982, 1.074]``), the similarity and token
+    checks with four decimals (``0.0266 [0.0001, 0.0531]``, never scientific
+    notation). ``–`` when there is no check; the outcome alone (e.g. ``inconclusive``)
+    when the check has no estimate (too few pairs).
     """
     if check is None:
         return "–"
@@ -147,10 +148,10 @@ def style_checks_table(table: pd.DataFrame) -> Styler:
 
     return table.style.apply(colours, subset=["outcome"]).format(
         {
-            "estimate": "{:.4g}",
-            "ci low": "{:.4g}",
-            "ci high": "{:.4g}",
-            "margin": "{:.4g}",
+            "estimate": "{:.4f}",
+            "ci low": "{:.4f}",
+            "ci high": "{:.4f}",
+            "margin": "{:.4f}",
             "p value": "{:.3g}",
         },
         na_rep="–",

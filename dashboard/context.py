@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from dashboard import loaders
+from dashboard.formatting import md_escape
 from dashboard.loaders import DataVersion
 from shadoweval.config import DatabaseSettings
 from shadoweval.storage import Repository, RunInfo
@@ -31,6 +32,7 @@ __all__ = [
     "PageContext",
     "current",
     "database_url",
+    "initial_run",
     "pick_run",
     "run_label",
 ]
@@ -66,26 +68,50 @@ class PageContext:
 
 
 def run_label(run: RunInfo) -> str:
-    """How a run is listed in the picker: creation time, name, status, short id."""
-    return f"{run.created_at:%Y-%m-%d %H:%M} · {run.name} · {run.status.value} · {run.run_id[-6:]}"
+    """How a run is listed in the picker: creation time, name, status, the full run id."""
+    return f"{run.created_at:%Y-%m-%d %H:%M} · {run.name} · {run.status.value} · {run.run_id}"
+
+
+def initial_run(run_ids: list[str], wanted: str | None) -> str | None:
+    """The run picked when a session opens: ``wanted`` (the ``?run=`` parameter) when the
+    database has it, the newest run (``run_ids[0]``) when no run is asked for, and
+    ``None`` when ``wanted`` names a run that is not in the database (the page must say
+    so rather than show another run)."""
+    if wanted is None:
+        return run_ids[0] if run_ids else None
+    return wanted if wanted in run_ids else None
 
 
 def pick_run(url: str) -> RunInfo | None:
     """Draw the run picker in the sidebar and return the picked run (``None``: no runs).
 
-    The first pick is the ``?run=`` query parameter when it names a run, else the newest
-    run; the pick is written back to ``?run=`` so a page's address can be shared.
+    The first pick is the ``?run=`` query parameter when it names a run, else (no
+    ``?run=``) the newest run; the pick is written back to ``?run=`` so a page's address
+    can be shared. When ``?run=`` names a run that is not in the database, the picker is
+    drawn with nothing picked, the page shows the error "run 'X' not found in this
+    database" and stops (``st.stop``): no other run is shown in its place. Picking a run
+    then replaces ``?run=``.
     """
     all_runs = loaders.runs(url)
     if not all_runs:
         return None
     by_id = {r.run_id: r for r in all_runs}
+    wanted = st.query_params.get("run")
     if st.session_state.get(RUN_KEY) not in by_id:
-        wanted = st.query_params.get("run")
-        st.session_state[RUN_KEY] = wanted if wanted in by_id else all_runs[0].run_id
+        st.session_state[RUN_KEY] = initial_run(list(by_id), wanted)
     run_id = st.sidebar.selectbox(
-        "Run", list(by_id), format_func=lambda i: run_label(by_id[i]), key=RUN_KEY
+        "Run",
+        list(by_id),
+        format_func=lambda i: run_label(by_id[i]),
+        key=RUN_KEY,
+        placeholder="Pick a run",
     )
+    if run_id is None:
+        st.error(
+            f"run '{md_escape(str(wanted))}' not found in this database. Pick a run in the "
+            "sidebar (the address's `?run=` is replaced by the one you pick)."
+        )
+        st.stop()
     st.query_params["run"] = run_id
     return by_id[run_id]
 

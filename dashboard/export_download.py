@@ -12,7 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from shadoweval.export import ExportFormat, ExportOrder, ExportRequest, build_export, export_archive
+from shadoweval.export import (
+    ExportFormat,
+    ExportOrder,
+    ExportRedaction,
+    ExportRequest,
+    build_export,
+    export_archive,
+)
 from shadoweval.storage import Repository
 from shadoweval.storage.samples import SampleFilter
 
@@ -47,8 +54,12 @@ def build_download(
     order: ExportOrder,
     seed: int | None,
     fmt: ExportFormat,
+    redact: ExportRedaction | None = None,
 ) -> ExportDownload:
     """Build the export of ``flt`` and zip it.
+
+    ``redact`` is the redactor to use (the dashboard's cached one); ``None`` builds it
+    (:func:`~shadoweval.cli.export_cmd.body_redaction`).
 
     Raises:
         ConfigError: a bad value (``per_task_type`` < 1, ``random`` without a seed, an
@@ -65,7 +76,7 @@ def build_download(
         flt=flt,
         fmt=fmt,
     )
-    result = build_export(repo, request, redact=body_redaction())
+    result = build_export(repo, request, redact=redact if redact is not None else body_redaction())
     return ExportDownload(
         data=export_archive(result),
         file_name=f"shadow-eval-export-{run_id}-{fmt}.zip",

@@ -13,8 +13,10 @@ from shadoweval.records import POOLED
 
 __all__ = [
     "POOLED_LABEL",
+    "count_noun",
     "is_missing",
     "md_escape",
+    "plural",
     "short_hash",
     "task_type_label",
 ]
@@ -42,6 +44,20 @@ def md_escape(text: str) -> str:
     a model name or a task type is shown literally inside ``st.markdown`` and alerts.
     """
     return _MD_SPECIAL.sub(r"\\\1", text)
+
+
+def plural(count: int, singular: str, plural_form: str | None = None) -> str:
+    """``singular`` when ``count`` is 1 (or -1), else ``plural_form`` (default: ``singular``
+    with an ``s``)."""
+    if abs(count) == 1:
+        return singular
+    return plural_form if plural_form is not None else singular + "s"
+
+
+def count_noun(count: int, singular: str, plural_form: str | None = None) -> str:
+    """``count`` with thousands separators and the noun in agreement: ``"1 pair"``,
+    ``"1,200 pairs"``, ``count_noun(2, "reply", "replies")`` → ``"2 replies"``."""
+    return f"{count:,} {plural(count, singular, plural_form)}"
 
 
 def short_hash(digest: str, length: int = 12) -> str:

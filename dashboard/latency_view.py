@@ -11,19 +11,21 @@ verdict's and are shown beside, not recomputed.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 
 import altair as alt
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from shadoweval.records import POOLED
+from shadoweval.records import POOLED, Check, CheckOutcome
 from stats.checks import infra_pairs
 
 __all__ = [
     "CURVE_QUANTILES",
     "LATENCY_METRICS",
     "TABLE_QUANTILES",
+    "default_task_type",
     "latency_rows",
     "latency_table",
     "quantile_chart",
@@ -38,6 +40,30 @@ CURVE_QUANTILES: npt.NDArray[np.float64] = np.round(np.arange(1, 100) / 100.0, 2
 """The curves' quantile levels: 0.01, 0.02, …, 0.99."""
 
 TABLE_QUANTILES: dict[str, float] = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
+
+
+_SEVERITY = {CheckOutcome.FAIL: 2, CheckOutcome.INCONCLUSIVE: 1}
+
+
+def default_task_type(options: Sequence[str], checks: Iterable[Check]) -> str:
+    """The task type the Latency page opens on: the worst latency check outcome first.
+
+    Among ``options`` (in their order), the first with a failed latency check, else the
+    first with an inconclusive one, else ``options[0]``. ``checks`` are the stored
+    verdict's; only ``latency_*`` checks count.
+
+    Raises:
+        ValueError: ``options`` is empty.
+    """
+    if not options:
+        raise ValueError("default_task_type: no task types to choose from (options is empty)")
+    worst: dict[str, int] = {}
+    for check in checks:
+        if check.metric.startswith("latency_"):
+            severity = _SEVERITY.get(check.outcome, 0)
+            worst[check.task_type] = max(worst.get(check.task_type, 0), severity)
+    best = max(worst.get(option, 0) for option in options)
+    return next(option for option in options if worst.get(option, 0) == best)
 
 
 def task_type_rows(pairs: pd.DataFrame, task_type: str) -> pd.DataFrame:

@@ -6,6 +6,10 @@ error, as the summary defines them). Check columns are the stored verdict's chec
 (:mod:`dashboard.check_cells`): the look's estimate and interval, coloured by outcome.
 The verdict may judge a prefix of the pairs (its checkpoint), so a check's ``n`` can be
 smaller than the row's ``n``.
+
+Column order (:data:`COLUMNS`): ``task type``, ``outcome``, ``n``, then the coloured check
+cells, then the other descriptive columns — so the checks are on screen without
+scrolling sideways.
 """
 
 from __future__ import annotations
@@ -23,8 +27,10 @@ from shadoweval.records import Check, Verdict
 
 __all__ = [
     "CHECK_COLUMNS",
+    "COLUMNS",
     "SUMMARY_COLUMNS",
     "OverviewTable",
+    "checks_heading",
     "overview_table",
     "style_overview_table",
 ]
@@ -58,6 +64,15 @@ CHECK_COLUMNS: dict[str, str] = {
 }
 """Shown column → check metric name (:mod:`stats.checks`)."""
 
+COLUMNS: tuple[str, ...] = (
+    "task type",
+    "outcome",
+    "n",
+    *CHECK_COLUMNS,
+    *(c for c in SUMMARY_COLUMNS if c != "n"),
+)
+"""The table's columns in the order shown: identity, checks, then descriptive numbers."""
+
 _RATE_COLUMNS = (
     "fail base",
     "fail cand",
@@ -72,9 +87,10 @@ _RATE_COLUMNS = (
 class OverviewTable:
     """The table shown (``values``) and, cell by cell, the check outcome that colours it.
 
-    ``values`` has one row per task type and a pooled row last: ``task type``,
-    ``outcome`` (worst check outcome), the :data:`SUMMARY_COLUMNS` (numbers as in the
-    summary) and the :data:`CHECK_COLUMNS` (text from :func:`check_cell`).
+    ``values`` has one row per task type and a pooled row last, columns :data:`COLUMNS`:
+    ``task type``, ``outcome`` (worst check outcome), ``n``, the :data:`CHECK_COLUMNS`
+    (text from :func:`check_cell`) and the other :data:`SUMMARY_COLUMNS` (numbers as in
+    the summary).
     ``outcomes`` has the same shape: the outcome of the check behind each cell ("" for
     descriptive cells). ``checks`` maps ``(task_type, metric)`` to the check shown.
     """
@@ -117,11 +133,20 @@ def overview_table(summary: pd.DataFrame, verdict: Verdict | None) -> OverviewTa
             outcome_row[shown] = "" if found is None else found.outcome.value
         values.append(row)
         outcomes.append(outcome_row)
-    columns = ["task type", "outcome", *SUMMARY_COLUMNS, *CHECK_COLUMNS]
+    columns = list(COLUMNS)
     frame = pd.DataFrame(values, columns=columns)
     for shown in SUMMARY_COLUMNS:
         frame[shown] = pd.to_numeric(frame[shown], errors="coerce")
     return OverviewTable(frame, pd.DataFrame(outcomes, columns=columns), checks)
+
+
+def checks_heading(count: int) -> str:
+    """The title of the expander that lists the verdict's ``count`` checks."""
+    if count == 0:
+        return "Checks with their reasons (the verdict has none)"
+    if count == 1:
+        return "The 1 check with its reason"
+    return f"All {count:,} checks with their reasons"
 
 
 def style_overview_table(table: OverviewTable) -> Styler:

@@ -2,7 +2,9 @@
 
 Everything a model or a client wrote is shown as text (``st.text``, ``st.json``) or
 through :func:`dashboard.word_diff.word_diff`, which escapes it: nothing captured is ever
-rendered as Markdown or HTML.
+rendered as Markdown or HTML. The page passes samples already redacted
+(:func:`dashboard.redaction.redact_sample`), so the card shows no secret the export would
+hide.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import streamlit as st
 
 from dashboard import loaders
 from dashboard.context import LABELLER_KEY
-from dashboard.formatting import md_escape
+from dashboard.formatting import count_noun, md_escape
 from dashboard.labelling import LABEL_NAMES, save_label
 from dashboard.word_diff import word_diff
 from shadoweval.errors import ShadowEvalError
@@ -137,7 +139,7 @@ def render_sample(database_url: str, number: int, sample: Sample) -> None:
         st.markdown(_header(number, sample))
         if sample.flags:
             st.caption("flags: " + ", ".join(f.value for f in sample.flags))
-        with st.expander(f"Request ({len(sample.request_messages)} messages)"):
+        with st.expander(f"Request ({count_noun(len(sample.request_messages), 'message')})"):
             _messages(sample)
         side_by_side, diff_tab = st.tabs(["Side by side", "Word diff"])
         with side_by_side:
@@ -154,8 +156,8 @@ def render_sample(database_url: str, number: int, sample: Sample) -> None:
         with diff_tab:
             diff = word_diff(sample.baseline_text, sample.candidate_text)
             st.caption(
-                f"{diff.removed} words only in the baseline (struck), {diff.added} only in the "
-                f"candidate (highlighted), {diff.kept} kept"
+                f"{count_noun(diff.removed, 'word')} only in the baseline (struck), "
+                f"{diff.added:,} only in the candidate (highlighted), {diff.kept:,} kept"
                 + (" — long answers: the tail is not aligned" if diff.truncated else "")
             )
             st.html(diff.html)

@@ -11,6 +11,7 @@ from dashboard.check_cells import checks_table, style_checks_table
 from dashboard.context import current
 from dashboard.divergence_view import histogram_chart, lowest_table, similarity_histogram
 from dashboard.formatting import task_type_label
+from dashboard.redaction import page_redactor, redact_sample
 from shadoweval.pair_flags import PairFlag
 from shadoweval.records import POOLED
 from shadoweval.storage.samples import SampleFilter
@@ -58,8 +59,10 @@ else:
     )
     st.caption(
         "Cosine similarity of the candidate's answer to the live baseline's, against the "
-        "baseline's similarity to its own repeat (the noise floor), on shared bins; heights "
-        "are shares of each series. Pairs with an infrastructure error are left out."
+        "baseline's similarity to its own repeat (the noise floor), on shared bins up to 1.0: "
+        "in each bin the candidate's bar (orange) on the left, the noise floor's (blue) on "
+        "the right; heights are shares of each series. Pairs with an infrastructure error "
+        "are left out."
     )
 
 verdict = loaders.latest_verdict(ctx.database_url, ctx.run_id, ctx.version.verdict)
@@ -79,7 +82,8 @@ st.subheader(f"The {LOWEST} lowest-similarity pairs")
 page = ctx.repo.sample_page(
     ctx.run_id, SampleFilter(task_types=task_filter, min_similarity=-1.0), limit=LOWEST
 )
-lowest = lowest_table(page.samples)
+redact = page_redactor()
+lowest = lowest_table([redact_sample(s, redact) for s in page.samples])
 if lowest.empty:
     st.info("No pair with a similarity.")
 else:

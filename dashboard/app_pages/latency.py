@@ -9,7 +9,13 @@ from dashboard.check_cells import LATENCY_METRICS as LATENCY_CHECKS
 from dashboard.check_cells import checks_table, style_checks_table
 from dashboard.context import current
 from dashboard.formatting import task_type_label
-from dashboard.latency_view import LATENCY_METRICS, latency_table, quantile_chart, quantile_curves
+from dashboard.latency_view import (
+    LATENCY_METRICS,
+    default_task_type,
+    latency_table,
+    quantile_chart,
+    quantile_curves,
+)
 from shadoweval.records import POOLED
 
 ctx = current()
@@ -20,6 +26,12 @@ if ctx.version.pairs == 0:
 
 pairs = loaders.pairs(ctx.database_url, ctx.run_id, ctx.version.pairs)
 options = [*loaders.task_types(ctx.database_url, ctx.run_id, ctx.version.pairs), POOLED]
+verdict = loaders.latest_verdict(ctx.database_url, ctx.run_id, ctx.version.verdict)
+if st.session_state.get("latency_task") not in options:
+    # first visit (or a run without the task type picked before): the worst latency check
+    st.session_state["latency_task"] = default_task_type(
+        options, () if verdict is None else verdict.checks
+    )
 task_type = st.selectbox("Task type", options, format_func=task_type_label, key="latency_task")
 
 charts = st.columns(2)
@@ -51,7 +63,6 @@ st.caption(
     "use the baseline-repeat latency as control when there is one, and carry intervals."
 )
 
-verdict = loaders.latest_verdict(ctx.database_url, ctx.run_id, ctx.version.verdict)
 if verdict is not None:
     latency_checks = [c for c in verdict.checks if c.metric in LATENCY_CHECKS]
     table_of_checks = checks_table(latency_checks, task_types=[task_type])

@@ -8,9 +8,9 @@ from dashboard import loaders
 from dashboard.banner import BANNER_REASONS, reasons_markdown, verdict_banner
 from dashboard.check_cells import checks_table, style_checks_table
 from dashboard.context import current
-from dashboard.formatting import md_escape
+from dashboard.formatting import count_noun, md_escape
 from dashboard.labels_table import labels_table, style_labels_table
-from dashboard.overview_table import overview_table, style_overview_table
+from dashboard.overview_table import checks_heading, overview_table, style_overview_table
 
 ctx = current()
 st.title("Overview")
@@ -34,7 +34,8 @@ if verdict is not None:
     st.caption(
         f"Decided {verdict.decided_at:%Y-%m-%d %H:%M:%S} UTC · policy `{verdict.policy_hash}`"
         f" · {coverage.errored:,} errored, {coverage.skipped:,} skipped, "
-        f"{coverage.warmup:,} warm-up replays, {coverage.rejected:,} unreadable capture lines"
+        f"{count_noun(coverage.warmup, 'warm-up replay')}, "
+        f"{count_noun(coverage.rejected, 'unreadable capture line')}"
     )
 
 st.subheader("Per task type")
@@ -47,7 +48,8 @@ else:
         style_overview_table(table), hide_index=True, placeholder="–", key="overview_table"
     )
     st.caption(
-        "Descriptive columns (n, similarity, noise floor, rates) cover all pairs of the run; "
+        "Check cells come first, after the task type, its worst outcome and n; the descriptive "
+        "columns (similarity, noise floor, rates) follow and cover all pairs of the run; "
         "rates are baseline (base) and candidate (cand) shares, quality rates without pairs "
         "that had an infrastructure error. Check cells are the stored verdict's: estimate "
         "[interval] at its look — error/infra/format in percentage points (candidate − "
@@ -55,7 +57,7 @@ else:
         "amber inconclusive."
     )
     if verdict is not None:
-        with st.expander(f"All {len(verdict.checks)} checks with their reasons"):
+        with st.expander(checks_heading(len(verdict.checks))):
             st.dataframe(
                 style_checks_table(checks_table(verdict.checks)),
                 hide_index=True,

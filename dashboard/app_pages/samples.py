@@ -10,8 +10,9 @@ import streamlit as st
 from dashboard import loaders
 from dashboard.context import current
 from dashboard.export_download import build_download
-from dashboard.formatting import md_escape
+from dashboard.formatting import count_noun, md_escape, plural
 from dashboard.paging import PAGE_SIZE, CursorStack, filter_key
+from dashboard.redaction import page_redactor, redact_sample
 from dashboard.sample_card import render_sample
 from shadoweval.errors import ShadowEvalError
 from shadoweval.export import FORMATS, ORDERS, ExportFormat, ExportOrder
@@ -22,6 +23,7 @@ EXPORT_KEY = "samples.export"
 
 ctx = current()
 st.title("Samples")
+redact = page_redactor()
 
 known_types = loaders.task_types(ctx.database_url, ctx.run_id, ctx.version.pairs)
 flag_names = [f.value for f in PairFlag]
@@ -78,7 +80,10 @@ shown = (
     if page.samples
     else "no pairs on this page"
 )
-st.markdown(f"**{total:,} pairs match** · page {stack.page_number:,} of {pages:,} · {shown}")
+st.markdown(
+    f"**{count_noun(total, 'pair')} {plural(total, 'matches', 'match')}** · "
+    f"page {stack.page_number:,} of {pages:,} · {shown}"
+)
 
 
 def _navigation(where: str) -> None:
@@ -124,6 +129,7 @@ with st.expander("Export these pairs for analysts (redacted)"):
                     order=cast(ExportOrder, order),
                     seed=seed,
                     fmt=cast(ExportFormat, fmt),
+                    redact=redact,
                 ),
             )
         except ShadowEvalError as exc:
@@ -140,12 +146,13 @@ with st.expander("Export these pairs for analysts (redacted)"):
             key="export_download",
         )
         st.caption(
-            f"{download.exported:,} of {download.matching:,} matching pairs; samples file and "
+            f"{download.exported:,} of {count_noun(download.matching, 'matching pair')}; "
+            "samples file and "
             "manifest.json (run, policy hash, filters, order, seed, counts, redaction hits)."
         )
 
 for offset, sample in enumerate(page.samples):
-    render_sample(ctx.database_url, first + offset, sample)
+    render_sample(ctx.database_url, first + offset, redact_sample(sample, redact))
 
 if len(page.samples) > 3:
     _navigation("bottom")

@@ -23,6 +23,7 @@ run. :func:`gate` stores a real verdict with :func:`shadoweval.cli.pipeline.gate
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -402,3 +403,57 @@ def add_labels(repo: Repository, run: RunInfo, *, stride: int = 7) -> list[Human
     ]
     repo.save_labels(labels)
     return labels
+
+
+SECRET_KEY = "sk-live-CANARYxyz1234567890"
+SECRET_EMAIL = "jane.doe@example-corp.com"
+"""Canaries the body redactor's ``secret_key`` and ``email`` rules must catch."""
+
+
+def add_secret_pair(
+    repo: Repository, run: RunInfo, *, index: int = 90_000, prefix: str = "dx"
+) -> PairScore:
+    """Store one ``chat`` pair whose request, baseline and candidate answers carry
+    :data:`SECRET_KEY` and :data:`SECRET_EMAIL` (as a table import could), with the run's
+    lowest similarity (0.01) so it heads the Samples page and the Divergence previews."""
+    rng = np.random.default_rng(1)
+    clean = dataclasses.replace(
+        _draws(rng, "chat", 1),
+        similarity=np.array([0.01]),
+        cand_model_error=np.array([False]),
+        cand_infra=np.array([False]),
+        base_error=np.array([False]),
+        cand_empty=np.array([False]),
+    )
+    exchange, outcome, score = _pair(run.run_id, prefix, index, 0, "chat", clean, rng)
+    leak = f"key {SECRET_KEY}, mail {SECRET_EMAIL}"
+    body = {
+        "model": BASELINE.name,
+        "messages": [
+            {"role": "system", "content": f"You are the chat assistant. Use {leak}."},
+            {"role": "user", "content": [{"type": "text", "text": f"My account: {leak}"}]},
+        ],
+        "user": SECRET_EMAIL,
+        "stream": True,
+    }
+    assert exchange.response is not None
+    assert outcome.response is not None
+    exchange = exchange.model_copy(
+        update={
+            "request": RequestRecord(body=orjson.dumps(body).decode()),
+            "response": exchange.response.model_copy(
+                update={"text": f"Baseline: I will use {leak} for the refund."}
+            ),
+        }
+    )
+    outcome = outcome.model_copy(
+        update={
+            "response": outcome.response.model_copy(
+                update={"text": f"Candidate: noted {leak}; the refund is on its way."}
+            )
+        }
+    )
+    repo.save_exchanges(run.run_id, [exchange])
+    repo.save_outcomes([outcome])
+    repo.save_pair_scores([score])
+    return score

@@ -13,21 +13,23 @@ import io
 import math
 import zipfile
 from collections.abc import Callable
+from datetime import timedelta
 
 import numpy as np
 import orjson
 import pandas as pd
 import pytest
+import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from dashboard.banner import NO_VERDICT
 from shadoweval.pair_flags import PairFlag, pair_flags
-from shadoweval.records import POOLED, Check, Decision, LabelValue
+from shadoweval.records import POOLED, Check, CheckOutcome, Decision, LabelValue
 from shadoweval.storage.samples import SampleFilter
 from stats.labels import label_summary
 from stats.summary import task_type_summary
 
-from .conftest import Seeded, page_path, seed_database
+from .conftest import APP_TIMEOUT_S, Seeded, page_path, seed_database
 from .expected import (
     NUMBER,
     frame_with,
@@ -39,7 +41,7 @@ from .expected import (
     summary_latency_rows,
     unescape,
 )
-from .seeding import TASK_MIX
+from .seeding import SECRET_EMAIL, SECRET_KEY, TASK_MIX
 
 OpenApp = Callable[[str], AppTest]
 
@@ -65,6 +67,19 @@ CHECKS_SHOWN = {
     "TTFT p50 ×": "latency_ttft_ms_p50",
     "tokens check": "output_tokens",
 }
+ALL_CHECK_COLUMNS = [
+    "similarity check",
+    "error check",
+    "infra check",
+    "format check",
+    "e2e p50 ×",
+    "e2e p95 ×",
+    "e2e p99 ×",
+    "TTFT p50 ×",
+    "TTFT p95 ×",
+    "TTFT p99 ×",
+    "tokens check",
+]
 LABEL_SHOWN = {
     "labels": "n",
     "better": "candidate_better",
@@ -118,6 +133,9 @@ def assert_overview_matches(app: AppTest, seeded: Seeded) -> None:
     pairs = pairs_of(repo, run_id)
     summary = task_type_summary(pairs, verdict)
     table = frame_with(app, "similarity check")
+    # the coloured checks come right after task type, outcome and n
+    assert list(table.columns[:3]) == ["task type", "outcome", "n"]
+    assert list(table.columns[3 : 3 + len(ALL_CHECK_COLUMNS)]) == ALL_CHECK_COLUMNS
     assert list(table["task type"]) == [_shown_unit(t) for t in summary["task_type"]]
     assert list(table["outcome"]) == list(summary["outcome"])
     for shown, column in SUMMARY_SHOWN.items():
@@ -141,6 +159,7 @@ def assert_overview_matches(app: AppTest, seeded: Seeded) -> None:
                 _assert_cell_matches(str(row[shown]), check)
                 compared += 1
     assert compared > 20
+    assert not any("e-" in str(v) or "e+" in str(v) for v in table["similarity check"])
 
     all_checks = frame_with(app, "reason")
     assert len(all_checks) == len(verdict.checks)
@@ -439,3 +458,166 @@ def test_history_shows_verdicts_policy_and_audit_log(seeded: Seeded, open_app: O
     assert list(shown["action"]) == [e.action.value for e in audit]
     assert list(shown["command"]) == [e.command for e in audit]
     assert list(pd.to_datetime(shown["recorded at"], utc=True)) == [e.recorded_at for e in audit]
+
+
+def _open_at(url: str, monkeypatch: pytest.MonkeyPatch, run: str | None) -> AppTest:
+    """The app opened at ``?run=<run>`` (no parameter for ``None``)."""
+    from shadoweval.cli.dashboard_cmd import DATABASE_URL_ENV, app_path
+
+    monkeypatch.setenv(DATABASE_URL_ENV, url)
+    app = AppTest.from_file(str(app_path()), default_timeout=APP_TIMEOUT_S)
+    if run is not None:
+        app.query_params["run"] = run
+    return app.run()
+
+
+def test_unknown_run_in_the_address_is_an_error_not_another_run(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datetime import timedelta
+
+    from .seeding import T0, seed_run
+
+    data = seed_database(f"sqlite:///{tmp_path / 'two.db'}", labels=False)
+    try:
+        newer = seed_run(
+            data.repo,
+            mix={"chat": 30},
+            run_id="noverdict",
+            prefix="nx",
+            created_at=T0 + timedelta(days=1),
+        )
+        app = _open_at(data.url, monkeypatch, "no-such_run")
+        assert not app.exception
+        errors = [unescape(e.value) for e in app.error]
+        assert any("run 'no-such_run' not found in this database" in e for e in errors), errors
+        assert not app.warning  # no verdict banner of another run
+        assert not app.dataframe
+        assert not app.title  # the page itself never ran
+        picker = app.selectbox(key="run_picker")
+        assert picker.value is None
+        assert list(picker.options) == [
+            f"{r.created_at:%Y-%m-%d %H:%M} · {r.name} · {r.status.value} · {r.run_id}"
+            for r in (data.repo.get_run(i) for i in (newer.run_id, data.run_id))
+            if r is not None
+        ]
+        assert app.query_params["run"] == "no-such_run"
+
+        picker.set_value(data.run_id).run()  # picking a run replaces ?run=
+        assert not app.exception
+        assert not app.error
+        assert app.query_params["run"] == data.run_id
+        assert "HOLD" in app.warning[0].value
+
+        fresh = _open_at(data.url, monkeypatch, None)  # no ?run=: the newest run
+        assert not fresh.exception
+        assert not fresh.error
+        assert fresh.selectbox(key="run_picker").value == newer.run_id
+        assert fresh.query_params["run"] == newer.run_id
+        assert fresh.selectbox(key="run_picker").options[0].endswith(" · noverdict")
+
+        known = _open_at(data.url, monkeypatch, data.run_id)  # a known ?run= is kept
+        assert known.selectbox(key="run_picker").value == data.run_id
+    finally:
+        data.repo.database.dispose()
+
+
+def test_latency_opens_on_the_task_type_with_the_worst_latency_check(
+    tmp_path, open_app: OpenApp
+) -> None:
+    data = seed_database(f"sqlite:///{tmp_path / 'latency.db'}", labels=False)
+    try:
+        verdict = data.repo.latest_verdict(data.run_id)
+        assert verdict is not None
+        # gated as is, chat (alphabetically first) has the first inconclusive latency check
+        app = open_app(data.url)
+        app.switch_page(page_path("latency")).run()
+        assert app.selectbox(key="latency_task").value == "chat"
+        # a newer verdict where summarize's e2e p95 failed: the page opens on summarize
+        failed = tuple(
+            c.model_copy(update={"outcome": CheckOutcome.FAIL})
+            if (c.task_type, c.metric) == ("summarize", "latency_e2e_ms_p95")
+            else c
+            for c in verdict.checks
+        )
+        assert failed != verdict.checks
+        data.repo.save_verdict(
+            verdict.model_copy(
+                update={"checks": failed, "decided_at": verdict.decided_at + timedelta(hours=1)}
+            ),
+            "test",
+        )
+        assert data.repo.latest_verdict(data.run_id).checks == failed  # type: ignore[union-attr]
+        st.cache_data.clear()  # the data-version token is cached for a few seconds
+        app = open_app(data.url)
+        app.switch_page(page_path("latency")).run()
+        assert not app.exception
+        assert app.selectbox(key="latency_task").value == "summarize"
+        assert "fail" in set(frame_with(app, "reason")["outcome"])
+    finally:
+        data.repo.database.dispose()
+
+
+def _shown_texts(app: AppTest) -> list[str]:
+    """Every piece of text on the page: each element's proto as text (markdown, text,
+    code, json, html, alerts, captions, widget labels and options …) and every
+    dataframe's cells."""
+    texts: list[str] = []
+
+    def walk(node: object) -> None:
+        children = getattr(node, "children", None)
+        if isinstance(children, dict):
+            for child in children.values():
+                walk(child)
+        proto = getattr(node, "proto", None)
+        if proto is not None:
+            texts.append(str(proto))
+        if getattr(node, "type", None) in ("arrow_data_frame", "dataframe"):
+            texts.append(node.value.to_csv())  # type: ignore[attr-defined]
+
+    walk(app._tree)
+    return texts
+
+
+def test_samples_and_divergence_show_stored_texts_redacted(tmp_path, open_app: OpenApp) -> None:
+    from shadoweval.storage import Database, Repository
+
+    from .seeding import add_secret_pair, seed_run
+
+    url = f"sqlite:///{tmp_path / 'secrets.db'}"
+    db = Database(url)
+    db.upgrade()
+    repo = Repository(db)
+    try:
+        run = seed_run(repo, mix={"chat": 12})
+        secret = add_secret_pair(repo, run)
+        app = open_app(url)
+
+        app.switch_page(page_path("samples")).run()
+        assert not app.exception
+        assert secret.exchange_id in shown_exchange_ids(app)  # all 13 pairs on page 1
+        assert app.get("html")  # the word diff is on the page
+        texts = _shown_texts(app)
+        joined = "\n".join(texts)
+        assert SECRET_KEY not in joined
+        assert SECRET_EMAIL not in joined
+        assert "CANARY" not in joined
+        assert "[REDACTED:secret_key]" in joined
+        assert "[REDACTED:email]" in joined
+        shown = [t.value for t in app.text]
+        assert any("[REDACTED:" in t and t.startswith("Baseline:") for t in shown)
+        assert any("[REDACTED:" in t and t.startswith("Candidate:") for t in shown)
+        assert any("[REDACTED:" in h.proto.body for h in app.get("html"))
+
+        app.switch_page(page_path("divergence")).run()
+        assert not app.exception
+        lowest = frame_with(app, "exchange id")
+        assert lowest["exchange id"].iloc[0] == secret.exchange_id
+        assert "[REDACTED:" in lowest["baseline"].iloc[0]
+        assert "[REDACTED:" in lowest["candidate"].iloc[0]
+        joined = "\n".join(_shown_texts(app))
+        assert SECRET_KEY not in joined
+        assert SECRET_EMAIL not in joined
+        assert "CANARY" not in joined
+    finally:
+        db.dispose()

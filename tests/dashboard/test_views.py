@@ -11,13 +11,31 @@ import pytest
 
 from dashboard.banner import NO_VERDICT, verdict_banner
 from dashboard.check_cells import OUTCOME_CSS, check_cell, checks_table
-from dashboard.divergence_view import SERIES, similarity_histogram
-from dashboard.formatting import md_escape
+from dashboard.context import initial_run, run_label
+from dashboard.divergence_view import (
+    SERIES,
+    SERIES_COLOURS,
+    histogram_chart,
+    histogram_edges,
+    similarity_histogram,
+)
+from dashboard.formatting import count_noun, md_escape, plural
 from dashboard.history_view import policy_integrity
 from dashboard.labelling import make_label
-from dashboard.latency_view import CURVE_QUANTILES, latency_table, quantile_curves
-from dashboard.overview_table import overview_table, style_overview_table
+from dashboard.latency_view import (
+    CURVE_QUANTILES,
+    default_task_type,
+    latency_table,
+    quantile_curves,
+)
+from dashboard.overview_table import (
+    CHECK_COLUMNS,
+    checks_heading,
+    overview_table,
+    style_overview_table,
+)
 from dashboard.paging import CursorStack, filter_key
+from dashboard.redaction import redact_sample, redactor
 from dashboard.word_diff import MAX_DIFF_TOKENS, word_diff
 from shadoweval.errors import ConfigError
 from shadoweval.records import (
@@ -85,6 +103,22 @@ def test_banner_colour_headline_and_escaped_reasons(decision: Decision, kind: st
     many = verdict_banner(_verdict(decision).model_copy(update={"reasons": tuple("abcdefg")}))
     assert many.markdown().count("\n- ") == 5
     assert many.markdown().endswith("… and 2 more reasons (all listed below)")
+    six = verdict_banner(_verdict(decision).model_copy(update={"reasons": tuple("abcdef")}))
+    assert six.markdown().endswith("… and 1 more reason (all listed below)")
+
+
+def test_plural_and_count_noun() -> None:
+    assert count_noun(1, "pair") == "1 pair"
+    assert count_noun(0, "pair") == "0 pairs"
+    assert count_noun(1200, "message") == "1,200 messages"
+    assert count_noun(2, "reply", "replies") == "2 replies"
+    assert plural(1, "matches", "match") == "matches"
+    assert plural(3, "matches", "match") == "match"
+    assert [checks_heading(n) for n in (0, 1, 12)] == [
+        "Checks with their reasons (the verdict has none)",
+        "The 1 check with its reason",
+        "All 12 checks with their reasons",
+    ]
 
 
 def test_banner_without_a_verdict() -> None:
@@ -106,6 +140,10 @@ def test_check_cells_are_on_each_metric_scale() -> None:
     assert check_cell(lat) == "1.234× [1.224, 1.254]"
     sim = _check("similarity", "a", CheckOutcome.INCONCLUSIVE, 0.0125)
     assert check_cell(sim) == "0.0125 [0.0025, 0.0325]"
+    tiny = _check("similarity", "a", CheckOutcome.PASS, 0.0266).model_copy(
+        update={"ci_low": 0.0000912, "ci_high": 0.0531}
+    )
+    assert check_cell(tiny) == "0.0266 [0.0001, 0.0531]"  # never 9.12e-05
     empty = _check("format_parse", "a", CheckOutcome.INCONCLUSIVE, None)
     assert check_cell(empty) == "inconclusive"
 
@@ -153,6 +191,20 @@ def test_overview_table_joins_summary_and_checks_and_colours_by_outcome(
         else:
             assert "background-color" not in css
     assert coloured > 40
+    columns = list(table.values.columns)
+    assert columns[:3] == ["task type", "outcome", "n"]
+    assert columns[3 : 3 + len(CHECK_COLUMNS)] == list(CHECK_COLUMNS)
+    assert columns[3 + len(CHECK_COLUMNS) :] == [
+        "similarity mean",
+        "noise floor",
+        "fail base",
+        "fail cand",
+        "infra base",
+        "infra cand",
+        "format n",
+        "format ok base",
+        "format ok cand",
+    ]
     assert set(table.outcomes["outcome"]) == {"inconclusive"}
 
 
@@ -212,8 +264,75 @@ def test_similarity_histogram_shares_bins_and_sums_to_one() -> None:
     assert candidate["count"].sum() == 3  # 0.7 had an infrastructure error, NaN is unknown
     assert candidate["share"].sum() == pytest.approx(1.0)
     assert noise["count"].sum() == 2
-    assert candidate["bin_start"].min() == pytest.approx(0.1)
-    assert candidate["bin_end"].max() == pytest.approx(0.95)
+    assert candidate["bin_start"].min() == pytest.approx(0.1)  # 0.1 floored to 0.05
+    assert candidate["bin_end"].max() == pytest.approx(1.0)
+
+
+def _similarities(similarity: list[float], noise: list[float]) -> pd.DataFrame:
+    n = max(len(similarity), len(noise))
+    return pd.DataFrame(
+        {
+            "task_type": ["a"] * n,
+            "similarity": similarity + [np.nan] * (n - len(similarity)),
+            "noise_similarity": noise + [np.nan] * (n - len(noise)),
+            "baseline_infra_error": [False] * n,
+            "candidate_infra_error": [False] * n,
+        }
+    )
+
+
+def test_similarity_histogram_of_identical_answers_stays_within_the_cosine_range() -> None:
+    histogram = similarity_histogram(_similarities([1.0] * 5, [1.0, 1.0]), "a", bins=10)
+    assert histogram["bin_start"].min() == pytest.approx(0.95)
+    assert histogram["bin_end"].max() == 1.0
+    assert (histogram[["bin_start", "bin_end", "bar_start", "bar_end"]] <= 1.0).all().all()
+    by_series = {name: rows for name, rows in histogram.groupby("series")}
+    for rows in by_series.values():
+        assert rows["count"].iloc[-1] == rows["count"].sum()  # 1.0 is in the last bin
+        assert rows["share"].sum() == pytest.approx(1.0)
+    spec = histogram_chart(histogram, "t").to_dict()
+    assert spec["encoding"]["x"]["scale"]["domain"] == [pytest.approx(0.95), 1.0]
+    colour = spec["encoding"]["color"]
+    assert colour["scale"] == {"domain": list(SERIES.values()), "range": list(SERIES_COLOURS)}
+    assert colour["title"] == "series"
+    assert spec["encoding"]["y2"] == {"datum": 0}  # bars rise from 0
+
+
+def test_similarity_histogram_draws_the_two_series_side_by_side() -> None:
+    histogram = similarity_histogram(_similarities([0.2, 0.5, 0.9], [0.8, 0.95]), "a", bins=8)
+    candidate = histogram[histogram["series"] == SERIES["similarity"]].reset_index()
+    noise = histogram[histogram["series"] == SERIES["noise_similarity"]].reset_index()
+    np.testing.assert_allclose(candidate["bar_start"], candidate["bin_start"])
+    np.testing.assert_allclose(candidate["bar_end"], noise["bar_start"])
+    np.testing.assert_allclose(noise["bar_end"], noise["bin_end"])
+    assert (candidate["bar_end"] > candidate["bar_start"]).all()
+
+
+@pytest.mark.parametrize(
+    ("values", "low"),
+    [
+        ([0.123, 0.9], 0.1),
+        ([0.15, 1.0], 0.15),
+        ([-1.0, 0.3], -1.0),
+        ([-1.0000001, 0.3], -1.0),
+        ([1.0], 0.95),
+        ([1.0000000002], 0.95),
+        ([0.97], 0.95),
+    ],
+)
+def test_histogram_edges_are_fixed_inside_the_cosine_range(values: list[float], low: float) -> None:
+    edges = histogram_edges([np.array(values)], bins=4)
+    assert edges[0] == pytest.approx(low)
+    assert edges[-1] == 1.0
+    assert len(edges) == 5
+    assert edges[0] <= min(max(v, -1.0) for v in values)
+
+
+def test_histogram_edges_refuse_bad_input() -> None:
+    with pytest.raises(ValueError, match="bins=0"):
+        histogram_edges([np.array([0.5])], bins=0)
+    with pytest.raises(ValueError, match="no similarity values"):
+        histogram_edges([np.array([])])
 
 
 def test_word_diff_escapes_before_marking_up() -> None:
@@ -327,3 +446,62 @@ def test_history_timeline_counts_outcomes() -> None:
     row = timeline.iloc[0]
     assert (row["verdict id"], row["decision"], row["checks inconclusive"]) == (7, "hold", 1)
     assert row["first reason"] == verdict.reasons[0]
+
+
+def test_default_latency_task_type_is_the_worst_latency_check() -> None:
+    options = ["chat", "code", "summarize", POOLED]
+    inconclusive = _check("latency_e2e_ms_p95", "code", CheckOutcome.INCONCLUSIVE, 1.1)
+    failed = _check("latency_ttft_ms_p50", "summarize", CheckOutcome.FAIL, 1.3)
+    passed = _check("latency_e2e_ms_p50", "chat", CheckOutcome.PASS, 1.0)
+    other_fail = _check("error_rate", "chat", CheckOutcome.FAIL, 0.1)  # not a latency check
+    assert default_task_type(options, [passed, inconclusive, failed, other_fail]) == "summarize"
+    assert default_task_type(options, [passed, inconclusive, other_fail]) == "code"
+    assert default_task_type(options, [passed, other_fail]) == "chat"
+    assert default_task_type(options, []) == "chat"
+    pooled_fail = _check("latency_e2e_ms_p99", POOLED, CheckOutcome.FAIL, 1.2)
+    assert default_task_type(options, [inconclusive, pooled_fail]) == POOLED
+    with pytest.raises(ValueError, match="options is empty"):
+        default_task_type([], [])
+
+
+def test_run_label_shows_the_whole_run_id_and_initial_run(seeded: Seeded) -> None:
+    import dataclasses
+
+    run = dataclasses.replace(
+        seeded.run, run_id="noverdict", name="a → b", created_at=datetime(2025, 5, 1, 8, 0)
+    )
+    assert run_label(run) == f"2025-05-01 08:00 · a → b · {run.status.value} · noverdict"
+    assert initial_run(["new", "old"], None) == "new"
+    assert initial_run(["new", "old"], "old") == "old"
+    assert initial_run(["new", "old"], "gone") is None
+    assert initial_run([], None) is None
+
+
+SECRET_TEXT = "key sk-live-CANARYxyz1234567890, mail jane.doe@example-corp.com"
+
+
+def test_redact_sample_redacts_every_request_and_answer_text() -> None:
+    import dataclasses
+
+    sample = dataclasses.replace(
+        _sample(),
+        request_messages=[
+            {"role": "user", "content": SECRET_TEXT},
+            {"role": "user", "content": [{"type": "text", "text": SECRET_TEXT}]},
+        ],
+        request_params={"user": "jane.doe@example-corp.com", "temperature": 0.2},
+        baseline_text=SECRET_TEXT,
+        candidate_text="",
+        baseline_tool_calls=[{"name": "lookup", "arguments": SECRET_TEXT}],
+        candidate_tool_calls=[],
+    )
+    redacted = redact_sample(sample, redactor())
+    shown = repr(dataclasses.asdict(redacted))
+    assert "CANARY" not in shown
+    assert "jane.doe" not in shown
+    assert shown.count("[REDACTED:secret_key]") == 4  # 2 messages, baseline, tool call
+    assert shown.count("[REDACTED:email]") == 5  # and the user parameter
+    assert redacted.request_params["temperature"] == 0.2
+    assert redacted.request_messages[0]["role"] == "user"
+    assert (redacted.exchange_id, redacted.similarity, redacted.candidate_text) == ("e1", 0.5, "")
+    assert redactor() is redactor()  # built once per process
