@@ -91,9 +91,14 @@ def _answer(title: str, text: str, tool_calls: list[dict[str, Any]], error: str 
     st.markdown(f"**{title}**")
     if error:
         st.error(f"replay error: {md_escape(error)}")
-    st.text(text if text else "(empty)")
+    if text:
+        st.text(text)
+    elif tool_calls:
+        st.caption(f"no text: {len(tool_calls)} tool call{'' if len(tool_calls) == 1 else 's'}")
+    else:
+        st.text("(empty)")
     if tool_calls:
-        st.json(tool_calls, expanded=False)
+        st.json(tool_calls, expanded=True)
 
 
 def _header(number: int, sample: Sample) -> str:
