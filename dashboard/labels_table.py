@@ -1,5 +1,7 @@
 """Human labels per task type on the overview: win and loss rates with Wilson intervals.
 
+The unit is the labelled pair (its most recent label); ``labels`` counts every label given.
+
 The numbers are :func:`stats.labels.label_summary`'s, renamed for display; nothing is
 recomputed here.
 """
@@ -15,7 +17,8 @@ __all__ = ["LABEL_COLUMNS", "labels_table", "style_labels_table"]
 
 LABEL_COLUMNS: dict[str, str] = {
     "task type": "task_type",
-    "labels": "n",
+    "pairs": "n",
+    "labels": "labels",
     "better": "candidate_better",
     "worse": "candidate_worse",
     "same": "same",

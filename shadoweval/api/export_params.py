@@ -2,8 +2,9 @@
 
 Parameters (names as in the query string; the OpenAPI document lists them with
 :data:`EXPORT_PARAMETERS`): ``per_task_type`` (1..:data:`MAX_PER_TASK_TYPE`, default
-20), ``order`` (``lowest`` / ``random``), ``seed`` (required with ``random``),
-``format`` (``csv`` / ``jsonl`` / ``parquet``), ``task_type`` and ``flag`` (repeatable),
+20), ``order`` (``lowest`` / ``random``), ``seed`` (in [0, 2**63 - 1]; required with
+``random``, refused with ``lowest``), ``format`` (``csv`` / ``jsonl`` / ``parquet``),
+``task_type`` and ``flag`` (repeatable),
 ``min_similarity`` and ``max_similarity`` (in [-1, 1]). An unknown parameter, a
 single-valued one given twice, or a bad value is a :class:`BadParameterError` whose message
 names the parameter and the value.
@@ -21,6 +22,7 @@ from shadoweval.errors import ConfigError
 from shadoweval.export.request import (
     DEFAULT_PER_TASK_TYPE,
     FORMATS,
+    MAX_SEED,
     ORDERS,
     ExportRequest,
     make_request,
@@ -138,8 +140,9 @@ EXPORT_PARAMETERS: list[dict[str, Any]] = [
     ),
     _param(
         "seed",
-        {"type": "integer", "minimum": 0},
-        "Seed of the random draw; required with order=random; recorded in the manifest.",
+        {"type": "integer", "minimum": 0, "maximum": MAX_SEED},
+        "Seed of the random draw; required with order=random and refused with "
+        "order=lowest; recorded in the manifest.",
     ),
     _param(
         "format",

@@ -23,14 +23,21 @@ if TYPE_CHECKING:
     from shadoweval.export import ExportRedaction, ExportResult
 
 OutOpt = Annotated[
-    Path,
-    typer.Option("--out", help="Directory to write samples.<ext> and manifest.json into."),
+    str,
+    typer.Option(
+        "--out",
+        metavar="DIR",
+        help="Directory to write samples.<ext> and manifest.json into (created if needed; "
+        "samples.<other ext> files of an earlier export there are removed).",
+    ),
 ]
 FormatOpt = Annotated[str, typer.Option("--format", help="File format: csv, jsonl or parquet.")]
 PerTaskTypeOpt = Annotated[
     str,
     typer.Option(
-        "--per-task-type", metavar="N", help="Most pairs exported per task type (N >= 1)."
+        "--per-task-type",
+        metavar="N",
+        help="Most pairs exported per task type (1 <= N <= 1,000,000).",
     ),
 ]
 OrderOpt = Annotated[
@@ -44,7 +51,10 @@ OrderOpt = Annotated[
 SeedOpt = Annotated[
     str | None,
     typer.Option(
-        "--seed", metavar="N", help="Seed of the random draw (needed with --order random)."
+        "--seed",
+        metavar="N",
+        help="Seed of the random draw, 0 to 2**63 - 1 (needed with --order random, refused "
+        "with --order lowest).",
     ),
 ]
 MinSimilarityOpt = Annotated[
@@ -116,8 +126,11 @@ def body_redaction() -> ExportRedaction:
     return ExportRedaction(redact=redact, rules=redactor.rule_names)
 
 
-def print_export(console: Console, result: ExportResult, paths: list[Path]) -> None:
-    """The counts per task type, the files written and the redaction hits."""
+def print_export(
+    console: Console, result: ExportResult, paths: list[Path], removed: list[Path] | None = None
+) -> None:
+    """The counts per task type, the files written (and stale ones removed) and the
+    redaction hits."""
     from rich.table import Table
 
     manifest = result.manifest
@@ -141,11 +154,13 @@ def print_export(console: Console, result: ExportResult, paths: list[Path]) -> N
     console.print(f"redactions: {applied}", highlight=False)
     for path in paths:
         console.print(f"wrote {path}", highlight=False)
+    for path in removed or ():
+        console.print(f"removed {path} (an earlier export in another format)", highlight=False)
 
 
 def export_command(
     run_id: ExistingRunOpt,
-    out: OutOpt,
+    out_text: OutOpt,
     fmt: FormatOpt = "csv",
     per_task_type: PerTaskTypeOpt = "20",
     order: OrderOpt = "lowest",
@@ -162,17 +177,31 @@ def export_command(
     a similarity, i.e. an errored side, come first unless --min/--max-similarity is set);
     --order random draws N with numpy's default_rng(--seed) from the matching pairs. The
     label and label_note columns are left empty for `shadow-eval labels import`.
-    Exit 3 on error.
+    samples.<other ext> files of an earlier export in --out are removed (no other file
+    is touched). Exit 3 on error.
     """
     from shadoweval.cli.exit_codes import EXIT_ERROR
     from shadoweval.cli.options import database_url as resolve_url
     from shadoweval.cli.pipeline import open_repository
     from shadoweval.cli.render import wide_console
     from shadoweval.errors import ConfigError, ShadowEvalError
-    from shadoweval.export import build_export, cli_option, make_request, write_export
+    from shadoweval.export import (
+        build_export,
+        cli_option,
+        make_request,
+        stale_samples,
+        write_export,
+    )
 
     err = wide_console(stderr=True)
     try:
+        if not out_text.strip():
+            raise ConfigError(
+                f"--out {out_text!r} is empty: name the directory to write the export into",
+                field="--out",
+                value=out_text,
+            )
+        out = Path(out_text)
         if out.exists() and not out.is_dir():
             raise ConfigError(
                 f"--out {str(out)!r} exists and is not a directory", field="--out", value=out
@@ -195,13 +224,14 @@ def export_command(
                 raise ConfigError(f"--run {run_id!r}: run not found", field="--run", value=run_id)
             result = build_export(repo, request, redact=redaction, names=cli_option)
         try:
+            removed = stale_samples(out, request.fmt) if out.is_dir() else []
             paths = write_export(result, out)
         except OSError as exc:
             raise ShadowEvalError(f"--out {str(out)!r}: cannot write the export ({exc})") from None
     except ShadowEvalError as exc:
         print_error(err, exc)
         raise typer.Exit(EXIT_ERROR) from None
-    print_export(wide_console(), result, paths)
+    print_export(wide_console(), result, paths, removed)
 
 
 def register(app: typer.Typer) -> None:

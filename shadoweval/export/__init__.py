@@ -38,7 +38,13 @@ from shadoweval.export.request import (
     parse_flags,
 )
 from shadoweval.export.rows import EXPORT_COLUMNS
-from shadoweval.export.writer import MANIFEST_FILE, export_archive, export_files, write_export
+from shadoweval.export.writer import (
+    MANIFEST_FILE,
+    export_archive,
+    export_files,
+    stale_samples,
+    write_export,
+)
 
 __all__ = [
     "DEFAULT_PER_TASK_TYPE",
@@ -63,5 +69,6 @@ __all__ = [
     "make_request",
     "parse_flags",
     "read_labelled",
+    "stale_samples",
     "write_export",
 ]

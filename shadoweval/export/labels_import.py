@@ -8,6 +8,13 @@ hyphens are forgiven: ``Candidate Better`` and ``candidate-better`` read as
 ``task_type``, ``label`` and ``label_note`` are read; the other columns may have been
 edited or dropped.
 
+A CSV may be separated by ``,`` (as exported), ``;`` or a tab (as spreadsheet programs
+save it in some locales): the separator is the one of the three that the header line holds
+most often. Exchange ids that look like ULIDs (26 Crockford base-32 characters) are read
+case-insensitively and stored in upper case. ``label_note`` may hold at most
+:data:`MAX_NOTE_CHARS` characters (as in the dashboard's form) and the labeller's name at
+most :data:`MAX_LABELLER_CHARS`.
+
 Each row ends as exactly one of:
 
 * **unlabelled** — ``label`` empty: skipped and counted;
@@ -20,6 +27,7 @@ Each row ends as exactly one of:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -41,11 +49,23 @@ REJECT_REASONS: tuple[str, ...] = (
     "unknown_exchange_id",
     "missing_task_type",
     "bad_label",
+    "note_too_long",
     "duplicate_exchange_id",
 )
 """Why a row is rejected (see :func:`read_labelled`)."""
 
 READ_FORMATS: tuple[str, ...] = ("csv", "jsonl", "parquet")
+
+MAX_NOTE_CHARS = 2000
+"""Longest ``label_note`` (after trimming blanks); the dashboard's label form has the same
+cap (``dashboard.labelling.MAX_NOTE_CHARS``)."""
+MAX_LABELLER_CHARS = 200
+"""Longest labeller name (after trimming blanks)."""
+
+CSV_SEPARATORS: tuple[str, ...] = (",", ";", "\t")
+"""Separators a labelled CSV may use (the header line decides, ``,`` on a tie)."""
+
+_ULID = re.compile(r"[0-7][0-9A-HJKMNP-TV-Z]{25}", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +105,13 @@ def _cell(value: Any) -> str:
     return value if isinstance(value, str) else str(value)
 
 
+def normalize_exchange_id(value: str) -> str:
+    """An exchange id as stored: blanks trimmed, and a ULID-shaped id in upper case
+    (``01hx…`` → ``01HX…``); other ids are kept as they are."""
+    text = value.strip()
+    return text.upper() if _ULID.fullmatch(text) else text
+
+
 def _raw(row: Mapping[str, Any]) -> str:
     return orjson.dumps(dict(row), default=str, option=orjson.OPT_NON_STR_KEYS).decode("utf-8")
 
@@ -105,15 +132,57 @@ def _format(path: Path) -> str:
 Rows = Iterator[tuple[str, Mapping[str, Any] | RejectedRow]]
 
 
+def csv_separator(path: Path) -> str:
+    """The separator of a labelled CSV: whichever of :data:`CSV_SEPARATORS` its header
+    line holds most often (``,`` when it holds none, or on a tie).
+
+    Raises:
+        RecordDecodeError: the file cannot be read.
+    """
+    try:
+        with path.open(encoding="utf-8-sig", errors="replace", newline="") as handle:
+            header = handle.readline()
+    except OSError as exc:
+        raise RecordDecodeError(
+            f"cannot read {path}: {exc}", location=str(path), reason="unreadable"
+        ) from exc
+    return max(CSV_SEPARATORS, key=header.count)  # the first of equals: "," on a tie
+
+
+_FIELDS = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
+
+
+def _csv_error(path: Path, separator: str, exc: Exception) -> RecordDecodeError:
+    """A pandas CSV error as a message naming the file, the line and the fix."""
+    shown = "tab" if separator == "\t" else repr(separator)
+    found = _FIELDS.search(str(exc))
+    if found is None:
+        return RecordDecodeError(
+            f"cannot read {path} as CSV (separator {shown}): {exc}; save it as a "
+            "comma-separated CSV (UTF-8) and import it again",
+            location=str(path),
+            reason="unreadable",
+        )
+    expected, line, saw = found.groups()
+    return RecordDecodeError(
+        f"cannot read {path} as CSV: line {line} has {saw} fields separated by {shown} where "
+        f"the header has {expected} (a cell holding {shown} must be quoted); save the file "
+        "as a comma-separated CSV (UTF-8) and import it again",
+        location=f"{path}:{line}",
+        reason="unreadable",
+    )
+
+
 def _csv_rows(path: Path) -> Rows:
     import pandas as pd
 
+    separator = csv_separator(path)
     try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+        frame = pd.read_csv(
+            path, sep=separator, dtype=str, keep_default_na=False, encoding="utf-8-sig"
+        )
     except (ValueError, OSError, pd.errors.ParserError) as exc:
-        raise RecordDecodeError(
-            f"cannot read {path} as CSV: {exc}", location=str(path), reason="unreadable"
-        ) from exc
+        raise _csv_error(path, separator, exc) from exc
     for i, record in enumerate(frame.to_dict(orient="records"), start=1):
         yield f"{path.name}#{i}", {str(k): v for k, v in record.items()}
 
@@ -193,12 +262,21 @@ def read_labelled(
         (``duplicate_exchange_id``).
 
     Raises:
-        ConfigError: an unknown extension, an empty ``labeller``, or a file without an
-            ``exchange_id`` or ``label`` column.
-        RecordDecodeError: the file cannot be read in its format.
+        ConfigError: an unknown extension, an empty ``labeller`` or one longer than
+            :data:`MAX_LABELLER_CHARS`, or a file without an ``exchange_id`` or ``label``
+            column.
+        RecordDecodeError: the file cannot be read in its format (a CSV whose rows do not
+            match its header: the message names the line).
     """
     if not labeller.strip():
         raise ConfigError("--labeller must not be empty", field="labeller", value=labeller)
+    if len(labeller.strip()) > MAX_LABELLER_CHARS:
+        raise ConfigError(
+            f"--labeller {labeller.strip()[:40]!r}… has {len(labeller.strip())} characters; "
+            f"at most {MAX_LABELLER_CHARS}",
+            field="labeller",
+            value=labeller,
+        )
     reader = _READERS[_format(path)]
     labelled_at = clock()
     labels: list[HumanLabel] = []
@@ -228,7 +306,7 @@ def read_labelled(
         if reject is not None:
             rejected.append(reject)
             continue
-        exchange_id = _cell(row["exchange_id"]).strip()
+        exchange_id = normalize_exchange_id(_cell(row["exchange_id"]))
         try:
             value = LabelValue(normalize_label(label_text))
         except ValueError:
@@ -241,6 +319,18 @@ def read_labelled(
                 )
             )
             continue
+        note = _cell(row.get("label_note")).strip()
+        if len(note) > MAX_NOTE_CHARS:
+            rejected.append(
+                RejectedRow(
+                    location,
+                    "note_too_long",
+                    f"{location}: label_note has {len(note)} characters; at most "
+                    f"{MAX_NOTE_CHARS} (exchange_id {exchange_id!r})",
+                    _raw(row),
+                )
+            )
+            continue
         seen.add(exchange_id)
         task_type = known[exchange_id] if known is not None else _cell(row.get("task_type"))
         labels.append(
@@ -249,7 +339,7 @@ def read_labelled(
                 exchange_id=exchange_id,
                 task_type=task_type,
                 label=value,
-                note=_cell(row.get("label_note")).strip(),
+                note=note,
                 labeller=labeller.strip(),
                 labelled_at=labelled_at,
                 source="import",
@@ -266,7 +356,7 @@ def _check_row(
     seen: set[str],
 ) -> RejectedRow | None:
     """The rejection of a labelled row (before its label value is read), if any."""
-    exchange_id = _cell(row.get("exchange_id")).strip()
+    exchange_id = normalize_exchange_id(_cell(row.get("exchange_id")))
     if not exchange_id:
         return RejectedRow(
             location, "missing_exchange_id", f"{location}: exchange_id is empty", _raw(row)

@@ -26,6 +26,10 @@ FORMATS: tuple[str, ...] = get_args(ExportFormat)
 ORDERS: tuple[str, ...] = get_args(ExportOrder)
 DEFAULT_PER_TASK_TYPE = 20
 """Pairs per task type when the caller does not say."""
+MAX_PER_TASK_TYPE = 1_000_000
+"""Most pairs per task type any export may ask for (the API has a lower cap of its own)."""
+MAX_SEED = 2**63 - 1
+"""Largest seed: the manifest is JSON with 64-bit integers, so seeds are in [0, 2**63 - 1]."""
 
 FieldNames = Callable[[str], str]
 """Maps a request field (``per_task_type``, ``min_similarity`` …) to the caller's name."""
@@ -51,9 +55,14 @@ def _check(
     names: FieldNames,
 ) -> None:
     """Raise :class:`ConfigError` for the first bad value (the message names it)."""
-    if isinstance(per_task_type, bool) or not isinstance(per_task_type, int) or per_task_type < 1:
+    if (
+        isinstance(per_task_type, bool)
+        or not isinstance(per_task_type, int)
+        or not 1 <= per_task_type <= MAX_PER_TASK_TYPE
+    ):
         raise ConfigError(
-            f"{names('per_task_type')} {per_task_type!r} must be an integer >= 1",
+            f"{names('per_task_type')} {per_task_type!r} must be an integer from 1 to "
+            f"{MAX_PER_TASK_TYPE}",
             field="per_task_type",
             value=per_task_type,
         )
@@ -69,9 +78,20 @@ def _check(
             field="format",
             value=fmt,
         )
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+    if seed is not None and (
+        isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED
+    ):
         raise ConfigError(
-            f"{names('seed')} {seed!r} must be an integer >= 0", field="seed", value=seed
+            f"{names('seed')} {seed!r} must be an integer from 0 to 2**63 - 1 ({MAX_SEED})",
+            field="seed",
+            value=seed,
+        )
+    if seed is not None and order != "random":
+        raise ConfigError(
+            f"{names('seed')} only applies to {names('order')} random (got "
+            f"{names('seed')} {seed!r} with {names('order')} {order})",
+            field="seed",
+            value=seed,
         )
     if order == "random" and seed is None:
         raise ConfigError(
@@ -106,11 +126,13 @@ class ExportRequest:
 
     Attributes:
         run_id: the run exported.
-        per_task_type: N, the most pairs exported per task type (>= 1).
+        per_task_type: N, the most pairs exported per task type (1 to
+            :data:`MAX_PER_TASK_TYPE`).
         order: ``lowest`` — the first N matching pairs in page order (pairs without a
             similarity first, then by similarity ascending, then exchange id); ``random`` —
             N pairs drawn without replacement with ``numpy.random.default_rng(seed)``.
-        seed: the random draw's seed (required for ``random``; recorded in the manifest).
+        seed: the random draw's seed (required for ``random`` and refused with
+            ``lowest``; in [0, :data:`MAX_SEED`]; recorded in the manifest).
         flt: which pairs match (task types, flags that must all be set, similarity band).
         fmt: ``csv``, ``jsonl`` or ``parquet``.
 

@@ -13,11 +13,15 @@ Columns (:data:`EXPORT_COLUMNS`), in order:
 * ``baseline_text``, ``candidate_text`` — the two answers;
 * ``baseline_tool_calls``, ``candidate_tool_calls`` — JSON text of the tool-call lists
   (``[]`` for none);
+* ``candidate_error_kind`` — why the candidate's replay failed
+  (:class:`~shadoweval.records.ReplayErrorKind` value, e.g. ``timeout``), empty when it
+  answered: an errored candidate's text is not a judgement of the model;
 * ``label``, ``label_note`` — empty, for the analyst (one of
   :class:`~shadoweval.records.LabelValue`, and free text); read back by
   :func:`~shadoweval.export.labels_import.read_labelled`.
 
-Every text column except the ids and ``flags`` passes through the redactor.
+Every text column except the ids, ``flags`` and ``candidate_error_kind`` passes through
+the redactor.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ EXPORT_COLUMNS: tuple[str, ...] = (
     "candidate_text",
     "baseline_tool_calls",
     "candidate_tool_calls",
+    "candidate_error_kind",
     "label",
     "label_note",
 )
@@ -75,6 +80,7 @@ def sample_row(sample: Sample, redact: CountingRedactor) -> dict[str, Any]:
         "candidate_text": redact(sample.candidate_text),
         "baseline_tool_calls": json_text(redact.json(sample.baseline_tool_calls)),
         "candidate_tool_calls": json_text(redact.json(sample.candidate_tool_calls)),
+        "candidate_error_kind": sample.candidate_error_kind or "",
         "label": "",
         "label_note": "",
     }

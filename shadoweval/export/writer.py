@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 
 from shadoweval.export.build import ExportResult
 from shadoweval.export.manifest import samples_file_name
+from shadoweval.export.request import FORMATS
 from shadoweval.export.rows import EXPORT_COLUMNS, FLOAT_COLUMNS, TIME_COLUMNS
 
 MANIFEST_FILE = "manifest.json"
@@ -121,13 +122,27 @@ def _write_atomically(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def stale_samples(out_dir: Path, fmt: str) -> list[Path]:
+    """The ``samples.<other ext>`` files in ``out_dir`` that an export in ``fmt`` would
+    leave behind from an earlier export in another format (only the names
+    ``samples.csv``, ``samples.jsonl`` and ``samples.parquet`` are considered)."""
+    return [
+        out_dir / samples_file_name(other)
+        for other in FORMATS
+        if other != fmt and (out_dir / samples_file_name(other)).is_file()
+    ]
+
+
 def write_export(result: ExportResult, out_dir: Path) -> list[Path]:
     """Write ``samples.<ext>`` and ``manifest.json`` into ``out_dir`` (created if needed).
 
-    Existing files of the same names are replaced. Returns the two paths, samples first.
+    Existing files of the same names are replaced; then the ``samples.<other ext>`` files
+    of an earlier export in another format (:func:`stale_samples`) are removed, so the
+    folder holds one export whose manifest describes its samples file. No other file is
+    touched. Returns the two paths written, samples first.
 
     Raises:
-        OSError: the directory or a file cannot be written.
+        OSError: the directory or a file cannot be written, or a stale file removed.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     paths: list[Path] = []
@@ -135,6 +150,8 @@ def write_export(result: ExportResult, out_dir: Path) -> list[Path]:
         path = out_dir / name
         _write_atomically(path, data)
         paths.append(path)
+    for stale in stale_samples(out_dir, result.request.fmt):
+        stale.unlink()
     return paths
 
 

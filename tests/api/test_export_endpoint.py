@@ -126,6 +126,16 @@ async def test_defaults_are_csv_lowest_twenty(export_app: Starlette) -> None:
         ({"per_task_type": "0"}, "per_task_type 0"),
         ({"per_task_type": "lots"}, "per_task_type 'lots'"),
         ({"per_task_type": "10001"}, "per_task_type 10001"),
+        ({"per_task_type": "100000000000000000000"}, "per_task_type 100000000000000000000"),
+        (
+            {"order": "random", "seed": "99999999999999999999999"},
+            "seed 99999999999999999999999 must be an integer from 0 to 2**63 - 1",
+        ),
+        ({"order": "random", "seed": "18446744073709551616"}, "seed 18446744073709551616"),
+        ({"order": "random", "seed": "9223372036854775808"}, "seed 9223372036854775808"),
+        ({"order": "random", "seed": "-1"}, "seed -1"),
+        ({"seed": "5"}, "seed only applies to order random"),
+        ({"seed": "5", "order": "lowest"}, "seed only applies to order random"),
         ({"order": "best"}, "order 'best'"),
         ({"order": "random"}, "order random needs seed"),
         ({"seed": "x", "order": "random"}, "seed 'x'"),
@@ -147,6 +157,14 @@ async def test_bad_parameters_are_400_naming_parameter_and_value(
     body = response.json()
     assert body["error"] == "bad_request"
     assert named in body["detail"]
+
+
+async def test_the_largest_seed_is_accepted(export_app: Starlette) -> None:
+    params = {"order": "random", "seed": str(2**63 - 1), "per_task_type": "10000"}
+    response = await get(export_app, f"/v1/runs/{RUN_ID}/export", params)
+    assert response.status_code == 200, response.text
+    manifest = json.loads(unzip(response.content)["manifest.json"])
+    assert manifest["seed"] == 2**63 - 1
 
 
 async def test_unknown_run_is_404_and_no_token_is_401(export_app: Starlette) -> None:

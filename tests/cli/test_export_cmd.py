@@ -110,7 +110,17 @@ def test_filters_seed_and_order_reach_the_manifest(seeded_url: str, tmp_path: Pa
         (["--min-similarity", "-2"], ["--min-similarity -2.0", "outside [-1, 1]"]),
         (["--min-similarity", "low"], ["--min-similarity 'low' is not a number"]),
         (["--seed", "1.5"], ["--seed '1.5' is not an integer"]),
-        (["--per-task-type", "0"], ["--per-task-type 0", ">= 1"]),
+        (["--per-task-type", "0"], ["--per-task-type 0", "from 1 to 1000000"]),
+        (["--per-task-type", "100000000000000000000"],
+         ["--per-task-type 100000000000000000000", "from 1 to 1000000"]),
+        (["--per-task-type", "1000001"], ["--per-task-type 1000001"]),
+        (["--order", "random", "--seed", "100000000000000000000000"],
+         ["--seed 100000000000000000000000", "from 0 to 2**63 - 1"]),
+        (["--order", "random", "--seed", "9223372036854775808"],
+         ["--seed 9223372036854775808", "from 0 to 2**63 - 1"]),
+        (["--order", "random", "--seed", "-1"], ["--seed -1"]),
+        (["--seed", "7"], ["--seed only applies to --order random", "--seed 7"]),
+        (["--order", "lowest", "--seed", "0"], ["--seed only applies to --order random"]),
         (["--per-task-type", "many"], ["--per-task-type 'many' is not an integer"]),
         (["--task-type", "poetry"], ["--task-type 'poetry'", "chat, extract, summarize"]),
     ],
@@ -141,6 +151,46 @@ def test_out_that_is_a_file_and_a_missing_database_exit_3(seeded_url: str, tmp_p
     assert result.exit_code == 3
     assert "does not exist" in flat(result.stderr)
     assert "Traceback" not in result.output
+
+
+def test_the_largest_seed_is_accepted(seeded_url: str, tmp_path: Path) -> None:
+    out = tmp_path / "big"
+    result = cli(
+        "export", "--run", RUN_ID, "--out", out, "--order", "random",
+        "--seed", 2**63 - 1, "--per-task-type", 1000000, "--database-url", seeded_url,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    assert (manifest["seed"], manifest["per_task_type"]) == (2**63 - 1, 1000000)
+
+
+def test_an_empty_out_is_an_error(seeded_url: str, tmp_path: Path) -> None:
+    for blank in ("", " "):
+        result = cli("export", "--run", RUN_ID, "--out", blank, "--database-url", seeded_url)
+        assert result.exit_code == 3, result.output
+        assert f"--out {blank!r} is empty" in flat(result.stderr)
+        assert "Traceback" not in result.output
+
+
+def test_an_export_in_another_format_removes_the_stale_samples_file(
+    seeded_url: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "o"
+    base = ["export", "--run", RUN_ID, "--out", out, "--database-url", seeded_url]
+    assert cli(*base, "--format", "csv").exit_code == 0
+    (out / "notes.txt").write_text("mine", encoding="utf-8")
+    (out / "samples.csv.bak").write_text("mine too", encoding="utf-8")
+    result = cli(*base, "--format", "parquet")
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == [
+        "manifest.json", "notes.txt", "samples.csv.bak", "samples.parquet",
+    ]  # fmt: skip
+    assert f"removed {out / 'samples.csv'}" in flat(result.stdout)
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["file"] == "samples.parquet"
+    again = cli(*base, "--format", "parquet")
+    assert again.exit_code == 0
+    assert "removed" not in flat(again.stdout)
 
 
 def test_database_url_comes_from_the_environment(

@@ -147,7 +147,7 @@ def test_summary_shows_what_the_stats_module_computes(seeded_url: str, tmp_path:
     table = cli("labels", "summary", "--run", RUN_ID, "--database-url", seeded_url)
     assert table.exit_code == 0
     text = flat(table.stdout)
-    assert "all (pooled) 6 2 1 2 1" in text
+    assert "all (pooled) 6 6 2 1 2 1" in text
     low, high = pooled["win_low"], pooled["win_high"]
     assert f"{2 / 6:.1%} [{low:.1%}, {high:.1%}]" in text
 
@@ -159,7 +159,8 @@ def test_summary_of_a_run_without_labels(seeded_url: str) -> None:
     assert body["labels"] == 0
     assert body["summary"] == [
         {
-            "task_type": POOLED, "n": 0, "candidate_better": 0, "candidate_worse": 0,
+            "task_type": POOLED, "n": 0, "labels": 0, "candidate_better": 0,
+            "candidate_worse": 0,
             "same": 0, "both_bad": 0, "win_rate": None, "win_low": None, "win_high": None,
             "loss_rate": None, "loss_low": None, "loss_high": None,
         }
@@ -197,4 +198,124 @@ def test_errors_exit_3_with_a_clear_message(seeded_url: str, tmp_path: Path) -> 
     summary = cli("labels", "summary", "--run", "ghost", "--database-url", seeded_url)
     assert summary.exit_code == 3
     for result in (missing, ghost, wrong, blank, summary):
+        assert "Traceback" not in result.output
+
+
+def test_importing_the_same_file_again_does_not_repeat_its_rejected_rows(
+    seeded_url: str, tmp_path: Path
+) -> None:
+    path = export(seeded_url, tmp_path / "out", "csv")
+    fill_labels(path)
+    args = ["labels", "import", path, "--run", RUN_ID, "--labeller", "ana"]
+    assert cli(*args, "--database-url", seeded_url).exit_code == 0
+    again = cli(*args, "--database-url", seeded_url)
+    assert again.exit_code == 0, again.output
+    rejected = sum(REJECTED_REASONS.values())
+    assert f"{rejected} rejected rows were already stored by an earlier import" in flat(
+        again.stdout
+    )
+    with Database(seeded_url) as db:
+        repo = Repository(db)
+        assert repo.count_rejected(RUN_ID, stage="label_import") == REJECTED_REASONS
+    # a row rejected for a new reason is stored
+    text = path.read_text(encoding="utf-8").replace("great", "awful", 1)
+    path.write_text(text, encoding="utf-8")
+    third = cli(*args, "--database-url", seeded_url)
+    assert third.exit_code == 0
+    assert f"{rejected - 1} rejected rows were already stored" in flat(third.stdout)
+    with Database(seeded_url) as db:
+        counts = Repository(db).count_rejected(RUN_ID, stage="label_import")
+    assert counts == {**REJECTED_REASONS, "bad_label": 2}
+
+
+def test_blank_labels_on_reimport_leave_stored_labels_alone(
+    seeded_url: str, tmp_path: Path
+) -> None:
+    path = export(seeded_url, tmp_path / "out", "jsonl")
+    expected, _ = fill_labels(path)
+    args = ["labels", "import", path, "--run", RUN_ID, "--labeller", "ana"]
+    assert cli(*args, "--database-url", seeded_url).exit_code == 0
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    for row in rows:
+        row["label"] = ""
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    blank = cli(*args, "--database-url", seeded_url)
+    assert blank.exit_code == 0, blank.output
+    assert "0 labels stored" in flat(blank.stdout)
+    with Database(seeded_url) as db:
+        labels = Repository(db).load_labels(RUN_ID)
+    assert {x.exchange_id: (x.label.value, x.note) for x in labels} == expected
+
+
+def test_summary_counts_pairs_once_and_shows_the_labels_given(
+    seeded_url: str, tmp_path: Path
+) -> None:
+    path = export(seeded_url, tmp_path / "out", "csv")
+    expected, _ = fill_labels(path)
+    args = ["labels", "import", path, "--run", RUN_ID, "--database-url", seeded_url]
+    assert cli(*args, "--labeller", "ana").exit_code == 0
+    assert cli(*args, "--labeller", "bo").exit_code == 0
+    result = cli("labels", "summary", "--run", RUN_ID, "--json", "--database-url", seeded_url)
+    body = json.loads(result.stdout)
+    pooled = body["summary"][-1]
+    assert body["labels"] == pooled["labels"] == 2 * len(expected)
+    assert pooled["n"] == len(expected)
+    table = cli("labels", "summary", "--run", RUN_ID, "--database-url", seeded_url)
+    text = flat(table.stdout)
+    assert "pairs" in text
+    assert f"all (pooled) {len(expected)} {2 * len(expected)}" in text
+
+
+def test_a_semicolon_csv_imports_and_a_broken_one_names_the_line(
+    seeded_url: str, tmp_path: Path
+) -> None:
+    path = export(seeded_url, tmp_path / "out", "csv")
+    expected, _ = fill_labels(path)
+    import pandas as pd
+
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    semi = tmp_path / "semi.csv"
+    frame.to_csv(semi, sep=";", index=False)
+    result = cli(
+        "labels", "import", semi, "--run", RUN_ID, "--labeller", "ana",
+        "--database-url", seeded_url,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert f"{len(expected)} labels stored" in flat(result.stdout)
+
+    broken = tmp_path / "broken.csv"
+    broken.write_text(
+        "exchange_id;run_id;task_type;label\nex-00000;run-export;chat;same\n"
+        "ex-00001;run-export;chat;same;extra;cells;here\n",
+        encoding="utf-8",
+    )
+    bad = cli(
+        "labels", "import", broken, "--run", RUN_ID, "--labeller", "ana",
+        "--database-url", seeded_url,
+    )  # fmt: skip
+    assert bad.exit_code == 3
+    message = flat(bad.stderr)
+    assert "broken.csv" in message
+    assert "line 3" in message
+    assert "comma-separated CSV" in message
+    assert "Traceback" not in bad.output
+
+
+def test_a_directory_and_a_long_labeller_are_named(seeded_url: str, tmp_path: Path) -> None:
+    folder = cli(
+        "labels", "import", tmp_path, "--run", RUN_ID, "--labeller", "ana",
+        "--database-url", seeded_url,
+    )  # fmt: skip
+    assert folder.exit_code == 3
+    assert "is a directory" in flat(folder.stderr)
+    path = export(seeded_url, tmp_path / "out", "csv")
+    long = cli(
+        "labels", "import", path, "--run", RUN_ID, "--labeller", "a" * 201,
+        "--database-url", seeded_url,
+    )  # fmt: skip
+    assert long.exit_code == 3
+    message = flat(long.stderr)
+    assert "--labeller" in message
+    assert "201 characters; at most 200" in message
+    for result in (folder, long):
         assert "Traceback" not in result.output

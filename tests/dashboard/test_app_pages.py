@@ -81,7 +81,8 @@ ALL_CHECK_COLUMNS = [
     "tokens check",
 ]
 LABEL_SHOWN = {
-    "labels": "n",
+    "pairs": "n",
+    "labels": "labels",
     "better": "candidate_better",
     "worse": "candidate_worse",
     "same": "same",
@@ -411,7 +412,8 @@ def test_submitting_the_label_form_stores_a_label(seeded: Seeded, open_app: Open
     app.switch_page(page_path("overview")).run()
     rates = frame_with(app, "win rate")
     expected = label_summary(seeded.repo.load_labels(seeded.run_id))
-    assert list(rates["labels"]) == list(expected["n"])
+    assert list(rates["pairs"]) == list(expected["n"])
+    assert list(rates["labels"]) == list(expected["labels"])
 
 
 def test_export_download_of_the_current_filter(seeded: Seeded, open_app: OpenApp) -> None:

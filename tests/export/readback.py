@@ -70,6 +70,7 @@ def expected_row(sample: Sample) -> dict[str, Any]:
         "candidate_text": sample.candidate_text,
         "baseline_tool_calls": sample.baseline_tool_calls,
         "candidate_tool_calls": sample.candidate_tool_calls,
+        "candidate_error_kind": sample.candidate_error_kind or "",
         "label": "",
         "label_note": "",
     }

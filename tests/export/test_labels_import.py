@@ -8,9 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from dashboard.labelling import MAX_NOTE_CHARS as DASHBOARD_MAX_NOTE_CHARS
 from shadoweval.errors import ConfigError, RecordDecodeError
 from shadoweval.export import read_labelled
-from shadoweval.export.labels_import import normalize_label
+from shadoweval.export.labels_import import (
+    MAX_NOTE_CHARS,
+    csv_separator,
+    normalize_exchange_id,
+    normalize_label,
+)
 from shadoweval.records import HumanLabel, LabelValue
 
 AT = datetime(2025, 5, 1, 12, 0, tzinfo=UTC)
@@ -111,3 +117,83 @@ def test_csv_with_a_byte_order_mark_reads(tmp_path: Path) -> None:
 )  # fmt: skip
 def test_label_spelling_is_forgiven(typed: str, value: str) -> None:
     assert normalize_label(typed) == value
+
+
+ULID = "01HX3V7Q8K9M2N4P5R6S7T8V9W"
+
+
+def test_ulid_shaped_exchange_ids_are_read_case_insensitively(tmp_path: Path) -> None:
+    path = jsonl(
+        tmp_path / "x.jsonl",
+        {"exchange_id": ULID.lower(), "label": "same"},
+        {"exchange_id": f" {ULID[:13].lower()}{ULID[13:]} ", "label": "same"},
+        {"exchange_id": "ex-00001", "label": "same"},
+        {"exchange_id": "EX-00001", "label": "same"},
+    )
+    known = {ULID: "chat", "ex-00001": "qa"}
+    result = read_labelled(path, run_id="r", labeller="ana", known=known)
+    assert [x.exchange_id for x in result.labels] == [ULID, "ex-00001"]
+    # the mixed-case copy is the same pair: a duplicate; other ids keep their case
+    assert [r.reason for r in result.rejected] == ["duplicate_exchange_id", "unknown_exchange_id"]
+    assert normalize_exchange_id("01hx3v7q8k9m2n4p5r6s7t8v9w") == ULID
+    assert normalize_exchange_id("81hx3v7q8k9m2n4p5r6s7t8v9w") == "81hx3v7q8k9m2n4p5r6s7t8v9w"
+    assert normalize_exchange_id("run-abc") == "run-abc"
+
+
+def test_a_note_longer_than_the_dashboards_cap_is_rejected(tmp_path: Path) -> None:
+    assert MAX_NOTE_CHARS == DASHBOARD_MAX_NOTE_CHARS == 2000
+    path = jsonl(
+        tmp_path / "x.jsonl",
+        {"exchange_id": "a", "task_type": "chat", "label": "same", "label_note": "n" * 2000},
+        {"exchange_id": "b", "task_type": "chat", "label": "same", "label_note": "n" * 2001},
+        {"exchange_id": "b", "task_type": "chat", "label": "same", "label_note": "fine"},
+    )
+    result = read_labelled(path, run_id="r", labeller="ana")
+    assert [(x.exchange_id, len(x.note)) for x in result.labels] == [("a", 2000), ("b", 4)]
+    assert [r.reason for r in result.rejected] == ["note_too_long"]
+    assert "label_note has 2001 characters; at most 2000" in result.rejected[0].detail
+
+
+def test_a_labeller_name_is_capped(tmp_path: Path) -> None:
+    path = jsonl(tmp_path / "x.jsonl", {"exchange_id": "a", "task_type": "c", "label": "same"})
+    assert len(read_labelled(path, run_id="r", labeller="b" * 200).labels) == 1
+    with pytest.raises(ConfigError, match=r"--labeller 'b.*201 characters; at most 200") as caught:
+        read_labelled(path, run_id="r", labeller="b" * 201)
+    assert caught.value.field == "labeller"
+
+
+@pytest.mark.parametrize("separator", [",", ";", "\t"])
+def test_csv_separators(tmp_path: Path, separator: str) -> None:
+    path = tmp_path / "x.csv"
+    rows = [
+        ["exchange_id", "run_id", "task_type", "label", "label_note"],
+        ["a", "r", "chat", "same", "one, two; three"],
+        ["b", "r", "chat", "Candidate Worse", ""],
+    ]
+    text = "".join(
+        separator.join(f'"{cell}"' if ("," in cell or ";" in cell) else cell for cell in row) + "\n"
+        for row in rows
+    )
+    path.write_text(text, encoding="utf-8")
+    assert csv_separator(path) == separator
+    result = read_labelled(path, run_id="r", labeller="ana")
+    assert [(x.exchange_id, x.label, x.note) for x in result.labels] == [
+        ("a", LabelValue.SAME, "one, two; three"),
+        ("b", LabelValue.CANDIDATE_WORSE, ""),
+    ]
+
+
+def test_a_csv_with_a_row_that_does_not_match_its_header_names_the_line(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "semi.csv"
+    lines = ["exchange_id;run_id;task_type;label"] + [f"e{i};r;chat;same" for i in range(12)]
+    lines.append("e12;r;chat;same;note;with;semicolons")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(RecordDecodeError) as caught:
+        read_labelled(path, run_id="r", labeller="ana")
+    message = str(caught.value)
+    assert str(path) in message
+    assert "line 14 has 7 fields separated by ';' where the header has 4" in message
+    assert "comma-separated CSV" in message
+    assert "Expected 4 fields" not in message

@@ -47,6 +47,13 @@ def test_defaults_and_loose_values_are_normalized() -> None:
         ({"fmt": "xlsx"}, "--format", "'xlsx'"),
         ({"order": "random"}, "--seed", "--order random"),
         ({"seed": -1}, "--seed", "-1"),
+        ({"per_task_type": 10**20}, "--per-task-type", "100000000000000000000"),
+        ({"per_task_type": 1_000_001}, "--per-task-type", "1000001"),
+        ({"order": "random", "seed": 10**23}, "--seed", "100000000000000000000000"),
+        ({"order": "random", "seed": 2**64}, "--seed", "18446744073709551616"),
+        ({"order": "random", "seed": 2**63}, "--seed", "9223372036854775808"),
+        ({"seed": 7}, "--seed only applies to --order random", "--seed 7"),
+        ({"order": "lowest", "seed": 0}, "--seed only applies", "--order lowest"),
         ({"min_similarity": 1.5}, "--min-similarity", "1.5"),
         ({"max_similarity": -1.01}, "--max-similarity", "-1.01"),
         ({"max_similarity": float("nan")}, "--max-similarity", "nan"),
@@ -72,7 +79,19 @@ def test_unknown_flag_lists_the_known_ones() -> None:
     assert caught.value.value == "nope"
 
 
+def test_the_bounds_themselves_are_accepted() -> None:
+    request = make_request("r", per_task_type=1_000_000, order="random", seed=2**63 - 1)
+    assert (request.per_task_type, request.seed) == (1_000_000, 2**63 - 1)
+    assert make_request("r", per_task_type=1, order="random", seed=0).seed == 0
+
+
 def test_the_dataclass_checks_itself_too() -> None:
+    with pytest.raises(ConfigError, match="seed only applies to order random"):
+        ExportRequest("r", seed=3)
+    with pytest.raises(ConfigError, match="seed 9223372036854775808"):
+        ExportRequest("r", order="random", seed=2**63)
+    with pytest.raises(ConfigError, match="per_task_type 1000001"):
+        ExportRequest("r", per_task_type=1_000_001)
     with pytest.raises(ConfigError, match="per_task_type 0"):
         ExportRequest("r", per_task_type=0)
     with pytest.raises(ConfigError, match="order random needs seed"):

@@ -21,6 +21,7 @@ from shadoweval.export import (
     build_export,
     export_archive,
     make_request,
+    stale_samples,
     write_export,
 )
 from shadoweval.pair_flags import PairFlag
@@ -62,6 +63,11 @@ def test_every_format_reads_back_to_the_repository_samples(
         if tricky:
             assert any(tricky in t for t in texts), tricky
     assert "" in {r["candidate_text"] for r in rows}  # an errored candidate: empty text
+    # an errored candidate says so, so it is not labelled "worse" by mistake
+    errored = {r["exchange_id"]: r["candidate_error_kind"] for r in rows}
+    assert {s.exchange_id: s.candidate_error_kind or "" for s in samples} == errored
+    assert set(errored.values()) == {"", "timeout"}
+    assert list(EXPORT_COLUMNS[-3:]) == ["candidate_error_kind", "label", "label_note"]
 
     manifest = json.loads(paths[1].read_text(encoding="utf-8"))
     assert manifest["schema_version"] == MANIFEST_SCHEMA_VERSION
@@ -104,7 +110,15 @@ def test_parquet_has_sensible_types(repo: Repository, seeded: Seeded) -> None:
     assert schema.field("similarity").nullable
     assert schema.field("noise_similarity").type == pa.float64()
     assert schema.field("captured_at").type == pa.timestamp("us", tz="UTC")
-    for name in ("exchange_id", "flags", "request", "baseline_text", "label", "label_note"):
+    for name in (
+        "exchange_id",
+        "flags",
+        "request",
+        "baseline_text",
+        "candidate_error_kind",
+        "label",
+        "label_note",
+    ):
         assert schema.field(name).type == pa.string()
     assert table.column("similarity").null_count == 3  # the errored pairs
     frame = table.to_pandas()
@@ -247,6 +261,30 @@ def test_an_export_that_matches_nothing_is_valid_and_empty(
     table = pq.read_table(tmp_path / "parquet" / "samples.parquet")
     assert table.num_rows == 0
     assert table.schema.field("similarity").type == pa.float64()
+
+
+def test_writing_another_format_removes_only_the_stale_samples_files(
+    repo: Repository, seeded: Seeded, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    for fmt in FORMATS:
+        (out / f"samples.{fmt}").write_bytes(b"old")  # as if left by earlier exports
+    (out / "samples.xlsx").write_bytes(b"keep")
+    (out / "readme.txt").write_bytes(b"keep")
+    result = build_export(
+        repo, make_request(seeded.run.run_id, fmt="jsonl"), redact=body_redaction()
+    )
+    assert stale_samples(out, "jsonl") == [out / "samples.csv", out / "samples.parquet"]
+    paths = write_export(result, out)
+    assert [p.name for p in paths] == ["samples.jsonl", "manifest.json"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "manifest.json",
+        "readme.txt",
+        "samples.jsonl",
+        "samples.xlsx",
+    ]
+    assert stale_samples(out, "jsonl") == []
 
 
 def test_unknown_run_or_task_type_is_refused(repo: Repository, seeded: Seeded) -> None:
