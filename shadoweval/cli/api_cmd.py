@@ -148,6 +148,10 @@ def serve_command(
                 return
             if not server.started:
                 raise ShadowEvalError(f"the API could not start on {bind_host}:{bind_port}")
+            # A graceful stop without the re-raise: the process started with SIGINT ignored
+            # (a background job of a non-interactive shell, as CI runners start them), so
+            # uvicorn's re-raised signal is ignored too and run() simply returns.
+            typer.echo("shadow-eval API stopped", err=True)
     except ShadowEvalError as exc:
         print_error(err, exc)
         raise typer.Exit(EXIT_ERROR) from None

@@ -105,8 +105,15 @@ def test_the_app_under_uvicorn(api_repo: Repository) -> None:
     assert health.json() == {"status": "ok"}
 
 
+def _sigint(ignored: bool) -> None:
+    # A background job of a non-interactive shell (how CI runners start commands) begins
+    # with SIGINT ignored; Python then keeps it ignored instead of raising KeyboardInterrupt.
+    signal.signal(signal.SIGINT, signal.SIG_IGN if ignored else signal.SIG_DFL)
+
+
 @pytest.mark.slow
-def test_api_serve_as_a_process(api_db_url: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("sigint_ignored", [False, True], ids=["sigint-default", "sigint-ignored"])
+def test_api_serve_as_a_process(api_db_url: str, tmp_path: Path, sigint_ignored: bool) -> None:
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN + "\n", encoding="utf-8")
     port = free_port()
@@ -118,6 +125,7 @@ def test_api_serve_as_a_process(api_db_url: str, tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        preexec_fn=lambda: _sigint(sigint_ignored),
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:
