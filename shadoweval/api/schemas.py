@@ -151,16 +151,8 @@ class AuditEntryOut(_Body):
 
     @classmethod
     def of(cls, entry: PolicyAuditEntry) -> AuditEntryOut:
-        """From the storage value."""
-        return cls(
-            id=entry.id,
-            policy_hash=entry.policy_hash,
-            recorded_at=entry.recorded_at,
-            action=entry.action,
-            command=entry.command,
-            actor=entry.actor,
-            detail=dict(entry.detail),
-        )
+        """From the storage value (its fields of the same names; ``run_id`` is the log's)."""
+        return cls.model_validate(entry, from_attributes=True)
 
 
 class AuditLog(_Body):
