@@ -6,10 +6,10 @@ Usage::
         [--repeats 5]
 
 Seeds a SQLite database with one run of ``--pairs`` pairs over four task types (the
-dashboard tests' generator, :mod:`tests.dashboard.seeding`: exchanges, candidate
+dashboard tests' generator, :mod:`simulation.pair_seeding`: exchanges, candidate
 replays and pair scores written through the Repository in batches; half of the pairs
 with a baseline repeat, errors, formats, latencies), gates it with
-:func:`shadoweval.cli.pipeline.gate_run` (a real stored verdict) and labels a few pairs.
+:func:`faces.cli.pipeline.gate_run` (a real stored verdict) and labels a few pairs.
 ``--reuse`` keeps an existing database at ``--db``.
 
 Then measures with Streamlit's AppTest (the real entrypoint, the real pages):
@@ -19,7 +19,7 @@ Then measures with Streamlit's AppTest (the real entrypoint, the real pages):
 * overview, warm: the same session again, and a new session (a second operator), with
   the caches filled; median and max of ``--repeats``;
 * overview of a live run: 1,000 more pairs scored after the warm renders; the next render
-  reads only those (:class:`dashboard.pairs_cache.PairsCache`);
+  reads only those (:class:`faces.dashboard.pairs_cache.PairsCache`);
 * samples page: the first page, then "Next →" ``--repeats`` times (keyset paging, each a
   rerun of the app and the page), and with a task-type + flag filter.
 
@@ -48,7 +48,7 @@ from rich.table import Table  # noqa: E402
 
 from shadoweval.records import PairScore  # noqa: E402
 from shadoweval.storage import Database, Repository  # noqa: E402
-from tests.dashboard.seeding import add_labels, gate, seed_run  # noqa: E402
+from simulation.pair_seeding import add_labels, gate, seed_run  # noqa: E402
 
 OVERVIEW_TARGET_S = 3.0
 PAGING_TARGET_S = 1.0
@@ -119,8 +119,8 @@ def main() -> None:
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
-    from dashboard import loaders
-    from shadoweval.cli.dashboard_cmd import DATABASE_URL_ENV, app_path
+    from faces.cli.dashboard_cmd import DATABASE_URL_ENV, app_path
+    from faces.dashboard import loaders
 
     held = _hold_back_latest(url, LIVE_PAIRS)
 

@@ -34,12 +34,12 @@ def main() -> None:
     args = parser.parse_args()
 
     from capture.table_import import import_table
-    from shadoweval.cli.evaluation import EvaluationRequest, evaluate
+    from faces.cli.evaluation import EvaluationRequest, evaluate
     from shadoweval.config import DatabaseSettings, ReplaySettings, Settings
-    from shadoweval.mock_llm import FaultConfig, create_app
-    from shadoweval.mock_llm.latency import parse_latency_profile
-    from shadoweval.mock_llm.server import BackgroundServer
     from shadoweval.tables import load_recorded_rows
+    from simulation.mock_llm import FaultConfig, create_app
+    from simulation.mock_llm.latency import parse_latency_profile
+    from simulation.mock_llm.server import BackgroundServer
 
     alpaca = args.data / "alpaca_eval"
     profile = parse_latency_profile(f"llmperf:{args.data}/llmperf_leaderboard/individual/*_7b.json")

@@ -18,7 +18,7 @@ live path. Steps:
    ``[REDACTED:query_param]``; other values go through the body rules. The recorded
    ``request.path`` is the request target, ``path?query``; ``route`` is the path alone.
 3. **Request body**: content-decoded if the request had a ``Content-Encoding``, then
-   redacted (:class:`~capture.body_redaction.BodyRedactor`). A body a rule fired on is
+   redacted (:class:`~shadoweval.body_redaction.BodyRedactor`). A body a rule fired on is
    re-serialized as compact JSON — **the replay then sends the redacted prompt**: the
    live answer came from the original prompt, the candidate's from one that says
    ``[REDACTED:email]``, so such a pair is not like for like (an answer that quotes the
@@ -67,7 +67,6 @@ from urllib.parse import quote, unquote_plus
 
 import orjson
 
-from capture.body_redaction import BodyRedactor, RedactionHits, parse_json
 from capture.decoding import (
     DEFAULT_MAX_OUTPUT_BYTES,
     BodyDecoder,
@@ -78,6 +77,7 @@ from capture.identity import resolve_identity
 from capture.raw import RawCapture
 from capture.sinks.base import BuiltExchange
 from capture.tagging import TaskTag, TaskTagger
+from shadoweval.body_redaction import BodyRedactor, RedactionHits, parse_json
 from shadoweval.config import BodyRedactionSettings, CaptureSettings
 from shadoweval.errors import RecordDecodeError, ShadowEvalError
 from shadoweval.llm_protocol import ChatStreamAssembler, parse_completion_body

@@ -7,7 +7,7 @@ import time
 import orjson
 import pytest
 
-from capture.body_redaction import BodyRedactor, RedactionHits, luhn_valid
+from shadoweval.body_redaction import BodyRedactor, RedactionHits, luhn_valid
 from shadoweval.config import BodyRedactionSettings
 from shadoweval.errors import ConfigError
 

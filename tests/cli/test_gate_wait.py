@@ -17,12 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from shadoweval.cli.exit_codes import EXIT_CODES, EXIT_ERROR
-from shadoweval.cli.gate_cmd import parse_duration
-from shadoweval.cli.junit import verdict_junit_xml
+from faces.cli.exit_codes import EXIT_CODES, EXIT_ERROR
+from faces.cli.gate_cmd import parse_duration
+from faces.cli.junit import verdict_junit_xml
 from shadoweval.errors import ConfigError
-from shadoweval.mock_llm import FaultConfig, TableLatency, create_app
-from shadoweval.mock_llm.server import BackgroundServer
 from shadoweval.records import (
     POOLED,
     Check,
@@ -33,6 +31,8 @@ from shadoweval.records import (
 )
 from shadoweval.storage import Database, PolicyAuditAction, Repository
 from shadoweval.tables import RecordedRow
+from simulation.mock_llm import FaultConfig, TableLatency, create_app
+from simulation.mock_llm.server import BackgroundServer
 from tests.cli.test_pipeline_commands import (
     POLICY,
     Workload,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
-from shadoweval.cli import app
+from faces.cli import app
 from shadoweval.records import POOLED, LabelValue
 from shadoweval.storage import Database, Repository
 from stats.labels import label_summary

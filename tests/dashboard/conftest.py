@@ -17,11 +17,10 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from shadoweval.cli.dashboard_cmd import DATABASE_URL_ENV, app_path
+from faces.cli.dashboard_cmd import DATABASE_URL_ENV, app_path
 from shadoweval.records import HumanLabel
 from shadoweval.storage import Database, Repository, RunInfo
-
-from .seeding import add_labels, gate, seed_run
+from simulation.pair_seeding import add_labels, gate, seed_run
 
 APP_TIMEOUT_S = 120.0
 """Seconds one AppTest run may take (the first imports pandas, scipy and Streamlit)."""
@@ -42,7 +41,7 @@ class Seeded:
 
 
 def seed_database(url: str, *, labels: bool = True, gated: bool = True) -> Seeded:
-    """Upgrade ``url``, seed :data:`~tests.dashboard.seeding.TASK_MIX`, gate and label it."""
+    """Upgrade ``url``, seed :data:`~simulation.pair_seeding.TASK_MIX`, gate and label it."""
     db = Database(url)
     db.upgrade()
     repo = Repository(db)

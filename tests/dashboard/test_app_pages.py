@@ -22,10 +22,11 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from dashboard.banner import NO_VERDICT
+from faces.dashboard.banner import NO_VERDICT
 from shadoweval.pair_flags import PairFlag, pair_flags
 from shadoweval.records import POOLED, Check, CheckOutcome, Decision, LabelValue
 from shadoweval.storage.samples import SampleFilter
+from simulation.pair_seeding import SECRET_EMAIL, SECRET_KEY, TASK_MIX
 from stats.labels import label_summary
 from stats.summary import task_type_summary
 
@@ -41,7 +42,6 @@ from .expected import (
     summary_latency_rows,
     unescape,
 )
-from .seeding import SECRET_EMAIL, SECRET_KEY, TASK_MIX
 
 OpenApp = Callable[[str], AppTest]
 
@@ -213,7 +213,7 @@ def test_overview_without_a_verdict_says_so_and_never_gates(tmp_path, open_app: 
 def test_run_picker_switches_every_page_to_the_picked_run(tmp_path, open_app: OpenApp) -> None:
     from datetime import timedelta
 
-    from .seeding import T0, seed_run
+    from simulation.pair_seeding import T0, seed_run
 
     data = seed_database(f"sqlite:///{tmp_path / 'two.db'}", labels=False)
     try:
@@ -464,7 +464,7 @@ def test_history_shows_verdicts_policy_and_audit_log(seeded: Seeded, open_app: O
 
 def _open_at(url: str, monkeypatch: pytest.MonkeyPatch, run: str | None) -> AppTest:
     """The app opened at ``?run=<run>`` (no parameter for ``None``)."""
-    from shadoweval.cli.dashboard_cmd import DATABASE_URL_ENV, app_path
+    from faces.cli.dashboard_cmd import DATABASE_URL_ENV, app_path
 
     monkeypatch.setenv(DATABASE_URL_ENV, url)
     app = AppTest.from_file(str(app_path()), default_timeout=APP_TIMEOUT_S)
@@ -478,7 +478,7 @@ def test_unknown_run_in_the_address_is_an_error_not_another_run(
 ) -> None:
     from datetime import timedelta
 
-    from .seeding import T0, seed_run
+    from simulation.pair_seeding import T0, seed_run
 
     data = seed_database(f"sqlite:///{tmp_path / 'two.db'}", labels=False)
     try:
@@ -583,8 +583,7 @@ def _shown_texts(app: AppTest) -> list[str]:
 
 def test_samples_and_divergence_show_stored_texts_redacted(tmp_path, open_app: OpenApp) -> None:
     from shadoweval.storage import Database, Repository
-
-    from .seeding import add_secret_pair, seed_run
+    from simulation.pair_seeding import add_secret_pair, seed_run
 
     url = f"sqlite:///{tmp_path / 'secrets.db'}"
     db = Database(url)

@@ -9,34 +9,34 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dashboard.banner import NO_VERDICT, verdict_banner
-from dashboard.check_cells import OUTCOME_CSS, check_cell, checks_table
-from dashboard.context import initial_run, run_label
-from dashboard.divergence_view import (
+from faces.dashboard.banner import NO_VERDICT, verdict_banner
+from faces.dashboard.check_cells import OUTCOME_CSS, check_cell, checks_table
+from faces.dashboard.context import initial_run, run_label
+from faces.dashboard.divergence_view import (
     SERIES,
     SERIES_COLOURS,
     histogram_chart,
     histogram_edges,
     similarity_histogram,
 )
-from dashboard.formatting import count_noun, md_escape, plural
-from dashboard.history_view import policy_integrity
-from dashboard.labelling import make_label
-from dashboard.latency_view import (
+from faces.dashboard.formatting import count_noun, md_escape, plural
+from faces.dashboard.history_view import policy_integrity
+from faces.dashboard.labelling import make_label
+from faces.dashboard.latency_view import (
     CURVE_QUANTILES,
     default_task_type,
     latency_table,
     quantile_curves,
 )
-from dashboard.overview_table import (
+from faces.dashboard.overview_table import (
     CHECK_COLUMNS,
     checks_heading,
     overview_table,
     style_overview_table,
 )
-from dashboard.paging import CursorStack, filter_key
-from dashboard.redaction import redact_sample, redactor
-from dashboard.word_diff import MAX_DIFF_TOKENS, word_diff
+from faces.dashboard.paging import CursorStack, filter_key
+from faces.dashboard.redaction import redact_sample, redactor
+from faces.dashboard.word_diff import MAX_DIFF_TOKENS, word_diff
 from shadoweval.errors import ConfigError
 from shadoweval.records import (
     POOLED,
@@ -438,7 +438,7 @@ def test_policy_integrity_rehashes_the_frozen_yaml(seeded: Seeded) -> None:
 
 
 def test_history_timeline_counts_outcomes() -> None:
-    from dashboard.history_view import verdict_timeline
+    from faces.dashboard.history_view import verdict_timeline
     from shadoweval.storage import VerdictEntry
 
     verdict = make_verdict("r", decided_at=datetime(2025, 1, 1, tzinfo=UTC))

@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 import pyarrow.parquet as pq
 
-from shadoweval.export import EXPORT_COLUMNS
+from export import EXPORT_COLUMNS
 from shadoweval.storage.samples import Sample
 
 

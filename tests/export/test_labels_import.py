@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.labelling import MAX_NOTE_CHARS as DASHBOARD_MAX_NOTE_CHARS
-from shadoweval.errors import ConfigError, RecordDecodeError
-from shadoweval.export import read_labelled
-from shadoweval.export.labels_import import (
+from export import read_labelled
+from export.labels_import import (
     MAX_NOTE_CHARS,
     csv_separator,
     normalize_exchange_id,
     normalize_label,
 )
+from faces.dashboard.labelling import MAX_NOTE_CHARS as DASHBOARD_MAX_NOTE_CHARS
+from shadoweval.errors import ConfigError, RecordDecodeError
 from shadoweval.records import HumanLabel, LabelValue
 
 AT = datetime(2025, 5, 1, 12, 0, tzinfo=UTC)

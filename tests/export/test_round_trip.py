@@ -12,9 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from shadoweval.cli.export_cmd import body_redaction
-from shadoweval.errors import ConfigError
-from shadoweval.export import (
+from export import (
     EXPORT_COLUMNS,
     MANIFEST_SCHEMA_VERSION,
     ExportRedaction,
@@ -24,6 +22,8 @@ from shadoweval.export import (
     stale_samples,
     write_export,
 )
+from faces.cli.export_cmd import body_redaction
+from shadoweval.errors import ConfigError
 from shadoweval.pair_flags import PairFlag
 from shadoweval.storage import Repository
 from shadoweval.storage.samples import SampleFilter

@@ -117,7 +117,7 @@ def run_replay_worker(
         [
             sys.executable,
             "-m",
-            "shadoweval.cli",
+            "faces.cli",
             "replay",
             "run",
             "--source",

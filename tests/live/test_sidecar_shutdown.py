@@ -16,12 +16,12 @@ import httpx
 import pytest
 
 from shadoweval.capture_log import read_capture_log
-from shadoweval.mock_llm.app import create_app
-from shadoweval.mock_llm.faults import FaultConfig
-from shadoweval.mock_llm.latency import FixedLatency
-from shadoweval.mock_llm.server import BackgroundServer
 from shadoweval.records import ExchangeOutcome
 from shadoweval.tables import RecordedRow
+from simulation.mock_llm.app import create_app
+from simulation.mock_llm.faults import FaultConfig
+from simulation.mock_llm.latency import FixedLatency
+from simulation.mock_llm.server import BackgroundServer
 from tests.kafka_broker import free_port
 
 
@@ -66,7 +66,7 @@ def test_sigterm_lets_inflight_streams_finish_and_flushes(
         [
             sys.executable,
             "-m",
-            "shadoweval.cli",
+            "faces.cli",
             "capture",
             "serve",
             "--upstream",

@@ -15,7 +15,7 @@ import typer
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from shadoweval.cli import mock_llm_cmd
+from faces.cli import mock_llm_cmd
 from shadoweval.errors import ConfigError, RecordDecodeError
 from shadoweval.llm_protocol import (
     AssembledResponse,
@@ -23,7 +23,8 @@ from shadoweval.llm_protocol import (
     SSEDecoder,
     parse_completion_body,
 )
-from shadoweval.mock_llm import (
+from shadoweval.tables import RecordedRow
+from simulation.mock_llm import (
     FaultConfig,
     FixedLatency,
     LatencyProfile,
@@ -33,7 +34,6 @@ from shadoweval.mock_llm import (
     parse_latency_profile,
     split_pieces,
 )
-from shadoweval.tables import RecordedRow
 
 pytestmark = pytest.mark.anyio
 

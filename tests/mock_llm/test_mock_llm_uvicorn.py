@@ -12,8 +12,8 @@ import openai
 import pytest
 import uvicorn
 
-from shadoweval.mock_llm import FaultConfig, FixedLatency, create_app
 from shadoweval.tables import RecordedRow
+from simulation.mock_llm import FaultConfig, FixedLatency, create_app
 
 
 def _free_port() -> int:

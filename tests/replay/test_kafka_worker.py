@@ -31,7 +31,6 @@ from shadoweval.bus import BusConsumer, BusProducer, ensure_topics
 from shadoweval.bus.producer import Delivery, OutgoingRecord
 from shadoweval.capture_log import CaptureLogWriter
 from shadoweval.config import KafkaSettings, WorkerSettings
-from shadoweval.mock_llm import FixedLatency
 from shadoweval.records import (
     Exchange,
     ModelIdentity,
@@ -42,6 +41,7 @@ from shadoweval.records import (
 )
 from shadoweval.storage import Repository
 from shadoweval.tables import RecordedRow
+from simulation.mock_llm import FixedLatency
 from tests.kafka_broker import TansuBroker
 from tests.replay.conftest import ServeFn, mock_app
 from tests.replay.test_replay_runner import exchanges_for

@@ -23,7 +23,6 @@ from capture.table_import import row_to_exchange
 from replay.client import CandidateClient, ReplayResult
 from replay.rewrite import ReplayRequest, build_replay_request
 from shadoweval.errors import ReplayError
-from shadoweval.mock_llm import FaultConfig, FixedLatency
 from shadoweval.records import (
     FinishReason,
     ModelIdentity,
@@ -32,6 +31,7 @@ from shadoweval.records import (
     UsageSource,
 )
 from shadoweval.tables import RecordedRow
+from simulation.mock_llm import FaultConfig, FixedLatency
 from tests.replay.conftest import ServeFn, chat_body, make_exchange, mock_app
 
 pytestmark = pytest.mark.anyio

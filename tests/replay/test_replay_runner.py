@@ -22,8 +22,6 @@ from replay.client import CandidateClient
 from replay.runner import ReplayReport, ReplayRunner, TargetSpec, in_sample
 from shadoweval.capture_log import CaptureLogWriter, LogEntry, read_capture_log
 from shadoweval.errors import StorageError
-from shadoweval.mock_llm import FaultConfig, FaultKind, FixedLatency, split_pieces
-from shadoweval.mock_llm.faults import seeded_unit
 from shadoweval.records import (
     Exchange,
     ModelIdentity,
@@ -33,6 +31,8 @@ from shadoweval.records import (
 )
 from shadoweval.storage import Repository
 from shadoweval.tables import RecordedRow, prompt_key
+from simulation.mock_llm import FaultConfig, FaultKind, FixedLatency, split_pieces
+from simulation.mock_llm.faults import seeded_unit
 from tests.replay.conftest import (
     CountingApp,
     CountingTransport,
@@ -77,7 +77,7 @@ def write_log(directory: Path, exchanges: list[Exchange], extra_lines: Sequence[
 
 
 def predicted_fault(faults: FaultConfig, seed: int, messages: Any, attempt: int = 0) -> FaultKind:
-    """The fault mock-llm draws for a prompt (documented in ``shadoweval.mock_llm.faults``)."""
+    """The fault mock-llm draws for a prompt (documented in ``simulation.mock_llm.faults``)."""
     return faults.pick(seeded_unit(seed, "fault", prompt_key(messages), attempt))
 
 

@@ -1,0 +1,1 @@
+"""The application layer: the only code that joins stages."""

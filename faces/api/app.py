@@ -1,0 +1,284 @@
+"""The HTTP API (Starlette): runs, verdicts and policy audit logs, for CI and dashboards.
+
+Endpoints (JSON; bodies in :mod:`faces.api.schemas`; document at ``/openapi.json``):
+
+* ``GET /healthz`` — liveness, no token;
+* ``GET /v1/runs?status=&limit=`` — runs newest first, each with its latest decision;
+* ``GET /v1/runs/{run_id}/verdict`` — the latest stored verdict; a run without one is
+  gated now through ``compute_verdict`` (the CLI passes the function ``shadow-eval gate``
+  uses) and the result stored, so the API and the CLI can never disagree;
+* ``GET /v1/runs/{run_id}/audit`` — the run's policy audit log;
+* ``GET /v1/runs/{run_id}/export?per_task_type=&order=&seed=&format=&task_type=&flag=
+  &min_similarity=&max_similarity=`` — a zip (``application/zip``) of ``samples.<ext>``
+  and ``manifest.json``: the export ``shadow-eval export`` writes, redacted by the
+  redactor the composition root passes (:mod:`export`; parameters in
+  :mod:`faces.api.export_params`).
+
+Errors are JSON :class:`~faces.api.schemas.ErrorBody`: 400 bad query, 401 token,
+404 unknown run or path, 500 the gate failed, 503 the database failed (or, for the
+export, no redactor was configured). The repository is synchronous; calls run in
+Starlette's thread pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, SecretStr
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from faces.api.auth import BearerAuth
+from faces.api.openapi import DEFAULT_LIMIT, MAX_LIMIT, openapi_document
+from faces.api.schemas import (
+    AuditEntryOut,
+    AuditLog,
+    ErrorBody,
+    Health,
+    RunList,
+    RunOut,
+    VerdictOut,
+)
+from shadoweval.errors import ShadowEvalError, StorageError
+from shadoweval.records import Verdict
+from shadoweval.storage import PolicyAuditAction, Repository, RunInfo, RunStatus
+
+if TYPE_CHECKING:
+    from export import ExportRedaction, ExportRequest
+
+logger = logging.getLogger(__name__)
+
+ComputeVerdict = Callable[[Repository, RunInfo], Verdict]
+"""Gate a run now and store the verdict (blocking; called in a worker thread)."""
+
+API_COMMAND = "shadow-eval api"
+"""``command`` recorded in the policy audit log for verdicts the API computes."""
+
+
+class ApiError(Exception):
+    """An error answer: HTTP status, machine-readable code and human detail."""
+
+    def __init__(self, status_code: int, error: str, detail: str) -> None:
+        super().__init__(detail)
+        self.status_code = status_code
+        self.error = error
+        self.detail = detail
+
+
+def _body(model: BaseModel, status_code: int = 200) -> Response:
+    return Response(
+        model.model_dump_json(),
+        status_code=status_code,
+        media_type="application/json",
+        headers={"Cache-Control": "no-store"},
+    )
+
+
+def _error(status_code: int, error: str, detail: str) -> Response:
+    return _body(ErrorBody(error=error, detail=detail), status_code)
+
+
+class _Handlers:
+    """The endpoint functions over one repository."""
+
+    def __init__(
+        self,
+        repo: Repository,
+        compute_verdict: ComputeVerdict,
+        auth: bool,
+        export_redaction: ExportRedaction | None = None,
+    ) -> None:
+        self._repo = repo
+        self._compute = compute_verdict
+        self._compute_lock = asyncio.Lock()
+        self._openapi = openapi_document(auth=auth)
+        self._redaction = export_redaction
+
+    async def healthz(self, _: Request) -> Response:
+        return _body(Health())
+
+    async def openapi(self, _: Request) -> Response:
+        return JSONResponse(self._openapi, headers={"Cache-Control": "no-store"})
+
+    async def runs(self, request: Request) -> Response:
+        status = _status_param(request.query_params.get("status"))
+        limit = _limit_param(request.query_params.get("limit"))
+        runs = await run_in_threadpool(self._repo.list_runs, status=status, limit=limit)
+        latest = await run_in_threadpool(self._repo.latest_decisions, [r.run_id for r in runs])
+        return _body(RunList(runs=[RunOut.of(run, latest.get(run.run_id)) for run in runs]))
+
+    async def verdict(self, request: Request) -> Response:
+        run = await self._run(request)
+        stored = await run_in_threadpool(self._repo.latest_verdict, run.run_id)
+        if stored is not None:
+            return _body(VerdictOut.of(stored, "stored"))
+        async with self._compute_lock:  # two first requests must not both gate (look 1 twice)
+            stored = await run_in_threadpool(self._repo.latest_verdict, run.run_id)
+            source: Literal["stored", "computed"] = "stored"
+            if stored is None:
+                stored = await run_in_threadpool(self._gate, run, _client(request))
+                source = "computed"
+        return _body(VerdictOut.of(stored, source))
+
+    async def audit(self, request: Request) -> Response:
+        run = await self._run(request)
+        entries = await run_in_threadpool(self._repo.policy_audit, run.run_id)
+        return _body(AuditLog(run_id=run.run_id, entries=[AuditEntryOut.of(e) for e in entries]))
+
+    async def export(self, request: Request) -> Response:
+        from faces.api.export_params import BadParameterError, export_request
+
+        run = await self._run(request)
+        try:
+            wanted = export_request(run.run_id, request.query_params)
+        except BadParameterError as exc:
+            raise ApiError(400, "bad_request", str(exc)) from None
+        if self._redaction is None:
+            raise ApiError(
+                503,
+                "export_unavailable",
+                "this server was started without an export redactor; exports are refused "
+                "rather than served unredacted",
+            )
+        archive = await run_in_threadpool(self._export, wanted, self._redaction)
+        name = re.sub(r"[^A-Za-z0-9._-]", "_", run.run_id)
+        return Response(
+            archive,
+            media_type="application/zip",
+            headers={
+                "Content-Disposition": f'attachment; filename="shadow-eval-export-{name}.zip"',
+                "Cache-Control": "no-store",
+            },
+        )
+
+    def _export(self, wanted: ExportRequest, redaction: ExportRedaction) -> bytes:
+        """Build the export and zip it (blocking)."""
+        from export import build_export, export_archive
+        from shadoweval.errors import ConfigError
+
+        try:
+            result = build_export(self._repo, wanted, redact=redaction)
+        except ConfigError as exc:  # a task type the run does not have
+            raise ApiError(400, "bad_request", str(exc)) from None
+        return export_archive(result)
+
+    async def _run(self, request: Request) -> RunInfo:
+        run_id = str(request.path_params["run_id"])
+        run = await run_in_threadpool(self._repo.get_run, run_id)
+        if run is None:
+            raise ApiError(404, "not_found", f"run {run_id!r} not found")
+        return run
+
+    def _gate(self, run: RunInfo, client: str) -> Verdict:
+        """Audit the use of the run's frozen policy, then gate it (blocking)."""
+        self._repo.record_policy_audit(
+            run_id=run.run_id,
+            policy_hash=run.policy_hash,
+            action=PolicyAuditAction.USED,
+            command=API_COMMAND,
+            detail={
+                "policy_source": "run",
+                "endpoint": "GET /v1/runs/{run_id}/verdict",
+                "client": client,
+            },
+        )
+        return self._compute(self._repo, run)
+
+
+def _client(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
+
+
+def _status_param(value: str | None) -> RunStatus | None:
+    if value is None:
+        return None
+    try:
+        return RunStatus(value)
+    except ValueError:
+        known = ", ".join(s.value for s in RunStatus)
+        raise ApiError(400, "bad_request", f"status {value!r} is not one of {known}") from None
+
+
+def _limit_param(value: str | None) -> int:
+    if value is None:
+        return DEFAULT_LIMIT
+    try:
+        limit = int(value)
+    except ValueError:
+        limit = 0
+    if not 1 <= limit <= MAX_LIMIT:
+        raise ApiError(400, "bad_request", f"limit {value!r} must be an integer 1..{MAX_LIMIT}")
+    return limit
+
+
+async def _api_error(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return _error(exc.status_code, exc.error, exc.detail)
+
+
+async def _http_error(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    return _error(exc.status_code, code, str(exc.detail))
+
+
+async def _storage_error(_: Request, exc: Exception) -> Response:
+    logger.error("database error: %s", exc)
+    return _error(503, "database_unavailable", str(exc))
+
+
+async def _gate_error(_: Request, exc: Exception) -> Response:
+    logger.error("gate failed: %s", exc)
+    return _error(500, "gate_failed", str(exc))
+
+
+def create_app(
+    repo: Repository,
+    *,
+    token: SecretStr | None,
+    compute_verdict: ComputeVerdict,
+    export_redaction: ExportRedaction | None = None,
+) -> Starlette:
+    """The API application over ``repo``.
+
+    Args:
+        repo: an open repository at the current schema (the caller owns its database).
+        token: the bearer token every request but ``/healthz`` must carry; ``None``
+            serves without authentication (only for ``--insecure-no-auth``).
+        compute_verdict: gates a run that has no stored verdict yet, and stores it
+            (:func:`faces.cli.pipeline.gate_run`'s verdict, wired by the CLI).
+        export_redaction: the text redactor of ``GET /v1/runs/{run_id}/export``
+            (:func:`faces.cli.export_cmd.body_redaction`, wired by the CLI); ``None``
+            answers exports 503 (never unredacted).
+    """
+    handlers = _Handlers(
+        repo, compute_verdict, auth=token is not None, export_redaction=export_redaction
+    )
+    middleware = [] if token is None else [Middleware(BearerAuth, token=token)]
+    exception_handlers: dict[Any, Any] = {
+        ApiError: _api_error,
+        HTTPException: _http_error,
+        StorageError: _storage_error,
+        ShadowEvalError: _gate_error,
+    }
+    return Starlette(
+        routes=[
+            Route("/healthz", handlers.healthz, methods=["GET"]),
+            Route("/openapi.json", handlers.openapi, methods=["GET"]),
+            Route("/v1/runs", handlers.runs, methods=["GET"]),
+            Route("/v1/runs/{run_id}/verdict", handlers.verdict, methods=["GET"]),
+            Route("/v1/runs/{run_id}/audit", handlers.audit, methods=["GET"]),
+            Route("/v1/runs/{run_id}/export", handlers.export, methods=["GET"]),
+        ],
+        middleware=middleware,
+        exception_handlers=exception_handlers,
+    )

@@ -1,0 +1,87 @@
+"""The ``shadow-eval`` command line (Typer): the composition root.
+
+Only this package builds :class:`~shadoweval.config.Settings`, configures logging and
+wires components together. Each command group lives in its own module and registers
+itself through a ``register(app)`` function; heavy imports happen inside the commands.
+
+Exit status (:mod:`faces.cli.exit_codes`): ``gate`` and ``evaluate`` exit 0/1/2 for
+PROMOTE/HOLD/ROLLBACK; every usage error and unexpected failure exits 3.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from typing import Any
+
+import typer
+from typer.core import TyperGroup
+
+from faces.cli.exit_codes import EXIT_ERROR
+
+logger = logging.getLogger(__name__)
+
+
+class ShadowEvalGroup(TyperGroup):
+    """The root command group: maps every non-decision ending to exit status 3.
+
+    Click exits 2 on a usage error (an unknown option, a missing one), which is the
+    ROLLBACK status here; an unexpected exception would exit 1, the HOLD status. Both
+    become 3, so CI never reads an error as a decision.
+    """
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().make_context(*args, **kwargs)
+        except typer.TyperException as exc:  # click's ClickException and UsageError
+            exc.exit_code = EXIT_ERROR
+            raise
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except typer.TyperException as exc:
+            exc.exit_code = EXIT_ERROR
+            raise
+        except (typer.Exit, typer.Abort):
+            raise
+        except Exception:
+            logger.exception("shadow-eval failed unexpectedly")
+            import traceback
+
+            traceback.print_exc()
+            raise typer.Exit(EXIT_ERROR) from None
+
+
+app = typer.Typer(
+    name="shadow-eval",
+    cls=ShadowEvalGroup,
+    help="Shadow evaluation of LLM upgrades: capture, replay, compare, gate.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+_COMMAND_MODULES: tuple[str, ...] = (
+    "db_cmd",
+    "import_cmd",
+    "mock_llm_cmd",
+    "replay_cmd",
+    "compare_cmd",
+    "gate_cmd",
+    "evaluate_cmd",
+    "demo_cmd",
+    "capture_cmd",
+    "api_cmd",
+    "export_cmd",
+    "labels_cmd",
+    "dashboard_cmd",
+)
+
+for _name in _COMMAND_MODULES:
+    importlib.import_module(f"faces.cli.{_name}").register(app)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

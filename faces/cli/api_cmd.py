@@ -1,0 +1,162 @@
+"""``shadow-eval api serve``: the HTTP API (runs, verdicts, policy audit) under uvicorn.
+
+The token comes from ``--token-file``, else ``SHADOWEVAL_API__TOKEN``, else
+``SHADOWEVAL_API__TOKEN_FILE``; without one the server refuses to start unless
+``--insecure-no-auth`` is given explicitly. The token is never printed or logged.
+Exit 3 when the server cannot start (no token, unreadable token file, database not at
+the current schema, port in use).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from faces.cli.options import DatabaseUrlOpt
+from faces.cli.render import print_error
+
+if TYPE_CHECKING:
+    from pydantic import SecretStr
+    from starlette.applications import Starlette
+
+    from shadoweval.records import Verdict
+    from shadoweval.storage import Repository, RunInfo
+
+api_app = typer.Typer(
+    name="api",
+    help="The HTTP API: runs, verdicts and policy audit logs for CI (bearer token).",
+    no_args_is_help=True,
+)
+
+
+def build_app(repo: Repository, token: SecretStr | None) -> Starlette:
+    """The API over ``repo``, gating through :func:`~faces.cli.pipeline.gate_run`.
+
+    A run without a stored verdict is gated exactly as ``shadow-eval gate`` gates it (the
+    verdict is stored with command ``shadow-eval api``). ``token`` ``None`` serves without
+    authentication.
+    """
+    from faces.api import create_app
+    from faces.api.app import API_COMMAND
+    from faces.cli.export_cmd import body_redaction
+    from faces.cli.pipeline import gate_run
+
+    def compute(repository: Repository, run: RunInfo) -> Verdict:
+        return gate_run(repository, run, command=API_COMMAND).verdict
+
+    return create_app(repo, token=token, compute_verdict=compute, export_redaction=body_redaction())
+
+
+@api_app.command("serve")
+def serve_command(
+    host: Annotated[
+        str | None,
+        typer.Option("--host", help="Address to bind (default SHADOWEVAL_API__HOST, 127.0.0.1)."),
+    ] = None,
+    port: Annotated[
+        int | None,
+        typer.Option("--port", min=0, max=65535, help="Port (default SHADOWEVAL_API__PORT, 8787)."),
+    ] = None,
+    database_url: DatabaseUrlOpt = None,
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--token-file",
+            help="File holding the bearer token (default: SHADOWEVAL_API__TOKEN, then "
+            "SHADOWEVAL_API__TOKEN_FILE).",
+        ),
+    ] = None,
+    insecure_no_auth: Annotated[
+        bool,
+        typer.Option(
+            "--insecure-no-auth",
+            help="Serve WITHOUT authentication (anyone who reaches the port reads verdicts "
+            "and can trigger a gate). Only for a trusted loopback.",
+        ),
+    ] = False,
+    log_level: Annotated[
+        str, typer.Option("--log-level", help="uvicorn log level (access log at info).")
+    ] = "info",
+) -> None:
+    """Serve the API until SIGINT (exit 0) or SIGTERM (uvicorn stops gracefully, then the
+    signal ends the process). The database must be at the current schema
+    (``shadow-eval db upgrade``). Exit 3 when it cannot start."""
+    import uvicorn
+    from pydantic import ValidationError
+    from rich.console import Console
+
+    from faces.api.settings import ApiSettings, resolve_token
+    from faces.cli.exit_codes import EXIT_ERROR
+    from faces.cli.options import database_url as resolve_url
+    from faces.cli.pipeline import open_repository
+    from shadoweval.errors import ConfigError, ShadowEvalError
+
+    err = Console(stderr=True)
+    try:
+        try:
+            settings = ApiSettings()
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            name = "SHADOWEVAL_API__" + "__".join(str(p) for p in first["loc"]).upper()
+            raise ConfigError(f"{name}: {first['msg']}", field=name) from None
+        token, source = resolve_token(settings, token_file)
+        if token is None and not insecure_no_auth:
+            raise ConfigError(
+                "refusing to start without an API token: set SHADOWEVAL_API__TOKEN or pass "
+                "--token-file (or, on a trusted loopback only, --insecure-no-auth)",
+                field="token",
+            )
+        if token is not None and insecure_no_auth:
+            raise ConfigError(
+                f"--insecure-no-auth given, but a token is configured ({source}); "
+                "use one or the other",
+                field="insecure_no_auth",
+            )
+        bind_host = host or settings.host
+        bind_port = settings.port if port is None else port
+        with open_repository(resolve_url(database_url), upgrade=False) as repo:
+            app = build_app(repo, token)
+            auth = f"bearer token from {source}" if token else "NO AUTHENTICATION"
+            typer.echo(
+                f"shadow-eval API on http://{bind_host}:{bind_port} "
+                f"({auth}; database {repo.database.safe_url})",
+                err=True,
+            )
+            if token is None:
+                typer.echo("warning: serving WITHOUT authentication", err=True)
+            server = uvicorn.Server(
+                uvicorn.Config(
+                    app,
+                    host=bind_host,
+                    port=bind_port,
+                    log_level=log_level,
+                    lifespan="off",
+                    server_header=False,
+                    timeout_graceful_shutdown=10,
+                )
+            )
+            try:
+                server.run()
+            except SystemExit:  # uvicorn exits 1 when it cannot bind: that is not HOLD
+                raise ShadowEvalError(
+                    f"the API could not start on {bind_host}:{bind_port} (see above)"
+                ) from None
+            except KeyboardInterrupt:  # uvicorn re-raises SIGINT after a graceful stop
+                typer.echo("shadow-eval API stopped", err=True)
+                return
+            if not server.started:
+                raise ShadowEvalError(f"the API could not start on {bind_host}:{bind_port}")
+            # A graceful stop without the re-raise: the process started with SIGINT ignored
+            # (a background job of a non-interactive shell, as CI runners start them), so
+            # uvicorn's re-raised signal is ignored too and run() simply returns.
+            typer.echo("shadow-eval API stopped", err=True)
+    except ShadowEvalError as exc:
+        print_error(err, exc)
+        raise typer.Exit(EXIT_ERROR) from None
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``api`` group to the CLI."""
+    app.add_typer(api_app, name="api")

@@ -1,0 +1,120 @@
+"""``shadow-eval capture serve``: the capture sidecar in front of the live model."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+capture_app = typer.Typer(
+    help="Capture live traffic: a sidecar proxy in front of the live model.",
+    no_args_is_help=True,
+)
+
+
+@capture_app.command("serve")
+def capture_serve(
+    upstream: Annotated[str, typer.Option("--upstream", help="Base URL of the live model server.")],
+    host: Annotated[str | None, typer.Option(help="Address to listen on.")] = None,
+    port: Annotated[int | None, typer.Option(help="Proxy port (clients connect here).")] = None,
+    admin_port: Annotated[
+        int | None, typer.Option(help="Port of /healthz, /readyz and /metrics.")
+    ] = None,
+    sink: Annotated[
+        list[str] | None,
+        typer.Option("--sink", help="kafka and/or file (repeat the option for both)."),
+    ] = None,
+    kafka_bootstrap: Annotated[
+        str | None, typer.Option(help="Kafka bootstrap servers HOST:PORT[,HOST:PORT].")
+    ] = None,
+    topic: Annotated[str | None, typer.Option(help="Kafka topic for exchanges.")] = None,
+    capture_dir: Annotated[
+        str | None, typer.Option(help="Capture-log directory of the file sink.")
+    ] = None,
+    spool_dir: Annotated[str | None, typer.Option(help="Directory of the disk spool.")] = None,
+    sample_percent: Annotated[
+        float | None, typer.Option(help="Share of sessions captured, 0-100 (sticky).")
+    ] = None,
+    grace_period_s: Annotated[
+        float | None,
+        typer.Option("--grace-period", help="Seconds in-flight responses may run after SIGTERM."),
+    ] = None,
+    live_model: Annotated[
+        str | None, typer.Option(help="Name of the live model (default: from /v1/models).")
+    ] = None,
+) -> None:
+    """Serve the capture sidecar until SIGTERM/SIGINT.
+
+    Every request is forwarded to --upstream unchanged and its response streamed back as it
+    arrives. Requests on the captured routes (chat completions and completions by default)
+    are copied aside, redacted and written to the sinks; a broker outage spools to disk and
+    never touches the live path. All settings can also come from SHADOWEVAL_CAPTURE__* and
+    SHADOWEVAL_KAFKA__* environment variables. Exit 3 on a configuration error.
+    """
+    import asyncio
+    import logging
+
+    from rich.console import Console
+
+    from capture.sidecar import Sidecar
+    from faces.cli.exit_codes import EXIT_ERROR
+    from faces.cli.render import print_error
+    from shadoweval.body_redaction import BodyRedactor
+    from shadoweval.config import load_settings
+    from shadoweval.errors import ShadowEvalError
+
+    err = Console(stderr=True)
+    try:
+        settings = load_settings(
+            {
+                "capture": {
+                    "upstream_url": upstream,
+                    "host": host,
+                    "port": port,
+                    "admin_port": admin_port,
+                    "sinks": tuple(sink) if sink else None,
+                    "file_sink_directory": capture_dir,
+                    "sample_percent": sample_percent,
+                    "grace_period_s": grace_period_s,
+                },
+                "kafka": {"bootstrap_servers": kafka_bootstrap, "topic": topic},
+            }
+        )
+        if spool_dir is not None or live_model is not None:
+            cap = settings.capture
+            if spool_dir is not None:
+                cap = cap.model_copy(
+                    update={"spool": cap.spool.model_copy(update={"directory": spool_dir})}
+                )
+            if live_model is not None:
+                cap = cap.model_copy(
+                    update={"live_model": cap.live_model.model_copy(update={"name": live_model})}
+                )
+            settings = settings.model_copy(update={"capture": cap})
+        # Fail here, with the field named, rather than when the sidecar starts.
+        BodyRedactor(settings.capture.body_redaction)
+    except ShadowEvalError as exc:
+        print_error(err, exc)
+        raise typer.Exit(EXIT_ERROR) from None
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    # aiokafka logs every failed reconnect (~30 lines/s during an outage) and httpx every
+    # readiness probe; the sink logs each mode change once and the metrics count the rest.
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    cap = settings.capture
+    err.print(
+        f"shadow-eval capture: proxy http://{cap.host}:{cap.port} → {cap.upstream_url}; "
+        f"admin http://{cap.host}:{cap.admin_port}; sinks {', '.join(cap.sinks)}"
+    )
+    sidecar = Sidecar(cap, settings.kafka)
+    try:  # uvloop: a faster event loop for the live path (CPU per request, docs/benchmarks.md)
+        import uvloop
+    except ImportError:
+        asyncio.run(sidecar.serve())
+    else:
+        uvloop.run(sidecar.serve())
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``capture`` group to the CLI."""
+    app.add_typer(capture_app, name="capture")

@@ -1,0 +1,69 @@
+"""``shadow-eval compare run``: score a run's replayed pairs."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from faces.cli.options import (
+    DatabaseUrlOpt,
+    DeviceOpt,
+    EncoderOpt,
+    ExistingRunOpt,
+    StructuredOpt,
+)
+from faces.cli.render import print_error
+
+compare_app = typer.Typer(help="Score replayed pairs.", no_args_is_help=True)
+
+
+@compare_app.command("run")
+def compare_run_command(
+    run_id: ExistingRunOpt,
+    database_url: DatabaseUrlOpt = None,
+    encoder: EncoderOpt = "minilm",
+    device: DeviceOpt = "cpu",
+    structured_task_type: StructuredOpt = None,
+    rescore: Annotated[
+        bool, typer.Option("--rescore", help="Score every pair again, not only new ones.")
+    ] = False,
+) -> None:
+    """Score every replayed pair of a run not scored yet (similarity, formats, latency).
+
+    Prints the counts as JSON. Exit 3 on error.
+    """
+    from rich.console import Console
+
+    from faces.cli.exit_codes import EXIT_ERROR
+    from faces.cli.options import database_url as resolve_url
+    from faces.cli.pipeline import compare_run, make_encoder, open_repository
+    from shadoweval.errors import ShadowEvalError
+
+    err = Console(stderr=True)
+    try:
+        with open_repository(resolve_url(database_url), upgrade=False) as repo:
+            run = repo.get_run(run_id)
+            if run is None:
+                raise ShadowEvalError(f"run {run_id!r} not found")
+            stored = run.settings.get("structured_task_types")
+            structured = set(structured_task_type or ())
+            if isinstance(stored, list):
+                structured.update(str(s) for s in stored)
+            report = compare_run(
+                repo,
+                run_id,
+                make_encoder(encoder, device=device),
+                structured_task_types=frozenset(structured),
+                rescore=rescore,
+            )
+    except ShadowEvalError as exc:
+        print_error(err, exc)
+        raise typer.Exit(EXIT_ERROR) from None
+    typer.echo(json.dumps(report.as_dict(), indent=2))
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``compare`` group to the CLI."""
+    app.add_typer(compare_app, name="compare")

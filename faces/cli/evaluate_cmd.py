@@ -1,0 +1,207 @@
+"""``shadow-eval evaluate``: replay a capture log against a candidate, score, gate, report."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from faces.cli.options import (
+    BaselineRepeatModelOpt,
+    BaselineRepeatShareOpt,
+    BaselineRepeatUrlOpt,
+    CandidateModelOpt,
+    CandidateUrlOpt,
+    ConcurrencyOpt,
+    DatabaseUrlOpt,
+    DeviceOpt,
+    EncoderOpt,
+    JsonOpt,
+    PolicyOpt,
+    ProgressOpt,
+    RateOpt,
+    RunIdOpt,
+    RunNameOpt,
+    StructuredOpt,
+    TimeoutOpt,
+    WarmupOpt,
+)
+from faces.cli.render import print_error
+
+if TYPE_CHECKING:
+    from shadoweval.config import Settings
+
+logger = logging.getLogger(__name__)
+
+
+def build_settings(
+    *,
+    database_url: str | None,
+    concurrency: int | None,
+    rate: float | None,
+    timeout_s: float | None,
+    warmup: int | None,
+) -> Settings:
+    """Settings from the environment with the command-line overrides applied.
+
+    Raises:
+        ConfigError: an override is out of range (names the option and value).
+    """
+    from pydantic import ValidationError
+    from pydantic_settings import SettingsError
+
+    from shadoweval.config import ReplaySettings, check_environment
+    from shadoweval.config import Settings as _Settings
+    from shadoweval.errors import ConfigError
+
+    check_environment()
+    try:
+        settings = _Settings()
+    except (ValidationError, SettingsError) as exc:
+        raise ConfigError(f"invalid SHADOWEVAL_* environment: {exc}", field="environment") from None
+    replay = settings.replay.model_dump()
+    for key, value in (
+        ("concurrency", concurrency),
+        ("rate_per_s", rate),
+        ("timeout_s", timeout_s),
+        ("warmup_requests", warmup),
+    ):
+        if value is not None:
+            replay[key] = value
+    try:
+        replay_settings = ReplaySettings.model_validate(replay)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(
+            f"replay.{name} = {first.get('input')!r}: {first['msg']}",
+            field=f"replay.{name}",
+            value=first.get("input"),
+        ) from None
+    update: dict[str, object] = {"replay": replay_settings}
+    if database_url:
+        update["database"] = settings.database.model_copy(update={"url": database_url})
+    return settings.model_copy(update=update)
+
+
+def ensure_writable(path: Path) -> None:
+    """Fail before a long run, not after it, when ``path`` cannot be written.
+
+    Raises:
+        ConfigError: the parent directory cannot be created or is not writable.
+    """
+    import os
+
+    from shadoweval.errors import ConfigError
+
+    parent = path.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"--report {path}: cannot create {parent}: {exc}", field="report"
+        ) from exc
+    if not os.access(parent, os.W_OK) or path.is_dir():
+        raise ConfigError(
+            f"--report {path}: not a writable file path", field="report", value=str(path)
+        )
+
+
+def evaluate_command(
+    capture_log: Annotated[
+        Path, typer.Option("--capture-log", help="Capture log (a segment file or directory).")
+    ],
+    candidate_url: CandidateUrlOpt,
+    candidate_model: CandidateModelOpt = None,
+    baseline_repeat_url: BaselineRepeatUrlOpt = None,
+    baseline_repeat_model: BaselineRepeatModelOpt = None,
+    baseline_repeat_share: BaselineRepeatShareOpt = 0.1,
+    policy: PolicyOpt = None,
+    database_url: DatabaseUrlOpt = None,
+    run_id: RunIdOpt = None,
+    name: RunNameOpt = None,
+    report: Annotated[
+        Path | None, typer.Option("--report", help="Write the JSON report here.")
+    ] = None,
+    concurrency: ConcurrencyOpt = None,
+    rate: RateOpt = None,
+    timeout_s: TimeoutOpt = None,
+    warmup: WarmupOpt = None,
+    encoder: EncoderOpt = "minilm",
+    device: DeviceOpt = "cpu",
+    structured_task_type: StructuredOpt = None,
+    progress: ProgressOpt = True,
+    as_json: JsonOpt = False,
+) -> None:
+    """Replay a capture log against a candidate, score every pair, gate, and report.
+
+    Exit status: 0 PROMOTE, 1 HOLD, 2 ROLLBACK, 3 error.
+    """
+    from rich.console import Console
+
+    from faces.cli.evaluation import EvaluationRequest, evaluate
+    from faces.cli.exit_codes import EXIT_CODES, EXIT_ERROR
+    from faces.cli.render import print_result, wide_console
+    from shadoweval.errors import ShadowEvalError
+
+    err = Console(stderr=True)
+    out = wide_console(stderr=as_json)
+    try:
+        if report is not None:
+            ensure_writable(report)
+        settings = build_settings(
+            database_url=database_url,
+            concurrency=concurrency,
+            rate=rate,
+            timeout_s=timeout_s,
+            warmup=warmup,
+        )
+        result = evaluate(
+            EvaluationRequest(
+                capture_log=capture_log,
+                candidate_url=candidate_url,
+                candidate_model=candidate_model,
+                baseline_repeat_url=baseline_repeat_url,
+                baseline_repeat_model=baseline_repeat_model,
+                baseline_repeat_share=baseline_repeat_share,
+                policy_path=policy,
+                run_name=name,
+                run_id=run_id,
+                encoder=encoder,
+                device=device,
+                structured_task_types=frozenset(structured_task_type or ()),
+                progress=progress,
+            ),
+            settings,
+            console=err,
+        )
+    except (ShadowEvalError, FileNotFoundError) as exc:
+        print_error(err, exc)
+        raise typer.Exit(EXIT_ERROR) from None
+    print_result(out, result.gate.summary, result.gate.verdict)
+    rep = result.replay
+    out.print(
+        f"replayed {sum(rep.sent.values())} (skipped {sum(rep.skipped.values())}) "
+        f"in {rep.wall_s:.1f}s "
+        f"({rep.achieved_rate_per_s:.1f}/s"
+        + (f", target {rep.target_rate_per_s:g}/s" if rep.target_rate_per_s else "")
+        + f"); errors {dict(rep.errors) or 0}; rejected lines {dict(rep.rejected) or 0}; "
+        f"stages {result.stages_s}"
+    )
+    if report is not None:
+        try:
+            result.write_report(report)
+        except OSError as exc:
+            print_error(err, f"the verdict is stored, but the report could not be written: {exc}")
+            raise typer.Exit(EXIT_ERROR) from None
+        out.print(f"report written to {report}")
+    if as_json:
+        typer.echo(result.gate.verdict.model_dump_json(indent=2))
+    raise typer.Exit(EXIT_CODES[result.gate.verdict.decision])
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``evaluate`` to the CLI."""
+    app.command("evaluate")(evaluate_command)

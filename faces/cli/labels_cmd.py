@@ -1,0 +1,272 @@
+"""``shadow-eval labels``: human labels of pairs — import a labelled export, summarize.
+
+* ``labels import FILE --run ID --labeller NAME``: reads the ``label`` / ``label_note``
+  columns of an export (CSV, JSONL or Parquet) that an analyst filled in
+  (:func:`export.read_labelled`) and stores the labels: a pair's label by
+  this labeller is replaced by a new non-empty one; a row left blank leaves a stored
+  label alone (there is no way to delete a label by import). A row that cannot become a
+  label (a bad label value, an exchange id that is not a pair of the run …) is stored as
+  a rejected record (stage ``label_import``) with its reason and counted, unless an
+  identical rejected record (same reason, location, message and row) is already stored
+  for the run, as when the same file is imported twice; unlabelled rows are counted.
+* ``labels summary --run ID [--json]``: per task type and pooled, the labelled pairs
+  (each counted once, with its most recent label), the labels given, and the
+  candidate's win and loss rates over pairs with 95% Wilson intervals
+  (:func:`stats.labels.label_summary`).
+
+Exit 0 on success, 3 on any error.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from faces.cli.options import DatabaseUrlOpt, ExistingRunOpt, JsonOpt
+from faces.cli.render import print_error
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from rich.console import Console
+
+    from export import LabelImport
+    from shadoweval.storage import Repository
+
+labels_app = typer.Typer(
+    name="labels",
+    help="Human labels of pairs: import a labelled export, summarize win/loss rates.",
+    no_args_is_help=True,
+)
+
+FileArg = Annotated[
+    Path,
+    typer.Argument(help="The labelled export: samples.csv, samples.jsonl or samples.parquet."),
+]
+LabellerOpt = Annotated[
+    str,
+    typer.Option(
+        "--labeller", help="Who labelled (stored with every label; at most 200 characters)."
+    ),
+]
+
+
+def run_pairs(repo: Repository, run_id: str) -> dict[str, str]:
+    """Every scored pair of ``run_id``: exchange id → task type."""
+    from shadoweval.storage.samples import SampleFilter
+
+    pairs: dict[str, str] = {}
+    everything = SampleFilter()
+    for task_type in repo.task_types(run_id):
+        for exchange_id, _ in repo.sample_ids(run_id, everything, task_type):
+            pairs[exchange_id] = task_type
+    return pairs
+
+
+REJECTED_PAGE = 1000
+"""Rejected records read per query when looking for ones already stored."""
+
+
+def stored_rejections(repo: Repository, run_id: str) -> set[tuple[str, str, str, str]]:
+    """``(reason, location, detail, raw)`` of every label-import rejection stored for
+    ``run_id``."""
+    from export.labels_import import LABEL_STAGE
+
+    found: set[tuple[str, str, str, str]] = set()
+    offset = 0
+    while True:
+        page = repo.list_rejected(run_id, stage=LABEL_STAGE, limit=REJECTED_PAGE, offset=offset)
+        found.update((r.reason, r.location or "", r.detail or "", r.raw or "") for r in page)
+        if len(page) < REJECTED_PAGE:
+            return found
+        offset += REJECTED_PAGE
+
+
+def store_import(repo: Repository, run_id: str, imported: LabelImport) -> tuple[int, int]:
+    """Store the labels and keep the rejected rows.
+
+    A rejected row identical to one already stored for the run at stage ``label_import``
+    (same reason, location, message and row: the same file imported again) is not stored
+    again. Returns how many labels were stored and how many rejected rows were skipped
+    as already stored.
+    """
+    from export.labels_import import LABEL_STAGE
+
+    stored = repo.save_labels(imported.labels) if imported.labels else 0
+    known = stored_rejections(repo, run_id) if imported.rejected else set()
+    skipped = 0
+    for row in imported.rejected:
+        key = (row.reason, row.location, row.detail, row.raw)
+        if key in known:
+            skipped += 1
+            continue
+        known.add(key)
+        repo.save_rejected(
+            stage=LABEL_STAGE,
+            reason=row.reason,
+            location=row.location,
+            detail=row.detail,
+            raw=row.raw,
+            run_id=run_id,
+        )
+    return stored, skipped
+
+
+def _print_import(
+    console: Console, err: Console, imported: LabelImport, stored: int, skipped: int
+) -> None:
+    reasons: dict[str, int] = {}
+    for row in imported.rejected:
+        reasons[row.reason] = reasons.get(row.reason, 0) + 1
+    by_reason = ", ".join(f"{reason} {n}" for reason, n in sorted(reasons.items()))
+    console.print(
+        f"{imported.rows} rows read: {stored} labels stored, {len(imported.rejected)} rejected"
+        f"{f' ({by_reason})' if by_reason else ''}, {imported.unlabelled} unlabelled",
+        highlight=False,
+    )
+    if skipped:
+        console.print(
+            f"{skipped} rejected rows were already stored by an earlier import (not stored again)",
+            highlight=False,
+        )
+    for row in imported.rejected[:10]:
+        err.print(f"rejected {row.reason}: {row.detail}", highlight=False, markup=False)
+    if len(imported.rejected) > 10:
+        err.print(f"… and {len(imported.rejected) - 10} more (stored as rejected records)")
+
+
+@labels_app.command("import")
+def import_command(
+    file: FileArg,
+    run_id: ExistingRunOpt,
+    labeller: LabellerOpt,
+    database_url: DatabaseUrlOpt = None,
+) -> None:
+    """Store the labels an analyst wrote into an export of a run.
+
+    Only exchange_id, run_id, label and label_note are read (a CSV may be separated by
+    ',', ';' or tab). Labels: candidate_better, candidate_worse, same, both_bad (case and
+    hyphens forgiven). A new label replaces this labeller's earlier label of the pair;
+    rows without a label are skipped and counted (a stored label stays). Rows that
+    cannot be stored are kept as rejected records with their reason and counted (once,
+    however often the same file is imported). Exit 3 on error.
+    """
+    from export import read_labelled
+    from faces.cli.exit_codes import EXIT_ERROR
+    from faces.cli.options import database_url as resolve_url
+    from faces.cli.pipeline import open_repository
+    from faces.cli.render import wide_console
+    from shadoweval.errors import ConfigError, ShadowEvalError
+
+    err = wide_console(stderr=True)
+    try:
+        if file.is_dir():
+            raise ConfigError(
+                f"FILE {str(file)!r} is a directory; give the labelled export inside it "
+                "(samples.csv, samples.jsonl or samples.parquet)",
+                field="file",
+                value=file,
+            )
+        if not file.is_file():
+            what = "is not a regular file" if file.exists() else "does not exist"
+            raise ConfigError(f"FILE {str(file)!r} {what}", field="file", value=file)
+        with open_repository(resolve_url(database_url), upgrade=False) as repo:
+            if repo.get_run(run_id) is None:
+                raise ConfigError(f"--run {run_id!r}: run not found", field="--run", value=run_id)
+            imported = read_labelled(
+                file, run_id=run_id, labeller=labeller, known=run_pairs(repo, run_id)
+            )
+            stored, skipped = store_import(repo, run_id, imported)
+    except ShadowEvalError as exc:
+        print_error(err, exc)
+        raise typer.Exit(EXIT_ERROR) from None
+    _print_import(wide_console(), err, imported, stored, skipped)
+
+
+def _num(value: Any, fmt: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return fmt.format(value)
+
+
+def _rate(row: dict[str, Any], name: str) -> str:
+    return (
+        f"{_num(row[f'{name}_rate'], '{:.1%}')} "
+        f"[{_num(row[f'{name}_low'], '{:.1%}')}, {_num(row[f'{name}_high'], '{:.1%}')}]"
+    )
+
+
+def summary_records(summary: pd.DataFrame) -> list[dict[str, Any]]:
+    """The summary as JSON-ready records (NaN → ``None``, numpy scalars → Python)."""
+    records: list[dict[str, Any]] = []
+    for row in summary.to_dict(orient="records"):
+        record: dict[str, Any] = {}
+        for key, value in row.items():
+            if hasattr(value, "item"):
+                value = value.item()
+            if isinstance(value, float) and math.isnan(value):
+                value = None
+            record[str(key)] = value
+        records.append(record)
+    return records
+
+
+@labels_app.command("summary")
+def summary_command(
+    run_id: ExistingRunOpt,
+    database_url: DatabaseUrlOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Per task type: labelled pairs (n), labels given, and the candidate's win / loss
+    rate with 95% Wilson intervals (win = candidate_better / n, loss = candidate_worse /
+    n). A pair counts once, with its most recent label (any labeller; at equal times the
+    labeller name that sorts first). Exit 3 on error."""
+    from rich.table import Table
+
+    from faces.cli.exit_codes import EXIT_ERROR
+    from faces.cli.options import database_url as resolve_url
+    from faces.cli.pipeline import open_repository
+    from faces.cli.render import wide_console
+    from shadoweval.errors import ConfigError, ShadowEvalError
+    from shadoweval.records import POOLED
+    from stats.labels import label_summary
+
+    err = wide_console(stderr=True)
+    try:
+        with open_repository(resolve_url(database_url), upgrade=False) as repo:
+            if repo.get_run(run_id) is None:
+                raise ConfigError(f"--run {run_id!r}: run not found", field="--run", value=run_id)
+            labels = repo.load_labels(run_id)
+    except ShadowEvalError as exc:
+        print_error(err, exc)
+        raise typer.Exit(EXIT_ERROR) from None
+    records = summary_records(label_summary(labels))
+    if as_json:
+        typer.echo(json.dumps({"run_id": run_id, "labels": len(labels), "summary": records}))
+        return
+    table = Table(title=f"labels of run {run_id}", title_justify="left")
+    for header in ("task type", "pairs", "labels", "better", "worse", "same", "both bad"):
+        table.add_column(header, justify="left" if header == "task type" else "right")
+    table.add_column("win rate [95% CI]", justify="right")
+    table.add_column("loss rate [95% CI]", justify="right")
+    for row in records:
+        table.add_row(
+            "all (pooled)" if row["task_type"] == POOLED else str(row["task_type"]),
+            str(row["n"]),
+            str(row["labels"]),
+            str(row["candidate_better"]),
+            str(row["candidate_worse"]),
+            str(row["same"]),
+            str(row["both_bad"]),
+            _rate(row, "win"),
+            _rate(row, "loss"),
+        )
+    wide_console().print(table)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``labels`` group to the CLI."""
+    app.add_typer(labels_app, name="labels")

@@ -1,0 +1,219 @@
+"""``shadow-eval replay run``: replay a capture log or a Kafka topic into a run (no scoring,
+no gate)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from faces.cli.options import (
+    BaselineRepeatModelOpt,
+    BaselineRepeatShareOpt,
+    BaselineRepeatUrlOpt,
+    CandidateModelOpt,
+    CandidateUrlOpt,
+    ConcurrencyOpt,
+    DatabaseUrlOpt,
+    PolicyOpt,
+    ProgressOpt,
+    RateOpt,
+    RunIdOpt,
+    RunNameOpt,
+    TimeoutOpt,
+    WarmupOpt,
+)
+from faces.cli.render import print_error
+
+if TYPE_CHECKING:
+    from shadoweval.config import Settings
+
+replay_app = typer.Typer(help="Replay captured requests to shadow targets.", no_args_is_help=True)
+
+SourceOpt = Annotated[
+    str,
+    typer.Option(
+        "--source",
+        help="Capture log to replay (segment file or directory), or a Kafka topic to "
+        "consume: kafka://HOST:PORT[,HOST:PORT]/TOPIC.",
+    ),
+]
+UntilIdleOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--until-idle",
+        min=0.0,
+        help="Kafka: stop once no record arrived and nothing was in flight for this many "
+        "seconds (default: run until SIGTERM/SIGINT).",
+    ),
+]
+MetricsPortOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--metrics-port",
+        min=0,
+        max=65535,
+        help="Kafka: serve /metrics, /healthz and /readyz on this port "
+        "(default: SHADOWEVAL_WORKER__METRICS_PORT, else none).",
+    ),
+]
+GroupIdOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--group-id",
+        help="Kafka consumer group (default: SHADOWEVAL_WORKER__GROUP_ID, else "
+        "shadoweval-replay.<run id>).",
+    ),
+]
+BaselineModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--baseline-model",
+        help="Kafka: the live (baseline) model's name for a new run (default: the resumed "
+        "run's, else read from the first exchange on the topic).",
+    ),
+]
+SessionTimeoutOpt = Annotated[
+    float,
+    typer.Option(
+        "--session-timeout",
+        min=0.5,
+        max=300.0,
+        help="Kafka: consumer-group session timeout, seconds (a crashed worker's partitions "
+        "move to the others after this long).",
+    ),
+]
+
+
+@replay_app.command("run")
+def replay_run(
+    source: SourceOpt,
+    candidate_url: CandidateUrlOpt,
+    candidate_model: CandidateModelOpt = None,
+    baseline_repeat_url: BaselineRepeatUrlOpt = None,
+    baseline_repeat_model: BaselineRepeatModelOpt = None,
+    baseline_repeat_share: BaselineRepeatShareOpt = 0.1,
+    run_id: RunIdOpt = None,
+    name: RunNameOpt = None,
+    policy: PolicyOpt = None,
+    database_url: DatabaseUrlOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    rate: RateOpt = None,
+    timeout_s: TimeoutOpt = None,
+    warmup: WarmupOpt = None,
+    progress: ProgressOpt = True,
+    until_idle: UntilIdleOpt = None,
+    metrics_port: MetricsPortOpt = None,
+    group_id: GroupIdOpt = None,
+    baseline_model: BaselineModelOpt = None,
+    session_timeout: SessionTimeoutOpt = 10.0,
+) -> None:
+    """Replay every exchange of a capture log or Kafka topic to the candidate (and a
+    baseline replica).
+
+    Outcomes are stored idempotently: running it again on the same run resumes, and sends
+    only what has no outcome yet. A Kafka worker commits offsets only after the outcomes
+    are stored; a restarted worker passes the same --run-id (its group is derived from
+    it). SIGTERM/SIGINT stop a Kafka worker gracefully. Prints the replay counts as JSON.
+    Exit 3 on error.
+    """
+    from rich.console import Console
+
+    from faces.cli.evaluate_cmd import build_settings
+    from faces.cli.evaluation import EvaluationRequest, prepare_run
+    from faces.cli.exit_codes import EXIT_ERROR
+    from faces.cli.pipeline import (
+        open_repository,
+        prepare_kafka_run,
+        replay_capture_log,
+        replay_kafka,
+        run_async,
+    )
+    from shadoweval.bus.url import is_kafka_url, parse_kafka_url
+    from shadoweval.errors import ShadowEvalError
+
+    err = Console(stderr=True)
+    try:
+        kafka = parse_kafka_url(source) if is_kafka_url(source) else None
+        settings = build_settings(
+            database_url=database_url,
+            concurrency=concurrency,
+            rate=rate,
+            timeout_s=timeout_s,
+            warmup=warmup,
+        )
+        request = EvaluationRequest(
+            capture_log=Path(source),
+            candidate_url=candidate_url,
+            candidate_model=candidate_model,
+            baseline_repeat_url=baseline_repeat_url,
+            baseline_repeat_model=baseline_repeat_model,
+            baseline_repeat_share=baseline_repeat_share,
+            policy_path=policy,
+            run_name=name,
+            run_id=run_id,
+            progress=progress,
+            command="shadow-eval replay run",
+        )
+        with open_repository(settings.database.url) as repo:
+            if kafka is None:
+                run, targets = prepare_run(repo, request, settings)
+                report = run_async(
+                    replay_capture_log(
+                        repo,
+                        run.run_id,
+                        request.capture_log,
+                        targets,
+                        settings.replay,
+                        progress=progress,
+                        console=err,
+                    )
+                )
+            else:
+                settings = _worker_overrides(settings, group_id, metrics_port)
+                session_timeout_ms = round(session_timeout * 1000)
+                run, targets = prepare_kafka_run(
+                    repo,
+                    request,
+                    settings,
+                    source=kafka,
+                    baseline_model=baseline_model,
+                    session_timeout_ms=session_timeout_ms,
+                )
+                report = run_async(
+                    replay_kafka(
+                        repo,
+                        run.run_id,
+                        kafka,
+                        targets,
+                        settings,
+                        until_idle_s=until_idle,
+                        session_timeout_ms=session_timeout_ms,
+                        console=err,
+                    )
+                )
+    except (ShadowEvalError, FileNotFoundError) as exc:
+        print_error(err, exc)
+        raise typer.Exit(EXIT_ERROR) from None
+    typer.echo(json.dumps(report.as_dict(), indent=2))
+
+
+def _worker_overrides(
+    settings: Settings, group_id: str | None, metrics_port: int | None
+) -> Settings:
+    """``settings`` with the command line's worker options applied."""
+    update: dict[str, object] = {}
+    if group_id:
+        update["group_id"] = group_id
+    if metrics_port is not None:
+        update["metrics_port"] = metrics_port
+    if not update:
+        return settings
+    return settings.model_copy(update={"worker": settings.worker.model_copy(update=update)})
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``replay`` group to the CLI."""
+    app.add_typer(replay_app, name="replay")

@@ -1,0 +1,82 @@
+"""Overview: the verdict banner, the per-task-type table and the human-label rates."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from faces.dashboard import loaders
+from faces.dashboard.banner import BANNER_REASONS, reasons_markdown, verdict_banner
+from faces.dashboard.check_cells import checks_table, style_checks_table
+from faces.dashboard.context import current
+from faces.dashboard.formatting import count_noun, md_escape
+from faces.dashboard.labels_table import labels_table, style_labels_table
+from faces.dashboard.overview_table import checks_heading, overview_table, style_overview_table
+
+ctx = current()
+st.title("Overview")
+st.caption(f"Run **{md_escape(ctx.run.name)}** · `{ctx.run_id}`")
+
+verdict = loaders.latest_verdict(ctx.database_url, ctx.run_id, ctx.version.verdict)
+banner = verdict_banner(verdict)
+getattr(st, banner.kind)(banner.markdown())
+if len(banner.reasons) > BANNER_REASONS:
+    with st.expander(f"All {len(banner.reasons)} reasons of the verdict"):
+        st.markdown(reasons_markdown(banner.reasons))
+
+if verdict is not None:
+    coverage = verdict.coverage
+    cols = st.columns(5)
+    cols[0].metric("Decision", verdict.decision.value.upper())
+    cols[1].metric("Look", verdict.look)
+    cols[2].metric("Coverage", f"{coverage.share:.1%}")
+    cols[3].metric("Paired", f"{coverage.paired:,}")
+    cols[4].metric("Captured", f"{coverage.captured:,}")
+    st.caption(
+        f"Decided {verdict.decided_at:%Y-%m-%d %H:%M:%S} UTC · policy `{verdict.policy_hash}`"
+        f" · {coverage.errored:,} errored, {coverage.skipped:,} skipped, "
+        f"{count_noun(coverage.warmup, 'warm-up replay')}, "
+        f"{count_noun(coverage.rejected, 'unreadable capture line')}"
+    )
+
+st.subheader("Per task type")
+if ctx.version.pairs == 0:
+    st.info("This run has no scored pairs yet (run `shadow-eval compare`).")
+else:
+    summary = loaders.summary(ctx.database_url, ctx.run_id, ctx.version)
+    table = overview_table(summary, verdict)
+    st.dataframe(
+        style_overview_table(table), hide_index=True, placeholder="–", key="overview_table"
+    )
+    st.caption(
+        "Check cells come first, after the task type, its worst outcome and n; the descriptive "
+        "columns (similarity, noise floor, rates) follow and cover all pairs of the run; "
+        "rates are baseline (base) and candidate (cand) shares, quality rates without pairs "
+        "that had an infrastructure error. Check cells are the stored verdict's: estimate "
+        "[interval] at its look — error/infra/format in percentage points (candidate − "
+        "baseline failures), latency as candidate/baseline ratios; green pass, red fail, "
+        "amber inconclusive."
+    )
+    if verdict is not None:
+        with st.expander(checks_heading(len(verdict.checks))):
+            st.dataframe(
+                style_checks_table(checks_table(verdict.checks)),
+                hide_index=True,
+                placeholder="–",
+                key="checks_table",
+            )
+
+st.subheader("Human labels")
+rates = loaders.label_rates(ctx.database_url, ctx.run_id)
+if rates.empty or int(rates["n"].iloc[-1]) == 0:
+    st.info("No pairs of this run are labelled yet (label them on the Samples page).")
+else:
+    st.dataframe(
+        style_labels_table(labels_table(rates)),
+        hide_index=True,
+        placeholder="–",
+        key="labels_table",
+    )
+    st.caption(
+        "Win rate = candidate better / labels, loss rate = candidate worse / labels, with 95% "
+        "Wilson score intervals; a pair labelled by several people counts once per label."
+    )

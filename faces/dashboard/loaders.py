@@ -1,0 +1,223 @@
+"""Cached, read-only loaders: what the pages read from the database, through storage.
+
+Caching (Streamlit's ``st.cache_resource`` / ``st.cache_data``):
+
+* one :class:`~shadoweval.storage.Repository` per database URL (``cache_resource``,
+  shared by every session, engine disposed when the entry is released); it is opened as
+  the reading commands open it (:func:`faces.cli.pipeline.open_repository` without
+  upgrade: the database must exist at the current schema);
+* data (``cache_data``, a pickled copy per caller), keyed by the database URL, the run id
+  and a cheap **data-version token** (:func:`data_version`: the run's pair count and its
+  latest verdict's time, decision and look, itself cached for
+  :data:`VERSION_TTL_S` seconds). New pairs or a new verdict change the token, so they
+  show up within that time without recomputing anything else;
+* the pairs table and its summary are the expensive entries (seconds at 200,000 pairs);
+  they are keyed by the pair count only, so a new verdict does not reload them. The table
+  is kept per run in a :class:`~faces.dashboard.pairs_cache.PairsCache` (``cache_resource``)
+  that reads only the pairs scored since its last read, so a live run whose count moves
+  every few seconds stays warm; it re-reads everything after :data:`PAIRS_TTL_S`, when
+  pairs rescored in place (which keep the count) show up.
+* labels are cached for :data:`LABELS_TTL_S` (imports show up then) and cleared at once
+  when this dashboard saves one (:func:`labels_changed`).
+
+Nothing here writes: the only write of the dashboard is a human label
+(:func:`faces.dashboard.labelling.save_label`).
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import pandas as pd
+import streamlit as st
+
+from faces.dashboard.pairs_cache import PairsCache
+from shadoweval.errors import StorageError
+from shadoweval.records import HumanLabel, Verdict
+from shadoweval.storage import PolicyAuditEntry, Repository, RunInfo, VerdictEntry
+from shadoweval.storage.samples import SampleFilter
+from stats.labels import label_summary
+from stats.policy import parse_policy_yaml
+from stats.summary import task_type_summary
+
+__all__ = [
+    "LABELS_TTL_S",
+    "PAIRS_TTL_S",
+    "RUNS_TTL_S",
+    "VERSION_TTL_S",
+    "DataVersion",
+    "count_samples",
+    "data_version",
+    "label_rates",
+    "labels",
+    "labels_changed",
+    "latest_verdict",
+    "pairs",
+    "policy_audit",
+    "repository",
+    "run",
+    "runs",
+    "summary",
+    "task_types",
+    "verdict_history",
+]
+
+VERSION_TTL_S = 5.0
+"""Seconds a data-version token is reused: new data shows up within this time."""
+RUNS_TTL_S = 10.0
+"""Seconds the run list (and one run's row) is reused."""
+PAIRS_TTL_S = 600.0
+"""Seconds a pairs table is kept even when the pair count did not change."""
+LABELS_TTL_S = 30.0
+"""Seconds labels are reused (labels saved here clear the cache at once)."""
+MAX_RUNS_CACHED = 4
+"""Pairs tables kept in memory (one per run and version)."""
+
+
+@dataclass
+class _OpenRepository:
+    """A repository held open by the resource cache, with what closes it."""
+
+    repo: Repository
+    stack: ExitStack
+
+    def close(self) -> None:
+        self.stack.close()
+
+
+def _release(entry: _OpenRepository) -> None:
+    entry.close()
+
+
+@st.cache_resource(show_spinner=False, on_release=_release)
+def _open(database_url: str) -> _OpenRepository:
+    from faces.cli.pipeline import open_repository
+
+    stack = ExitStack()
+    repo = stack.enter_context(open_repository(database_url, upgrade=False))
+    return _OpenRepository(repo, stack)
+
+
+def repository(database_url: str) -> Repository:
+    """The shared repository of ``database_url`` (opened once per process).
+
+    Raises:
+        StorageError: the database cannot be reached, does not exist, or is not at the
+            current schema (``shadow-eval db upgrade``).
+    """
+    return _open(database_url).repo
+
+
+class DataVersion(NamedTuple):
+    """What changes when a run gets new data: its pair count and its latest verdict."""
+
+    pairs: int
+    verdict: str
+
+
+@st.cache_data(ttl=VERSION_TTL_S, show_spinner=False)
+def data_version(database_url: str, run_id: str) -> DataVersion:
+    """The run's data-version token: two cheap queries (a count and the latest decision)."""
+    repo = repository(database_url)
+    count = repo.count_samples(run_id, SampleFilter())
+    latest = repo.latest_decisions([run_id]).get(run_id)
+    verdict = (
+        ""
+        if latest is None
+        else f"{latest.decided_at.isoformat()}|{latest.decision.value}|{latest.look}"
+    )
+    return DataVersion(count, verdict)
+
+
+@st.cache_data(ttl=RUNS_TTL_S, show_spinner=False)
+def runs(database_url: str) -> list[RunInfo]:
+    """Every run, newest first."""
+    return repository(database_url).list_runs()
+
+
+@st.cache_data(ttl=RUNS_TTL_S, show_spinner=False)
+def run(database_url: str, run_id: str) -> RunInfo | None:
+    """One run, or ``None``."""
+    return repository(database_url).get_run(run_id)
+
+
+@st.cache_resource(show_spinner=False, max_entries=MAX_RUNS_CACHED)
+def _pairs_cache(database_url: str, run_id: str) -> PairsCache:
+    info = repository(database_url).get_run(run_id)
+    if info is None:
+        raise StorageError(f"run {run_id!r} not found")
+    return PairsCache(run_id, parse_policy_yaml(info.policy_yaml), full_reload_s=PAIRS_TTL_S)
+
+
+@st.cache_data(ttl=PAIRS_TTL_S, max_entries=MAX_RUNS_CACHED, show_spinner="Loading pairs…")
+def pairs(database_url: str, run_id: str, pair_count: int) -> pd.DataFrame:
+    """:func:`stats.frame.pairs_frame` of the run's pair scores under its frozen policy.
+
+    ``pair_count`` is the version key (:attr:`DataVersion.pairs`); a new count reads only
+    the pairs scored since (:class:`~faces.dashboard.pairs_cache.PairsCache`).
+
+    Raises:
+        StorageError: unknown run, or a database failure.
+    """
+    return _pairs_cache(database_url, run_id).table(repository(database_url))
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def latest_verdict(database_url: str, run_id: str, verdict_token: str) -> Verdict | None:
+    """The run's stored latest verdict (``verdict_token``: :attr:`DataVersion.verdict`)."""
+    if not verdict_token:
+        return None
+    return repository(database_url).latest_verdict(run_id)
+
+
+@st.cache_data(ttl=PAIRS_TTL_S, max_entries=MAX_RUNS_CACHED * 4, show_spinner=False)
+def summary(database_url: str, run_id: str, version: DataVersion) -> pd.DataFrame:
+    """:func:`stats.summary.task_type_summary` of the pairs, with the latest verdict."""
+    return task_type_summary(
+        pairs(database_url, run_id, version.pairs),
+        latest_verdict(database_url, run_id, version.verdict),
+    )
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def verdict_history(database_url: str, run_id: str, verdict_token: str) -> list[VerdictEntry]:
+    """Every stored verdict of the run, oldest first."""
+    return repository(database_url).verdict_history(run_id)
+
+
+@st.cache_data(ttl=RUNS_TTL_S, show_spinner=False)
+def policy_audit(database_url: str, run_id: str) -> list[PolicyAuditEntry]:
+    """The run's policy audit log, oldest first."""
+    return repository(database_url).policy_audit(run_id)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def task_types(database_url: str, run_id: str, pair_count: int) -> list[str]:
+    """Task types with pair scores in the run, sorted."""
+    return repository(database_url).task_types(run_id)
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def count_samples(database_url: str, run_id: str, flt: SampleFilter, pair_count: int) -> int:
+    """How many pairs of the run match ``flt`` (:meth:`Repository.count_samples`)."""
+    return repository(database_url).count_samples(run_id, flt)
+
+
+@st.cache_data(ttl=LABELS_TTL_S, show_spinner=False)
+def labels(database_url: str, run_id: str) -> list[HumanLabel]:
+    """The run's human labels."""
+    return repository(database_url).load_labels(run_id)
+
+
+@st.cache_data(ttl=LABELS_TTL_S, show_spinner=False)
+def label_rates(database_url: str, run_id: str) -> pd.DataFrame:
+    """:func:`stats.labels.label_summary` of the run's labels."""
+    return label_summary(labels(database_url, run_id))
+
+
+def labels_changed() -> None:
+    """Forget cached labels (after this dashboard saved one)."""
+    labels.clear()
+    label_rates.clear()
