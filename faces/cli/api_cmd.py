@@ -38,9 +38,9 @@ def build_app(repo: Repository, token: SecretStr | None) -> Starlette:
     verdict is stored with command ``shadow-eval api``). ``token`` ``None`` serves without
     authentication.
     """
+    from application.redaction import body_redaction
     from faces.api import create_app
     from faces.api.app import API_COMMAND
-    from faces.cli.export_cmd import body_redaction
     from faces.cli.pipeline import gate_run
 
     def compute(repository: Repository, run: RunInfo) -> Verdict:
@@ -87,10 +87,10 @@ def serve_command(
     from pydantic import ValidationError
     from rich.console import Console
 
+    from application.database import open_repository
     from faces.api.settings import ApiSettings, resolve_token
     from faces.cli.exit_codes import EXIT_ERROR
     from faces.cli.options import database_url as resolve_url
-    from faces.cli.pipeline import open_repository
     from shadoweval.errors import ConfigError, ShadowEvalError
 
     err = Console(stderr=True)

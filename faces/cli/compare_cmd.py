@@ -36,9 +36,10 @@ def compare_run_command(
     """
     from rich.console import Console
 
+    from application.database import open_repository
     from faces.cli.exit_codes import EXIT_ERROR
     from faces.cli.options import database_url as resolve_url
-    from faces.cli.pipeline import compare_run, make_encoder, open_repository
+    from faces.cli.pipeline import compare_run, make_encoder
     from shadoweval.errors import ShadowEvalError
 
     err = Console(stderr=True)

@@ -128,9 +128,9 @@ def dashboard_command(
     never gates (run `shadow-eval gate` for a verdict). The database must exist at the
     current schema (`shadow-eval db upgrade`). Exit 3 when it cannot start.
     """
+    from application.database import open_repository
     from faces.cli.exit_codes import EXIT_ERROR
     from faces.cli.options import database_url as resolve_url
-    from faces.cli.pipeline import open_repository
     from faces.cli.render import wide_console
     from shadoweval.errors import ShadowEvalError
 

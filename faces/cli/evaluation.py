@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import JsonValue
 
+from application.database import open_repository
 from faces.cli.pipeline import (
     GateResult,
     StageTimer,
@@ -21,7 +22,6 @@ from faces.cli.pipeline import (
     compare_run,
     gate_run,
     make_encoder,
-    open_repository,
     replay_capture_log,
     run_async,
 )

@@ -20,7 +20,7 @@ from faces.cli.render import print_error
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from export import ExportRedaction, ExportResult
+    from export import ExportResult
 
 OutOpt = Annotated[
     str,
@@ -103,29 +103,6 @@ def parse_number(text: str | None, option: str, kind: type[int] | type[float]) -
         raise ConfigError(f"{option} {text!r} is not {what}", field=option, value=text) from None
 
 
-def body_redaction() -> ExportRedaction:
-    """The exports' text redactor: the capture sidecar's body rules, as configured.
-
-    Built from :class:`shadoweval.body_redaction.BodyRedactor` with
-    ``settings.capture.body_redaction`` (``SHADOWEVAL_CAPTURE__BODY_REDACTION__*``):
-    ``secret_key``, ``email``, ``card_number`` and ``phone`` by default, plus any
-    ``extra_patterns``. Shared by the command line, the API and the dashboard download.
-
-    Raises:
-        ConfigError: the settings are invalid (an unknown rule, a bad pattern).
-    """
-    from export import ExportRedaction
-    from shadoweval.body_redaction import BodyRedactor, RedactionHits
-    from shadoweval.config import load_settings
-
-    redactor = BodyRedactor(load_settings().capture.body_redaction)
-
-    def redact(text: str) -> str:
-        return redactor.redact_text(text, "export", RedactionHits())
-
-    return ExportRedaction(redact=redact, rules=redactor.rule_names)
-
-
 def print_export(
     console: Console, result: ExportResult, paths: list[Path], removed: list[Path] | None = None
 ) -> None:
@@ -180,6 +157,8 @@ def export_command(
     samples.<other ext> files of an earlier export in --out are removed (no other file
     is touched). Exit 3 on error.
     """
+    from application.database import open_repository
+    from application.redaction import body_redaction
     from export import (
         build_export,
         cli_option,
@@ -189,7 +168,6 @@ def export_command(
     )
     from faces.cli.exit_codes import EXIT_ERROR
     from faces.cli.options import database_url as resolve_url
-    from faces.cli.pipeline import open_repository
     from faces.cli.render import wide_console
     from shadoweval.errors import ConfigError, ShadowEvalError
 

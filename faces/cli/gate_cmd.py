@@ -215,9 +215,10 @@ def gate_command(
     ``--wait`` the run is re-evaluated every ``--poll-interval`` until the decision is
     terminal or the wait runs out (one progress line per poll on stderr).
     """
+    from application.database import open_repository
     from faces.cli.exit_codes import EXIT_CODES, EXIT_ERROR
     from faces.cli.options import database_url as resolve_url
-    from faces.cli.pipeline import gate_run, open_repository
+    from faces.cli.pipeline import gate_run
     from faces.cli.render import print_result, wide_console
     from shadoweval.errors import ShadowEvalError
 

@@ -154,10 +154,10 @@ def import_command(
     cannot be stored are kept as rejected records with their reason and counted (once,
     however often the same file is imported). Exit 3 on error.
     """
+    from application.database import open_repository
     from export import read_labelled
     from faces.cli.exit_codes import EXIT_ERROR
     from faces.cli.options import database_url as resolve_url
-    from faces.cli.pipeline import open_repository
     from faces.cli.render import wide_console
     from shadoweval.errors import ConfigError, ShadowEvalError
 
@@ -226,9 +226,9 @@ def summary_command(
     labeller name that sorts first). Exit 3 on error."""
     from rich.table import Table
 
+    from application.database import open_repository
     from faces.cli.exit_codes import EXIT_ERROR
     from faces.cli.options import database_url as resolve_url
-    from faces.cli.pipeline import open_repository
     from faces.cli.render import wide_console
     from shadoweval.errors import ConfigError, ShadowEvalError
     from shadoweval.records import POOLED

@@ -35,51 +35,6 @@ if TYPE_CHECKING:
     from stats.policy import GatePolicy
 
 
-@contextmanager
-def open_repository(database_url: str, *, upgrade: bool = True) -> Iterator[Repository]:
-    """Open the database (migrating it to head first when ``upgrade``) and yield a repository.
-
-    Without ``upgrade`` the database must already exist at the current schema: reading
-    commands (``compare``, ``gate``) never create an empty SQLite file by accident.
-
-    Raises:
-        StorageError: the database cannot be reached, does not exist, or is behind and
-            ``upgrade`` is false.
-    """
-    from shadoweval.storage import Database, Repository
-
-    if not upgrade:
-        _require_existing_sqlite(database_url)
-    db = Database(database_url)
-    try:
-        if upgrade:
-            db.upgrade()
-        else:
-            db.check_schema()
-        yield Repository(db)
-    finally:
-        db.dispose()
-
-
-def _require_existing_sqlite(database_url: str) -> None:
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    from shadoweval.errors import StorageError
-
-    try:
-        url = make_url(database_url)
-    except ArgumentError as exc:
-        raise StorageError(f"invalid database URL {database_url!r}: {exc}") from exc
-    path = url.database
-    in_a_file = url.get_backend_name() == "sqlite" and path and path != ":memory:"
-    if in_a_file and not Path(str(path)).exists():
-        raise StorageError(
-            f"database file {path} does not exist (nothing has been replayed into it; "
-            "run `shadow-eval evaluate` or `replay run` first, or check --database-url)"
-        )
-
-
 def make_encoder(name: str, *, device: str = "cpu", batch_size: int = 64) -> Encoder:
     """Build the similarity encoder: ``minilm`` (bundled all-MiniLM-L6-v2) or ``hashing``.
 

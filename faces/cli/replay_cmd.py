@@ -121,11 +121,11 @@ def replay_run(
     """
     from rich.console import Console
 
+    from application.database import open_repository
     from faces.cli.evaluate_cmd import build_settings
     from faces.cli.evaluation import EvaluationRequest, prepare_run
     from faces.cli.exit_codes import EXIT_ERROR
     from faces.cli.pipeline import (
-        open_repository,
         prepare_kafka_run,
         replay_capture_log,
         replay_kafka,

@@ -66,7 +66,7 @@ def build_download(
             invalid redaction setting); the message names it.
         StorageError: the database failed.
     """
-    from faces.cli.export_cmd import body_redaction
+    from application.redaction import body_redaction
 
     request = ExportRequest(
         run_id=run_id,

@@ -93,7 +93,7 @@ def _release(entry: _OpenRepository) -> None:
 
 @st.cache_resource(show_spinner=False, on_release=_release)
 def _open(database_url: str) -> _OpenRepository:
-    from faces.cli.pipeline import open_repository
+    from application.database import open_repository
 
     stack = ExitStack()
     repo = stack.enter_context(open_repository(database_url, upgrade=False))

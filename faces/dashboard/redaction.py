@@ -36,7 +36,7 @@ def redactor() -> ExportRedaction:
         ConfigError: the redaction settings are invalid (not cached: fixed settings are
             picked up by the next call).
     """
-    from faces.cli.export_cmd import body_redaction
+    from application.redaction import body_redaction
 
     return body_redaction()
 

@@ -19,7 +19,8 @@ RejectedRecord, VerdictEntry, LatestDecision, PolicyAuditEntry).
 
 from __future__ import annotations
 
-from shadoweval.storage.database import Database, head_revision, upgrade
+from shadoweval.errors import StorageError
+from shadoweval.storage.database import Database, head_revision, require_existing_sqlite, upgrade
 from shadoweval.storage.repository import PairInput, Repository
 from shadoweval.storage.samples import Sample, SampleCursor, SampleFilter, SamplePage
 from shadoweval.storage.types import (
@@ -48,7 +49,9 @@ __all__ = [
     "SampleCursor",
     "SampleFilter",
     "SamplePage",
+    "StorageError",
     "VerdictEntry",
     "head_revision",
+    "require_existing_sqlite",
     "upgrade",
 ]

@@ -23,6 +23,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -102,6 +103,27 @@ def _is_known_revision(revision: str) -> bool:
         return script.get_revision(revision) is not None
     except CommandError:
         return False
+
+
+def require_existing_sqlite(database_url: str) -> None:
+    """Refuse a SQLite URL whose file does not exist (other URLs and ``:memory:`` pass).
+
+    Reading commands use this so they never create an empty SQLite file by accident.
+
+    Raises:
+        StorageError: the URL does not parse, or names a SQLite file that does not exist.
+    """
+    try:
+        url = make_url(database_url)
+    except ArgumentError as exc:
+        raise StorageError(f"invalid database URL {database_url!r}: {exc}") from exc
+    path = url.database
+    in_a_file = url.get_backend_name() == "sqlite" and path and path != ":memory:"
+    if in_a_file and not Path(str(path)).exists():
+        raise StorageError(
+            f"database file {path} does not exist (nothing has been replayed into it; "
+            "run `shadow-eval evaluate` or `replay run` first, or check --database-url)"
+        )
 
 
 def describe_error(exc: BaseException) -> str:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
+from application.redaction import body_redaction
 from export import CountingRedactor, build_export, make_request
-from faces.cli.export_cmd import body_redaction
 from shadoweval.body_redaction import BodyRedactor, RedactionHits
 from shadoweval.config import BodyRedactionSettings
 from shadoweval.storage import Repository

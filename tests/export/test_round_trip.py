@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from application.redaction import body_redaction
 from export import (
     EXPORT_COLUMNS,
     MANIFEST_SCHEMA_VERSION,
@@ -22,7 +23,6 @@ from export import (
     stale_samples,
     write_export,
 )
-from faces.cli.export_cmd import body_redaction
 from shadoweval.errors import ConfigError
 from shadoweval.pair_flags import PairFlag
 from shadoweval.storage import Repository
