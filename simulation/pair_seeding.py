@@ -31,7 +31,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import orjson
 
-from faces.cli.pipeline import GateResult, gate_run, load_gate_policy
+from application.gating import GateResult, gate_run, load_gate_policy
 from shadoweval.records import (
     Exchange,
     FinishReason,

@@ -38,10 +38,10 @@ def build_app(repo: Repository, token: SecretStr | None) -> Starlette:
     verdict is stored with command ``shadow-eval api``). ``token`` ``None`` serves without
     authentication.
     """
+    from application.gating import gate_run
     from application.redaction import body_redaction
     from faces.api import create_app
     from faces.api.app import API_COMMAND
-    from faces.cli.pipeline import gate_run
 
     def compute(repository: Repository, run: RunInfo) -> Verdict:
         return gate_run(repository, run, command=API_COMMAND).verdict

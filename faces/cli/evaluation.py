@@ -13,14 +13,13 @@ from typing import TYPE_CHECKING, Any
 from pydantic import JsonValue
 
 from application.database import open_repository
+from application.gating import GateResult, gate_run
 from faces.cli.pipeline import (
-    GateResult,
     StageTimer,
     TargetConfig,
     _policy_path,
     baseline_identity,
     compare_run,
-    gate_run,
     make_encoder,
     replay_capture_log,
     run_async,

@@ -22,7 +22,7 @@ from faces.cli.render import print_error
 from shadoweval.errors import ConfigError
 
 if TYPE_CHECKING:
-    from faces.cli.pipeline import GateResult
+    from application.gating import GateResult
     from shadoweval.records import Coverage
     from shadoweval.storage import Repository, RunInfo
 
@@ -123,7 +123,7 @@ def poll_verdict(
     Raises:
         ShadowEvalError: the first poll, or the last one, failed.
     """
-    from faces.cli.pipeline import gate_run
+    from application.gating import gate_run
     from shadoweval.errors import StorageError
     from shadoweval.records import Decision
 
@@ -175,8 +175,8 @@ def _check_policy(repo: Repository, run: RunInfo, policy: Path | None) -> None:
     Raises:
         ShadowEvalError: ``policy`` is not the policy the run was started under.
     """
+    from application.gating import load_gate_policy
     from faces.cli.evaluation import audit_policy
-    from faces.cli.pipeline import load_gate_policy
     from shadoweval.errors import ShadowEvalError
 
     if policy is None:
@@ -216,9 +216,9 @@ def gate_command(
     terminal or the wait runs out (one progress line per poll on stderr).
     """
     from application.database import open_repository
+    from application.gating import gate_run
     from faces.cli.exit_codes import EXIT_CODES, EXIT_ERROR
     from faces.cli.options import database_url as resolve_url
-    from faces.cli.pipeline import gate_run
     from faces.cli.render import print_result, wide_console
     from shadoweval.errors import ShadowEvalError
 

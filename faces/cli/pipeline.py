@@ -12,15 +12,15 @@ import asyncio
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from application.gating import load_gate_policy
 from shadoweval.errors import ConfigError, ShadowEvalError
-from shadoweval.records import Decision, ModelIdentity, ReplayTarget, Verdict
+from shadoweval.records import ModelIdentity, ReplayTarget
 
 if TYPE_CHECKING:
-    import pandas as pd
     from rich.console import Console
 
     from compare.encoders import Encoder
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from shadoweval.bus.url import KafkaSource
     from shadoweval.config import ReplaySettings, Settings
     from shadoweval.storage import Repository, RunInfo
-    from stats.policy import GatePolicy
 
 
 def make_encoder(name: str, *, device: str = "cpu", batch_size: int = 64) -> Encoder:
@@ -50,14 +49,6 @@ def make_encoder(name: str, *, device: str = "cpu", batch_size: int = 64) -> Enc
     raise ConfigError(
         f"encoder {name!r} is not known: use minilm or hashing", field="encoder", value=name
     )
-
-
-def load_gate_policy(path: Path | None) -> tuple[GatePolicy, str, str]:
-    """Return (policy, its YAML text, its hash); the default policy when ``path`` is None."""
-    from stats.policy import DEFAULT_POLICY_FILE, load_policy, policy_hash, policy_to_yaml
-
-    policy = load_policy(path if path is not None else DEFAULT_POLICY_FILE)
-    return policy, policy_to_yaml(policy), policy_hash(policy)
 
 
 def baseline_identity(capture_log: Path) -> ModelIdentity:
@@ -470,60 +461,6 @@ def compare_run(
     return run_compare(
         repo, run_id, encoder, structured_task_types=structured_task_types, rescore=rescore
     )
-
-
-@dataclass(slots=True)
-class GateResult:
-    """A verdict with the table it was computed from (``pairs``) and whether it is new."""
-
-    verdict: Verdict
-    pairs: pd.DataFrame
-    policy: GatePolicy
-    reused_terminal: bool = False
-    reused_look: bool = False
-    summary: pd.DataFrame = field(init=False)
-
-    def __post_init__(self) -> None:
-        from stats.summary import task_type_summary
-
-        self.summary = task_type_summary(self.pairs, self.verdict)
-
-
-def gate_run(repo: Repository, run: RunInfo, *, command: str) -> GateResult:
-    """Compute, store and return the verdict of ``run`` under its frozen policy.
-
-    PROMOTE and ROLLBACK are terminal: once stored, later calls return that verdict. The
-    verdict is that of the run's latest checkpoint (:func:`stats.checkpoints.evaluate_poll`:
-    the first ``n_k`` pairs by capture time; its ``look`` is the checkpoint index, 0
-    before the first checkpoint). Each checkpoint is evaluated once: a poll that reaches
-    the look of the stored verdict returns it as stored (``reused_look``) and stores
-    nothing, so polls between two checkpoints repeat the same verdict even when late
-    pairs have been scored meanwhile.
-    """
-    from stats.checkpoints import evaluate_poll
-    from stats.frame import pairs_frame
-    from stats.policy import parse_policy_yaml
-
-    policy = parse_policy_yaml(run.policy_yaml)
-    scores = repo.load_pair_scores(run.run_id)
-    pairs = pairs_frame(scores, policy)
-    latest = repo.latest_verdict(run.run_id)
-    if latest is not None and latest.decision in (Decision.PROMOTE, Decision.ROLLBACK):
-        return GateResult(latest, pairs, policy, reused_terminal=True)
-    coverage = repo.coverage_counts(run.run_id)
-    verdict = evaluate_poll(pairs, policy, run_id=run.run_id, coverage=coverage, previous=latest)
-    if latest is not None and verdict is latest:
-        return GateResult(latest, pairs, policy, reused_look=True)
-    from shadoweval.storage import RunStatus
-
-    status = {
-        Decision.PROMOTE: RunStatus.PROMOTED,
-        Decision.ROLLBACK: RunStatus.ROLLED_BACK,
-        Decision.HOLD: RunStatus.HELD,
-    }[verdict.decision]
-    repo.save_verdict(verdict, command)
-    repo.set_run_status(run.run_id, status)
-    return GateResult(verdict, pairs, policy)
 
 
 def run_async(coro: Any) -> Any:
