@@ -13,7 +13,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: demo test lint typecheck unit venv browser bench bench-sidecar clean
+.PHONY: demo test lint layers typecheck unit venv browser bench bench-sidecar clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# The layering of docs/design.md §2 (faces → application → stages → core, no cycles), as
+# import-linter contracts in pyproject.toml ([tool.importlinter]).
+layers: $(STAMP)
+	$(BIN)/lint-imports --no-cache
+
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
@@ -46,7 +51,7 @@ browser:
 unit: $(STAMP) browser
 	$(BIN)/pytest
 
-test: lint typecheck unit
+test: lint layers typecheck unit
 
 bench: $(STAMP) bench-sidecar
 	$(BIN)/python benchmarks/similarity_throughput.py
