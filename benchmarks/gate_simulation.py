@@ -18,7 +18,7 @@ first terminal decision, or HOLD.
 Scenarios (each under the default policy unless said):
 
 * ``aa_capped`` — A/A (the candidate behaves as the baseline) with the sample cap
-  ``n_max`` = the design sample size (:func:`stats.checkpoints.design_sample_size` pairs in
+  ``n_max`` = the design sample size (:func:`stats.looks.design_sample_size` pairs in
   the smallest task type, i.e. 10× that in total): α spending over the capped schedule.
 * ``aa_uncapped`` — the same A/A run without a cap (confidence sequences, α·6/(π²k²)),
   polled up to 2× the design total (checkpoints 200 … 51,200).
@@ -59,8 +59,9 @@ import numpy as np
 import pandas as pd
 
 from shadoweval.records import Coverage, Decision, Verdict
-from stats.checkpoints import design_sample_size, evaluate_poll
+from stats.checkpoints import evaluate_poll
 from stats.frame import PAIRS_COLUMNS
+from stats.looks import design_sample_size
 from stats.policy import GatePolicy, parse_policy
 from stats.sequential import latest_checkpoint
 

@@ -19,8 +19,9 @@ gate-statistics.md; each module cites its sources.
   sample sizes, task-mix and coverage checks, Mann–Whitney / Hodges–Lehmann / CLES.
 * :mod:`stats.frame` — :func:`pairs_frame`, PairScore records to the gate's table.
 * :mod:`stats.checks` — one check per metric and analysis unit (infrastructure apart).
+* :mod:`stats.looks` — :func:`look_levels` (a look's spent levels), :func:`design_sample_size`.
 * :mod:`stats.checkpoints` — :func:`evaluate_poll`: the verdict of a poll, on the prefix
-  of the latest checkpoint; :func:`look_levels`, :func:`design_sample_size`.
+  of the latest checkpoint.
 * :mod:`stats.gate` — :func:`evaluate_gate`, the PROMOTE / HOLD / ROLLBACK verdict.
 * :mod:`stats.summary` — :func:`task_type_summary`, descriptive and report-only numbers.
 * :mod:`stats.labels` — :func:`label_summary`, human labels as win / loss rates with Wilson
@@ -29,11 +30,12 @@ gate-statistics.md; each module cites its sources.
 
 from __future__ import annotations
 
-from stats.checkpoints import LookLevels, design_sample_size, evaluate_poll, look_levels
+from stats.checkpoints import evaluate_poll
 from stats.frame import PAIRS_COLUMNS, pairs_frame
 from stats.gate import evaluate_gate
 from stats.inputs import InvalidDataError
 from stats.labels import LABEL_SUMMARY_COLUMNS, label_summary
+from stats.looks import LookLevels, design_sample_size, look_levels
 from stats.means import MeanNonInferiorityResult, mean_noninferiority
 from stats.multiplicity import holm
 from stats.paired_binary import (

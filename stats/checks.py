@@ -56,7 +56,7 @@ from scipy import stats as scipy_stats
 
 from shadoweval.errors import DegenerateDataWarning, ShadowEvalError
 from shadoweval.records import Check, CheckOutcome
-from stats.checkpoints import LookLevels
+from stats.looks import LookLevels
 from stats.noise_floor import noise_floor_values, tail_rate_split
 from stats.paired_binary import mcnemar, tango_score_ci, tango_score_test
 from stats.policy import (

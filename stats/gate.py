@@ -32,7 +32,7 @@ INCONCLUSIVE with the counts of repeats sent and failed — never judged by the 
 absolute limit, which only a run without any baseline repeat uses.
 
 Validity under repeated polling (gate-statistics.md §2.4) comes from the look's levels
-(:func:`stats.checkpoints.look_levels`): confidence sequences for the mean-type metrics
+(:func:`stats.looks.look_levels`): confidence sequences for the mean-type metrics
 (or α spending with a sample cap), union-bound α spending for quantile ratios and exact
 tests. :func:`stats.checkpoints.evaluate_poll` chooses the look and the prefix of pairs;
 this module judges the pairs it is given as that look.
@@ -57,7 +57,6 @@ from shadoweval.records import (
     Verdict,
     utc_now,
 )
-from stats.checkpoints import LookLevels, look_levels
 from stats.checks import (
     INFRA_FAILED,
     INFRA_METRIC,
@@ -73,6 +72,7 @@ from stats.checks import (
 )
 from stats.frame import PAIRS_COLUMNS
 from stats.inputs import InvalidDataError
+from stats.looks import LookLevels, look_levels
 from stats.multiplicity import holm
 from stats.policy import GatePolicy, effective, policy_hash
 from stats.validity import coverage_by_task_type, task_mix_chi2

@@ -10,15 +10,10 @@ import pandas as pd
 import pytest
 
 from shadoweval.records import Coverage, Decision, PairScore, Verdict
-from stats.checkpoints import (
-    WAITING,
-    design_sample_size,
-    evaluate_poll,
-    look_levels,
-    ordered_by_capture,
-)
+from stats.checkpoints import WAITING, evaluate_poll, ordered_by_capture
 from stats.frame import pairs_frame
 from stats.gate import INCONCLUSIVE_AT_CAP, evaluate_gate
+from stats.looks import design_sample_size, look_levels
 from stats.policy import GatePolicy, parse_policy
 
 Simulate = Callable[..., list[PairScore]]

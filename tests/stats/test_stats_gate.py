@@ -25,7 +25,6 @@ from shadoweval.records import (
     PairScore,
     Verdict,
 )
-from stats.checkpoints import look_levels
 from stats.checks import (
     BINARY_STATISTIC,
     COST_STATISTIC,
@@ -39,6 +38,7 @@ from stats.checks import (
 from stats.frame import pairs_frame
 from stats.gate import evaluate_gate
 from stats.inputs import InvalidDataError
+from stats.looks import look_levels
 from stats.policy import GatePolicy, parse_policy, policy_hash
 
 Simulate = Callable[..., list[PairScore]]

@@ -22,7 +22,6 @@ import pandas as pd
 import pytest
 
 from shadoweval.records import POOLED, Check, CheckOutcome, Coverage, Decision, PairScore, Verdict
-from stats.checkpoints import look_levels
 from stats.checks import (
     NO_NOISE_FLOOR,
     SIMILARITY_NOISE_STATISTIC,
@@ -32,6 +31,7 @@ from stats.checks import (
 )
 from stats.frame import pairs_frame
 from stats.gate import evaluate_gate
+from stats.looks import look_levels
 from stats.policy import GatePolicy
 
 Simulate = Callable[..., list[PairScore]]
