@@ -1,7 +1,8 @@
 """Divergence page: candidate similarity against the noise floor, and the lowest pairs.
 
-Values are those of :func:`stats.summary.task_type_summary`: per task type, the pairs
-without an infrastructure error on either side, known values only. ``similarity`` is
+Values are those of the summary (:func:`application.run_views.task_summary`): per task
+type, the pairs without an infrastructure error on either side
+(:func:`application.run_views.judged_pairs`), known values only. ``similarity`` is
 baseline vs candidate; ``noise_similarity`` is baseline vs a baseline repeat (the noise
 floor: how much the baseline diverges from itself). Both histograms share fixed bins
 inside the cosine range (up to 1.0), drawn side by side in each bin, and heights are
@@ -18,9 +19,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from faces.dashboard.latency_view import task_type_rows
+from application.run_views import judged_pairs
 from shadoweval.storage.samples import Sample
-from stats.checks import infra_pairs
 
 __all__ = [
     "EDGE_STEP",
@@ -50,8 +50,7 @@ TEXT_PREVIEW_CHARS = 160
 
 def similarity_values(pairs: pd.DataFrame, task_type: str) -> dict[str, npt.NDArray[np.float64]]:
     """Known ``similarity`` and ``noise_similarity`` of one task type's judged pairs."""
-    rows = task_type_rows(pairs, task_type)
-    rows = rows[~infra_pairs(rows)]
+    rows = judged_pairs(pairs, task_type)
     return {column: rows[column].dropna().to_numpy(dtype=np.float64) for column in SERIES}
 
 

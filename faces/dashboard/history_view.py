@@ -1,25 +1,24 @@
-"""History page: a run's verdict timeline, its frozen policy and the policy audit log."""
+"""History page: a run's verdict timeline and the policy audit log.
+
+The frozen policy's integrity (does its YAML still hash to the run's policy hash) is
+:func:`application.run_views.policy_integrity`'s.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import altair as alt
 import orjson
 import pandas as pd
 
-from shadoweval.errors import ConfigError
 from shadoweval.records import Decision
-from shadoweval.storage import PolicyAuditEntry, RunInfo, VerdictEntry
-from stats.policy import parse_policy_yaml, policy_hash
+from shadoweval.storage import PolicyAuditEntry, VerdictEntry
 
 __all__ = [
     "AUDIT_COLUMNS",
     "TIMELINE_COLUMNS",
-    "PolicyIntegrity",
     "audit_table",
-    "policy_integrity",
     "timeline_chart",
     "verdict_timeline",
 ]
@@ -112,30 +111,3 @@ def audit_table(entries: Sequence[PolicyAuditEntry]) -> pd.DataFrame:
     )
     frame["recorded at"] = pd.to_datetime(frame["recorded at"], utc=True)
     return frame
-
-
-@dataclass(frozen=True)
-class PolicyIntegrity:
-    """Whether the run's frozen YAML still hashes to the run's policy hash.
-
-    ``computed`` is :func:`stats.policy.policy_hash` of the parsed YAML (``None`` with
-    ``error`` when the YAML no longer parses).
-    """
-
-    stored: str
-    computed: str | None
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        """True when the stored and computed hashes are equal."""
-        return self.computed == self.stored
-
-
-def policy_integrity(run: RunInfo) -> PolicyIntegrity:
-    """Re-hash the run's frozen policy YAML and compare with the stored hash."""
-    try:
-        computed = policy_hash(parse_policy_yaml(run.policy_yaml, source=f"run {run.run_id}"))
-    except ConfigError as exc:
-        return PolicyIntegrity(run.policy_hash, None, str(exc))
-    return PolicyIntegrity(run.policy_hash, computed)

@@ -1,11 +1,12 @@
 """Latency page: baseline and candidate quantile curves and a p50/p95/p99 table.
 
-The pairs used are those of :func:`stats.summary.task_type_summary`'s latency ratios:
-no infrastructure error on either side (:func:`stats.checks.infra_pairs`), neither side
-failed, the candidate not warming up; each side's known latencies, linear quantiles
-(``numpy.quantile``). So the table's p50 e2e ratio is the summary's ``e2e_p50_ratio``.
-The gate's own latency checks (paired, baseline-repeat control, their intervals) are the
-verdict's and are shown beside, not recomputed.
+The pairs used are those of the summary's latency ratios
+(:func:`application.run_views.task_summary`): no infrastructure error on either side
+(:func:`application.run_views.judged_pairs`), neither side failed, the candidate not
+warming up; each side's known latencies, linear quantiles (``numpy.quantile``). So the
+table's p50 e2e ratio is the summary's ``e2e_p50_ratio``. The gate's own latency checks
+(paired, baseline-repeat control, their intervals) are the verdict's and are shown
+beside, not recomputed.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from shadoweval.records import POOLED, Check, CheckOutcome
-from stats.checks import infra_pairs
+from application.run_views import judged_pairs
+from shadoweval.records import Check, CheckOutcome
 
 __all__ = [
     "CURVE_QUANTILES",
@@ -30,7 +31,6 @@ __all__ = [
     "latency_table",
     "quantile_chart",
     "quantile_curves",
-    "task_type_rows",
 ]
 
 LATENCY_METRICS: dict[str, str] = {"e2e_ms": "end-to-end", "ttft_ms": "time to first token"}
@@ -66,17 +66,9 @@ def default_task_type(options: Sequence[str], checks: Iterable[Check]) -> str:
     return next(option for option in options if worst.get(option, 0) == best)
 
 
-def task_type_rows(pairs: pd.DataFrame, task_type: str) -> pd.DataFrame:
-    """Rows of one task type of a :func:`stats.frame.pairs_frame` (all rows for ``POOLED``)."""
-    if task_type == POOLED:
-        return pairs
-    return pairs[pairs["task_type"] == task_type]
-
-
 def latency_rows(pairs: pd.DataFrame, task_type: str) -> pd.DataFrame:
     """The pairs whose latencies are shown (the summary's selection, see the module)."""
-    rows = task_type_rows(pairs, task_type)
-    rows = rows[~infra_pairs(rows)]
+    rows = judged_pairs(pairs, task_type)
     ok = ~(rows["baseline_fail"] | rows["candidate_fail"] | rows["candidate_warmup"])
     return rows[ok]
 

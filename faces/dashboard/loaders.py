@@ -4,7 +4,7 @@ Caching (Streamlit's ``st.cache_resource`` / ``st.cache_data``):
 
 * one :class:`~shadoweval.storage.Repository` per database URL (``cache_resource``,
   shared by every session, engine disposed when the entry is released); it is opened as
-  the reading commands open it (:func:`faces.cli.pipeline.open_repository` without
+  the reading commands open it (:func:`application.database.open_repository` without
   upgrade: the database must exist at the current schema);
 * data (``cache_data``, a pickled copy per caller), keyed by the database URL, the run id
   and a cheap **data-version token** (:func:`data_version`: the run's pair count and its
@@ -13,7 +13,7 @@ Caching (Streamlit's ``st.cache_resource`` / ``st.cache_data``):
   show up within that time without recomputing anything else;
 * the pairs table and its summary are the expensive entries (seconds at 200,000 pairs);
   they are keyed by the pair count only, so a new verdict does not reload them. The table
-  is kept per run in a :class:`~faces.dashboard.pairs_cache.PairsCache` (``cache_resource``)
+  is kept per run in a :class:`~application.run_views.PairsCache` (``cache_resource``)
   that reads only the pairs scored since its last read, so a live run whose count moves
   every few seconds stays warm; it re-reads everything after :data:`PAIRS_TTL_S`, when
   pairs rescored in place (which keep the count) show up.
@@ -21,7 +21,7 @@ Caching (Streamlit's ``st.cache_resource`` / ``st.cache_data``):
   when this dashboard saves one (:func:`labels_changed`).
 
 Nothing here writes: the only write of the dashboard is a human label
-(:func:`faces.dashboard.labelling.save_label`).
+(:func:`application.labels.save_label`).
 """
 
 from __future__ import annotations
@@ -33,14 +33,13 @@ from typing import NamedTuple
 import pandas as pd
 import streamlit as st
 
-from faces.dashboard.pairs_cache import PairsCache
+from application.database import open_repository
+from application.labels import label_rates as rates_of_labels
+from application.run_views import PairsCache, task_summary
 from shadoweval.errors import StorageError
 from shadoweval.records import HumanLabel, Verdict
 from shadoweval.storage import PolicyAuditEntry, Repository, RunInfo, VerdictEntry
 from shadoweval.storage.samples import SampleFilter
-from stats.labels import label_summary
-from stats.policy import parse_policy_yaml
-from stats.summary import task_type_summary
 
 __all__ = [
     "LABELS_TTL_S",
@@ -93,8 +92,6 @@ def _release(entry: _OpenRepository) -> None:
 
 @st.cache_resource(show_spinner=False, on_release=_release)
 def _open(database_url: str) -> _OpenRepository:
-    from application.database import open_repository
-
     stack = ExitStack()
     repo = stack.enter_context(open_repository(database_url, upgrade=False))
     return _OpenRepository(repo, stack)
@@ -148,15 +145,16 @@ def _pairs_cache(database_url: str, run_id: str) -> PairsCache:
     info = repository(database_url).get_run(run_id)
     if info is None:
         raise StorageError(f"run {run_id!r} not found")
-    return PairsCache(run_id, parse_policy_yaml(info.policy_yaml), full_reload_s=PAIRS_TTL_S)
+    return PairsCache.for_run(info, full_reload_s=PAIRS_TTL_S)
 
 
 @st.cache_data(ttl=PAIRS_TTL_S, max_entries=MAX_RUNS_CACHED, show_spinner="Loading pairs…")
 def pairs(database_url: str, run_id: str, pair_count: int) -> pd.DataFrame:
-    """:func:`stats.frame.pairs_frame` of the run's pair scores under its frozen policy.
+    """The run's pairs table (:func:`stats.frame.pairs_frame` of its pair scores under its
+    frozen policy).
 
     ``pair_count`` is the version key (:attr:`DataVersion.pairs`); a new count reads only
-    the pairs scored since (:class:`~faces.dashboard.pairs_cache.PairsCache`).
+    the pairs scored since (:class:`~application.run_views.PairsCache`).
 
     Raises:
         StorageError: unknown run, or a database failure.
@@ -174,8 +172,8 @@ def latest_verdict(database_url: str, run_id: str, verdict_token: str) -> Verdic
 
 @st.cache_data(ttl=PAIRS_TTL_S, max_entries=MAX_RUNS_CACHED * 4, show_spinner=False)
 def summary(database_url: str, run_id: str, version: DataVersion) -> pd.DataFrame:
-    """:func:`stats.summary.task_type_summary` of the pairs, with the latest verdict."""
-    return task_type_summary(
+    """:func:`application.run_views.task_summary` of the pairs, with the latest verdict."""
+    return task_summary(
         pairs(database_url, run_id, version.pairs),
         latest_verdict(database_url, run_id, version.verdict),
     )
@@ -213,8 +211,8 @@ def labels(database_url: str, run_id: str) -> list[HumanLabel]:
 
 @st.cache_data(ttl=LABELS_TTL_S, show_spinner=False)
 def label_rates(database_url: str, run_id: str) -> pd.DataFrame:
-    """:func:`stats.labels.label_summary` of the run's labels."""
-    return label_summary(labels(database_url, run_id))
+    """:func:`application.labels.label_rates` of the run's labels."""
+    return rates_of_labels(labels(database_url, run_id))
 
 
 def labels_changed() -> None:

@@ -3,7 +3,7 @@
 Everything a model or a client wrote is shown as text (``st.text``, ``st.json``) or
 through :func:`faces.dashboard.word_diff.word_diff`, which escapes it: nothing captured is ever
 rendered as Markdown or HTML. The page passes samples already redacted
-(:func:`faces.dashboard.redaction.redact_sample`), so the card shows no secret the export would
+(:func:`application.samples.redacted_page`), so the card shows no secret the export would
 hide.
 """
 
@@ -14,10 +14,11 @@ from typing import Any
 import orjson
 import streamlit as st
 
+from application.labels import save_label
 from faces.dashboard import loaders
 from faces.dashboard.context import LABELLER_KEY
 from faces.dashboard.formatting import count_noun, md_escape
-from faces.dashboard.labelling import LABEL_NAMES, save_label
+from faces.dashboard.labelling import LABEL_NAMES
 from faces.dashboard.word_diff import word_diff
 from shadoweval.errors import ShadowEvalError
 from shadoweval.records import LabelValue

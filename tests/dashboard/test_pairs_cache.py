@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from sqlalchemy import text
 
-from faces.dashboard.pairs_cache import PairsCache
+from application.run_views import PairsCache
 from stats.frame import pairs_frame
 from stats.policy import parse_policy_yaml
 

@@ -9,6 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from application.labels import make_label
+from application.run_views import policy_integrity
+from application.samples import redact_sample
 from faces.dashboard.banner import NO_VERDICT, verdict_banner
 from faces.dashboard.check_cells import OUTCOME_CSS, check_cell, checks_table
 from faces.dashboard.context import initial_run, run_label
@@ -20,8 +23,6 @@ from faces.dashboard.divergence_view import (
     similarity_histogram,
 )
 from faces.dashboard.formatting import count_noun, md_escape, plural
-from faces.dashboard.history_view import policy_integrity
-from faces.dashboard.labelling import make_label
 from faces.dashboard.latency_view import (
     CURVE_QUANTILES,
     default_task_type,
@@ -35,7 +36,7 @@ from faces.dashboard.overview_table import (
     style_overview_table,
 )
 from faces.dashboard.paging import CursorStack, filter_key
-from faces.dashboard.redaction import redact_sample, redactor
+from faces.dashboard.redaction import redactor
 from faces.dashboard.word_diff import MAX_DIFF_TOKENS, word_diff
 from shadoweval.errors import ConfigError
 from shadoweval.records import (

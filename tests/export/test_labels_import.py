@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from application.labels import MAX_NOTE_CHARS as DASHBOARD_MAX_NOTE_CHARS
 from export import read_labelled
 from export.labels_import import (
     MAX_NOTE_CHARS,
@@ -15,7 +16,6 @@ from export.labels_import import (
     normalize_exchange_id,
     normalize_label,
 )
-from faces.dashboard.labelling import MAX_NOTE_CHARS as DASHBOARD_MAX_NOTE_CHARS
 from shadoweval.errors import ConfigError, RecordDecodeError
 from shadoweval.records import HumanLabel, LabelValue
 

@@ -6,12 +6,13 @@ import math
 
 import streamlit as st
 
+from application.samples import redacted_page
 from faces.dashboard import loaders
 from faces.dashboard.check_cells import checks_table, style_checks_table
 from faces.dashboard.context import current
 from faces.dashboard.divergence_view import histogram_chart, lowest_table, similarity_histogram
 from faces.dashboard.formatting import task_type_label
-from faces.dashboard.redaction import page_redactor, redact_sample
+from faces.dashboard.redaction import page_redactor
 from shadoweval.pair_flags import PairFlag
 from shadoweval.records import POOLED
 from shadoweval.storage.samples import SampleFilter
@@ -79,11 +80,15 @@ if verdict is not None:
         )
 
 st.subheader(f"The {LOWEST} lowest-similarity pairs")
-page = ctx.repo.sample_page(
-    ctx.run_id, SampleFilter(task_types=task_filter, min_similarity=-1.0), limit=LOWEST
-)
 redact = page_redactor()
-lowest = lowest_table([redact_sample(s, redact) for s in page.samples])
+page = redacted_page(
+    ctx.repo,
+    ctx.run_id,
+    SampleFilter(task_types=task_filter, min_similarity=-1.0),
+    redact=redact,
+    limit=LOWEST,
+)
+lowest = lowest_table(page.samples)
 if lowest.empty:
     st.info("No pair with a similarity.")
 else:

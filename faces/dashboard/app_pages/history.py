@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
+from application.run_views import policy_integrity
 from faces.dashboard import loaders
 from faces.dashboard.context import current
-from faces.dashboard.history_view import (
-    audit_table,
-    policy_integrity,
-    timeline_chart,
-    verdict_timeline,
-)
+from faces.dashboard.history_view import audit_table, timeline_chart, verdict_timeline
 
 ctx = current()
 st.title("History")

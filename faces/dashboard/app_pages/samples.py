@@ -7,13 +7,20 @@ from typing import cast
 
 import streamlit as st
 
-from export import FORMATS, ORDERS, ExportFormat, ExportOrder
+from application.exporting import (
+    FORMATS,
+    ORDERS,
+    ExportFormat,
+    ExportOrder,
+    export_zip,
+    filter_request,
+)
+from application.samples import redacted_page
 from faces.dashboard import loaders
 from faces.dashboard.context import current
-from faces.dashboard.export_download import build_download
 from faces.dashboard.formatting import count_noun, md_escape, plural
 from faces.dashboard.paging import PAGE_SIZE, CursorStack, filter_key
-from faces.dashboard.redaction import page_redactor, redact_sample
+from faces.dashboard.redaction import page_redactor
 from faces.dashboard.sample_card import render_sample
 from shadoweval.errors import ShadowEvalError
 from shadoweval.pair_flags import PairFlag
@@ -67,7 +74,9 @@ stack = CursorStack(st.session_state)
 stack.sync(filter_key(ctx.run_id, flt))
 total = loaders.count_samples(ctx.database_url, ctx.run_id, flt, ctx.version.pairs)
 try:
-    page = ctx.repo.sample_page(ctx.run_id, flt, after=stack.current(), limit=PAGE_SIZE)
+    page = redacted_page(
+        ctx.repo, ctx.run_id, flt, redact=redact, after=stack.current(), limit=PAGE_SIZE
+    )
 except ShadowEvalError as exc:
     st.error(f"Cannot read this page: {md_escape(str(exc))}")
     st.stop()
@@ -119,28 +128,28 @@ with st.expander("Export these pairs for analysts (redacted)"):
     request_key = (filter_key(ctx.run_id, flt), fmt, per_task_type, order, seed)
     if st.button("Prepare export", key="export_prepare"):
         try:
+            request = filter_request(
+                ctx.run_id,
+                flt,
+                per_task_type=per_task_type,
+                order=cast(ExportOrder, order),
+                seed=seed,
+                fmt=cast(ExportFormat, fmt),
+            )
             st.session_state[EXPORT_KEY] = (
                 request_key,
-                build_download(
-                    ctx.repo,
-                    ctx.run_id,
-                    flt,
-                    per_task_type=per_task_type,
-                    order=cast(ExportOrder, order),
-                    seed=seed,
-                    fmt=cast(ExportFormat, fmt),
-                    redact=redact,
-                ),
+                export_zip(ctx.repo, request, redact=redact),
             )
         except ShadowEvalError as exc:
             st.error(md_escape(str(exc)))
     prepared = st.session_state.get(EXPORT_KEY)
     if prepared is not None and prepared[0] == request_key:
         download = prepared[1]
+        file_name = f"shadow-eval-export-{ctx.run_id}-{fmt}.zip"
         st.download_button(
-            f"Download {download.file_name}",
+            f"Download {file_name}",
             data=download.data,
-            file_name=download.file_name,
+            file_name=file_name,
             mime="application/zip",
             on_click="ignore",
             key="export_download",
@@ -152,7 +161,7 @@ with st.expander("Export these pairs for analysts (redacted)"):
         )
 
 for offset, sample in enumerate(page.samples):
-    render_sample(ctx.database_url, first + offset, redact_sample(sample, redact))
+    render_sample(ctx.database_url, first + offset, sample)
 
 if len(page.samples) > 3:
     _navigation("bottom")
