@@ -11,8 +11,8 @@ Endpoints (JSON; bodies in :mod:`faces.api.schemas`; document at ``/openapi.json
 * ``GET /v1/runs/{run_id}/export?per_task_type=&order=&seed=&format=&task_type=&flag=
   &min_similarity=&max_similarity=`` — a zip (``application/zip``) of ``samples.<ext>``
   and ``manifest.json``: the export ``shadow-eval export`` writes, redacted by the
-  redactor the composition root passes (:mod:`export`; parameters in
-  :mod:`faces.api.export_params`).
+  redactor the composition root passes (:func:`application.exporting.export_zip`;
+  parameters in :mod:`faces.api.export_params`).
 
 Errors are JSON :class:`~faces.api.schemas.ErrorBody`: 400 bad query, 401 token,
 404 unknown run or path, 500 the gate failed, 503 the database failed (or, for the
@@ -26,7 +26,7 @@ import asyncio
 import logging
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, SecretStr
 from starlette.applications import Starlette
@@ -37,7 +37,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from application.exporting import ExportRedaction, ExportRequest, export_zip
 from faces.api.auth import BearerAuth
+from faces.api.export_params import BadParameterError, export_request
 from faces.api.openapi import DEFAULT_LIMIT, MAX_LIMIT, openapi_document
 from faces.api.schemas import (
     AuditEntryOut,
@@ -48,12 +50,9 @@ from faces.api.schemas import (
     RunOut,
     VerdictOut,
 )
-from shadoweval.errors import ShadowEvalError, StorageError
+from shadoweval.errors import ConfigError, ShadowEvalError, StorageError
 from shadoweval.records import Verdict
 from shadoweval.storage import PolicyAuditAction, Repository, RunInfo, RunStatus
-
-if TYPE_CHECKING:
-    from export import ExportRedaction, ExportRequest
 
 logger = logging.getLogger(__name__)
 
@@ -135,8 +134,6 @@ class _Handlers:
         return _body(AuditLog(run_id=run.run_id, entries=[AuditEntryOut.of(e) for e in entries]))
 
     async def export(self, request: Request) -> Response:
-        from faces.api.export_params import BadParameterError, export_request
-
         run = await self._run(request)
         try:
             wanted = export_request(run.run_id, request.query_params)
@@ -162,14 +159,10 @@ class _Handlers:
 
     def _export(self, wanted: ExportRequest, redaction: ExportRedaction) -> bytes:
         """Build the export and zip it (blocking)."""
-        from export import build_export, export_archive
-        from shadoweval.errors import ConfigError
-
         try:
-            result = build_export(self._repo, wanted, redact=redaction)
+            return export_zip(self._repo, wanted, redact=redaction).data
         except ConfigError as exc:  # a task type the run does not have
             raise ApiError(400, "bad_request", str(exc)) from None
-        return export_archive(result)
 
     async def _run(self, request: Request) -> RunInfo:
         run_id = str(request.path_params["run_id"])
@@ -255,9 +248,9 @@ def create_app(
         token: the bearer token every request but ``/healthz`` must carry; ``None``
             serves without authentication (only for ``--insecure-no-auth``).
         compute_verdict: gates a run that has no stored verdict yet, and stores it
-            (:func:`faces.cli.pipeline.gate_run`'s verdict, wired by the CLI).
+            (:func:`application.gating.gate_run`'s verdict, wired by the CLI).
         export_redaction: the text redactor of ``GET /v1/runs/{run_id}/export``
-            (:func:`faces.cli.export_cmd.body_redaction`, wired by the CLI); ``None``
+            (:func:`application.redaction.body_redaction`, wired by the CLI); ``None``
             answers exports 503 (never unredacted).
     """
     handlers = _Handlers(

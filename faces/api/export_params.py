@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from starlette.datastructures import QueryParams
 
-from export.request import (
+from application.exporting import (
     DEFAULT_PER_TASK_TYPE,
     FORMATS,
     MAX_SEED,
