@@ -8,8 +8,9 @@ Usage::
 Seeds a SQLite database with one run of ``--pairs`` pairs over four task types (the
 dashboard tests' generator, :mod:`simulation.pair_seeding`: exchanges, candidate
 replays and pair scores written through the Repository in batches; half of the pairs
-with a baseline repeat, errors, formats, latencies), gates it with
-:func:`faces.cli.pipeline.gate_run` (a real stored verdict) and labels a few pairs.
+with a baseline repeat, errors, formats, latencies) under the default gate policy, gates
+it with :func:`application.gating.gate_run` (a real stored verdict, as ``shadow-eval
+gate`` stores it) and labels a few pairs.
 ``--reuse`` keeps an existing database at ``--db``.
 
 Then measures with Streamlit's AppTest (the real entrypoint, the real pages):
@@ -19,7 +20,7 @@ Then measures with Streamlit's AppTest (the real entrypoint, the real pages):
 * overview, warm: the same session again, and a new session (a second operator), with
   the caches filled; median and max of ``--repeats``;
 * overview of a live run: 1,000 more pairs scored after the warm renders; the next render
-  reads only those (:class:`faces.dashboard.pairs_cache.PairsCache`);
+  reads only those (:class:`application.run_views.PairsCache`);
 * samples page: the first page, then "Next →" ``--repeats`` times (keyset paging, each a
   rerun of the app and the page), and with a task-type + flag filter.
 
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -38,18 +40,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
+from rich.console import Console
+from rich.table import Table
+
+from application.gating import gate_run, load_gate_policy
+from shadoweval.records import PairScore
+from shadoweval.storage import Database, Repository
+from simulation.pair_seeding import add_labels, seed_run
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
-
-from shadoweval.records import PairScore  # noqa: E402
-from shadoweval.storage import Database, Repository  # noqa: E402
-from simulation.pair_seeding import add_labels, gate, seed_run  # noqa: E402
-
+GATE_COMMAND = "shadow-eval gate"
+"""The command recorded with the seeded run's verdict."""
 OVERVIEW_TARGET_S = 3.0
 PAGING_TARGET_S = 1.0
 SHARES = {"chat": 0.4, "summarize": 0.25, "extraction": 0.2, "code": 0.15}
@@ -74,10 +76,18 @@ def _seed(url: str, pairs: int, console: Console) -> tuple[float, float]:
             console.print(f"  seeded {stored:,} / {pairs:,} pairs ({now - start:.0f} s)")
             last[0] = now
 
-    run = seed_run(repo, mix=_mix(pairs), batch_size=5_000, progress=progress)
+    _, policy_yaml, policy_hash = load_gate_policy(None)
+    run = seed_run(
+        repo,
+        policy_yaml=policy_yaml,
+        policy_hash=policy_hash,
+        mix=_mix(pairs),
+        batch_size=5_000,
+        progress=progress,
+    )
     seeded = time.perf_counter() - start
     start = time.perf_counter()
-    result = gate(repo, run)
+    result = gate_run(repo, run, command=GATE_COMMAND)
     gated = time.perf_counter() - start
     add_labels(repo, run, stride=max(1, pairs // 40))
     console.print(
@@ -122,7 +132,7 @@ def main() -> None:
     from faces.cli.dashboard_cmd import DATABASE_URL_ENV, app_path
     from faces.dashboard import loaders
 
-    held = _hold_back_latest(url, LIVE_PAIRS)
+    held = _hold_back_latest(path, LIVE_PAIRS)
 
     os.environ[DATABASE_URL_ENV] = url
     st.cache_data.clear()
@@ -195,19 +205,23 @@ LIVE_PAIRS = 1_000
 """Pairs held back before the first render and stored after the warm ones (a live run)."""
 
 
-def _hold_back_latest(url: str, n: int) -> list[PairScore]:
-    """Remove the run's ``n`` most recently stored pair scores; return them for later."""
-    from sqlalchemy import text
+def _hold_back_latest(path: Path, n: int) -> list[PairScore]:
+    """Remove the run's ``n`` most recently stored pair scores; return them for later.
 
-    repo = Repository(Database(url))
+    No product path deletes a pair score, so the benchmark deletes the rows of its own
+    SQLite file with the standard library's ``sqlite3`` (only the storage layer uses
+    SQLAlchemy); :func:`_store` puts them back through the repository.
+    """
+    repo = Repository(Database(f"sqlite:///{path}"))
     run_id = repo.list_runs()[0].run_id
     scores = repo.load_pair_scores(run_id)[-n:]
-    with repo.database.engine.begin() as conn:
-        conn.execute(
-            text("DELETE FROM pair_score WHERE run_id = :r AND exchange_id = :e"),
-            [{"r": run_id, "e": s.exchange_id} for s in scores],
-        )
     repo.database.dispose()
+    with sqlite3.connect(path) as conn:
+        conn.executemany(
+            "DELETE FROM pair_score WHERE run_id = ? AND exchange_id = ?",
+            [(run_id, s.exchange_id) for s in scores],
+        )
+    conn.close()
     return scores
 
 

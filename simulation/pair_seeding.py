@@ -1,4 +1,4 @@
-"""A realistic run for the dashboard: exchanges, replays and pair scores, gated for real.
+"""A realistic run for the dashboard: exchanges, replays and pair scores of a seeded run.
 
 :func:`seed_run` writes, through :class:`~shadoweval.storage.Repository` in batches, a run
 of ``sum(TASK_MIX.values())`` pairs (or any mix) over task types that differ the way real
@@ -16,9 +16,13 @@ traffic does:
   that grows as the similarity falls (so the word diff has something to show).
 
 Everything is drawn from ``numpy.random.default_rng(seed)``: the same seed gives the same
-run. :func:`gate` stores a real verdict with :func:`faces.cli.pipeline.gate_run`;
-:func:`add_labels` stores a few human labels. The benchmark
-(``benchmarks/dashboard_render.py``) builds its 200,000-pair run with the same code.
+run. :func:`add_labels` stores a few human labels. The run's frozen policy (its YAML and
+hash) is the caller's: this module seeds storage only, it does not gate. The dashboard
+tests (``tests/dashboard/conftest.py``) and the benchmark
+(``benchmarks/dashboard_render.py``) pass the default policy
+(:func:`application.gating.load_gate_policy`) and gate the seeded run with
+:func:`application.gating.gate_run`, exactly as ``shadow-eval gate`` does; the benchmark
+builds its 200,000-pair run with the same code.
 """
 
 from __future__ import annotations
@@ -31,7 +35,6 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import orjson
 
-from application.gating import GateResult, gate_run, load_gate_policy
 from shadoweval.records import (
     Exchange,
     FinishReason,
@@ -60,7 +63,6 @@ SIMILARITY_MEAN = {"chat": 0.86, "summarize": 0.8, "extraction": 0.9, "code": 0.
 T0 = datetime(2025, 5, 1, 8, 0, tzinfo=UTC)
 BASELINE = ModelIdentity(name="llama-3.1-8b-instruct", base_url="http://live:8000/v1")
 CANDIDATE = ModelIdentity(name="llama-3.3-8b-instruct", base_url="http://shadow:8000/v1")
-GATE_COMMAND = "shadow-eval gate"
 
 _PROSE = (
     "the model answers questions about orders invoices refunds shipping accounts and "
@@ -310,6 +312,8 @@ def _interleaved(mix: Mapping[str, int]) -> Iterator[str]:
 def seed_run(
     repo: Repository,
     *,
+    policy_yaml: str,
+    policy_hash: str,
     mix: Mapping[str, int] = TASK_MIX,
     seed: int = 5,
     run_id: str = "run-dash",
@@ -318,12 +322,24 @@ def seed_run(
     created_at: datetime = T0 - timedelta(minutes=5),
     progress: Callable[[int], None] | None = None,
 ) -> RunInfo:
-    """Create run ``run_id`` under the default policy and store its pairs (see module).
+    """Create run ``run_id`` frozen with ``policy_yaml`` and store its pairs (see module).
 
-    ``prefix`` starts every exchange id (exchange ids are global: two runs in one
-    database need two prefixes). ``progress`` is called with the pairs stored so far.
+    Args:
+        repo: the results database (at the current schema).
+        policy_yaml: the run's frozen gate policy, fully resolved YAML.
+        policy_hash: its sha256 (as the policy loader computes it).
+        mix: pairs per task type (task types of :data:`STREAMED`).
+        seed: the seed of every draw.
+        run_id: the run created.
+        prefix: starts every exchange id (exchange ids are global: two runs in one
+            database need two prefixes).
+        batch_size: pairs written per repository call.
+        created_at: the run's creation time.
+        progress: called with the pairs stored so far, after each batch.
+
+    Raises:
+        StorageError: a run with this ``run_id`` already exists, or the database failed.
     """
-    _, policy_yaml, policy_hash = load_gate_policy(None)
     run = repo.create_run(
         run_id=run_id,
         name=f"{BASELINE.name} → {CANDIDATE.name}",
@@ -361,11 +377,6 @@ def seed_run(
     if batch:
         flush()
     return run
-
-
-def gate(repo: Repository, run: RunInfo) -> GateResult:
-    """Compute and store the run's verdict exactly as ``shadow-eval gate`` does."""
-    return gate_run(repo, run, command=GATE_COMMAND)
 
 
 LABELS: tuple[tuple[int, str, LabelValue, str], ...] = (

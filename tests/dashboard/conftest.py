@@ -12,15 +12,21 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+from application.gating import gate_run, load_gate_policy
 from faces.cli.dashboard_cmd import DATABASE_URL_ENV, app_path
 from shadoweval.records import HumanLabel
 from shadoweval.storage import Database, Repository, RunInfo
-from simulation.pair_seeding import add_labels, gate, seed_run
+from simulation import pair_seeding
+from simulation.pair_seeding import add_labels
+
+GATE_COMMAND = "shadow-eval gate"
+"""The command recorded with the seeded run's verdict (as ``shadow-eval gate`` records it)."""
 
 APP_TIMEOUT_S = 120.0
 """Seconds one AppTest run may take (the first imports pandas, scipy and Streamlit)."""
@@ -40,14 +46,23 @@ class Seeded:
         return self.run.run_id
 
 
+def seed_run(repo: Repository, **options: Any) -> RunInfo:
+    """:func:`simulation.pair_seeding.seed_run` frozen with the default gate policy."""
+    _, policy_yaml, policy_hash = load_gate_policy(None)
+    return pair_seeding.seed_run(repo, policy_yaml=policy_yaml, policy_hash=policy_hash, **options)
+
+
 def seed_database(url: str, *, labels: bool = True, gated: bool = True) -> Seeded:
-    """Upgrade ``url``, seed :data:`~simulation.pair_seeding.TASK_MIX`, gate and label it."""
+    """Upgrade ``url``, seed :data:`~simulation.pair_seeding.TASK_MIX`, gate and label it.
+
+    Gated as ``shadow-eval gate`` gates (:func:`application.gating.gate_run`).
+    """
     db = Database(url)
     db.upgrade()
     repo = Repository(db)
     run = seed_run(repo)
     if gated:
-        gate(repo, run)
+        gate_run(repo, run, command=GATE_COMMAND)
     stored = add_labels(repo, run) if labels else []
     return Seeded(url, repo, run, stored)
 

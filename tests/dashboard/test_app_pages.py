@@ -213,7 +213,9 @@ def test_overview_without_a_verdict_says_so_and_never_gates(tmp_path, open_app: 
 def test_run_picker_switches_every_page_to_the_picked_run(tmp_path, open_app: OpenApp) -> None:
     from datetime import timedelta
 
-    from simulation.pair_seeding import T0, seed_run
+    from simulation.pair_seeding import T0
+
+    from .conftest import seed_run
 
     data = seed_database(f"sqlite:///{tmp_path / 'two.db'}", labels=False)
     try:
@@ -478,7 +480,9 @@ def test_unknown_run_in_the_address_is_an_error_not_another_run(
 ) -> None:
     from datetime import timedelta
 
-    from simulation.pair_seeding import T0, seed_run
+    from simulation.pair_seeding import T0
+
+    from .conftest import seed_run
 
     data = seed_database(f"sqlite:///{tmp_path / 'two.db'}", labels=False)
     try:
@@ -583,7 +587,9 @@ def _shown_texts(app: AppTest) -> list[str]:
 
 def test_samples_and_divergence_show_stored_texts_redacted(tmp_path, open_app: OpenApp) -> None:
     from shadoweval.storage import Database, Repository
-    from simulation.pair_seeding import add_secret_pair, seed_run
+    from simulation.pair_seeding import add_secret_pair
+
+    from .conftest import seed_run
 
     url = f"sqlite:///{tmp_path / 'secrets.db'}"
     db = Database(url)
