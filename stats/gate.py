@@ -243,27 +243,36 @@ def _judge(
                 and adjusted_p <= levels.alpha_harm_k
             )
             judged.append(_Judged(check, harm, group.blocking))
-        common = {"task_type": group.task_type, "min_pairs": view.min_pairs, "levels": levels}
         others = [
             similarity_check(
                 group.arrays,
+                task_type=group.task_type,
                 block=view.similarity,
+                min_pairs=view.min_pairs,
+                levels=levels,
                 alpha=policy.alpha,
                 power=policy.power,
                 noise_floor=noise_floor,
                 repeats=repeats,
-                **common,  # type: ignore[arg-type]
             ),
-            *latency_checks(group.arrays, block=view.latency, **common),  # type: ignore[arg-type]
+            *latency_checks(
+                group.arrays,
+                task_type=group.task_type,
+                block=view.latency,
+                min_pairs=view.min_pairs,
+                levels=levels,
+            ),
         ]
         if view.output_tokens.enabled:
             others.append(
                 cost_check(
                     group.arrays,
+                    task_type=group.task_type,
                     block=view.output_tokens,
+                    min_pairs=view.min_pairs,
+                    levels=levels,
                     alpha=policy.alpha,
                     power=policy.power,
-                    **common,  # type: ignore[arg-type]
                 )
             )
         judged += [_Judged(c, False, group.blocking) for c in others]

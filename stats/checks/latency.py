@@ -1,0 +1,270 @@
+"""Latency checks: p50, p95 and p99 quantile ratios candidate / baseline, per metric.
+
+Latency is gated on quantile ratios, not on a location test (gate-statistics.md §1.5),
+with the resampling-free paired Poisson bootstrap interval
+(:func:`stats.quantiles.paired_quantile_ratios_rf`) at the look's spent ``α_k`` on each
+side. The control is the baseline-repeat latency (same shadow hardware and load) where a
+unit has enough such pairs; otherwise the live or recorded latency, flagged as unequal
+load. Every reason accounts for all the unit's pairs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from shadoweval.errors import ShadowEvalError
+from shadoweval.records import Check, CheckOutcome
+from stats.checks.pair_arrays import LATENCY_BASELINE_SOURCES, BoolArray, PairArrays
+from stats.checks.reasons import INFRA_METRIC, CheckNumbers, fmt_g, make_check
+from stats.looks import LookLevels
+from stats.policy import LatencyPolicy
+from stats.quantiles import QuantileRatioResult, paired_quantile_ratios_rf
+
+__all__ = [
+    "LATENCY_STATISTIC",
+    "MIN_LATENCY_PAIRS",
+    "STREAM_ONLY_METRICS",
+    "UNEQUAL_LOAD",
+    "latency_checks",
+]
+
+LATENCY_STATISTIC = "quantile_ratio_rf_paired_poisson"
+"""Statistic of a latency check: the resampling-free paired quantile-ratio interval."""
+UNEQUAL_LOAD = (
+    "unequal load: baseline latencies were not measured on the shadow under the same load"
+)
+"""Said in a latency reason whose control latencies were measured live or recorded."""
+
+_QUANTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
+
+STREAM_ONLY_METRICS: frozenset[str] = frozenset({"ttft_ms"})
+"""Latency metrics that only streamed responses have."""
+
+MIN_LATENCY_PAIRS = 30
+"""No latency decision (PASS or FAIL) on fewer pairs: the log-normal interval of a
+quantile ratio is not trusted below this (its coverage was checked from 30 pairs on)."""
+
+_REPEAT = LATENCY_BASELINE_SOURCES.index("baseline_repeat")
+_MISSING = LATENCY_BASELINE_SOURCES.index("missing")
+
+
+@dataclass(frozen=True)
+class _LatencyPairs:
+    """The pairs a latency metric uses in one unit, and an account of all the others.
+
+    ``used`` is the mask of pairs used; ``accounting`` says how many of the unit's pairs
+    were used and why each other pair was left out (every pair counted once, under its
+    first reason); ``load_note`` flags an unequal-load control; ``no_baseline`` is set
+    when no pair of the unit has a baseline latency for the metric at all.
+    """
+
+    used: BoolArray
+    accounting: str
+    load_note: str
+    no_baseline: bool
+
+
+def _latency_pairs(arrays: PairArrays, metric: str, min_pairs: int) -> _LatencyPairs:
+    """The latency pairs used and the account of every pair of the unit.
+
+    Used: neither side failed nor had an infrastructure error, not a warm-up replay,
+    both latencies present, a baseline latency source (and, for TTFT, a streamed
+    request). The control is the baseline-repeat latency (same shadow hardware and
+    load) when at least ``min_pairs`` such pairs exist; otherwise all sources, flagged
+    as unequal load when any is live/recorded. Every other pair of the unit is counted
+    under the first reason that applies, in this order: not streamed (TTFT), an
+    infrastructure error, a failed side, warm-up, no baseline latency, no candidate
+    latency, no baseline latency source, only a live baseline latency (when the
+    baseline repeat is the control); so used + excluded = the unit's pairs.
+    """
+    cand, base = arrays.latency[metric]
+    n_all = arrays.n
+    left = np.ones(n_all, dtype=bool)
+    excluded: list[str] = []
+
+    def drop(mask: BoolArray, what: str) -> None:
+        nonlocal left
+        hit = int(np.count_nonzero(left & mask))
+        if hit:
+            excluded.append(f"{hit} {what}")
+        left = left & ~mask
+
+    if metric in STREAM_ONLY_METRICS:
+        drop(~arrays.streamed, "not streamed (no TTFT)")
+    rows = left.copy()
+    drop(arrays.infra, f"with an infrastructure error (see {INFRA_METRIC})")
+    drop(arrays.model_failed, "with a failed side (gated by error_rate)")
+    drop(arrays.warmup, "warm-up")
+    unmeasured = bool(np.any(left & np.isnan(base)))
+    drop(np.isnan(base), f"without a baseline {metric}")
+    drop(np.isnan(cand), f"without a candidate {metric}")
+    drop(arrays.source == _MISSING, "without a baseline latency source")
+    usable = left
+    # Not one baseline latency in the unit, and pairs the baseline did answer lack it:
+    # the baseline's latency was not measured (not a failure on every pair).
+    no_baseline = unmeasured and not bool(np.any(rows & ~np.isnan(base)))
+    repeat = usable & (arrays.source == _REPEAT)
+    n_repeat = int(np.count_nonzero(repeat))
+    load_note = ""
+    if n_repeat >= min_pairs:
+        other = int(np.count_nonzero(usable & ~repeat))
+        if other:
+            excluded.append(f"{other} with only a live baseline latency (baseline repeat used)")
+        usable = repeat
+    else:
+        unequal = int(np.count_nonzero(usable & ~repeat))
+        if unequal:
+            load_note = f"; {UNEQUAL_LOAD} ({unequal} of {int(np.count_nonzero(usable))} pairs)"
+    n_used = int(np.count_nonzero(usable))
+    if excluded:
+        accounting = f" ({n_used} of {n_all} pairs used; excluded: {', '.join(excluded)})"
+    else:
+        accounting = f" (all {n_all} pairs used)"
+    return _LatencyPairs(usable, accounting, load_note, no_baseline)
+
+
+def _no_baseline_latency(metric: str) -> str:
+    """The reason of a latency check whose unit has no baseline latency at all."""
+    if metric in STREAM_ONLY_METRICS:
+        why = "recorded data without TTFT, or non-streamed baseline requests"
+    else:
+        why = "no live or recorded timing, and no baseline repeat that answered with timings"
+    return (
+        f"no latency pairs: no pair has a baseline {metric}: the baseline's latency was not "
+        f"measured ({why}); this check cannot be judged on this run's data"
+    )
+
+
+def latency_checks(
+    arrays: PairArrays,
+    *,
+    task_type: str,
+    block: LatencyPolicy,
+    min_pairs: int,
+    levels: LookLevels,
+) -> list[Check]:
+    """p50, p95 (and p99 with enough tail pairs) ratio checks per metric in ``block.metrics``.
+
+    The ratio candidate / baseline has the resampling-free paired interval
+    (:func:`stats.quantiles.paired_quantile_ratios_rf`) at the look's spent level
+    ``α_k`` on each side. PASS when its upper limit is at most the limit (on at least
+    ``min_pairs`` pairs, ``min_pairs_p95`` for p95); FAIL when its lower limit is above
+    the limit; otherwise INCONCLUSIVE. p99 is gated only when at least
+    ``min_tail_observations`` pairs lie above it (``n·0.01 ≥``); below that it is not a
+    check. A baseline latency measured live or copied from a table is flagged as unequal
+    load in the reason. TTFT (:data:`STREAM_ONLY_METRICS`) exists only for streamed
+    requests: a unit without any streamed request has no TTFT check at all.
+
+    Every reason accounts for all the unit's pairs: how many were used and how many were
+    left out for each reason (:func:`_latency_pairs`); when no pair of the unit has a
+    baseline latency for the metric, the reason says that the baseline's latency was
+    not measured.
+    """
+    checks: list[Check] = []
+    statistic = f"{LATENCY_STATISTIC}; {levels.describe()}"
+    limits = {"p50": block.p50_ratio_max, "p95": block.p95_ratio_max, "p99": block.p99_ratio_max}
+    for metric in block.metrics:
+        if metric in STREAM_ONLY_METRICS and not np.any(arrays.streamed):
+            continue
+        pairs = _latency_pairs(arrays, metric, min_pairs)
+        used = pairs.used
+        n = int(np.count_nonzero(used))
+        cand_all, base_all = arrays.latency[metric]
+        cand, base = cand_all[used], base_all[used]
+        names = [
+            (name, q)
+            for name, q in _QUANTILES
+            if name != "p99" or n * (1.0 - q) >= block.min_tail_observations
+        ]
+        results: list[QuantileRatioResult] | str = (
+            _no_baseline_latency(metric) if pairs.no_baseline else "no latency pairs"
+        )
+        if n:
+            try:
+                results = paired_quantile_ratios_rf(
+                    cand, base, [q for _, q in names], alpha=levels.alpha_k
+                )
+            except ShadowEvalError as exc:
+                results = f"invalid latencies: {exc}"
+        for i, (name, _) in enumerate(names):
+            limit = limits[name]
+            outcome, reason, numbers = _latency_outcome(
+                results if isinstance(results, str) else results[i],
+                n,
+                name,
+                metric,
+                limit,
+                (min_pairs, block.min_pairs_p95),
+                levels,
+            )
+            checks.append(
+                make_check(
+                    f"latency_{metric}_{name}",
+                    task_type,
+                    statistic,
+                    limit,
+                    outcome,
+                    reason + pairs.accounting + (pairs.load_note if n else ""),
+                    numbers,
+                )
+            )
+    return checks
+
+
+def _latency_outcome(
+    result: QuantileRatioResult | str,
+    n: int,
+    name: str,
+    metric: str,
+    limit: float,
+    min_pairs: tuple[int, int],
+    levels: LookLevels,
+) -> tuple[CheckOutcome, str, CheckNumbers]:
+    """FAIL wholly above the limit (p95/p99 only from ``min_pairs_p95`` pairs), PASS
+    wholly below it on enough pairs, else INCONCLUSIVE. ``min_pairs`` is (the unit's
+    floor, ``min_pairs_p95``)."""
+    if isinstance(result, str):
+        return CheckOutcome.INCONCLUSIVE, result, CheckNumbers(n=n)
+    r = result
+    numbers = CheckNumbers(r.estimate, r.ci_low, r.ci_high, n)
+    summary = (
+        f"{name} {metric} ratio candidate/baseline {r.estimate:.3f} "
+        f"({r.candidate_quantile:.1f} vs {r.baseline_quantile:.1f} ms), "
+        f"paired CI {r.ci_low:.3f} to {r.ci_high:.3f} on {n} pairs (resampling-free, "
+        f"alpha_k {fmt_g(levels.alpha_k)} per side at look {levels.look}), limit {limit:g}"
+    )
+    floor, tail = min_pairs
+    if n < MIN_LATENCY_PAIRS:
+        return (
+            CheckOutcome.INCONCLUSIVE,
+            f"too few latency pairs: {n} < {MIN_LATENCY_PAIRS} (no latency decision on fewer); "
+            f"{summary}",
+            numbers,
+        )
+    if name != "p50" and n < tail:
+        return (
+            CheckOutcome.INCONCLUSIVE,
+            f"too few latency pairs for {name}: {n} < min_pairs_p95 {tail}; {summary}",
+            numbers,
+        )
+    if r.ci_low > limit:
+        return (
+            CheckOutcome.FAIL,
+            f"slower than allowed: {summary}: the interval lies wholly above the limit",
+            numbers,
+        )
+    if n < floor:
+        return (
+            CheckOutcome.INCONCLUSIVE,
+            f"too few pairs: {n} < min_pairs {floor}; {summary}",
+            numbers,
+        )
+    if r.ci_high <= limit:
+        return CheckOutcome.PASS, f"within the limit: {summary}", numbers
+    return (
+        CheckOutcome.INCONCLUSIVE,
+        f"limit not cleared yet: {summary}: the interval reaches above the limit",
+        numbers,
+    )
