@@ -13,7 +13,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: demo test lint layers typecheck unit venv browser bench bench-sidecar clean
+.PHONY: demo test test-under-load lint layers typecheck unit venv browser bench bench-sidecar clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -52,6 +52,17 @@ unit: $(STAMP) browser
 	$(BIN)/pytest
 
 test: lint layers typecheck unit
+
+# test-under-load: the `unit` suite (CI=true) beside two CPU-burning processes (killed on exit); prints its wall time, exits with pytest's status.
+test-under-load: $(STAMP) browser
+	@$(BIN)/python -c 'while True: pass' & b1=$$!; \
+	$(BIN)/python -c 'while True: pass' & b2=$$!; \
+	trap 'kill $$b1 $$b2 2>/dev/null' EXIT INT TERM; \
+	echo "test-under-load: pytest beside 2 CPU burners (pids $$b1 $$b2) on $$(nproc) cores"; \
+	start=$$(date +%s); \
+	CI=true $(BIN)/pytest; status=$$?; \
+	echo "test-under-load: pytest exited $$status after $$(( $$(date +%s) - start )) s wall"; \
+	exit $$status
 
 bench: $(STAMP) bench-sidecar
 	$(BIN)/python benchmarks/similarity_throughput.py
