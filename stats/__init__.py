@@ -7,16 +7,13 @@ gate-statistics.md; each module cites its sources.
 * :mod:`stats.policy` — :class:`GatePolicy`, :func:`load_policy`, :func:`policy_hash`.
 * :mod:`stats.paired_binary` — McNemar (exact, mid-p, asymptotic), Tango's score test/CI.
 * :mod:`stats.multiplicity` — Holm adjustment of the harm family.
-* :mod:`stats.means` — one-sided t test of a mean against an absolute margin.
-* :mod:`stats.quantiles` — linear quantiles, order-statistic CIs, quantile-ratio intervals
-  (the resampling-free paired Poisson bootstrap for the gate; the paired and unpaired
-  bootstraps for reference).
+* :mod:`stats.quantiles` — linear quantiles, order-statistic CIs, and the gate's
+  quantile-ratio interval (the resampling-free paired Poisson bootstrap).
 * :mod:`stats.sequential` — checkpoints, confidence sequences, α spending, sequential
-  McNemar; :mod:`stats.group_sequential` — the normal mSPRT and group-sequential
-  boundaries (fixed-design references).
-* :mod:`stats.noise_floor`, :mod:`stats.cost`, :mod:`stats.power`, :mod:`stats.validity`,
-  :mod:`stats.report_only` — noise-floor linearisation and tail report, token ratio,
-  sample sizes, task-mix and coverage checks, Mann–Whitney / Hodges–Lehmann / CLES.
+  McNemar.
+* :mod:`stats.noise_floor`, :mod:`stats.power`, :mod:`stats.validity`,
+  :mod:`stats.report_only` — noise-floor linearisation and tail report, sample sizes,
+  task-mix and coverage checks, Mann–Whitney / Hodges–Lehmann / CLES.
 * :mod:`stats.frame` — :func:`pairs_frame`, PairScore records to the gate's table.
 * :mod:`stats.checks` — one check per metric and analysis unit (infrastructure apart).
 * :mod:`stats.looks` — :func:`look_levels` (a look's spent levels), :func:`design_sample_size`.
@@ -36,7 +33,6 @@ from stats.gate import evaluate_gate
 from stats.inputs import InvalidDataError
 from stats.labels import LABEL_SUMMARY_COLUMNS, label_summary
 from stats.looks import LookLevels, design_sample_size, look_levels
-from stats.means import MeanNonInferiorityResult, mean_noninferiority
 from stats.multiplicity import holm
 from stats.paired_binary import (
     McNemarResult,
@@ -65,10 +61,8 @@ from stats.quantiles import (
     QuantileCI,
     QuantileRatioResult,
     order_statistic_ranks,
-    paired_quantile_ratio_ci,
     paired_quantile_ratios_rf,
     quantile_ci,
-    quantile_ratio_ci,
     sample_quantile,
 )
 
@@ -81,7 +75,6 @@ __all__ = [
     "InvalidDataError",
     "LookLevels",
     "McNemarResult",
-    "MeanNonInferiorityResult",
     "OrderStatisticRanks",
     "OutputTokensPolicy",
     "QuantileCI",
@@ -99,9 +92,7 @@ __all__ = [
     "load_policy",
     "look_levels",
     "mcnemar",
-    "mean_noninferiority",
     "order_statistic_ranks",
-    "paired_quantile_ratio_ci",
     "paired_quantile_ratios_rf",
     "pairs_frame",
     "parse_policy",
@@ -109,7 +100,6 @@ __all__ = [
     "policy_hash",
     "policy_to_yaml",
     "quantile_ci",
-    "quantile_ratio_ci",
     "sample_quantile",
     "tango_score_ci",
     "tango_score_test",

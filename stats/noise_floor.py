@@ -15,9 +15,9 @@ D ∈ [0, 2] for cosine similarity; lower is better):
 The null hypothesis "the candidate diverges more than noise by more than the margin",
 ``E[D_cand] ≥ (1 + r)·E[D_noise] + δ_abs``, is linearised by
 :func:`noise_floor_values` into a one-sample mean test of ``e_i = D_cand_i − (1 + r)·
-D_noise_i`` against ``δ_abs`` (fixed-n: :func:`stats.means.mean_noninferiority`;
-sequential: :func:`stats.sequential.confidence_sequence` with ``side="upper"``), with no
-delta method or Fieller interval. :func:`tail_rate_split` is the report-only tail check:
+D_noise_i`` against ``δ_abs`` (the gate: the look's sequential interval,
+:func:`stats.checks.sequential_interval.sequential_mean_interval`), with no delta method
+or Fieller interval. :func:`tail_rate_split` is the report-only tail check:
 a mean hides rare catastrophic divergences.
 """
 

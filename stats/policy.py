@@ -226,7 +226,7 @@ class LatencyPolicy(_Block):
     """The latency guardrails: quantile ratios candidate / baseline.
 
     The ratio's interval is the resampling-free paired Poisson bootstrap
-    (:func:`stats.quantiles.paired_quantile_ratio_rf`): each arm's bootstrap quantile is
+    (:func:`stats.quantiles.paired_quantile_ratios_rf`): each arm's bootstrap quantile is
     the order statistic ``x_(I)``, ``I ~ Binomial(n + 1, q)`` (Schultzberg & Ankargren
     2022), and the two arms' log quantiles are correlated as the pairs' quantile
     indicators are. Its level is the look's spent α (:mod:`stats.sequential`).
@@ -264,7 +264,7 @@ class OutputTokensPolicy(_Block):
     """The cost guardrail: mean output tokens, candidate / baseline.
 
     Tested through the linearisation ``e_i = c_i − ratio_max·b_i`` (gate-statistics.md
-    §1.6; :mod:`stats.cost`): ``E[e] < 0`` exactly when ``E[c]/E[b] < ratio_max``.
+    §1.6; :mod:`stats.checks.cost`): ``E[e] < 0`` exactly when ``E[c]/E[b] < ratio_max``.
 
     Attributes:
         enabled: gate output tokens. Default true. A gated metric without token counts

@@ -20,8 +20,9 @@ T15). This module provides the pieces that keep repeated looks valid
 * :func:`sequential_mcnemar` — the Beta(1,1)-mixture always-valid test on discordant
   pairs (critical-harm rollback, T22).
 
-:mod:`stats.group_sequential` holds the fixed-design references: Johari et al.'s normal
-mSPRT (T16) and group-sequential (GST) boundaries for a known n_max (T15).
+The exact group-sequential (GST) boundaries for a known n_max (T15), against which the
+union-bound levels are checked, are a test reference
+(tests/stats/reference/group_sequential.py).
 
 Every always-valid p-value here is ``min(1, 1/E)`` for a nonnegative (super)martingale
 ``E`` with ``E_0 = 1`` under H0, so by Ville's inequality ``P(∃n: p_n ≤ α) ≤ α``: the
@@ -397,8 +398,9 @@ def look_alpha(
     * With ``n_max``: ``α_k = α(t_k) − α(t_{k−1})``, ``t_k = n_k / n_max`` (``t_0 = 0``),
       α(·) from :func:`lan_demets_spent`. Σ_k α_k = α(t_K) ≤ α, so by the union bound
       the family of K looks has error ≤ α whatever the correlation between them
-      (conservative: correlated looks would allow larger levels, see
-      :func:`spending_boundaries`). Looks past ``n_max`` get 0.
+      (conservative: correlated looks would allow larger levels, as the exact GST
+      boundaries of tests/stats/reference/group_sequential.py show). Looks past
+      ``n_max`` get 0.
     * Without ``n_max``: ``α_k = α·6/(π²k²)``, which sums to α over infinitely many
       looks (Σ 1/k² = π²/6), so any number of polls stays valid. Look 1 gets 0.608·α.
 

@@ -7,25 +7,23 @@ A replay that loses, say, long extraction prompts to timeouts would otherwise ga
 biased sample. A failed check means HOLD (invalid): promotion blocked.
 
 * :func:`task_mix_chi2` — Pearson χ² goodness of fit against the captured mix (fixed-n;
-  T20). Re-running it on every poll inflates false alarms (pitfall 11).
-* :func:`sequential_srm` — the anytime-valid Dirichlet–multinomial test of Lindon &
-  Malek (NeurIPS 2022; Netflix ``savvi``), valid on every poll (T21).
+  T20). Re-running it on every poll at a fixed level inflates false alarms (pitfall
+  11), so the gate tests it at each look's spent ``validity.mix_alpha``.
 * :func:`coverage_by_task_type` — task types replayed below a minimum share.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
 from scipy import stats as scipy_stats
 
-from stats.inputs import FloatArray, InsufficientDataError, InvalidDataError, count
+from stats.inputs import InsufficientDataError, InvalidDataError, count
 
-__all__ = ["MixCheck", "coverage_by_task_type", "sequential_srm", "task_mix_chi2"]
+__all__ = ["MixCheck", "coverage_by_task_type", "task_mix_chi2"]
 
 
 @dataclass(frozen=True)
@@ -103,81 +101,6 @@ def task_mix_chi2(
     p = float(scipy_stats.chi2.sf(statistic, dof)) if dof > 0 else 1.0
     worst = types[int(np.argmax(contributions))] if statistic > 0.0 else None
     return MixCheck(statistic, p, dof, worst, p >= alpha, float(alpha))
-
-
-def _aligned(
-    observed: Mapping[str, int] | Sequence[int],
-    expected_probs: Mapping[str, float] | Sequence[float],
-) -> tuple[FloatArray, FloatArray]:
-    if isinstance(observed, Mapping) != isinstance(expected_probs, Mapping):
-        raise InvalidDataError("observed and expected_probs must both be mappings or sequences")
-    if isinstance(observed, Mapping) and isinstance(expected_probs, Mapping):
-        obs = _counts(observed, "observed")
-        unknown = sorted(set(obs) - {str(k) for k in expected_probs})
-        if unknown:
-            raise InvalidDataError(f"categories without a probability: {', '.join(unknown)}")
-        keys = sorted(str(k) for k in expected_probs)
-        x = [obs.get(k, 0) for k in keys]
-        theta = [float(expected_probs[k]) for k in keys]
-    elif not isinstance(observed, Mapping) and not isinstance(expected_probs, Mapping):
-        x = [count(v, "observed") for v in observed]
-        theta = [float(v) for v in expected_probs]
-        if len(x) != len(theta):
-            raise InvalidDataError(f"{len(x)} counts for {len(theta)} probabilities")
-    theta_array = np.asarray(theta, dtype=np.float64)
-    if theta_array.size < 2:
-        raise InvalidDataError("at least two categories are needed", name="expected_probs")
-    if not np.all(np.isfinite(theta_array)) or np.any(theta_array <= 0.0):
-        raise InvalidDataError("expected probabilities must be finite and > 0")
-    return np.asarray(x, dtype=np.float64), theta_array / theta_array.sum()
-
-
-def _log_multivariate_beta(a: FloatArray) -> float:
-    return float(np.sum(special.gammaln(a)) - special.gammaln(np.sum(a)))
-
-
-def sequential_srm(
-    observed: Mapping[str, int] | Sequence[int],
-    expected_probs: Mapping[str, float] | Sequence[float],
-    *,
-    k: float = 100,
-) -> tuple[float, float]:
-    """Anytime-valid sample-ratio-mismatch test: Dirichlet–multinomial Bayes factor.
-
-    ``BF = [B(kθ0 + x) / B(kθ0)] / Π θ0_i^{x_i}`` with ``B`` the multivariate beta
-    function: the Dirichlet(kθ0) mixture of multinomial likelihoods over the likelihood
-    under θ0. It is a nonnegative martingale under H0 (the counts are multinomial with
-    probabilities θ0), so ``p = min(1, 1/BF)`` is valid at every poll (Lindon & Malek,
-    "Anytime-valid inference for multinomial count data", NeurIPS 2022; Netflix
-    ``savvi.multinomial.Multinomial``, concentration k = 100). Computed in log space.
-    T21: [600, 400] against (½, ½): BF = 2.667e7 (p = 3.750e-8); [44000, 45000]: BF =
-    9.145 (p = 0.1094) where the fixed χ² gives 8.0e-4 (pitfall 11).
-
-    Args:
-        observed: counts per category (mapping or sequence), ≥ 0.
-        expected_probs: H0 probabilities per category (same keys or length), > 0;
-            normalised to sum to 1 (captured counts may be passed as they are).
-        k: Dirichlet concentration, > 0.
-
-    Returns:
-        ``(bayes_factor, p_value)``; the Bayes factor is ``inf`` on overflow (p = 0).
-
-    Raises:
-        InvalidDataError: negative or non-integer counts, probabilities not > 0, keys or
-            lengths that do not match, fewer than 2 categories, k not > 0.
-    """
-    if isinstance(k, bool) or not (math.isfinite(k) and k > 0.0):
-        raise InvalidDataError(f"concentration k must be finite and > 0, got {k!r}", name="k")
-    x, theta = _aligned(observed, expected_probs)
-    prior = float(k) * theta
-    log_bf = (
-        _log_multivariate_beta(prior + x)
-        - _log_multivariate_beta(prior)
-        - float(np.sum(x * np.log(theta)))
-    )
-    bf = math.exp(log_bf) if log_bf < 700.0 else math.inf
-    p = 1.0 if log_bf <= 0.0 else math.exp(-log_bf)
-    return bf, p
 
 
 def coverage_by_task_type(

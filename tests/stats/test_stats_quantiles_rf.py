@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from stats.inputs import InsufficientDataError, InvalidDataError
-from stats.quantiles import paired_quantile_ratio_ci, paired_quantile_ratios_rf
+from stats.quantiles import paired_quantile_ratios_rf
+from tests.stats.reference.paired_bootstrap import paired_quantile_ratio_ci
 
 
 def _bootstrap_se(cand: np.ndarray, base: np.ndarray, q: float) -> float:

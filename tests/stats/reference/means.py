@@ -1,14 +1,17 @@
-"""One-sided non-inferiority test of a mean against an absolute margin.
+"""Reference: the fixed-n one-sided non-inferiority t test of a mean against a margin.
 
-Used for output divergence ``D = 1 − cosine similarity`` (lower is better): the candidate
-is non-inferior when ``E[D] < margin``. The test is the one-sample t test of
+Test code only: the gate judges means with sequential intervals
+(:mod:`stats.checks.sequential_interval`); the tests use this fixed-n test to check the
+noise-floor linearisation (:func:`stats.noise_floor.noise_floor_values`). For output
+divergence ``D = 1 − cosine similarity`` (lower is better) the candidate is non-inferior
+when ``E[D] < margin``. The test is the one-sample t test of
 H0: μ ≥ margin against H1: μ < margin (:func:`scipy.stats.ttest_1samp` with
 ``alternative="less"``), gate-statistics.md §1.6 and §2.2.
 
 Zero-variance data (every value equal) makes the t statistic undefined; it is decided on
 the exact value instead and a :class:`~shadoweval.errors.DegenerateDataWarning` is emitted
 (Kayenta likewise treats identical arrays as a special case). NaN or infinite values are
-rejected, never dropped: the gate turns that into HOLD.
+rejected, never dropped.
 """
 
 from __future__ import annotations

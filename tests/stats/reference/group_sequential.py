@@ -1,20 +1,24 @@
-"""Fixed-design sequential references: the normal mSPRT and group-sequential boundaries.
+"""Reference: exact group-sequential (GST) crossing probabilities and boundaries.
 
-The gate itself polls with checkpoints, confidence sequences and α spending
-(:mod:`stats.sequential`); these are the classical designs it is checked against:
+The gate polls with checkpoints, confidence sequences and union-bound α spending
+(:mod:`stats.sequential`, :mod:`stats.looks`); the tests check those levels against the
+exact classical designs here (test code only, never used by the gate):
 
-* :func:`msprt_normal` — Johari, Koomen, Pekelis & Walsh's normal-mixture mSPRT
-  ("Always valid inference", Operations Research 2022; T16), for reference.
-* :func:`crossing_probability`, :func:`obf_boundaries`, :func:`pocock_boundaries`,
-  :func:`spending_boundaries` — group-sequential (GST) boundaries for a known n_max,
-  computed with the recursive numerical integration of Armitage, McPherson & Rowe (1969)
-  (Jennison & Turnbull 2000, ch. 19); T15.
+* :func:`crossing_probability` — P_H0(some look crosses its bound) for z-statistics at
+  given information times;
+* :func:`obf_boundaries`, :func:`pocock_boundaries` — the classical constants for K
+  equal looks, which validate the recursion against published values (T15);
+* :func:`spending_boundaries` — Lan–DeMets boundaries that spend
+  :func:`stats.sequential.lan_demets_spent` exactly, i.e. using the looks' correlation,
+  where :func:`stats.sequential.look_alpha` uses the (conservative) union bound.
+
+All are computed with the recursive numerical integration of Armitage, McPherson & Rowe
+(1969) (Jennison & Turnbull 2000, ch. 19).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -25,73 +29,11 @@ from stats.inputs import FloatArray, InvalidDataError, check_alpha, finite_1d, p
 from stats.sequential import SpendingKind, lan_demets_spent
 
 __all__ = [
-    "MSPRTResult",
     "crossing_probability",
-    "msprt_normal",
     "obf_boundaries",
     "pocock_boundaries",
     "spending_boundaries",
 ]
-
-
-# ------------------------------------------------------------------ normal mSPRT
-
-
-@dataclass(frozen=True)
-class MSPRTResult:
-    """Result of :func:`msprt_normal`.
-
-    Attributes:
-        likelihood_ratio: the mixture likelihood ratio Λ_n.
-        p_value: ``min(1, 1/Λ_n)`` (the always-valid p-value at this look; the running
-            minimum over looks is also valid).
-        half_width: half-width of the always-valid interval around the mean at level α.
-        fixed_half_width: the fixed-n z interval's half-width ``z_{1−α/2}·σ/√n``.
-    """
-
-    likelihood_ratio: float
-    p_value: float
-    half_width: float
-    fixed_half_width: float
-
-
-def msprt_normal(
-    mean: float,
-    n: int,
-    *,
-    sigma2: float,
-    tau2: float,
-    theta0: float = 0.0,
-    alpha: float = 0.05,
-) -> MSPRTResult:
-    """Normal-mixture mSPRT of H0: θ = θ0 for a mean of n i.i.d. values of variance σ².
-
-    ``Λ_n = √(σ²/(σ²+nτ²))·exp(n²τ²(x̄−θ0)²/(2σ²(σ²+nτ²)))`` and the always-valid
-    interval ``x̄ ± √(σ²(σ²+nτ²)/(n²τ²)·(ln((σ²+nτ²)/σ²) − 2 ln α))`` (Johari, Koomen,
-    Pekelis & Walsh, "Peeking at A/B tests", KDD 2017; Operations Research 2022,
-    arXiv 1512.04922). T16: x̄ = 0.1, n = 1000, σ² = 1, τ² = 0.01 gives Λ = 28.40,
-    p = 0.03521, half-width 0.09606 (fixed-n 0.06198).
-
-    Raises:
-        InvalidDataError: non-finite mean/θ0, n < 1, σ² or τ² not > 0, alpha outside (0, 1).
-    """
-    n = positive_int(n, "n")
-    alpha = check_alpha(alpha)
-    if not (math.isfinite(mean) and math.isfinite(theta0)):
-        raise InvalidDataError(f"mean and theta0 must be finite, got {mean}, {theta0}")
-    for name, value in (("sigma2", sigma2), ("tau2", tau2)):
-        if not (math.isfinite(value) and value > 0.0):
-            raise InvalidDataError(f"{name} must be finite and > 0, got {value}", name=name)
-    total = sigma2 + n * tau2
-    log_lr = 0.5 * math.log(sigma2 / total) + (n * n * tau2 * (mean - theta0) ** 2) / (
-        2.0 * sigma2 * total
-    )
-    lr = math.exp(log_lr) if log_lr < 700.0 else math.inf
-    half = math.sqrt(
-        sigma2 * total / (n * n * tau2) * (math.log(total / sigma2) - 2.0 * math.log(alpha))
-    )
-    fixed = float(scipy_stats.norm.isf(alpha / 2.0)) * math.sqrt(sigma2 / n)
-    return MSPRTResult(lr, min(1.0, math.exp(-log_lr)), half, fixed)
 
 
 # ------------------------------------------------------------------ group-sequential boundaries
