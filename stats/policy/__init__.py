@@ -1,0 +1,58 @@
+"""The gate policy: every threshold of the gate, written down before a run starts.
+
+* :mod:`stats.policy.schema` — :class:`GatePolicy` and its metric blocks (defaults,
+  bounds, per-task-type overrides), :func:`effective`.
+* :mod:`stats.policy.loading` — :func:`parse_policy`, :func:`parse_policy_yaml`,
+  :func:`load_policy` (strict YAML, :class:`~shadoweval.errors.ConfigError` naming the
+  field), :func:`policy_hash`, :func:`policy_to_yaml`, :data:`DEFAULT_POLICY_FILE`.
+
+This package re-exports both, so callers import from :mod:`stats.policy`.
+"""
+
+from __future__ import annotations
+
+from stats.policy.loading import (
+    DEFAULT_POLICY_FILE,
+    load_policy,
+    parse_policy,
+    parse_policy_yaml,
+    policy_hash,
+    policy_to_yaml,
+)
+from stats.policy.schema import (
+    BinaryMetricPolicy,
+    FormatParsePolicy,
+    GatePolicy,
+    InfraErrorPolicy,
+    LatencyMetric,
+    LatencyPolicy,
+    OutputTokensPolicy,
+    SequentialPolicy,
+    SimilarityPolicy,
+    SpendingKind,
+    TaskTypePolicy,
+    ValidityPolicy,
+    effective,
+)
+
+__all__ = [
+    "DEFAULT_POLICY_FILE",
+    "BinaryMetricPolicy",
+    "FormatParsePolicy",
+    "GatePolicy",
+    "InfraErrorPolicy",
+    "LatencyMetric",
+    "LatencyPolicy",
+    "OutputTokensPolicy",
+    "SequentialPolicy",
+    "SimilarityPolicy",
+    "SpendingKind",
+    "TaskTypePolicy",
+    "ValidityPolicy",
+    "effective",
+    "load_policy",
+    "parse_policy",
+    "parse_policy_yaml",
+    "policy_hash",
+    "policy_to_yaml",
+]
