@@ -2,9 +2,9 @@
 
 A model swap changes weights, tokenizer, chat template and sampling defaults (DESIGN §1);
 the operator states what they know in :class:`~shadoweval.config.LiveModelSettings`.
-The name comes from there, else from the upstream's ``GET /v1/models`` (OpenAI API
-reference, "List models": ``{"object": "list", "data": [{"id": ...}, ...]}``), taking the
-first id listed (vLLM and SGLang serve one model, so it is the only one).
+The name comes from there, else from the upstream's ``GET /v1/models``
+(:func:`shadoweval.model_listing.list_model_ids`), taking the first id listed (vLLM and
+SGLang serve one model, so it is the only one).
 
 Fetching never raises: an unreachable upstream, an error status, or a list without ids
 yields the name :data:`UNKNOWN_MODEL` (logged), and the builder then records the
@@ -20,6 +20,7 @@ import logging
 import httpx
 
 from shadoweval.config import LiveModelSettings
+from shadoweval.model_listing import ModelListingError, list_model_ids, models_url_for_display
 from shadoweval.records import ModelIdentity
 from shadoweval.redaction import strip_url_credentials
 
@@ -64,34 +65,17 @@ async def fetch_live_model(
     """
     if settings.name:
         return identity_from_settings(settings, settings.name, base_url)
-    clean = strip_url_credentials(base_url)
-    url = base_url.rstrip("/")
-    url = f"{url}/models" if url.endswith("/v1") else f"{url}/v1/models"
     try:
-        async with httpx.AsyncClient(transport=transport, timeout=timeout_s) as client:
-            response = await client.get(url)
-            response.raise_for_status()
-            payload = response.json()
-    except (httpx.HTTPError, ValueError) as exc:
-        logger.warning("cannot read the live model name from %s/v1/models: %s", clean, exc)
+        ids = await list_model_ids(base_url, transport=transport, timeout_s=timeout_s)
+    except ModelListingError as exc:
+        logger.warning("cannot read the live model name from %s: %s", exc.url, exc.cause)
         return identity_from_settings(settings, UNKNOWN_MODEL, base_url)
-    name = _first_model_id(payload)
-    if name is None:
-        logger.warning("%s/v1/models lists no model id; recording %r", clean, UNKNOWN_MODEL)
+    if not ids:
+        logger.warning(
+            "%s lists no model id; recording %r", models_url_for_display(base_url), UNKNOWN_MODEL
+        )
         return identity_from_settings(settings, UNKNOWN_MODEL, base_url)
-    return identity_from_settings(settings, name, base_url)
-
-
-def _first_model_id(payload: object) -> str | None:
-    if not isinstance(payload, dict):
-        return None
-    data = payload.get("data")
-    if not isinstance(data, list):
-        return None
-    for item in data:
-        if isinstance(item, dict) and isinstance(item.get("id"), str) and item["id"]:
-            return str(item["id"])
-    return None
+    return identity_from_settings(settings, ids[0], base_url)
 
 
 def resolve_identity(identity: ModelIdentity, response_model: str | None) -> ModelIdentity:
