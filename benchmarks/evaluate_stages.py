@@ -33,8 +33,9 @@ def main() -> None:
     parser.add_argument("--encoder", default="minilm")
     args = parser.parse_args()
 
+    from application.evaluation import EvaluationRequest, evaluate
+    from application.runs import RunRequest
     from capture.table_import import import_table
-    from faces.cli.evaluation import EvaluationRequest, evaluate
     from shadoweval.config import DatabaseSettings, ReplaySettings, Settings
     from shadoweval.tables import load_recorded_rows
     from simulation.mock_llm import FaultConfig, create_app
@@ -75,10 +76,12 @@ def main() -> None:
             result = evaluate(
                 EvaluationRequest(
                     capture_log=work / "capture",
-                    candidate_url=servers[0].url,
-                    baseline_repeat_url=servers[1].url,
-                    baseline_repeat_share=1.0,
-                    encoder=args.encoder,
+                    run=RunRequest(
+                        candidate_url=servers[0].url,
+                        baseline_repeat_url=servers[1].url,
+                        baseline_repeat_share=1.0,
+                        encoder=args.encoder,
+                    ),
                     progress=False,
                 ),
                 settings,

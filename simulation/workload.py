@@ -27,6 +27,28 @@ from simulation.mock_llm.pieces import split_pieces
 
 TASK_TYPES = ("support_chat", "classification", "extraction", "summarization")
 
+PLANTED: tuple[tuple[str, str], ...] = (
+    ("extraction", "format_parse"),
+    ("summarization", "latency_e2e_ms_p50"),
+)
+"""(task type, check metric) pairs where the candidate carries a planted regression."""
+
+DEMO_MAPPING: dict[str, str] = {
+    "messages_col": "messages",
+    "output_col": "output",
+    "task_type_col": "task_type",
+    "model_col": "model",
+    "id_col": "id",
+    "ttft_col": "ttft_ms",
+    "itl_col": "itl_ms",
+    "latency_unit": "ms",
+    "prompt_tokens_col": "prompt_tokens",
+    "completion_tokens_col": "completion_tokens",
+    "request_fields_col": "request_fields",
+}
+"""Column mapping of the tables :func:`write_workload` writes (for
+:class:`~shadoweval.tables.TableMapping`: the same for import and mock-llm)."""
+
 EXTRACTION_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {

@@ -37,26 +37,20 @@ def compare_run_command(
     from rich.console import Console
 
     from application.database import open_repository
+    from application.scoring import score_stored_run
     from faces.cli.exit_codes import EXIT_ERROR
     from faces.cli.options import database_url as resolve_url
-    from faces.cli.pipeline import compare_run, make_encoder
     from shadoweval.errors import ShadowEvalError
 
     err = Console(stderr=True)
     try:
         with open_repository(resolve_url(database_url), upgrade=False) as repo:
-            run = repo.get_run(run_id)
-            if run is None:
-                raise ShadowEvalError(f"run {run_id!r} not found")
-            stored = run.settings.get("structured_task_types")
-            structured = set(structured_task_type or ())
-            if isinstance(stored, list):
-                structured.update(str(s) for s in stored)
-            report = compare_run(
+            report = score_stored_run(
                 repo,
                 run_id,
-                make_encoder(encoder, device=device),
-                structured_task_types=frozenset(structured),
+                encoder=encoder,
+                device=device,
+                structured_task_types=frozenset(structured_task_type or ()),
                 rescore=rescore,
             )
     except ShadowEvalError as exc:

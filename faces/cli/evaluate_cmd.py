@@ -141,7 +141,8 @@ def evaluate_command(
     """
     from rich.console import Console
 
-    from faces.cli.evaluation import EvaluationRequest, evaluate
+    from application.evaluation import EvaluationRequest, evaluate
+    from application.runs import RunRequest
     from faces.cli.exit_codes import EXIT_CODES, EXIT_ERROR
     from faces.cli.render import print_result, wide_console
     from shadoweval.errors import ShadowEvalError
@@ -161,17 +162,19 @@ def evaluate_command(
         result = evaluate(
             EvaluationRequest(
                 capture_log=capture_log,
-                candidate_url=candidate_url,
-                candidate_model=candidate_model,
-                baseline_repeat_url=baseline_repeat_url,
-                baseline_repeat_model=baseline_repeat_model,
-                baseline_repeat_share=baseline_repeat_share,
-                policy_path=policy,
-                run_name=name,
-                run_id=run_id,
-                encoder=encoder,
+                run=RunRequest(
+                    candidate_url=candidate_url,
+                    candidate_model=candidate_model,
+                    baseline_repeat_url=baseline_repeat_url,
+                    baseline_repeat_model=baseline_repeat_model,
+                    baseline_repeat_share=baseline_repeat_share,
+                    policy_path=policy,
+                    run_name=name,
+                    run_id=run_id,
+                    encoder=encoder,
+                    structured_task_types=frozenset(structured_task_type or ()),
+                ),
                 device=device,
-                structured_task_types=frozenset(structured_task_type or ()),
                 progress=progress,
             ),
             settings,

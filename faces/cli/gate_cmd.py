@@ -111,14 +111,14 @@ def poll_verdict(
     """Gate ``run`` now and then every ``poll_s`` seconds until terminal or ``wait_s`` passed.
 
     Every poll whose data changed (the run's coverage counts: captured, replayed, paired
-    ...) computes and stores a new verdict through :func:`~faces.cli.pipeline.gate_run`
+    ...) computes and stores a new verdict through :func:`~application.gating.gate_run`
     (the code path of a plain ``gate``). A poll on unchanged data keeps the previous
     verdict and stores nothing: asking again about the same sample is not a new look.
     The last poll happens when the wait runs out. A database error after the first poll
     is reported through ``progress`` and retried at the next poll.
 
     Returns:
-        The last verdict's :class:`~faces.cli.pipeline.GateResult`.
+        The last verdict's :class:`~application.gating.GateResult`.
 
     Raises:
         ShadowEvalError: the first poll, or the last one, failed.
@@ -169,35 +169,6 @@ def poll_verdict(
         sleep(min(poll_s, left))
 
 
-def _check_policy(repo: Repository, run: RunInfo, policy: Path | None) -> None:
-    """Audit the policy this gate applies; refuse (and audit) a policy other than the run's.
-
-    Raises:
-        ShadowEvalError: ``policy`` is not the policy the run was started under.
-    """
-    from application.gating import load_gate_policy
-    from faces.cli.evaluation import audit_policy
-    from shadoweval.errors import ShadowEvalError
-
-    if policy is None:
-        audit_policy(
-            repo,
-            run,
-            run.policy_hash,
-            command=GATE_COMMAND,
-            policy_path=None,
-            detail={"policy_source": "run"},
-        )
-        return
-    _, _, digest = load_gate_policy(policy)
-    if not audit_policy(repo, run, digest, command=GATE_COMMAND, policy_path=policy):
-        raise ShadowEvalError(
-            f"policy {policy} (hash {digest[:12]}) is not the policy run {run.run_id} "
-            f"was started under ({run.policy_hash[:12]}); a different policy "
-            "means a new run"
-        )
-
-
 def gate_command(
     run_id: ExistingRunOpt,
     database_url: DatabaseUrlOpt = None,
@@ -217,6 +188,7 @@ def gate_command(
     """
     from application.database import open_repository
     from application.gating import gate_run
+    from application.runs import check_presented_policy
     from faces.cli.exit_codes import EXIT_CODES, EXIT_ERROR
     from faces.cli.options import database_url as resolve_url
     from faces.cli.render import print_result, wide_console
@@ -243,7 +215,7 @@ def gate_command(
             run = repo.get_run(run_id)
             if run is None:
                 raise ShadowEvalError(f"run {run_id!r} not found")
-            _check_policy(repo, run, policy)
+            check_presented_policy(repo, run, policy, command=GATE_COMMAND)
             if wait_s is None:
                 result = gate_run(repo, run, command=GATE_COMMAND)
             else:

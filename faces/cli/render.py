@@ -1,4 +1,4 @@
-"""Terminal rendering of summaries and verdicts (rich), and the JSON report."""
+"""Terminal rendering of summaries and verdicts (rich)."""
 
 from __future__ import annotations
 
@@ -223,19 +223,6 @@ def print_result(console: Console, summary: pd.DataFrame, verdict: Verdict) -> N
         console.print(checks_table(verdict))
         for i, check in enumerate(selected, start=1):
             console.print(f"  {i}. {_task(check.task_type)} / {check.metric}: {check.reason}")
-
-
-def summary_records(summary: pd.DataFrame) -> list[dict[str, Any]]:
-    """The summary as JSON-ready records (NaN → None)."""
-    out = []
-    for row in summary.to_dict(orient="records"):
-        out.append(
-            {
-                str(k): (None if isinstance(v, float) and math.isnan(v) else v)
-                for k, v in row.items()
-            }
-        )
-    return out
 
 
 def print_error(console: Console, error: object) -> None:

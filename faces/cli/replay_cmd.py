@@ -4,8 +4,7 @@ no gate)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
@@ -26,9 +25,6 @@ from faces.cli.options import (
     WarmupOpt,
 )
 from faces.cli.render import print_error
-
-if TYPE_CHECKING:
-    from shadoweval.config import Settings
 
 replay_app = typer.Typer(help="Replay captured requests to shadow targets.", no_args_is_help=True)
 
@@ -121,22 +117,20 @@ def replay_run(
     """
     from rich.console import Console
 
-    from application.database import open_repository
-    from faces.cli.evaluate_cmd import build_settings
-    from faces.cli.evaluation import EvaluationRequest, prepare_run
-    from faces.cli.exit_codes import EXIT_ERROR
-    from faces.cli.pipeline import (
-        prepare_kafka_run,
-        replay_capture_log,
-        replay_kafka,
-        run_async,
+    from application.replaying import (
+        KafkaReplayOptions,
+        ReplayRequest,
+        parse_replay_source,
+        replay,
     )
-    from shadoweval.bus.url import is_kafka_url, parse_kafka_url
+    from application.runs import RunRequest
+    from faces.cli.evaluate_cmd import build_settings
+    from faces.cli.exit_codes import EXIT_ERROR
     from shadoweval.errors import ShadowEvalError
 
     err = Console(stderr=True)
     try:
-        kafka = parse_kafka_url(source) if is_kafka_url(source) else None
+        replay_source = parse_replay_source(source)
         settings = build_settings(
             database_url=database_url,
             concurrency=concurrency,
@@ -144,74 +138,33 @@ def replay_run(
             timeout_s=timeout_s,
             warmup=warmup,
         )
-        request = EvaluationRequest(
-            capture_log=Path(source),
-            candidate_url=candidate_url,
-            candidate_model=candidate_model,
-            baseline_repeat_url=baseline_repeat_url,
-            baseline_repeat_model=baseline_repeat_model,
-            baseline_repeat_share=baseline_repeat_share,
-            policy_path=policy,
-            run_name=name,
-            run_id=run_id,
+        request = ReplayRequest(
+            source=replay_source,
+            run=RunRequest(
+                candidate_url=candidate_url,
+                candidate_model=candidate_model,
+                baseline_repeat_url=baseline_repeat_url,
+                baseline_repeat_model=baseline_repeat_model,
+                baseline_repeat_share=baseline_repeat_share,
+                policy_path=policy,
+                run_name=name,
+                run_id=run_id,
+                command="shadow-eval replay run",
+            ),
             progress=progress,
-            command="shadow-eval replay run",
+            kafka=KafkaReplayOptions(
+                baseline_model=baseline_model,
+                until_idle_s=until_idle,
+                session_timeout_ms=round(session_timeout * 1000),
+                group_id=group_id,
+                metrics_port=metrics_port,
+            ),
         )
-        with open_repository(settings.database.url) as repo:
-            if kafka is None:
-                run, targets = prepare_run(repo, request, settings)
-                report = run_async(
-                    replay_capture_log(
-                        repo,
-                        run.run_id,
-                        request.capture_log,
-                        targets,
-                        settings.replay,
-                        progress=progress,
-                        console=err,
-                    )
-                )
-            else:
-                settings = _worker_overrides(settings, group_id, metrics_port)
-                session_timeout_ms = round(session_timeout * 1000)
-                run, targets = prepare_kafka_run(
-                    repo,
-                    request,
-                    settings,
-                    source=kafka,
-                    baseline_model=baseline_model,
-                    session_timeout_ms=session_timeout_ms,
-                )
-                report = run_async(
-                    replay_kafka(
-                        repo,
-                        run.run_id,
-                        kafka,
-                        targets,
-                        settings,
-                        until_idle_s=until_idle,
-                        session_timeout_ms=session_timeout_ms,
-                        console=err,
-                    )
-                )
+        result = replay(request, settings, console=err)
     except (ShadowEvalError, FileNotFoundError) as exc:
         print_error(err, exc)
         raise typer.Exit(EXIT_ERROR) from None
-    typer.echo(json.dumps(report.as_dict(), indent=2))
-
-
-def _worker_overrides(
-    settings: Settings, group_id: str | None, metrics_port: int | None
-) -> Settings:
-    """``settings`` with the command line's worker options applied."""
-    update: dict[str, object] = {}
-    if group_id:
-        update["group_id"] = group_id
-    if metrics_port is not None:
-        update["metrics_port"] = metrics_port
-    if not update:
-        return settings
-    return settings.model_copy(update={"worker": settings.worker.model_copy(update=update)})
+    typer.echo(json.dumps(result.report.as_dict(), indent=2))
 
 
 def register(app: typer.Typer) -> None:

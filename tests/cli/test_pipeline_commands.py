@@ -27,13 +27,12 @@ from typer.testing import CliRunner, Result
 from capture.table_import import import_table
 from faces.cli import app
 from faces.cli.exit_codes import EXIT_CODES, EXIT_ERROR
-from faces.demo.run import DEMO_MAPPING
 from shadoweval.records import CheckOutcome, Decision, ReplayTarget, Verdict
 from shadoweval.storage import Database, Repository
 from shadoweval.tables import RecordedRow, TableMapping, load_recorded_rows
 from simulation.mock_llm import FaultConfig, TableLatency, create_app
 from simulation.mock_llm.server import BackgroundServer
-from simulation.workload import TASK_TYPES, WorkloadSpec, write_workload
+from simulation.workload import DEMO_MAPPING, TASK_TYPES, WorkloadSpec, write_workload
 
 PER_TASK_TYPE = 40
 EXCHANGES = PER_TASK_TYPE * len(TASK_TYPES)

@@ -1,0 +1,157 @@
+"""One whole evaluation: capture log → replay → scores → verdict → report.
+
+The stages, in order, each timed (:class:`StageTimer`): ``setup`` (open the run,
+:func:`application.runs.prepare_run`), ``replay``
+(:func:`application.replaying.replay_capture_log`), ``load_encoder`` and ``compare``
+(:mod:`application.scoring`), ``gate`` (:func:`application.gating.gate_run`). Used by
+``shadow-eval evaluate`` and the demo.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from application.database import open_repository
+from application.gating import GateResult, gate_run
+from application.replaying import ReplayReport, replay_capture_log
+from application.reports import json_records
+from application.runs import RunRequest, prepare_run
+from application.scoring import CompareReport, compare_run, make_encoder
+from shadoweval.config import Settings
+from shadoweval.storage import RunInfo
+
+__all__ = ["EvaluationRequest", "EvaluationResult", "StageTimer", "evaluate"]
+
+
+@dataclass(frozen=True, slots=True)
+class EvaluationRequest:
+    """What to evaluate and how.
+
+    Attributes:
+        capture_log: the capture log replayed (a segment file or directory).
+        run: the run to open (candidate, baseline replica, policy, run id, encoder name).
+        device: the encoder's torch device.
+        progress: show a replay progress bar.
+    """
+
+    capture_log: Path
+    run: RunRequest
+    device: str = "cpu"
+    progress: bool = True
+
+
+class StageTimer:
+    """Wall-clock seconds per named stage, in the order they ran (rounded to 1 ms)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """Time the block as stage ``name``."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = round(time.perf_counter() - start, 3)
+
+
+@dataclass(frozen=True, slots=True)
+class EvaluationResult:
+    """Everything one evaluation produced.
+
+    Attributes:
+        run: the run as stored after the gate (its status updated).
+        replay: the replay's counts.
+        compare: the scoring's counts.
+        gate: the verdict and the table it was computed from.
+        stages_s: seconds per stage (see the module docstring).
+        rejected: rejected records of the run, by stage.
+    """
+
+    run: RunInfo
+    replay: ReplayReport
+    compare: CompareReport
+    gate: GateResult
+    stages_s: dict[str, float] = field(default_factory=dict)
+    rejected: dict[str, int] = field(default_factory=dict)
+
+    def report(self) -> dict[str, Any]:
+        """The JSON report: run, stage timings, replay and compare counts, table, verdict."""
+        run = self.run
+        return {
+            "run": {
+                "run_id": run.run_id,
+                "name": run.name,
+                "baseline": run.baseline.model_dump(mode="json"),
+                "candidate": run.candidate.model_dump(mode="json"),
+                "candidate_base_url": run.candidate_base_url,
+                "source": run.source,
+                "policy_hash": run.policy_hash,
+            },
+            "stages_s": self.stages_s,
+            "replay": self.replay.as_dict(),
+            "compare": self.compare.as_dict(),
+            "rejected": self.rejected,
+            "per_task_type": json_records(self.gate.summary),
+            "verdict": self.gate.verdict.model_dump(mode="json"),
+        }
+
+    def write_report(self, path: Path) -> None:
+        """Write :meth:`report` as indented JSON (UTF-8), creating the parent directory.
+
+        Raises:
+            OSError: the file cannot be written.
+        """
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.report(), indent=2, ensure_ascii=False) + "\n", "utf-8")
+
+
+def evaluate(
+    request: EvaluationRequest, settings: Settings, *, console: Console | None = None
+) -> EvaluationResult:
+    """Run one evaluation end to end and return what it produced.
+
+    The database is migrated to head first; replay progress goes to ``console``.
+
+    Raises:
+        ShadowEvalError: bad input (unreadable log, bad policy, unreachable database).
+            Candidate failures are not errors: they are counted and gated.
+        FileNotFoundError: the capture log does not exist.
+    """
+    timer = StageTimer()
+    with open_repository(settings.database.url) as repo:
+        with timer.stage("setup"):
+            run, targets = prepare_run(repo, request.run, settings, capture_log=request.capture_log)
+        with timer.stage("replay"):
+            replay = asyncio.run(
+                replay_capture_log(
+                    repo,
+                    run.run_id,
+                    request.capture_log,
+                    targets,
+                    settings.replay,
+                    progress=request.progress,
+                    console=console,
+                )
+            )
+        with timer.stage("load_encoder"):
+            encoder = make_encoder(request.run.encoder, device=request.device)
+        with timer.stage("compare"):
+            compared = compare_run(
+                repo, run.run_id, encoder, structured_task_types=request.run.structured_task_types
+            )
+        with timer.stage("gate"):
+            gate = gate_run(repo, run, command=request.run.command)
+            run = repo.get_run(run.run_id) or run
+        rejected = repo.count_rejected(run.run_id)
+    return EvaluationResult(run, replay, compared, gate, timer.seconds, rejected)

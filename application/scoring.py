@@ -1,0 +1,91 @@
+"""Scoring a run's replayed pairs: similarity, formats, latency (:mod:`compare.worker`).
+
+The encoder is named by the face (``minilm``: the bundled all-MiniLM-L6-v2 weights;
+``hashing``: a non-semantic hashing encoder for smoke tests) and built here
+(:func:`make_encoder`); :func:`compare_run` scores what is not scored yet and
+:func:`score_stored_run` does the same for a stored run, adding the structured task types
+the run was created with.
+"""
+
+from __future__ import annotations
+
+from compare.encoders import Encoder, HashingEncoder, MiniLMEncoder
+from compare.worker import CompareReport, run_compare
+from shadoweval.errors import ConfigError, ShadowEvalError
+from shadoweval.storage import Repository
+
+__all__ = ["CompareReport", "Encoder", "compare_run", "make_encoder", "score_stored_run"]
+
+
+def make_encoder(name: str, *, device: str = "cpu", batch_size: int = 64) -> Encoder:
+    """Build the similarity encoder: ``minilm`` (bundled all-MiniLM-L6-v2) or ``hashing``.
+
+    ``device`` is a torch device (``cpu``, ``cuda``); ``batch_size`` pieces per forward
+    pass (MiniLM only).
+
+    Raises:
+        ConfigError: an unknown encoder name, or the model cannot be loaded.
+    """
+    if name == "minilm":
+        return MiniLMEncoder(device=device, batch_size=batch_size)
+    if name == "hashing":
+        return HashingEncoder()
+    raise ConfigError(
+        f"encoder {name!r} is not known: use minilm or hashing", field="encoder", value=name
+    )
+
+
+def compare_run(
+    repo: Repository,
+    run_id: str,
+    encoder: Encoder,
+    *,
+    structured_task_types: frozenset[str] = frozenset(),
+    rescore: bool = False,
+) -> CompareReport:
+    """Score the run's replayed pairs not scored yet (all of them with ``rescore``).
+
+    See :func:`compare.worker.run_compare`; ``structured_task_types`` are task types whose
+    outputs must be JSON even when the requests do not say so.
+
+    Raises:
+        StorageError: the database failed.
+    """
+    return run_compare(
+        repo, run_id, encoder, structured_task_types=structured_task_types, rescore=rescore
+    )
+
+
+def score_stored_run(
+    repo: Repository,
+    run_id: str,
+    *,
+    encoder: str,
+    device: str = "cpu",
+    structured_task_types: frozenset[str] = frozenset(),
+    rescore: bool = False,
+) -> CompareReport:
+    """Score a stored run with the named encoder (:func:`make_encoder`).
+
+    The structured task types are ``structured_task_types`` plus those recorded in the
+    run's settings when it was created.
+
+    Raises:
+        ShadowEvalError: the run does not exist (checked before the encoder is loaded).
+        ConfigError: an unknown encoder name, or the model cannot be loaded.
+        StorageError: the database failed.
+    """
+    run = repo.get_run(run_id)
+    if run is None:
+        raise ShadowEvalError(f"run {run_id!r} not found")
+    stored = run.settings.get("structured_task_types")
+    structured = set(structured_task_types)
+    if isinstance(stored, list):
+        structured.update(str(s) for s in stored)
+    return compare_run(
+        repo,
+        run_id,
+        make_encoder(encoder, device=device),
+        structured_task_types=frozenset(structured),
+        rescore=rescore,
+    )

@@ -1,1 +1,0 @@
-"""The self-contained demo: a generated workload, two simulated models, the whole loop."""
