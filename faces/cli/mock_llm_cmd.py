@@ -1,7 +1,7 @@
 """``shadow-eval mock-llm``: serve a recorded table as a fake OpenAI-compatible model.
 
-The table options are the ones of ``shadow-eval import`` (declared and parsed once in
-:mod:`faces.cli.import_cmd`).
+The table options are the ones of ``shadow-eval import`` (declared once in
+:mod:`faces.cli.table_options`); the server is :mod:`application.mock_llm`.
 """
 
 from __future__ import annotations
@@ -11,34 +11,8 @@ from typing import Annotated
 import typer
 
 from faces.cli.exit_codes import EXIT_ERROR
-from faces.cli.import_cmd import (
-    CompletionTokensColOpt,
-    FormatOpt,
-    IdColOpt,
-    InputOpt,
-    ItlColOpt,
-    LatencyColOpt,
-    LatencyUnitOpt,
-    MessagesColOpt,
-    ModelColOpt,
-    ModelOpt,
-    OutputColOpt,
-    OutputFormatOpt,
-    PresetOpt,
-    PromptColOpt,
-    PromptsOpt,
-    PromptTokensColOpt,
-    RequestFieldsColOpt,
-    SystemColOpt,
-    TableOptions,
-    TaskTypeColOpt,
-    TaskTypeOpt,
-    ToolsColOpt,
-    ToolsFormatOpt,
-    TtftColOpt,
-    load_table_or_exit,
-)
 from faces.cli.render import print_error
+from faces.cli.table_options import TableOptions, with_table_options
 
 _S = "Server"
 _F = "Injected faults (per request, seeded)"
@@ -56,30 +30,9 @@ MOCK_HELP = (
 )
 
 
+@with_table_options
 def mock_llm_command(
-    input: InputOpt,
-    preset: PresetOpt = None,
-    prompts: PromptsOpt = None,
-    format: FormatOpt = None,
-    prompt_col: PromptColOpt = None,
-    messages_col: MessagesColOpt = None,
-    system_col: SystemColOpt = None,
-    output_col: OutputColOpt = None,
-    output_format: OutputFormatOpt = "text",
-    task_type_col: TaskTypeColOpt = None,
-    task_type: TaskTypeOpt = None,
-    model_col: ModelColOpt = None,
-    model: ModelOpt = None,
-    id_col: IdColOpt = None,
-    latency_col: LatencyColOpt = None,
-    ttft_col: TtftColOpt = None,
-    itl_col: ItlColOpt = None,
-    latency_unit: LatencyUnitOpt = None,
-    prompt_tokens_col: PromptTokensColOpt = None,
-    completion_tokens_col: CompletionTokensColOpt = None,
-    tools_col: ToolsColOpt = None,
-    request_fields_col: RequestFieldsColOpt = None,
-    tools_format: ToolsFormatOpt = "openai",
+    table: TableOptions,
     latency_profile: Annotated[
         str,
         typer.Option(
@@ -121,49 +74,39 @@ def mock_llm_command(
         typer.Option("--html-rate", help="502 text/html proxy page.", rich_help_panel=_F),
     ] = 0.0,
 ) -> None:
-    params = dict(locals())  # first statement: exactly the command's parameters
-    import uvicorn
     from pydantic import ValidationError
     from rich.console import Console
 
-    from shadoweval.errors import ConfigError
-    from simulation.mock_llm import FaultConfig, create_app, parse_latency_profile
+    from application.mock_llm import MockLlmRequest, build_mock_llm, serve_mock_llm
+    from shadoweval.errors import ShadowEvalError
 
     console = Console(stderr=True)
-    loaded = load_table_or_exit(TableOptions.from_params(params), console)
-    if not loaded.rows:
-        console.print("[bold red]error:[/] the table has no usable rows", highlight=False)
-        raise typer.Exit(EXIT_ERROR)
     try:
-        profile = parse_latency_profile(latency_profile)
-        faults = FaultConfig(
-            error_rate=error_rate,
-            hang_rate=hang_rate,
-            malformed_rate=malformed_rate,
-            html_rate=html_rate,
+        server = build_mock_llm(
+            MockLlmRequest(
+                table=table.source(),
+                latency_profile=latency_profile,
+                seed=seed,
+                time_scale=time_scale,
+                model_name=model_name,
+                error_rate=error_rate,
+                hang_rate=hang_rate,
+                malformed_rate=malformed_rate,
+                html_rate=html_rate,
+            )
         )
-    except (ConfigError, ValidationError) as exc:
+    except (ShadowEvalError, FileNotFoundError, ValidationError) as exc:
         print_error(console, exc)
         raise typer.Exit(EXIT_ERROR) from None
-    models = {row.model for row in loaded.rows if row.model}
-    name = model_name or (models.pop() if len(models) == 1 else "mock-llm")
-    app = create_app(
-        loaded.rows,
-        latency=profile,
-        faults=faults,
-        seed=seed,
-        model_name=name,
-        time_scale=time_scale,
-    )
     console.print(
-        f"mock-llm (test double) serving {len(loaded.rows)} recorded prompts as model "
-        f"{name!r} on http://{host}:{port}/v1 — latency {profile.describe()}, "
+        f"mock-llm (test double) serving {server.prompts} recorded prompts as model "
+        f"{server.model_name!r} on http://{host}:{port}/v1 — latency {server.latency}, "
         f"time scale {time_scale:g}, faults error={error_rate:g} hang={hang_rate:g} "
         f"malformed={malformed_rate:g} html={html_rate:g}, seed {seed}"
-        + (f"; {len(loaded.rejected)} table rows rejected" if loaded.rejected else ""),
+        + (f"; {server.rejected} table rows rejected" if server.rejected else ""),
         highlight=False,
     )
-    uvicorn.run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=5)
+    serve_mock_llm(server, host=host, port=port)
 
 
 def register(app: typer.Typer) -> None:
