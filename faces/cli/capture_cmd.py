@@ -51,48 +51,33 @@ def capture_serve(
     never touches the live path. All settings can also come from SHADOWEVAL_CAPTURE__* and
     SHADOWEVAL_KAFKA__* environment variables. Exit 3 on a configuration error.
     """
-    import asyncio
     import logging
 
     from rich.console import Console
 
-    from capture.sidecar import Sidecar
+    from application.capture import CaptureOverrides, capture_settings, serve_capture
     from faces.cli.exit_codes import EXIT_ERROR
     from faces.cli.render import print_error
-    from shadoweval.body_redaction import BodyRedactor
-    from shadoweval.config import load_settings
     from shadoweval.errors import ShadowEvalError
 
     err = Console(stderr=True)
     try:
-        settings = load_settings(
-            {
-                "capture": {
-                    "upstream_url": upstream,
-                    "host": host,
-                    "port": port,
-                    "admin_port": admin_port,
-                    "sinks": tuple(sink) if sink else None,
-                    "file_sink_directory": capture_dir,
-                    "sample_percent": sample_percent,
-                    "grace_period_s": grace_period_s,
-                },
-                "kafka": {"bootstrap_servers": kafka_bootstrap, "topic": topic},
-            }
+        settings = capture_settings(
+            CaptureOverrides(
+                upstream=upstream,
+                host=host,
+                port=port,
+                admin_port=admin_port,
+                sinks=tuple(sink) if sink else None,
+                kafka_bootstrap=kafka_bootstrap,
+                topic=topic,
+                capture_dir=capture_dir,
+                spool_dir=spool_dir,
+                sample_percent=sample_percent,
+                grace_period_s=grace_period_s,
+                live_model=live_model,
+            )
         )
-        if spool_dir is not None or live_model is not None:
-            cap = settings.capture
-            if spool_dir is not None:
-                cap = cap.model_copy(
-                    update={"spool": cap.spool.model_copy(update={"directory": spool_dir})}
-                )
-            if live_model is not None:
-                cap = cap.model_copy(
-                    update={"live_model": cap.live_model.model_copy(update={"name": live_model})}
-                )
-            settings = settings.model_copy(update={"capture": cap})
-        # Fail here, with the field named, rather than when the sidecar starts.
-        BodyRedactor(settings.capture.body_redaction)
     except ShadowEvalError as exc:
         print_error(err, exc)
         raise typer.Exit(EXIT_ERROR) from None
@@ -106,13 +91,7 @@ def capture_serve(
         f"shadow-eval capture: proxy http://{cap.host}:{cap.port} → {cap.upstream_url}; "
         f"admin http://{cap.host}:{cap.admin_port}; sinks {', '.join(cap.sinks)}"
     )
-    sidecar = Sidecar(cap, settings.kafka)
-    try:  # uvloop: a faster event loop for the live path (CPU per request, docs/benchmarks.md)
-        import uvloop
-    except ImportError:
-        asyncio.run(sidecar.serve())
-    else:
-        uvloop.run(sidecar.serve())
+    serve_capture(settings)
 
 
 def register(app: typer.Typer) -> None:
