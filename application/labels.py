@@ -1,26 +1,42 @@
-"""Human labels of pairs: one given on a page, stored; a run's labels summarized.
+"""Human labels of pairs: one given on a page, or a labelled export read back; summarized.
 
 An analyst reads a pair and says how the candidate's answer compares with the live
 baseline's (:class:`~shadoweval.records.LabelValue`), with an optional note.
 :func:`save_label` checks it (:func:`make_label`) and stores it with the analyst's name
 (one label per pair and labeller; labelling again replaces it) through
-:meth:`Repository.save_labels`. :func:`label_rates` is the win/loss table shown next to the
-verdict (:func:`stats.labels.label_summary`).
+:meth:`Repository.save_labels`. :func:`import_labelled_export` stores the labels an analyst
+wrote into an export file (``shadow-eval labels import``). :func:`label_rates` is the
+win/loss table shown next to the verdict (:func:`stats.labels.label_summary`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
+from export import LabelImport, read_labelled
+from export.labels_import import LABEL_STAGE
 from shadoweval.errors import ConfigError
 from shadoweval.records import HumanLabel, LabelValue
 from shadoweval.storage import Repository
-from shadoweval.storage.samples import Sample
+from shadoweval.storage.samples import Sample, SampleFilter
 from stats.labels import label_summary
 
-__all__ = ["MAX_NOTE_CHARS", "label_rates", "make_label", "save_label"]
+__all__ = [
+    "MAX_NOTE_CHARS",
+    "LabelImport",
+    "LabelImportResult",
+    "import_labelled_export",
+    "label_rates",
+    "make_label",
+    "save_label",
+]
+
+REJECTED_PAGE = 1000
+"""Rejected records read per query when looking for ones already stored."""
 
 MAX_NOTE_CHARS = 2000
 """Longest note a label given in the dashboard may carry (characters, after stripping)."""
@@ -93,3 +109,92 @@ def label_rates(labels: Sequence[HumanLabel]) -> pd.DataFrame:
     the pooled row.
     """
     return label_summary(labels)
+
+
+@dataclass(frozen=True, slots=True)
+class LabelImportResult:
+    """What an import of a labelled export did.
+
+    Attributes:
+        imported: the file as read: its labels, rejected rows and unlabelled count.
+        stored: labels stored.
+        skipped: rejected rows not stored again (an identical one was already stored,
+            as when the same file is imported twice).
+    """
+
+    imported: LabelImport
+    stored: int
+    skipped: int
+
+
+def run_pairs(repo: Repository, run_id: str) -> dict[str, str]:
+    """Every scored pair of ``run_id``: exchange id → task type."""
+    pairs: dict[str, str] = {}
+    everything = SampleFilter()
+    for task_type in repo.task_types(run_id):
+        for exchange_id, _ in repo.sample_ids(run_id, everything, task_type):
+            pairs[exchange_id] = task_type
+    return pairs
+
+
+def stored_rejections(repo: Repository, run_id: str) -> set[tuple[str, str, str, str]]:
+    """``(reason, location, detail, raw)`` of every label-import rejection stored for
+    ``run_id``."""
+    found: set[tuple[str, str, str, str]] = set()
+    offset = 0
+    while True:
+        page = repo.list_rejected(run_id, stage=LABEL_STAGE, limit=REJECTED_PAGE, offset=offset)
+        found.update((r.reason, r.location or "", r.detail or "", r.raw or "") for r in page)
+        if len(page) < REJECTED_PAGE:
+            return found
+        offset += REJECTED_PAGE
+
+
+def store_import(repo: Repository, run_id: str, imported: LabelImport) -> tuple[int, int]:
+    """Store the labels and keep the rejected rows.
+
+    A rejected row identical to one already stored for the run at stage ``label_import``
+    (same reason, location, message and row: the same file imported again) is not stored
+    again. Returns how many labels were stored and how many rejected rows were skipped
+    as already stored.
+    """
+    stored = repo.save_labels(imported.labels) if imported.labels else 0
+    known = stored_rejections(repo, run_id) if imported.rejected else set()
+    skipped = 0
+    for row in imported.rejected:
+        key = (row.reason, row.location, row.detail, row.raw)
+        if key in known:
+            skipped += 1
+            continue
+        known.add(key)
+        repo.save_rejected(
+            stage=LABEL_STAGE,
+            reason=row.reason,
+            location=row.location,
+            detail=row.detail,
+            raw=row.raw,
+            run_id=run_id,
+        )
+    return stored, skipped
+
+
+def import_labelled_export(
+    repo: Repository, path: Path, *, run_id: str, labeller: str
+) -> LabelImportResult:
+    """Store the labels an analyst wrote into an export of ``run_id``
+    (:func:`export.read_labelled`: the ``label`` / ``label_note`` columns).
+
+    A pair's label by this labeller is replaced by a new non-empty one; a row left blank
+    leaves a stored label alone. A row that cannot become a label (a bad label value, an
+    exchange id that is not a scored pair of the run …) is stored as a rejected record
+    (stage ``label_import``) with its reason, once (:func:`store_import`).
+
+    Raises:
+        ConfigError: an unknown extension, a bad labeller name, a file without an
+            ``exchange_id`` or ``label`` column.
+        RecordDecodeError: the file cannot be read in its format.
+        StorageError: the database failed.
+    """
+    imported = read_labelled(path, run_id=run_id, labeller=labeller, known=run_pairs(repo, run_id))
+    stored, skipped = store_import(repo, run_id, imported)
+    return LabelImportResult(imported=imported, stored=stored, skipped=skipped)

@@ -20,7 +20,7 @@ from faces.cli.render import print_error
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from export import ExportResult
+    from application.exporting import ExportResult
 
 OutOpt = Annotated[
     str,
@@ -158,14 +158,8 @@ def export_command(
     is touched). Exit 3 on error.
     """
     from application.database import open_repository
+    from application.exporting import cli_option, export_to_directory, make_request
     from application.redaction import body_redaction
-    from export import (
-        build_export,
-        cli_option,
-        make_request,
-        stale_samples,
-        write_export,
-    )
     from faces.cli.exit_codes import EXIT_ERROR
     from faces.cli.options import database_url as resolve_url
     from faces.cli.render import wide_console
@@ -200,16 +194,11 @@ def export_command(
         with open_repository(resolve_url(database_url), upgrade=False) as repo:
             if repo.get_run(run_id) is None:
                 raise ConfigError(f"--run {run_id!r}: run not found", field="--run", value=run_id)
-            result = build_export(repo, request, redact=redaction, names=cli_option)
-        try:
-            removed = stale_samples(out, request.fmt) if out.is_dir() else []
-            paths = write_export(result, out)
-        except OSError as exc:
-            raise ShadowEvalError(f"--out {str(out)!r}: cannot write the export ({exc})") from None
+            written = export_to_directory(repo, request, out, redact=redaction, names=cli_option)
     except ShadowEvalError as exc:
         print_error(err, exc)
         raise typer.Exit(EXIT_ERROR) from None
-    print_export(wide_console(), result, paths, removed)
+    print_export(wide_console(), written.result, written.paths, written.removed)
 
 
 def register(app: typer.Typer) -> None:

@@ -2,7 +2,7 @@
 
 * ``labels import FILE --run ID --labeller NAME``: reads the ``label`` / ``label_note``
   columns of an export (CSV, JSONL or Parquet) that an analyst filled in
-  (:func:`export.read_labelled`) and stores the labels: a pair's label by
+  (:func:`application.labels.import_labelled_export`) and stores the labels: a pair's label by
   this labeller is replaced by a new non-empty one; a row left blank leaves a stored
   label alone (there is no way to delete a label by import). A row that cannot become a
   label (a bad label value, an exchange id that is not a pair of the run …) is stored as
@@ -12,7 +12,7 @@
 * ``labels summary --run ID [--json]``: per task type and pooled, the labelled pairs
   (each counted once, with its most recent label), the labels given, and the
   candidate's win and loss rates over pairs with 95% Wilson intervals
-  (:func:`stats.labels.label_summary`).
+  (:func:`application.labels.label_rates`).
 
 Exit 0 on success, 3 on any error.
 """
@@ -30,11 +30,9 @@ from faces.cli.options import DatabaseUrlOpt, ExistingRunOpt, JsonOpt
 from faces.cli.render import print_error
 
 if TYPE_CHECKING:
-    import pandas as pd
     from rich.console import Console
 
-    from export import LabelImport
-    from shadoweval.storage import Repository
+    from application.labels import LabelImport
 
 labels_app = typer.Typer(
     name="labels",
@@ -52,67 +50,6 @@ LabellerOpt = Annotated[
         "--labeller", help="Who labelled (stored with every label; at most 200 characters)."
     ),
 ]
-
-
-def run_pairs(repo: Repository, run_id: str) -> dict[str, str]:
-    """Every scored pair of ``run_id``: exchange id → task type."""
-    from shadoweval.storage.samples import SampleFilter
-
-    pairs: dict[str, str] = {}
-    everything = SampleFilter()
-    for task_type in repo.task_types(run_id):
-        for exchange_id, _ in repo.sample_ids(run_id, everything, task_type):
-            pairs[exchange_id] = task_type
-    return pairs
-
-
-REJECTED_PAGE = 1000
-"""Rejected records read per query when looking for ones already stored."""
-
-
-def stored_rejections(repo: Repository, run_id: str) -> set[tuple[str, str, str, str]]:
-    """``(reason, location, detail, raw)`` of every label-import rejection stored for
-    ``run_id``."""
-    from export.labels_import import LABEL_STAGE
-
-    found: set[tuple[str, str, str, str]] = set()
-    offset = 0
-    while True:
-        page = repo.list_rejected(run_id, stage=LABEL_STAGE, limit=REJECTED_PAGE, offset=offset)
-        found.update((r.reason, r.location or "", r.detail or "", r.raw or "") for r in page)
-        if len(page) < REJECTED_PAGE:
-            return found
-        offset += REJECTED_PAGE
-
-
-def store_import(repo: Repository, run_id: str, imported: LabelImport) -> tuple[int, int]:
-    """Store the labels and keep the rejected rows.
-
-    A rejected row identical to one already stored for the run at stage ``label_import``
-    (same reason, location, message and row: the same file imported again) is not stored
-    again. Returns how many labels were stored and how many rejected rows were skipped
-    as already stored.
-    """
-    from export.labels_import import LABEL_STAGE
-
-    stored = repo.save_labels(imported.labels) if imported.labels else 0
-    known = stored_rejections(repo, run_id) if imported.rejected else set()
-    skipped = 0
-    for row in imported.rejected:
-        key = (row.reason, row.location, row.detail, row.raw)
-        if key in known:
-            skipped += 1
-            continue
-        known.add(key)
-        repo.save_rejected(
-            stage=LABEL_STAGE,
-            reason=row.reason,
-            location=row.location,
-            detail=row.detail,
-            raw=row.raw,
-            run_id=run_id,
-        )
-    return stored, skipped
 
 
 def _print_import(
@@ -155,7 +92,7 @@ def import_command(
     however often the same file is imported). Exit 3 on error.
     """
     from application.database import open_repository
-    from export import read_labelled
+    from application.labels import import_labelled_export
     from faces.cli.exit_codes import EXIT_ERROR
     from faces.cli.options import database_url as resolve_url
     from faces.cli.render import wide_console
@@ -176,14 +113,11 @@ def import_command(
         with open_repository(resolve_url(database_url), upgrade=False) as repo:
             if repo.get_run(run_id) is None:
                 raise ConfigError(f"--run {run_id!r}: run not found", field="--run", value=run_id)
-            imported = read_labelled(
-                file, run_id=run_id, labeller=labeller, known=run_pairs(repo, run_id)
-            )
-            stored, skipped = store_import(repo, run_id, imported)
+            result = import_labelled_export(repo, file, run_id=run_id, labeller=labeller)
     except ShadowEvalError as exc:
         print_error(err, exc)
         raise typer.Exit(EXIT_ERROR) from None
-    _print_import(wide_console(), err, imported, stored, skipped)
+    _print_import(wide_console(), err, result.imported, result.stored, result.skipped)
 
 
 def _num(value: Any, fmt: str) -> str:
@@ -199,21 +133,6 @@ def _rate(row: dict[str, Any], name: str) -> str:
     )
 
 
-def summary_records(summary: pd.DataFrame) -> list[dict[str, Any]]:
-    """The summary as JSON-ready records (NaN → ``None``, numpy scalars → Python)."""
-    records: list[dict[str, Any]] = []
-    for row in summary.to_dict(orient="records"):
-        record: dict[str, Any] = {}
-        for key, value in row.items():
-            if hasattr(value, "item"):
-                value = value.item()
-            if isinstance(value, float) and math.isnan(value):
-                value = None
-            record[str(key)] = value
-        records.append(record)
-    return records
-
-
 @labels_app.command("summary")
 def summary_command(
     run_id: ExistingRunOpt,
@@ -227,12 +146,13 @@ def summary_command(
     from rich.table import Table
 
     from application.database import open_repository
+    from application.labels import label_rates
+    from application.reports import json_records
     from faces.cli.exit_codes import EXIT_ERROR
     from faces.cli.options import database_url as resolve_url
     from faces.cli.render import wide_console
     from shadoweval.errors import ConfigError, ShadowEvalError
     from shadoweval.records import POOLED
-    from stats.labels import label_summary
 
     err = wide_console(stderr=True)
     try:
@@ -243,7 +163,7 @@ def summary_command(
     except ShadowEvalError as exc:
         print_error(err, exc)
         raise typer.Exit(EXIT_ERROR) from None
-    records = summary_records(label_summary(labels))
+    records = json_records(label_rates(labels))
     if as_json:
         typer.echo(json.dumps({"run_id": run_id, "labels": len(labels), "summary": records}))
         return
