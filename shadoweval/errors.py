@@ -12,6 +12,7 @@ pandas exception types::
     ├── StorageError           the database refused an operation
     ├── ReplayError            a replay that could not even be attempted (not a candidate failure:
     │                          candidate failures are data on ReplayOutcome.error_kind)
+    ├── LifecycleError         a long-lived object started twice or after stop (.lifecycle)
     ├── InsufficientDataError  a statistic asked for on too little data
     └── InvalidDataError       values a statistic cannot use (NaN, infinite, out of range)
 
@@ -64,6 +65,15 @@ class StorageError(ShadowEvalError):
 
 class ReplayError(ShadowEvalError):
     """A replay that cannot run at all (bad base URL, unreadable source)."""
+
+
+class LifecycleError(ShadowEvalError, RuntimeError):
+    """``start()`` on an object that is already started, or that was stopped.
+
+    Every long-lived object (clients, producers, consumers, sinks, the capture pipeline, the
+    sidecar, background servers) follows :mod:`shadoweval.lifecycle`: started once, stopped
+    once, never restarted. A :class:`RuntimeError` too, as these errors were before.
+    """
 
 
 class InsufficientDataError(ShadowEvalError, ValueError):

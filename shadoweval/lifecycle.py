@@ -1,0 +1,122 @@
+"""One lifecycle for every long-lived object: start once, stop once, never restart.
+
+Clients, producers, consumers, sinks, the capture pipeline, the sidecar, the replay worker
+and the background servers all follow the same rules:
+
+* ``start()`` acquires what the object holds (connections, threads, tasks, sockets);
+  ``stop()`` releases it. They are ``async`` where the object lives on an event loop.
+* ``async with obj`` (``with obj`` for a synchronous object) calls ``start()`` on entry
+  and ``stop()`` on exit; entering returns the object.
+* A second ``start()`` raises :class:`~shadoweval.errors.LifecycleError` ("called
+  twice"); so does a ``start()`` after ``stop()`` ("cannot be restarted"): **a stopped
+  object is not restartable** — make a new one.
+* A ``start()`` that raises leaves the object as if never started, so it may be started
+  again (the Kafka sink retries its producer's start until the broker answers).
+* ``stop()`` is idempotent and never raises for the lifecycle: on an already-stopped
+  object it does nothing; on a never-started one it releases nothing and marks the object
+  stopped (a start afterwards raises, as after any stop).
+
+:class:`Lifecycle` is the state guard that writes these rules once; :class:`AsyncLifecycle`
+adds ``async with`` for objects whose ``stop()`` takes no argument. The guard is checked
+in ``start()``/``stop()`` only, never on a request path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+from collections.abc import Iterator
+from types import TracebackType
+from typing import Self
+
+from shadoweval.errors import LifecycleError
+
+
+class LifecycleState(enum.Enum):
+    """Where a long-lived object is in its one life."""
+
+    NEW = "new"
+    STARTED = "started"
+    STOPPED = "stopped"
+
+
+class Lifecycle:
+    """Mixin holding the lifecycle state and its guard.
+
+    A class calls :meth:`_starting` around the body of its ``start()`` and
+    :meth:`_stopping` first in its ``stop()``::
+
+        def start(self) -> None:
+            with self._starting():
+                ...  # acquire
+
+        def stop(self) -> None:
+            if not self._stopping():
+                return  # never started, or already stopped
+            ...  # release
+    """
+
+    _lifecycle_state: LifecycleState = LifecycleState.NEW
+
+    @property
+    def lifecycle_state(self) -> LifecycleState:
+        """``NEW`` until started, ``STARTED`` until stopped, then ``STOPPED``."""
+        return self._lifecycle_state
+
+    @contextlib.contextmanager
+    def _starting(self) -> Iterator[None]:
+        """Guard a ``start()`` body: mark the object started, or undo it when the body raises.
+
+        Raises:
+            LifecycleError: already started, or stopped.
+        """
+        self._mark_started()
+        try:
+            yield
+        except BaseException:
+            self._lifecycle_state = LifecycleState.NEW
+            raise
+
+    def _mark_started(self, method: str = "start") -> None:
+        """Mark the object started, with no undo: also for a ``method`` that runs the whole
+        life (``run()``) and leaves the object stopped whatever happens.
+
+        Raises:
+            LifecycleError: already started, or stopped.
+        """
+        name = type(self).__name__
+        if self._lifecycle_state is LifecycleState.STARTED:
+            raise LifecycleError(f"{name}.{method}() called twice")
+        if self._lifecycle_state is LifecycleState.STOPPED:
+            raise LifecycleError(f"{name} cannot be restarted after stop()")
+        self._lifecycle_state = LifecycleState.STARTED
+
+    def _stopping(self) -> bool:
+        """Mark the object stopped; return whether it was started (whether to release)."""
+        was_started = self._lifecycle_state is LifecycleState.STARTED
+        self._lifecycle_state = LifecycleState.STOPPED
+        return was_started
+
+
+class AsyncLifecycle(Lifecycle):
+    """:class:`Lifecycle` plus ``async with`` for objects with ``async start()``/``stop()``."""
+
+    async def start(self) -> None:
+        """Acquire what the object holds (see the subclass)."""
+        raise NotImplementedError
+
+    async def stop(self) -> None:
+        """Release what the object holds (see the subclass)."""
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
