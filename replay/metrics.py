@@ -20,18 +20,14 @@ stops); :class:`MetricsServer` runs it on a port.
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    generate_latest,
-)
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from starlette.applications import Starlette
+
+from shadoweval.probes import probe_app
+from shadoweval.serving import BackgroundServer
 
 Partition = tuple[str, int]
 
@@ -94,74 +90,35 @@ class WorkerMetrics:
             self.committed_offset.labels(partition=partition_label(tp)).set(offset)
 
 
-def metrics_app(metrics: WorkerMetrics, ready: Callable[[], bool]) -> Any:
-    """An ASGI app serving ``/metrics``, ``/healthz`` and ``/readyz``.
+def metrics_app(metrics: WorkerMetrics, ready: Callable[[], bool]) -> Starlette:
+    """An ASGI app serving ``/metrics``, ``/healthz`` and ``/readyz`` (text bodies:
+    ``ok``, ``ready`` / ``not ready``; :func:`shadoweval.probes.probe_app`).
 
     ``ready`` is called on each ``/readyz`` request.
     """
-    from starlette.applications import Starlette
-    from starlette.requests import Request
-    from starlette.responses import PlainTextResponse, Response
-    from starlette.routing import Route
-
-    async def scrape(request: Request) -> Response:
-        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
-
-    async def healthz(request: Request) -> PlainTextResponse:
-        return PlainTextResponse("ok\n")
-
-    async def readyz(request: Request) -> PlainTextResponse:
-        if ready():
-            return PlainTextResponse("ready\n")
-        return PlainTextResponse("not ready\n", status_code=503)
-
-    return Starlette(
-        routes=[
-            Route("/healthz", healthz),
-            Route("/readyz", readyz),
-            Route("/metrics", scrape),
-        ]
-    )
+    return probe_app(metrics.registry, lambda: (ready(), ""), style="text")
 
 
-class MetricsServer:
-    """Serves :func:`metrics_app` with uvicorn in a daemon thread.
+class MetricsServer(BackgroundServer):
+    """Serves :func:`metrics_app` on a port (:class:`~shadoweval.serving.BackgroundServer`
+    with the worker's defaults: every interface, port 9465).
 
     A thread, not a task on the worker's loop: uvicorn's ``serve`` takes over SIGTERM and
     SIGINT when it runs on the main thread, and those belong to the worker's graceful stop.
 
     Raises (from :meth:`start`):
         RuntimeError: the port could not be bound within ``start_timeout_s``.
+        LifecycleError: started twice, or after :meth:`stop`.
     """
 
     def __init__(
         self, app: Any, *, host: str = "0.0.0.0", port: int = 9465, start_timeout_s: float = 10.0
     ) -> None:
-        import uvicorn
-
-        config = uvicorn.Config(
-            app, host=host, port=port, log_level="warning", lifespan="off", ws="none"
+        super().__init__(
+            app,
+            host=host,
+            port=port,
+            start_timeout_s=start_timeout_s,
+            stop_timeout_s=5.0,
+            thread_name="shadoweval-metrics",
         )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, name="shadoweval-metrics", daemon=True
-        )
-        self._timeout = start_timeout_s
-        self.port = port
-
-    def start(self) -> MetricsServer:
-        """Start serving; returns once the socket listens (``port`` is then the bound one)."""
-        self._thread.start()
-        deadline = time.monotonic() + self._timeout
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"metrics server did not start on port {self.port}")
-            time.sleep(0.01)
-        self.port = int(self._server.servers[0].sockets[0].getsockname()[1])
-        return self
-
-    def stop(self) -> None:
-        """Stop serving (idempotent)."""
-        self._server.should_exit = True
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
