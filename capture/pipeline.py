@@ -26,6 +26,7 @@ from capture.builder import BuildResult, ExchangeBuilder, build_in_worker, init_
 from capture.metrics import CaptureMetrics
 from capture.raw import RawCapture
 from capture.sinks.base import ExchangeSink
+from shadoweval.lifecycle import AsyncLifecycle
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ BuilderMode = Literal["process", "thread", "inline"]
 """Where exchanges are built: a worker process (default), a worker thread, or the loop."""
 
 
-class CapturePipeline:
+class CapturePipeline(AsyncLifecycle):
     """Queue, builder and sinks of one sidecar.
 
     Args:
@@ -47,6 +48,9 @@ class CapturePipeline:
             ``thread`` (one worker thread; simpler, competes for the GIL) or ``inline``
             (in the event loop; tests only).
         max_concurrent_builds: builds in flight at once.
+
+    Use ``async with`` or :meth:`start`/:meth:`stop` (:mod:`shadoweval.lifecycle`: started
+    once, not restartable).
     """
 
     def __init__(
@@ -120,12 +124,17 @@ class CapturePipeline:
 
     async def start(self) -> None:
         """Start the sinks, the builder executor and the worker task (never raises for a
-        sink whose backend is down: sinks are fail-open)."""
-        for sink in self.sinks:
-            await sink.start()
-        self._executor = self._make_executor()
-        self._accepting = True
-        self._task = asyncio.create_task(self._run(), name="capture-pipeline")
+        sink whose backend is down: sinks are fail-open).
+
+        Raises:
+            LifecycleError: called twice, or after :meth:`stop`.
+        """
+        with self._starting():
+            for sink in self.sinks:
+                await sink.start()
+            self._executor = self._make_executor()
+            self._accepting = True
+            self._task = asyncio.create_task(self._run(), name="capture-pipeline")
 
     def _make_executor(self) -> concurrent.futures.Executor | None:
         if self.mode == "inline":
@@ -146,10 +155,15 @@ class CapturePipeline:
             initargs=(settings_json, model_json, source),
         )
 
-    async def stop(self, deadline_s: float) -> None:
-        """Stop accepting, build and deliver what is queued within ``deadline_s``, then stop
-        the sinks with the time left. Captures still queued at the deadline are counted as
-        dropped (``shutdown``)."""
+    async def stop(self, deadline_s: float | None = None) -> None:
+        """Stop accepting, build and deliver what is queued within ``deadline_s`` (default
+        the settings' ``flush_deadline_s``), then stop the sinks with the time left.
+        Captures still queued at the deadline are counted as dropped (``shutdown``).
+        Idempotent; a never-started pipeline has nothing to stop."""
+        if not self._stopping():
+            return
+        if deadline_s is None:
+            deadline_s = self.builder.settings.flush_deadline_s
         loop = asyncio.get_running_loop()
         end = loop.time() + deadline_s
         self._accepting = False

@@ -67,7 +67,6 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from types import TracebackType
 from typing import Any, cast
 from urllib.parse import quote
 
@@ -86,6 +85,7 @@ from capture.sampling import StickySampler
 from capture.upstream_pool import ShardedTransport
 from shadoweval.config import CaptureSettings
 from shadoweval.errors import ConfigError
+from shadoweval.lifecycle import AsyncLifecycle
 from shadoweval.records import ExchangeOutcome, new_exchange_id, utc_now
 
 logger = logging.getLogger(__name__)
@@ -191,7 +191,7 @@ async def _watch_disconnect(receive: Receive, task: asyncio.Task[Any], flow: _Fl
         task.cancel()
 
 
-class CaptureProxy:
+class CaptureProxy(AsyncLifecycle):
     """The live-path proxy (raw ASGI 3 application); see the module docstring.
 
     Args:
@@ -206,6 +206,9 @@ class CaptureProxy:
         transport: the upstream transport (a seam for tests). Default: a pooled
             :class:`httpx.AsyncHTTPTransport` created by :meth:`start` and closed by
             :meth:`stop`; a transport passed in is never closed here.
+
+    Started once (:mod:`shadoweval.lifecycle`): by ``async with``, :meth:`start`, or the
+    ASGI lifespan when the proxy is not started yet; not restartable.
 
     Raises:
         ConfigError: ``upstream_url`` is not an absolute http(s) URL.
@@ -249,31 +252,24 @@ class CaptureProxy:
         return self._transport is not None
 
     async def start(self) -> None:
-        """Create the upstream connection pool (idempotent). Opens no connection yet."""
-        if self._transport is not None:
-            return
-        if self._given_transport is not None:
-            self._transport = self._given_transport
-            return
-        self._transport = ShardedTransport(self.settings.upstream_max_connections)
+        """Create the upstream connection pool. Opens no connection yet.
+
+        Raises:
+            LifecycleError: called twice, or after :meth:`stop`.
+        """
+        with self._starting():
+            if self._given_transport is not None:
+                self._transport = self._given_transport
+            else:
+                self._transport = ShardedTransport(self.settings.upstream_max_connections)
 
     async def stop(self) -> None:
         """Close the upstream pool (idempotent); requests after this get 503."""
+        if not self._stopping():
+            return
         transport, self._transport = self._transport, None
         if transport is not None and transport is not self._given_transport:
             await transport.aclose()
-
-    async def __aenter__(self) -> CaptureProxy:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     # -- ASGI --------------------------------------------------------------------------
 

@@ -14,6 +14,17 @@ then the queue is built and handed to the sinks within ``flush_deadline_s`` (wha
 does not acknowledge in time goes to the spool, re-sent at the next start); then the
 admin port closes. Choose ``grace_period_s`` ≥ max_tokens × TPOT p99 + TTFT p99 of the
 live model (docs/capture.md).
+
+Admin endpoints (:func:`shadoweval.probes.probe_app`, JSON bodies) live on their own port,
+because the proxied port forwards every path to the upstream (vLLM serves its own
+``/metrics`` and ``/health``; a client must keep reaching them unchanged):
+
+* ``/healthz`` — 200 while the process serves (liveness).
+* ``/readyz`` — 200 when the proxy is accepting and the upstream answered recently;
+  503 with the reasons otherwise (draining after SIGTERM, upstream unreachable). A broker
+  outage does *not* make the sidecar unready: it spools, and the live path is unaffected;
+  the JSON body reports the sink state.
+* ``/metrics`` — Prometheus text format of the sidecar's registry.
 """
 
 from __future__ import annotations
@@ -29,7 +40,6 @@ from collections.abc import Callable, Generator, Sequence
 import httpx
 import uvicorn
 
-from capture.admin import Readiness, admin_app
 from capture.builder import ExchangeBuilder
 from capture.identity import fetch_live_model
 from capture.metrics import CaptureMetrics
@@ -43,6 +53,8 @@ from shadoweval.bus import ensure_topics
 from shadoweval.bus.producer import BusProducer
 from shadoweval.config import CaptureSettings, KafkaSettings
 from shadoweval.errors import ShadowEvalError
+from shadoweval.lifecycle import AsyncLifecycle
+from shadoweval.probes import Readiness, probe_app
 from shadoweval.records import ModelIdentity
 
 logger = logging.getLogger(__name__)
@@ -81,7 +93,7 @@ def make_sinks(
     return sinks
 
 
-class Sidecar:
+class Sidecar(AsyncLifecycle):
     """One capture sidecar.
 
     Args:
@@ -91,6 +103,11 @@ class Sidecar:
         upstream_transport: httpx transport seam for the proxy (tests).
         sinks: overrides the sinks built from settings (tests).
         model: live-model identity; fetched from the upstream's ``/v1/models`` when ``None``.
+
+    Two ways to run it (:mod:`shadoweval.lifecycle`: started once, not restartable):
+    :meth:`serve` binds the proxy and admin ports and runs the whole life (start, serve
+    until a shutdown is requested, stop); ``async with`` (or :meth:`start`/:meth:`stop`)
+    starts the pipeline and the proxy as an ASGI app without binding a port.
     """
 
     def __init__(
@@ -124,7 +141,15 @@ class Sidecar:
 
     async def start(self) -> None:
         """Resolve the live model, start sinks, pipeline and proxy (never fails because a
-        broker is down)."""
+        broker is down).
+
+        Raises:
+            LifecycleError: called twice, or after :meth:`stop`.
+        """
+        with self._starting():
+            await self._start()
+
+    async def _start(self) -> None:
         cap = self.capture
         model = self._model or await fetch_live_model(
             cap.upstream_url, cap.live_model, transport=self._upstream_transport
@@ -207,7 +232,12 @@ class Sidecar:
                 await asyncio.sleep(self.capture.readiness_interval_s)
 
     async def stop(self) -> None:
-        """Stop the proxy's client, flush the pipeline within ``flush_deadline_s``."""
+        """Stop the proxy's client, flush the pipeline within ``flush_deadline_s``.
+
+        Idempotent; a never-started sidecar has nothing to stop.
+        """
+        if not self._stopping():
+            return
         self.draining = True
         for task in (self._probe_task, self._topic_task):
             if task is not None and not task.done():
@@ -233,7 +263,11 @@ class Sidecar:
             self._main.should_exit = True
 
     async def serve(self, *, install_signal_handlers: bool = True) -> None:
-        """Serve the proxy and admin ports until a shutdown is requested."""
+        """Start, serve the proxy and admin ports until a shutdown is requested, stop.
+
+        Raises:
+            LifecycleError: the sidecar was already started (``async with``) or stopped.
+        """
         await self.start()
         assert self.proxy is not None
         cap = self.capture
@@ -253,7 +287,7 @@ class Sidecar:
         )
         self._admin = _Server(
             uvicorn.Config(
-                admin_app(self.metrics.registry, self.readiness),
+                probe_app(self.metrics.registry, self.readiness.check),
                 host=cap.host,
                 port=cap.admin_port,
                 lifespan="off",

@@ -39,13 +39,20 @@ class ExchangeSink(Protocol):
     name: str
 
     async def start(self) -> None:
-        """Open resources; must not fail because a broker is down (fail-open)."""
+        """Open resources; must not fail because a broker is down (fail-open).
+
+        Raises :class:`~shadoweval.errors.LifecycleError` when called twice or after
+        :meth:`stop` (:mod:`shadoweval.lifecycle`).
+        """
 
     async def write(self, built: BuiltExchange) -> None:
         """Deliver or keep one exchange; never raises, never blocks without a deadline."""
 
     async def stop(self, deadline_s: float) -> None:
-        """Flush what can be flushed within ``deadline_s``, then release resources."""
+        """Flush what can be flushed within ``deadline_s``, then release resources.
+
+        Idempotent; on a never-started sink it only counts what was written as dropped.
+        """
 
     def ready(self) -> bool:
         """Whether the sink can accept exchanges now (for ``/readyz``)."""

@@ -25,13 +25,13 @@ import queue
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
 from typing import Protocol
 
 from capture.metrics import CaptureMetrics
 from capture.sinks.base import BuiltExchange
 from shadoweval.capture_log import CaptureLogWriter
 from shadoweval.config import CaptureSettings
+from shadoweval.lifecycle import AsyncLifecycle, LifecycleState
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def _flush_quietly(writer: LineWriter) -> bool:
 WriterFactory = Callable[[], LineWriter]
 
 
-class FileSink:
+class FileSink(AsyncLifecycle):
     """Capture-log files as an :class:`~capture.sinks.base.ExchangeSink`.
 
     Args:
@@ -73,7 +73,8 @@ class FileSink:
         writer_factory: builds the writer inside the worker thread (a seam for tests;
             default a :class:`CaptureLogWriter` on ``directory``).
 
-    Use ``async with`` or :meth:`start`/:meth:`stop`.
+    Use ``async with`` or :meth:`start`/:meth:`stop` (:mod:`shadoweval.lifecycle`: started
+    once, not restartable).
     """
 
     name = "file"
@@ -98,7 +99,6 @@ class FileSink:
         self._stop_event = threading.Event()
         self._abandon = threading.Event()
         self._thread: threading.Thread | None = None
-        self._stopped = False
 
     @classmethod
     def from_settings(cls, settings: CaptureSettings, metrics: CaptureMetrics) -> FileSink:
@@ -137,18 +137,17 @@ class FileSink:
         """Start the worker thread (it opens the directory). Never touches the disk here.
 
         Raises:
-            RuntimeError: called twice.
+            LifecycleError: called twice, or after :meth:`stop`.
         """
-        if self._thread is not None or self._stopped:
-            raise RuntimeError("FileSink.start() called twice")
-        self._thread = threading.Thread(
-            target=self._run, name=f"file-sink:{self.directory}", daemon=True
-        )
-        self._thread.start()
+        with self._starting():
+            self._thread = threading.Thread(
+                target=self._run, name=f"file-sink:{self.directory}", daemon=True
+            )
+            self._thread.start()
 
     async def write(self, built: BuiltExchange) -> None:
         """Queue one exchange for the thread: never blocks, never raises."""
-        if self._stopped or self._stop_event.is_set():
+        if self.lifecycle_state is LifecycleState.STOPPED or self._stop_event.is_set():
             self.metrics.dropped.labels(reason="shutdown").inc()
             return
         try:
@@ -156,20 +155,20 @@ class FileSink:
         except queue.Full:
             self.metrics.dropped.labels(reason="file_queue_full").inc()
 
-    async def stop(self, deadline_s: float) -> None:
-        """Write what is queued and close the segment, waiting at most ``deadline_s``.
+    async def stop(self, deadline_s: float = 10.0) -> None:
+        """Write what is queued and close the segment, waiting at most ``deadline_s``
+        (10 s by default, as on leaving ``async with``).
 
         Exchanges still queued at the deadline are counted as dropped (``shutdown``) and
         the thread is told to stop after its current write. Idempotent; never raises.
         """
-        if self._stopped:
-            return
-        self._stopped = True
-        thread = self._thread
-        if thread is None:  # written but never started: nothing will write them
-            if self.queued:
+        never_started = self.lifecycle_state is LifecycleState.NEW
+        if not self._stopping():
+            if never_started and self.queued:  # written but never started: nothing writes them
                 self.metrics.dropped.labels(reason="shutdown").inc(self.queued)
             return
+        thread = self._thread
+        assert thread is not None
         self._stop_event.set()
         with contextlib.suppress(queue.Full):
             self._queue.put_nowait(None)  # wake the thread now (else it polls every 0.1 s)
@@ -184,18 +183,6 @@ class FileSink:
             )
             if left:
                 self.metrics.dropped.labels(reason="shutdown").inc(left)
-
-    async def __aenter__(self) -> FileSink:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop(deadline_s=10.0)
 
     # ------------------------------------------------------------------ worker thread
 

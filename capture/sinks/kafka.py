@@ -53,7 +53,6 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Protocol
 
 from capture.metrics import CaptureMetrics
@@ -63,6 +62,7 @@ from capture.sinks.spool import DiskSpool, SpoolError
 from shadoweval.bus.errors import BusError, BusTimeoutError
 from shadoweval.bus.producer import BusProducer, Delivery, OutgoingRecord, RecordTooLargeError
 from shadoweval.config import KafkaSettings, SpoolSettings
+from shadoweval.lifecycle import AsyncLifecycle, LifecycleState
 from shadoweval.records import SCHEMA_VERSION
 
 logger = logging.getLogger(__name__)
@@ -102,12 +102,6 @@ class SinkMode(enum.StrEnum):
     SPOOLING = "spooling"
 
 
-class _State(enum.Enum):
-    UNOPENED = "unopened"
-    STARTED = "started"
-    STOPPED = "stopped"
-
-
 @dataclass(frozen=True, slots=True)
 class _Rec:
     key: bytes
@@ -124,7 +118,7 @@ def _reason(error: BusError) -> str:
     return "broker_error"
 
 
-class KafkaSink:
+class KafkaSink(AsyncLifecycle):
     """Exchanges to ``KafkaSettings.topic`` with a disk spool (an :class:`ExchangeSink`).
 
     Args:
@@ -138,7 +132,8 @@ class KafkaSink:
         spool_fsync: fsync each spool append (see :class:`DiskSpool`).
 
     Kafka message: key ``BuiltExchange.key``, value the payload, header ``schema_version``.
-    Use ``async with`` or :meth:`start`/:meth:`stop`.
+    Use ``async with`` or :meth:`start`/:meth:`stop` (:mod:`shadoweval.lifecycle`: started
+    once, not restartable).
     """
 
     name = "kafka"
@@ -163,7 +158,6 @@ class KafkaSink:
         self.max_pending_records = max_pending_records
         self.max_pending_bytes = max_pending_bytes
         self.spool_fsync = spool_fsync
-        self._state = _State.UNOPENED
         self._mode = SinkMode.SPOOLING
         self._pending: deque[_Rec] = deque()
         self._pending_bytes = 0
@@ -213,7 +207,8 @@ class KafkaSink:
         "No room" means the last spool append was refused for lack of space and nothing
         has been drained since.
         """
-        if self._state is not _State.STARTED or self._closing:
+        started = self.lifecycle_state is LifecycleState.STARTED and self._producer is not None
+        if not started or self._closing:
             return False
         return self._mode is SinkMode.DIRECT or not self._spool_full
 
@@ -228,11 +223,14 @@ class KafkaSink:
         ``send_timeout_s`` for the broker.
 
         Raises:
-            SpoolError: the spool directory is locked by another process or unusable.
-            RuntimeError: called twice.
+            SpoolError: the spool directory is locked by another process or unusable (the
+                sink stays unstarted).
+            LifecycleError: called twice, or after :meth:`stop`.
         """
-        if self._state is not _State.UNOPENED:
-            raise RuntimeError(f"KafkaSink.start() called on a sink that is {self._state.value}")
+        with self._starting():
+            await self._open()
+
+    async def _open(self) -> None:
         directory = Path(self.spool_settings.directory)
         spool = await asyncio.to_thread(
             DiskSpool,
@@ -251,7 +249,6 @@ class KafkaSink:
         )
         self._update_spool_gauges()
         self._producer = self.producer_factory(self.kafka)
-        self._state = _State.STARTED
         await self._try_connect()
         if not spool.empty:
             logger.info(
@@ -263,19 +260,21 @@ class KafkaSink:
         self._sender = asyncio.create_task(self._send_loop(), name="kafka-sink-sender")
         self._drainer = asyncio.create_task(self._drain_loop(), name="kafka-sink-drainer")
 
-    async def stop(self, deadline_s: float) -> None:
-        """Send what is pending within ``deadline_s``, spool the rest, then disconnect.
+    async def stop(self, deadline_s: float | None = None) -> None:
+        """Send what is pending within ``deadline_s`` (default ``send_timeout_s``), spool
+        the rest, then disconnect.
 
         Exchanges still in memory when the deadline passes are appended to the spool (a
         restart re-sends them); the producer's own stop is bounded by ``send_timeout_s``.
         Idempotent; never raises.
         """
-        if self._state is not _State.STARTED:
+        if not self._stopping():
             if self._pending:  # written but never started: nothing will send them
                 self.metrics.dropped.labels(reason="shutdown").inc(len(self._pending))
                 self._pending.clear()
-            self._state = _State.STOPPED
             return
+        if deadline_s is None:
+            deadline_s = self.kafka.send_timeout_s
         self._closing = True
         self._wakeup.set()
         sender = self._sender
@@ -303,7 +302,6 @@ class KafkaSink:
         if self._spool is not None:
             await asyncio.to_thread(self._spool.close)
             self._spool = None
-        self._state = _State.STOPPED
 
     async def _cancel(self, task: asyncio.Task[None] | None) -> None:
         if task is None:
@@ -311,18 +309,6 @@ class KafkaSink:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-
-    async def __aenter__(self) -> KafkaSink:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop(deadline_s=self.kafka.send_timeout_s)
 
     # ------------------------------------------------------------------ write path
 
@@ -333,7 +319,7 @@ class KafkaSink:
         is over ``max_pending_records``/``max_pending_bytes`` (``sink_backlog``).
         """
         try:
-            if self._closing or self._state is _State.STOPPED:
+            if self._closing or self.lifecycle_state is LifecycleState.STOPPED:
                 self.metrics.dropped.labels(reason="shutdown").inc()
                 return
             size = len(built.payload)
