@@ -16,12 +16,12 @@ import logging
 import random
 import time
 from dataclasses import dataclass
-from types import TracebackType
 
 import httpx
 
 from replay.rewrite import ReplayRequest
 from shadoweval.errors import RecordDecodeError, ReplayError
+from shadoweval.lifecycle import AsyncLifecycle
 from shadoweval.llm_protocol import ChatStreamAssembler, parse_completion_body
 from shadoweval.llm_protocol.assembler import AssembledResponse
 from shadoweval.records import (
@@ -49,7 +49,7 @@ class ReplayResult:
     attempts: int
 
 
-class CandidateClient:
+class CandidateClient(AsyncLifecycle):
     """An httpx client bound to one shadow target.
 
     Args:
@@ -66,7 +66,8 @@ class CandidateClient:
         transport: an httpx transport seam for tests (``httpx.MockTransport``,
             ``httpx.ASGITransport``).
 
-    Use as an async context manager, or call :meth:`start` / :meth:`stop`.
+    Use as an async context manager, or call :meth:`start` / :meth:`stop`
+    (:mod:`shadoweval.lifecycle`: started once, not restartable).
     """
 
     def __init__(
@@ -100,34 +101,23 @@ class CandidateClient:
             "follow_redirects": False,
         }
         self._client: httpx.AsyncClient | None = None
-        self._closed = False
 
     async def start(self) -> None:
-        """Open the connection pool. A second start, or a start after stop, is an error."""
-        if self._client is not None:
-            raise ReplayError("CandidateClient.start() called twice")
-        if self._closed:
-            raise ReplayError("CandidateClient cannot be restarted after stop()")
-        self._client = httpx.AsyncClient(**self._client_kwargs)  # type: ignore[arg-type]
+        """Open the connection pool.
+
+        Raises:
+            LifecycleError: called twice, or after :meth:`stop`.
+        """
+        with self._starting():
+            self._client = httpx.AsyncClient(**self._client_kwargs)  # type: ignore[arg-type]
 
     async def stop(self) -> None:
         """Close the pool (idempotent)."""
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
-        self._closed = True
-
-    async def __aenter__(self) -> CandidateClient:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
+        if not self._stopping():
+            return
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
 
     async def send(self, request: ReplayRequest) -> ReplayResult:
         """Send one replay; never raises for candidate failures (they are returned)."""

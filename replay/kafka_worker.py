@@ -65,6 +65,7 @@ from shadoweval.bus.producer import OutgoingRecord
 from shadoweval.capture_log import decode_exchange_line
 from shadoweval.config import KafkaSettings, WorkerSettings
 from shadoweval.errors import RecordDecodeError
+from shadoweval.lifecycle import Lifecycle
 from shadoweval.records import Exchange, ReplayErrorKind, ReplayOutcome, ReplayTarget
 from shadoweval.redaction import redact_exchange_headers, scrub_secrets
 from shadoweval.storage import RejectedRecord, RejectStage, Repository
@@ -126,7 +127,7 @@ class _Bad:
     raw: str
 
 
-class KafkaReplayWorker:
+class KafkaReplayWorker(Lifecycle):
     """Consume exchanges from a topic and replay them into run ``run_id``.
 
     Args:
@@ -233,7 +234,15 @@ class KafkaReplayWorker:
             StorageError: the database refused a write (finished work is persisted and
                 committed before it propagates).
             BusError: the broker failed (start, fetch, or the dead-letter topic).
+            LifecycleError: run twice (a worker runs once: :mod:`shadoweval.lifecycle`).
         """
+        self._mark_started("run")
+        try:
+            return await self._run(until_idle_s)
+        finally:
+            self._stopping()
+
+    async def _run(self, until_idle_s: float | None) -> WorkerReport:
         t0 = time.monotonic()
         await self._load_done()
         await self._load_rejected_locations()

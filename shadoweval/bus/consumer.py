@@ -11,12 +11,12 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from types import TracebackType
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import CommitFailedError, KafkaError
 
 from shadoweval.bus.errors import BusError, BusTimeoutError
+from shadoweval.lifecycle import AsyncLifecycle
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         logger.info("assigned partitions: %s", [(tp.topic, tp.partition) for tp in assigned])
 
 
-class BusConsumer:
+class BusConsumer(AsyncLifecycle):
     """Consume one topic in a consumer group, committing offsets by hand.
 
     Args:
@@ -69,6 +69,9 @@ class BusConsumer:
         on_revoked: awaited before partitions are taken away in a rebalance (flush and
             commit there).
         start_timeout_s: deadline for :meth:`start`.
+
+    Use ``async with`` or :meth:`start`/:meth:`stop` (:mod:`shadoweval.lifecycle`: a failed
+    start may be retried; not restartable after stop).
     """
 
     def __init__(
@@ -99,7 +102,6 @@ class BusConsumer:
             heartbeat_interval_ms=heartbeat_interval_ms,
             max_poll_interval_ms=max_poll_interval_ms,
         )
-        self._started = False
 
     async def start(self) -> None:
         """Join the group and subscribe.
@@ -107,23 +109,23 @@ class BusConsumer:
         Raises:
             BusTimeoutError: the broker did not answer within ``start_timeout_s``.
             BusError: the broker refused.
+            LifecycleError: called twice, or after :meth:`stop`.
         """
-        try:
-            await asyncio.wait_for(self._consumer.start(), self.start_timeout_s)
-        except TimeoutError as exc:
-            raise BusTimeoutError(
-                f"consumer start timed out after {self.start_timeout_s} s"
-            ) from exc
-        except KafkaError as exc:
-            raise BusError(f"cannot start consumer: {exc!r}") from exc
-        self._consumer.subscribe([self.topic], listener=_Listener(self))
-        self._started = True
+        with self._starting():
+            try:
+                await asyncio.wait_for(self._consumer.start(), self.start_timeout_s)
+            except TimeoutError as exc:
+                raise BusTimeoutError(
+                    f"consumer start timed out after {self.start_timeout_s} s"
+                ) from exc
+            except KafkaError as exc:
+                raise BusError(f"cannot start consumer: {exc!r}") from exc
+            self._consumer.subscribe([self.topic], listener=_Listener(self))
 
     async def stop(self) -> None:
-        """Leave the group; never raises."""
-        if not self._started:
+        """Leave the group; idempotent, never raises."""
+        if not self._stopping():
             return
-        self._started = False
         try:
             await asyncio.wait_for(self._consumer.stop(), 10.0)
         except (TimeoutError, KafkaError, OSError):
@@ -187,15 +189,3 @@ class BusConsumer:
                 continue
             out[(tp.topic, tp.partition)] = max(0, high - position)
         return out
-
-    async def __aenter__(self) -> BusConsumer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()

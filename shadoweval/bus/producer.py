@@ -17,13 +17,13 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from types import TracebackType
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaConnectionError, KafkaError, MessageSizeTooLargeError
 
 from shadoweval.bus.errors import BusError, BusTimeoutError
 from shadoweval.config import KafkaSettings
+from shadoweval.lifecycle import AsyncLifecycle
 
 logger = logging.getLogger(__name__)
 
@@ -53,13 +53,14 @@ class OutgoingRecord:
     headers: tuple[tuple[str, bytes], ...] = ()
 
 
-class BusProducer:
+class BusProducer(AsyncLifecycle):
     """Produce records with ``acks=all`` and bounded waits.
 
     Args:
         settings: Kafka settings (bootstrap servers, compression, size limit, timeouts).
 
-    Use ``async with BusProducer(settings) as producer`` or :meth:`start`/:meth:`stop`.
+    Use ``async with BusProducer(settings) as producer`` or :meth:`start`/:meth:`stop`
+    (:mod:`shadoweval.lifecycle`: a failed start may be retried; not restartable after stop).
     """
 
     def __init__(self, settings: KafkaSettings) -> None:
@@ -90,11 +91,15 @@ class BusProducer:
         """Connect to the cluster.
 
         Raises:
-            BusTimeoutError: no answer within ``send_timeout_s``.
+            BusTimeoutError: no answer within ``send_timeout_s`` (the producer stays
+                unstarted: start it again to retry).
             BusError: the broker refused (or refused idempotence with ``required``).
+            LifecycleError: called twice, or after :meth:`stop`.
         """
-        if self._producer is not None:
-            return
+        with self._starting():
+            await self._connect()
+
+    async def _connect(self) -> None:
         want = self.settings.idempotence != "off"
         try:
             self._producer = await self._start_one(want)
@@ -139,7 +144,9 @@ class BusProducer:
             logger.debug("producer stop failed", exc_info=True)
 
     async def stop(self) -> None:
-        """Flush (within ``send_timeout_s``) and disconnect; never raises."""
+        """Flush (within ``send_timeout_s``) and disconnect; idempotent, never raises."""
+        if not self._stopping():
+            return
         producer, self._producer = self._producer, None
         if producer is not None:
             await self._close_quietly(producer)
@@ -227,18 +234,6 @@ class BusProducer:
             except KafkaError as exc:
                 results.append(BusError(f"delivery failed: {exc!r}"))
         return results
-
-    async def __aenter__(self) -> BusProducer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
 
 def _retrieve_exception(fut: asyncio.Future[object]) -> None:

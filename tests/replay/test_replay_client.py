@@ -22,7 +22,7 @@ import pytest
 from capture.table_import import row_to_exchange
 from replay.client import CandidateClient, ReplayResult
 from replay.rewrite import ReplayRequest, build_replay_request
-from shadoweval.errors import ReplayError
+from shadoweval.errors import LifecycleError, ReplayError
 from shadoweval.records import (
     FinishReason,
     ModelIdentity,
@@ -602,7 +602,7 @@ async def test_start_twice_raises() -> None:
     client = mock_client(lambda r: httpx.Response(200, json=completion()))
     await client.start()
     try:
-        with pytest.raises(ReplayError, match="called twice"):
+        with pytest.raises(LifecycleError, match="called twice"):
             await client.start()
     finally:
         await client.stop()
@@ -613,9 +613,9 @@ async def test_restart_after_stop_raises_and_stop_is_idempotent() -> None:
     async with client:
         pass
     await client.stop()
-    with pytest.raises(ReplayError, match="cannot be restarted"):
+    with pytest.raises(LifecycleError, match="cannot be restarted"):
         await client.start()
-    with pytest.raises(ReplayError, match="cannot be restarted"):
+    with pytest.raises(LifecycleError, match="cannot be restarted"):
         async with client:
             pass
 
