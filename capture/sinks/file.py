@@ -147,7 +147,7 @@ class FileSink(AsyncLifecycle):
 
     async def write(self, built: BuiltExchange) -> None:
         """Queue one exchange for the thread: never blocks, never raises."""
-        if self.lifecycle_state is LifecycleState.STOPPED or self._stop_event.is_set():
+        if self._lifecycle_state is LifecycleState.STOPPED or self._stop_event.is_set():
             self.metrics.dropped.labels(reason="shutdown").inc()
             return
         try:

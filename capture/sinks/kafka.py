@@ -319,7 +319,7 @@ class KafkaSink(AsyncLifecycle):
         is over ``max_pending_records``/``max_pending_bytes`` (``sink_backlog``).
         """
         try:
-            if self._closing or self.lifecycle_state is LifecycleState.STOPPED:
+            if self._closing or self._lifecycle_state is LifecycleState.STOPPED:
                 self.metrics.dropped.labels(reason="shutdown").inc()
                 return
             size = len(built.payload)
