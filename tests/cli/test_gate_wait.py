@@ -42,6 +42,7 @@ from tests.cli.test_pipeline_commands import (
     stderr_text,
     workload,
 )
+from tests.waiting import wait_until
 
 __all__ = ["workload"]  # the module-scoped fixture, shared with test_pipeline_commands
 
@@ -133,9 +134,10 @@ def test_a_run_that_stays_on_hold_exits_1_when_the_wait_runs_out(repo: Repositor
     copy_scores(repo, "promoted", "half", share=0.5)  # coverage 50% < min_coverage: HOLD
     code, stderr, elapsed = gate(db, "half", "--wait", "2s", "--poll-interval", "0.5s")
     assert code == HOLD == 1
-    assert 2.0 <= elapsed < 10.0
+    assert 2.0 <= elapsed < 30.0  # it waited the 2 s out; the upper end bounds a hang
     lines = poll_lines(stderr)
-    assert len(lines) >= 4, stderr
+    # the first poll, then at least one more (how many fit in 2 s depends on the machine)
+    assert len(lines) >= 2, stderr
     assert all("HOLD" in line for line in lines)
     assert "wait over" in lines[-1]
     assert "next poll in" in lines[0]
@@ -154,8 +156,11 @@ def test_a_run_that_becomes_terminal_mid_wait_returns_at_once_with_its_code(
     writer_db = Database(db)
 
     def compare_worker() -> None:
-        time.sleep(1.0)
-        copy_scores(Repository(writer_db), "rolled", "growing")
+        # the scores arrive once the gate has looked at the run without them (a condition,
+        # not a 1 s sleep that a slow first poll could outlast)
+        writer = Repository(writer_db)
+        wait_until(lambda: writer.verdict_history("growing"), "the gate's first verdict")
+        copy_scores(writer, "rolled", "growing")
 
     worker = threading.Thread(target=compare_worker)
     worker.start()
@@ -167,7 +172,7 @@ def test_a_run_that_becomes_terminal_mid_wait_returns_at_once_with_its_code(
         worker.join()
         writer_db.dispose()
     assert code == ROLLBACK == 2, stderr
-    assert 1.0 <= elapsed < 20.0  # well before the wait ran out
+    assert elapsed < 45.0  # before the 60 s wait ran out
     lines = poll_lines(stderr)
     assert len(lines) >= 2
     assert "HOLD" in lines[0]  # no pairs yet

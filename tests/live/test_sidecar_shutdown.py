@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -23,6 +24,7 @@ from simulation.mock_llm.faults import FaultConfig
 from simulation.mock_llm.latency import FixedLatency
 from simulation.mock_llm.server import BackgroundServer
 from tests.kafka_broker import free_port
+from tests.waiting import wait_until
 
 
 @pytest.fixture
@@ -52,6 +54,15 @@ def _wait_ready(
             pass
         time.sleep(0.1)
     raise AssertionError("sidecar did not become ready")
+
+
+def _refuses_connections(port: int) -> bool:
+    """True when nothing listens on ``port`` (a connection that opens is closed unused)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2):
+            return False
+    except ConnectionRefusedError:
+        return True
 
 
 @pytest.mark.slow
@@ -111,13 +122,14 @@ def test_sigterm_lets_inflight_streams_finish_and_flushes(
 
         worker = threading.Thread(target=stream)
         worker.start()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while len(received) < 5 and time.monotonic() < deadline:
             time.sleep(0.02)
         assert len(received) >= 5, "the stream did not start"
         proc.send_signal(signal.SIGTERM)
-        time.sleep(0.3)
-        # Draining: not ready any more, and new connections are refused.
+        # Draining: not ready any more, and new connections are refused (waited for as a
+        # condition: a loaded machine may take longer than a fixed pause to close the port)
+        wait_until(lambda: _refuses_connections(port), "the port to refuse connections")
         with pytest.raises(httpx.ConnectError):
             httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json={}, timeout=2)
         worker.join(60)
