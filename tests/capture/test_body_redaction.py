@@ -302,4 +302,6 @@ def test_large_unstructured_strings_are_scanned_in_linear_time(redactor: BodyRed
     started = time.perf_counter()
     hits = RedactionHits()
     assert redactor.redact_text(blob, "x", hits) == blob
-    assert time.perf_counter() - started < 2.0
+    # a bound on a hang, not a speed check: linear takes well under a second, a quadratic
+    # rule on 2 MB would take hours
+    assert time.perf_counter() - started < 30.0
