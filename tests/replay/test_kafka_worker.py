@@ -115,8 +115,11 @@ async def committed_offsets(bootstrap: str, group: str) -> dict[Partition, int]:
         await consumer.stop()
 
 
-async def read_topic(bootstrap: str, topic: str, count: int, timeout_s: float = 10.0) -> list[Any]:
-    """Read ``count`` records of ``topic`` from the beginning (no group)."""
+async def read_topic(
+    bootstrap: str, topic: str, count: int, timeout_s: float = 60.0, then_s: float = 0.0
+) -> list[Any]:
+    """Read ``count`` records of ``topic`` from the beginning (no group), and any that
+    arrive within ``then_s`` seconds more (to see that there are no others)."""
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     await consumer.start()
     try:
@@ -126,6 +129,11 @@ async def read_topic(bootstrap: str, topic: str, count: int, timeout_s: float = 
         got: list[Any] = []
         deadline = time.monotonic() + timeout_s
         while len(got) < count and time.monotonic() < deadline:
+            batches = await consumer.getmany(timeout_ms=200)
+            for records in batches.values():
+                got.extend(records)
+        settled = time.monotonic() + then_s
+        while len(got) >= count and time.monotonic() < settled:
             batches = await consumer.getmany(timeout_ms=200)
             for records in batches.values():
                 got.extend(records)
@@ -398,7 +406,8 @@ async def test_undecodable_records_go_to_the_dead_letter_topic_and_offsets_advan
     assert again.lines_read == 12
     assert dict(again.dead_letter) == {}
     assert len(h.repo.list_rejected(h.run_id)) == 4
-    assert len(await read_topic(h.broker.bootstrap, DLQ, 5, timeout_s=1.0)) == 4
+    # the four dead letters, then a second in which a fifth would show
+    assert len(await read_topic(h.broker.bootstrap, DLQ, 4, then_s=1.0)) == 4
 
 
 # ------------------------------------------------------------------------ offload
@@ -497,14 +506,18 @@ async def test_a_shadow_that_never_answers_times_out_and_the_buffer_stays_bounde
     """GoReplay #420: requests time out and are counted; fetched records stay bounded."""
     h = sqlite_harness
     connections = 0
+    open_now = max_open = 0
 
     async def swallow(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        nonlocal connections
+        nonlocal connections, open_now, max_open
         connections += 1
+        open_now += 1
+        max_open = max(max_open, open_now)
         try:
             while await reader.read(65536):
                 pass  # reads the request, never answers
         finally:
+            open_now -= 1
             writer.close()
 
     server = await asyncio.start_server(swallow, "127.0.0.1", 0)
@@ -532,9 +545,7 @@ async def test_a_shadow_that_never_answers_times_out_and_the_buffer_stays_bounde
     client = worker.targets[0].client
     await client.start()
     try:
-        started = time.monotonic()
-        report = await asyncio.wait_for(worker.run(until_idle_s=1.0), 60)
-        wall = time.monotonic() - started
+        report = await asyncio.wait_for(worker.run(until_idle_s=1.0), 60)  # bounds a hang
     finally:
         sampler.cancel()
         await client.stop()
@@ -550,9 +561,10 @@ async def test_a_shadow_that_never_answers_times_out_and_the_buffer_stays_bounde
     assert max(g for _, g in seen) == max_buffered
     assert report.max_buffered_seen == max_buffered
     assert connections == 24
+    # 24 hung requests, 4 at a time, 0.4 s each: the worker is not stuck behind them (seen
+    # as requests hung side by side, not as a wall-clock bound)
+    assert max_open >= 2
     assert worker.buffered == 0
-    # 24 hung requests, 4 at a time, 0.4 s each: the worker is not stuck behind them.
-    assert wall < 24 / 4 * 0.4 + 6.0
     assert await committed_offsets(h.broker.bootstrap, h.group) == ends
 
 

@@ -424,8 +424,9 @@ async def test_hanging_candidate_fills_at_most_the_slots_and_times_out(
         o.response is None and o.timings.e2e_ms is None for o in outcomes if o.exchange_id in hangs
     )
     assert all(o.error_kind is None for o in outcomes if o.exchange_id not in hangs)
-    # Hung requests occupy slots for timeout_s each; the rest flows around them.
-    assert wall < (len(hangs) / concurrency + 2) * timeout_s + 3.0
+    # Hung requests occupy slots for timeout_s each; the rest flows around them. A bound on
+    # a hang, not a speed check: a request not cut at timeout_s would hold for 30 s.
+    assert wall < faults.hang_limit_s
 
 
 # ---------------------------------------------------------------------- failures
