@@ -51,7 +51,7 @@ class TansuBroker:
         """``host:port`` for ``bootstrap_servers``."""
         return f"127.0.0.1:{self.port}"
 
-    def start(self, timeout_s: float = 15.0) -> None:
+    def start(self, timeout_s: float = 60.0) -> None:
         """Start the process and wait until the port accepts connections."""
         url = f"tcp://127.0.0.1:{self.port}"
         log = self.log_path.open("ab")

@@ -58,7 +58,7 @@ def test_sidecar_creates_topic_and_keys_by_session(
                     headers={"x-session-id": f"conversation-{i % 2}", "x-task-type": "chat"},
                 )
                 assert resp.status_code == 200
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         while (
             sidecar.metric("shadoweval_capture_produced_total", sink="kafka") < 6
             and time.monotonic() < deadline

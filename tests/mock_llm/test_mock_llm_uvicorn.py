@@ -40,10 +40,10 @@ def server_url(alpaca_rows: list[RecordedRow], bfcl_rows: list[RecordedRow]) -> 
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while not server.started:
         assert thread.is_alive(), "uvicorn stopped before it started"
-        assert time.monotonic() < deadline, "uvicorn did not start in 10 s"
+        assert time.monotonic() < deadline, "uvicorn did not start in 60 s"
         time.sleep(0.01)
     try:
         yield f"http://127.0.0.1:{port}/v1"

@@ -82,7 +82,8 @@ def test_a_million_pairs_at_three_quantiles_is_fast() -> None:
     cand = base * rng.lognormal(0.0, 0.1, 1_000_000)
     start = time.perf_counter()
     results = paired_quantile_ratios_rf(cand, base, [0.5, 0.95, 0.99], alpha=1e-4)
-    assert time.perf_counter() - start < 2.0
+    # a bound on a hang, not a speed check (under 0.1 s here; speed belongs to benchmarks/)
+    assert time.perf_counter() - start < 60.0
     for r, z in zip(results, (0.0, 1.6449, 2.3263), strict=True):
         true = math.exp(z * (math.sqrt(0.25 + 0.01) - 0.5))
         assert r.ci_low < true < r.ci_high

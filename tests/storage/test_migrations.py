@@ -160,33 +160,42 @@ def test_offline_sql(url: str, json_type: str) -> None:
 
 
 _RACE = """
-import sys, time
+import os, pathlib, sys, time
 from shadoweval.storage import Database
 db = Database(sys.argv[1])
-db.current_revision()  # connected and imported: now start together
-time.sleep(max(0.0, float(sys.argv[2]) - time.time()))
-db.upgrade()
+db.current_revision()  # connected and imported
+barrier, workers = pathlib.Path(sys.argv[2]), int(sys.argv[3])
+(barrier / str(os.getpid())).touch()
+deadline = time.monotonic() + 120  # bounds a hang
+while len(list(barrier.iterdir())) < workers and time.monotonic() < deadline:
+    time.sleep(0.001)
+db.upgrade()  # every worker is ready: now start together
 """
 
 
 @pytest.mark.postgres
 @pytest.mark.slow
-def test_concurrent_upgrades_on_postgresql_are_serialized(pg_schema_url: str) -> None:
+def test_concurrent_upgrades_on_postgresql_are_serialized(
+    pg_schema_url: str, tmp_path: Path
+) -> None:
     """Workers that all run ``upgrade`` at start-up (separate processes) do not collide.
 
     Without the advisory lock most of these processes fail with duplicate-table errors.
+    They start together at a barrier (each waits until all are connected), not at a clock
+    time that a loaded machine could pass before the last one has imported.
     """
     import subprocess
     import sys
-    import time
 
     url = pg_schema_url
-    start_at = str(time.time() + 3.0)
+    workers = 6
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", _RACE, url, start_at], stderr=subprocess.PIPE, text=True
+            [sys.executable, "-c", _RACE, url, str(tmp_path), str(workers)],
+            stderr=subprocess.PIPE,
+            text=True,
         )
-        for _ in range(6)
+        for _ in range(workers)
     ]
     errors = [p.communicate(timeout=120)[1] for p in procs]
     assert [p.returncode for p in procs] == [0] * 6, errors
