@@ -1,16 +1,18 @@
 """The HTTP API: verdicts, runs and policy audit logs for CI (``shadow-eval api serve``).
 
-Modules: ``app`` (the Starlette application and its endpoints), ``auth`` (bearer-token
-middleware, constant-time comparison), ``schemas`` (pydantic response bodies), ``openapi``
-(the OpenAPI 3.1 document built from them), ``settings`` (``SHADOWEVAL_API__*``).
+Modules: ``app`` (the Starlette application, its endpoints and the factory uvicorn
+starts), ``auth`` (bearer-token middleware, constant-time comparison), ``schemas``
+(pydantic response bodies), ``openapi`` (the OpenAPI 3.1 document built from them); the
+settings (``SHADOWEVAL_API__*``) are :mod:`shadoweval.api_settings`.
 
-The API never evaluates a gate itself: the CLI hands it the function ``shadow-eval gate``
-uses (:func:`faces.cli.api_cmd.build_app`), so both always agree. See docs/ci.md.
+The API never evaluates a gate itself: :func:`faces.api.app.build_app` wires the function
+``shadow-eval gate`` uses (:func:`application.gating.gate_run`), so both always agree.
+``shadow-eval api serve`` starts it through the factory
+:func:`faces.api.app.app_from_environment`. See docs/ci.md.
 """
 
 from __future__ import annotations
 
-from faces.api.app import ComputeVerdict, create_app
-from faces.api.settings import ApiSettings
+from faces.api.app import ComputeVerdict, app_from_environment, build_app, create_app
 
-__all__ = ["ApiSettings", "ComputeVerdict", "create_app"]
+__all__ = ["ComputeVerdict", "app_from_environment", "build_app", "create_app"]

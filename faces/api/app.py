@@ -25,7 +25,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import ExitStack, asynccontextmanager
 from typing import Any, Literal
 
 from pydantic import BaseModel, SecretStr
@@ -37,7 +38,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from application.database import open_repository
 from application.exporting import ExportRedaction, ExportRequest, export_zip
+from application.gating import gate_run
+from application.redaction import body_redaction
 from faces.api.auth import BearerAuth
 from faces.api.export_params import BadParameterError, export_request
 from faces.api.openapi import DEFAULT_LIMIT, MAX_LIMIT, openapi_document
@@ -50,6 +54,8 @@ from faces.api.schemas import (
     RunOut,
     VerdictOut,
 )
+from shadoweval.api_settings import ApiSettings, required_token
+from shadoweval.config import load_settings
 from shadoweval.errors import ConfigError, ShadowEvalError, StorageError
 from shadoweval.records import Verdict
 from shadoweval.storage import PolicyAuditAction, Repository, RunInfo, RunStatus
@@ -275,3 +281,52 @@ def create_app(
         middleware=middleware,
         exception_handlers=exception_handlers,
     )
+
+
+def build_app(repo: Repository, token: SecretStr | None) -> Starlette:
+    """The API over ``repo``, gating through :func:`application.gating.gate_run`.
+
+    A run without a stored verdict is gated exactly as ``shadow-eval gate`` gates it (the
+    verdict is stored with command :data:`API_COMMAND`); exports are redacted with
+    :func:`application.redaction.body_redaction`. ``token`` ``None`` serves without
+    authentication.
+
+    Raises:
+        ConfigError: the body-redaction settings are invalid.
+    """
+
+    def compute(repository: Repository, run: RunInfo) -> Verdict:
+        return gate_run(repository, run, command=API_COMMAND).verdict
+
+    return create_app(repo, token=token, compute_verdict=compute, export_redaction=body_redaction())
+
+
+def app_from_environment() -> Starlette:
+    """The application factory ``shadow-eval api serve`` hands uvicorn by import string
+    (``faces.api.app:app_from_environment``, ``factory=True``).
+
+    Reads the token from :class:`~shadoweval.api_settings.ApiSettings`
+    (``SHADOWEVAL_API__*``) and the database from ``SHADOWEVAL_DATABASE__URL``, opens the
+    repository (the schema must be current) and closes it when the server shuts down (the
+    ASGI lifespan). The CLI starts the server this way so that it never imports this face.
+
+    Raises:
+        ConfigError: no token without ``SHADOWEVAL_API__INSECURE_NO_AUTH``, or both.
+        StorageError: the database cannot be reached or is not at the current schema.
+    """
+    token, _ = required_token(ApiSettings(), None)
+    resources = ExitStack()
+    repo = resources.enter_context(open_repository(load_settings().database.url, upgrade=False))
+    try:
+        app = build_app(repo, token)
+    except BaseException:
+        resources.close()
+        raise
+
+    @asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        with resources:
+            yield
+
+    app.router.lifespan_context = lifespan
+    return app

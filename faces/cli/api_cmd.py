@@ -9,44 +9,24 @@ the current schema, port in use).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from faces.cli.options import DatabaseUrlOpt
 from faces.cli.render import print_error
 
-if TYPE_CHECKING:
-    from pydantic import SecretStr
-    from starlette.applications import Starlette
-
-    from shadoweval.records import Verdict
-    from shadoweval.storage import Repository, RunInfo
+API_FACTORY = "faces.api.app:app_from_environment"
+"""The API's application factory, handed to uvicorn by import string: the CLI starts the
+API face without importing it (faces never import each other)."""
 
 api_app = typer.Typer(
     name="api",
     help="The HTTP API: runs, verdicts and policy audit logs for CI (bearer token).",
     no_args_is_help=True,
 )
-
-
-def build_app(repo: Repository, token: SecretStr | None) -> Starlette:
-    """The API over ``repo``, gating through :func:`~faces.cli.pipeline.gate_run`.
-
-    A run without a stored verdict is gated exactly as ``shadow-eval gate`` gates it (the
-    verdict is stored with command ``shadow-eval api``). ``token`` ``None`` serves without
-    authentication.
-    """
-    from application.gating import gate_run
-    from application.redaction import body_redaction
-    from faces.api import create_app
-    from faces.api.app import API_COMMAND
-
-    def compute(repository: Repository, run: RunInfo) -> Verdict:
-        return gate_run(repository, run, command=API_COMMAND).verdict
-
-    return create_app(repo, token=token, compute_verdict=compute, export_redaction=body_redaction())
 
 
 @api_app.command("serve")
@@ -88,9 +68,9 @@ def serve_command(
     from rich.console import Console
 
     from application.database import open_repository
-    from faces.api.settings import ApiSettings, resolve_token
     from faces.cli.exit_codes import EXIT_ERROR
     from faces.cli.options import database_url as resolve_url
+    from shadoweval.api_settings import ApiSettings, required_token
     from shadoweval.errors import ConfigError, ShadowEvalError
 
     err = Console(stderr=True)
@@ -101,57 +81,57 @@ def serve_command(
             first = exc.errors()[0]
             name = "SHADOWEVAL_API__" + "__".join(str(p) for p in first["loc"]).upper()
             raise ConfigError(f"{name}: {first['msg']}", field=name) from None
-        token, source = resolve_token(settings, token_file)
-        if token is None and not insecure_no_auth:
-            raise ConfigError(
-                "refusing to start without an API token: set SHADOWEVAL_API__TOKEN or pass "
-                "--token-file (or, on a trusted loopback only, --insecure-no-auth)",
-                field="token",
-            )
-        if token is not None and insecure_no_auth:
-            raise ConfigError(
-                f"--insecure-no-auth given, but a token is configured ({source}); "
-                "use one or the other",
-                field="insecure_no_auth",
-            )
+        if insecure_no_auth:
+            settings = settings.model_copy(update={"insecure_no_auth": True})
+        token, source = required_token(settings, token_file)
         bind_host = host or settings.host
         bind_port = settings.port if port is None else port
-        with open_repository(resolve_url(database_url), upgrade=False) as repo:
-            app = build_app(repo, token)
-            auth = f"bearer token from {source}" if token else "NO AUTHENTICATION"
-            typer.echo(
-                f"shadow-eval API on http://{bind_host}:{bind_port} "
-                f"({auth}; database {repo.database.safe_url})",
-                err=True,
+        url = resolve_url(database_url)
+        with open_repository(url, upgrade=False) as repo:  # refuse before binding
+            safe_url = repo.database.safe_url
+        # The factory reads what this command resolved from the environment it inherits.
+        os.environ["SHADOWEVAL_DATABASE__URL"] = url
+        os.environ.pop("SHADOWEVAL_API__TOKEN_FILE", None)
+        if token is None:
+            os.environ.pop("SHADOWEVAL_API__TOKEN", None)
+            os.environ["SHADOWEVAL_API__INSECURE_NO_AUTH"] = "true"
+        else:
+            os.environ["SHADOWEVAL_API__TOKEN"] = token.get_secret_value()
+            os.environ.pop("SHADOWEVAL_API__INSECURE_NO_AUTH", None)
+        auth = f"bearer token from {source}" if token else "NO AUTHENTICATION"
+        typer.echo(
+            f"shadow-eval API on http://{bind_host}:{bind_port} ({auth}; database {safe_url})",
+            err=True,
+        )
+        if token is None:
+            typer.echo("warning: serving WITHOUT authentication", err=True)
+        server = uvicorn.Server(
+            uvicorn.Config(
+                API_FACTORY,
+                factory=True,
+                host=bind_host,
+                port=bind_port,
+                log_level=log_level,
+                lifespan="on",
+                server_header=False,
+                timeout_graceful_shutdown=10,
             )
-            if token is None:
-                typer.echo("warning: serving WITHOUT authentication", err=True)
-            server = uvicorn.Server(
-                uvicorn.Config(
-                    app,
-                    host=bind_host,
-                    port=bind_port,
-                    log_level=log_level,
-                    lifespan="off",
-                    server_header=False,
-                    timeout_graceful_shutdown=10,
-                )
-            )
-            try:
-                server.run()
-            except SystemExit:  # uvicorn exits 1 when it cannot bind: that is not HOLD
-                raise ShadowEvalError(
-                    f"the API could not start on {bind_host}:{bind_port} (see above)"
-                ) from None
-            except KeyboardInterrupt:  # uvicorn re-raises SIGINT after a graceful stop
-                typer.echo("shadow-eval API stopped", err=True)
-                return
-            if not server.started:
-                raise ShadowEvalError(f"the API could not start on {bind_host}:{bind_port}")
-            # A graceful stop without the re-raise: the process started with SIGINT ignored
-            # (a background job of a non-interactive shell, as CI runners start them), so
-            # uvicorn's re-raised signal is ignored too and run() simply returns.
+        )
+        try:
+            server.run()
+        except SystemExit:  # uvicorn exits 1 when it cannot bind: that is not HOLD
+            raise ShadowEvalError(
+                f"the API could not start on {bind_host}:{bind_port} (see above)"
+            ) from None
+        except KeyboardInterrupt:  # uvicorn re-raises SIGINT after a graceful stop
             typer.echo("shadow-eval API stopped", err=True)
+            return
+        if not server.started:
+            raise ShadowEvalError(f"the API could not start on {bind_host}:{bind_port}")
+        # A graceful stop without the re-raise: the process started with SIGINT ignored
+        # (a background job of a non-interactive shell, as CI runners start them), so
+        # uvicorn's re-raised signal is ignored too and run() simply returns.
+        typer.echo("shadow-eval API stopped", err=True)
     except ShadowEvalError as exc:
         print_error(err, exc)
         raise typer.Exit(EXIT_ERROR) from None

@@ -18,7 +18,7 @@ from pydantic import SecretStr
 from starlette.applications import Starlette
 
 from capture.table_import import import_table
-from faces.cli.api_cmd import build_app
+from faces.api.app import build_app
 from faces.cli.exit_codes import EXIT_ERROR
 from shadoweval.storage import Database, Repository
 from shadoweval.tables import TableMapping, load_recorded_rows

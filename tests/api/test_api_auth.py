@@ -9,8 +9,8 @@ import pytest
 from pydantic import SecretStr
 from starlette.applications import Starlette
 
+from faces.api.app import build_app
 from faces.api.auth import presented_token, token_matches
-from faces.cli.api_cmd import build_app
 from shadoweval.storage import Repository
 
 from .conftest import TOKEN

@@ -15,8 +15,8 @@ import pytest
 from pydantic import SecretStr
 from typer.testing import CliRunner
 
+from faces.api.app import build_app
 from faces.cli import app as cli_app
-from faces.cli.api_cmd import build_app
 from faces.cli.exit_codes import EXIT_ERROR
 from shadoweval.storage import Repository
 from simulation.mock_llm.server import BackgroundServer

@@ -1,14 +1,17 @@
 """Settings of the HTTP API, read from ``SHADOWEVAL_API__*`` environment variables.
 
 Kept apart from :class:`shadoweval.config.Settings` (which the CLI builds for every
-command): only ``shadow-eval api serve`` reads these. Command-line options override them.
+command): only ``shadow-eval api serve`` and the API's application factory
+(``faces.api.app:app_from_environment``) read these. Command-line options override them.
 
 * ``SHADOWEVAL_API__TOKEN``: the bearer token clients must send (a secret: never logged,
   never printed);
 * ``SHADOWEVAL_API__TOKEN_FILE``: a file holding the token (a mounted secret), read when
   no token is given directly;
 * ``SHADOWEVAL_API__HOST`` / ``SHADOWEVAL_API__PORT``: where to listen (loopback by
-  default).
+  default);
+* ``SHADOWEVAL_API__INSECURE_NO_AUTH``: ``true`` serves without a token (the
+  ``--insecure-no-auth`` option); refused when a token is configured too.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ class ApiSettings(BaseSettings):
     port: int = Field(default=8787, ge=0, le=65535)
     token: SecretStr | None = None
     token_file: Path | None = None
+    insecure_no_auth: bool = False
 
 
 def read_token_file(path: Path) -> SecretStr:
@@ -79,5 +83,29 @@ def resolve_token(settings: ApiSettings, token_file: Path | None) -> tuple[Secre
             f"the API token from {source} has {length} characters; use at least "
             f"{MIN_TOKEN_CHARS} (e.g. `openssl rand -hex 32`)",
             field="token",
+        )
+    return token, source
+
+
+def required_token(settings: ApiSettings, token_file: Path | None) -> tuple[SecretStr | None, str]:
+    """The token the API must require, refusing the two unsafe combinations.
+
+    As :func:`resolve_token`; ``(None, "none")`` only with ``settings.insecure_no_auth``.
+
+    Raises:
+        ConfigError: no token and no ``insecure_no_auth``; a token and ``insecure_no_auth``;
+            or as :func:`resolve_token`.
+    """
+    token, source = resolve_token(settings, token_file)
+    if token is None and not settings.insecure_no_auth:
+        raise ConfigError(
+            "refusing to start without an API token: set SHADOWEVAL_API__TOKEN or pass "
+            "--token-file (or, on a trusted loopback only, --insecure-no-auth)",
+            field="token",
+        )
+    if token is not None and settings.insecure_no_auth:
+        raise ConfigError(
+            f"--insecure-no-auth given, but a token is configured ({source}); use one or the other",
+            field="insecure_no_auth",
         )
     return token, source
