@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from export import LabelImport, read_labelled
-from export.labels_import import LABEL_STAGE
+from export.labels_import import LABEL_STAGE, MAX_NOTE_CHARS
 from shadoweval.errors import ConfigError
 from shadoweval.records import HumanLabel, LabelValue
 from shadoweval.storage import Repository
@@ -37,9 +37,6 @@ __all__ = [
 
 REJECTED_PAGE = 1000
 """Rejected records read per query when looking for ones already stored."""
-
-MAX_NOTE_CHARS = 2000
-"""Longest note a label given in the dashboard may carry (characters, after stripping)."""
 
 
 def make_label(

@@ -57,8 +57,8 @@ REJECT_REASONS: tuple[str, ...] = (
 READ_FORMATS: tuple[str, ...] = ("csv", "jsonl", "parquet")
 
 MAX_NOTE_CHARS = 2000
-"""Longest ``label_note`` (after trimming blanks); the dashboard's label form has the same
-cap (``dashboard.labelling.MAX_NOTE_CHARS``)."""
+"""Longest ``label_note`` (after trimming blanks); the dashboard's label form applies the same
+cap (:func:`application.labels.make_label`)."""
 MAX_LABELLER_CHARS = 200
 """Longest labeller name (after trimming blanks)."""
 
