@@ -44,6 +44,7 @@ live path. Steps:
    ``user:password@`` parts and body-rule matches removed). A capture with no response
    (connect failure, cancelled before headers) has ``response = None``: the Exchange
    record has no field for its reason, which is only logged by the proxy.
+   Steps 4-6 live in :mod:`capture.response_assembly` (:class:`ResponseAssembler`).
 7. **Identity**: the live model's (:mod:`capture.identity`); when its name is empty or
    ``unknown``, the response's ``model`` field.
 
@@ -61,28 +62,21 @@ from __future__ import annotations
 import logging
 import re
 import socket
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import quote, unquote_plus
 
 import orjson
 
-from capture.decoding import (
-    DEFAULT_MAX_OUTPUT_BYTES,
-    BodyDecoder,
-    ContentDecodingError,
-    decode_pieces,
-)
+from capture.decoding import DEFAULT_MAX_OUTPUT_BYTES, BodyDecoder, ContentDecodingError
 from capture.identity import resolve_identity
 from capture.raw import RawCapture
+from capture.response_assembly import ERROR_MESSAGE_MAX_CHARS, ResponseAssembler
 from capture.sinks.base import BuiltExchange
 from capture.tagging import TaskTag, TaskTagger
 from shadoweval.body_redaction import BodyRedactor, RedactionHits, parse_json
 from shadoweval.config import BodyRedactionSettings, CaptureSettings
-from shadoweval.errors import RecordDecodeError, ShadowEvalError
-from shadoweval.llm_protocol import ChatStreamAssembler, parse_completion_body
-from shadoweval.llm_protocol.assembler import AssembledResponse
-from shadoweval.llm_protocol.finish_reason import normalize_finish_reason
+from shadoweval.errors import ShadowEvalError
 from shadoweval.records import (
     Exchange,
     ExchangeOutcome,
@@ -93,9 +87,23 @@ from shadoweval.records import (
     RequestRecord,
     ResponseRecord,
     Timings,
-    TimingSource,
 )
 from shadoweval.redaction import redact_headers
+
+__all__ = [
+    "CLIENT_ADDRESS_HEADERS",
+    "ERROR_MESSAGE_MAX_CHARS",
+    "SENSITIVE_NAME_WORDS",
+    "SENSITIVE_QUERY_PARAMS",
+    "BuildError",
+    "BuildResult",
+    "ExchangeBuilder",
+    "build_in_worker",
+    "default_source",
+    "init_worker",
+    "sensitive_name",
+    "worker_args",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -129,12 +137,7 @@ SENSITIVE_QUERY_PARAMS: frozenset[str] = frozenset(
 )
 """Query-parameter names always redacted (besides any name with a sensitive word)."""
 
-ERROR_MESSAGE_MAX_CHARS = 2000
-"""Longest error message kept from an error body that is not OpenAI-style JSON."""
-
 _NAME_SPLIT = re.compile(r"[-_.]")
-_URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+@")
-_REASSEMBLED_FIELDS = ("response.text", "response.reasoning_text", "response.tool_calls")
 
 
 class BuildError(ShadowEvalError):
@@ -176,30 +179,6 @@ def sensitive_name(name: str) -> bool:
     return any(word in SENSITIVE_NAME_WORDS for word in _NAME_SPLIT.split(lowered))
 
 
-def _error_text(body: str) -> str:
-    """The message of an error body: OpenAI ``{"error": {"message"}}``, ``{"error": "..."}``,
-    ``{"message"}``/``{"detail"}``, else the text itself (cut)."""
-    parsed = parse_json(body)
-    if isinstance(parsed, dict):
-        err = parsed.get("error")
-        if isinstance(err, dict) and isinstance(err.get("message"), str):
-            return str(err["message"])
-        if isinstance(err, str):
-            return err
-        for key in ("message", "detail"):
-            if isinstance(parsed.get(key), str):
-                return str(parsed[key])
-    text = body.strip()
-    return text[:ERROR_MESSAGE_MAX_CHARS] if text else "(empty error body)"
-
-
-@dataclass(slots=True)
-class _ResponseParts:
-    response: ResponseRecord
-    timings: Timings
-    outcome: ExchangeOutcome
-
-
 class ExchangeBuilder:
     """Builds redacted, serialized exchanges from raw captures.
 
@@ -228,6 +207,11 @@ class ExchangeBuilder:
         self.redactor = BodyRedactor(settings.body_redaction)
         self.secrets = BodyRedactor(BodyRedactionSettings(rules=("secret_key",)))
         self.tagger = TaskTagger(settings.task_type_header, settings.task_type_rules)
+        self.responses = ResponseAssembler(
+            self.redactor,
+            keep_raw_body=settings.keep_raw_body,
+            max_decoded_bytes=max_decoded_bytes,
+        )
         self._extra_headers = frozenset(
             h.lower()
             for h in (
@@ -284,7 +268,7 @@ class ExchangeBuilder:
         response: ResponseRecord | None = None
         timings = Timings()
         if raw.status_code is not None:
-            parts = self._response(raw, resp_headers, outcome, hits)
+            parts = self.responses.assemble(raw, resp_headers, outcome, hits)
             response, timings, outcome = parts.response, parts.timings, parts.outcome
 
         step[0] = "record"
@@ -311,7 +295,9 @@ class ExchangeBuilder:
             redaction=RedactionReport(headers_removed=headers_removed, hits=hits.to_hits()),
             source=self.source,
             error_detail=(
-                self._problem_text([], raw, hits) if response is None and raw.error else None
+                self.responses.problem_text([], raw, hits)
+                if response is None and raw.error
+                else None
             ),
         )
         step[0] = "serialize"
@@ -384,168 +370,6 @@ class ExchangeBuilder:
                 return ""
         return body.decode("utf-8", errors="replace")
 
-    def _response(
-        self,
-        raw: RawCapture,
-        headers: tuple[HeaderPair, ...],
-        outcome: ExchangeOutcome,
-        hits: RedactionHits,
-    ) -> _ResponseParts:
-        assert raw.status_code is not None
-        status = raw.status_code
-        content_type = (raw.response_header("content-type") or "").lower()
-        streamed = "text/event-stream" in content_type
-        first_ns = raw.chunks[0][0] if raw.chunks else None
-        last_ns = raw.chunks[-1][0] if raw.chunks else (raw.end_ns or raw.response_start_ns)
-        ttfb_ms = _ms(raw, first_ns)
-        e2e_ms = _ms(raw, last_ns)
-        measured = Timings(
-            ttfb_ms=ttfb_ms,
-            e2e_ms=e2e_ms,
-            source=TimingSource.MEASURED if ttfb_ms is not None else TimingSource.MISSING,
-        )
-        done = outcome is ExchangeOutcome.DONE
-
-        try:
-            decoder = BodyDecoder(
-                raw.response_header("content-encoding"), max_output_bytes=self.max_decoded_bytes
-            )
-            pieces = list(decode_pieces(raw.chunks, decoder))
-        except ContentDecodingError as exc:
-            message = f"response body could not be decoded ({exc.coding}: {exc.reason}): {exc}"
-            return _ResponseParts(
-                ResponseRecord(
-                    status_code=status, headers=headers, streamed=streamed, error_message=message
-                ),
-                measured,
-                outcome if outcome is ExchangeOutcome.CANCELLED else ExchangeOutcome.ERROR,
-            )
-        problems: list[str] = []
-        if not decoder.complete and done and raw.chunks:
-            problems.append(f"{'+'.join(decoder.codings)}-encoded body ended before its end marker")
-
-        if status >= 400:
-            body = b"".join(p for _, p in pieces).decode("utf-8", errors="replace")
-            message = self.redactor.redact_text(_error_text(body), "response.error_message", hits)
-            response = ResponseRecord(
-                status_code=status,
-                headers=headers,
-                body=self._raw_body(pieces, streamed=False, fields_fired=False, hits=hits),
-                streamed=streamed,
-                error_message=message,
-            )
-            return _ResponseParts(response, measured, outcome)
-
-        timings: Timings
-        if streamed:
-            asm = ChatStreamAssembler(start_ns=raw.start_ns)
-            for arrival_ns, piece in pieces:
-                asm.feed(piece, now_ns=arrival_ns)
-            result = asm.finish(now_ns=last_ns)
-            if ttfb_ms is not None:
-                result = replace(result, ttfb_ms=ttfb_ms)  # first encoded byte, not decoded
-            if result.error_message is not None:
-                problems.append(f"error event in stream: {result.error_message}")
-            if result.decode_errors:
-                problems.append(f"{result.decode_errors} stream event(s) were not JSON chunks")
-            if result.events == 0 and not result.done_seen and done:
-                problems.append("stream ended without any completion chunk")
-            timings = result.timings()
-        else:
-            body_bytes = b"".join(p for _, p in pieces)
-            try:
-                result = parse_completion_body(body_bytes, ttfb_ms=ttfb_ms, e2e_ms=e2e_ms)
-            except RecordDecodeError as exc:
-                # exc's message quotes the body: record only the reason.
-                problems.append(f"response body is not a completion ({exc.reason})")
-                response = ResponseRecord(
-                    status_code=status,
-                    headers=headers,
-                    body=self._raw_body(pieces, streamed=False, fields_fired=False, hits=hits),
-                    error_message=self._problem_text(problems, raw, hits),
-                )
-                return _ResponseParts(response, measured, _failed(outcome))
-            timings = result.timings()
-
-        response = self._response_record(result, status, headers, pieces, problems, raw, hits)
-        return _ResponseParts(response, timings, _failed(outcome) if problems else outcome)
-
-    def _response_record(
-        self,
-        result: AssembledResponse,
-        status: int,
-        headers: tuple[HeaderPair, ...],
-        pieces: list[tuple[int, bytes]],
-        problems: list[str],
-        raw: RawCapture,
-        hits: RedactionHits,
-    ) -> ResponseRecord:
-        redact = self.redactor.redact_text
-        text = None if result.text is None else redact(result.text, "response.text", hits)
-        reasoning = (
-            None
-            if result.reasoning_text is None
-            else redact(result.reasoning_text, "response.reasoning_text", hits)
-        )
-        tool_calls = tuple(
-            call.model_copy(
-                update={
-                    "arguments": redact(call.arguments, f"response.tool_calls[{i}].arguments", hits)
-                }
-            )
-            for i, call in enumerate(result.tool_calls)
-        )
-        fields_fired = hits.fired(_REASSEMBLED_FIELDS)
-        error_message = self._problem_text(problems, raw, hits) if problems or raw.error else None
-        body = self._raw_body(
-            pieces,
-            streamed=result.streamed,
-            fields_fired=fields_fired or result.choices_count > 1,
-            hits=hits,
-        )
-        return ResponseRecord(
-            status_code=status,
-            headers=headers,
-            body=body,
-            streamed=result.streamed,
-            model=result.model,
-            text=text,
-            reasoning_text=reasoning,
-            tool_calls=tool_calls,
-            finish_reason_raw=result.finish_reason_raw,
-            finish_reason=normalize_finish_reason(result.finish_reason_raw),
-            usage=result.usage,
-            choices_count=result.choices_count,
-            error_message=error_message,
-        )
-
-    def _problem_text(self, problems: list[str], raw: RawCapture, hits: RedactionHits) -> str:
-        """The error message: decoding problems, then the capture's own error text (which
-        may quote a URL: ``user:password@`` is removed, then the body rules run)."""
-        text = "; ".join(problems)
-        if raw.error:
-            text = f"{text}; capture: {raw.error}" if text else raw.error
-        text, n = _URL_CREDENTIALS.subn("[REDACTED:url_credentials]@", text)
-        if n:
-            hits.add("url_credentials", "response.error_message", n)
-        return self.redactor.redact_text(text, "response.error_message", hits)
-
-    def _raw_body(
-        self,
-        pieces: list[tuple[int, bytes]],
-        *,
-        streamed: bool,
-        fields_fired: bool,
-        hits: RedactionHits,
-    ) -> str | None:
-        if not self.settings.keep_raw_body:
-            return None
-        if streamed and fields_fired:
-            hits.add("raw_body_dropped", "response.body")
-            return None
-        text = b"".join(p for _, p in pieces).decode("utf-8", errors="replace")
-        return self.redactor.redact_text(text, "response.body", hits)
-
     def _fallback(self, raw: RawCapture, reason: str) -> BuildResult:
         response = None
         if raw.status_code is not None:
@@ -574,18 +398,9 @@ class ExchangeBuilder:
         )
 
 
-def _ms(raw: RawCapture, ns: int | None) -> float | None:
-    return None if ns is None else (ns - raw.start_ns) / 1e6
-
-
 def _aware(raw: RawCapture) -> datetime:
     at = raw.captured_at
     return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
-
-
-def _failed(outcome: ExchangeOutcome) -> ExchangeOutcome:
-    """A decoding problem turns ``done`` into ``error``; cancelled/truncated stay."""
-    return ExchangeOutcome.ERROR if outcome is ExchangeOutcome.DONE else outcome
 
 
 # -- process pool entry points ---------------------------------------------------------
