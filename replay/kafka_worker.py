@@ -13,6 +13,9 @@ Flow per fetched record (topic ``shadoweval.exchanges.v1``, value = one capture-
                                                             outcomes are persisted
     every commit_interval_s: commit OffsetTracker.committable()
 
+Decoding and the dead-letter topic are in :mod:`replay.dead_letter`; commit positions in
+:mod:`replay.offsets`.
+
 Guarantees (DESIGN §6; reference failure cases 7, 20):
 
 * **At-least-once, no duplicates.** An offset is committed only after its record's
@@ -46,12 +49,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from replay.dead_letter import (
+    DLQ_DETAIL_MAX_CHARS,
+    BadRecord,
+    DeadLetterQueue,
+    decode_record,
+    record_location,
+)
 from replay.exchange_replay import (
     ExchangeReplayer,
     OutcomeWriter,
     ReplayReport,
     TargetSpec,
-    rejected_record,
     sampled_targets,
     skipped_outcome,
     split_conflicts,
@@ -61,24 +70,15 @@ from replay.offload import OffloadUnavailable, is_offloaded, resolve_offloaded
 from replay.offsets import OffsetTracker, Partition
 from replay.scheduler import RatePacer
 from shadoweval.bus import BusConsumer, BusError, BusProducer, BusRecord
-from shadoweval.bus.producer import OutgoingRecord
-from shadoweval.capture_log import decode_exchange_line
 from shadoweval.config import KafkaSettings, WorkerSettings
-from shadoweval.errors import RecordDecodeError
 from shadoweval.lifecycle import Lifecycle
 from shadoweval.records import Exchange, ReplayErrorKind, ReplayOutcome, ReplayTarget
-from shadoweval.redaction import redact_exchange_headers, scrub_secrets
-from shadoweval.storage import RejectedRecord, RejectStage, Repository
+from shadoweval.redaction import redact_exchange_headers
+from shadoweval.storage import Repository
+
+__all__ = ["DLQ_DETAIL_MAX_CHARS", "KafkaReplayWorker", "WorkerReport", "record_location"]
 
 logger = logging.getLogger(__name__)
-
-DLQ_DETAIL_MAX_CHARS = 1000
-"""The ``detail`` header of a dead-letter record is cut to this many characters."""
-
-
-def record_location(record: BusRecord) -> str:
-    """Where a record came from: ``topic/partition@offset`` (a rejected record's location)."""
-    return f"{record.topic}/{record.partition}@{record.offset}"
 
 
 @dataclass(slots=True)
@@ -116,15 +116,6 @@ class _InFlightRecord:
     offset: int
     remaining: int = 0
     """Outcomes of this record not yet persisted."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Bad:
-    record: BusRecord
-    state: _InFlightRecord
-    reason: str
-    detail: str
-    raw: str
 
 
 class KafkaReplayWorker(Lifecycle):
@@ -196,7 +187,7 @@ class KafkaReplayWorker(Lifecycle):
         self._pacer = RatePacer(rate_per_s)
         self._done: dict[ReplayTarget, set[str]] = {spec.target: set() for spec in self.targets}
         self._waiting: dict[tuple[str, ReplayTarget], list[_InFlightRecord]] = {}
-        self._rejected_at: set[str] = set()
+        self._dead_letters = DeadLetterQueue(repo, run_id, dlq_producer, kafka.dead_letter_topic)
         self._tasks: set[asyncio.Task[None]] = set()
         self._committed: dict[Partition, int] = {}
         self._stop = asyncio.Event()
@@ -245,7 +236,7 @@ class KafkaReplayWorker(Lifecycle):
     async def _run(self, until_idle_s: float | None) -> WorkerReport:
         t0 = time.monotonic()
         await self._load_done()
-        await self._load_rejected_locations()
+        await self._dead_letters.load_rejected_locations()
         try:
             await self.dlq_producer.start()
             await self.consumer.start()
@@ -323,12 +314,12 @@ class KafkaReplayWorker(Lifecycle):
         for record in records:
             entries.append((record, self._track(record)))
         self.report.lines_read += len(records)
-        bad: list[_Bad] = []
+        bad: list[tuple[BadRecord, _InFlightRecord]] = []
         good: list[tuple[BusRecord, _InFlightRecord, Exchange]] = []
         for record, state in entries:
-            decoded = self._decode(record, state)
-            if isinstance(decoded, _Bad):
-                bad.append(decoded)
+            decoded = decode_record(record)
+            if isinstance(decoded, BadRecord):
+                bad.append((decoded, state))
             else:
                 good.append((record, state, decoded))
         unavailable: dict[str, OffloadUnavailable] = {}
@@ -348,20 +339,16 @@ class KafkaReplayWorker(Lifecycle):
         kept: list[tuple[_InFlightRecord, Exchange]] = []
         for record, state, exchange in resolved:
             if exchange.exchange_id in refused:
-                bad.append(
-                    _Bad(
-                        record,
-                        state,
-                        "conflicting_duplicate",
-                        refused[exchange.exchange_id],
-                        exchange.model_dump_json(),
-                    )
+                reason = refused[exchange.exchange_id]
+                conflict = BadRecord(
+                    record, "conflicting_duplicate", reason, exchange.model_dump_json()
                 )
+                bad.append((conflict, state))
             else:
                 kept.append((state, exchange))
-        await self._dead_letter(bad)
-        for item in bad:
-            self._finish(item.state)
+        await self._dead_letter([b for b, _ in bad])
+        for _, state in bad:
+            self._finish(state)
         exchanges = [e for _, e in kept]
         await asyncio.to_thread(self.repo.save_exchanges, self.run_id, exchanges)
         self.report.exchanges += len(exchanges)
@@ -382,17 +369,6 @@ class KafkaReplayWorker(Lifecycle):
         self.report.max_buffered_seen = max(self.report.max_buffered_seen, self.buffered)
         self.metrics.buffered.set(self.buffered)
         return _InFlightRecord(record.tp, record.offset)
-
-    def _decode(self, record: BusRecord, state: _InFlightRecord) -> Exchange | _Bad:
-        location = record_location(record)
-        value = record.value or b""
-        text = value.decode("utf-8", errors="replace")
-        if not text.strip():
-            return _Bad(record, state, "empty", f"{location}: the record has no value", text)
-        try:
-            return decode_exchange_line(text.strip(), location)
-        except RecordDecodeError as exc:
-            return _Bad(record, state, exc.reason or "invalid", str(exc), text)
 
     def _dispatch(
         self, state: _InFlightRecord, exchange: Exchange, unavailable: OffloadUnavailable | None
@@ -469,51 +445,20 @@ class KafkaReplayWorker(Lifecycle):
                 if state.remaining == 0:
                     self._finish(state)
 
-    async def _dead_letter(self, bad: list[_Bad]) -> None:
-        """Produce undecodable records to the dead-letter topic and store them as rejected.
+    async def _dead_letter(self, bad: list[BadRecord]) -> None:
+        """Dead-letter and store bad records, then count them by reason.
 
-        A record already stored as rejected for this run (a re-delivery after a crash) is
-        not produced or stored again.
+        A record already rejected for this run (a re-delivery after a crash) is not
+        produced, stored or counted again (:class:`replay.dead_letter.DeadLetterQueue`).
 
         Raises:
             BusError: the dead-letter topic did not acknowledge a record (nothing is
                 marked finished, so the records are re-delivered after a restart).
         """
-        new = [b for b in bad if record_location(b.record) not in self._rejected_at]
-        if not new:
-            return
-        topic = self.kafka.dead_letter_topic
-        outgoing = [self._dead_letter_record(b) for b in new]
-        for item, delivery in zip(
-            new, await self.dlq_producer.send_many(topic, outgoing), strict=True
-        ):
-            if isinstance(delivery, BusError):
-                raise BusError(
-                    f"dead-letter topic {topic} refused {record_location(item.record)}: {delivery}"
-                )
-        rows: list[RejectedRecord] = [
-            rejected_record(self.run_id, record_location(b.record), b.reason, b.detail, b.raw)
-            for b in new
-        ]
-        await asyncio.to_thread(self.repo.save_rejected_many, rows)
-        for b in new:
-            self._rejected_at.add(record_location(b.record))
+        for b in await self._dead_letters.send(bad):
             self.report.rejected[b.reason] += 1
             self.report.dead_letter[b.reason] += 1
             self.metrics.dead_letter.labels(reason=b.reason).inc()
-
-    def _dead_letter_record(self, bad: _Bad) -> OutgoingRecord:
-        detail, _ = scrub_secrets(bad.detail[:DLQ_DETAIL_MAX_CHARS])
-        record = bad.record
-        headers = (
-            ("reason", bad.reason.encode()),
-            ("source_topic", record.topic.encode()),
-            ("source_partition", str(record.partition).encode()),
-            ("source_offset", str(record.offset).encode()),
-            ("run_id", self.run_id.encode()),
-            ("detail", detail.encode()),
-        )
-        return OutgoingRecord(value=record.value or b"", key=record.key, headers=headers)
 
     async def _commit(self, partitions: Sequence[Partition] | None = None) -> None:
         """Commit the committable positions that moved (of ``partitions``, or all).
@@ -558,21 +503,6 @@ class KafkaReplayWorker(Lifecycle):
                 self.repo.completed_exchange_ids, self.run_id, spec.target
             )
             self._done[spec.target] |= stored
-
-    async def _load_rejected_locations(self, page: int = 1000) -> None:
-        offset = 0
-        while True:
-            rows = await asyncio.to_thread(
-                self.repo.list_rejected,
-                self.run_id,
-                stage=RejectStage.CAPTURE_LOG.value,
-                limit=page,
-                offset=offset,
-            )
-            self._rejected_at.update(r.location for r in rows if r.location and "@" in r.location)
-            if len(rows) < page:
-                return
-            offset += page
 
     # ---------------------------------------------------------------- shutdown
 
