@@ -37,10 +37,10 @@ def main() -> None:
     from application.runs import RunRequest
     from capture.table_import import import_table
     from shadoweval.config import DatabaseSettings, ReplaySettings, Settings
+    from shadoweval.serving import BackgroundServer
     from shadoweval.tables import load_recorded_rows
     from simulation.mock_llm import FaultConfig, create_app
     from simulation.mock_llm.latency import parse_latency_profile
-    from simulation.mock_llm.server import BackgroundServer
 
     alpaca = args.data / "alpaca_eval"
     profile = parse_latency_profile(f"llmperf:{args.data}/llmperf_leaderboard/individual/*_7b.json")

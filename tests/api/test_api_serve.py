@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 from faces.api.app import build_app
 from faces.cli import app as cli_app
 from faces.cli.exit_codes import EXIT_ERROR
+from shadoweval.serving import BackgroundServer
 from shadoweval.storage import Repository
-from simulation.mock_llm.server import BackgroundServer
 
 from .conftest import TOKEN
 

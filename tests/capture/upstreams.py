@@ -7,8 +7,9 @@
   ``pieces`` (``n`` body pieces of ``size`` bytes), ``gzip``/``br`` (fixed compressed
   bodies with ``Content-Length``), ``gzip_stream`` (chunked gzip pieces), ``hop`` (a
   response carrying hop-by-hop headers), ``break`` (one piece, then the connection drops).
-* :class:`ServerThread` — uvicorn in a daemon thread with the options the proxy needs
-  (``server_header``/``date_header`` off, lifespan on).
+* :class:`ServerThread` — :class:`~shadoweval.serving.BackgroundServer` with test
+  timeouts; :func:`running_proxy` passes it the options the proxy needs
+  (:data:`capture.proxy.UVICORN_OPTIONS`, lifespan on).
 * :func:`running_proxy` — a :class:`~capture.proxy.CaptureProxy` served on loopback with a
   :class:`CaptureCollector` as its tee.
 """
@@ -29,7 +30,6 @@ from urllib.parse import parse_qs
 
 import brotli
 import httpx
-import uvicorn
 from starlette.types import Receive, Scope, Send
 
 from capture.metrics import CaptureMetrics
@@ -37,6 +37,7 @@ from capture.proxy import UVICORN_OPTIONS, CaptureProxy
 from capture.raw import RawCapture
 from capture.sampling import StickySampler
 from shadoweval.config import CaptureSettings
+from shadoweval.serving import BackgroundServer
 
 PLAIN_BODY = (
     b'{"id":"x","object":"chat.completion","choices":[{"index":0,"message":'
@@ -220,35 +221,22 @@ class ScriptedUpstream:
         # return without completing: uvicorn closes the connection mid-body
 
 
-class ServerThread:
-    """uvicorn serving ``app`` on a free loopback port in a daemon thread.
+class ServerThread(BackgroundServer):
+    """:class:`~shadoweval.serving.BackgroundServer` on a free loopback port, given 60 s to
+    start (a loaded machine) and 10 s to stop.
 
-    ``options`` go to :class:`uvicorn.Config` (defaults: ``lifespan="off"``).
+    ``options`` go to :class:`uvicorn.Config` (defaults: ``lifespan="off"``,
+    ``log_level="warning"``, ``ws="none"``).
     """
 
     def __init__(self, app: Any, **options: Any) -> None:
-        options.setdefault("lifespan", "off")
-        config = uvicorn.Config(
-            app, host="127.0.0.1", port=0, log_level="warning", ws="none", **options
+        super().__init__(
+            app,
+            start_timeout_s=60.0,
+            stop_timeout_s=10.0,
+            thread_name="test-upstream",
+            **options,
         )
-        self.server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self.server.run, daemon=True)
-        self.url = ""
-
-    def __enter__(self) -> ServerThread:
-        self._thread.start()
-        deadline = time.monotonic() + 60
-        while not self.server.started:
-            assert self._thread.is_alive(), "uvicorn stopped before it started"
-            assert time.monotonic() < deadline, "uvicorn did not start within 60 s"
-            time.sleep(0.005)
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.server.should_exit = True
-        self._thread.join(timeout=10)
 
 
 class CaptureCollector:

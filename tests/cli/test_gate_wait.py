@@ -29,10 +29,10 @@ from shadoweval.records import (
     Decision,
     Verdict,
 )
+from shadoweval.serving import BackgroundServer
 from shadoweval.storage import Database, PolicyAuditAction, Repository
 from shadoweval.tables import RecordedRow
 from simulation.mock_llm import FaultConfig, TableLatency, create_app
-from simulation.mock_llm.server import BackgroundServer
 from tests.cli.test_pipeline_commands import (
     POLICY,
     Workload,

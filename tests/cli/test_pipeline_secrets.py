@@ -15,9 +15,9 @@ from capture.table_import import import_table
 from faces.cli import app
 from shadoweval.capture_log import read_capture_log
 from shadoweval.records import HeaderPair
+from shadoweval.serving import BackgroundServer
 from shadoweval.tables import TableMapping, load_recorded_rows
 from simulation.mock_llm import FaultConfig, TableLatency, create_app
-from simulation.mock_llm.server import BackgroundServer
 from simulation.workload import DEMO_MAPPING, WorkloadSpec, write_workload
 
 CANARY = "sk-live-CANARY0123456789abcdef"

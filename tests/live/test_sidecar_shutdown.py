@@ -18,11 +18,11 @@ import pytest
 
 from shadoweval.capture_log import read_capture_log
 from shadoweval.records import ExchangeOutcome
+from shadoweval.serving import BackgroundServer
 from shadoweval.tables import RecordedRow
 from simulation.mock_llm.app import create_app
 from simulation.mock_llm.faults import FaultConfig
 from simulation.mock_llm.latency import FixedLatency
-from simulation.mock_llm.server import BackgroundServer
 from tests.kafka_broker import free_port
 from tests.waiting import wait_until
 

@@ -2,25 +2,16 @@
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import openai
 import pytest
-import uvicorn
 
+from shadoweval.serving import BackgroundServer
 from shadoweval.tables import RecordedRow
 from simulation.mock_llm import FaultConfig, FixedLatency, create_app
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @pytest.fixture
@@ -33,23 +24,8 @@ def server_url(alpaca_rows: list[RecordedRow], bfcl_rows: list[RecordedRow]) -> 
         model_name="gpt-4o-mock",
         time_scale=0.5,
     )
-    port = _free_port()
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", lifespan="off", ws="none"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        assert thread.is_alive(), "uvicorn stopped before it started"
-        assert time.monotonic() < deadline, "uvicorn did not start in 60 s"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    with BackgroundServer(app, start_timeout_s=60.0, thread_name="mock-llm") as server:
+        yield f"{server.url}/v1"
 
 
 def test_openai_client_against_uvicorn(

@@ -19,10 +19,10 @@ import orjson
 import pytest
 
 from shadoweval.records import Exchange, HeaderPair, ModelIdentity, RequestRecord
+from shadoweval.serving import BackgroundServer
 from shadoweval.storage import Database, Repository
 from shadoweval.tables import RecordedRow, load_recorded_rows
 from simulation.mock_llm import FaultConfig, LatencyProfile, NoLatency, create_app
-from simulation.mock_llm.server import BackgroundServer
 
 LLAMA3 = "alpaca_eval/Meta-Llama-3-8B-Instruct/model_outputs.json"
 LLAMA31 = "alpaca_eval/Meta-Llama-3.1-8B-Instruct-Turbo/model_outputs.json"
