@@ -1,1 +1,4 @@
-"""Benchmarks: scripts that print tables (see docs/benchmarks.md); a package so the layer contracts see them."""
+"""Benchmarks: scripts that print tables (docs/benchmarks.md).
+
+A package so that the layer contracts (import-linter) see what they import.
+"""
