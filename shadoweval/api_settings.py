@@ -9,9 +9,10 @@ command): only ``shadow-eval api serve`` and the API's application factory
 * ``SHADOWEVAL_API__TOKEN_FILE``: a file holding the token (a mounted secret), read when
   no token is given directly;
 * ``SHADOWEVAL_API__HOST`` / ``SHADOWEVAL_API__PORT``: where to listen (loopback by
-  default);
-* ``SHADOWEVAL_API__INSECURE_NO_AUTH``: ``true`` serves without a token (the
-  ``--insecure-no-auth`` option); refused when a token is configured too.
+  default).
+
+Serving without a token has no variable on purpose: only the explicit
+``--insecure-no-auth`` option of ``shadow-eval api serve`` does it.
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ class ApiSettings(BaseSettings):
     port: int = Field(default=8787, ge=0, le=65535)
     token: SecretStr | None = None
     token_file: Path | None = None
-    insecure_no_auth: bool = False
 
 
 def read_token_file(path: Path) -> SecretStr:
@@ -87,23 +87,26 @@ def resolve_token(settings: ApiSettings, token_file: Path | None) -> tuple[Secre
     return token, source
 
 
-def required_token(settings: ApiSettings, token_file: Path | None) -> tuple[SecretStr | None, str]:
+def required_token(
+    settings: ApiSettings, token_file: Path | None, *, insecure_no_auth: bool = False
+) -> tuple[SecretStr | None, str]:
     """The token the API must require, refusing the two unsafe combinations.
 
-    As :func:`resolve_token`; ``(None, "none")`` only with ``settings.insecure_no_auth``.
+    As :func:`resolve_token`; ``(None, "none")`` only with ``insecure_no_auth`` (the
+    ``--insecure-no-auth`` option: there is no environment variable for it).
 
     Raises:
         ConfigError: no token and no ``insecure_no_auth``; a token and ``insecure_no_auth``;
             or as :func:`resolve_token`.
     """
     token, source = resolve_token(settings, token_file)
-    if token is None and not settings.insecure_no_auth:
+    if token is None and not insecure_no_auth:
         raise ConfigError(
             "refusing to start without an API token: set SHADOWEVAL_API__TOKEN or pass "
             "--token-file (or, on a trusted loopback only, --insecure-no-auth)",
             field="token",
         )
-    if token is not None and settings.insecure_no_auth:
+    if token is not None and insecure_no_auth:
         raise ConfigError(
             f"--insecure-no-auth given, but a token is configured ({source}); use one or the other",
             field="insecure_no_auth",

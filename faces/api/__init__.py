@@ -13,6 +13,18 @@ The API never evaluates a gate itself: :func:`faces.api.app.build_app` wires the
 
 from __future__ import annotations
 
-from faces.api.app import ComputeVerdict, app_from_environment, build_app, create_app
+from faces.api.app import (
+    ComputeVerdict,
+    app_from_environment,
+    build_app,
+    create_app,
+    insecure_app_from_environment,
+)
 
-__all__ = ["ComputeVerdict", "app_from_environment", "build_app", "create_app"]
+__all__ = [
+    "ComputeVerdict",
+    "app_from_environment",
+    "build_app",
+    "create_app",
+    "insecure_app_from_environment",
+]

@@ -305,16 +305,34 @@ def app_from_environment() -> Starlette:
     """The application factory ``shadow-eval api serve`` hands uvicorn by import string
     (``faces.api.app:app_from_environment``, ``factory=True``).
 
-    Reads the token from :class:`~shadoweval.api_settings.ApiSettings`
-    (``SHADOWEVAL_API__*``) and the database from ``SHADOWEVAL_DATABASE__URL``, opens the
-    repository (the schema must be current) and closes it when the server shuts down (the
-    ASGI lifespan). The CLI starts the server this way so that it never imports this face.
+    Requires a token: :class:`~shadoweval.api_settings.ApiSettings`
+    (``SHADOWEVAL_API__TOKEN`` or ``SHADOWEVAL_API__TOKEN_FILE``); the database is
+    ``SHADOWEVAL_DATABASE__URL``. The repository is opened here (its schema must be current)
+    and closed when the server shuts down (the ASGI lifespan). The CLI starts the server
+    this way so that it never imports this face.
 
     Raises:
-        ConfigError: no token without ``SHADOWEVAL_API__INSECURE_NO_AUTH``, or both.
+        ConfigError: no token is configured, or it is unreadable or too short.
         StorageError: the database cannot be reached or is not at the current schema.
     """
     token, _ = required_token(ApiSettings(), None)
+    return _app_over_settings_database(token)
+
+
+def insecure_app_from_environment() -> Starlette:
+    """The factory of ``shadow-eval api serve --insecure-no-auth``: the API WITHOUT
+    authentication, for a trusted loopback only. Chosen by that explicit option alone (no
+    environment variable turns authentication off).
+
+    Raises:
+        ConfigError: a token is configured too (use one or the other).
+        StorageError: as :func:`app_from_environment`.
+    """
+    token, _ = required_token(ApiSettings(), None, insecure_no_auth=True)
+    return _app_over_settings_database(token)
+
+
+def _app_over_settings_database(token: SecretStr | None) -> Starlette:
     resources = ExitStack()
     repo = resources.enter_context(open_repository(load_settings().database.url, upgrade=False))
     try:

@@ -19,8 +19,11 @@ from faces.cli.options import DatabaseUrlOpt
 from faces.cli.render import print_error
 
 API_FACTORY = "faces.api.app:app_from_environment"
-"""The API's application factory, handed to uvicorn by import string: the CLI starts the
-API face without importing it (faces never import each other)."""
+"""The API's application factory (a token required), handed to uvicorn by import string:
+the CLI starts the API face without importing it (faces never import each other)."""
+
+INSECURE_API_FACTORY = "faces.api.app:insecure_app_from_environment"
+"""The factory of ``--insecure-no-auth`` (no authentication), chosen by that option only."""
 
 api_app = typer.Typer(
     name="api",
@@ -68,6 +71,7 @@ def serve_command(
     from rich.console import Console
 
     from application.database import open_repository
+    from application.redaction import body_redaction
     from faces.cli.exit_codes import EXIT_ERROR
     from faces.cli.options import database_url as resolve_url
     from shadoweval.api_settings import ApiSettings, required_token
@@ -81,23 +85,20 @@ def serve_command(
             first = exc.errors()[0]
             name = "SHADOWEVAL_API__" + "__".join(str(p) for p in first["loc"]).upper()
             raise ConfigError(f"{name}: {first['msg']}", field=name) from None
-        if insecure_no_auth:
-            settings = settings.model_copy(update={"insecure_no_auth": True})
-        token, source = required_token(settings, token_file)
+        token, source = required_token(settings, token_file, insecure_no_auth=insecure_no_auth)
         bind_host = host or settings.host
         bind_port = settings.port if port is None else port
         url = resolve_url(database_url)
-        with open_repository(url, upgrade=False) as repo:  # refuse before binding
+        body_redaction()  # the exports' redaction settings: refuse bad ones before binding
+        with open_repository(url, upgrade=False) as repo:  # likewise the database
             safe_url = repo.database.safe_url
         # The factory reads what this command resolved from the environment it inherits.
         os.environ["SHADOWEVAL_DATABASE__URL"] = url
         os.environ.pop("SHADOWEVAL_API__TOKEN_FILE", None)
         if token is None:
             os.environ.pop("SHADOWEVAL_API__TOKEN", None)
-            os.environ["SHADOWEVAL_API__INSECURE_NO_AUTH"] = "true"
         else:
             os.environ["SHADOWEVAL_API__TOKEN"] = token.get_secret_value()
-            os.environ.pop("SHADOWEVAL_API__INSECURE_NO_AUTH", None)
         auth = f"bearer token from {source}" if token else "NO AUTHENTICATION"
         typer.echo(
             f"shadow-eval API on http://{bind_host}:{bind_port} ({auth}; database {safe_url})",
@@ -107,7 +108,7 @@ def serve_command(
             typer.echo("warning: serving WITHOUT authentication", err=True)
         server = uvicorn.Server(
             uvicorn.Config(
-                API_FACTORY,
+                API_FACTORY if token is not None else INSECURE_API_FACTORY,
                 factory=True,
                 host=bind_host,
                 port=bind_port,

@@ -43,6 +43,20 @@ def test_refuses_to_start_without_a_token(api_db_url: str) -> None:
     assert "SHADOWEVAL_API__TOKEN" in stderr
 
 
+def test_no_environment_variable_turns_authentication_off(api_db_url: str) -> None:
+    # Only the explicit --insecure-no-auth option serves without a token.
+    for value in ("true", "1"):
+        code, stderr = serve(
+            "--database-url",
+            api_db_url,
+            "--port",
+            free_port(),
+            env={"SHADOWEVAL_API__INSECURE_NO_AUTH": value},
+        )
+        assert code == EXIT_ERROR, stderr
+        assert "refusing to start without an API token" in stderr
+
+
 def test_refuses_short_empty_or_missing_token_files(tmp_path: Path, api_db_url: str) -> None:
     short = tmp_path / "short"
     short.write_text("abc123\n", encoding="utf-8")
