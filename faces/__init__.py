@@ -1,4 +1,5 @@
-"""The faces of shadow-eval: the command line, the HTTP API, the dashboard and the demo.
+"""The faces of shadow-eval: the command line (including ``shadow-eval demo``), the HTTP API and
+the dashboard.
 
 A face parses input, calls the application layer (:mod:`application`) and renders what it
 returns. No face imports another.

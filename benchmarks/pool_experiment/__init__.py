@@ -1,0 +1,1 @@
+"""The connection-pool experiment of docs/benchmarks.md (a sitecustomize put on PYTHONPATH)."""
