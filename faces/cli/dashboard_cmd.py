@@ -135,8 +135,8 @@ def dashboard_command(
     from shadoweval.errors import ShadowEvalError
 
     err = wide_console(stderr=True)
-    url = resolve_url(database_url)
     try:
+        url = resolve_url(database_url)
         with open_repository(url, upgrade=False) as repo:
             shown = repo.database.safe_url
         check_port(address, port)

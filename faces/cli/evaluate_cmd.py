@@ -44,46 +44,26 @@ def build_settings(
     timeout_s: float | None,
     warmup: int | None,
 ) -> Settings:
-    """Settings from the environment with the command-line overrides applied.
+    """Settings from the environment with the command-line overrides applied
+    (:func:`shadoweval.config.load_settings`; an option not given is ``None``).
 
     Raises:
-        ConfigError: an override is out of range (names the option and value).
+        ConfigError: an environment variable or override is invalid (names the field and
+            value), or a ``SHADOWEVAL_*`` variable names no setting.
     """
-    from pydantic import ValidationError
-    from pydantic_settings import SettingsError
+    from shadoweval.config import load_settings
 
-    from shadoweval.config import ReplaySettings, check_environment
-    from shadoweval.config import Settings as _Settings
-    from shadoweval.errors import ConfigError
-
-    check_environment()
-    try:
-        settings = _Settings()
-    except (ValidationError, SettingsError) as exc:
-        raise ConfigError(f"invalid SHADOWEVAL_* environment: {exc}", field="environment") from None
-    replay = settings.replay.model_dump()
-    for key, value in (
-        ("concurrency", concurrency),
-        ("rate_per_s", rate),
-        ("timeout_s", timeout_s),
-        ("warmup_requests", warmup),
-    ):
-        if value is not None:
-            replay[key] = value
-    try:
-        replay_settings = ReplaySettings.model_validate(replay)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        name = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(
-            f"replay.{name} = {first.get('input')!r}: {first['msg']}",
-            field=f"replay.{name}",
-            value=first.get("input"),
-        ) from None
-    update: dict[str, object] = {"replay": replay_settings}
-    if database_url:
-        update["database"] = settings.database.model_copy(update={"url": database_url})
-    return settings.model_copy(update=update)
+    return load_settings(
+        {
+            "replay": {
+                "concurrency": concurrency,
+                "rate_per_s": rate,
+                "timeout_s": timeout_s,
+                "warmup_requests": warmup,
+            },
+            "database": {"url": database_url or None},
+        }
+    )
 
 
 def ensure_writable(path: Path) -> None:

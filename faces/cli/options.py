@@ -89,9 +89,14 @@ WarmupOpt = Annotated[
 
 
 def database_url(option: str | None) -> str:
-    """The database URL: the option, else the settings (environment), else the default."""
+    """The database URL: the option, else the settings (environment), else the default.
+
+    Raises:
+        ConfigError: the environment is invalid or holds a ``SHADOWEVAL_*`` variable that
+            names no setting (:func:`shadoweval.config.load_settings`).
+    """
     if option:
         return option
-    from shadoweval.config import Settings
+    from shadoweval.config import load_settings
 
-    return Settings().database.url
+    return load_settings().database.url
