@@ -26,7 +26,8 @@ def _shipped_packages(config: dict[str, Any]) -> set[str]:
 
 
 def _contract(config: dict[str, Any], contract_id: str) -> dict[str, Any]:
-    (contract,) = [c for c in config["tool"]["importlinter"]["contracts"] if c["id"] == contract_id]
+    contracts: list[dict[str, Any]] = config["tool"]["importlinter"]["contracts"]
+    (contract,) = [c for c in contracts if c["id"] == contract_id]
     return contract
 
 
