@@ -24,14 +24,14 @@ from pathlib import Path
 from rich.console import Console
 
 from application.evaluation import EvaluationRequest, EvaluationResult, evaluate
-from application.importing import ImportRequest, TableSource, import_table, load_table
+from application.importing import ImportRequest, TableSource, import_table
+from application.mock_llm import MockLlmRequest, build_mock_llm
 from application.runs import RunRequest
 from shadoweval.config import DatabaseSettings, ReplaySettings, Settings
 from shadoweval.errors import ShadowEvalError
 from shadoweval.records import CheckOutcome, Decision, Verdict
 from shadoweval.serving import BackgroundServer
 from shadoweval.tables import TableMapping
-from simulation.mock_llm import FaultConfig, TableLatency, create_app
 from simulation.workload import (
     DEMO_MAPPING,
     PLANTED,
@@ -214,12 +214,17 @@ def prepare(paths: DemoPaths, spec: WorkloadSpec) -> tuple[Path, Path]:
 
 
 def _mock_server(table: Path, model_name: str, seed: int) -> BackgroundServer:
-    """A mock-llm server (not started) answering from ``table`` with its own latencies."""
-    rows = load_table(TableSource(table, mapping=TableMapping(**DEMO_MAPPING))).rows
-    app = create_app(
-        rows, latency=TableLatency(), faults=FaultConfig(), seed=seed, model_name=model_name
+    """A mock-llm server (not started) answering from ``table`` with its own latencies
+    (:func:`application.mock_llm.build_mock_llm`, latency profile ``table``, no faults)."""
+    mock = build_mock_llm(
+        MockLlmRequest(
+            table=TableSource(table, mapping=TableMapping(**DEMO_MAPPING)),
+            latency_profile="table",
+            seed=seed,
+            model_name=model_name,
+        )
     )
-    return BackgroundServer(app)
+    return BackgroundServer(mock.app)
 
 
 def run_demo(
