@@ -36,6 +36,7 @@ from shadoweval.config import KafkaSettings, SpoolSettings
 from shadoweval.records import Exchange
 from tests.capture.test_oversize import built_of, make_exchange
 from tests.kafka_broker import TansuBroker
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -82,14 +83,6 @@ def total_dropped(metrics: CaptureMetrics) -> float:
         for s in metric.samples
         if s.name.endswith("_total")
     )
-
-
-async def eventually(cond: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 def drained(sink: KafkaSink) -> bool:
