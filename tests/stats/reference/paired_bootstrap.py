@@ -296,6 +296,3 @@ def paired_quantile_ratio_ci(
         ratios[filled : filled + got] = sorted_c[rank_c] / sorted_b[rank_b]
         filled += got
     return _ratio_result(cand, base, ratios, q, confidence, paired=True)
-
-
-# ------------------------------------------------------------------ resampling-free paired
