@@ -6,10 +6,11 @@ into records the same way: :func:`json_records`.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import pandas as pd
+
+from shadoweval.tables.values import to_python
 
 __all__ = ["json_records"]
 
@@ -18,16 +19,6 @@ def json_records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     """One dict per row, column name → value, ready for :func:`json.dumps`.
 
     NaN becomes ``None`` and numpy scalars become Python ones; column names become
-    strings.
+    strings (:func:`shadoweval.tables.values.to_python`, the tables' own converter).
     """
-    records: list[dict[str, Any]] = []
-    for row in frame.to_dict(orient="records"):
-        record: dict[str, Any] = {}
-        for key, value in row.items():
-            if hasattr(value, "item"):
-                value = value.item()
-            if isinstance(value, float) and math.isnan(value):
-                value = None
-            record[str(key)] = value
-        records.append(record)
-    return records
+    return [to_python(row) for row in frame.to_dict(orient="records")]

@@ -11,24 +11,12 @@ and passes every :class:`~shadoweval.storage.samples.Sample` through
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
-from export.redaction import Redact
+from export.redaction import Redact, redact_json
 from shadoweval.storage import Repository
 from shadoweval.storage.samples import Sample, SampleCursor, SampleFilter, SamplePage
 
 __all__ = ["Redact", "redact_json", "redact_sample", "redacted_page"]
-
-
-def redact_json(value: Any, redact: Redact) -> Any:
-    """A copy of a JSON value with every string (not the object keys) redacted."""
-    if isinstance(value, str):
-        return redact(value) if value else value
-    if isinstance(value, list | tuple):
-        return [redact_json(item, redact) for item in value]
-    if isinstance(value, dict):
-        return {key: redact_json(item, redact) for key, item in value.items()}
-    return value
 
 
 def redact_sample(sample: Sample, redact: Redact) -> Sample:

@@ -71,7 +71,7 @@ import orjson
 from capture.decoding import DEFAULT_MAX_OUTPUT_BYTES, BodyDecoder, ContentDecodingError
 from capture.identity import resolve_identity
 from capture.raw import RawCapture
-from capture.response_assembly import ERROR_MESSAGE_MAX_CHARS, ResponseAssembler
+from capture.response_assembly import ResponseAssembler
 from capture.sinks.base import BuiltExchange
 from capture.tagging import TaskTag, TaskTagger
 from shadoweval.body_redaction import BodyRedactor, RedactionHits, parse_json
@@ -92,7 +92,6 @@ from shadoweval.redaction import redact_headers
 
 __all__ = [
     "CLIENT_ADDRESS_HEADERS",
-    "ERROR_MESSAGE_MAX_CHARS",
     "SENSITIVE_NAME_WORDS",
     "SENSITIVE_QUERY_PARAMS",
     "BuildError",

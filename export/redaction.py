@@ -71,14 +71,20 @@ class CountingRedactor:
 
     def json(self, value: Any) -> Any:
         """A copy of a JSON value with every string (not the object keys) redacted."""
-        if isinstance(value, str):
-            return self(value)
-        if isinstance(value, list | tuple):
-            return [self.json(item) for item in value]
-        if isinstance(value, dict):
-            return {key: self.json(item) for key, item in value.items()}
-        return value
+        return redact_json(value, self)
 
     def counts(self) -> dict[str, int]:
         """Hits so far per rule, rules sorted by name."""
         return {rule: self._counts[rule] for rule in sorted(self._counts)}
+
+
+def redact_json(value: Any, redact: Redact) -> Any:
+    """A copy of a JSON value with every non-empty string (not the object keys) passed
+    through ``redact``; lists, tuples (as lists) and dicts are copied, other values kept."""
+    if isinstance(value, str):
+        return redact(value) if value else value
+    if isinstance(value, list | tuple):
+        return [redact_json(item, redact) for item in value]
+    if isinstance(value, dict):
+        return {key: redact_json(item, redact) for key, item in value.items()}
+    return value

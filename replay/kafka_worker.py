@@ -50,7 +50,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from replay.dead_letter import (
-    DLQ_DETAIL_MAX_CHARS,
     BadRecord,
     DeadLetterQueue,
     decode_record,
@@ -76,7 +75,7 @@ from shadoweval.records import Exchange, ReplayErrorKind, ReplayOutcome, ReplayT
 from shadoweval.redaction import redact_exchange_headers
 from shadoweval.storage import Repository
 
-__all__ = ["DLQ_DETAIL_MAX_CHARS", "KafkaReplayWorker", "WorkerReport", "record_location"]
+__all__ = ["KafkaReplayWorker", "WorkerReport"]
 
 logger = logging.getLogger(__name__)
 

@@ -19,7 +19,6 @@ RejectedRecord, VerdictEntry, LatestDecision, PolicyAuditEntry).
 
 from __future__ import annotations
 
-from shadoweval.errors import StorageError
 from shadoweval.storage.database import Database, head_revision, require_existing_sqlite, upgrade
 from shadoweval.storage.repository import PairInput, Repository
 from shadoweval.storage.samples import Sample, SampleCursor, SampleFilter, SamplePage
@@ -49,7 +48,6 @@ __all__ = [
     "SampleCursor",
     "SampleFilter",
     "SamplePage",
-    "StorageError",
     "VerdictEntry",
     "head_revision",
     "require_existing_sqlite",
