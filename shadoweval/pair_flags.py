@@ -46,10 +46,13 @@ class PairFlag(enum.StrEnum):
     FINISH_REASON_CHANGED = "finish_reason_changed"
     BELOW_NOISE_FLOOR = "below_noise_floor"
     NO_SIMILARITY = "no_similarity"
+    CANDIDATE_HARM = "candidate_harm"
+    BASELINE_HARM = "baseline_harm"
+    TOOL_CHANGED = "tool_changed"
 
 
 PAIR_FLAG_BITS: dict[PairFlag, int] = {flag: 1 << i for i, flag in enumerate(PairFlag)}
-"""Stable bit of each flag (``candidate_error`` = 1, ``baseline_error`` = 2, … 2**11)."""
+"""Stable bit of each flag (``candidate_error`` = 1, ``baseline_error`` = 2, … 2**14)."""
 
 _ALL_BITS = sum(PAIR_FLAG_BITS.values())
 
@@ -124,6 +127,12 @@ def pair_flags(score: PairScore) -> tuple[PairFlag, ...]:
       ``similarity < noise_similarity`` (the candidate diverges more than the baseline
       from itself).
     * ``no_similarity``: ``similarity`` is ``None`` (either side errored).
+    * ``candidate_harm`` / ``baseline_harm``: a harm detector fired on that side
+      (``score.candidate_harms`` / ``score.baseline_harms``, :class:`~shadoweval.records.HarmKind`).
+    * ``tool_changed``: the tool behaviour differs (``score.tool_changes`` is not empty).
+
+    Records scored before the harm detectors existed have no harms and no tool changes,
+    so the three newest bits need no backfill (they are 0 there).
     """
     found: set[PairFlag] = set()
     if score.candidate_error:
@@ -173,6 +182,12 @@ def pair_flags(score: PairScore) -> tuple[PairFlag, ...]:
         found.add(PairFlag.NO_SIMILARITY)
     elif score.noise_similarity is not None and score.similarity < score.noise_similarity:
         found.add(PairFlag.BELOW_NOISE_FLOOR)
+    if score.candidate_harms:
+        found.add(PairFlag.CANDIDATE_HARM)
+    if score.baseline_harms:
+        found.add(PairFlag.BASELINE_HARM)
+    if score.tool_changes:
+        found.add(PairFlag.TOOL_CHANGED)
     return tuple(flag for flag in PairFlag if flag in found)
 
 

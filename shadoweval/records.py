@@ -383,6 +383,51 @@ class SimilarityDetail(_Record):
     method: str = "cosine_mean_pooled_chunks"
 
 
+class HarmKind(enum.StrEnum):
+    """A directional harm that a detector finds in one side's answer.
+
+    Each is a yes/no fact about one side (baseline or candidate) of one pair, set by
+    :mod:`compare.harms` at scoring time (definitions, thresholds and sources there) and
+    gated as a paired binary check (:mod:`stats.checks.harms`): harm is the candidate
+    showing it where the baseline did not, more often than the reverse.
+    """
+
+    DEGENERATION = "degeneration"
+    """A repetition loop: the answer repeats one n-gram or line far beyond normal prose."""
+    RUNAWAY_LENGTH = "runaway_length"
+    """The answer was cut by its token budget (``finish_reason = length`` or
+    ``max_tokens`` reached). The gate adds the policy's length-ratio bound."""
+    REFUSAL = "refusal"
+    """The answer refuses or deflects (a documented, configurable pattern set)."""
+    MISSING_FINISH_REASON = "missing_finish_reason"
+    """The answer ended without a ``finish_reason`` (a truncated stream)."""
+    TEMPLATE_MARKERS = "template_markers"
+    """Chat-template markers (``[/INST]``, ``<|im_end|>``, ``<</SYS>>`` …) in the answer."""
+    LANGUAGE_SWITCH = "language_switch"
+    """The answer is written in another script or language than the prompt."""
+    PLACEHOLDER_JSON = "placeholder_json"
+    """Valid JSON that says nothing: ``{}``/``[]``, or missing the schema's required fields."""
+
+
+class ToolChange(enum.StrEnum):
+    """How the candidate's tool behaviour differs from the baseline's on one pair.
+
+    Set by :func:`compare.harms.tool_changes` where the request offered tools and neither
+    side errored; arguments are compared after JSON normalisation.
+    """
+
+    TEXT_INSTEAD_OF_CALL = "text_instead_of_call"
+    """The baseline called a tool; the candidate answered in text."""
+    CALL_INSTEAD_OF_TEXT = "call_instead_of_text"
+    """The baseline answered in text; the candidate called a tool."""
+    FUNCTION_CHANGED = "function_changed"
+    """Both called tools, but not the same multiset of function names."""
+    ARGUMENTS_CHANGED = "arguments_changed"
+    """The same functions, but some call's normalised arguments differ."""
+    ORDER_CHANGED = "order_changed"
+    """The same calls with the same arguments, in another order."""
+
+
 class SidePair(_Record):
     """A value measured on the baseline and on the candidate."""
 
@@ -404,6 +449,16 @@ class PairScore(_Record):
     a cancelled live request) says nothing about the model's quality and is gated
     separately; any other error (``*_error`` without ``*_infra_error``: the server
     rejected the request with another 4xx) is the model's or its serving config's.
+
+    Direction (:mod:`compare.harms`): ``baseline_harms`` / ``candidate_harms`` list the
+    :class:`HarmKind` detectors that fired on each side (empty for an errored side);
+    ``tool_changes`` how the candidate's tool calls differ from the baseline's;
+    ``output_chars`` each side's answer length in characters (content plus rendered tool
+    calls); ``sampled`` whether the request sampled (temperature > 0 or not given: the
+    server's default samples; ``False`` only for temperature 0; ``None`` when the body
+    could not be read); ``noise_identical`` whether the baseline repeat returned exactly
+    the captured answer (``None`` without a usable repeat) — the degenerate-noise-floor
+    test of :mod:`stats.change` reads it.
     """
 
     schema_version: Literal[1] = SCHEMA_VERSION
@@ -438,6 +493,12 @@ class PairScore(_Record):
     e2e_ms: SidePair = SidePair()
     latency_baseline_source: Literal["live", "recorded", "baseline_repeat", "missing"] = "missing"
     candidate_warmup: bool = False
+    baseline_harms: tuple[HarmKind, ...] = ()
+    candidate_harms: tuple[HarmKind, ...] = ()
+    tool_changes: tuple[ToolChange, ...] = ()
+    output_chars: SidePair = SidePair()
+    sampled: bool | None = None
+    noise_identical: bool | None = None
     scored_at: AwareDatetime = Field(default_factory=utc_now)
 
 
@@ -551,3 +612,87 @@ class HumanLabel(_Record):
     labeller: str = Field(min_length=1)
     labelled_at: AwareDatetime = Field(default_factory=utc_now)
     source: Literal["dashboard", "import"]
+
+
+class QualityOutcome(enum.StrEnum):
+    """Which answer of a pair is better, as a judge, an analyst or a reference checker says."""
+
+    CANDIDATE_BETTER = "candidate_better"
+    CANDIDATE_WORSE = "candidate_worse"
+    TIE = "tie"
+
+
+class JudgementSource(enum.StrEnum):
+    """Where a pair's quality judgement came from.
+
+    When several exist for one pair the gate uses, in order: ``human`` (an analyst's label
+    overrides everything), ``reference`` (a ground-truth checker's per-side pass/fail),
+    ``judge`` (an LLM judge) — :func:`stats.judgements.resolve_judgements`.
+    """
+
+    JUDGE = "judge"
+    HUMAN = "human"
+    REFERENCE = "reference"
+
+
+class JudgeIdentity(_Record):
+    """Who judged: frozen with the run's policy (a different judge is refused).
+
+    ``endpoint`` is the judge's base URL with credentials and query removed;
+    ``prompt_sha256`` the SHA-256 of the pairwise prompt template; the sampling
+    parameters sent with every judge request.
+    """
+
+    endpoint: str
+    model: str
+    prompt_sha256: str
+    temperature: float = 0.0
+    max_tokens: int = 512
+    seed: int | None = None
+
+
+class JudgeVote(_Record):
+    """One judge call on one pair in one presentation order.
+
+    ``order`` says which answer was shown first (as "Answer A"); ``preferred`` is the
+    judge's choice mapped back to the sides (``None`` when the call failed or its answer
+    did not parse: ``error`` says why). Token counts are the judge's own usage, kept apart
+    from the run's accounting.
+    """
+
+    order: Literal["baseline_first", "candidate_first"]
+    preferred: Literal["candidate", "baseline", "tie"] | None = None
+    rationale: str = ""
+    error: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class PairJudgement(_Record):
+    """A quality judgement of one pair in one run, from one source.
+
+    ``outcome`` is ``None`` when the judgement failed (kept as data: ``error`` says why;
+    the estimator treats the pair as not judged). A judge's judgement carries both
+    ``votes`` (each order once; orders that disagree make a tie: position bias) and its
+    ``judge`` identity; a reference judgement carries ``baseline_pass`` /
+    ``candidate_pass`` and the ``checker`` that produced them; a human one the
+    ``labeller``. ``stratum`` is the divergence stratum the pair was sampled from (judge
+    budget), ``None`` when not sampled.
+    """
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    run_id: str
+    exchange_id: str
+    task_type: str
+    source: JudgementSource
+    outcome: QualityOutcome | None = None
+    rationale: str = ""
+    votes: tuple[JudgeVote, ...] = ()
+    judge: JudgeIdentity | None = None
+    baseline_pass: bool | None = None
+    candidate_pass: bool | None = None
+    checker: str | None = None
+    labeller: str | None = None
+    stratum: int | None = None
+    error: str | None = None
+    judged_at: AwareDatetime = Field(default_factory=utc_now)

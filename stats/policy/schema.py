@@ -19,6 +19,7 @@ fully resolved, so :func:`effective` is a lookup and the hash covers what is app
 
 from __future__ import annotations
 
+import itertools
 import numbers
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
@@ -33,20 +34,27 @@ from pydantic import (
     model_validator,
 )
 
-from shadoweval.records import POOLED
+from shadoweval.records import POOLED, HarmKind
 
 __all__ = [
+    "HARM_DETECTORS",
     "BinaryMetricPolicy",
+    "ChangeMode",
+    "ChangePolicy",
     "FormatParsePolicy",
     "GatePolicy",
+    "HarmPolicy",
     "InfraErrorPolicy",
     "LatencyMetric",
     "LatencyPolicy",
+    "NetHarmPolicy",
+    "ObservationPolicy",
     "OutputTokensPolicy",
     "SequentialPolicy",
     "SimilarityPolicy",
     "SpendingKind",
     "TaskTypePolicy",
+    "ToolBehaviourPolicy",
     "ValidityPolicy",
     "effective",
 ]
@@ -314,6 +322,149 @@ class ValidityPolicy(_Block):
     mix_alpha: Number = Field(default=0.001, gt=0, lt=0.5)
 
 
+ChangeMode = Literal["judge", "no_change"]
+"""What divergence beyond the noise floor means: select pairs for a quality judgement
+(``judge``, the default), or fail the run by itself (``no_change``: e.g. a quantisation
+swap that must not change answers)."""
+
+
+class ChangePolicy(_Block):
+    """When a pair counts as *changed*, and what a change means (:mod:`stats.change`).
+
+    A pair is changed when its divergence ``D = 1 − similarity`` exceeds the unit's noise
+    threshold — the ``noise_quantile`` of the baseline-repeat divergences ``D_noise`` of
+    the unit (pooled noise when the task type has fewer than ``min_noise_pairs``) — or,
+    without a usable noise floor, ``divergence_threshold``; or when the sides differ in
+    a harm detector, in format-parse success, in tool behaviour, or in errors. Changed
+    pairs are what a judge, an analyst or a reference checker is asked about; unchanged
+    pairs count as ties.
+
+    A *degenerate* noise floor — the baseline repeat returned exactly the captured answer
+    on at least ``degenerate_identical_share`` of the pairs whose request sampled
+    (temperature > 0 or unknown) — measures a recording, not sampling noise: the
+    similarity check is then inconclusive, its first reason says so, and changes are
+    measured against ``divergence_threshold``.
+
+    Attributes:
+        mode: ``judge`` (default): divergence selects pairs for judgement and never rolls
+            back by itself; ``no_change``: the similarity check gates as a guardrail
+            (any divergence beyond the noise margin fails).
+        noise_quantile: level of the noise threshold. Default 0.95. In (0.5, 1).
+        divergence_threshold: D above which a pair changed without a usable noise floor.
+            Default 0.1. In (0, 2).
+        min_noise_pairs: baseline-repeat pairs a task type needs for its own noise
+            threshold. Default 30.
+        degenerate_identical_share: share of identical repeats (among sampled requests)
+            from which the noise floor is degenerate. Default 0.95. In (0, 1].
+    """
+
+    mode: ChangeMode = "judge"
+    noise_quantile: Number = Field(default=0.95, gt=0.5, lt=1)
+    divergence_threshold: Number = Field(default=0.1, gt=0, lt=2)
+    min_noise_pairs: Count = Field(default=30, ge=2)
+    degenerate_identical_share: Number = Field(default=0.95, gt=0, le=1)
+
+
+HARM_DETECTORS: tuple[HarmKind, ...] = tuple(HarmKind)
+"""Every answer-level harm detector, in check order."""
+
+
+class HarmPolicy(_Block):
+    """The directional harm detectors as paired binary checks (:mod:`stats.checks.harms`).
+
+    One check per detector and unit: δ = P(candidate shows it) − P(baseline shows it),
+    the same machinery as ``error_rate`` (McNemar mid-p harm, non-inferiority margin,
+    sequential levels).
+
+    Attributes:
+        detectors: the detectors gated (default: all of :class:`~shadoweval.records.HarmKind`).
+        margin: non-inferiority margin on δ. Default 0.01. In (0, 1).
+        critical: a significant harm rolls back. Default true.
+        length_ratio_max: a side whose answer is longer than this many times the other
+            side's (and at least ``min_runaway_chars``) also counts as runaway length.
+            Default 4. Must be > 1.
+        min_runaway_chars: the shortest answer the length ratio can call runaway.
+            Default 2000.
+    """
+
+    detectors: tuple[HarmKind, ...] = HARM_DETECTORS
+    margin: Number = Field(default=0.01, gt=0, lt=1)
+    critical: StrictBool = True
+    length_ratio_max: Number = Field(default=4.0, gt=1)
+    min_runaway_chars: Count = Field(default=2000, ge=1)
+
+
+class ToolBehaviourPolicy(_Block):
+    """Tool behaviour where the request offered tools (:mod:`stats.checks.tools`).
+
+    ``tool_text_answer`` is a paired binary check of "answered in text, no call" (harm:
+    the candidate answers in text where the baseline called, more than the reverse;
+    counts of text-instead-of-call and call-instead-of-text in its reason). Whether text
+    is right depends on the request (BFCL ``relevance`` wants no call), so it is not
+    critical by default: reference labels or a judge decide the direction. Function,
+    argument and order changes are counted and mark a pair changed.
+
+    Attributes:
+        margin: non-inferiority margin of ``tool_text_answer``. Default 0.02. In (0, 1).
+        critical: its significant harm rolls back. Default false.
+        order_free: call order does not matter (an order difference is then no change).
+            Default false: reported as an order difference.
+    """
+
+    margin: Number = Field(default=0.02, gt=0, lt=1)
+    critical: StrictBool = False
+    order_free: StrictBool = False
+
+
+class NetHarmPolicy(_Block):
+    """The direction of the change: net harm from judged pairs (:mod:`stats.net_harm`).
+
+    Per unit, net harm = P(candidate worse) − P(candidate better) over all pairs, unchanged
+    pairs counted as ties, changed pairs estimated from the judged ones by stratum of
+    divergence, each stratum weighted by its size (stratified estimator).
+
+    Attributes:
+        margin: non-inferiority margin on net harm (absolute, 0.02 = 2 points). PASS when
+            the look's upper bound is below it. Default 0.02. In (0, 1).
+        critical: significant net harm (lower bound above 0 at the harm level) rolls back.
+            Default true.
+        strata_edges: divergence edges of the changed pairs' strata (D = 1 − similarity);
+            pairs without a similarity (tool or error changes) form one more stratum.
+            Default [0.1, 0.2, 0.35]. Increasing, each in (0, 2).
+        max_judged_per_task_type: the judge budget: at most this many changed pairs per
+            task type are sent to a judge. Default 200.
+        min_judged: judged changed pairs a unit needs before its net harm can pass.
+            Default 30.
+    """
+
+    margin: Number = Field(default=0.02, gt=0, lt=1)
+    critical: StrictBool = True
+    strata_edges: tuple[Number, ...] = (0.1, 0.2, 0.35)
+    max_judged_per_task_type: Count = Field(default=200, ge=1)
+    min_judged: Count = Field(default=30, ge=1)
+
+    @field_validator("strata_edges")
+    @classmethod
+    def _increasing(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        if any(not 0 < edge < 2 for edge in value):
+            raise ValueError("every edge must be in (0, 2)")
+        if any(b <= a for a, b in itertools.pairwise(value)):
+            raise ValueError("edges must be strictly increasing")
+        return value
+
+
+class ObservationPolicy(_Block):
+    """How long the traffic must be observed before a PROMOTE.
+
+    Attributes:
+        min_window_hours: the pairs judged must span at least this much capture time
+            (latest minus earliest ``captured_at``), so that every hour of the daily cycle
+            of the traffic is in the sample. Default 24. ``0`` turns it off.
+    """
+
+    min_window_hours: Number = Field(default=24.0, ge=0)
+
+
 class TaskTypePolicy(_Block):
     """The policy as applied to one task type (or to the pooled analysis).
 
@@ -332,6 +483,10 @@ class TaskTypePolicy(_Block):
     similarity: SimilarityPolicy = SimilarityPolicy()
     latency: LatencyPolicy = LatencyPolicy()
     output_tokens: OutputTokensPolicy = OutputTokensPolicy()
+    change: ChangePolicy = ChangePolicy()
+    harm: HarmPolicy = HarmPolicy()
+    tool_calls: ToolBehaviourPolicy = ToolBehaviourPolicy()
+    net_harm: NetHarmPolicy = NetHarmPolicy()
 
 
 _METRIC_BLOCKS = (
@@ -341,6 +496,10 @@ _METRIC_BLOCKS = (
     "similarity",
     "latency",
     "output_tokens",
+    "change",
+    "harm",
+    "tool_calls",
+    "net_harm",
 )
 
 
@@ -397,6 +556,11 @@ class GatePolicy(_Block):
     similarity: SimilarityPolicy = SimilarityPolicy()
     latency: LatencyPolicy = LatencyPolicy()
     output_tokens: OutputTokensPolicy = OutputTokensPolicy()
+    change: ChangePolicy = ChangePolicy()
+    harm: HarmPolicy = HarmPolicy()
+    tool_calls: ToolBehaviourPolicy = ToolBehaviourPolicy()
+    net_harm: NetHarmPolicy = NetHarmPolicy()
+    observation: ObservationPolicy = ObservationPolicy()
     task_types: dict[str, TaskTypePolicy] = Field(default_factory=dict)
 
     @model_validator(mode="before")
@@ -464,4 +628,8 @@ def effective(policy: GatePolicy, task_type: str) -> TaskTypePolicy:
         similarity=policy.similarity,
         latency=policy.latency,
         output_tokens=policy.output_tokens,
+        change=policy.change,
+        harm=policy.harm,
+        tool_calls=policy.tool_calls,
+        net_harm=policy.net_harm,
     )

@@ -55,6 +55,9 @@ def test_bits_are_stable_powers_of_two() -> None:
         "finish_reason_changed": 512,
         "below_noise_floor": 1024,
         "no_similarity": 2048,
+        "candidate_harm": 4096,
+        "baseline_harm": 8192,
+        "tool_changed": 16384,
     }
 
 
