@@ -17,8 +17,9 @@ that prompt:
   tokens − 1) when those are known), else ``source=missing``;
 * ``task_type``, ``baseline_model`` (the table's model, or the identity passed in),
   ``source = "import:<file>#<row>"``;
-* ``captured_at``: the import time plus one millisecond per row, so rows keep their order
-  and the ULID ``exchange_id`` (built from ``captured_at``) sorts the same way.
+* ``captured_at``: the row's ``captured_at_col`` when the mapping has one (the time the
+  request was served), else the import time plus one millisecond per row, so rows keep
+  their order and the ULID ``exchange_id`` (built from ``captured_at``) sorts the same way.
 
 Rejected rows (table rows that could not be mapped, or rows that cannot become a
 request) are reported and appended to ``<out>.rejected.jsonl`` beside the capture-log
@@ -247,7 +248,7 @@ def import_rows(
     start = utc_now()
     with CaptureLogWriter(out_dir, compress=compress) as writer:
         for i, row in enumerate(loaded.rows):
-            at = start + timedelta(milliseconds=i)
+            at = row.captured_at or start + timedelta(milliseconds=i)
             try:
                 exchange = row_to_exchange(
                     row, stream=stream, sampling=sampling, baseline=baseline, captured_at=at

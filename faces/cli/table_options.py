@@ -116,6 +116,13 @@ class TableOptions:
         default=None,
         metadata=_option("--id-col", help="Column with a row id (default: a prompt hash)."),
     )
+    captured_at_col: str | None = field(
+        default=None,
+        metadata=_option(
+            "--captured-at-col",
+            help="Column with the capture time: ISO 8601 with a UTC offset, or epoch seconds.",
+        ),
+    )
     latency_col: str | None = field(
         default=None, metadata=_option("--latency-col", help="Column with end-to-end latency.")
     )

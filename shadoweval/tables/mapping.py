@@ -36,7 +36,10 @@ class TableMapping(BaseModel):
     mapped, so seconds are never read as milliseconds):
         ``latency_col`` (end-to-end), ``ttft_col``, ``itl_col`` (mean inter-token latency),
         in ``latency_unit`` (``s`` or ``ms``); ``prompt_tokens_col``,
-        ``completion_tokens_col`` (integers).
+        ``completion_tokens_col`` (integers); ``captured_at_col``: when the request was
+        served, as an ISO 8601 timestamp with a UTC offset (``2026-11-30T08:00:00Z``) or
+        Unix epoch seconds. Without it an import records the import time (plus 1 ms per
+        row), so the gate's observation window sees the whole table as one instant.
 
     Request fields:
         ``request_fields_col`` optionally holds a JSON object of further chat-request fields
@@ -71,6 +74,7 @@ class TableMapping(BaseModel):
     latency_unit: LatencyUnit | None = None
     prompt_tokens_col: str | None = None
     completion_tokens_col: str | None = None
+    captured_at_col: str | None = None
     tools_col: str | None = None
     tools_format: ToolsFormat = "openai"
     request_fields_col: str | None = None
@@ -103,6 +107,7 @@ class TableMapping(BaseModel):
             "itl_col",
             "prompt_tokens_col",
             "completion_tokens_col",
+            "captured_at_col",
             "tools_col",
             "request_fields_col",
         )

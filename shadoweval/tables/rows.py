@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import pandas as pd
@@ -24,6 +25,7 @@ from shadoweval.tables.values import (
     output_cell,
     request_fields_cell,
     text_cell,
+    timestamp_cell,
     to_python,
 )
 
@@ -49,6 +51,7 @@ class RecordedRow:
         location: ``"<file>#<row>"`` with the 0-based row position in that file.
         finish_reason: the recorded raw ``finish_reason``, when mapped.
         request_fields: further recorded request fields (``response_format`` …), or ``None``.
+        captured_at: when the request was served (UTC), when ``captured_at_col`` is mapped.
     """
 
     key: str
@@ -66,6 +69,7 @@ class RecordedRow:
     location: str
     finish_reason: str | None = None
     request_fields: dict[str, Any] | None = None
+    captured_at: datetime | None = None
 
     @property
     def prompt_key(self) -> str:
@@ -201,6 +205,9 @@ def _row(record: Mapping[str, Any], mapping: TableMapping, location: str) -> Rec
     request_fields = None
     if m.request_fields_col is not None:
         request_fields = request_fields_cell(record.get(m.request_fields_col), m.request_fields_col)
+    captured_at = None
+    if m.captured_at_col is not None:
+        captured_at = timestamp_cell(record.get(m.captured_at_col), m.captured_at_col)
     return RecordedRow(
         key=key,
         messages=messages,
@@ -217,6 +224,7 @@ def _row(record: Mapping[str, Any], mapping: TableMapping, location: str) -> Rec
         location=location,
         finish_reason=finish,
         request_fields=request_fields,
+        captured_at=captured_at,
     )
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from typing import Any, Literal
 
 import numpy as np
@@ -98,6 +98,55 @@ def label_cell(value: Any) -> str | None:
         text = str(value).strip()
         return text or None
     return str(value)
+
+
+def timestamp_cell(value: Any, column: str) -> datetime | None:
+    """Return a UTC capture time, ``None`` when missing.
+
+    Accepts ISO 8601 text with a UTC offset (``2026-11-30T08:00:00Z``,
+    ``…+01:00``; converted to UTC), a pandas/datetime timestamp with a timezone, or Unix
+    epoch seconds (int, float or numeric text). A timestamp without a timezone is
+    refused (local time would be guessed), as are booleans and text that is neither:
+    ``RowRejected("bad_timestamp")`` naming the column and the value.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise RowRejected("bad_timestamp", f"column {column!r} is a boolean, not a timestamp")
+    if isinstance(value, (int, float)):
+        if math.isnan(float(value)):
+            return None
+        try:
+            return datetime.fromtimestamp(float(value), tz=UTC)
+        except (OverflowError, OSError, ValueError) as exc:
+            raise RowRejected(
+                "bad_timestamp", f"column {column!r}: epoch seconds {value!r} out of range"
+            ) from exc
+    if isinstance(value, datetime):
+        at = value
+    elif isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return None
+        try:
+            return datetime.fromtimestamp(float(text), tz=UTC)
+        except ValueError:
+            pass
+        try:
+            at = datetime.fromisoformat(text)
+        except ValueError as exc:
+            raise RowRejected(
+                "bad_timestamp",
+                f"column {column!r} is not an ISO 8601 timestamp or epoch seconds: {text[:40]!r}",
+            ) from exc
+    else:
+        raise RowRejected("bad_timestamp", f"column {column!r} is {type(value).__name__}")
+    if at.tzinfo is None or at.utcoffset() is None:
+        raise RowRejected(
+            "bad_timestamp",
+            f"column {column!r} has no timezone: {str(value)[:40]!r} (write a UTC offset, e.g. Z)",
+        )
+    return at.astimezone(UTC)
 
 
 def number_cell(value: Any, column: str) -> float | None:

@@ -326,3 +326,38 @@ def test_cli_import_nothing_written_exits_1(tmp_path: Path) -> None:
         ],
     )
     assert result.exit_code == 3
+
+
+def test_cli_import_capture_time_column(tmp_path: Path) -> None:
+    """``--captured-at-col``: each exchange keeps the row's capture time (UTC), and its
+    ULID exchange id is built from it, so capture-time order survives the import."""
+    table = tmp_path / "t.csv"
+    table.write_text(
+        "prompt,answer,at\nhi,hello,2026-11-29T23:00:00Z\nbye,ciao,2026-11-30T22:00:00-01:00\n"
+    )
+    out = tmp_path / "log"
+    result = CliRunner().invoke(
+        _app(),
+        [
+            "import",
+            "--input",
+            str(table),
+            "--prompt-col",
+            "prompt",
+            "--output-col",
+            "answer",
+            "--captured-at-col",
+            "at",
+            "--model",
+            "m",
+            "--out",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    exchanges = _exchanges(out)
+    assert [e.captured_at for e in exchanges] == [
+        datetime(2026, 11, 29, 23, 0, tzinfo=UTC),
+        datetime(2026, 11, 30, 23, 0, tzinfo=UTC),
+    ]
+    assert sorted(e.exchange_id for e in exchanges) == [e.exchange_id for e in exchanges]

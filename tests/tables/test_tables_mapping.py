@@ -296,3 +296,34 @@ def test_unreadable_and_missing_files(tmp_path: Path) -> None:
         read_table(broken)
     assert info.value.reason == "unreadable_table"
     assert info.value.location == str(broken)
+
+
+def test_capture_time_column_iso_epoch_and_bad_values(tmp_path: Path) -> None:
+    """``captured_at_col``: ISO 8601 with an offset or epoch seconds → UTC; a timestamp
+    without a timezone or an unreadable value is a rejected row naming the column."""
+    from datetime import UTC, datetime
+
+    records: list[dict[str, Any]] = [
+        {"q": "a", "at": "2026-11-30T08:00:00Z"},
+        {"q": "b", "at": "2026-11-30T10:30:00+01:00"},
+        {"q": "c", "at": 1_764_489_600},
+        {"q": "d", "at": "2026-11-30T08:00:00"},
+        {"q": "e", "at": "yesterday"},
+        {"q": "f", "at": None},
+    ]
+    path = _write(tmp_path, "jsonl", records)
+    mapping = TableMapping(prompt_col="q", output_col="q", model="m", captured_at_col="at")
+    result = load_recorded_rows(path, mapping)
+    assert [r.captured_at for r in result.rows] == [
+        datetime(2026, 11, 30, 8, 0, tzinfo=UTC),
+        datetime(2026, 11, 30, 9, 30, tzinfo=UTC),
+        datetime(2025, 11, 30, 8, 0, tzinfo=UTC),
+        None,
+    ]
+    assert [(r.location, r.reason) for r in result.rejected] == [
+        (f"{path}#3", "bad_timestamp"),
+        (f"{path}#4", "bad_timestamp"),
+    ]
+    assert "'at'" in result.rejected[0].detail
+    assert "no timezone" in result.rejected[0].detail
+    assert "'yesterday'" in result.rejected[1].detail
