@@ -10,6 +10,18 @@ The workload has four task types, each a different kind of traffic an LLM servic
 * ``summarization`` — long answers. **Planted regression:** the candidate's inter-token
   latency is ``slow_itl_factor`` × the baseline's on answers over ``long_answer_words``.
 
+A second candidate, **better** (:func:`write_demo_tables`), gives the same answers without
+the two planted regressions; where the baseline answered badly — in
+``baseline_defect_share`` of ``support_chat`` rows the baseline loops on one sentence
+(degeneration) or refuses — both candidates answer properly. Every answer has a known
+quality (1 good, 0 defective: a loop, a refusal, broken JSON), written as the judge key
+that the demo's simulated judge (:mod:`simulation.mock_judge`) reads: an upgrade whose
+answers *changed and got better*.
+
+Rows carry a ``captured_at`` (ISO 8601, UTC) spread evenly over ``capture_span_hours``
+from :data:`CAPTURE_START`, so the gate's observation window (a full daily cycle by
+default) sees a day of traffic.
+
 Everything is drawn from a seeded generator, so the same seed gives the same tables.
 Latency columns (``ttft_ms``, ``itl_ms``) drive the mock-llm ``table`` latency profile.
 """
@@ -18,6 +30,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -45,9 +58,16 @@ DEMO_MAPPING: dict[str, str] = {
     "prompt_tokens_col": "prompt_tokens",
     "completion_tokens_col": "completion_tokens",
     "request_fields_col": "request_fields",
+    "captured_at_col": "captured_at",
 }
 """Column mapping of the tables :func:`write_workload` writes (for
 :class:`~shadoweval.tables.TableMapping`: the same for import and mock-llm)."""
+
+CAPTURE_START = datetime(2026, 11, 2, tzinfo=UTC)
+"""Capture time of the workload's first row; the others follow evenly over the span."""
+
+REFUSAL_ANSWER = "I'm sorry, but I can't help with that request."
+"""The baseline's refusal in a defective ``support_chat`` row."""
 
 EXTRACTION_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -226,7 +246,12 @@ _SENTIMENT_TEXT = {
 
 @dataclass(frozen=True, slots=True)
 class WorkloadSpec:
-    """Shape of the generated workload (counts per task type, planted regressions)."""
+    """Shape of the generated workload (counts per task type, planted regressions).
+
+    ``baseline_defect_share``: share of ``support_chat`` rows where the baseline loops or
+    refuses (0 by default; the demo uses 0.15). ``capture_span_hours``: the rows'
+    capture times spread over this many hours.
+    """
 
     per_task_type: int = 200
     seed: int = 7
@@ -235,6 +260,8 @@ class WorkloadSpec:
     slow_itl_factor: float = 1.8
     ttft_ms_median: float = 40.0
     itl_ms_median: float = 3.0
+    baseline_defect_share: float = 0.0
+    capture_span_hours: float = 26.0
 
 
 def _paraphrase(text: str, rng: np.random.Generator, rate: float = 0.6) -> str:
@@ -251,14 +278,22 @@ def _latency(rng: np.random.Generator, spec: WorkloadSpec) -> tuple[float, float
     return round(ttft, 3), round(itl, 3)
 
 
-def _support(rng: np.random.Generator) -> tuple[list[dict[str, Any]], str, str]:
+def _support(
+    rng: np.random.Generator, defect_share: float
+) -> tuple[list[dict[str, Any]], str, str, bool]:
+    """A support question; the last value says whether the baseline's answer is defective."""
     product = str(rng.choice(_PRODUCTS))
     issue = str(rng.choice(_ISSUES))
     prompt = f"My {product} {issue}. What should I do? (ticket {int(rng.integers(10**5, 10**6))})"
     steps = rng.choice(len(_STEPS), size=int(rng.integers(3, 6)), replace=False)
     answer = " ".join(_STEPS[i].format(p=product) for i in steps)
     candidate = _paraphrase(answer, rng)
-    return [{"role": "user", "content": prompt}], answer, candidate
+    if defect_share > 0 and rng.random() < defect_share:
+        if rng.random() < 0.5:
+            loop = _STEPS[int(steps[0])].format(p=product)
+            return [{"role": "user", "content": prompt}], " ".join([loop] * 40), candidate, True
+        return [{"role": "user", "content": prompt}], REFUSAL_ANSWER, candidate, True
+    return [{"role": "user", "content": prompt}], answer, candidate, False
 
 
 def _classification(rng: np.random.Generator) -> tuple[list[dict[str, Any]], str, str]:
@@ -303,34 +338,66 @@ def _summarization(rng: np.random.Generator) -> tuple[list[dict[str, Any]], str,
     return [{"role": "user", "content": prompt}], answer, _paraphrase(answer, rng, 0.3)
 
 
-def generate_workload(spec: WorkloadSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Return (baseline rows, candidate rows): same prompts, one output table per model.
+@dataclass(frozen=True, slots=True)
+class WorkloadRows:
+    """The generated rows: one table per model, and the judge key.
 
-    Each row: ``id``, ``task_type``, ``messages``, ``output``, ``request_fields`` (further
-    request fields such as ``response_format``, or ``None``), ``ttft_ms``, ``itl_ms``,
-    ``model``, ``prompt_tokens`` and ``completion_tokens`` (counted as mock-llm counts them).
+    ``baseline``, ``candidate`` (the planted regressions) and ``better`` (the same prompts
+    answered without them) are rows as :func:`generate_workload` documents; ``judge_key``
+    maps each answer text of any table to its quality (1.0 good, 0.0 defective: a loop, a
+    refusal, broken JSON), for :mod:`simulation.mock_judge`.
     """
+
+    baseline: list[dict[str, Any]]
+    candidate: list[dict[str, Any]]
+    better: list[dict[str, Any]]
+    judge_key: dict[str, float]
+
+
+def _json_ok(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
+
+
+def generate_rows(spec: WorkloadSpec) -> WorkloadRows:
+    """Generate every table of the workload (see the module docstring)."""
     rng = np.random.default_rng(spec.seed)
     baseline: list[dict[str, Any]] = []
     candidate: list[dict[str, Any]] = []
+    better: list[dict[str, Any]] = []
+    judge_key: dict[str, float] = {}
     response_format = {
         "type": "json_schema",
         "json_schema": {"name": "person", "schema": EXTRACTION_SCHEMA, "strict": True},
     }
+    total = spec.per_task_type * len(TASK_TYPES)
+    step = timedelta(hours=spec.capture_span_hours) / max(1, total - 1)
+    row = 0
     for i in range(spec.per_task_type):
         for task in TASK_TYPES:
+            base_defect = False
             if task == "support_chat":
-                messages, base_out, cand_out = _support(rng)
+                messages, base_out, cand_out, base_defect = _support(
+                    rng, spec.baseline_defect_share
+                )
             elif task == "classification":
                 messages, base_out, cand_out = _classification(rng)
             elif task == "extraction":
                 messages, base_out, cand_out = _extraction(rng, spec.broken_json_share)
             else:
                 messages, base_out, cand_out = _summarization(rng)
+            better_out = base_out if task == "extraction" else cand_out
             ttft_b, itl_b = _latency(rng, spec)
             ttft_c, itl_c = _latency(rng, spec)
+            itl_better = itl_c
             if len(cand_out.split()) > spec.long_answer_words:
                 itl_c = round(itl_c * spec.slow_itl_factor, 3)
+            judge_key.setdefault(base_out, 0.0 if base_defect else 1.0)
+            judge_key.setdefault(better_out, 1.0)
+            cand_ok = task != "extraction" or _json_ok(cand_out)
+            judge_key[cand_out] = min(judge_key.get(cand_out, 1.0), 1.0 if cand_ok else 0.0)
             common = {
                 "id": f"{task}-{i:05d}",
                 "task_type": task,
@@ -339,39 +406,76 @@ def generate_workload(spec: WorkloadSpec) -> tuple[list[dict[str, Any]], list[di
                     {"response_format": response_format} if task == "extraction" else None
                 ),
                 "prompt_tokens": len(split_pieces(str(messages[-1]["content"]))),
+                "captured_at": (CAPTURE_START + row * step).isoformat(),
             }
-            baseline.append(
-                {
-                    **common,
-                    "output": base_out,
-                    "ttft_ms": ttft_b,
-                    "itl_ms": itl_b,
-                    "model": "demo-baseline-v1",
-                    "completion_tokens": len(split_pieces(base_out)),
-                }
-            )
-            candidate.append(
-                {
-                    **common,
-                    "output": cand_out,
-                    "ttft_ms": ttft_c,
-                    "itl_ms": itl_c,
-                    "model": "demo-candidate-v2",
-                    "completion_tokens": len(split_pieces(cand_out)),
-                }
-            )
-    return baseline, candidate
+            row += 1
+            for rows, out, ttft, itl, model in (
+                (baseline, base_out, ttft_b, itl_b, "demo-baseline-v1"),
+                (candidate, cand_out, ttft_c, itl_c, "demo-candidate-v2"),
+                (better, better_out, ttft_c, itl_better, "demo-candidate-v2b"),
+            ):
+                rows.append(
+                    {
+                        **common,
+                        "output": out,
+                        "ttft_ms": ttft,
+                        "itl_ms": itl,
+                        "model": model,
+                        "completion_tokens": len(split_pieces(out)),
+                    }
+                )
+    return WorkloadRows(baseline, candidate, better, judge_key)
+
+
+def generate_workload(spec: WorkloadSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Return (baseline rows, candidate rows): same prompts, one output table per model.
+
+    Each row: ``id``, ``task_type``, ``messages``, ``output``, ``request_fields`` (further
+    request fields such as ``response_format``, or ``None``), ``ttft_ms``, ``itl_ms``,
+    ``model``, ``prompt_tokens`` and ``completion_tokens`` (counted as mock-llm counts them),
+    ``captured_at`` (ISO 8601, UTC). The candidate carries the planted regressions.
+    """
+    rows = generate_rows(spec)
+    return rows.baseline, rows.candidate
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    with path.open("w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return path
 
 
 def write_workload(directory: Path, spec: WorkloadSpec) -> tuple[Path, Path]:
     """Write ``baseline.jsonl`` and ``candidate.jsonl`` into ``directory``; return paths."""
     directory.mkdir(parents=True, exist_ok=True)
-    base_rows, cand_rows = generate_workload(spec)
-    paths = []
-    for name, rows in (("baseline.jsonl", base_rows), ("candidate.jsonl", cand_rows)):
-        path = directory / name
-        with path.open("w", encoding="utf-8") as fh:
-            for row in rows:
-                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-        paths.append(path)
-    return paths[0], paths[1]
+    rows = generate_rows(spec)
+    return (
+        _write_jsonl(directory / "baseline.jsonl", rows.baseline),
+        _write_jsonl(directory / "candidate.jsonl", rows.candidate),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class DemoTables:
+    """Paths of the demo's tables: three models' answers and the simulated judge's key."""
+
+    baseline: Path
+    candidate: Path
+    better: Path
+    judge_key: Path
+
+
+def write_demo_tables(directory: Path, spec: WorkloadSpec) -> DemoTables:
+    """Write ``baseline.jsonl``, ``candidate.jsonl``, ``better.jsonl`` and
+    ``judge_key.json`` (``{answer text: quality}``) into ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    rows = generate_rows(spec)
+    key = directory / "judge_key.json"
+    key.write_text(json.dumps(rows.judge_key, ensure_ascii=False), "utf-8")
+    return DemoTables(
+        baseline=_write_jsonl(directory / "baseline.jsonl", rows.baseline),
+        candidate=_write_jsonl(directory / "candidate.jsonl", rows.candidate),
+        better=_write_jsonl(directory / "better.jsonl", rows.better),
+        judge_key=key,
+    )
