@@ -574,7 +574,16 @@ class Coverage(_Record):
 
 
 class Verdict(_Record):
-    """A gate decision with one check per task type × metric (DESIGN §4)."""
+    """A gate decision with one check per task type × metric (DESIGN §4).
+
+    ``look`` is the checkpoint index of the pairs judged. Quality judgements (judge,
+    human, reference) keep arriving after a checkpoint's pairs are fixed, so a look is
+    re-evaluated when they change: ``judgements_sha256`` fingerprints the resolved
+    judgements of the look's pairs and ``judgement_look`` counts the evaluations of this
+    look with different judgements (1 for the first); the net-harm check spends its level
+    over them (:mod:`stats.net_harm`). 0 / ``None`` in verdicts stored before judgements
+    existed.
+    """
 
     schema_version: Literal[1] = SCHEMA_VERSION
     run_id: str
@@ -585,6 +594,8 @@ class Verdict(_Record):
     coverage: Coverage
     policy_hash: str
     look: int = 1
+    judgement_look: int = 0
+    judgements_sha256: str | None = None
 
 
 class LabelValue(enum.StrEnum):
