@@ -11,7 +11,8 @@ The workload has four task types, each a different kind of traffic an LLM servic
   latency is ``slow_itl_factor`` × the baseline's on answers over ``long_answer_words``.
 
 A second candidate, **better** (:func:`write_demo_tables`), gives the same answers without
-the two planted regressions; where the baseline answered badly — in
+the two planted regressions, served as fast as the baseline (its latency draws); where
+the baseline answered badly — in
 ``baseline_defect_share`` of ``support_chat`` rows the baseline loops on one sentence
 (degeneration) or refuses — both candidates answer properly. Every answer has a known
 quality (1 good, 0 defective: a loop, a refusal, broken JSON), written as the judge key
@@ -391,7 +392,6 @@ def generate_rows(spec: WorkloadSpec) -> WorkloadRows:
             better_out = base_out if task == "extraction" else cand_out
             ttft_b, itl_b = _latency(rng, spec)
             ttft_c, itl_c = _latency(rng, spec)
-            itl_better = itl_c
             if len(cand_out.split()) > spec.long_answer_words:
                 itl_c = round(itl_c * spec.slow_itl_factor, 3)
             judge_key.setdefault(base_out, 0.0 if base_defect else 1.0)
@@ -412,7 +412,7 @@ def generate_rows(spec: WorkloadSpec) -> WorkloadRows:
             for rows, out, ttft, itl, model in (
                 (baseline, base_out, ttft_b, itl_b, "demo-baseline-v1"),
                 (candidate, cand_out, ttft_c, itl_c, "demo-candidate-v2"),
-                (better, better_out, ttft_c, itl_better, "demo-candidate-v2b"),
+                (better, better_out, ttft_b, itl_b, "demo-candidate-v2b"),
             ):
                 rows.append(
                     {
