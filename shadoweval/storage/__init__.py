@@ -12,17 +12,20 @@ Public API::
 Modules: ``models`` (ORM tables), ``database`` (engine, sessions, migrations),
 ``repository`` (records in, records out), ``queries`` (read-side statements),
 ``history`` (verdicts, rejected records), ``audit`` (the policy audit log), ``samples``
-(filtered, keyset-paged pairs for people to read), ``labels`` (human labels), ``rows``
+(filtered, keyset-paged pairs for people to read), ``labels`` (human labels),
+``judgements`` (pair judgements, the run's frozen judge), ``rows``
 (record <-> row conversion), ``statements`` (dialect upserts), ``types`` (RunInfo,
-RejectedRecord, VerdictEntry, LatestDecision, PolicyAuditEntry).
+RejectedRecord, VerdictEntry, LatestDecision, PolicyAuditEntry, JudgeFreeze).
 """
 
 from __future__ import annotations
 
 from shadoweval.storage.database import Database, head_revision, require_existing_sqlite, upgrade
+from shadoweval.storage.judgements import ScoredPairOrigin, judge_identity_sha256
 from shadoweval.storage.repository import PairInput, Repository
 from shadoweval.storage.samples import Sample, SampleCursor, SampleFilter, SamplePage
 from shadoweval.storage.types import (
+    JudgeFreeze,
     LatestDecision,
     PolicyAuditAction,
     PolicyAuditEntry,
@@ -35,6 +38,7 @@ from shadoweval.storage.types import (
 
 __all__ = [
     "Database",
+    "JudgeFreeze",
     "LatestDecision",
     "PairInput",
     "PolicyAuditAction",
@@ -48,8 +52,10 @@ __all__ = [
     "SampleCursor",
     "SampleFilter",
     "SamplePage",
+    "ScoredPairOrigin",
     "VerdictEntry",
     "head_revision",
+    "judge_identity_sha256",
     "require_existing_sqlite",
     "upgrade",
 ]

@@ -11,8 +11,9 @@ ORM rows never leave :mod:`shadoweval.storage`; :class:`~shadoweval.storage.repo
 converts them to records.
 
 The migrations (``migrations/versions/0001_initial.py``, ``0002_policy_audit.py``,
-``0003_samples_and_labels.py``) must match these models: ``Database.schema_diff()`` (an
-``alembic check`` equivalent) finds no difference after ``upgrade``.
+``0003_samples_and_labels.py``, ``0004_pair_judgements.py``) must match these models:
+``Database.schema_diff()`` (an ``alembic check`` equivalent) finds no difference after
+``upgrade``.
 """
 
 from __future__ import annotations
@@ -340,3 +341,58 @@ class HumanLabelRow(Base):
             f"HumanLabelRow(run_id={self.run_id!r}, exchange_id={self.exchange_id!r}, "
             f"labeller={self.labeller!r}, label={self.label!r})"
         )
+
+
+class PairJudgementRow(Base):
+    """A quality judgement of a pair from one source; unique per (run_id, exchange_id, source).
+
+    ``record`` is the whole :class:`~shadoweval.records.PairJudgement` (votes, judge
+    identity, reference passes, stratum); ``outcome`` is ``NULL`` for a failed judgement
+    (kept as data). Like ``human_label``, the composite foreign key to ``pair_score
+    (run_id, exchange_id)`` makes a judgement exist only for a scored pair, and go with it.
+    """
+
+    __tablename__ = "pair_judgement"
+    __table_args__ = (
+        UniqueConstraint("run_id", "exchange_id", "source"),
+        ForeignKeyConstraint(
+            ["run_id", "exchange_id"],
+            ["pair_score.run_id", "pair_score.exchange_id"],
+            ondelete="CASCADE",
+        ),
+    )
+
+    id: Mapped[int_pk]
+    run_id: Mapped[str]
+    exchange_id: Mapped[str]
+    source: Mapped[str]
+    task_type: Mapped[str]
+    outcome: Mapped[str | None]
+    judged_at: Mapped[datetime]
+    record: Mapped[JsonDict]
+
+    def __repr__(self) -> str:
+        return (
+            f"PairJudgementRow(run_id={self.run_id!r}, exchange_id={self.exchange_id!r}, "
+            f"source={self.source!r}, outcome={self.outcome!r})"
+        )
+
+
+class RunJudgeRow(Base):
+    """The LLM judge frozen with a run: the first ``judge run`` stores its identity here.
+
+    ``judge`` is the :class:`~shadoweval.records.JudgeIdentity` as JSON and
+    ``judge_sha256`` the SHA-256 of its canonical JSON (what later commands compare);
+    a different judge for the same run is refused (``policy_audit`` rows ``judge_*``).
+    """
+
+    __tablename__ = "run_judge"
+
+    run_id: Mapped[run_fk] = mapped_column(primary_key=True)
+    judge: Mapped[JsonDict]
+    judge_sha256: Mapped[str]
+    frozen_at: Mapped[datetime]
+    command: Mapped[str]
+
+    def __repr__(self) -> str:
+        return f"RunJudgeRow(run_id={self.run_id!r}, judge_sha256={self.judge_sha256[:12]!r})"

@@ -12,7 +12,9 @@ repeated):
 * replay outcomes: insert-or-ignore on ``(run_id, exchange_id, target)``; the first write
   wins and a repeat is counted as a duplicate;
 * pair scores: upsert on ``(run_id, exchange_id)``; rescoring replaces;
-* human labels: upsert on ``(run_id, exchange_id, labeller)``; relabelling replaces.
+* human labels: upsert on ``(run_id, exchange_id, labeller)``; relabelling replaces;
+* pair judgements: one per ``(run_id, exchange_id, source)``; a judge's first successful
+  judgement wins (a failed one is replaced), reference and human ones replace.
 
 Errors: every database failure raises :class:`~shadoweval.errors.StorageError`.
 """
@@ -41,6 +43,7 @@ from shadoweval.storage import queries
 from shadoweval.storage import rows as rows_
 from shadoweval.storage.audit import PolicyAuditLog, add_audit_row, audit_row
 from shadoweval.storage.history import HistoryStore
+from shadoweval.storage.judgements import JudgementStore
 from shadoweval.storage.labels import LabelStore
 from shadoweval.storage.models import (
     ExchangeRow,
@@ -59,7 +62,7 @@ PairInput = tuple[Exchange, ReplayOutcome, ReplayOutcome | None]
 """(captured exchange, candidate outcome, baseline-repeat outcome if any)."""
 
 
-class Repository(HistoryStore, PolicyAuditLog, SampleStore, LabelStore):
+class Repository(HistoryStore, PolicyAuditLog, SampleStore, LabelStore, JudgementStore):
     """Records in, records out, over one :class:`~shadoweval.storage.database.Database`.
 
     The database must already be at the head revision (``db.upgrade()`` or
@@ -68,7 +71,10 @@ class Repository(HistoryStore, PolicyAuditLog, SampleStore, LabelStore):
     the policy audit log from :class:`~shadoweval.storage.audit.PolicyAuditLog`, sample
     paging (``sample_page``, ``count_samples``, ``sample_ids``, ``samples_by_ids``,
     ``task_types``) from :class:`~shadoweval.storage.samples.SampleStore` and human labels
-    (``save_labels``, ``load_labels``) from :class:`~shadoweval.storage.labels.LabelStore`.
+    (``save_labels``, ``load_labels``) from :class:`~shadoweval.storage.labels.LabelStore`;
+    pair judgements and the run's frozen judge (``save_judgements``, ``list_judgements``,
+    ``freeze_judge``, ``run_judge``, ``scored_pair_origins``) from
+    :class:`~shadoweval.storage.judgements.JudgementStore`.
     """
 
     # ------------------------------------------------------------------- runs

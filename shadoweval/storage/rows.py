@@ -14,6 +14,7 @@ from shadoweval.records import (
     Exchange,
     HumanLabel,
     ModelIdentity,
+    PairJudgement,
     PairScore,
     ReplayOutcome,
 )
@@ -88,6 +89,19 @@ def label_row(label: HumanLabel) -> dict[str, Any]:
         "labeller": label.labeller,
         "labelled_at": label.labelled_at,
         "source": label.source,
+    }
+
+
+def judgement_row(judgement: PairJudgement) -> dict[str, Any]:
+    """Column values of ``judgement`` for the ``pair_judgement`` table (``id`` is assigned)."""
+    return {
+        "run_id": judgement.run_id,
+        "exchange_id": judgement.exchange_id,
+        "source": judgement.source.value,
+        "task_type": judgement.task_type,
+        "outcome": None if judgement.outcome is None else judgement.outcome.value,
+        "judged_at": judgement.judged_at,
+        "record": judgement.model_dump(mode="json"),
     }
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
-from sqlalchemy import Table
+from sqlalchemy import ColumnElement, Table
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -65,12 +65,20 @@ def insert_ignore(
 
 
 def upsert(
-    session: Session, entity: type[Base], rows: Sequence[Row], conflict: Sequence[str]
+    session: Session,
+    entity: type[Base],
+    rows: Sequence[Row],
+    conflict: Sequence[str],
+    *,
+    replace_where: ColumnElement[bool] | None = None,
 ) -> int:
     """Insert ``rows``; where the ``conflict`` columns exist, replace every other column.
 
     A key repeated inside ``rows`` keeps its last occurrence (PostgreSQL refuses to
-    update one row twice in one statement). Returns the number of rows written.
+    update one row twice in one statement). With ``replace_where`` (a condition on the
+    stored row's columns, e.g. ``table.c.outcome.is_(None)``) a stored row is replaced
+    only when it holds; otherwise it is kept (``ON CONFLICT ... DO UPDATE ... WHERE``).
+    Returns the number of rows written (inserted or replaced).
     """
     table = _table(entity)
     unique: dict[tuple[Any, ...], Row] = {}
@@ -86,6 +94,7 @@ def upsert(
     stmt = base.on_conflict_do_update(
         index_elements=list(conflict),
         set_={name: base.excluded[name] for name in columns},
+        where=replace_where,
     ).returning(marker)
     for chunk in _chunks(deduplicated):
         written += len(session.execute(stmt, list(chunk)).all())

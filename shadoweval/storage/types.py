@@ -3,8 +3,9 @@
 Stage records (Exchange, ReplayOutcome, PairScore, Verdict, Coverage) come from
 :mod:`shadoweval.records`; this module adds the storage-only shapes: a run's row
 (:class:`RunInfo`), a rejected record (:class:`RejectedRecord`), a verdict with its
-bookkeeping (:class:`VerdictEntry`), a run's latest decision (:class:`LatestDecision`) and
-one use of a run's policy (:class:`PolicyAuditEntry`). All are frozen dataclasses.
+bookkeeping (:class:`VerdictEntry`), a run's latest decision (:class:`LatestDecision`),
+one use of a run's policy (:class:`PolicyAuditEntry`) and the outcome of presenting a judge
+to a run (:class:`JudgeFreeze`). All are frozen dataclasses.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from datetime import datetime
 from pydantic import JsonValue
 
 from shadoweval.errors import RecordDecodeError
-from shadoweval.records import Decision, ModelIdentity, Verdict, utc_now
+from shadoweval.records import Decision, JudgeIdentity, ModelIdentity, Verdict, utc_now
 
 
 class RunStatus(enum.StrEnum):
@@ -139,6 +140,12 @@ class PolicyAuditAction(enum.StrEnum):
     """A command applied the run's frozen policy (or presented the same one)."""
     REFUSED = "refused"
     """A command presented a different policy; it was refused (a new policy is a new run)."""
+    JUDGE_FROZEN = "judge_frozen"
+    """The first ``judge run`` of the run froze its LLM judge (``detail["judge"]``)."""
+    JUDGE_USED = "judge_used"
+    """A command judged pairs of the run with its frozen judge."""
+    JUDGE_REFUSED = "judge_refused"
+    """A command presented another judge; it was refused (``detail`` holds both)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,3 +167,24 @@ class PolicyAuditEntry:
     command: str
     actor: str
     detail: dict[str, JsonValue]
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeFreeze:
+    """What :meth:`Repository.freeze_judge` found: the run's judge and the one presented.
+
+    ``action`` is ``judge_frozen`` (the presented judge is now the run's), ``judge_used``
+    (it is the run's) or ``judge_refused`` (the run has another judge: ``frozen`` holds it;
+    the caller must not judge). ``audit_id`` is the ``policy_audit`` row written.
+    """
+
+    run_id: str
+    frozen: JudgeIdentity
+    presented: JudgeIdentity
+    action: PolicyAuditAction
+    audit_id: int
+
+    @property
+    def accepted(self) -> bool:
+        """True unless the presented judge was refused."""
+        return self.action is not PolicyAuditAction.JUDGE_REFUSED

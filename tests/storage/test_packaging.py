@@ -65,6 +65,7 @@ def test_upgrade_runs_from_an_installed_wheel(tmp_path: Path) -> None:
         "migrations/versions/0001_initial.py",
         "migrations/versions/0002_policy_audit.py",
         "migrations/versions/0003_samples_and_labels.py",
+        "migrations/versions/0004_pair_judgements.py",
         "shadoweval/storage/models.py",
     ):
         assert expected in names, f"{expected} missing from {wheel.name}"
@@ -87,4 +88,4 @@ def test_upgrade_runs_from_an_installed_wheel(tmp_path: Path) -> None:
         check=False,
     )
     assert run.returncode == 0, run.stderr
-    assert run.stdout.split() == ["OK", "0003", "0003"]
+    assert run.stdout.split() == ["OK", "0004", "0004"]
