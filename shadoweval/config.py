@@ -217,6 +217,48 @@ class WorkerSettings(BaseModel):
     metrics_port: int | None = Field(default=None, ge=0, le=65535)
 
 
+class JudgeSettings(BaseModel):
+    """The pairwise LLM judge (``shadow-eval judge run``): any OpenAI-compatible endpoint.
+
+    ``url``: the judge's base URL, ``http://host:port`` (``/v1/chat/completions`` is
+    appended) or a URL ending in ``/v1`` (``/chat/completions`` is appended); ``model``:
+    the model name sent; ``api_key``: the judge's own credential (sent as a bearer token;
+    the replay's key is never used). ``send_pairs``: sending captured pairs to a judge is
+    an explicit decision and never a default — ``judge run`` refuses unless this is true
+    (``SHADOWEVAL_JUDGE__SEND_PAIRS=true``) or ``--send-pairs`` is given. ``concurrency``:
+    judge requests in flight; ``timeout_s``: limit on one whole judge request;
+    ``connect_timeout_s``: limit on establishing a connection; ``retries``: retries after
+    a connection could not be established (the only failure retried), exponential backoff
+    from ``backoff_s``. ``temperature``, ``max_tokens``, ``seed``: sampling sent with
+    every judge request (frozen with the run in its judge identity).
+    """
+
+    url: str | None = None
+    model: str = ""
+    api_key: SecretStr | None = None
+    send_pairs: bool = False
+    concurrency: int = Field(default=4, ge=1, le=256)
+    timeout_s: float = Field(default=120.0, gt=0)
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+    retries: int = Field(default=3, ge=0, le=20)
+    backoff_s: float = Field(default=0.5, ge=0)
+    temperature: float = Field(default=0.0, ge=0, le=2)
+    max_tokens: int = Field(default=512, ge=16, le=32_768)
+    seed: int | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _judge_url(cls, value: str | None) -> str | None:
+        from urllib.parse import urlsplit
+
+        if value is None or not value.strip():
+            return None
+        parts = urlsplit(value.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("expected http://HOST[:PORT][/v1] or https://HOST[:PORT][/v1]")
+        return value.strip()
+
+
 class Settings(BaseSettings):
     """All settings of one shadow-eval process."""
 
@@ -230,6 +272,7 @@ class Settings(BaseSettings):
     kafka: KafkaSettings = KafkaSettings()
     capture: CaptureSettings = CaptureSettings()
     worker: WorkerSettings = WorkerSettings()
+    judge: JudgeSettings = JudgeSettings()
 
 
 def load_settings(overrides: dict[str, dict[str, object]] | None = None) -> Settings:
@@ -278,6 +321,7 @@ def load_settings(overrides: dict[str, dict[str, object]] | None = None) -> Sett
     # SecretStr values dump masked; put the originals back before validating.
     data["capture"]["session_salt"] = settings.capture.session_salt
     data["replay"]["api_key"] = settings.replay.api_key
+    data["judge"]["api_key"] = settings.judge.api_key
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
