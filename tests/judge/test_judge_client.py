@@ -1,0 +1,233 @@
+"""The judge client against the mock judge on a real socket, with faults.
+
+Each fault ends as a failed vote with its reason (never a default verdict): HTTP 5xx and
+unparseable answers are not retried (the server sees one request per vote), connection
+establishment errors are retried and then reported, a hung judge is a timeout. The
+position swap turns an always-"A" judge into ties. At most ``concurrency`` calls are in
+flight (the server's count, waited on, not slept on). The judge's tokens are recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import httpx
+import pytest
+
+from judge import PROMPT_SHA256, JudgeClient, judge_pair, judge_pairs
+from shadoweval.records import QualityOutcome
+from simulation.mock_judge import (
+    JudgeFaults,
+    always,
+    create_judge_app,
+    prefer_higher,
+    quality_table,
+)
+from simulation.mock_llm import FaultConfig
+from tests.judge.conftest import BAD, GOOD, client, make_pair, serving
+from tests.waiting import eventually
+
+pytestmark = pytest.mark.anyio
+
+RULE = prefer_higher(quality_table({GOOD: 1.0, BAD: 0.2}))
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then closed)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+async def test_both_orders_prefer_the_better_answer_and_tokens_are_recorded() -> None:
+    with serving(create_judge_app(RULE, model_name="judge-test")) as (url, state):
+        async with client(url, max_tokens=256) as judge:
+            better = await judge_pair(judge, make_pair(0))
+            worse = await judge_pair(judge, make_pair(1, baseline=GOOD, candidate=BAD))
+            tie = await judge_pair(judge, make_pair(2, baseline=GOOD, candidate=GOOD))
+    assert better.outcome is QualityOutcome.CANDIDATE_BETTER
+    assert worse.outcome is QualityOutcome.CANDIDATE_WORSE
+    assert tie.outcome is QualityOutcome.TIE
+    assert [v.preferred for v in better.votes] == ["candidate", "candidate"]
+    assert [v.order for v in better.votes] == ["baseline_first", "candidate_first"]
+    assert better.error is None
+    assert better.stratum == 1
+    assert "By the test double's rule the verdict is" in better.votes[0].rationale
+    for vote in better.votes:
+        assert vote.prompt_tokens is not None
+        assert vote.prompt_tokens > 200  # the system prompt alone has about 230 words
+        assert vote.completion_tokens == len(vote.rationale.split()) + 2
+    assert better.judge is not None
+    assert better.judge.model == "judge-test"
+    assert better.judge.prompt_sha256 == PROMPT_SHA256
+    assert better.judge.endpoint == url
+    assert state.requests == 6
+    headers, body = state.seen[0]
+    assert headers["authorization"] == "Bearer judge-key-123"
+    assert body["model"] == "judge-test"
+    assert body["temperature"] == 0.0
+    assert body["max_tokens"] == 256
+    assert body["seed"] == 11
+    assert body["stream"] is False
+    system, user = body["messages"]
+    assert system["role"] == "system"
+    assert "VERDICT: TIE" in system["content"]
+    assert "What is the capital of France?" in user["content"]
+    # The baseline-first request shows the baseline as Answer A.
+    assert user["content"].index(BAD) < user["content"].index(GOOD)
+
+
+async def test_a_judge_that_always_says_a_gives_ties() -> None:
+    with serving(create_judge_app(always("A"))) as (url, _):
+        async with client(url) as judge:
+            judgements = await judge_pairs(judge, [make_pair(n) for n in range(4)])
+    assert [j.outcome for j in judgements] == [QualityOutcome.TIE] * 4
+    for judgement in judgements:
+        assert [v.preferred for v in judgement.votes] == ["baseline", "candidate"]
+        assert judgement.rationale.startswith("orders disagree (position bias)")
+
+
+async def test_http_500_is_a_failed_vote_and_not_retried() -> None:
+    faults = JudgeFaults(bands=FaultConfig(error_rate=1.0))
+    with serving(create_judge_app(RULE, faults=faults)) as (url, state):
+        async with client(url, retries=3) as judge:
+            judgement = await judge_pair(judge, make_pair())
+    assert judgement.outcome is None
+    assert [v.error for v in judgement.votes] == ["HTTP 500: mock-judge injected fault"] * 2
+    assert [v.preferred for v in judgement.votes] == [None, None]
+    assert judgement.error == (
+        "baseline_first vote failed: HTTP 500: mock-judge injected fault; "
+        "candidate_first vote failed: HTTP 500: mock-judge injected fault"
+    )
+    assert state.requests == 2
+
+
+async def test_a_proxy_502_page_is_a_failed_vote_naming_the_status() -> None:
+    faults = JudgeFaults(bands=FaultConfig(html_rate=1.0))
+    with serving(create_judge_app(RULE, faults=faults)) as (url, _):
+        async with client(url) as judge:
+            judgement = await judge_pair(judge, make_pair())
+    assert judgement.outcome is None
+    error = judgement.votes[0].error
+    assert error is not None
+    assert error.startswith("HTTP 502: <html>")
+
+
+async def test_unparseable_answers_are_failed_votes_with_tokens() -> None:
+    faults = JudgeFaults(unparseable_rate=1.0)
+    with serving(create_judge_app(RULE, faults=faults)) as (url, state):
+        async with client(url) as judge:
+            judgement = await judge_pair(judge, make_pair())
+    assert judgement.outcome is None
+    for vote in judgement.votes:
+        assert vote.preferred is None
+        assert vote.error is not None
+        assert vote.error.startswith("unparseable verdict: no 'VERDICT: A|B|TIE' line")
+        assert vote.rationale == "Both answers have merits; I would rather not pick one."
+        assert vote.prompt_tokens is not None
+        assert vote.completion_tokens == 10
+    assert state.requests == 2
+
+
+async def test_a_cut_body_is_a_decode_failure() -> None:
+    faults = JudgeFaults(bands=FaultConfig(malformed_rate=1.0))
+    with serving(create_judge_app(RULE, faults=faults)) as (url, _):
+        async with client(url) as judge:
+            judgement = await judge_pair(judge, make_pair())
+    assert judgement.outcome is None
+    error = judgement.votes[0].error
+    assert error is not None
+    assert error.startswith("decode: the response is not JSON")
+
+
+async def test_a_hung_judge_is_a_timeout() -> None:
+    faults = JudgeFaults(bands=FaultConfig(hang_rate=1.0))
+    with serving(create_judge_app(RULE, faults=faults)) as (url, state):
+        async with client(url, timeout_s=0.5) as judge:
+            judgement = await judge_pair(judge, make_pair())
+    assert judgement.outcome is None
+    for vote in judgement.votes:
+        assert vote.error == "timeout: no complete response within 0.5 s"
+    assert state.requests == 2
+
+
+async def test_a_slow_judge_within_the_timeout_answers() -> None:
+    faults = JudgeFaults(delay_s=0.3)
+    with serving(create_judge_app(RULE, faults=faults)) as (url, _):
+        async with client(url, timeout_s=30.0) as judge:
+            judgement = await judge_pair(judge, make_pair())
+    assert judgement.outcome is QualityOutcome.CANDIDATE_BETTER
+
+
+async def test_connection_refused_is_retried_then_a_failed_vote() -> None:
+    url = f"http://127.0.0.1:{closed_port()}"
+    async with client(url, retries=2) as judge:
+        judgement = await judge_pair(judge, make_pair())
+    assert judgement.outcome is None
+    for vote in judgement.votes:
+        assert vote.error is not None
+        assert vote.error.startswith("connect: ConnectError")
+        assert vote.error.endswith("(after 3 tries)")
+
+
+async def test_connect_errors_are_retried_until_the_judge_answers() -> None:
+    """Only connection establishment is retried: two refusals, then a real answer."""
+    app = create_judge_app(RULE)
+    inner = httpx.ASGITransport(app=app)
+    calls: list[str] = []
+
+    class FlakyConnect(httpx.AsyncBaseTransport):
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            calls.append(request.url.path)
+            if len(calls) <= 2:
+                raise httpx.ConnectError("refused", request=request)
+            return await inner.handle_async_request(request)
+
+    judge = JudgeClient(
+        "http://judge.test",
+        model="m",
+        retries=3,
+        backoff_s=0.001,
+        concurrency=1,
+        transport=FlakyConnect(),
+    )
+    async with judge:
+        vote = await judge.vote(make_pair(), "baseline_first")
+    assert vote.preferred == "candidate"
+    assert calls == ["/v1/chat/completions"] * 3
+    assert app.state.judge.requests == 1
+
+
+async def test_at_most_concurrency_calls_are_in_flight() -> None:
+    app = create_judge_app(RULE, hold=True)
+    with serving(app) as (url, state):
+        async with client(url, concurrency=3) as judge:
+            task = asyncio.ensure_future(judge_pairs(judge, [make_pair(n) for n in range(6)]))
+            await eventually(lambda: state.in_flight == 3, "three judge calls in flight")
+            assert state.requests == 3
+            state.release.set()
+            judgements = await task
+    assert state.requests == 12
+    assert state.max_in_flight == 3
+    assert [j.outcome for j in judgements] == [QualityOutcome.CANDIDATE_BETTER] * 6
+
+
+async def test_the_prompt_is_redacted_before_it_is_sent() -> None:
+    secret = "sk-live-SECRET0123456789abcdef"
+    pair = make_pair(user=f"My key is {secret}; what is the capital of France?")
+    with serving(create_judge_app(RULE)) as (url, state):
+        async with client(url, redact=lambda text: text.replace(secret, "[REDACTED]")) as judge:
+            await judge_pair(judge, pair)
+    for _, body in state.seen:
+        assert secret not in body["messages"][1]["content"]
+        assert "My key is [REDACTED]" in body["messages"][1]["content"]
+
+
+async def test_no_judge_key_configured_sends_no_authorization() -> None:
+    with serving(create_judge_app(RULE)) as (url, state):
+        async with client(url, api_key=None) as judge:
+            await judge.vote(make_pair(), "baseline_first")
+    headers, _ = state.seen[0]
+    assert "authorization" not in headers
