@@ -23,6 +23,10 @@ gate-statistics.md; each module cites its sources.
 * :mod:`stats.summary` — :func:`task_type_summary`, descriptive and report-only numbers.
 * :mod:`stats.labels` — :func:`label_summary`, human labels as win / loss rates with Wilson
   intervals per task type.
+* :mod:`stats.judgements` — one quality judgement per pair (human > reference > judge) and
+  judge–human agreement (Cohen's κ).
+* :mod:`stats.net_harm` — divergence strata, the stratified net-harm estimator and the
+  ``net_harm`` check.
 """
 
 from __future__ import annotations
