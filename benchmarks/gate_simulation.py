@@ -60,7 +60,12 @@ import pandas as pd
 
 from shadoweval.records import Coverage, Decision, Verdict
 from stats.checkpoints import evaluate_poll
-from stats.frame import PAIRS_COLUMNS
+from stats.frame import (
+    BASELINE_HARM_COLUMNS,
+    CANDIDATE_HARM_COLUMNS,
+    PAIRS_COLUMNS,
+    TOOL_CHANGE_COLUMNS,
+)
 from stats.looks import design_sample_size
 from stats.policy import GatePolicy, parse_policy
 from stats.sequential import latest_checkpoint
@@ -223,6 +228,18 @@ def synthetic_pairs(sim: RunSim, n: int, rng: np.random.Generator) -> pd.DataFra
             "latency_baseline_source": np.where(repeat, "baseline_repeat", "live").astype(object),
             "baseline_output_tokens": np.where(base_fail | cols["base_infra"], np.nan, base_tok),
             "candidate_output_tokens": np.where(cand_fail | cols["cand_infra"], np.nan, cand_tok),
+            # Issue 11's direction columns: no harm detector fires, no tools offered,
+            # answers of unknown length, sampled requests, no judgements.
+            **dict.fromkeys(BASELINE_HARM_COLUMNS + CANDIDATE_HARM_COLUMNS, np.zeros(n, bool)),
+            "baseline_output_chars": np.full(n, np.nan),
+            "candidate_output_chars": np.full(n, np.nan),
+            "baseline_tool_text": np.full(n, np.nan),
+            "candidate_tool_text": np.full(n, np.nan),
+            **dict.fromkeys(TOOL_CHANGE_COLUMNS, np.zeros(n, bool)),
+            "sampled": np.ones(n),
+            "noise_identical": np.where(repeat & ~cols["base_infra"], 0.0, np.nan),
+            "quality": np.full(n, np.nan),
+            "quality_source": np.full(n, "", dtype=object),
         }
     )
     return frame.astype(PAIRS_COLUMNS)

@@ -18,6 +18,12 @@ verdict must mean the same whatever the number of polls (gate-statistics.md §2.
   is a final HOLD ("inconclusive at the sample cap"), never an implicit PROMOTE.
 * **Terminal verdicts.** PROMOTE and ROLLBACK end a run: :func:`evaluate_poll` returns a
   terminal ``previous`` verdict unchanged.
+* **Judgements arrive later.** A judge, an analyst or a reference import can judge a
+  look's pairs after its checkpoint was evaluated; a look is evaluated once *per set of
+  judgements*: a poll of the stored verdict's look with the same judgements
+  (:func:`stats.gate.judgements_sha256` of the prefix) returns it, a poll with different
+  ones re-evaluates the look as its next ``judgement_look`` (the net-harm checks spend the
+  look's levels over these evaluations: :func:`stats.net_harm.judgement_levels`).
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from datetime import datetime
 import pandas as pd
 
 from shadoweval.records import Coverage, Decision, Verdict, utc_now
-from stats.gate import evaluate_gate
+from stats.gate import evaluate_gate, judgements_sha256
 from stats.inputs import InvalidDataError
 from stats.policy import GatePolicy, policy_hash
 from stats.sequential import latest_checkpoint
@@ -95,10 +101,14 @@ def evaluate_poll(
         decided_at: time of the decision, default now (UTC).
         previous: the run's latest verdict, if any: a PROMOTE or ROLLBACK is terminal
             and returned unchanged; a verdict of the same look ``k ≥ 1`` under the same
-            policy is returned unchanged too, so each checkpoint is evaluated once. Pairs
-            scored out of capture order (concurrent replays, Kafka) would otherwise change
-            the prefix between two polls of one look and test new data at the same
-            ``α_k`` — a quiet form of peeking.
+            policy and with the same judgements of the prefix (its
+            ``judgements_sha256``; a verdict stored before judgements existed matches a
+            prefix without judgements) is returned unchanged too, so each checkpoint is
+            evaluated once per set of judgements. Pairs scored out of capture order
+            (concurrent replays, Kafka) would otherwise change the prefix between two
+            polls of one look and test new data at the same ``α_k`` — a quiet form of
+            peeking. With different judgements the look is re-evaluated as judgement
+            look ``previous.judgement_look + 1``.
 
     Returns:
         The verdict, with ``look`` = the checkpoint index (0 before the first
@@ -120,13 +130,18 @@ def evaluate_poll(
             raise InvalidDataError("pairs table lacks columns: captured_at")
         return _waiting(n, policy, run_id, coverage, decided)
     look, n_k = checkpoint
+    ordered = ordered_by_capture(pairs)
+    judgement_look = 1
     if (
         previous is not None
         and previous.look == look
         and previous.policy_hash == policy_hash(policy)
     ):
-        return previous
-    ordered = ordered_by_capture(pairs)
+        fingerprint = judgements_sha256(ordered.iloc[:n_k])
+        stored = previous.judgements_sha256 or judgements_sha256(ordered.iloc[:0])
+        if stored == fingerprint:
+            return previous
+        judgement_look = max(previous.judgement_look, 1) + 1
     paired_counts: Mapping[str, int] = {
         str(t): int(c) for t, c in ordered["task_type"].astype(str).value_counts().items()
     }
@@ -140,4 +155,5 @@ def evaluate_poll(
         decided_at=decided,
         final=final,
         paired_per_task_type=paired_counts,
+        judgement_look=judgement_look,
     )

@@ -10,20 +10,72 @@ pairs always sees the same table. Failures are data and nothing is dropped here
   ``infra_error_rate``;
 * any other error, or an empty answer, is the model's (or its serving config's) failure
   (``*_fail``) and, where a structured output was requested, a format failure too.
+
+The direction of a change (issue 11) comes from per-side harm flags
+(``baseline_harm_<kind>`` / ``candidate_harm_<kind>`` for each
+:class:`~shadoweval.records.HarmKind`), tool behaviour (``*_tool_text``, ``tool_<change>``
+for each :class:`~shadoweval.records.ToolChange`) and a pair's resolved quality judgement
+(``quality``, ``quality_source``), read by :mod:`stats.change`, :mod:`stats.checks.harms`,
+:mod:`stats.checks.tools` and :mod:`stats.net_harm`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import TypeVar
 
+import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from shadoweval.pair_flags import FormatSuccessFlag, format_ok
-from shadoweval.records import PairScore
+from shadoweval.records import (
+    HarmKind,
+    PairJudgement,
+    PairScore,
+    QualityOutcome,
+    ToolChange,
+)
 from stats.policy import GatePolicy, effective
 
-__all__ = ["PAIRS_COLUMNS", "format_ok", "pairs_frame"]
+__all__ = [
+    "BASELINE_HARM_COLUMNS",
+    "CANDIDATE_HARM_COLUMNS",
+    "PAIRS_COLUMNS",
+    "QUALITY_VALUES",
+    "TOOL_CHANGE_COLUMNS",
+    "format_ok",
+    "harm_column",
+    "pairs_frame",
+    "tool_change_column",
+]
+
+
+def harm_column(side: str, kind: HarmKind) -> str:
+    """The pairs-table column of one side's harm flag: ``candidate_harm_degeneration``."""
+    return f"{side}_harm_{kind.value}"
+
+
+def tool_change_column(change: ToolChange) -> str:
+    """The pairs-table column of one tool change: ``tool_text_instead_of_call``."""
+    return f"tool_{change.value}"
+
+
+BASELINE_HARM_COLUMNS: tuple[str, ...] = tuple(harm_column("baseline", k) for k in HarmKind)
+"""The baseline's harm-flag columns, in :class:`~shadoweval.records.HarmKind` order."""
+CANDIDATE_HARM_COLUMNS: tuple[str, ...] = tuple(harm_column("candidate", k) for k in HarmKind)
+"""The candidate's harm-flag columns, in :class:`~shadoweval.records.HarmKind` order."""
+TOOL_CHANGE_COLUMNS: tuple[str, ...] = tuple(tool_change_column(c) for c in ToolChange)
+"""The tool-change flag columns, in :class:`~shadoweval.records.ToolChange` order."""
+
+QUALITY_VALUES: dict[QualityOutcome, float] = {
+    QualityOutcome.CANDIDATE_WORSE: 1.0,
+    QualityOutcome.CANDIDATE_BETTER: -1.0,
+    QualityOutcome.TIE: 0.0,
+}
+"""``quality`` of a judged pair: +1 candidate worse, −1 candidate better, 0 tie (so that
+the mean over pairs is the net harm P(worse) − P(better))."""
 
 PAIRS_COLUMNS: dict[str, str] = {
     "exchange_id": "object",
@@ -47,17 +99,85 @@ PAIRS_COLUMNS: dict[str, str] = {
     "latency_baseline_source": "object",
     "baseline_output_tokens": "float64",
     "candidate_output_tokens": "float64",
+    **dict.fromkeys(BASELINE_HARM_COLUMNS, "bool"),
+    **dict.fromkeys(CANDIDATE_HARM_COLUMNS, "bool"),
+    "baseline_output_chars": "float64",
+    "candidate_output_chars": "float64",
+    "baseline_tool_text": "float64",
+    "candidate_tool_text": "float64",
+    **dict.fromkeys(TOOL_CHANGE_COLUMNS, "bool"),
+    "sampled": "float64",
+    "noise_identical": "float64",
+    "quality": "float64",
+    "quality_source": "object",
 }
-"""Columns of :func:`pairs_frame` and their pandas dtypes (NaN marks a missing float)."""
+"""Columns of :func:`pairs_frame` and their pandas dtypes (NaN marks a missing float).
+
+The direction columns (issue 11):
+
+* ``baseline_harm_<kind>`` / ``candidate_harm_<kind>`` (one per
+  :class:`~shadoweval.records.HarmKind`): the detector fired on that side
+  (``PairScore.*_harms``; false on an errored side). ``*_harm_runaway_length`` also holds
+  when the side's answer is longer than the task type's ``harm.length_ratio_max`` times
+  the other side's and at least ``harm.min_runaway_chars`` characters.
+* ``baseline_output_chars`` / ``candidate_output_chars``: answer length in characters
+  (``PairScore.output_chars``), NaN when unknown.
+* ``baseline_tool_text`` / ``candidate_tool_text``: where the request offered tools and
+  the side answered (it has tool flags: not errored), 1.0 when it answered in text without
+  a call, 0.0 when it called a tool; NaN where no tools were offered, the side errored,
+  or its answer was empty.
+* ``tool_<change>`` (one per :class:`~shadoweval.records.ToolChange`): the candidate's
+  tool behaviour differs that way (``PairScore.tool_changes``).
+* ``sampled``: 1.0 the request sampled (temperature > 0 or not given), 0.0 temperature 0,
+  NaN unknown. ``noise_identical``: 1.0 the baseline repeat returned exactly the captured
+  answer, 0.0 it did not, NaN without a usable repeat.
+* ``quality``: the pair's resolved judgement, :data:`QUALITY_VALUES` (+1 candidate worse,
+  −1 better, 0 tie), NaN when not judged or the judgement failed; ``quality_source`` its
+  :class:`~shadoweval.records.JudgementSource` value (``judge``, ``human``,
+  ``reference``), ``""`` when there is no usable judgement.
+"""
 
 SuccessFlag = FormatSuccessFlag
+_Flag = TypeVar("_Flag", HarmKind, ToolChange)
+
+_HARM_BIT: dict[HarmKind, int] = {kind: 1 << i for i, kind in enumerate(HarmKind)}
+_TOOL_BIT: dict[ToolChange, int] = {change: 1 << i for i, change in enumerate(ToolChange)}
+_RUNAWAY = list(HarmKind).index(HarmKind.RUNAWAY_LENGTH)
 
 
 def _value(x: float | None) -> float:
     return math.nan if x is None else float(x)
 
 
-def pairs_frame(scores: Iterable[PairScore], policy: GatePolicy) -> pd.DataFrame:
+def _tristate(x: bool | None) -> float:
+    return math.nan if x is None else (1.0 if x else 0.0)
+
+
+def _bits(values: Iterable[_Flag], table: Mapping[_Flag, int]) -> int:
+    mask = 0
+    for value in values:
+        mask |= table[value]
+    return mask
+
+
+def _unpack(masks: list[int], width: int) -> npt.NDArray[np.bool_]:
+    """Bit masks (one per row) as a boolean array of shape ``(n, width)``."""
+    packed = np.asarray(masks, dtype=np.int64)
+    bits: npt.NDArray[np.bool_] = (packed[:, None] >> np.arange(width, dtype=np.int64)) & 1 == 1
+    return bits
+
+
+def _quality(judgement: PairJudgement | None) -> tuple[float, str]:
+    if judgement is None or judgement.outcome is None:
+        return math.nan, ""
+    return QUALITY_VALUES[judgement.outcome], judgement.source.value
+
+
+def pairs_frame(
+    scores: Iterable[PairScore],
+    policy: GatePolicy,
+    judgements: Mapping[str, PairJudgement] | None = None,
+) -> pd.DataFrame:
     """Return one row per pair with the columns of :data:`PAIRS_COLUMNS`.
 
     * ``baseline_infra_error`` / ``candidate_infra_error``: the side failed for
@@ -67,16 +187,31 @@ def pairs_frame(scores: Iterable[PairScore], policy: GatePolicy) -> pd.DataFrame
       failure).
     * ``*_format_ok``: :func:`format_ok` with the task type's ``format_parse.success_flag``.
     * latencies in milliseconds, output tokens as counts; NaN where unknown.
+    * the direction columns, documented at :data:`PAIRS_COLUMNS`; the runaway length
+      ratio uses the task type's ``harm`` block.
 
     Args:
         scores: pair scores of one run (any order; each exchange once).
-        policy: the gate policy (its per-task-type success flag is applied).
+        policy: the gate policy (its per-task-type success flag and harm block apply).
+        judgements: exchange id → the pair's *resolved* judgement (one per pair, already
+            chosen by source priority: :func:`stats.judgements.resolve_judgements`);
+            pairs not in it are not judged (``quality`` NaN). ``None``: no judgements.
 
     Returns:
         A DataFrame sorted by ``captured_at`` then ``exchange_id``, index 0..n−1; an empty
         frame with the same columns and dtypes when ``scores`` is empty.
     """
-    rows: list[dict[str, object]] = []
+    judged = judgements or {}
+    columns: dict[str, list[object]] = {
+        name: []
+        for name in PAIRS_COLUMNS
+        if name not in BASELINE_HARM_COLUMNS
+        and name not in CANDIDATE_HARM_COLUMNS
+        and name not in TOOL_CHANGE_COLUMNS
+    }
+    base_harms: list[int] = []
+    cand_harms: list[int] = []
+    tool_changes: list[int] = []
     flags_by_type: dict[str, SuccessFlag] = {}
     for score in scores:
         flag = flags_by_type.get(score.task_type)
@@ -85,53 +220,109 @@ def pairs_frame(scores: Iterable[PairScore], policy: GatePolicy) -> pd.DataFrame
             flags_by_type[score.task_type] = flag
         baseline_infra = score.baseline_infra_error
         candidate_infra = score.candidate_infra_error
-        baseline_fail = (score.baseline_error or score.baseline_empty) and not baseline_infra
-        candidate_fail = (score.candidate_error or score.candidate_empty) and not candidate_infra
-        rows.append(
-            {
-                "exchange_id": score.exchange_id,
-                "task_type": score.task_type,
-                "captured_at": score.captured_at,
-                "similarity": _value(score.similarity),
-                "noise_similarity": _value(score.noise_similarity),
-                "streamed": score.streamed,
-                "baseline_fail": baseline_fail,
-                "candidate_fail": candidate_fail,
-                "baseline_infra_error": baseline_infra,
-                "candidate_infra_error": candidate_infra,
-                "format_expected": score.format_expected,
-                "baseline_format_ok": format_ok(
-                    format_expected=score.format_expected,
-                    errored=score.baseline_error,
-                    empty=score.baseline_empty,
-                    flags=score.baseline_format,
-                    tools=score.baseline_tools,
-                    success_flag=flag,
-                    infra_error=baseline_infra,
-                ),
-                "candidate_format_ok": format_ok(
-                    format_expected=score.format_expected,
-                    errored=score.candidate_error,
-                    empty=score.candidate_empty,
-                    flags=score.candidate_format,
-                    tools=score.candidate_tools,
-                    success_flag=flag,
-                    infra_error=candidate_infra,
-                ),
-                "baseline_e2e_ms": _value(score.e2e_ms.baseline),
-                "candidate_e2e_ms": _value(score.e2e_ms.candidate),
-                "baseline_ttft_ms": _value(score.ttft_ms.baseline),
-                "candidate_ttft_ms": _value(score.ttft_ms.candidate),
-                "candidate_warmup": score.candidate_warmup,
-                "latency_baseline_source": score.latency_baseline_source,
-                "baseline_output_tokens": _value(score.output_tokens.baseline),
-                "candidate_output_tokens": _value(score.output_tokens.candidate),
-            }
-        )
-    frame = pd.DataFrame(rows, columns=list(PAIRS_COLUMNS))
+        quality, source = _quality(judged.get(score.exchange_id))
+        row: dict[str, object] = {
+            "exchange_id": score.exchange_id,
+            "task_type": score.task_type,
+            "captured_at": score.captured_at,
+            "similarity": _value(score.similarity),
+            "noise_similarity": _value(score.noise_similarity),
+            "streamed": score.streamed,
+            "baseline_fail": (score.baseline_error or score.baseline_empty) and not baseline_infra,
+            "candidate_fail": (score.candidate_error or score.candidate_empty)
+            and not candidate_infra,
+            "baseline_infra_error": baseline_infra,
+            "candidate_infra_error": candidate_infra,
+            "format_expected": score.format_expected,
+            "baseline_format_ok": format_ok(
+                format_expected=score.format_expected,
+                errored=score.baseline_error,
+                empty=score.baseline_empty,
+                flags=score.baseline_format,
+                tools=score.baseline_tools,
+                success_flag=flag,
+                infra_error=baseline_infra,
+            ),
+            "candidate_format_ok": format_ok(
+                format_expected=score.format_expected,
+                errored=score.candidate_error,
+                empty=score.candidate_empty,
+                flags=score.candidate_format,
+                tools=score.candidate_tools,
+                success_flag=flag,
+                infra_error=candidate_infra,
+            ),
+            "baseline_e2e_ms": _value(score.e2e_ms.baseline),
+            "candidate_e2e_ms": _value(score.e2e_ms.candidate),
+            "baseline_ttft_ms": _value(score.ttft_ms.baseline),
+            "candidate_ttft_ms": _value(score.ttft_ms.candidate),
+            "candidate_warmup": score.candidate_warmup,
+            "latency_baseline_source": score.latency_baseline_source,
+            "baseline_output_tokens": _value(score.output_tokens.baseline),
+            "candidate_output_tokens": _value(score.output_tokens.candidate),
+            "baseline_output_chars": _value(score.output_chars.baseline),
+            "candidate_output_chars": _value(score.output_chars.candidate),
+            "baseline_tool_text": _tool_text(score.baseline_tools, score.baseline_empty),
+            "candidate_tool_text": _tool_text(score.candidate_tools, score.candidate_empty),
+            "sampled": _tristate(score.sampled),
+            "noise_identical": _tristate(score.noise_identical),
+            "quality": quality,
+            "quality_source": source,
+        }
+        for name, value in row.items():
+            columns[name].append(value)
+        base_harms.append(_bits(score.baseline_harms, _HARM_BIT) if score.baseline_harms else 0)
+        cand_harms.append(_bits(score.candidate_harms, _HARM_BIT) if score.candidate_harms else 0)
+        tool_changes.append(_bits(score.tool_changes, _TOOL_BIT) if score.tool_changes else 0)
+    frame = pd.DataFrame(columns)
+    n = len(frame)
+    base = _unpack(base_harms, len(HarmKind))
+    cand = _unpack(cand_harms, len(HarmKind))
+    if n:
+        base_long, cand_long = _runaway_by_ratio(frame, policy)
+        base[:, _RUNAWAY] |= base_long
+        cand[:, _RUNAWAY] |= cand_long
+    tools = _unpack(tool_changes, len(ToolChange))
+    flags = {
+        **{name: base[:, j] for j, name in enumerate(BASELINE_HARM_COLUMNS)},
+        **{name: cand[:, j] for j, name in enumerate(CANDIDATE_HARM_COLUMNS)},
+        **{name: tools[:, j] for j, name in enumerate(TOOL_CHANGE_COLUMNS)},
+    }
+    frame = pd.concat([frame, pd.DataFrame(flags, index=frame.index)], axis=1)
+    frame = frame[list(PAIRS_COLUMNS)]
     if frame.empty:
         return frame.astype(PAIRS_COLUMNS)
     frame["captured_at"] = pd.to_datetime(frame["captured_at"], utc=True)
     frame = frame.astype(PAIRS_COLUMNS)
     frame = frame.sort_values(["captured_at", "exchange_id"], kind="mergesort")
     return frame.reset_index(drop=True)
+
+
+def _tool_text(tools: object, empty: bool) -> float:
+    """1.0 answered in text with tools offered, 0.0 called a tool, NaN otherwise."""
+    calls = getattr(tools, "calls", None)
+    if calls is None:
+        return math.nan
+    if calls > 0:
+        return 0.0
+    return math.nan if empty else 1.0
+
+
+def _runaway_by_ratio(
+    frame: pd.DataFrame, policy: GatePolicy
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """Each side longer than ``length_ratio_max`` × the other and ≥ ``min_runaway_chars``.
+
+    Vectorised over the frame with the task type's ``harm`` block; a side whose length
+    or the other side's is unknown (NaN) is not flagged by the ratio. Returns the
+    baseline's and the candidate's masks, shape ``(n,)``.
+    """
+    codes, names = pd.factorize(frame["task_type"].astype(str))
+    ratio = np.array([effective(policy, str(t)).harm.length_ratio_max for t in names])[codes]
+    floor = np.array([effective(policy, str(t)).harm.min_runaway_chars for t in names])[codes]
+    base = frame["baseline_output_chars"].to_numpy(dtype=np.float64)
+    cand = frame["candidate_output_chars"].to_numpy(dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        base_long = (base >= floor) & (base > ratio * cand)
+        cand_long = (cand >= floor) & (cand > ratio * base)
+    return base_long, cand_long

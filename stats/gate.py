@@ -40,9 +40,11 @@ this module judges the pairs it is given as that look.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -57,27 +59,45 @@ from shadoweval.records import (
     Verdict,
     utc_now,
 )
+from stats.change import ChangeResult, classify_pair_arrays
 from stats.checks import (
+    HARM_METRIC_PREFIX,
     INFRA_FAILED,
     INFRA_METRIC,
+    TOOL_METRIC,
     UNEQUAL_LOAD,
     BaselineRepeats,
     BinaryAnalysis,
     PairArrays,
+    ToolAnalysis,
+    UnitChanges,
     binary_analyses,
     binary_check,
     cost_check,
+    harm_analyses,
     latency_checks,
+    scoring_faults,
     similarity_check,
+    tool_analysis,
+    tool_check,
 )
+from stats.checks.pair_arrays import BoolArray, IntArray
+from stats.checks.reasons import fmt_g, fmt_p, infra_note
 from stats.frame import PAIRS_COLUMNS
 from stats.inputs import InvalidDataError
 from stats.looks import LookLevels, look_levels
 from stats.multiplicity import holm
-from stats.policy import GatePolicy, effective, policy_hash
+from stats.net_harm import (
+    NET_HARM_METRIC,
+    estimate_net_harm,
+    judgement_levels,
+    net_harm_check,
+    stratum_names,
+)
+from stats.policy import GatePolicy, TaskTypePolicy, effective, policy_hash
 from stats.validity import coverage_by_task_type, task_mix_chi2
 
-__all__ = ["INCONCLUSIVE_AT_CAP", "evaluate_gate"]
+__all__ = ["INCONCLUSIVE_AT_CAP", "evaluate_gate", "judgements_sha256"]
 
 INCONCLUSIVE_AT_CAP = "inconclusive at the sample cap"
 """Start of the leading reason of a final HOLD at ``sequential.n_max`` (after the reasons
@@ -86,19 +106,39 @@ of an invalid run or a failing infrastructure, when there are such)."""
 
 @dataclass(frozen=True)
 class _Group:
-    """One analysis unit: the pooled rows or one task type's rows."""
+    """One analysis unit: the pooled rows or one task type's rows.
+
+    ``changed`` and ``stratum`` are the unit's rows of :func:`stats.change.classify_changes`
+    (aligned with ``arrays``); ``blocking`` is false for a task type below
+    ``min_traffic_share``.
+    """
 
     task_type: str
     arrays: PairArrays
     share: float
     blocking: bool
+    changed: BoolArray
+    stratum: IntArray
+
+
+OnFail = Literal["rollback", "hold", "report"]
+"""What a check's FAIL does: roll back, hold (report-and-block), or nothing (report only)."""
 
 
 @dataclass(frozen=True)
 class _Judged:
+    """A decided check and its role in the decision.
+
+    ``harm``: significant harm of a critical check (rolls back, even in an invalid run).
+    ``blocking``: PROMOTE needs it to pass. ``minor``: its unit has less than
+    ``min_traffic_share`` of the pairs. ``on_fail``: what its FAIL does.
+    """
+
     check: Check
     harm: bool
     blocking: bool
+    minor: bool
+    on_fail: OnFail
 
     @property
     def infra_fail(self) -> bool:
@@ -114,27 +154,37 @@ def _line(check: Check) -> str:
     return f"{_label(check.task_type)}, {check.metric}: {check.reason}"
 
 
-def _groups(pairs: pd.DataFrame, policy: GatePolicy, coverage: Coverage) -> list[_Group]:
-    """The pooled unit, each task type in the pairs, and captured types with no pairs.
+def _groups(
+    pairs: pd.DataFrame, policy: GatePolicy, coverage: Coverage
+) -> tuple[list[_Group], ChangeResult, _PooledStrata]:
+    """The pooled unit, each task type in the pairs, and captured types with no pairs;
+    and which pairs changed (:func:`stats.change.classify_pair_arrays`, in the units' row
+    order).
 
     The columns are converted once and ordered by task type, so that each task type is
     a contiguous slice of the pooled arrays (no per-type copies or masks).
     """
     total = len(pairs)
-    codes, names = pd.factorize(pairs["task_type"].astype(str), sort=True)
+    task_types = pairs["task_type"].astype(str)
+    codes, names = pd.factorize(task_types, sort=True)
     order = np.argsort(codes, kind="stable")
     arrays = PairArrays.from_frame(pairs).take(order)
+    pooled = _PooledStrata(codes[order].astype(np.int64), tuple(str(t) for t in names))
+    changes = classify_pair_arrays(arrays, pooled.codes, policy, names=pooled.names)
     counts = np.bincount(codes, minlength=len(names))
     bounds = np.concatenate([[0], np.cumsum(counts)])
-    groups = [_Group(POOLED, arrays, 1.0, True)]
+    groups = [_Group(POOLED, arrays, 1.0, True, changes.changed, changes.stratum)]
     for i, task_type in enumerate(names):
         share = float(counts[i]) / total
+        lo, hi = int(bounds[i]), int(bounds[i + 1])
         groups.append(
             _Group(
                 str(task_type),
-                arrays.slice(int(bounds[i]), int(bounds[i + 1])),
+                arrays.slice(lo, hi),
                 share,
                 share >= policy.min_traffic_share,
+                changes.changed[lo:hi],
+                changes.stratum[lo:hi],
             )
         )
     captured = sum(coverage.per_task_type.values())
@@ -143,22 +193,16 @@ def _groups(pairs: pd.DataFrame, policy: GatePolicy, coverage: Coverage) -> list
         share = coverage.per_task_type[task_type] / captured if captured else 0.0
         if coverage.per_task_type[task_type] > 0:
             groups.append(
-                _Group(task_type, arrays.slice(0, 0), share, share >= policy.min_traffic_share)
+                _Group(
+                    task_type,
+                    arrays.slice(0, 0),
+                    share,
+                    share >= policy.min_traffic_share,
+                    changes.changed[:0],
+                    changes.stratum[:0],
+                )
             )
-    return groups
-
-
-def _harm_p(analysis: BinaryAnalysis) -> float:
-    return 1.0 if analysis.harm_p is None else analysis.harm_p
-
-
-def _family(analysis: BinaryAnalysis) -> str | None:
-    """The Holm family a harm test belongs to: rollback, infrastructure, or none."""
-    if analysis.harm_p is None:
-        return None
-    if analysis.metric == INFRA_METRIC:
-        return "infra"
-    return "rollback" if analysis.critical else None
+    return groups, changes, pooled
 
 
 def _baseline_repeats(coverage: Coverage, pooled: PairArrays) -> BaselineRepeats | None:
@@ -177,92 +221,418 @@ def _baseline_repeats(coverage: Coverage, pooled: PairArrays) -> BaselineRepeats
     return None
 
 
+# ------------------------------------------------------------------ harm families
+
+Family = Literal["rollback", "infra", "hold"]
+"""The Holm families of harm tests: ``rollback`` (critical checks: significant harm rolls
+back), ``infra`` (``infra_error_rate``: holds) and ``hold`` (non-critical harm detectors
+and tool behaviour: significant harm holds, report-and-block)."""
+
+
+@dataclass
+class _Test:
+    """One check of one unit before its decision: its harm test and Holm family.
+
+    ``kind`` says which builder decides it: ``binary`` (error_rate, format_parse,
+    infra_error_rate, harm_<kind>), ``tool`` (tool_text_answer) or ``net_harm``.
+    ``discordant`` is b + c of a McNemar test (``None`` for a continuous test), read by
+    the screen of :func:`_screened_holm`; ``blocking`` whether PROMOTE needs it to pass
+    and ``on_fail`` what its FAIL does.
+    """
+
+    group: _Group
+    metric: str
+    kind: Literal["binary", "tool", "net_harm"]
+    harm_p: float | None
+    family: Family | None
+    discordant: int | None
+    blocking: bool
+    on_fail: OnFail
+    binary: BinaryAnalysis | None = None
+    tool: ToolAnalysis | None = None
+    net_check: Check | None = None
+    adjusted: float | None = None
+
+
+def _binary_family(a: BinaryAnalysis) -> Family | None:
+    """The Holm family of a paired binary harm test, or none (a non-critical guardrail)."""
+    if a.harm_p is None:
+        return None
+    if a.metric == INFRA_METRIC:
+        return "infra"
+    if a.critical:
+        return "rollback"
+    if a.metric.startswith(HARM_METRIC_PREFIX) or a.metric == TOOL_METRIC:
+        return "hold"
+    return None
+
+
+def _min_attainable_midp(discordant: int) -> float:
+    """The smallest one-sided McNemar mid-p that ``discordant`` = b + c pairs can give:
+    all of them on the candidate's side, ``½·0.5^(b+c)`` (1 when b + c = 0)."""
+    if discordant <= 0:
+        return 1.0
+    return 0.5 * 0.5**discordant
+
+
+def _screened_holm(tests: list[_Test], level: float) -> dict[int, float]:
+    """Holm-adjusted p-values of ``tests`` (indexes into it), after Tarone's screen.
+
+    A McNemar test conditions on its discordant pairs b + c, and with few of them its
+    smallest attainable mid-p (:func:`_min_attainable_midp`) exceeds ``level`` — the
+    largest level any Holm step uses — so it can never reject (b + c ≤ 6 at alpha_RB_1
+    0.00608; every detector that fired on no pair). Such a test is left out of the family
+    and keeps its own p-value (which is above ``level``, so it is never significant);
+    the others are Holm-adjusted among themselves. Leaving out hypotheses that cannot be
+    rejected keeps the family-wise level (Tarone 1990, "A modified Bonferroni method for
+    discrete data", Biometrics 46:515–522; Hommel & Krummenauer 1998, Biometrics
+    54:673–681, for the step-down form) and stops seven harm detectors that fired on no
+    pair from diluting the error-rate test.
+    """
+    screened = {
+        i: t
+        for i, t in enumerate(tests)
+        if t.discordant is None or _min_attainable_midp(t.discordant) <= level
+    }
+    adjusted = holm([t.harm_p if t.harm_p is not None else 1.0 for t in screened.values()])
+    out = {i: float(p) for i, p in zip(screened, adjusted, strict=True)}
+    for i, t in enumerate(tests):
+        if i not in out:
+            out[i] = 1.0 if t.harm_p is None else float(t.harm_p)
+    return out
+
+
+def _adjust(tests: list[_Test], groups: list[_Group], n_total: int, level: float) -> None:
+    """Set each test's Holm-adjusted harm p-value within its family (in place).
+
+    With a single task type the pooled rows are that task type's rows: the pooled harm
+    test is the same hypothesis, so it shares the task type's adjusted p-value instead of
+    entering the family twice (which would halve Holm's power for nothing).
+    """
+    twin: dict[int, int] = {}
+    with_rows = [g for g in groups if g.task_type != POOLED and g.arrays.n]
+    if len(with_rows) == 1 and with_rows[0].arrays.n == n_total:
+        index = {t.metric: j for j, t in enumerate(tests) if t.group is with_rows[0]}
+        for i, t in enumerate(tests):
+            j = index.get(t.metric)
+            if (
+                t.group.task_type == POOLED
+                and j is not None
+                and t.family is not None
+                and t.family == tests[j].family
+            ):
+                twin[i] = j
+    for name in ("rollback", "infra", "hold"):
+        members = [i for i, t in enumerate(tests) if t.family == name and i not in twin]
+        adjusted = _screened_holm([tests[i] for i in members], level)
+        for k, i in enumerate(members):
+            tests[i].adjusted = adjusted[k]
+    for i, j in twin.items():
+        tests[i].adjusted = tests[j].adjusted
+
+
+# ------------------------------------------------------------------ the checks
+
+
+def _source_counts(arrays: PairArrays, rows: BoolArray) -> dict[str, int]:
+    """Judged pairs among ``rows`` per ``quality_source`` (judge / human / reference)."""
+    judged = rows & ~np.isnan(arrays.quality)
+    sources, counts = np.unique(arrays.quality_source[judged].astype(str), return_counts=True)
+    return {str(s): int(c) for s, c in zip(sources, counts, strict=True) if s}
+
+
+@dataclass(frozen=True)
+class _PooledStrata:
+    """The pooled rows' task types as codes (``names[code]``), for the pooled strata."""
+
+    codes: IntArray
+    names: tuple[str, ...]
+
+
+def _pooled_strata(
+    pooled: _PooledStrata, stratum: IntArray, edges: tuple[float, ...]
+) -> tuple[IntArray, dict[int, str]]:
+    """Strata of the pooled unit: task type × divergence stratum.
+
+    The same codes and names as :func:`stats.net_harm.pooled_strata` (task type index ×
+    ``len(edges) + 2`` + stratum, named ``"koala: D 0.1-0.2"``), computed from the task
+    types' integer codes the gate already has instead of their strings (a million
+    string comparisons otherwise).
+    """
+    width = len(edges) + 2
+    codes = np.where(stratum >= 0, pooled.codes * width + stratum, -1).astype(np.int64)
+    labels = stratum_names(edges)
+    names = {
+        int(code): f"{pooled.names[int(code) // width]}: {labels[int(code) % width]}"
+        for code in np.unique(codes[codes >= 0])
+    }
+    return codes, names
+
+
+def _net_harm_test(
+    group: _Group,
+    view: TaskTypePolicy,
+    policy: GatePolicy,
+    levels: LookLevels,
+    pooled: _PooledStrata,
+) -> _Test:
+    """The unit's net-harm estimate and check (:mod:`stats.net_harm`) on its pairs without
+    an infrastructure error (the model was not judged on those).
+
+    ``levels`` are the look's levels for net harm (:func:`stats.net_harm.judgement_levels`
+    of the look's judgement evaluation). The pooled unit is stratified by task type ×
+    divergence stratum (:func:`_pooled_strata`, as :func:`stats.net_harm.pooled_strata`:
+    the judge budget samples each task type separately).
+    """
+    keep = ~group.arrays.infra
+    stratum = group.stratum[keep]
+    names: dict[int, str] | None = None
+    if group.task_type == POOLED:
+        edges = _widest_edges(policy, pooled.names)
+        stratum, names = _pooled_strata(
+            _PooledStrata(pooled.codes[keep], pooled.names), stratum, edges
+        )
+    estimate = estimate_net_harm(
+        group.arrays.quality[keep], group.changed[keep], stratum, names=names
+    )
+    check, p = net_harm_check(
+        estimate,
+        task_type=group.task_type,
+        block=view.net_harm,
+        levels=levels,
+        alpha=policy.alpha,
+        power=policy.power,
+        sources=_source_counts(group.arrays, keep & group.changed),
+    )
+    n_infra = group.arrays.n - int(np.count_nonzero(keep))
+    if n_infra:
+        check = check.model_copy(update={"reason": check.reason + infra_note(n_infra)})
+    critical = view.net_harm.critical
+    family: Family | None = None
+    if p is not None:
+        family = "rollback" if critical else "hold"
+    return _Test(
+        group,
+        NET_HARM_METRIC,
+        "net_harm",
+        p,
+        family,
+        None,
+        # In no_change mode a change fails the similarity guardrail: net harm is reported.
+        blocking=group.blocking and view.change.mode == "judge",
+        on_fail="rollback" if critical else "hold",
+        net_check=check,
+    )
+
+
+def _on_fail(a: BinaryAnalysis) -> OnFail:
+    """A paired binary check's FAIL: ``infra_error_rate`` and the non-critical harm
+    detectors and tool check hold; every other FAIL rolls back (as before issue 11)."""
+    if a.metric == INFRA_METRIC:
+        return "hold"
+    if (a.metric.startswith(HARM_METRIC_PREFIX) or a.metric == TOOL_METRIC) and not a.critical:
+        return "hold"
+    return "rollback"
+
+
+def _widest_edges(policy: GatePolicy, task_types: tuple[str, ...]) -> tuple[float, ...]:
+    """The pooled unit's strata edges: the pooled policy's, or a task type's longer ones
+    (a per-task-type override with more edges; the codes must fit them)."""
+    edges = tuple(policy.net_harm.strata_edges)
+    for task_type in task_types:
+        own = tuple(effective(policy, task_type).net_harm.strata_edges)
+        if len(own) > len(edges):
+            edges = own
+    return edges
+
+
+def _tests(
+    groups: list[_Group],
+    policy: GatePolicy,
+    levels: LookLevels,
+    net_levels: LookLevels,
+    pooled: _PooledStrata,
+) -> list[_Test]:
+    """Every paired binary, tool and net-harm test of every unit, before Holm."""
+    tests: list[_Test] = []
+    for group in groups:
+        view = effective(policy, group.task_type)
+        analyses = binary_analyses(
+            group.arrays,
+            task_type=group.task_type,
+            error_block=view.error_rate,
+            infra_block=view.infra_error_rate,
+            format_block=view.format_parse,
+            min_pairs=view.min_pairs,
+            levels=levels,
+            alpha=policy.alpha,
+            power=policy.power,
+        )
+        analyses += harm_analyses(
+            group.arrays,
+            task_type=group.task_type,
+            block=view.harm,
+            min_pairs=view.min_pairs,
+            levels=levels,
+            alpha=policy.alpha,
+            power=policy.power,
+        )
+        for a in analyses:
+            tests.append(
+                _Test(
+                    group,
+                    a.metric,
+                    "binary",
+                    a.harm_p,
+                    _binary_family(a),
+                    a.b + a.c,
+                    blocking=group.blocking,
+                    on_fail=_on_fail(a),
+                    binary=a,
+                )
+            )
+        tool = tool_analysis(
+            group.arrays,
+            task_type=group.task_type,
+            block=view.tool_calls,
+            min_pairs=view.min_pairs,
+            levels=levels,
+            alpha=policy.alpha,
+            power=policy.power,
+        )
+        if tool is not None:
+            a = tool.binary
+            tests.append(
+                _Test(
+                    group,
+                    a.metric,
+                    "tool",
+                    a.harm_p,
+                    _binary_family(a),
+                    a.b + a.c,
+                    blocking=group.blocking,
+                    on_fail=_on_fail(a),
+                    tool=tool,
+                )
+            )
+        tests.append(_net_harm_test(group, view, policy, net_levels, pooled))
+    return tests
+
+
+def _significant_net_harm(check: Check, p: float, adjusted: float, levels: LookLevels) -> Check:
+    """A net-harm check whose Holm-adjusted harm p-value is significant, as a FAIL."""
+    lead = (
+        f"significant net harm: the candidate is worse (one-sided p {fmt_p(p)} of net harm "
+        f"> 0, Holm-adjusted {fmt_p(adjusted)} <= alpha_RB_k {fmt_g(levels.alpha_harm_k)} "
+        f"at look {levels.look})"
+    )
+    return check.model_copy(
+        update={"outcome": CheckOutcome.FAIL, "reason": f"{lead}; {check.reason}"}
+    )
+
+
+def _decided(test: _Test, levels: LookLevels, net_levels: LookLevels) -> _Judged:
+    """Decide one test after Holm: its check, whether it is a rollback harm, its role.
+
+    A net-harm test is significant at ``net_levels.alpha_harm_k`` (the look's level split
+    over its judgement evaluations), every other test at ``levels.alpha_harm_k``.
+    """
+    adjusted = test.adjusted
+    level = net_levels.alpha_harm_k if test.kind == "net_harm" else levels.alpha_harm_k
+    significant = adjusted is not None and adjusted <= level
+    if test.kind == "net_harm":
+        assert test.net_check is not None
+        check = test.net_check
+        if significant and adjusted is not None and test.harm_p is not None:
+            check = _significant_net_harm(check, test.harm_p, adjusted, net_levels)
+    elif test.kind == "tool":
+        assert test.tool is not None
+        check = tool_check(test.tool, harm_adjusted=adjusted)
+    else:
+        assert test.binary is not None
+        check = binary_check(test.binary, harm_adjusted=adjusted)
+    return _Judged(
+        check,
+        harm=significant and test.family == "rollback",
+        blocking=test.blocking,
+        minor=not test.group.blocking,
+        on_fail=test.on_fail,
+    )
+
+
 def _judge(
     groups: list[_Group],
+    changes: ChangeResult,
     policy: GatePolicy,
     levels: LookLevels,
     n_total: int,
     repeats: BaselineRepeats | None,
+    *,
+    pooled: _PooledStrata,
+    judgement_look: int,
 ) -> list[_Judged]:
-    binary: list[tuple[_Group, BinaryAnalysis]] = []
-    for group in groups:
-        view = effective(policy, group.task_type)
-        binary += [
-            (group, a)
-            for a in binary_analyses(
-                group.arrays,
-                task_type=group.task_type,
-                error_block=view.error_rate,
-                infra_block=view.infra_error_rate,
-                format_block=view.format_parse,
-                min_pairs=view.min_pairs,
-                levels=levels,
-                alpha=policy.alpha,
-                power=policy.power,
-            )
-        ]
+    """Every check of every unit, decided, in unit order (binary, harm, tool, net harm,
+    similarity, latency, output tokens).
 
-    # Two Holm families: the rollback family (critical quality metrics) and the
-    # infrastructure family (infra_error_rate, whose harm only ever holds).
-    family_of = [_family(a) for _, a in binary]
-    # With a single task type the pooled rows are that task type's rows: the pooled harm
-    # test is the same hypothesis, so it shares the task type's adjusted p-value instead
-    # of entering the family twice (which would halve Holm's power for nothing).
-    twin: dict[int, int] = {}
-    with_rows = [g for g in groups if g.task_type != POOLED and g.arrays.n]
-    if len(with_rows) == 1 and with_rows[0].arrays.n == n_total:
-        metric_index = {a.metric: j for j, (g, a) in enumerate(binary) if g is with_rows[0]}
-        for i, (owner, a) in enumerate(binary):
-            j = metric_index.get(a.metric)
-            if (
-                owner.task_type == POOLED
-                and j is not None
-                and family_of[i] is not None
-                and family_of[i] == family_of[j]
-            ):
-                twin[i], family_of[i] = j, None
-    harm_adjusted: dict[int, float] = {}
-    for name in ("rollback", "infra"):
-        family = [i for i, member in enumerate(family_of) if member == name]
-        adjusted = holm([_harm_p(binary[i][1]) for i in family])
-        harm_adjusted.update({i: float(p) for i, p in zip(family, adjusted, strict=True)})
-    harm_adjusted.update({i: harm_adjusted[j] for i, j in twin.items()})
-
+    The net-harm checks read the look's levels split over its judgement evaluations
+    (:func:`stats.net_harm.judgement_levels`); a re-evaluation of a look with new
+    judgements spends them on the net-harm tests only, so the harm family is adjusted
+    at the net-harm level when it is the smaller.
+    """
+    net_levels = judgement_levels(levels, judgement_look)
+    tests = _tests(groups, policy, levels, net_levels, pooled)
+    _adjust(tests, groups, n_total, levels.alpha_harm_k)
+    decided = [(t.group, _decided(t, levels, net_levels)) for t in tests]
     noise_floor = repeats is not None
+    degenerate = changes.degenerate.describe() if changes.degenerate is not None else None
     judged: list[_Judged] = []
     for group in groups:
         view = effective(policy, group.task_type)
-        for i, (owner, a) in enumerate(binary):
-            if owner is not group:
-                continue
-            adjusted_p = harm_adjusted.get(i)
-            check = binary_check(a, harm_adjusted=adjusted_p)
-            harm = (
-                a.metric != INFRA_METRIC
-                and adjusted_p is not None
-                and adjusted_p <= levels.alpha_harm_k
+        judged += [j for owner, j in decided if owner is group]
+        usable = ~group.arrays.infra
+        unit_changes = UnitChanges(
+            changed=int(np.count_nonzero(group.changed)),
+            pairs=int(np.count_nonzero(usable)),
+            threshold=changes.noise_threshold.get(
+                group.task_type, view.change.divergence_threshold
+            ),
+            source=changes.threshold_source.get(group.task_type, "divergence_threshold"),
+            quantile=view.change.noise_quantile,
+        )
+        judge_mode = view.change.mode == "judge"
+        similarity = similarity_check(
+            group.arrays,
+            task_type=group.task_type,
+            block=view.similarity,
+            min_pairs=view.min_pairs,
+            levels=levels,
+            alpha=policy.alpha,
+            power=policy.power,
+            noise_floor=noise_floor,
+            repeats=repeats,
+            mode=view.change.mode,
+            changes=unit_changes,
+            degenerate=degenerate,
+        )
+        # In judge mode divergence only selects pairs, but unreadable similarities make
+        # that selection wrong (a pair read as unchanged counts as a tie): they block.
+        faulty = judge_mode and scoring_faults(group.arrays) > 0
+        judged.append(
+            _Judged(
+                similarity,
+                harm=False,
+                blocking=group.blocking and (faulty or not judge_mode),
+                minor=not group.blocking,
+                on_fail="report" if judge_mode else "rollback",
             )
-            judged.append(_Judged(check, harm, group.blocking))
-        others = [
-            similarity_check(
-                group.arrays,
-                task_type=group.task_type,
-                block=view.similarity,
-                min_pairs=view.min_pairs,
-                levels=levels,
-                alpha=policy.alpha,
-                power=policy.power,
-                noise_floor=noise_floor,
-                repeats=repeats,
-            ),
-            *latency_checks(
-                group.arrays,
-                task_type=group.task_type,
-                block=view.latency,
-                min_pairs=view.min_pairs,
-                levels=levels,
-            ),
-        ]
+        )
+        others = latency_checks(
+            group.arrays,
+            task_type=group.task_type,
+            block=view.latency,
+            min_pairs=view.min_pairs,
+            levels=levels,
+        )
         if view.output_tokens.enabled:
             others.append(
                 cost_check(
@@ -275,7 +645,9 @@ def _judge(
                     power=policy.power,
                 )
             )
-        judged += [_Judged(c, False, group.blocking) for c in others]
+        judged += [
+            _Judged(c, False, group.blocking, not group.blocking, "rollback") for c in others
+        ]
     return judged
 
 
@@ -355,14 +727,55 @@ _DATA_PROBLEMS = ("(NaN)", "no pairs", "invalid", "outside [-1, 1]", "nothing to
 
 
 def _rank(check: Check) -> int:
-    """Order of an open check's reason: data problems first, then unmet margins, then
-    too few pairs (the one that only needs more traffic)."""
+    """Order of an open check's reason: data problems first, then net harm that needs
+    judgements (what a reviewer can do now), then unmet margins, then too few pairs (the
+    one that only needs more traffic)."""
     reason = check.reason
+    if check.metric == NET_HARM_METRIC and reason.startswith("no pairs"):
+        return 0
+    if check.metric == NET_HARM_METRIC:
+        return 1
     if any(marker in reason for marker in _DATA_PROBLEMS):
         return 0
     if reason.startswith("too few"):
-        return 2
-    return 1
+        return 3
+    return 2
+
+
+def _open_lines(judged: list[_Judged]) -> list[str]:
+    """The reason lines of the open blocking checks, in :func:`_rank` order.
+
+    The harm detectors of one unit that are all open for the same want of pairs with no
+    detector firing on either side (b + c = 0) share one line, so seven detectors that
+    saw nothing do not bury the reason that decides.
+    """
+    open_checks = sorted(
+        (j.check for j in judged if j.blocking and j.check.outcome != CheckOutcome.PASS),
+        key=_rank,  # stable: unit, metric order
+    )
+    quiet: dict[tuple[str, int], list[Check]] = {}
+    for c in open_checks:
+        if (
+            c.metric.startswith(HARM_METRIC_PREFIX)
+            and c.outcome == CheckOutcome.INCONCLUSIVE
+            and c.reason.startswith("too few")
+            and c.estimate == 0.0
+        ):
+            quiet.setdefault((c.task_type, c.n), []).append(c)
+    lines: list[str] = []
+    for c in open_checks:
+        group = quiet.get((c.task_type, c.n))
+        if group is None or c not in group:
+            lines.append(_line(c))
+        elif c is group[0]:
+            others = ", ".join(g.metric for g in group[1:])
+            extra = (
+                f" (so are {others}: no harm detector fired on either side of these pairs)"
+                if others
+                else ""
+            )
+            lines.append(_line(c) + extra)
+    return lines
 
 
 def _trailer(levels: LookLevels, n: int, coverage: Coverage) -> str:
@@ -388,28 +801,74 @@ def _trailer(levels: LookLevels, n: int, coverage: Coverage) -> str:
     )
 
 
+def judgements_sha256(pairs: pd.DataFrame) -> str:
+    """SHA-256 of the pairs' resolved judgements: ``exchange_id``, ``quality`` and
+    ``quality_source`` of every judged row (``quality`` not NaN), in exchange-id order.
+
+    Two evaluations of one look read the same judgements exactly when their fingerprints
+    agree (:func:`stats.checkpoints.evaluate_poll` re-evaluates a look otherwise). The
+    pairs table must have those three columns.
+    """
+    judged = pairs.loc[pairs["quality"].notna(), ["exchange_id", "quality", "quality_source"]]
+    judged = judged.sort_values("exchange_id", kind="mergesort")
+    digest = hashlib.sha256()
+    for exchange_id, quality, source in judged.itertuples(index=False, name=None):
+        digest.update(f"{exchange_id}\t{float(quality):+.0f}\t{source}\n".encode())
+    return digest.hexdigest()
+
+
+def _hours(hours: float) -> str:
+    return f"{hours:.1f} h"
+
+
+def _window_problem(pairs: pd.DataFrame, policy: GatePolicy) -> tuple[float, str | None]:
+    """The capture-time span of the judged pairs (hours) and, when it is shorter than
+    ``observation.min_window_hours``, the HOLD reason that says so."""
+    need = policy.observation.min_window_hours
+    captured = pd.to_datetime(pairs["captured_at"], utc=True).dropna()
+    span = (captured.max() - captured.min()).total_seconds() / 3600.0 if len(captured) else 0.0
+    if need <= 0 or span >= need:
+        return span, None
+    cycles = need / 24.0
+    cycle = ""
+    if cycles == 1:
+        cycle = " (a full daily cycle)"
+    elif cycles.is_integer():
+        cycle = f" ({cycles:g} full daily cycles)"
+    return span, (
+        f"observation window: the pairs span {_hours(span)} of capture time; the policy asks "
+        f"for {need:g} h{cycle} before a promote (observation.min_window_hours)"
+    )
+
+
 def _decide(
-    judged: list[_Judged], validity: list[str], policy: GatePolicy
+    judged: list[_Judged],
+    validity: list[str],
+    policy: GatePolicy,
+    *,
+    window: tuple[float, str | None],
+    changes: ChangeResult,
 ) -> tuple[Decision, list[str], int]:
     """The decision, its reasons, and how many leading reasons say why the run is blocked
-    (invalid run, failing infrastructure; 0 when it is not)."""
+    (invalid run, failing infrastructure; 0 when it is not).
+
+    The first reason says what decided the verdict: a significant harm or a FAIL for a
+    ROLLBACK; for a HOLD the validity or infrastructure problem, else the degenerate
+    noise floor, else the failed report-and-block checks, then the open blocking checks
+    (data problems, unmet margins, net harm to judge, too few pairs) and the observation
+    window; for a PROMOTE the count of passed blocking checks.
+    """
     harms = [_line(j.check) for j in judged if j.harm]
     infra = [_line(j.check) for j in judged if j.infra_fail]
-    fails = [
-        _line(j.check)
-        for j in judged
-        if j.check.outcome == CheckOutcome.FAIL and not j.harm and not j.infra_fail
-    ]
-    blocking_open = [
-        _line(j.check)
-        for j in sorted(judged, key=lambda j: _rank(j.check))  # stable: unit, metric order
-        if j.blocking and j.check.outcome != CheckOutcome.PASS
-    ]
+    failed = [j for j in judged if j.check.outcome == CheckOutcome.FAIL and not j.harm]
+    fails = [_line(j.check) for j in failed if j.on_fail == "rollback"]
+    holds = [_line(j.check) for j in failed if j.on_fail == "hold" and not j.infra_fail]
+    blocking_open = _open_lines(judged)
     minor_open = sorted(
         {
             j.check.task_type
             for j in judged
-            if not j.blocking and j.check.outcome == CheckOutcome.INCONCLUSIVE
+            if j.minor and j.check.outcome == CheckOutcome.INCONCLUSIVE
         }
     )
     notes = [
@@ -419,6 +878,8 @@ def _decide(
     ]
     if any(UNEQUAL_LOAD in j.check.reason for j in judged):
         notes.append(f"latency checks: {UNEQUAL_LOAD}; treat the latency comparison with care")
+    degenerate = [changes.degenerate.describe()] if changes.degenerate is not None else []
+    span, window_problem = window
     if infra:
         # An infrastructure failure makes the run unjudgeable, like low coverage: HOLD;
         # only a significant critical harm on the pairs both sides answered rolls back.
@@ -427,18 +888,39 @@ def _decide(
         if harms:
             return Decision.ROLLBACK, _unique(harms + validity + fails), 0
         blocked = _unique(validity)
-        return Decision.HOLD, _unique(blocked + fails + blocking_open + notes), len(blocked)
+        lines = blocked + degenerate + fails + holds + blocking_open + notes
+        return Decision.HOLD, _unique(lines), len(blocked)
     if harms or fails:
-        return Decision.ROLLBACK, harms + fails + notes, 0
-    if not blocking_open:
+        return Decision.ROLLBACK, _unique(harms + fails + holds + notes + degenerate), 0
+    if not blocking_open and not holds and window_problem is None:
         task_types = sorted({j.check.task_type for j in judged if j.blocking} - {POOLED})
         passed = sum(1 for j in judged if j.blocking)
         summary = (
             f"all {passed} blocking checks passed (pooled and task types "
             f"{', '.join(task_types) or 'none'})"
         )
-        return Decision.PROMOTE, [summary, *notes], 0
-    return Decision.HOLD, blocking_open + notes, 0
+        changed = int(np.count_nonzero(changes.changed))
+        net_blocking = any(j.blocking and j.check.metric == NET_HARM_METRIC for j in judged)
+        if changed and net_blocking:
+            summary += (
+                f"; {changed} pairs changed beyond the noise, and net harm passed in every "
+                "blocking unit"
+            )
+        elif changed:
+            summary += f"; {changed} pairs changed beyond the noise (change.mode no_change)"
+        else:
+            summary += "; no pair changed beyond the noise"
+        window_line = (
+            [
+                f"observation window: the pairs span {_hours(span)} of capture time "
+                f"(observation.min_window_hours {policy.observation.min_window_hours:g})"
+            ]
+            if policy.observation.min_window_hours > 0
+            else []
+        )
+        return Decision.PROMOTE, [summary, *window_line, *notes, *degenerate], 0
+    waiting = [window_problem] if window_problem is not None else []
+    return Decision.HOLD, _unique(degenerate + holds + blocking_open + waiting + notes), 0
 
 
 def evaluate_gate(
@@ -451,6 +933,7 @@ def evaluate_gate(
     decided_at: datetime | None = None,
     final: bool | None = None,
     paired_per_task_type: Mapping[str, int] | None = None,
+    judgement_look: int = 1,
 ) -> Verdict:
     """Evaluate the gate on the given pairs as look ``look`` and return the verdict.
 
@@ -477,6 +960,11 @@ def evaluate_gate(
             default, whether ``look`` is the capped schedule's last look.
         paired_per_task_type: pairs per task type of the whole run so far, for the
             coverage and task-mix checks; by default counted from ``pairs``.
+        judgement_look: the evaluation of this look with these judgements, ≥ 1 (1 the
+            first; :func:`stats.checkpoints.evaluate_poll` counts re-evaluations of a
+            look whose pairs' judgements changed): the net-harm checks spend the look's
+            levels over them (:func:`stats.net_harm.judgement_levels`). Stored in the
+            verdict with :func:`judgements_sha256` of ``pairs``.
 
     Returns:
         A :class:`~shadoweval.records.Verdict` with one check per analysis unit × metric
@@ -484,15 +972,23 @@ def evaluate_gate(
         reasons first and the sequential context last, and the policy's hash.
 
     Raises:
-        InvalidDataError: ``pairs`` lacks a required column, or ``look`` < 1.
+        InvalidDataError: ``pairs`` lacks a required column, or ``look`` or
+            ``judgement_look`` < 1.
     """
     missing = [c for c in PAIRS_COLUMNS if c not in pairs.columns]
     if missing:
         raise InvalidDataError(f"pairs table lacks columns: {', '.join(missing)}")
     if isinstance(look, bool) or not isinstance(look, int) or look < 1:
         raise InvalidDataError(f"look must be an integer >= 1, got {look!r}")
+    if (
+        isinstance(judgement_look, bool)
+        or not isinstance(judgement_look, int)
+        or judgement_look < 1
+    ):
+        raise InvalidDataError(f"judgement_look must be an integer >= 1, got {judgement_look!r}")
     decided = decided_at if decided_at is not None else utc_now()
     levels = look_levels(policy, look, final=final)
+    fingerprint = judgements_sha256(pairs)
 
     def verdict(decision: Decision, reasons: list[str], checks: tuple[Check, ...]) -> Verdict:
         return Verdict(
@@ -504,6 +1000,8 @@ def evaluate_gate(
             coverage=coverage,
             policy_hash=policy_hash(policy),
             look=look,
+            judgement_look=judgement_look,
+            judgements_sha256=fingerprint,
         )
 
     coverage_problem = _coverage_problem(coverage, policy)
@@ -519,10 +1017,21 @@ def evaluate_gate(
     # Per-task-type problems first: they name the task type.
     validity = _task_type_problems(paired_per_task_type, coverage, policy, levels)
     validity += [p for p in (coverage_problem, _duplicates_problem(pairs)) if p]
-    groups = _groups(pairs, policy, coverage)
+    groups, changes, pooled = _groups(pairs, policy, coverage)
     repeats = _baseline_repeats(coverage, groups[0].arrays)
-    judged = _judge(groups, policy, levels, len(pairs), repeats)
-    decision, reasons, blocked = _decide(judged, validity, policy)
+    judged = _judge(
+        groups,
+        changes,
+        policy,
+        levels,
+        len(pairs),
+        repeats,
+        pooled=pooled,
+        judgement_look=judgement_look,
+    )
+    decision, reasons, blocked = _decide(
+        judged, validity, policy, window=_window_problem(pairs, policy), changes=changes
+    )
     if decision == Decision.HOLD and levels.final:
         # An invalid run or a failing infrastructure is not "inconclusive": those reasons
         # stay first, the cap follows them.

@@ -32,7 +32,16 @@ latency p50/95/99   quantile ratio, resampling-free paired       α_k (union bou
                     Poisson bootstrap (log-normal interval)
 output_tokens       e = c − k·b (k = ratio_max) against 0        confidence sequence
                                                                  (spending with n_max)
+harm_<kind>         as error_rate on a harm detector's per-side  as error_rate
+                    flag (pairs where both sides answered)
+tool_text_answer    as error_rate on "answered in text, no       as error_rate
+                    call" where tools were offered
 ==================  ===========================================  ==========================
+
+``similarity`` is report-only under ``change.mode: judge`` (the default): divergence
+selects pairs for a quality judgement (:mod:`stats.change`) and never fails; the
+direction comes from the harm checks and the gate's ``net_harm`` check
+(:mod:`stats.net_harm`).
 
 Infrastructure errors (reference failure case 11): a pair with an infrastructure error on
 either side (timeout, connection failure, HTTP 408/429/5xx, undecodable body, cancelled
@@ -49,7 +58,10 @@ Modules, by metric family:
 * :mod:`stats.checks.sequential_interval` — the look's interval of a mean and the
   decision of a mean-type check on it.
 * :mod:`stats.checks.binary` — ``infra_error_rate``, ``error_rate``, ``format_parse``.
-* :mod:`stats.checks.similarity` — ``similarity`` (noise floor or absolute limit).
+* :mod:`stats.checks.similarity` — ``similarity`` (noise floor or absolute limit;
+  report-only in ``change.mode: judge``).
+* :mod:`stats.checks.harms` — ``harm_<kind>``, one per harm detector.
+* :mod:`stats.checks.tools` — ``tool_text_answer`` and the tool-change counts.
 * :mod:`stats.checks.latency` — ``latency_<metric>_p50/p95/p99``.
 * :mod:`stats.checks.cost` — ``output_tokens``.
 
@@ -67,6 +79,7 @@ from stats.checks.binary import (
     binary_check,
 )
 from stats.checks.cost import COST_STATISTIC, cost_check
+from stats.checks.harms import HARM_LABELS, HARM_METRIC_PREFIX, harm_analyses, harm_metric
 from stats.checks.latency import (
     LATENCY_STATISTIC,
     MIN_LATENCY_PAIRS,
@@ -79,37 +92,52 @@ from stats.checks.reasons import INFRA_CONSEQUENCE, INFRA_FAILED, INFRA_METRIC, 
 from stats.checks.sequential_interval import SequentialInterval, sequential_mean_interval
 from stats.checks.similarity import (
     NO_NOISE_FLOOR,
+    REPORT_ONLY,
     SIMILARITY_NOISE_STATISTIC,
     SIMILARITY_STATISTIC,
     BaselineRepeats,
+    UnitChanges,
+    scoring_faults,
     similarity_check,
 )
+from stats.checks.tools import TOOL_METRIC, ToolAnalysis, tool_analysis, tool_check
 
 __all__ = [
     "BINARY_STATISTIC",
     "BINARY_STATISTIC_CAPPED",
     "COST_STATISTIC",
+    "HARM_LABELS",
+    "HARM_METRIC_PREFIX",
     "INFRA_CONSEQUENCE",
     "INFRA_FAILED",
     "INFRA_METRIC",
     "LATENCY_STATISTIC",
     "MIN_LATENCY_PAIRS",
     "NO_NOISE_FLOOR",
+    "REPORT_ONLY",
     "SIMILARITY_NOISE_STATISTIC",
     "SIMILARITY_STATISTIC",
     "STREAM_ONLY_METRICS",
+    "TOOL_METRIC",
     "UNEQUAL_LOAD",
     "BaselineRepeats",
     "BinaryAnalysis",
     "PairArrays",
     "SequentialInterval",
+    "ToolAnalysis",
+    "UnitChanges",
     "analyse_binary",
     "binary_analyses",
     "binary_check",
     "cost_check",
+    "harm_analyses",
+    "harm_metric",
     "infra_note",
     "infra_pairs",
     "latency_checks",
+    "scoring_faults",
     "sequential_mean_interval",
     "similarity_check",
+    "tool_analysis",
+    "tool_check",
 ]

@@ -79,7 +79,9 @@ class BinaryAnalysis:
     reported without one); ``min_pairs``
     is the effective minimum (floor or power calculation). ``excluded`` counts pairs not
     scored on both sides, ``infra_excluded`` pairs left out for an infrastructure
-    error. ``problem`` says why no test could be run.
+    error. ``problem`` says why no test could be run. ``event`` is the verb of a
+    discordant pair in the reason ("8 pairs *fail* only on the candidate"; a harm check
+    says "degenerate") and ``excluded_what`` what the ``excluded`` pairs were.
     """
 
     metric: str
@@ -102,6 +104,8 @@ class BinaryAnalysis:
     ni_p: float | None
     interval: SequentialInterval | None
     problem: str | None
+    event: str = "fail"
+    excluded_what: str = "pairs not scored on both sides"
 
 
 def analyse_binary(
@@ -118,6 +122,8 @@ def analyse_binary(
     power: float,
     excluded: int = 0,
     infra_excluded: int = 0,
+    event: str = "fail",
+    excluded_what: str = "pairs not scored on both sides",
 ) -> BinaryAnalysis:
     """Count the 2×2 table; run the sequential NI interval, Tango's test and McNemar's.
 
@@ -142,6 +148,8 @@ def analyse_binary(
         power: the policy's design power (of the power calculation).
         excluded: pairs the caller left out (not scored on both sides), for the reason.
         infra_excluded: pairs left out for an infrastructure error, for the reason.
+        event: the verb of a discordant pair in the reason (default ``fail``).
+        excluded_what: what the ``excluded`` pairs were, for the reason.
     """
     n = int(base_fail.size)
     margin = block.margin
@@ -180,6 +188,8 @@ def analyse_binary(
             ni_p=ni_p,
             interval=interval,
             problem=problem,
+            event=event,
+            excluded_what=excluded_what,
         )
 
     if n == 0:
@@ -227,7 +237,7 @@ def binary_check(a: BinaryAnalysis, *, harm_adjusted: float | None) -> Check:
     and quality could not be judged (the gate holds, never rolls back, on it).
     """
     levels = a.levels
-    excluded = f" ({a.excluded} pairs not scored on both sides were left out)" if a.excluded else ""
+    excluded = f" ({a.excluded} {a.excluded_what} were left out)" if a.excluded else ""
     excluded += infra_note(a.infra_excluded)
     infra = a.metric == INFRA_METRIC
     harm_lead = f"{INFRA_FAILED}, significant harm" if infra else "significant harm"
@@ -276,14 +286,15 @@ def binary_check(a: BinaryAnalysis, *, harm_adjusted: float | None) -> Check:
         tango = f"fixed-n Tango p {fmt_p(a.ni_p)} (reported; decided on the sequence)"
     if harm_adjusted is not None and a.b > a.c and harm_adjusted > levels.alpha_harm_k:
         tango += (
-            f"; harm not significant at this look: {a.b} pairs fail only on the candidate vs "
+            f"; harm not significant at this look: {a.b} pairs {a.event} only on the "
+            f"candidate vs "
             f"{a.c} only on the baseline, McNemar mid-p {fmt_p(a.harm_p)}, Holm-adjusted "
             f"{fmt_p(harm_adjusted)} > alpha_RB_k {fmt_g(levels.alpha_harm_k)}"
         )
     if harm_adjusted is not None and harm_adjusted <= levels.alpha_harm_k:
         return check(
             CheckOutcome.FAIL,
-            f"{harm_lead}: {rates}; {a.b} pairs fail only on the candidate vs {a.c} only "
+            f"{harm_lead}: {rates}; {a.b} pairs {a.event} only on the candidate vs {a.c} only "
             f"on the baseline (McNemar mid-p {fmt_p(a.harm_p)}, Holm-adjusted "
             f"{fmt_p(harm_adjusted)} <= alpha_RB_k {fmt_g(levels.alpha_harm_k)} at look "
             f"{levels.look}; sequential McNemar p {fmt_p(a.harm_bf_p or 1.0)}){consequence}",

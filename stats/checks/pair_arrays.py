@@ -4,7 +4,8 @@ The gate reads the pairs table (:data:`stats.frame.PAIRS_COLUMNS`) into
 :class:`PairArrays` once per evaluation, orders it by task type and slices it per task
 type, so a verdict over 1,000,000 pairs stays a few vectorised passes. Each field of
 :class:`PairArrays` is declared once, with the table column it is read from and how
-(``field(metadata=_column(...))``); reading, slicing and reordering iterate those declarations.
+(``field(metadata=_column(...))``, or ``_columns(...)`` for a block of flag columns read
+into one 2-D array); reading, slicing and reordering iterate those declarations.
 """
 
 from __future__ import annotations
@@ -18,11 +19,15 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from stats.frame import BASELINE_HARM_COLUMNS, CANDIDATE_HARM_COLUMNS, TOOL_CHANGE_COLUMNS
+
 __all__ = [
     "INFRA_COLUMNS",
     "LATENCY_BASELINE_SOURCES",
     "BoolArray",
+    "FlagMatrix",
     "FloatArray",
+    "IntArray",
     "PairArrays",
     "SourceArray",
     "infra_pairs",
@@ -30,6 +35,9 @@ __all__ = [
 
 BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+FlagMatrix = npt.NDArray[np.bool_]
+"""A block of boolean flag columns, shape ``(n, k)`` (one column per detector or change)."""
 SourceArray = npt.NDArray[np.int8]
 """Codes of ``latency_baseline_source``: indexes into :data:`LATENCY_BASELINE_SOURCES`."""
 
@@ -81,6 +89,15 @@ def _bools(series: pd.Series) -> BoolArray:
     return flags
 
 
+def _strings(series: pd.Series) -> npt.NDArray[np.object_]:
+    """A text column as an object array; a missing value reads as ``""``."""
+    values = series.to_numpy(dtype=object)
+    missing = pd.isna(values)
+    if missing.any():
+        values = np.where(missing, "", values)
+    return values
+
+
 def _source_codes(series: pd.Series) -> SourceArray:
     """``latency_baseline_source`` as codes of :data:`LATENCY_BASELINE_SOURCES`."""
     source = series.astype(str).to_numpy()
@@ -99,12 +116,37 @@ def _column(name: str, read: Callable[[pd.Series], npt.NDArray[Any]]) -> dict[st
     return {_COLUMN: name, _READ: read}
 
 
+def _columns(names: tuple[str, ...]) -> dict[str, Any]:
+    """Field metadata of a ``(n, len(names))`` boolean block read from flag columns ``names``
+    (a missing flag reads as false)."""
+
+    def read(frame: pd.DataFrame) -> FlagMatrix:
+        if not names:
+            return np.zeros((len(frame), 0), dtype=bool)
+        return np.column_stack([_bools(frame[name]) for name in names]).reshape(
+            len(frame), len(names)
+        )
+
+    return {_COLUMN: names, _READ: read}
+
+
+def _read(frame: pd.DataFrame, metadata: Any) -> npt.NDArray[Any]:
+    column = metadata[_COLUMN]
+    if isinstance(column, tuple):
+        return metadata[_READ](frame)  # type: ignore[no-any-return]
+    return metadata[_READ](frame[column])  # type: ignore[no-any-return]
+
+
 @dataclass(frozen=True)
 class PairArrays:
     """The gate's columns as numpy arrays, for one analysis unit (shape ``(n,)`` each).
 
-    Flags are float arrays (1.0, 0.0, NaN = missing); latencies in ms and token counts
-    are floats with NaN when unknown; ``source`` codes index
+    Flags are float arrays (1.0, 0.0, NaN = missing); latencies in ms, token counts and
+    answer lengths in characters are floats with NaN when unknown; ``base_harm`` /
+    ``cand_harm`` are ``(n, len(HarmKind))`` boolean blocks in
+    :class:`~shadoweval.records.HarmKind` order and ``tool_change`` an
+    ``(n, len(ToolChange))`` block in :class:`~shadoweval.records.ToolChange` order;
+    ``quality`` is +1 candidate worse, −1 better, 0 tie, NaN not judged; ``source`` codes index
     :data:`LATENCY_BASELINE_SOURCES` (``latency_baseline_source``). Build with
     :meth:`from_frame`; :meth:`slice` gives a task type's rows when the frame was
     ordered by task type (:meth:`take`). ``infra`` is derived: an infrastructure error
@@ -130,6 +172,17 @@ class PairArrays:
     base_ttft_ms: FloatArray = field(metadata=_column("baseline_ttft_ms", _floats))
     base_tokens: FloatArray = field(metadata=_column("baseline_output_tokens", _floats))
     cand_tokens: FloatArray = field(metadata=_column("candidate_output_tokens", _floats))
+    base_harm: FlagMatrix = field(metadata=_columns(BASELINE_HARM_COLUMNS))
+    cand_harm: FlagMatrix = field(metadata=_columns(CANDIDATE_HARM_COLUMNS))
+    base_chars: FloatArray = field(metadata=_column("baseline_output_chars", _floats))
+    cand_chars: FloatArray = field(metadata=_column("candidate_output_chars", _floats))
+    base_tool_text: FloatArray = field(metadata=_column("baseline_tool_text", _floats))
+    cand_tool_text: FloatArray = field(metadata=_column("candidate_tool_text", _floats))
+    tool_change: FlagMatrix = field(metadata=_columns(TOOL_CHANGE_COLUMNS))
+    sampled: FloatArray = field(metadata=_column("sampled", _floats))
+    noise_identical: FloatArray = field(metadata=_column("noise_identical", _floats))
+    quality: FloatArray = field(metadata=_column("quality", _floats))
+    quality_source: npt.NDArray[np.object_] = field(metadata=_column("quality_source", _strings))
     infra: BoolArray = field(init=False)
 
     def __post_init__(self) -> None:
@@ -148,11 +201,7 @@ class PairArrays:
         Raises:
             KeyError: the frame lacks a column (the gate checks the columns first).
         """
-        columns = {
-            f.name: f.metadata[_READ](frame[f.metadata[_COLUMN]])
-            for f in fields(cls)
-            if _COLUMN in f.metadata
-        }
+        columns = {f.name: _read(frame, f.metadata) for f in fields(cls) if _COLUMN in f.metadata}
         return cls(n=len(frame), **columns)
 
     def _rows(self, n: int, rows: slice | npt.NDArray[np.intp]) -> PairArrays:

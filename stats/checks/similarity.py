@@ -6,6 +6,21 @@ against that noise floor in every unit: ``e_i = D_cand_i − (1 + r)·D_noise_i`
 by the look's sequential interval; a run without any repeat compares the mean divergence
 with the absolute ``max_mean_divergence``. The split-sample tail-rate report is added to
 the reason (report only).
+
+What the check means depends on ``change.mode`` (issue 11; :mod:`stats.change`):
+
+* ``judge`` (default): every real upgrade changes answers, so divergence beyond the noise
+  says *how much* changed, never in which direction. The check is **reported, never
+  blocking and never rolling back**: its reason leads with the unit's changed share
+  ("changed beyond the noise: 312 of 805 pairs (38.8%)"), and where the interval lies
+  wholly above the margin it is INCONCLUSIVE ("answers changed beyond the noise"), never
+  FAIL. The direction comes from the harm checks and ``net_harm``.
+* ``no_change``: the check is a guardrail as before (FAIL beyond the margin, which rolls
+  back), for swaps that must not change answers (a quantisation, a serving-stack move).
+
+A degenerate noise floor (:class:`stats.change.DegenerateNoise`: the baseline repeat
+returned the captured answer on nearly every sampled request) makes the check
+INCONCLUSIVE in either mode, its reason led by the degenerate sentence.
 """
 
 from __future__ import annotations
@@ -15,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from shadoweval.records import Check, CheckOutcome
-from stats.checks.pair_arrays import PairArrays
+from stats.checks.pair_arrays import BoolArray, FloatArray, PairArrays
 from stats.checks.reasons import CheckNumbers, fmt_p, fmt_pct, infra_note, make_check
 from stats.checks.sequential_interval import (
     mean_min_pairs_note,
@@ -24,13 +39,16 @@ from stats.checks.sequential_interval import (
 )
 from stats.looks import LookLevels
 from stats.noise_floor import noise_floor_values, tail_rate_split
-from stats.policy import SimilarityPolicy
+from stats.policy import ChangeMode, SimilarityPolicy
 
 __all__ = [
     "NO_NOISE_FLOOR",
+    "REPORT_ONLY",
     "SIMILARITY_NOISE_STATISTIC",
     "SIMILARITY_STATISTIC",
     "BaselineRepeats",
+    "UnitChanges",
+    "scoring_faults",
     "similarity_check",
 ]
 
@@ -40,6 +58,42 @@ SIMILARITY_NOISE_STATISTIC = "seq_mean_noise_floor"
 """Statistic of a similarity check on the noise floor: mean of e vs ``noise_margin``."""
 NO_NOISE_FLOOR = "no baseline-repeat outcomes in this run: absolute limit, no noise floor"
 """Said in the reason of a similarity check of a run without baseline repeats."""
+REPORT_ONLY = (
+    "report only (change.mode judge): divergence selects pairs for a quality judgement "
+    "and never blocks or rolls back by itself"
+)
+"""Said in the reason of every similarity check in ``change.mode: judge``."""
+
+
+@dataclass(frozen=True)
+class UnitChanges:
+    """A unit's changed pairs (:func:`stats.change.classify_changes`), for the reason.
+
+    ``changed`` of ``pairs`` (the unit's pairs without an infrastructure error) changed;
+    ``threshold`` is the unit's divergence threshold, ``source`` how it was set
+    (``noise``, ``pooled noise`` or ``divergence_threshold``) and ``quantile`` the
+    policy's ``change.noise_quantile``.
+    """
+
+    changed: int
+    pairs: int
+    threshold: float
+    source: str
+    quantile: float = 0.95
+
+    def describe(self) -> str:
+        """``changed beyond the noise: 312 of 805 pairs (38.8%; D > 0.213, the noise p95)``."""
+        share = fmt_pct(self.changed / self.pairs) if self.pairs else "no pairs"
+        q = f"p{100 * self.quantile:g}"
+        basis = {
+            "noise": f"the unit's baseline-repeat {q}",
+            "pooled noise": f"the pooled baseline-repeat {q}: too few repeats in the unit",
+        }.get(self.source, "divergence_threshold: no usable noise floor")
+        return (
+            f"changed beyond the noise: {self.changed} of {self.pairs} pairs ({share}; "
+            f"D > {self.threshold:.3g}, {basis}; or a harm, format, tool or failure "
+            "difference)"
+        )
 
 
 @dataclass(frozen=True)
@@ -74,6 +128,30 @@ class BaselineRepeats:
         )
 
 
+def scoring_faults(arrays: PairArrays) -> int:
+    """Pairs whose similarities cannot be read: a scoring fault, not a model's change.
+
+    Counted on the pairs without an infrastructure error: both outputs present but no
+    similarity (NaN), or a similarity or baseline-repeat similarity that is infinite or
+    outside [−1, 1]. Change classification (:mod:`stats.change`) reads the similarities,
+    so in ``change.mode: judge`` such a fault still blocks PROMOTE (:mod:`stats.gate`).
+    """
+    keep = ~arrays.infra
+    similarity = arrays.similarity[keep]
+    noise = arrays.noise_similarity[keep]
+    both_present = ~arrays.model_failed[keep]
+
+    def out_of_range(values: FloatArray) -> BoolArray:
+        known = ~np.isnan(values)
+        with np.errstate(invalid="ignore"):
+            bad: BoolArray = known & (~np.isfinite(values) | (np.abs(values) > 1.0 + 1e-6))
+        return bad
+
+    faults = (np.isnan(similarity) & both_present) | out_of_range(similarity)
+    faults |= out_of_range(noise)
+    return int(np.count_nonzero(faults))
+
+
 def similarity_check(
     arrays: PairArrays,
     *,
@@ -85,8 +163,17 @@ def similarity_check(
     power: float,
     noise_floor: bool,
     repeats: BaselineRepeats | None = None,
+    mode: ChangeMode = "no_change",
+    changes: UnitChanges | None = None,
+    degenerate: str | None = None,
 ) -> Check:
     """Output divergence ``D = 1 − similarity``: against the noise floor, or a limit.
+
+    ``mode`` is the unit's ``change.mode``: ``judge`` makes the check report-only (never
+    FAIL; the reason leads with ``changes``), ``no_change`` (the default here) keeps it a
+    guardrail. ``degenerate`` is the sentence of a degenerate noise floor
+    (:meth:`stats.change.DegenerateNoise.describe`): the check is then INCONCLUSIVE and
+    its reason leads with it.
 
     Pairs with an infrastructure error on either side are left out (counted). A pair
     where both outputs are present (neither side failed) but the similarity is NaN is a
@@ -107,6 +194,49 @@ def similarity_check(
       ``max_mean_divergence``, and the reason says that no noise floor was available
       (:data:`NO_NOISE_FLOOR`).
     """
+    check = _similarity_check(
+        arrays,
+        task_type=task_type,
+        block=block,
+        min_pairs=min_pairs,
+        levels=levels,
+        alpha=alpha,
+        power=power,
+        noise_floor=noise_floor,
+        repeats=repeats,
+        judge=mode == "judge",
+    )
+    lead = [degenerate] if degenerate else []
+    if changes is not None and (mode == "judge" or degenerate):
+        lead.append(changes.describe())
+    if mode == "judge":
+        lead.append(REPORT_ONLY)
+    outcome = check.outcome
+    if degenerate:
+        outcome = CheckOutcome.INCONCLUSIVE
+        lead.insert(
+            1,
+            "the similarity check cannot judge divergence against a recording "
+            "(INCONCLUSIVE); replay with a baseline-repeat replica that samples",
+        )
+    if not lead:
+        return check
+    return check.model_copy(update={"outcome": outcome, "reason": "; ".join([*lead, check.reason])})
+
+
+def _similarity_check(
+    arrays: PairArrays,
+    *,
+    task_type: str,
+    block: SimilarityPolicy,
+    min_pairs: int,
+    levels: LookLevels,
+    alpha: float,
+    power: float,
+    noise_floor: bool,
+    repeats: BaselineRepeats | None,
+    judge: bool,
+) -> Check:
     keep = ~arrays.infra
     left_out = infra_note(int(np.count_nonzero(arrays.infra)))
     failed_repeats = repeats.failed_note() if noise_floor and repeats is not None else ""
@@ -212,8 +342,9 @@ def similarity_check(
     if interval.note:
         summary += f" (note: {interval.note})"
     need = mean_min_pairs_note(interval, margin, min_pairs, alpha, power)
-    outcome, reason = mean_outcome(
-        interval, margin, need, summary, "outputs diverge more than allowed"
-    )
+    harmful = "answers changed beyond the noise" if judge else "outputs diverge more than allowed"
+    outcome, reason = mean_outcome(interval, margin, need, summary, harmful)
+    if judge and outcome == CheckOutcome.FAIL:
+        outcome = CheckOutcome.INCONCLUSIVE  # report only: a change is not a harm
     numbers = CheckNumbers(interval.mean, interval.low, interval.high, n)
     return check(outcome, reason + tail, numbers)

@@ -4,6 +4,11 @@ The ``simulate`` fixture builds :class:`PairScore` records per task type from ke
 specs (see :class:`TaskSpec`), so each test states only what it plants (an error burst, a
 format drop, a latency tail). Helpers are fixtures, not imports, so the tests work under
 any pytest import mode.
+
+Pairs are captured one a minute (:data:`CAPTURE_STEP`), so a run of 1,440 pairs or more
+spans the default policy's 24-hour observation window. Since issue 11 a PROMOTE also
+needs the direction of the pairs that changed: the ``tie_judgements`` fixture judges
+every pair a tie (an A/A run's changed pairs are neither better nor worse).
 """
 
 from __future__ import annotations
@@ -15,9 +20,19 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from shadoweval.records import Coverage, FormatFlags, PairScore, SidePair
+from shadoweval.records import (
+    Coverage,
+    FormatFlags,
+    JudgementSource,
+    PairJudgement,
+    PairScore,
+    QualityOutcome,
+    SidePair,
+)
 
 T0 = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
+CAPTURE_STEP = timedelta(minutes=1)
+"""Capture-time step between two simulated pairs."""
 
 
 @dataclass
@@ -143,7 +158,7 @@ def make_scores(
                     run_id=run_id,
                     exchange_id=f"ex{i:07d}",
                     task_type=task_type,
-                    captured_at=T0 + timedelta(seconds=i),
+                    captured_at=T0 + i * CAPTURE_STEP,
                     similarity=similarity,
                     streamed=spec.streamed,
                     format_expected=spec.format_expected,
@@ -183,6 +198,28 @@ def full_coverage(n: int) -> Coverage:
     return Coverage(
         captured=n, replayed=n, paired=n, errored=0, warmup=0, skipped=0, share=1.0 if n else 0.0
     )
+
+
+def tie_judgements(
+    scores: list[PairScore], outcome: QualityOutcome = QualityOutcome.TIE
+) -> dict[str, PairJudgement]:
+    """One resolved judgement per pair (``outcome``, source judge), by exchange id."""
+    return {
+        s.exchange_id: PairJudgement(
+            run_id=s.run_id,
+            exchange_id=s.exchange_id,
+            task_type=s.task_type,
+            source=JudgementSource.JUDGE,
+            outcome=outcome,
+        )
+        for s in scores
+    }
+
+
+@pytest.fixture
+def ties() -> Callable[..., dict[str, PairJudgement]]:
+    """:func:`tie_judgements`: every pair judged (a tie by default)."""
+    return tie_judgements
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pandas as pd
 import pytest
 
-from shadoweval.records import Coverage, Decision, PairScore, Verdict
+from shadoweval.records import Coverage, Decision, PairJudgement, PairScore, Verdict
 from stats.checkpoints import WAITING, evaluate_poll, ordered_by_capture
 from stats.frame import pairs_frame
 from stats.gate import INCONCLUSIVE_AT_CAP, evaluate_gate
@@ -18,6 +18,7 @@ from stats.policy import GatePolicy, parse_policy
 
 Simulate = Callable[..., list[PairScore]]
 CoverageFor = Callable[[int], Coverage]
+Ties = Callable[[list[PairScore]], dict[str, PairJudgement]]
 DECIDED = datetime(2024, 6, 2, tzinfo=UTC)
 RELAXED = parse_policy({"error_rate": {"margin": 0.02}, "format_parse": {"margin": 0.02}})
 """2-point binary margins: design sample size 1004, so a small A/A run can promote."""
@@ -200,13 +201,14 @@ def test_an_undecided_gate_at_the_sample_cap_is_a_final_hold(
 
 
 def test_a_seeded_aa_run_polled_at_every_checkpoint_never_rolls_back(
-    simulate: Simulate, coverage_for: CoverageFor
+    simulate: Simulate, coverage_for: CoverageFor, ties: Ties
 ) -> None:
     policy = RELAXED
-    frame = pairs_frame(
-        simulate({"chat": {"n": 2000}, "extract": {"n": 1200, "format_expected": True}}, seed=11),
-        policy,
+    scores = simulate(
+        {"chat": {"n": 2000}, "extract": {"n": 1200, "format_expected": True}}, seed=11
     )
+    # Every pair judged a tie: the A/A run's changed answers are neither better nor worse.
+    frame = pairs_frame(scores, policy, ties(scores))
     # Interleave the task types in capture order (the simulator writes them one after the
     # other).
     frame = frame.sample(frac=1.0, random_state=5).reset_index(drop=True)

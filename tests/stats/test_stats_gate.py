@@ -9,7 +9,7 @@ prefixes, the sample cap — is tested in test_stats_checkpoints.py.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
 import numpy as np
@@ -22,6 +22,8 @@ from shadoweval.records import (
     CheckOutcome,
     Coverage,
     Decision,
+    HarmKind,
+    PairJudgement,
     PairScore,
     Verdict,
 )
@@ -43,6 +45,7 @@ from stats.policy import GatePolicy, parse_policy, policy_hash
 
 Simulate = Callable[..., list[PairScore]]
 CoverageFor = Callable[[int], Coverage]
+Ties = Callable[[list[PairScore]], dict[str, PairJudgement]]
 DECIDED = datetime(2024, 6, 2, tzinfo=UTC)
 AA = {"chat": {"n": 1500}, "extract": {"n": 1500, "format_expected": True}}
 """An A/A run large enough to PROMOTE at look 1 under the default policy."""
@@ -53,9 +56,10 @@ def run_gate(
     coverage_for: CoverageFor,
     policy: GatePolicy | None = None,
     coverage: Coverage | None = None,
+    judgements: Mapping[str, PairJudgement] | None = None,
 ) -> Verdict:
     policy = policy or GatePolicy()
-    frame = pairs_frame(scores, policy)
+    frame = pairs_frame(scores, policy, judgements)
     return evaluate_gate(
         frame,
         policy,
@@ -78,18 +82,33 @@ def test_no_data_holds(coverage_for: CoverageFor) -> None:
     assert v.policy_hash == policy_hash(GatePolicy())
 
 
-def test_clean_aa_run_promotes(simulate: Simulate, coverage_for: CoverageFor) -> None:
-    v = run_gate(simulate(AA), coverage_for)
+def test_clean_aa_run_promotes(simulate: Simulate, coverage_for: CoverageFor, ties: Ties) -> None:
+    scores = simulate(AA)
+    v = run_gate(scores, coverage_for, judgements=ties(scores))
     assert v.decision == Decision.PROMOTE, v.reasons
-    assert all(c.outcome == CheckOutcome.PASS for c in v.checks)
-    # 3 groups (pooled, chat, extract) × 8 metrics, plus format_parse in pooled and extract;
-    # no p99 below 5,000 latency pairs.
-    assert v.reasons[0].startswith("all 26 blocking checks passed")
+    assert all(c.outcome == CheckOutcome.PASS for c in v.checks), [
+        c for c in v.checks if c.outcome != CheckOutcome.PASS
+    ]
+    # 3 groups (pooled, chat, extract) × 15 blocking metrics (infra, error, 7 harm
+    # detectors, net harm, 4 latency, tokens), plus format_parse in pooled and extract; no
+    # p99 below 5,000 latency pairs; similarity is reported, not blocking (change.mode
+    # judge), and no request offered tools (no tool_text_answer).
+    assert v.reasons[0].startswith("all 47 blocking checks passed")
+    assert (
+        "pairs changed beyond the noise, and net harm passed in every blocking unit"
+        in (v.reasons[0])
+    )
+    assert v.reasons[1] == (
+        "observation window: the pairs span 50.0 h of capture time "
+        "(observation.min_window_hours 24)"
+    )
     metrics = {c.metric for c in v.checks}
     assert metrics == {
         "error_rate",
         "infra_error_rate",
         "format_parse",
+        *(f"harm_{kind.value}" for kind in HarmKind),
+        "net_harm",
         "similarity",
         "latency_e2e_ms_p50",
         "latency_e2e_ms_p95",
@@ -115,9 +134,11 @@ def test_clean_aa_run_promotes(simulate: Simulate, coverage_for: CoverageFor) ->
     assert by_metric["output_tokens"].statistic.startswith(COST_STATISTIC)
     assert by_metric["output_tokens"].margin == 1.2
     assert by_metric["error_rate"].n == 3000
-    # Every check records its look and the look's spent levels.
+    # Every check records its look and the look's spent levels (net harm: its share of
+    # them, stats.net_harm.judgement_levels).
     for check in v.checks:
-        assert "look 1: alpha_k 0.0152, alpha_RB_k 0.00608" in check.statistic, check.statistic
+        levels = "alpha_k 0.00924" if check.metric == "net_harm" else "alpha_k 0.0152"
+        assert f"look 1: {levels}" in check.statistic, check.statistic
         assert check.ci_low is not None
         assert check.ci_high is not None
         assert check.ci_low <= check.estimate <= check.ci_high  # type: ignore[operator]
@@ -125,9 +146,12 @@ def test_clean_aa_run_promotes(simulate: Simulate, coverage_for: CoverageFor) ->
     assert v.reasons[-1].startswith("sequential: look 1 on the first 3000 pairs")
 
 
-def test_verdict_is_reproducible(simulate: Simulate, coverage_for: CoverageFor) -> None:
+def test_verdict_is_reproducible(simulate: Simulate, coverage_for: CoverageFor, ties: Ties) -> None:
     scores = simulate(AA)
-    assert run_gate(scores, coverage_for) == run_gate(list(reversed(scores)), coverage_for)
+    judged = ties(scores)
+    assert run_gate(scores, coverage_for, judgements=judged) == run_gate(
+        list(reversed(scores)), coverage_for, judgements=judged
+    )
 
 
 def test_nan_similarity_holds(simulate: Simulate, coverage_for: CoverageFor) -> None:
@@ -163,7 +187,10 @@ def test_all_errors_on_both_sides_hold(simulate: Simulate, coverage_for: Coverag
     v = run_gate(simulate({"chat": {"n": 300, "cand_error": 1.0, "base_error": 1.0}}), coverage_for)
     assert v.decision == Decision.HOLD
     assert any("baseline failed" in r and "all 300 pairs" in r for r in v.reasons)
-    assert any("no pairs with a similarity" in r for r in v.reasons)
+    # The similarity check is reported, not blocking, in change.mode judge: its reason.
+    [similarity] = [c for c in v.checks if c.task_type == "chat" and c.metric == "similarity"]
+    assert similarity.outcome == CheckOutcome.INCONCLUSIVE
+    assert "no pairs with a similarity" in similarity.reason
     assert any("no latency pairs" in r for r in v.reasons)
 
 
@@ -244,9 +271,10 @@ def test_six_new_errors_spread_over_task_types_hold(
 
 
 def test_too_few_pairs_in_a_blocking_task_type_holds(
-    simulate: Simulate, coverage_for: CoverageFor
+    simulate: Simulate, coverage_for: CoverageFor, ties: Ties
 ) -> None:
-    v = run_gate(simulate({"chat": {"n": 1500}, "rare": {"n": 120}}), coverage_for)  # 7% share
+    scores = simulate({"chat": {"n": 1500}, "rare": {"n": 120}})  # 7% share
+    v = run_gate(scores, coverage_for, judgements=ties(scores))
     assert v.decision == Decision.HOLD
     assert v.reasons[0].startswith("task type 'rare'")
     # The power calculation at the observed discordance asks for more than the floor of 50.
@@ -258,9 +286,12 @@ def test_too_few_pairs_in_a_blocking_task_type_holds(
     assert v.reasons[-1].startswith("sequential:")
 
 
-def test_small_task_type_does_not_block(simulate: Simulate, coverage_for: CoverageFor) -> None:
+def test_small_task_type_does_not_block(
+    simulate: Simulate, coverage_for: CoverageFor, ties: Ties
+) -> None:
     specs = {**AA, "tiny": {"n": 20}}  # 20 / 820 < 5%
-    v = run_gate(simulate(specs), coverage_for)
+    scores = simulate(specs)
+    v = run_gate(scores, coverage_for, judgements=ties(scores))
     assert v.decision == Decision.PROMOTE, v.reasons
     assert any("task type 'tiny' has less than min_traffic_share" in r for r in v.reasons)
     assert checks_of(v, "tiny", "error_rate") == CheckOutcome.INCONCLUSIVE
@@ -299,13 +330,30 @@ def test_low_coverage_still_rolls_back_on_harm(simulate: Simulate) -> None:
     assert "counted, not dropped: 150 errored and 0 warm-up replays, 300 skipped" in (v.reasons[-1])
 
 
-def test_similarity_beyond_the_limit_rolls_back(
+NO_CHANGE = parse_policy({"change": {"mode": "no_change"}})
+"""change.mode no_change: the similarity check is a guardrail (a change fails it)."""
+
+
+def test_similarity_beyond_the_limit_rolls_back_in_no_change_mode(
     simulate: Simulate, coverage_for: CoverageFor
 ) -> None:
-    v = run_gate(simulate({"chat": {"n": 300, "similarity_mean": 0.4}}), coverage_for)
+    scores = simulate({"chat": {"n": 300, "similarity_mean": 0.4}})
+    v = run_gate(scores, coverage_for, NO_CHANGE)
     assert v.decision == Decision.ROLLBACK
     assert checks_of(v, "chat", "similarity") == CheckOutcome.FAIL
     assert "diverge more than allowed" in v.reasons[0]
+    # The same answers in change.mode judge (the default): a change is not a harm. The
+    # similarity check reports the changed share and never fails; the direction is for
+    # the net-harm check, which asks for judgements.
+    v = run_gate(scores, coverage_for)
+    assert v.decision == Decision.HOLD
+    [similarity] = [c for c in v.checks if c.task_type == "chat" and c.metric == "similarity"]
+    assert similarity.outcome == CheckOutcome.INCONCLUSIVE
+    assert similarity.reason.startswith("changed beyond the noise: ")
+    assert "report only (change.mode judge)" in similarity.reason
+    assert "answers changed beyond the noise" in similarity.reason
+    assert not any(", similarity:" in r for r in v.reasons)
+    assert v.reasons[0].startswith("pooled, net_harm: judge 30 more changed pairs")
 
 
 def test_live_baseline_latency_is_flagged_as_unequal_load(
@@ -560,10 +608,11 @@ def test_other_failures_beside_an_infrastructure_failure_hold(
 
 
 def test_baseline_infrastructure_errors_do_not_count_against_the_candidate(
-    simulate: Simulate, coverage_for: CoverageFor
+    simulate: Simulate, coverage_for: CoverageFor, ties: Ties
 ) -> None:
     # Live requests that timed out upstream: those pairs are left out, the candidate passes.
-    v = run_gate(simulate({"chat": {"n": 2500, "base_infra": 0.04}}), coverage_for)
+    scores = simulate({"chat": {"n": 2500, "base_infra": 0.04}})
+    v = run_gate(scores, coverage_for, judgements=ties(scores))
     assert v.decision == Decision.PROMOTE, v.reasons
     [infra] = [c for c in v.checks if c.task_type == POOLED and c.metric == "infra_error_rate"]
     assert infra.outcome == CheckOutcome.PASS

@@ -9,6 +9,11 @@
   candidate latency, not streamed); a unit whose baseline latency was never measured
   says so plainly.
 * Bounds of a difference of proportions are shown and stored within [-1, 1].
+
+The similarity rules here are those of the similarity guardrail: these tests run under
+``change.mode: no_change`` (:data:`NO_CHANGE`), where a divergence beyond the noise fails
+the run; under the default ``judge`` mode the same check is reported only
+(tests/stats/test_change.py).
 """
 
 from __future__ import annotations
@@ -32,11 +37,14 @@ from stats.checks import (
 from stats.frame import pairs_frame
 from stats.gate import evaluate_gate
 from stats.looks import look_levels
-from stats.policy import GatePolicy
+from stats.policy import GatePolicy, parse_policy
 
 Simulate = Callable[..., list[PairScore]]
 DECIDED = datetime(2024, 6, 2, tzinfo=UTC)
 NO_USABLE_REPEAT = "no pairs with a similarity and a baseline-repeat similarity"
+
+NO_CHANGE = parse_policy({"change": {"mode": "no_change"}})
+"""The similarity check as a guardrail (``change.mode: no_change``)."""
 
 # Candidate divergence ≈ 0.22: well inside the absolute limit 0.35, far above a noise floor.
 DIVERGING = {"n": 1500, "similarity_mean": 0.78, "base_error": 0.0, "cand_error": 0.0}
@@ -60,7 +68,7 @@ def coverage(frame: pd.DataFrame, *, repeats_sent: int = 0, repeats_failed: int 
 
 def gate(frame: pd.DataFrame, cov: Coverage, policy: GatePolicy | None = None) -> Verdict:
     return evaluate_gate(
-        frame, policy or GatePolicy(), run_id="run-acct", coverage=cov, decided_at=DECIDED
+        frame, policy or NO_CHANGE, run_id="run-acct", coverage=cov, decided_at=DECIDED
     )
 
 

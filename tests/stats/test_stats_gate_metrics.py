@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
 import numpy as np
 import pytest
 
-from shadoweval.records import POOLED, Check, CheckOutcome, Coverage, Decision, PairScore, Verdict
+from shadoweval.records import (
+    POOLED,
+    Check,
+    CheckOutcome,
+    Coverage,
+    Decision,
+    PairJudgement,
+    PairScore,
+    Verdict,
+)
 from stats.checks import (
     COST_STATISTIC,
     NO_NOISE_FLOOR,
@@ -21,8 +30,11 @@ from stats.policy import GatePolicy, parse_policy
 
 Simulate = Callable[..., list[PairScore]]
 CoverageFor = Callable[[int], Coverage]
+Ties = Callable[[list[PairScore]], dict[str, PairJudgement]]
 DECIDED = datetime(2024, 6, 2, tzinfo=UTC)
 BIG = {"n": 1500}
+NO_CHANGE = parse_policy({"change": {"mode": "no_change"}})
+"""change.mode no_change: the similarity check gates as a guardrail (the noise-floor tests)."""
 
 
 def run_gate(
@@ -30,9 +42,10 @@ def run_gate(
     coverage_for: CoverageFor,
     policy: GatePolicy | None = None,
     coverage: Coverage | None = None,
+    judgements: Mapping[str, PairJudgement] | None = None,
 ) -> Verdict:
     policy = policy or GatePolicy()
-    frame = pairs_frame(scores, policy)
+    frame = pairs_frame(scores, policy, judgements)
     return evaluate_gate(
         frame,
         policy,
@@ -73,13 +86,14 @@ def test_divergence_beyond_the_noise_floor_fails(
     # The baseline is near-deterministic (repeat similarity 0.97); the candidate's answers
     # differ (0.85): D_cand 0.15 against 1.25 × 0.03 + 0.01 — far beyond the noise floor,
     # though well inside the absolute limit of 0.35 a run without repeats would use.
+    # In change.mode no_change the similarity check is the guardrail and rolls back.
     spec = {**BIG, "noise_similarity_mean": 0.97}
-    v = run_gate(simulate({"chat": spec}), coverage_for)
+    v = run_gate(simulate({"chat": spec}), coverage_for, NO_CHANGE)
     sim = check(v, "chat", "similarity")
     assert sim.outcome == CheckOutcome.FAIL
     assert sim.reason.startswith("outputs diverge more than allowed")
     assert v.decision == Decision.ROLLBACK
-    without = run_gate(simulate({"chat": BIG}), coverage_for)
+    without = run_gate(simulate({"chat": BIG}), coverage_for, NO_CHANGE)
     assert check(without, "chat", "similarity").outcome == CheckOutcome.PASS
     assert NO_NOISE_FLOOR in check(without, "chat", "similarity").reason
 
@@ -88,7 +102,7 @@ def test_a_task_type_without_repeats_in_a_run_with_repeats_cannot_pass(
     simulate: Simulate, coverage_for: CoverageFor
 ) -> None:
     specs = {"chat": {**BIG, "noise_similarity_mean": 0.85}, "code": BIG}
-    v = run_gate(simulate(specs), coverage_for)
+    v = run_gate(simulate(specs), coverage_for, NO_CHANGE)
     sim = check(v, "code", "similarity")
     assert sim.outcome == CheckOutcome.INCONCLUSIVE
     assert sim.reason.startswith("no pairs with a similarity and a baseline-repeat similarity")
@@ -131,7 +145,7 @@ def test_doubled_output_tokens_roll_back(simulate: Simulate, coverage_for: Cover
 
 
 def test_missing_token_counts_never_pass_unless_disabled(
-    simulate: Simulate, coverage_for: CoverageFor
+    simulate: Simulate, coverage_for: CoverageFor, ties: Ties
 ) -> None:
     scores = simulate({"chat": {**BIG, "tokens_mean": 0.0}})
     v = run_gate(scores, coverage_for)
@@ -140,7 +154,7 @@ def test_missing_token_counts_never_pass_unless_disabled(
     assert tokens.reason.startswith("no pairs with output token counts")
     assert v.decision == Decision.HOLD
     off = parse_policy({"output_tokens": {"enabled": False}})
-    v = run_gate(scores, coverage_for, off)
+    v = run_gate(scores, coverage_for, off, judgements=ties(scores))
     assert not [c for c in v.checks if c.metric == "output_tokens"]
     assert v.decision == Decision.PROMOTE, v.reasons
 

@@ -1,0 +1,148 @@
+"""The tool-behaviour check: ``tool_text_answer``, where the request offered tools.
+
+Per side, "answered in text" (``*_tool_text``, :mod:`stats.frame`): the request offered
+tools, the side answered, and it made no tool call. The check is the paired binary
+machinery of :mod:`stats.checks.binary` on that flag: δ = P(candidate answers in text) −
+P(baseline answers in text), non-inferiority against ``tool_calls.margin``, harm by the
+one-sided McNemar mid-p with b = *text instead of a call* (the baseline called, the
+candidate answered in text) and c = *a call instead of text*.
+
+Pairs used: tools offered and both sides answered (neither an infrastructure error, which
+is counted and gated by ``infra_error_rate``, nor a failed or empty side, counted too).
+The reason adds the counts of the other tool changes on those pairs — a different
+function chosen, an argument-level difference after JSON normalisation, and a different
+call order (reported only where ``tool_calls.order_free`` is false) — from
+``PairScore.tool_changes`` (:func:`compare.harms.tool_changes`).
+
+Whether text is right depends on the request (BFCL's ``relevance`` category wants no call),
+so the check is not critical by default (``tool_calls.critical``): its FAIL holds the run
+and never rolls it back by itself; reference labels or a judge give the direction through
+``net_harm``. With ``critical: true`` its harm p-value joins the rollback Holm family.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from shadoweval.records import Check, ToolChange
+from stats.checks.binary import BinaryAnalysis, analyse_binary, binary_check
+from stats.checks.pair_arrays import PairArrays
+from stats.looks import LookLevels
+from stats.policy import BinaryMetricPolicy, ToolBehaviourPolicy
+
+__all__ = ["TOOL_METRIC", "ToolAnalysis", "tool_analysis", "tool_check"]
+
+TOOL_METRIC = "tool_text_answer"
+"""Metric name of the tool-behaviour check."""
+
+_CHANGES = list(ToolChange)
+
+
+@dataclass(frozen=True)
+class ToolAnalysis:
+    """The paired analysis of ``tool_text_answer`` and the tool-change counts.
+
+    Attributes:
+        binary: the paired binary analysis ("answered in text" per side).
+        text_instead_of_call: pairs where the baseline called and the candidate answered
+            in text (the analysis's b).
+        call_instead_of_text: the reverse (its c).
+        function_changed, arguments_changed, order_changed: pairs used with that tool
+            change (:class:`~shadoweval.records.ToolChange`); ``order_changed`` is
+            ``None`` where the policy is order-free.
+    """
+
+    binary: BinaryAnalysis
+    text_instead_of_call: int
+    call_instead_of_text: int
+    function_changed: int
+    arguments_changed: int
+    order_changed: int | None
+
+    def describe(self) -> str:
+        """``tool changes: 28 text instead of a call, 3 a call instead of text, …``."""
+        parts = [
+            f"{self.text_instead_of_call} text instead of a call",
+            f"{self.call_instead_of_text} a call instead of text",
+            f"{self.function_changed} a different function",
+            f"{self.arguments_changed} different arguments",
+        ]
+        if self.order_changed is not None:
+            parts.append(f"{self.order_changed} a different call order")
+        return "tool changes on the pairs used: " + ", ".join(parts)
+
+
+def tool_analysis(
+    arrays: PairArrays,
+    *,
+    task_type: str,
+    block: ToolBehaviourPolicy,
+    min_pairs: int,
+    levels: LookLevels,
+    alpha: float,
+    power: float,
+) -> ToolAnalysis | None:
+    """The ``tool_text_answer`` analysis of a unit, or ``None`` when no request offered tools.
+
+    A unit's request offered tools when a side of some pair has tool flags
+    (``*_tool_text`` not NaN) or some pair has a tool change.
+
+    Args:
+        arrays: the unit's pairs.
+        task_type: task type or ``POOLED``.
+        block: the unit's ``tool_calls`` policy (margin, critical, order_free).
+        min_pairs: the unit's floor on the pairs needed to pass.
+        levels: the look's levels.
+        alpha: the policy's one-sided NI level (power calculation).
+        power: the policy's design power (power calculation).
+    """
+    base_text, cand_text = arrays.base_tool_text, arrays.cand_tool_text
+    offered = ~np.isnan(base_text) | ~np.isnan(cand_text) | np.any(arrays.tool_change, axis=1)
+    if not np.any(offered):
+        return None
+    infra = arrays.infra & offered
+    used = offered & ~arrays.infra & ~arrays.model_failed
+    used &= ~np.isnan(base_text) & ~np.isnan(cand_text)
+    unused = int(np.count_nonzero(offered & ~arrays.infra & ~used))
+    policy = BinaryMetricPolicy(margin=block.margin, critical=block.critical)
+    binary = analyse_binary(
+        base_text[used],
+        cand_text[used],
+        metric=TOOL_METRIC,
+        task_type=task_type,
+        label="text-answer (no tool call)",
+        block=policy,
+        min_pairs=min_pairs,
+        levels=levels,
+        alpha=alpha,
+        power=power,
+        excluded=unused,
+        infra_excluded=int(np.count_nonzero(infra)),
+        event="answer in text",
+        excluded_what="pairs with tools offered where a side failed or gave no answer",
+    )
+
+    def count(change: ToolChange) -> int:
+        return int(np.count_nonzero(arrays.tool_change[used, _CHANGES.index(change)]))
+
+    return ToolAnalysis(
+        binary=binary,
+        text_instead_of_call=binary.b,
+        call_instead_of_text=binary.c,
+        function_changed=count(ToolChange.FUNCTION_CHANGED),
+        arguments_changed=count(ToolChange.ARGUMENTS_CHANGED),
+        order_changed=None if block.order_free else count(ToolChange.ORDER_CHANGED),
+    )
+
+
+def tool_check(analysis: ToolAnalysis, *, harm_adjusted: float | None) -> Check:
+    """Decide ``tool_text_answer`` (:func:`stats.checks.binary.binary_check`) and add the
+    tool-change counts to its reason.
+
+    ``harm_adjusted`` is the Holm-adjusted harm p-value of the family the gate put it in
+    (rollback when ``tool_calls.critical``, else the hold family).
+    """
+    check = binary_check(analysis.binary, harm_adjusted=harm_adjusted)
+    return check.model_copy(update={"reason": f"{check.reason}; {analysis.describe()}"})
