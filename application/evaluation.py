@@ -148,7 +148,11 @@ def evaluate(
             encoder = make_encoder(request.run.encoder, device=request.device)
         with timer.stage("compare"):
             compared = compare_run(
-                repo, run.run_id, encoder, structured_task_types=request.run.structured_task_types
+                repo,
+                run.run_id,
+                encoder,
+                structured_task_types=request.run.structured_task_types,
+                refusal_patterns=settings.compare.refusal_patterns,
             )
         with timer.stage("gate"):
             gate = gate_run(repo, run, command=request.run.command)

@@ -1,4 +1,4 @@
-"""Scoring a run's replayed pairs: similarity, formats, latency (:mod:`compare.worker`).
+"""Scoring a run's replayed pairs: similarity, formats, harms, latency (:mod:`compare.worker`).
 
 The encoder is named by the face (``minilm``: the bundled all-MiniLM-L6-v2 weights;
 ``hashing``: a non-semantic hashing encoder for smoke tests) and built here
@@ -9,7 +9,10 @@ the run was created with.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from compare.encoders import Encoder, HashingEncoder, MiniLMEncoder
+from compare.harms import compile_refusal_patterns
 from compare.worker import CompareReport, run_compare
 from shadoweval.errors import ConfigError, ShadowEvalError
 from shadoweval.storage import Repository
@@ -42,17 +45,26 @@ def compare_run(
     *,
     structured_task_types: frozenset[str] = frozenset(),
     rescore: bool = False,
+    refusal_patterns: Sequence[str] | None = None,
 ) -> CompareReport:
     """Score the run's replayed pairs not scored yet (all of them with ``rescore``).
 
     See :func:`compare.worker.run_compare`; ``structured_task_types`` are task types whose
-    outputs must be JSON even when the requests do not say so.
+    outputs must be JSON even when the requests do not say so; ``refusal_patterns`` the
+    refusal detector's patterns (``CompareSettings.refusal_patterns``; ``None``: the
+    defaults of :mod:`compare.harms`).
 
     Raises:
+        ConfigError: a refusal pattern is invalid (nothing is scored).
         StorageError: the database failed.
     """
     return run_compare(
-        repo, run_id, encoder, structured_task_types=structured_task_types, rescore=rescore
+        repo,
+        run_id,
+        encoder,
+        structured_task_types=structured_task_types,
+        rescore=rescore,
+        refusal_patterns=refusal_patterns,
     )
 
 
@@ -64,20 +76,23 @@ def score_stored_run(
     device: str = "cpu",
     structured_task_types: frozenset[str] = frozenset(),
     rescore: bool = False,
+    refusal_patterns: Sequence[str] | None = None,
 ) -> CompareReport:
     """Score a stored run with the named encoder (:func:`make_encoder`).
 
     The structured task types are ``structured_task_types`` plus those recorded in the
-    run's settings when it was created.
+    run's settings when it was created; ``refusal_patterns`` as in :func:`compare_run`.
 
     Raises:
         ShadowEvalError: the run does not exist (checked before the encoder is loaded).
-        ConfigError: an unknown encoder name, or the model cannot be loaded.
+        ConfigError: an unknown encoder name, the model cannot be loaded, or a refusal
+            pattern is invalid.
         StorageError: the database failed.
     """
     run = repo.get_run(run_id)
     if run is None:
         raise ShadowEvalError(f"run {run_id!r} not found")
+    compile_refusal_patterns(refusal_patterns)  # a bad pattern fails before the encoder loads
     stored = run.settings.get("structured_task_types")
     structured = set(structured_task_types)
     if isinstance(stored, list):
@@ -88,4 +103,5 @@ def score_stored_run(
         make_encoder(encoder, device=device),
         structured_task_types=frozenset(structured),
         rescore=rescore,
+        refusal_patterns=refusal_patterns,
     )

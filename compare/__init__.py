@@ -9,6 +9,9 @@ loads neither torch nor sentence-transformers):
   weights, imports torch lazily) and :class:`HashingEncoder` (no model, not semantic).
 * :mod:`compare.similarity` — cosine similarity with long texts chunked, never truncated.
 * :mod:`compare.leakage` — chat-template role markers leaked into output.
+* :mod:`compare.harms` — directional harm detectors per side (degeneration, runaway
+  length, refusal, missing finish reason, template markers, language switch, placeholder
+  JSON) and tool-behaviour changes between the sides.
 * :mod:`compare.pair` — one :class:`~shadoweval.records.PairScore` per exchange.
 
 Helpers: :mod:`compare.json_parse` (the one strict JSON parser), :mod:`compare.schemas`

@@ -33,6 +33,24 @@ in its own error-rate check.
   after), the tokenizer-change signal.
 * **template_leaks** — :func:`compare.leakage.template_leaks` of the candidate's side text
   (content and tool-call arguments); empty when the candidate errored.
+* **baseline_harms / candidate_harms** — :func:`compare.harms.side_harms` of each side
+  that answered without error (empty for an errored side): degeneration, runaway length
+  (``finish_reason`` ``length`` or ``completion_tokens`` ≥ the request's
+  ``max_completion_tokens``/``max_tokens``), refusal (the configured patterns), missing
+  ``finish_reason`` (not for an imported baseline, ``source`` ``import:…``: its table
+  records none), template markers, language switch against the last user message, and
+  placeholder JSON where JSON was checked (as for the format flags). Definitions,
+  thresholds and sources in :mod:`compare.harms`.
+* **tool_changes** — :func:`compare.harms.tool_changes` of the two sides' calls, when the
+  request offered tools and neither side errored (else empty); always computed
+  order-sensitive (the policy's ``tool_calls.order_free`` applies at gate time).
+* **output_chars** — ``len`` of :func:`side_text` per side; ``None`` for an errored side.
+* **sampled** — the captured request's ``temperature`` is absent, ``null`` or > 0
+  (``True``: the server samples), exactly 0 (``False``); ``None`` when the body is not
+  a JSON object or the temperature is not a non-negative number.
+* **noise_identical** — the baseline-repeat replay's side text equals the captured
+  baseline's, character for character; ``None`` without a repeat that answered without
+  error, or when the baseline errored.
 * **latency** — candidate TTFT/e2e from its replay; baseline from the baseline-repeat
   replay when one exists without error, not warm-up, with timings
   (``latency_baseline_source="baseline_repeat"``: equal shadow hardware), else from the
@@ -51,6 +69,13 @@ from pydantic import ValidationError
 
 from compare.encoders import Encoder
 from compare.formats import json_format_flags
+from compare.harms import (
+    RefusalPatterns,
+    SideContext,
+    compile_refusal_patterns,
+    side_harms,
+    tool_changes,
+)
 from compare.json_parse import canonical_json, parse_json
 from compare.leakage import template_leaks
 from compare.similarity import SimilarityResult, pairwise_similarity
@@ -65,6 +90,7 @@ from shadoweval.records import (
     ExchangeOutcome,
     FinishReason,
     FormatFlags,
+    HarmKind,
     PairScore,
     ReplayErrorKind,
     ReplayOutcome,
@@ -74,6 +100,7 @@ from shadoweval.records import (
     Timings,
     TimingSource,
     ToolCallFlags,
+    ToolChange,
     is_infra_failure,
     is_infra_status,
 )
@@ -111,13 +138,20 @@ class RequestView:
 
     ``wants_json``: ``response_format`` is ``json_object`` or ``json_schema``;
     ``schema``: the ``json_schema`` schema, if any; ``tools``: the offered tools (empty
-    when none); ``stream``: the request asked for a streamed response.
+    when none); ``stream``: the request asked for a streamed response; ``prompt``: the
+    text of the last ``user`` message (text parts joined by newlines; a completions
+    ``prompt`` string), ``None`` when there is none; ``max_tokens``: the token budget
+    (``max_completion_tokens``, else ``max_tokens``; a positive integer or ``None``);
+    ``sampled``: see :attr:`~shadoweval.records.PairScore.sampled`.
     """
 
     wants_json: bool = False
     schema: dict[str, Any] | None = None
     tools: tuple[ToolDefinition, ...] = ()
     stream: bool = False
+    prompt: str | None = None
+    max_tokens: int | None = None
+    sampled: bool | None = None
 
 
 def request_view(exchange: Exchange) -> RequestView:
@@ -147,8 +181,59 @@ def request_view(exchange: Exchange) -> RequestView:
     if schema is None and response_format is not None and response_format.type == "json_object":
         schema = {"type": "object"}  # JSON mode promises an object, not any JSON value
     return RequestView(
-        wants_json=wants_json, schema=schema, tools=tools, stream=body.get("stream") is True
+        wants_json=wants_json,
+        schema=schema,
+        tools=tools,
+        stream=body.get("stream") is True,
+        prompt=_prompt_text(body),
+        max_tokens=_token_budget(body),
+        sampled=_sampled(body),
     )
+
+
+def _prompt_text(body: dict[str, Any]) -> str | None:
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        for message in reversed(messages):
+            if isinstance(message, dict) and message.get("role") == "user":
+                return _content_text(message.get("content"))
+        return None
+    return _content_text(body.get("prompt"))
+
+
+def _content_text(content: object) -> str | None:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [
+            part if isinstance(part, str) else part.get("text")
+            for part in content
+            if isinstance(part, str | dict)
+        ]
+        texts = [part for part in parts if isinstance(part, str)]
+        return "\n".join(texts) if texts else None
+    return None
+
+
+def _token_budget(body: dict[str, Any]) -> int | None:
+    for key in ("max_completion_tokens", "max_tokens"):
+        value = body.get(key)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        if value > 0 and float(value).is_integer():
+            return int(value)
+    return None
+
+
+def _sampled(body: dict[str, Any]) -> bool | None:
+    temperature = body.get("temperature")
+    if temperature is None:
+        return True  # not given: the server's default temperature samples
+    if isinstance(temperature, bool) or not isinstance(temperature, int | float):
+        return None
+    if temperature < 0 or temperature != temperature:  # negative or NaN: unreadable
+        return None
+    return temperature > 0
 
 
 def side_text(response: ResponseRecord | None) -> str:
@@ -178,6 +263,7 @@ def score_pairs(
     run_id: str,
     structured_task_types: frozenset[str] = frozenset(),
     batch_size: int = 64,
+    refusal_patterns: Sequence[str] | None = None,
 ) -> list[PairScore]:
     """Score each exchange against its candidate replay (rules in the module docstring).
 
@@ -189,14 +275,19 @@ def score_pairs(
             request did not say so (e.g. ``{"extraction"}``).
         batch_size: pieces per encoder call, passed to
             :func:`~compare.similarity.pairwise_similarity`.
+        refusal_patterns: the refusal detector's regular expressions
+            (:func:`compare.harms.compile_refusal_patterns`); ``None`` for
+            :data:`compare.harms.DEFAULT_REFUSAL_PATTERNS`.
 
     Returns:
         One :class:`~shadoweval.records.PairScore` per item.
 
     Raises:
+        ConfigError: a refusal pattern is invalid (checked before any pair is scored).
         ValueError: a replay belongs to another exchange or run, or has the wrong target;
             ``batch_size`` < 1; the encoder misbehaves (see ``pairwise_similarity``).
     """
+    refusal = compile_refusal_patterns(refusal_patterns)
     for item in items:
         _check_item(item, run_id)
 
@@ -223,7 +314,7 @@ def score_pairs(
 
     similarities = pairwise_similarity(encoder, pairs, batch_size=batch_size)
     scores: list[PairScore] = []
-    for item, (base_text, cand_text, _), (main, noise) in zip(
+    for item, (base_text, cand_text, repeat_text), (main, noise) in zip(
         items, texts, pair_index, strict=True
     ):
         main_result = similarities[main] if main is not None else None
@@ -233,13 +324,20 @@ def score_pairs(
                 item,
                 run_id=run_id,
                 structured_task_types=structured_task_types,
-                base_text=base_text,
-                cand_text=cand_text,
+                texts=_SideTexts(base_text, cand_text, repeat_text),
                 similarity=main_result,
                 noise=noise_result,
+                refusal=refusal,
             )
         )
     return scores
+
+
+@dataclass(frozen=True, slots=True)
+class _SideTexts:
+    baseline: str
+    candidate: str
+    repeat: str | None  # None: no repeat, or it errored
 
 
 def _score_one(
@@ -247,11 +345,12 @@ def _score_one(
     *,
     run_id: str,
     structured_task_types: frozenset[str],
-    base_text: str,
-    cand_text: str,
+    texts: _SideTexts,
     similarity: SimilarityResult | None,
     noise: SimilarityResult | None,
+    refusal: RefusalPatterns,
 ) -> PairScore:
+    base_text, cand_text = texts.baseline, texts.candidate
     exchange, candidate = item.exchange, item.candidate
     base_resp, cand_resp = exchange.response, candidate.response
     base_error = _baseline_error(exchange)
@@ -275,6 +374,24 @@ def _score_one(
     base_prompt = base_resp.usage.prompt_tokens if base_resp is not None else None
     cand_prompt = cand_resp.usage.prompt_tokens if cand_resp is not None else None
     base_timings, latency_source = _baseline_timings(item)
+    context = SideContext(
+        prompt=view.prompt,
+        max_tokens=view.max_tokens,
+        json_expected=check_json,
+        schema=view.schema,
+        refusal=refusal,
+    )
+
+    def harms(
+        resp: ResponseRecord | None, error: bool, text: str, *, imported: bool = False
+    ) -> tuple[HarmKind, ...]:
+        if error or resp is None:
+            return ()
+        return side_harms(resp, text=text, context=context, check_finish_reason=not imported)
+
+    changes: tuple[ToolChange, ...] = ()
+    if view.tools and not base_error and not cand_error and base_resp and cand_resp:
+        changes = tool_changes(base_resp.tool_calls, cand_resp.tool_calls)
 
     return PairScore(
         run_id=run_id,
@@ -308,7 +425,21 @@ def _score_one(
         e2e_ms=SidePair(baseline=base_timings.e2e_ms, candidate=candidate.timings.e2e_ms),
         latency_baseline_source=latency_source,
         candidate_warmup=candidate.warmup,
+        baseline_harms=harms(base_resp, base_error, base_text, imported=_imported(exchange)),
+        candidate_harms=harms(cand_resp, cand_error, cand_text),
+        tool_changes=changes,
+        output_chars=SidePair(
+            baseline=None if base_error else float(len(base_text)),
+            candidate=None if cand_error else float(len(cand_text)),
+        ),
+        sampled=view.sampled,
+        noise_identical=(None if base_error or texts.repeat is None else texts.repeat == base_text),
     )
+
+
+def _imported(exchange: Exchange) -> bool:
+    """An exchange synthesized from a recorded table (``capture.table_import``)."""
+    return exchange.source is not None and exchange.source.startswith("import:")
 
 
 def _check_item(item: PairInput, run_id: str) -> None:

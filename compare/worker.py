@@ -13,9 +13,11 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from compare.encoders import Encoder
+from compare.harms import compile_refusal_patterns
 from compare.pair import PairInput, score_pairs
 from shadoweval.storage import Repository
 
@@ -50,6 +52,7 @@ def run_compare(
     rescore: bool = False,
     batch_size: int = 256,
     encode_batch_size: int = 64,
+    refusal_patterns: Sequence[str] | None = None,
 ) -> CompareReport:
     """Score every replayed pair of ``run_id`` (only unscored ones unless ``rescore``).
 
@@ -61,7 +64,13 @@ def run_compare(
         rescore: score all pairs again (the stored scores are replaced).
         batch_size: pairs read and written per batch.
         encode_batch_size: pieces per encoder forward pass.
+        refusal_patterns: the refusal detector's patterns (``None``: the defaults of
+            :mod:`compare.harms`); compiled once, before any pair is read.
+
+    Raises:
+        ConfigError: a refusal pattern is invalid (nothing is scored).
     """
+    patterns = compile_refusal_patterns(refusal_patterns).patterns
     report = CompareReport(run_id=run_id)
     started = time.perf_counter()
     for batch in repo.iter_pair_inputs(run_id, only_unscored=not rescore, batch_size=batch_size):
@@ -73,6 +82,7 @@ def run_compare(
                 run_id=run_id,
                 structured_task_types=structured_task_types,
                 batch_size=encode_batch_size,
+                refusal_patterns=patterns,
             )
         except ValueError:
             logger.warning("scoring a batch of %d failed; scoring pair by pair", len(items))
@@ -86,6 +96,7 @@ def run_compare(
                             run_id=run_id,
                             structured_task_types=structured_task_types,
                             batch_size=encode_batch_size,
+                            refusal_patterns=patterns,
                         )
                     )
                 except ValueError as exc:

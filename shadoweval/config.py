@@ -8,6 +8,7 @@ constructor arguments.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
@@ -45,12 +46,40 @@ class ReplaySettings(BaseModel):
 
 
 class CompareSettings(BaseModel):
-    """How pairs are scored. ``encoder`` is ``minilm`` (the bundled all-MiniLM-L6-v2)."""
+    """How pairs are scored. ``encoder`` is ``minilm`` (the bundled all-MiniLM-L6-v2).
+
+    ``refusal_patterns``: the refusal detector's case-insensitive Python regular
+    expressions, searched in the first 300 characters of each answer
+    (``SHADOWEVAL_COMPARE__REFUSAL_PATTERNS``, a JSON list); ``None`` (default) uses
+    ``compare.harms.DEFAULT_REFUSAL_PATTERNS``, an empty list turns the detector off. A
+    blank pattern, one that does not compile or one that matches the empty text is
+    refused, naming the pattern.
+    """
 
     encoder: str = "minilm"
     device: str = "cpu"
     batch_size: int = Field(default=64, ge=1)
     structured_task_types: tuple[str, ...] = ()
+    refusal_patterns: tuple[str, ...] | None = None
+
+    @field_validator("refusal_patterns")
+    @classmethod
+    def _patterns_compile(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for pattern in value or ():
+            if not pattern.strip():
+                raise ValueError("a refusal pattern is blank; it would match every answer")
+            try:
+                regex = re.compile(pattern, re.IGNORECASE)
+            except re.error as exc:
+                raise ValueError(
+                    f"refusal pattern {pattern!r} is not a valid regular expression: {exc}"
+                ) from None
+            if regex.search("") is not None:
+                raise ValueError(
+                    f"refusal pattern {pattern!r} matches the empty text, so it would flag "
+                    "every answer"
+                )
+        return value
 
 
 class KafkaSettings(BaseModel):

@@ -30,9 +30,10 @@ def compare_run_command(
         bool, typer.Option("--rescore", help="Score every pair again, not only new ones.")
     ] = False,
 ) -> None:
-    """Score every replayed pair of a run not scored yet (similarity, formats, latency).
+    """Score every replayed pair of a run not scored yet (similarity, formats, harms, latency).
 
-    Prints the counts as JSON. Exit 3 on error.
+    The refusal detector's patterns come from ``SHADOWEVAL_COMPARE__REFUSAL_PATTERNS``
+    (default: the built-in set). Prints the counts as JSON. Exit 3 on error.
     """
     from rich.console import Console
 
@@ -40,10 +41,12 @@ def compare_run_command(
     from application.scoring import score_stored_run
     from faces.cli.exit_codes import EXIT_ERROR
     from faces.cli.options import database_url as resolve_url
+    from shadoweval.config import load_settings
     from shadoweval.errors import ShadowEvalError
 
     err = Console(stderr=True)
     try:
+        compare_settings = load_settings().compare
         with open_repository(resolve_url(database_url), upgrade=False) as repo:
             report = score_stored_run(
                 repo,
@@ -52,6 +55,7 @@ def compare_run_command(
                 device=device,
                 structured_task_types=frozenset(structured_task_type or ()),
                 rescore=rescore,
+                refusal_patterns=compare_settings.refusal_patterns,
             )
     except ShadowEvalError as exc:
         print_error(err, exc)
