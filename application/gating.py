@@ -2,6 +2,13 @@
 
 Every face that asks for a verdict (``shadow-eval gate``, ``evaluate``, the HTTP API, the
 demo) calls :func:`gate_run`, so they cannot disagree.
+
+The pairs' quality judgements — the LLM judge's, reference correctness and the analysts'
+labels — are resolved to one per pair (:func:`stats.judgements.resolve_judgements`: human
+> reference > judge, a failed judgement never over a successful one) and enter the pairs
+table (:func:`stats.frame.pairs_frame`, its ``quality`` / ``quality_source`` columns), from
+which the net-harm check estimates the direction of the change. :attr:`GateResult.judgement`
+summarizes them for the report (:func:`application.judging.summarize_judgements`).
 """
 
 from __future__ import annotations
@@ -11,10 +18,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from application.judging import JudgementSummary, summarize_judgements
 from shadoweval.records import Decision, Verdict
 from shadoweval.storage import Repository, RunInfo, RunStatus
 from stats.checkpoints import evaluate_poll
 from stats.frame import pairs_frame
+from stats.judgements import resolve_judgements
 from stats.policy import (
     DEFAULT_POLICY_FILE,
     GatePolicy,
@@ -34,13 +43,19 @@ def load_gate_policy(path: Path | None) -> tuple[GatePolicy, str, str]:
 
 @dataclass(slots=True)
 class GateResult:
-    """A verdict with the table it was computed from (``pairs``) and whether it is new."""
+    """A verdict with the table it was computed from (``pairs``) and whether it is new.
+
+    ``judgement`` summarizes the run's quality judgements (sources, the frozen judge and
+    its endpoint, judge tokens, judge–human agreement): the report's ``judgement``
+    section (:meth:`JudgementSummary.as_dict`).
+    """
 
     verdict: Verdict
     pairs: pd.DataFrame
     policy: GatePolicy
     reused_terminal: bool = False
     reused_look: bool = False
+    judgement: JudgementSummary | None = None
     summary: pd.DataFrame = field(init=False)
 
     def __post_init__(self) -> None:
@@ -56,18 +71,25 @@ def gate_run(repo: Repository, run: RunInfo, *, command: str) -> GateResult:
     before the first checkpoint). Each checkpoint is evaluated once: a poll that reaches
     the look of the stored verdict returns it as stored (``reused_look``) and stores
     nothing, so polls between two checkpoints repeat the same verdict even when late
-    pairs have been scored meanwhile.
+    pairs have been scored meanwhile. The pairs table carries each pair's resolved quality
+    judgement (judge, reference or human).
     """
     policy = parse_policy_yaml(run.policy_yaml)
     scores = repo.load_pair_scores(run.run_id)
-    pairs = pairs_frame(scores, policy)
+    judgements = repo.list_judgements(run.run_id)
+    labels = repo.load_labels(run.run_id)
+    resolved = resolve_judgements(judgements, labels)
+    pairs = pairs_frame(scores, policy, judgements=resolved)
+    judgement = summarize_judgements(
+        run.run_id, judgements, labels, repo.run_judge(run.run_id), resolved
+    )
     latest = repo.latest_verdict(run.run_id)
     if latest is not None and latest.decision in (Decision.PROMOTE, Decision.ROLLBACK):
-        return GateResult(latest, pairs, policy, reused_terminal=True)
+        return GateResult(latest, pairs, policy, reused_terminal=True, judgement=judgement)
     coverage = repo.coverage_counts(run.run_id)
     verdict = evaluate_poll(pairs, policy, run_id=run.run_id, coverage=coverage, previous=latest)
     if latest is not None and verdict is latest:
-        return GateResult(latest, pairs, policy, reused_look=True)
+        return GateResult(latest, pairs, policy, reused_look=True, judgement=judgement)
     status = {
         Decision.PROMOTE: RunStatus.PROMOTED,
         Decision.ROLLBACK: RunStatus.ROLLED_BACK,
@@ -75,4 +97,4 @@ def gate_run(repo: Repository, run: RunInfo, *, command: str) -> GateResult:
     }[verdict.decision]
     repo.save_verdict(verdict, command)
     repo.set_run_status(run.run_id, status)
-    return GateResult(verdict, pairs, policy)
+    return GateResult(verdict, pairs, policy, judgement=judgement)

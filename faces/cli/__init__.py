@@ -75,6 +75,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "api_cmd",
     "export_cmd",
     "labels_cmd",
+    "judge_cmd",
     "dashboard_cmd",
 )
 

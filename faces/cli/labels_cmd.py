@@ -14,6 +14,14 @@
   candidate's win and loss rates over pairs with 95% Wilson intervals
   (:func:`application.labels.label_rates`).
 
+* ``labels import-reference --preset bfcl --baseline-scores DIR --candidate-scores DIR
+  --run ID``: per-item reference correctness of both sides from a ground-truth checker —
+  BFCL's official score files (``score/<model>/<category>_score.json``) of the baseline
+  and the candidate model — stored as ``reference`` judgements of the run's pairs
+  (:func:`application.judging.import_reference`): better when only the candidate passes,
+  worse when only the baseline passes, else tie. Pairs are matched to BFCL items by the
+  imported table row; pairs and items that match nothing are counted.
+
 Exit 0 on success, 3 on any error.
 """
 
@@ -36,7 +44,8 @@ if TYPE_CHECKING:
 
 labels_app = typer.Typer(
     name="labels",
-    help="Human labels of pairs: import a labelled export, summarize win/loss rates.",
+    help="Human labels of pairs: import a labelled export or reference correctness, "
+    "summarize win/loss rates.",
     no_args_is_help=True,
 )
 
@@ -118,6 +127,101 @@ def import_command(
         print_error(err, exc)
         raise typer.Exit(EXIT_ERROR) from None
     _print_import(wide_console(), err, result.imported, result.stored, result.skipped)
+
+
+PresetOpt = Annotated[
+    str, typer.Option("--preset", help="Reference format: bfcl (BFCL's official score files).")
+]
+
+
+@labels_app.command("import-reference")
+def import_reference_command(
+    run_id: ExistingRunOpt,
+    baseline_scores: Annotated[
+        Path,
+        typer.Option(
+            "--baseline-scores",
+            help="The baseline model's official score folder, e.g. "
+            "bfcl/score/gpt-4o-2024-05-13-FC.",
+        ),
+    ],
+    candidate_scores: Annotated[
+        Path,
+        typer.Option(
+            "--candidate-scores",
+            help="The candidate model's official score folder, e.g. "
+            "bfcl/score/gpt-4o-2024-08-06-FC.",
+        ),
+    ],
+    preset: PresetOpt = "bfcl",
+    database_url: DatabaseUrlOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Store per-item reference correctness of both sides as reference judgements.
+
+    An item passes unless its score file lists it as failed. Each pair of the run is
+    matched to its BFCL item by the row its exchange was imported from; pairs without a
+    BFCL origin and items without a pair are counted, never dropped silently. Importing
+    again replaces the run's reference judgements. Exit 3 on error.
+    """
+    from rich.table import Table
+
+    from application.database import open_repository
+    from application.judging import import_reference
+    from faces.cli.exit_codes import EXIT_ERROR
+    from faces.cli.options import database_url as resolve_url
+    from faces.cli.render import wide_console
+    from shadoweval.errors import ConfigError, ShadowEvalError
+
+    err = wide_console(stderr=True)
+    try:
+        with open_repository(resolve_url(database_url), upgrade=False) as repo:
+            if repo.get_run(run_id) is None:
+                raise ConfigError(f"--run {run_id!r}: run not found", field="--run", value=run_id)
+            result = import_reference(
+                repo,
+                run_id,
+                preset=preset,
+                baseline_scores=baseline_scores,
+                candidate_scores=candidate_scores,
+            )
+    except ShadowEvalError as exc:
+        print_error(err, exc)
+        raise typer.Exit(EXIT_ERROR) from None
+    if as_json:
+        from dataclasses import asdict
+
+        typer.echo(json.dumps(asdict(result), default=str))
+        return
+    out = wide_console()
+    out.print(
+        f"{result.pairs} pairs in run {run_id}: {result.stored} reference judgements stored; "
+        f"{result.pairs_without_item} pairs without a {preset} item, "
+        f"{sum(result.pairs_without_scores.values())} in a category without scores on one "
+        f"side, {result.pairs_out_of_range} beyond a category's items",
+        highlight=False,
+        markup=False,
+    )
+    table = Table(title=f"reference correctness ({preset}) of run {run_id}", title_justify="left")
+    headers = (
+        "category", "items", "matched", "not in run", "baseline acc.", "candidate acc.",
+        "better", "tie", "worse",
+    )  # fmt: skip
+    for header in headers:
+        table.add_column(header, justify="left" if header == "category" else "right")
+    for tally in result.categories.values():
+        table.add_row(
+            tally.category,
+            str(tally.items),
+            str(tally.matched),
+            str(tally.not_in_run),
+            _num(tally.baseline_accuracy, "{:.3f}"),
+            _num(tally.candidate_accuracy, "{:.3f}"),
+            str(tally.better),
+            str(tally.tie),
+            str(tally.worse),
+        )
+    out.print(table)
 
 
 def _num(value: Any, fmt: str) -> str:

@@ -75,8 +75,11 @@ async def test_both_orders_prefer_the_better_answer_and_tokens_are_recorded() ->
     assert system["role"] == "system"
     assert "VERDICT: TIE" in system["content"]
     assert "What is the capital of France?" in user["content"]
-    # The baseline-first request shows the baseline as Answer A.
-    assert user["content"].index(BAD) < user["content"].index(GOOD)
+    # The pair's two requests (sent concurrently, in either order): one shows the
+    # baseline as Answer A, the other the candidate.
+    prompts = [b["messages"][1]["content"] for _, b in state.seen[:2]]
+    firsts = sorted("baseline" if p.index(BAD) < p.index(GOOD) else "candidate" for p in prompts)
+    assert firsts == ["baseline", "candidate"]
 
 
 async def test_a_judge_that_always_says_a_gives_ties() -> None:

@@ -1,0 +1,201 @@
+"""``shadow-eval judge``: the pairwise LLM judge of a run's changed pairs.
+
+* ``judge run --run-id ID [--send-pairs] [--max-per-task-type N]``: sends the run's
+  changed pairs (at most N per task type in total, stratified by divergence; the
+  policy's ``net_harm.max_judged_per_task_type`` by default) to the configured judge
+  (``SHADOWEVAL_JUDGE__URL``, ``__MODEL``, ``__API_KEY``), each in both orders, and stores
+  better / tie / worse with the rationale per pair (:func:`application.judging.run_judge`).
+  Sending pairs is never a default: without ``SHADOWEVAL_JUDGE__SEND_PAIRS=true`` or
+  ``--send-pairs`` it exits 3 and sends nothing. The first judge run freezes the judge
+  (endpoint, model, prompt hash, sampling) with the run; a different judge later exits 3
+  naming both. Prints per task type: pairs, changed, already judged, selected, judged,
+  better / tie / worse, failures, the judge's tokens, and the endpoint the pairs went to.
+* ``judge summary --run-id ID [--json]``: the stored judgements by source, outcomes per
+  task type, the frozen judge and endpoint, the judge's tokens, judge–human agreement.
+
+Exit 0 on success, 3 on any error.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from faces.cli.options import DatabaseUrlOpt, ExistingRunOpt, JsonOpt
+from faces.cli.render import print_error
+
+judge_app = typer.Typer(
+    name="judge",
+    help="The pairwise LLM judge: judge a run's changed pairs, summarize judgements.",
+    no_args_is_help=True,
+)
+
+SendPairsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--send-pairs",
+        help="Allow sending the run's changed pairs (request and both answers, as captured "
+        "and redacted) to the judge; or set SHADOWEVAL_JUDGE__SEND_PAIRS=true.",
+    ),
+]
+MaxPerTaskTypeOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-per-task-type",
+        help="Judge budget per task type, in total (default: the policy's "
+        "net_harm.max_judged_per_task_type).",
+    ),
+]
+
+
+@judge_app.command("run")
+def run_command(
+    run_id: ExistingRunOpt,
+    database_url: DatabaseUrlOpt = None,
+    send_pairs: SendPairsOpt = False,
+    max_per_task_type: MaxPerTaskTypeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Judge the run's changed pairs with the configured LLM judge, both orders each.
+
+    Exit 3 on error (sending not allowed, no judge configured, another judge frozen with
+    the run, unknown run, unreachable database). Failed judge calls are not errors: they
+    are stored as failed judgements, counted and retried by the next judge run.
+    """
+    from rich.table import Table
+
+    from application.database import open_repository
+    from application.judging import JUDGE_COMMAND, check_judge_settings, run_judge
+    from faces.cli.exit_codes import EXIT_ERROR
+    from faces.cli.options import database_url as resolve_url
+    from faces.cli.render import wide_console
+    from shadoweval.config import load_settings
+    from shadoweval.errors import ConfigError, ShadowEvalError
+
+    err = wide_console(stderr=True)
+    try:
+        settings = load_settings()
+        check_judge_settings(settings.judge, send_pairs=send_pairs)
+        with open_repository(resolve_url(database_url), upgrade=False) as repo:
+            if repo.get_run(run_id) is None:
+                raise ConfigError(f"--run {run_id!r}: run not found", field="--run", value=run_id)
+            report = run_judge(
+                repo,
+                run_id,
+                settings.judge,
+                send_pairs=send_pairs,
+                max_per_task_type=max_per_task_type,
+                command=JUDGE_COMMAND,
+            )
+    except ShadowEvalError as exc:
+        print_error(err, exc)
+        raise typer.Exit(EXIT_ERROR) from None
+    if as_json:
+        typer.echo(json.dumps(report.as_dict()))
+        return
+    out = wide_console()
+    identity = report.identity
+    out.print(
+        f"judge {identity.model!r} at {report.endpoint}: {report.selected} pairs sent"
+        f"{' (judge frozen with the run)' if report.first_use else ''}",
+        highlight=False,
+        markup=False,
+    )
+    table = Table(title=f"judge run of {run_id}", title_justify="left")
+    headers = (
+        "task type", "pairs", "changed", "judged before", "budget", "sent", "judged",
+        "better", "tie", "worse", "order ties", "failed", "judge tokens in/out",
+    )  # fmt: skip
+    for header in headers:
+        table.add_column(header, justify="left" if header == "task type" else "right")
+    for t in report.task_types.values():
+        table.add_row(
+            t.task_type,
+            str(t.pairs),
+            str(t.changed),
+            str(t.already_judged),
+            str(t.budget),
+            str(t.selected),
+            str(t.judged),
+            str(t.better),
+            str(t.tie),
+            str(t.worse),
+            str(t.disagreements),
+            str(t.failed),
+            f"{t.prompt_tokens}/{t.completion_tokens}",
+        )
+    out.print(table)
+    for failure in report.failures:
+        err.print(f"failed judgement {failure}", highlight=False, markup=False)
+
+
+@judge_app.command("summary")
+def summary_command(
+    run_id: ExistingRunOpt,
+    database_url: DatabaseUrlOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The run's quality judgements: by source (judge / reference / human) and task type,
+    the frozen judge and its endpoint, the judge's tokens, and judge–human agreement
+    (Cohen's κ with a 95% CI). Exit 3 on error."""
+    from rich.table import Table
+
+    from application.database import open_repository
+    from application.judging import judgement_summary
+    from faces.cli.exit_codes import EXIT_ERROR
+    from faces.cli.options import database_url as resolve_url
+    from faces.cli.render import wide_console
+    from shadoweval.errors import ConfigError, ShadowEvalError
+
+    err = wide_console(stderr=True)
+    try:
+        with open_repository(resolve_url(database_url), upgrade=False) as repo:
+            if repo.get_run(run_id) is None:
+                raise ConfigError(f"--run {run_id!r}: run not found", field="--run", value=run_id)
+            summary = judgement_summary(repo, run_id)
+    except ShadowEvalError as exc:
+        print_error(err, exc)
+        raise typer.Exit(EXIT_ERROR) from None
+    if as_json:
+        typer.echo(json.dumps(summary.as_dict()))
+        return
+    out = wide_console()
+    if summary.judge is None:
+        out.print("judge: none has judged this run", highlight=False)
+    else:
+        out.print(
+            f"judge {summary.judge.model!r} at {summary.endpoint} (prompt "
+            f"{summary.judge.prompt_sha256[:12]}, temperature {summary.judge.temperature:g}); "
+            f"judge tokens {summary.judge_prompt_tokens} in / "
+            f"{summary.judge_completion_tokens} out",
+            highlight=False,
+            markup=False,
+        )
+    stored = ", ".join(
+        f"{source} {counts['ok']}" + (f" (+{counts['failed']} failed)" if counts["failed"] else "")
+        for source, counts in summary.stored.items()
+    )
+    out.print(f"stored: {stored}", highlight=False, markup=False)
+    table = Table(title=f"judgements of run {run_id} (as the gate uses them)", title_justify="left")
+    for header in ("task type", "better", "tie", "worse", "judge", "reference", "human", "failed"):
+        table.add_column(header, justify="left" if header == "task type" else "right")
+    for task_type, row in summary.per_task_type.items():
+        table.add_row(
+            task_type,
+            *(
+                str(row[k])
+                for k in (
+                    "candidate_better", "tie", "candidate_worse", "judge", "reference", "human",
+                    "failed",
+                )
+            ),
+        )  # fmt: skip
+    out.print(table)
+    out.print(str(summary.agreement["text"]), highlight=False, markup=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``judge`` group to the CLI."""
+    app.add_typer(judge_app, name="judge")
