@@ -12,14 +12,22 @@ face builds a request without importing the export stage: :class:`ExportRequest`
 :func:`cli_option` for a command line), :data:`FORMATS`, :data:`ORDERS`,
 :data:`DEFAULT_PER_TASK_TYPE`, :data:`MAX_SEED`. The redactor type is
 :class:`ExportRedaction` (built by :func:`application.redaction.body_redaction`).
+
+A request with ``changed_unjudged`` asks for the pairs that changed beyond the noise and
+have no successful judgement of any source; the export stage cannot tell which those are
+(it imports no statistics), so :func:`resolve_selection` computes their exchange ids here
+(:func:`application.run_views.changed_unjudged_ids`) and attaches them to the request.
+:func:`export_zip` and :func:`export_to_directory` call it, so a face only sets the flag.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from application.run_views import changed_unjudged_ids
 from export import ExportResult, build_export, export_archive, stale_samples, write_export
 from export.redaction import ExportRedaction
 from export.request import (
@@ -34,7 +42,7 @@ from export.request import (
     cli_option,
     make_request,
 )
-from shadoweval.errors import ShadowEvalError
+from shadoweval.errors import ConfigError, ShadowEvalError
 from shadoweval.storage import Repository
 from shadoweval.storage.samples import SampleFilter
 
@@ -55,6 +63,7 @@ __all__ = [
     "export_zip",
     "filter_request",
     "make_request",
+    "resolve_selection",
 ]
 
 
@@ -90,8 +99,11 @@ def filter_request(
     order: ExportOrder,
     seed: int | None,
     fmt: ExportFormat,
+    changed_unjudged: bool = False,
 ) -> ExportRequest:
-    """The export of the pairs ``flt`` selects; ``seed`` is kept only for ``random``.
+    """The export of the pairs ``flt`` selects; ``seed`` is kept only for ``random``;
+    ``changed_unjudged`` keeps only the changed pairs not judged yet (resolved when the
+    export is built: :func:`resolve_selection`).
 
     Raises:
         ConfigError: a bad value (``per_task_type`` out of range, ``random`` without a
@@ -104,7 +116,35 @@ def filter_request(
         seed=seed if order == "random" else None,
         flt=flt,
         fmt=fmt,
+        changed_unjudged=changed_unjudged,
     )
+
+
+def resolve_selection(
+    repo: Repository, request: ExportRequest, *, names: FieldNames = cli_option
+) -> ExportRequest:
+    """``request`` with the exchange ids its ``changed_unjudged`` selection stands for.
+
+    A request without ``changed_unjudged``, or whose ids are already attached, is returned
+    as it is. Otherwise the ids are :func:`application.run_views.changed_unjudged_ids` of
+    the run (changed under its frozen policy, no successful judgement of any source; a
+    pair whose judgements all failed is still unjudged), set as ``exchange_ids``.
+
+    Raises:
+        ConfigError: the run does not exist (named ``names("run_id")``), or its frozen
+            policy no longer parses.
+        StorageError: the database failed.
+    """
+    if not request.changed_unjudged or request.exchange_ids is not None:
+        return request
+    run = repo.get_run(request.run_id)
+    if run is None:
+        raise ConfigError(
+            f"{names('run_id')} {request.run_id!r}: run not found",
+            field="run_id",
+            value=request.run_id,
+        )
+    return dataclasses.replace(request, exchange_ids=changed_unjudged_ids(repo, run))
 
 
 def export_zip(
@@ -114,14 +154,15 @@ def export_zip(
 
     Args:
         repo: the results database.
-        request: the export (run, N per task type, order, seed, filter, format).
+        request: the export (run, N per task type, order, seed, filter, format, the
+            changed-and-unjudged selection: :func:`resolve_selection`).
         redact: the text redactor and its rule names (listed in the manifest).
 
     Raises:
         ConfigError: the run does not exist, or a requested task type has no pairs in it.
         StorageError: the database failed.
     """
-    result = build_export(repo, request, redact=redact)
+    result = build_export(repo, resolve_selection(repo, request, names=str), redact=redact)
     return ExportArchive(data=export_archive(result), manifest=result.manifest)
 
 
@@ -160,7 +201,8 @@ def export_to_directory(
         StorageError: the database failed.
         ShadowEvalError: the directory or a file cannot be written (named ``names("out")``).
     """
-    result = build_export(repo, request, redact=redact, names=names)
+    resolved = resolve_selection(repo, request, names=names)
+    result = build_export(repo, resolved, redact=redact, names=names)
     try:
         removed = stale_samples(out, request.fmt) if out.is_dir() else []
         paths = write_export(result, out)

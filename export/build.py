@@ -19,7 +19,7 @@ from export.manifest import build_manifest
 from export.redaction import CountingRedactor, ExportRedaction, Redact
 from export.request import ExportRequest, FieldNames
 from export.rows import EXPORT_COLUMNS, rows_frame, sample_row
-from export.selection import choose_ids
+from export.selection import choose_ids, restrict_ids
 from shadoweval.errors import ConfigError
 from shadoweval.records import utc_now
 
@@ -78,7 +78,8 @@ def build_export(
     """Choose, fetch and redact the pairs ``request`` asks for.
 
     Per task type of the run (or of ``request.flt.task_types``): the ids of every
-    matching pair (:meth:`Repository.sample_ids`), N of them chosen
+    matching pair (:meth:`Repository.sample_ids`), kept to ``request.exchange_ids`` when
+    set (:func:`~export.selection.restrict_ids`), N of them chosen
     (:func:`~export.selection.choose_ids`), the pairs fetched and turned into
     rows (:func:`~export.rows.sample_row`), each text through ``redact``.
 
@@ -98,9 +99,19 @@ def build_export(
         The rows (a frame, possibly empty) and the manifest.
 
     Raises:
-        ConfigError: the run does not exist, or a requested task type has no pairs in it.
+        ConfigError: the run does not exist, a requested task type has no pairs in it, or
+            the request asks for ``changed_unjudged`` pairs without their exchange ids
+            (:func:`application.exporting.resolve_selection` attaches them).
         StorageError: the database failed.
     """
+    if request.changed_unjudged and request.exchange_ids is None:
+        raise ConfigError(
+            f"{names('changed_unjudged')}: the changed, not yet judged pairs were not "
+            "resolved (the application layer computes them: "
+            "application.exporting.resolve_selection)",
+            field="changed_unjudged",
+            value=True,
+        )
     run = repo.get_run(request.run_id)
     if run is None:
         raise ConfigError(f"run {request.run_id!r} not found", field="run_id", value=request.run_id)
@@ -110,7 +121,9 @@ def build_export(
     counts: dict[str, tuple[int, int]] = {}
     rows: list[dict[str, Any]] = []
     for task_type in _task_types(repo, request, names):
-        ids = repo.sample_ids(request.run_id, request.flt, task_type)
+        ids = restrict_ids(
+            repo.sample_ids(request.run_id, request.flt, task_type), request.exchange_ids
+        )
         chosen = choose_ids(ids, n=request.per_task_type, order=request.order, seed=request.seed)
         counts[task_type] = (len(ids), len(chosen))
         for start in range(0, len(chosen), FETCH_BATCH):

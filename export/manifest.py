@@ -10,7 +10,10 @@ and drawn again:
 * ``order`` (``lowest`` / ``random``), ``per_task_type`` (N), ``seed`` (``null`` unless
   given);
 * ``filters``: ``task_types``, ``flags`` (a pair must have all), ``min_similarity``,
-  ``max_similarity`` (``null`` = unbounded);
+  ``max_similarity`` (``null`` = unbounded), ``changed_unjudged`` (only pairs that
+  changed beyond the noise and have no successful judgement of any source) and
+  ``exchange_ids`` (how many exchange ids the export was restricted to, ``null`` = no
+  restriction; for ``changed_unjudged`` the number of changed, unjudged pairs of the run);
 * ``counts``: per task type ``{"matching": …, "exported": …}`` (sorted by task type), and
   ``total`` the same summed;
 * ``redaction``: ``rules`` applied (in order) and ``counts`` — hits per rule in the
@@ -79,6 +82,8 @@ def build_manifest(
             "flags": [flag.value for flag in flt.flags],
             "min_similarity": flt.min_similarity,
             "max_similarity": flt.max_similarity,
+            "changed_unjudged": request.changed_unjudged,
+            "exchange_ids": None if request.exchange_ids is None else len(request.exchange_ids),
         },
         "counts": by_type,
         "total": {

@@ -4,6 +4,14 @@
 the loose values a command line or a query string gives (flag names as text), and names
 each bad value the way its caller spelled the option (``--per-task-type`` on the command
 line, ``per_task_type`` in the API) through ``names``.
+
+A request may also ask for the pairs that changed and have no quality judgement yet
+(``changed_unjudged``). Which pairs those are is a statistical question (the change
+classification of :mod:`stats.change` under the run's frozen policy, and the stored
+judgements and labels), which this stage does not answer: the application layer computes
+the exchange ids and attaches them as ``exchange_ids``
+(:func:`application.exporting.resolve_selection`); :func:`export.build_export` then keeps
+only those ids, and refuses a ``changed_unjudged`` request whose ids were never attached.
 """
 
 from __future__ import annotations
@@ -135,6 +143,14 @@ class ExportRequest:
             ``lowest``; in [0, :data:`MAX_SEED`]; recorded in the manifest).
         flt: which pairs match (task types, flags that must all be set, similarity band).
         fmt: ``csv``, ``jsonl`` or ``parquet``.
+        changed_unjudged: only pairs that changed beyond the noise (:mod:`stats.change`
+            under the run's frozen policy) and have no successful quality judgement of any
+            source (judge, human label, reference) — a failed judgement leaves a pair
+            unjudged. Recorded in the manifest's filters.
+        exchange_ids: an explicit restriction to these exchange ids (``None``: none), on
+            top of ``flt``. The application layer sets it for ``changed_unjudged``
+            (:func:`application.exporting.resolve_selection`); the manifest records how
+            many ids it held.
 
     Raises:
         ConfigError: a bad value; ``field`` and ``value`` name it.
@@ -146,8 +162,27 @@ class ExportRequest:
     seed: int | None = None
     flt: SampleFilter = field(default_factory=SampleFilter)
     fmt: ExportFormat = "csv"
+    changed_unjudged: bool = False
+    exchange_ids: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.changed_unjudged, bool):
+            raise ConfigError(
+                f"changed_unjudged {self.changed_unjudged!r} must be true or false",
+                field="changed_unjudged",
+                value=self.changed_unjudged,
+            )
+        if self.exchange_ids is not None:
+            ids = frozenset(self.exchange_ids)
+            bad = sorted(repr(i) for i in ids if not isinstance(i, str) or not i)
+            if bad:
+                raise ConfigError(
+                    f"exchange_ids holds {len(bad)} value(s) that are not exchange ids: "
+                    f"{', '.join(bad[:5])}",
+                    field="exchange_ids",
+                    value=bad[0],
+                )
+            object.__setattr__(self, "exchange_ids", ids)
         _check(
             per_task_type=self.per_task_type,
             order=self.order,
@@ -192,12 +227,15 @@ def make_request(
     flags: Sequence[str] = (),
     min_similarity: float | None = None,
     max_similarity: float | None = None,
+    changed_unjudged: bool = False,
     names: FieldNames = _same,
 ) -> ExportRequest:
     """Build and check an :class:`ExportRequest` from loose values.
 
     ``order`` and ``fmt`` are matched case-insensitively; task types are kept as given
-    (repeats dropped, blanks refused).
+    (repeats dropped, blanks refused). ``changed_unjudged`` is only recorded here: the
+    application layer attaches its exchange ids before the export is built
+    (:func:`application.exporting.resolve_selection`).
 
     Raises:
         ConfigError: the first bad value, named as ``names(field)`` with the value.
@@ -234,4 +272,5 @@ def make_request(
             max_similarity=max_similarity,
         ),
         fmt=cast(ExportFormat, fmt),
+        changed_unjudged=changed_unjudged,
     )

@@ -16,15 +16,35 @@ id).
   the same seed over the same data gives the same sample.
 
 The chosen pairs are returned in page order in both cases.
+
+An explicit restriction to a set of exchange ids (the request's ``exchange_ids``, e.g.
+the pairs that changed and are not judged yet) is applied first, by
+:func:`restrict_ids`: the order is drawn from the pairs that are left, so a seeded draw
+over a restricted export depends only on the seed and the restricted pairs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 
 import numpy as np
 
 from export.request import ExportOrder
+
+
+def restrict_ids(
+    ids: Sequence[tuple[str, float | None]], allowed: Set[str] | None
+) -> list[tuple[str, float | None]]:
+    """The pairs of ``ids`` whose exchange id is in ``allowed``, page order kept.
+
+    Args:
+        ids: ``(exchange_id, similarity)`` of every matching pair, in page order.
+        allowed: the exchange ids to keep; ``None`` keeps every pair (no restriction).
+            Ids in ``allowed`` that are not in ``ids`` are ignored.
+    """
+    if allowed is None:
+        return list(ids)
+    return [(exchange_id, similarity) for exchange_id, similarity in ids if exchange_id in allowed]
 
 
 def choose_ids(

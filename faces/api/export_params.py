@@ -5,7 +5,9 @@ Parameters (names as in the query string; the OpenAPI document lists them with
 20), ``order`` (``lowest`` / ``random``), ``seed`` (in [0, 2**63 - 1]; required with
 ``random``, refused with ``lowest``), ``format`` (``csv`` / ``jsonl`` / ``parquet``),
 ``task_type`` and ``flag`` (repeatable),
-``min_similarity`` and ``max_similarity`` (in [-1, 1]). An unknown parameter, a
+``min_similarity`` and ``max_similarity`` (in [-1, 1]), ``changed_unjudged`` (``true`` /
+``false``, also ``1`` / ``0``: only pairs that changed and have no successful judgement
+yet). An unknown parameter, a
 single-valued one given twice, or a bad value is a :class:`BadParameterError` whose message
 names the parameter and the value.
 """
@@ -39,6 +41,7 @@ SINGLE: tuple[str, ...] = (
     "format",
     "min_similarity",
     "max_similarity",
+    "changed_unjudged",
 )
 REPEATABLE: tuple[str, ...] = ("task_type", "flag")
 
@@ -63,6 +66,21 @@ def _number(value: str | None, name: str, kind: Callable[[str], T], what: str) -
         return kind(value.strip())
     except ValueError:
         raise BadParameterError(f"{name} {value!r} is not {what}") from None
+
+
+_TRUE = ("true", "1")
+_FALSE = ("false", "0")
+
+
+def _flag(value: str | None, name: str) -> bool:
+    if value is None:
+        return False
+    text = value.strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise BadParameterError(f"{name} {value!r} is not true or false (or 1 / 0)")
 
 
 def _or(value: str | None, default: str) -> str:
@@ -93,6 +111,7 @@ def export_request(run_id: str, params: QueryParams) -> ExportRequest:
         if bound is not None and not math.isfinite(bound):
             raise BadParameterError(f"{name} {params.get(name)!r} is not a finite number")
         bounds[name] = bound
+    changed_unjudged = _flag(_one(params, "changed_unjudged"), "changed_unjudged")
     try:
         return make_request(
             run_id,
@@ -104,6 +123,7 @@ def export_request(run_id: str, params: QueryParams) -> ExportRequest:
             flags=params.getlist("flag"),
             min_similarity=bounds["min_similarity"],
             max_similarity=bounds["max_similarity"],
+            changed_unjudged=changed_unjudged,
         )
     except ConfigError as exc:
         raise BadParameterError(str(exc)) from None
@@ -177,6 +197,14 @@ EXPORT_PARAMETERS: list[dict[str, Any]] = [
         {"type": "number", "minimum": -1, "maximum": 1},
         "Only pairs with similarity <= this: the divergent band (pairs without a "
         "similarity are left out).",
+    ),
+    _param(
+        "changed_unjudged",
+        {"type": "boolean", "default": False},
+        "Only pairs that changed beyond the noise (under the run's frozen policy) and have "
+        "no successful quality judgement of any source yet (judge, human label, "
+        "reference; a pair whose judgements all failed counts as not judged). Recorded "
+        "in the manifest.",
     ),
 ]
 """OpenAPI parameter objects of the export endpoint."""

@@ -84,6 +84,16 @@ FlagOpt = Annotated[
         "format_regression, candidate_error, below_noise_floor.",
     ),
 ]
+ChangedUnjudgedOpt = Annotated[
+    bool,
+    typer.Option(
+        "--changed-unjudged",
+        help="Only pairs that changed beyond the noise (under the run's frozen policy) and "
+        "have no successful quality judgement yet (judge, human label or reference; a "
+        "pair whose judgements all failed counts as not judged): what is left for the "
+        "analysts to judge. Recorded in the manifest.",
+    ),
+]
 
 
 def parse_number(text: str | None, option: str, kind: type[int] | type[float]) -> Any:
@@ -126,6 +136,12 @@ def print_export(
         f"policy {str(manifest['policy_hash'])[:12]}",
         highlight=False,
     )
+    filters = manifest["filters"]
+    if filters.get("changed_unjudged"):
+        console.print(
+            f"only changed pairs not judged yet: {filters['exchange_ids']} in the run",
+            highlight=False,
+        )
     hits = manifest["redaction"]["counts"]
     applied = ", ".join(f"{rule} {n}" for rule, n in hits.items()) or "none"
     console.print(f"redactions: {applied}", highlight=False)
@@ -146,13 +162,15 @@ def export_command(
     max_similarity: MaxSimilarityOpt = None,
     task_type: TaskTypeOpt = None,
     flag: FlagOpt = None,
+    changed_unjudged: ChangedUnjudgedOpt = False,
     database_url: DatabaseUrlOpt = None,
 ) -> None:
     """Export a stratified sample of a run's pairs (N per task type), redacted.
 
     --order lowest takes the N lowest-similarity pairs of each task type (pairs without
     a similarity, i.e. an errored side, come first unless --min/--max-similarity is set);
-    --order random draws N with numpy's default_rng(--seed) from the matching pairs. The
+    --order random draws N with numpy's default_rng(--seed) from the matching pairs.
+    --changed-unjudged keeps only the pairs that changed and are not judged yet. The
     label and label_note columns are left empty for `shadow-eval labels import`.
     samples.<other ext> files of an earlier export in --out are removed (no other file
     is touched). Exit 3 on error.
@@ -188,6 +206,7 @@ def export_command(
             flags=flag or (),
             min_similarity=parse_number(min_similarity, "--min-similarity", float),
             max_similarity=parse_number(max_similarity, "--max-similarity", float),
+            changed_unjudged=changed_unjudged,
             names=cli_option,
         )
         redaction = body_redaction()

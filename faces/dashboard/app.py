@@ -31,6 +31,7 @@ navigation = st.navigation(
         st.Page(PAGES / "latency.py", title="Latency", icon=":material/speed:"),
         st.Page(PAGES / "divergence.py", title="Divergence", icon=":material/difference:"),
         st.Page(PAGES / "samples.py", title="Samples", icon=":material/fact_check:"),
+        st.Page(PAGES / "judged.py", title="Judged pairs", icon=":material/gavel:"),
         st.Page(PAGES / "history.py", title="History", icon=":material/history:"),
     ]
 )

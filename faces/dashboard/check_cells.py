@@ -4,8 +4,10 @@ The numbers are the stored verdict's (:class:`~shadoweval.records.Check`), never
 recomputed: ``estimate`` and ``[ci_low, ci_high]`` on the metric's own scale
 (:mod:`stats.checks`):
 
-* ``error_rate``, ``infra_error_rate``, ``format_parse``: a difference of failure
-  proportions, candidate − baseline, shown in percentage points;
+* ``error_rate``, ``infra_error_rate``, ``format_parse``, the harm detectors'
+  ``harm_<kind>`` and ``tool_text_answer``: a difference of failure proportions,
+  candidate − baseline, shown in percentage points;
+* ``net_harm``: P(candidate worse) − P(candidate better), also in percentage points;
 * ``similarity``: a mean divergence (or the noise-floor linearisation ``e``);
 * ``latency_<metric>_<q>``: a quantile ratio candidate / baseline;
 * ``output_tokens``: the token linearisation ``e = c − k·b``.
@@ -24,16 +26,30 @@ from shadoweval.records import POOLED, Check, CheckOutcome
 __all__ = [
     "BINARY_METRICS",
     "CHECKS_COLUMNS",
+    "HARM_PREFIX",
     "LATENCY_METRICS",
     "OUTCOME_CSS",
     "check_cell",
     "checks_table",
+    "is_proportion_metric",
     "outcome_css",
     "style_checks_table",
 ]
 
-BINARY_METRICS: frozenset[str] = frozenset({"error_rate", "infra_error_rate", "format_parse"})
-"""Paired binary checks: estimates are differences of proportions."""
+BINARY_METRICS: frozenset[str] = frozenset(
+    {"error_rate", "infra_error_rate", "format_parse", "tool_text_answer", "net_harm"}
+)
+"""Checks whose estimates are differences of proportions (shown in percentage points);
+every ``harm_<kind>`` check too (:func:`is_proportion_metric`)."""
+
+HARM_PREFIX = "harm_"
+"""Prefix of the harm detectors' check names (``harm_degeneration``, ``harm_refusal`` …)."""
+
+
+def is_proportion_metric(metric: str) -> bool:
+    """True for a check whose estimate is a difference of proportions (shown in pp)."""
+    return metric in BINARY_METRICS or metric.startswith(HARM_PREFIX)
+
 
 LATENCY_METRICS: tuple[str, ...] = tuple(
     f"latency_{metric}_{q}" for metric in ("e2e_ms", "ttft_ms") for q in ("p50", "p95", "p99")
@@ -69,7 +85,7 @@ def outcome_css(outcome: str) -> str:
 
 
 def _number(metric: str, value: float) -> str:
-    if metric in BINARY_METRICS:
+    if is_proportion_metric(metric):
         return f"{100.0 * value:+.2f}"
     if metric.startswith("latency_"):
         return f"{value:.3f}"
@@ -91,7 +107,7 @@ def check_cell(check: Check | None) -> str:
         return check.outcome.value
     assert check.estimate is not None
     metric = check.metric
-    unit = " pp" if metric in BINARY_METRICS else ("×" if metric.startswith("latency_") else "")
+    unit = " pp" if is_proportion_metric(metric) else ("×" if metric.startswith("latency_") else "")
     text = f"{_number(metric, check.estimate)}{unit}"
     if not is_missing(check.ci_low) and not is_missing(check.ci_high):
         assert check.ci_low is not None

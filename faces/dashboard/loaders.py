@@ -18,7 +18,11 @@ Caching (Streamlit's ``st.cache_resource`` / ``st.cache_data``):
   every few seconds stays warm; it re-reads everything after :data:`PAIRS_TTL_S`, when
   pairs rescored in place (which keep the count) show up.
 * labels are cached for :data:`LABELS_TTL_S` (imports show up then) and cleared at once
-  when this dashboard saves one (:func:`labels_changed`).
+  when this dashboard saves one (:func:`labels_changed`);
+* judgements (:func:`judgements`: the LLM judge's and reference checkers', written by
+  ``shadow-eval judge run`` and the reference import) are cached for
+  :data:`LABELS_TTL_S` too, and so is the direction of the change built from them
+  (:func:`direction`), which is also keyed by the pair count and cleared with the labels.
 
 Nothing here writes: the only write of the dashboard is a human label
 (:func:`application.labels.save_label`).
@@ -35,9 +39,9 @@ import streamlit as st
 
 from application.database import open_repository
 from application.labels import label_rates as rates_of_labels
-from application.run_views import PairsCache, task_summary
+from application.run_views import PairsCache, RunDirection, direction_summary, task_summary
 from shadoweval.errors import StorageError
-from shadoweval.records import HumanLabel, Verdict
+from shadoweval.records import HumanLabel, PairJudgement, Verdict
 from shadoweval.storage import PolicyAuditEntry, Repository, RunInfo, VerdictEntry
 from shadoweval.storage.samples import SampleFilter
 
@@ -49,6 +53,8 @@ __all__ = [
     "DataVersion",
     "count_samples",
     "data_version",
+    "direction",
+    "judgements",
     "label_rates",
     "labels",
     "labels_changed",
@@ -215,7 +221,34 @@ def label_rates(database_url: str, run_id: str) -> pd.DataFrame:
     return rates_of_labels(labels(database_url, run_id))
 
 
+@st.cache_data(ttl=LABELS_TTL_S, show_spinner=False)
+def judgements(database_url: str, run_id: str) -> list[PairJudgement]:
+    """The run's stored judgements, every source, failures included
+    (:meth:`Repository.list_judgements`)."""
+    return repository(database_url).list_judgements(run_id)
+
+
+@st.cache_data(
+    ttl=LABELS_TTL_S, max_entries=MAX_RUNS_CACHED * 4, show_spinner="Weighing the changes…"
+)
+def direction(database_url: str, run_id: str, pair_count: int) -> RunDirection:
+    """:func:`application.run_views.direction_summary` of the run over its cached pairs
+    table (``pair_count``: :attr:`DataVersion.pairs`).
+
+    Raises:
+        StorageError: unknown run, or a database failure.
+        ConfigError: the run's frozen policy no longer parses.
+    """
+    info = run(database_url, run_id)
+    if info is None:
+        raise StorageError(f"run {run_id!r} not found")
+    return direction_summary(
+        repository(database_url), info, pairs=pairs(database_url, run_id, pair_count)
+    )
+
+
 def labels_changed() -> None:
-    """Forget cached labels (after this dashboard saved one)."""
+    """Forget cached labels and what is built from them (after this dashboard saved one)."""
     labels.clear()
     label_rates.clear()
+    direction.clear()

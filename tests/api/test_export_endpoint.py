@@ -20,8 +20,9 @@ from faces.api.app import API_COMMAND
 from shadoweval.pair_flags import PairFlag
 from shadoweval.records import Verdict
 from shadoweval.storage import Database, Repository, RunInfo
+from tests.export.changed import judge_pairs
 from tests.export.readback import decoded, expected_row, records, unzip
-from tests.export.seed import POLICY_HASH, RUN_ID, TASK_TYPES, seed_database
+from tests.export.seed import POLICY_HASH, RUN_ID, TASK_TYPES, Seeded, seed_database
 
 from .conftest import TOKEN
 
@@ -147,6 +148,8 @@ async def test_defaults_are_csv_lowest_twenty(export_app: Starlette) -> None:
         ({"task_type": "poetry"}, "task_type 'poetry'"),
         ({"per-task-type": "3"}, "unknown query parameter 'per-task-type'"),
         ([("seed", "1"), ("seed", "2")], "seed is given 2 times"),
+        ({"changed_unjudged": "maybe"}, "changed_unjudged 'maybe' is not true or false"),
+        ([("changed_unjudged", "1"), ("changed_unjudged", "0")], "changed_unjudged is given 2"),
     ],
 )
 async def test_bad_parameters_are_400_naming_parameter_and_value(
@@ -190,8 +193,9 @@ async def test_the_openapi_document_describes_the_endpoint(export_app: Starlette
     params = {p["name"]: p for p in operation["parameters"]}
     assert set(params) == {
         "run_id", "per_task_type", "order", "seed", "format", "task_type", "flag",
-        "min_similarity", "max_similarity",
+        "min_similarity", "max_similarity", "changed_unjudged",
     }  # fmt: skip
+    assert params["changed_unjudged"]["schema"] == {"type": "boolean", "default": False}
     assert params["format"]["schema"]["enum"] == ["csv", "jsonl", "parquet"]
     assert params["flag"]["schema"]["items"]["enum"] == [f.value for f in PairFlag]
     assert params["task_type"]["explode"] is True
@@ -207,3 +211,23 @@ async def test_the_openapi_document_describes_the_endpoint(export_app: Starlette
         schema = operation["responses"][str(status)]["content"]["application/json"]["schema"]
         root = {"$ref": "#/x", "x": schema, "components": document["components"]}
         jsonschema.Draft202012Validator(root).validate(response.json())
+
+
+@pytest.mark.parametrize("value", ["true", "1", "TRUE"])
+async def test_changed_unjudged_exports_the_pairs_left_to_judge(
+    export_app: Starlette, export_repo: Repository, value: str
+) -> None:
+    run = export_repo.get_run(RUN_ID)
+    assert run is not None
+    expected = judge_pairs(export_repo, Seeded(run, export_repo.load_pair_scores(RUN_ID)))
+    params = {"changed_unjudged": value, "per_task_type": "100", "format": "jsonl"}
+    response = await get(export_app, f"/v1/runs/{RUN_ID}/export", params)
+    assert response.status_code == 200, response.text
+    members = unzip(response.content)
+    rows = records("samples.jsonl", members["samples.jsonl"])
+    assert {r["exchange_id"] for r in rows} == expected
+    manifest = json.loads(members["manifest.json"])
+    assert manifest["filters"]["changed_unjudged"] is True
+    assert manifest["filters"]["exchange_ids"] == len(expected)
+    every = await get(export_app, f"/v1/runs/{RUN_ID}/export", {"changed_unjudged": "false"})
+    assert json.loads(unzip(every.content)["manifest.json"])["filters"]["changed_unjudged"] is False

@@ -11,6 +11,7 @@ from typer.testing import CliRunner, Result
 from faces.cli import app
 from shadoweval.storage import Database, Repository
 from shadoweval.storage.samples import SampleFilter
+from tests.export.changed import judge_pairs
 from tests.export.readback import decoded, expected_row, records
 from tests.export.seed import RUN_ID, TASK_TYPES, Seeded, seed_database
 
@@ -84,6 +85,8 @@ def test_filters_seed_and_order_reach_the_manifest(seeded_url: str, tmp_path: Pa
         "flags": ["format_regression"],
         "min_similarity": -0.5,
         "max_similarity": 0.9,
+        "changed_unjudged": False,
+        "exchange_ids": None,
     }
     assert set(manifest["counts"]) == {"chat", "extract"}
     assert "seed 5" in flat(first.stdout)
@@ -218,3 +221,25 @@ def test_seeded_fixture_is_what_the_export_sees(seeded_url: str) -> None:
 
 
 __all__ = ["Seeded"]
+
+
+def test_changed_unjudged_exports_only_the_pairs_left_to_judge(
+    empty_url: str, tmp_path: Path
+) -> None:
+    seeded = seed_database(empty_url)
+    with Database(empty_url) as db:
+        expected = judge_pairs(Repository(db), seeded)
+    out = tmp_path / "left"
+    result = cli(
+        "export", "--run", RUN_ID, "--out", out, "--per-task-type", 100, "--format", "jsonl",
+        "--changed-unjudged", "--database-url", empty_url,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = records("samples.jsonl", (out / "samples.jsonl").read_bytes())
+    assert {r["exchange_id"] for r in rows} == expected
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["filters"]["changed_unjudged"] is True
+    assert manifest["filters"]["exchange_ids"] == len(expected)
+    text = flat(result.stdout)
+    assert f"only changed pairs not judged yet: {len(expected)} in the run" in text
+    assert f"total {len(expected)} {len(expected)}" in text

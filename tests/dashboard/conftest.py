@@ -1,4 +1,4 @@
-"""Dashboard fixtures: a seeded, gated, labelled run and Streamlit's AppTest over it.
+"""Dashboard fixtures: a seeded, gated, labelled and judged run and Streamlit's AppTest over it.
 
 The database URL reaches the app the way ``shadow-eval dashboard`` hands it over: in the
 ``SHADOWEVAL_DATABASE__URL`` environment variable. Streamlit's caches are process-wide,
@@ -11,8 +11,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 import streamlit as st
@@ -20,10 +21,19 @@ from streamlit.testing.v1 import AppTest
 
 from application.gating import gate_run, load_gate_policy
 from faces.cli.dashboard_cmd import DATABASE_URL_ENV, app_path
-from shadoweval.records import HumanLabel
+from shadoweval.records import (
+    HumanLabel,
+    JudgementSource,
+    JudgeVote,
+    PairJudgement,
+    QualityOutcome,
+)
 from shadoweval.storage import Database, Repository, RunInfo
 from simulation import pair_seeding
-from simulation.pair_seeding import add_labels
+from simulation.pair_seeding import T0, add_labels
+from stats.change import classify_changes
+from stats.frame import pairs_frame
+from stats.policy import parse_policy_yaml
 
 GATE_COMMAND = "shadow-eval gate"
 """The command recorded with the seeded run's verdict (as ``shadow-eval gate`` records it)."""
@@ -34,12 +44,13 @@ APP_TIMEOUT_S = 120.0
 
 @dataclass
 class Seeded:
-    """A seeded database: its URL, repository, run and the labels stored."""
+    """A seeded database: its URL, repository, run, the labels and judgements stored."""
 
     url: str
     repo: Repository
     run: RunInfo
     labels: list[HumanLabel]
+    judgements: list[PairJudgement]
 
     @property
     def run_id(self) -> str:
@@ -52,10 +63,99 @@ def seed_run(repo: Repository, **options: Any) -> RunInfo:
     return pair_seeding.seed_run(repo, policy_yaml=policy_yaml, policy_hash=policy_hash, **options)
 
 
-def seed_database(url: str, *, labels: bool = True, gated: bool = True) -> Seeded:
-    """Upgrade ``url``, seed :data:`~simulation.pair_seeding.TASK_MIX`, gate and label it.
+JUDGED_PER_TASK_TYPE = 6
+"""Changed pairs judged per task type by :func:`add_judgements` (the first by capture time)."""
 
-    Gated as ``shadow-eval gate`` gates (:func:`application.gating.gate_run`).
+_PLAN: tuple[tuple[str, QualityOutcome | None], ...] = (
+    ("worse", QualityOutcome.CANDIDATE_WORSE),
+    ("better", QualityOutcome.CANDIDATE_BETTER),
+    ("position bias", QualityOutcome.TIE),
+    ("better", QualityOutcome.CANDIDATE_BETTER),
+    ("failed", None),
+    ("worse", QualityOutcome.CANDIDATE_WORSE),
+)
+"""What the simulated judge says of the k-th changed pair of a task type."""
+
+Side = Literal["candidate", "baseline", "tie"]
+_VOTES: dict[str, tuple[Side | None, Side | None]] = {
+    "worse": ("baseline", "baseline"),
+    "better": ("candidate", "candidate"),
+    "position bias": ("baseline", "candidate"),  # each order prefers the answer shown first
+    "failed": (None, None),
+}
+
+
+def _judge_votes(kind: str) -> tuple[JudgeVote, ...]:
+    first, second = _VOTES[kind]
+    error = "connection refused" if kind == "failed" else None
+    return (
+        JudgeVote(
+            order="baseline_first",
+            preferred=first,
+            rationale="" if error else f"baseline first: {kind}",
+            error=error,
+        ),
+        JudgeVote(
+            order="candidate_first",
+            preferred=second,
+            rationale="" if error else f"candidate first: {kind}",
+            error=error,
+        ),
+    )
+
+
+def add_judgements(repo: Repository, run: RunInfo) -> list[PairJudgement]:
+    """Judge the first :data:`JUDGED_PER_TASK_TYPE` changed pairs of every task type as
+    :data:`_PLAN` says (a test double of the LLM judge: both orders voted, one pair
+    position-biased into a tie, one failed), and reference-check two more ``extraction``
+    pairs (baseline pass, candidate fail: candidate worse)."""
+    policy = parse_policy_yaml(run.policy_yaml)
+    pairs = pairs_frame(repo.load_pair_scores(run.run_id), policy)
+    changed = pairs[classify_changes(pairs, policy).changed]
+    judgements: list[PairJudgement] = []
+    for task_type, rows in changed.groupby("task_type", sort=True):
+        ids = list(rows["exchange_id"])
+        for k, (kind, outcome) in enumerate(_PLAN[: len(ids)]):
+            judgements.append(
+                PairJudgement(
+                    run_id=run.run_id,
+                    exchange_id=ids[k],
+                    task_type=str(task_type),
+                    source=JudgementSource.JUDGE,
+                    outcome=outcome,
+                    rationale="" if outcome is None else f"the judge: {kind}",
+                    votes=_judge_votes(kind),
+                    error="connection refused" if outcome is None else None,
+                    judged_at=T0 + timedelta(days=2, minutes=len(judgements)),
+                )
+            )
+        if task_type == "extraction":
+            for exchange_id in ids[len(_PLAN) : len(_PLAN) + 2]:
+                judgements.append(
+                    PairJudgement(
+                        run_id=run.run_id,
+                        exchange_id=exchange_id,
+                        task_type="extraction",
+                        source=JudgementSource.REFERENCE,
+                        outcome=QualityOutcome.CANDIDATE_WORSE,
+                        baseline_pass=True,
+                        candidate_pass=False,
+                        checker="schema",
+                        judged_at=T0 + timedelta(days=2, hours=1),
+                    )
+                )
+    repo.save_judgements(judgements)
+    return judgements
+
+
+def seed_database(
+    url: str, *, labels: bool = True, gated: bool = True, judged: bool = True
+) -> Seeded:
+    """Upgrade ``url``, seed :data:`~simulation.pair_seeding.TASK_MIX`, gate, label and
+    judge it.
+
+    Gated as ``shadow-eval gate`` gates (:func:`application.gating.gate_run`), before the
+    labels and judgements are stored.
     """
     db = Database(url)
     db.upgrade()
@@ -64,7 +164,8 @@ def seed_database(url: str, *, labels: bool = True, gated: bool = True) -> Seede
     if gated:
         gate_run(repo, run, command=GATE_COMMAND)
     stored = add_labels(repo, run) if labels else []
-    return Seeded(url, repo, run, stored)
+    judgements = add_judgements(repo, run) if judged else []
+    return Seeded(url, repo, run, stored, judgements)
 
 
 @pytest.fixture(scope="module")

@@ -87,3 +87,73 @@ def shown_exchange_ids(app: AppTest, prefix: str = "dx") -> list[str]:
         if found and element.value.startswith("**"):
             ids.append(found.group(1))
     return ids
+
+
+def direction_expected(repo: Repository, run_id: str) -> dict[str, dict[str, Any]]:
+    """Per task type and pooled: the counts of the direction table and the net harm,
+    computed from the change classification, the stored judgements and labels.
+
+    The resolved judgement of a pair is written out here: the latest label (by
+    ``labelled_at``) wins, then a successful reference check, then a successful judge
+    judgement; a pair whose judgements all failed is ``failed``.
+    """
+    from shadoweval.records import POOLED
+    from stats.change import classify_changes
+    from stats.net_harm import estimate_net_harm, pooled_strata
+
+    run = repo.get_run(run_id)
+    assert run is not None
+    policy = parse_policy_yaml(run.policy_yaml)
+    pairs = pairs_frame(repo.load_pair_scores(run_id), policy)
+    changes = classify_changes(pairs, policy)
+    worse = {"candidate_worse": 1.0, "candidate_better": -1.0, "tie": 0.0, "same": 0.0}
+    worse["both_bad"] = 0.0
+    outcome: dict[str, tuple[float, str]] = {}
+    failed: set[str] = set()
+    by_source: dict[str, dict[str, float]] = {"judge": {}, "reference": {}}
+    for judgement in repo.list_judgements(run_id):
+        if judgement.outcome is None:
+            failed.add(judgement.exchange_id)
+        else:
+            by_source[judgement.source.value][judgement.exchange_id] = worse[judgement.outcome]
+    latest: dict[str, Any] = {}
+    for label in repo.load_labels(run_id):
+        held = latest.get(label.exchange_id)
+        if held is None or label.labelled_at > held.labelled_at:
+            latest[label.exchange_id] = label
+    for name in ("judge", "reference"):
+        for exchange_id, value in by_source[name].items():
+            outcome[exchange_id] = (value, name)
+    for exchange_id, label in latest.items():
+        outcome[exchange_id] = (worse[label.label.value], "human")
+    ids = list(pairs["exchange_id"])
+    quality = np.array([outcome.get(i, (np.nan, ""))[0] for i in ids])
+    source = np.array([outcome.get(i, (np.nan, ""))[1] for i in ids], dtype=object)
+    is_failed = np.array([i in failed and i not in outcome for i in ids])
+    task_types = pairs["task_type"].to_numpy(dtype=object)
+    expected: dict[str, dict[str, Any]] = {}
+    for unit in [*sorted(set(task_types)), POOLED]:
+        mask = np.ones(len(ids), bool) if unit == POOLED else task_types == unit
+        changed = changes.changed[mask]
+        judged = changed & ~np.isnan(quality[mask])
+        stratum = changes.stratum[mask]
+        if unit == POOLED:
+            stratum, _ = pooled_strata(task_types, changes.stratum, (0.1, 0.2, 0.35))
+        estimate = estimate_net_harm(quality[mask], changed, stratum)
+        q = quality[mask]
+        expected[str(unit)] = {
+            "pairs": int(mask.sum()),
+            "changed": int(changed.sum()),
+            "judged": int(judged.sum()),
+            "by judge": int((judged & (source[mask] == "judge")).sum()),
+            "by human": int((judged & (source[mask] == "human")).sum()),
+            "by reference": int((judged & (source[mask] == "reference")).sum()),
+            "to judge": int((changed & ~judged).sum()),
+            "failed": int((changed & is_failed[mask]).sum()),
+            "better": int((judged & (q < 0)).sum()),
+            "tie": int((judged & (q == 0)).sum()),
+            "worse": int((judged & (q > 0)).sum()),
+            "net_harm": estimate.estimate,
+            "net_harm_interval": estimate.interval(0.025),
+        }
+    return expected

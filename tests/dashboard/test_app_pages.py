@@ -24,15 +24,28 @@ from streamlit.testing.v1 import AppTest
 
 from faces.dashboard.banner import NO_VERDICT
 from shadoweval.pair_flags import PairFlag, pair_flags
-from shadoweval.records import POOLED, Check, CheckOutcome, Decision, LabelValue
+from shadoweval.records import (
+    POOLED,
+    Check,
+    CheckOutcome,
+    Decision,
+    JudgementSource,
+    JudgeVote,
+    LabelValue,
+    PairJudgement,
+    QualityOutcome,
+)
 from shadoweval.storage.samples import SampleFilter
 from simulation.pair_seeding import SECRET_EMAIL, SECRET_KEY, TASK_MIX
+from stats.change import classify_changes
 from stats.labels import label_summary
+from stats.policy import parse_policy_yaml
 from stats.summary import task_type_summary
 
 from .conftest import APP_TIMEOUT_S, Seeded, page_path, seed_database
 from .expected import (
     NUMBER,
+    direction_expected,
     frame_with,
     page_order,
     pairs_of,
@@ -68,6 +81,7 @@ CHECKS_SHOWN = {
     "tokens check": "output_tokens",
 }
 ALL_CHECK_COLUMNS = [
+    "net harm check",
     "similarity check",
     "error check",
     "infra check",
@@ -166,8 +180,10 @@ def assert_overview_matches(app: AppTest, seeded: Seeded) -> None:
     assert len(all_checks) == len(verdict.checks)
     assert set(all_checks["reason"]) == {c.reason for c in verdict.checks}
 
+    assert_direction_matches(app, seeded)
+
     labels = label_summary(repo.load_labels(run_id))
-    shown_labels = frame_with(app, "win rate")
+    shown_labels = frame_with(app, "win low")
     assert list(shown_labels["task type"]) == [_shown_unit(t) for t in labels["task_type"]]
     for shown, column in LABEL_SHOWN.items():
         np.testing.assert_allclose(
@@ -177,6 +193,46 @@ def assert_overview_matches(app: AppTest, seeded: Seeded) -> None:
             equal_nan=True,
             err_msg=shown,
         )
+
+
+DIRECTION_COUNTS = (
+    "pairs", "changed", "judged", "by judge", "by human", "by reference", "to judge", "failed",
+    "better", "tie", "worse",
+)  # fmt: skip
+
+
+def _numbers(cell: str) -> list[float]:
+    return [float(x) for x in NUMBER.findall(cell)]
+
+
+def assert_direction_matches(app: AppTest, seeded: Seeded) -> None:
+    """The direction table: counts, rates and net harm as computed from storage + stats."""
+    expected = direction_expected(seeded.repo, seeded.run_id)
+    shown = frame_with(app, "net harm")
+    assert list(shown["task type"]) == [_shown_unit(t) for t in expected]
+    judged_somewhere = 0
+    for row, (unit, want) in zip(shown.to_dict(orient="records"), expected.items(), strict=True):
+        for column in DIRECTION_COUNTS:
+            assert row[column] == want[column], (unit, column)
+        assert row["changed share"] == pytest.approx(want["changed"] / want["pairs"])
+        low, high = want["net_harm_interval"]
+        assert _numbers(row["net harm"]) == pytest.approx(
+            [100 * want["net_harm"], 100 * low, 100 * high], abs=6e-3
+        )
+        judged = want["judged"]
+        for name, count in (("win", "better"), ("tie", "tie"), ("loss", "worse")):
+            if judged == 0:
+                assert row[f"{name} rate"] == "–"
+            else:
+                assert _numbers(row[f"{name} rate"])[0] == pytest.approx(
+                    100 * want[count] / judged, abs=0.051
+                )
+        judged_somewhere += judged
+    assert judged_somewhere > 0
+    pooled = expected[POOLED]
+    assert pooled["by judge"] > 0
+    assert 0 < pooled["by reference"] <= 2  # a label may override one
+    assert pooled["failed"] > 0
 
 
 def test_overview_shows_the_verdict_the_summary_and_the_label_rates(
@@ -412,7 +468,7 @@ def test_submitting_the_label_form_stores_a_label(seeded: Seeded, open_app: Open
     )
     # the overview's label rates include it at once (the label cache was cleared)
     app.switch_page(page_path("overview")).run()
-    rates = frame_with(app, "win rate")
+    rates = frame_with(app, "win low")
     expected = label_summary(seeded.repo.load_labels(seeded.run_id))
     assert list(rates["pairs"]) == list(expected["n"])
     assert list(rates["labels"]) == list(expected["labels"])
@@ -443,6 +499,31 @@ def test_export_download_of_the_current_filter(seeded: Seeded, open_app: OpenApp
         [s for s in seeded.repo.load_pair_scores(seeded.run_id) if s.task_type == "chat"]
     )
     assert [r["exchange_id"] for r in rows[:3]] == order[:3]
+
+
+def test_export_download_of_the_changed_pairs_not_judged_yet(
+    seeded: Seeded, open_app: OpenApp
+) -> None:
+    app = _open_samples(open_app(seeded.url))
+    app.selectbox(key="export_format").set_value("jsonl")
+    app.number_input(key="export_n").set_value(1000)
+    app.checkbox(key="export_changed_unjudged").check()
+    app.button(key="export_prepare").click().run()
+    assert not app.exception
+    _, download = app.session_state["samples.export"]
+    with zipfile.ZipFile(io.BytesIO(download.data)) as archive:
+        manifest = orjson.loads(archive.read("manifest.json"))
+        rows = [orjson.loads(line) for line in archive.read("samples.jsonl").splitlines()]
+    expected = direction_expected(seeded.repo, seeded.run_id)
+    left = expected[POOLED]["to judge"]
+    assert manifest["filters"]["changed_unjudged"] is True
+    assert manifest["filters"]["exchange_ids"] == left == len(rows)
+    assert {t: c["exported"] for t, c in manifest["counts"].items()} == {
+        t: e["to judge"] for t, e in expected.items() if t != POOLED
+    }
+    judged = {j.exchange_id for j in seeded.repo.list_judgements(seeded.run_id) if j.outcome}
+    judged |= {label.exchange_id for label in seeded.repo.load_labels(seeded.run_id)}
+    assert not judged & {r["exchange_id"] for r in rows}
 
 
 def test_history_shows_verdicts_policy_and_audit_log(seeded: Seeded, open_app: OpenApp) -> None:
@@ -616,6 +697,38 @@ def test_samples_and_divergence_show_stored_texts_redacted(tmp_path, open_app: O
         assert any("[REDACTED:" in t and t.startswith("Candidate:") for t in shown)
         assert any("[REDACTED:" in h.proto.body for h in app.get("html"))
 
+        repo.save_judgements(
+            [
+                PairJudgement(
+                    run_id=run.run_id,
+                    exchange_id=secret.exchange_id,
+                    task_type=secret.task_type,
+                    source=JudgementSource.JUDGE,
+                    outcome=QualityOutcome.CANDIDATE_WORSE,
+                    rationale=f"it leaks {SECRET_KEY}",
+                    votes=(
+                        JudgeVote(
+                            order="baseline_first",
+                            preferred="baseline",
+                            rationale=f"mail {SECRET_EMAIL}",
+                        ),
+                        JudgeVote(order="candidate_first", preferred="baseline"),
+                    ),
+                )
+            ]
+        )
+        app.switch_page(page_path("judged")).run()
+        assert not app.exception
+        judged = "\n".join(_shown_texts(app))
+        assert secret.exchange_id in judged
+        assert SECRET_KEY not in judged
+        assert SECRET_EMAIL not in judged
+        assert "CANARY" not in judged
+        assert "it leaks [REDACTED:secret_key]" in judged
+        assert "mail [REDACTED:email]" in judged
+        shown = [t.value for t in app.text]
+        assert any("[REDACTED:" in t and t.startswith("Baseline:") for t in shown)
+
         app.switch_page(page_path("divergence")).run()
         assert not app.exception
         lowest = frame_with(app, "exchange id")
@@ -628,3 +741,130 @@ def test_samples_and_divergence_show_stored_texts_redacted(tmp_path, open_app: O
         assert "CANARY" not in joined
     finally:
         db.dispose()
+
+
+def _judged_rows(app: AppTest) -> pd.DataFrame:
+    return frame_with(app, "candidate first")
+
+
+def _open_judged(app: AppTest) -> AppTest:
+    app.switch_page(page_path("judged")).run()
+    assert not app.exception
+    return app
+
+
+def test_judged_pairs_page_lists_every_judgement_with_both_votes(
+    seeded: Seeded, open_app: OpenApp
+) -> None:
+    repo, run_id = seeded.repo, seeded.run_id
+    app = _open_judged(open_app(seeded.url))
+    stored = repo.list_judgements(run_id)
+    labelled = {label.exchange_id for label in repo.load_labels(run_id)}
+    total = len(stored) + len(labelled)
+    assert total > 20
+    header = next(m.value for m in app.markdown if "judgements match" in m.value)
+    assert header == f"**{total:,} judgements match** · page 1 of {math.ceil(total / 20)}"
+    rows = _judged_rows(app)
+    assert len(rows) == 20
+    order = ["candidate worse", "candidate better", "tie", "failed"]
+    ranks = [order.index(o) for o in rows["outcome"]]
+    assert ranks == sorted(ranks)  # worst first
+    by_key = {(j.exchange_id, j.source.value): j for j in stored}
+    checked = 0
+    for row in rows.to_dict(orient="records"):
+        judgement = by_key.get((row["exchange id"], row["source"]))
+        if row["source"] == "human":
+            assert row["exchange id"] in labelled
+            assert row["used"]  # a label always wins
+            continue
+        assert judgement is not None
+        if judgement.source.value == "judge":
+            votes = {v.order: v.preferred or "failed" for v in judgement.votes}
+            assert row["baseline first"].startswith(votes["baseline_first"])
+            assert row["candidate first"].startswith(votes["candidate_first"])
+            checked += 1
+        assert row["stratum"].startswith("stratum ")  # only changed pairs were judged
+    assert checked > 5
+    texts = [t.value for t in app.text]
+    assert any(t.startswith("Rationale: the judge: worse") for t in texts)
+    assert any(t == "baseline first: worse" for t in texts)
+
+    app.number_input(key="judged_page").set_value(2).run()
+    assert not app.exception
+    assert len(_judged_rows(app)) == total - 20
+    assert any("page 2 of 2" in m.value for m in app.markdown)
+
+
+def test_judged_pairs_page_filters_by_source_outcome_and_task_type(
+    seeded: Seeded, open_app: OpenApp
+) -> None:
+    stored = seeded.repo.list_judgements(seeded.run_id)
+    app = _open_judged(open_app(seeded.url))
+    app.selectbox(key="judged_source").set_value("reference").run()
+    assert not app.exception
+    rows = _judged_rows(app)
+    assert len(rows) == sum(j.source.value == "reference" for j in stored) == 2
+    assert set(rows["reference"]) == {"baseline pass · candidate fail (schema)"}
+    assert set(rows["task type"]) == {"extraction"}
+
+    app.selectbox(key="judged_source").set_value("judge").run()
+    app.selectbox(key="judged_outcome").set_value("failed").run()
+    assert not app.exception
+    rows = _judged_rows(app)
+    failed = [j for j in stored if j.outcome is None]
+    assert sorted(rows["exchange id"]) == sorted(j.exchange_id for j in failed)
+    assert set(rows["rationale"]) == {"failed: connection refused"}
+    assert set(rows["baseline first"]) == {"failed: connection refused"}
+
+    app.selectbox(key="judged_outcome").set_value("tie").run()
+    app.selectbox(key="judged_task_type").set_value("chat").run()
+    rows = _judged_rows(app)
+    ties = [
+        j
+        for j in stored
+        if j.source.value == "judge" and j.task_type == "chat" and j.outcome == "tie"
+    ]
+    assert list(rows["exchange id"]) == sorted(j.exchange_id for j in ties)
+    # the position-biased pair: each order preferred the answer shown first → a tie
+    assert (rows["baseline first"].iloc[0], rows["candidate first"].iloc[0]) == (
+        "baseline",
+        "candidate",
+    )
+
+    app.selectbox(key="judged_outcome").set_value("candidate_better").run()
+    app.selectbox(key="judged_source").set_value("reference").run()
+    assert not app.exception
+    assert any("No judgements match" in i.value for i in app.info)
+
+
+def test_overview_warns_of_a_degenerate_noise_floor(tmp_path, open_app: OpenApp) -> None:
+    data = seed_database(f"sqlite:///{tmp_path / 'replica.db'}", labels=False, judged=False)
+    try:
+        scores = data.repo.load_pair_scores(data.run_id)
+        recorded = [
+            s.model_copy(update={"noise_similarity": 1.0, "noise_identical": True, "sampled": True})
+            for s in scores
+            if s.noise_similarity is not None
+        ]
+        assert len(recorded) > 100
+        data.repo.save_pair_scores(recorded)
+        app = open_app(data.url)
+        assert not app.exception
+        warnings = [unescape(w.value) for w in app.warning]
+        assert warnings[0].startswith("**HOLD")  # the verdict banner stays first
+        noise = [w for w in warnings if "The noise floor is degenerate" in w]
+        assert len(noise) == 1
+        pairs = pairs_of(data.repo, data.run_id)
+        degenerate = classify_changes(pairs, parse_policy_yaml(data.run.policy_yaml)).degenerate
+        assert degenerate is not None
+        assert degenerate.sampled_with_repeat > 100
+        assert degenerate.describe()[1:] in noise[0]  # the sentence, capitalised
+        assert "sampled requests (100%)" in noise[0]
+    finally:
+        data.repo.database.dispose()
+    plain = seed_database(f"sqlite:///{tmp_path / 'plain.db'}", labels=False, judged=False)
+    try:  # on the seeded run no repeat is identical: no warning
+        shown = open_app(plain.url)
+        assert not [w for w in shown.warning if "degenerate" in w.value]
+    finally:
+        plain.repo.database.dispose()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import UTC, datetime
 
@@ -10,7 +11,16 @@ import pandas as pd
 import pytest
 
 from application.labels import make_label
-from application.run_views import policy_integrity
+from application.run_views import (
+    DIRECTION_COLUMNS,
+    JudgedPair,
+    JudgedPairsPage,
+    direction_table,
+    judged_records,
+    pair_quality,
+    policy_integrity,
+    redact_judgement,
+)
 from application.samples import redact_sample
 from faces.dashboard.banner import NO_VERDICT, verdict_banner
 from faces.dashboard.check_cells import OUTCOME_CSS, check_cell, checks_table
@@ -23,6 +33,7 @@ from faces.dashboard.divergence_view import (
     similarity_histogram,
 )
 from faces.dashboard.formatting import count_noun, md_escape, plural
+from faces.dashboard.judged_view import JUDGED_COLUMNS, judged_table, vote_cell
 from faces.dashboard.latency_view import (
     CURVE_QUANTILES,
     default_task_type,
@@ -31,8 +42,14 @@ from faces.dashboard.latency_view import (
 )
 from faces.dashboard.overview_table import (
     CHECK_COLUMNS,
+    DIRECTION_VIEW_COLUMNS,
     checks_heading,
+    direction_view,
+    net_harm_cell,
+    noise_floor_warning,
     overview_table,
+    rate_cell,
+    style_direction_view,
     style_overview_table,
 )
 from faces.dashboard.paging import CursorStack, filter_key
@@ -45,10 +62,16 @@ from shadoweval.records import (
     CheckOutcome,
     Coverage,
     Decision,
+    HumanLabel,
+    JudgementSource,
+    JudgeVote,
     LabelValue,
+    PairJudgement,
+    QualityOutcome,
     Verdict,
 )
 from shadoweval.storage.samples import Sample, SampleCursor, SampleFilter
+from stats.net_harm import estimate_net_harm
 from stats.summary import task_type_summary
 from tests.storage.factories import make_verdict
 
@@ -506,3 +529,290 @@ def test_redact_sample_redacts_every_request_and_answer_text() -> None:
     assert redacted.request_messages[0]["role"] == "user"
     assert (redacted.exchange_id, redacted.similarity, redacted.candidate_text) == ("e1", 0.5, "")
     assert redactor() is redactor()  # built once per process
+
+
+# --- the direction of the change --------------------------------------------------------
+
+Z95 = 1.959963984540054  # the standard normal's 0.975 quantile
+
+
+def _wilson(count: int, n: int) -> tuple[float, float]:
+    """Wilson (1927) score interval at 95%, written out."""
+    p = count / n
+    centre = (p + Z95**2 / (2 * n)) / (1 + Z95**2 / n)
+    half = Z95 * math.sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n)) / (1 + Z95**2 / n)
+    return centre - half, centre + half
+
+
+NAN = float("nan")
+# task type a: 10 pairs, 5 changed (strata 0, 0, 1, 1, 1); judged: better, better (stratum
+# 0), worse, worse (stratum 1), one unjudged whose judgement failed; one unchanged pair
+# carries a tie that is never read. Task type b: 5 pairs, one changed, judged a tie.
+DIRECTION_ARRAYS = {
+    "task_types": np.array(["a"] * 10 + ["b"] * 5, dtype=object),
+    "changed": np.array([True] * 5 + [False] * 5 + [True] + [False] * 4),
+    "stratum": np.array([0, 0, 1, 1, 1] + [-1] * 5 + [4] + [-1] * 4),
+    "quality": np.array([-1.0, -1.0, 1.0, 1.0, NAN, NAN, 0.0, NAN, NAN, NAN, 0.0] + [NAN] * 4),
+    "source": np.array(
+        ["judge", "human", "reference", "judge", "", "", "judge", "", "", "", "judge"] + [""] * 4,
+        dtype=object,
+    ),
+    "failed": np.array([False] * 4 + [True] + [False] * 10),
+}
+
+
+def test_direction_table_counts_rates_and_net_harm_by_hand() -> None:
+    table = direction_table(**DIRECTION_ARRAYS, edges=(0.1, 0.2, 0.35))
+    assert list(table.columns) == list(DIRECTION_COLUMNS)
+    assert list(table["task_type"]) == ["a", "b", POOLED]
+    rows = rows_by(table, "task_type")
+    a, b, pooled = rows[("a",)], rows[("b",)], rows[(POOLED,)]
+    assert {k: a[k] for k in DIRECTION_COLUMNS if not k.endswith(("rate", "low", "high"))} == {
+        "task_type": "a",
+        "pairs": 10,
+        "changed": 5,
+        "changed_share": 0.5,
+        "judged": 4,
+        "judged_judge": 2,
+        "judged_human": 1,
+        "judged_reference": 1,
+        "failed": 1,
+        "unjudged": 1,
+        "better": 2,
+        "tie": 0,
+        "worse": 2,
+        "net_harm": pytest.approx(0.1),  # 2/10 · (−1) + 3/10 · (+1)
+    }
+    assert (a["win_rate"], a["tie_rate"], a["loss_rate"]) == (0.5, 0.0, 0.5)
+    assert (a["win_low"], a["win_high"]) == pytest.approx(_wilson(2, 4))
+    assert (a["tie_low"], a["tie_high"]) == pytest.approx(_wilson(0, 4), abs=1e-12)
+    assert (a["loss_low"], a["loss_high"]) == pytest.approx(_wilson(2, 4))
+    assert a["net_harm_low"] < 0.1 < a["net_harm_high"]
+    arrays = DIRECTION_ARRAYS
+    wanted = estimate_net_harm(
+        arrays["quality"][:10], arrays["changed"][:10], arrays["stratum"][:10]
+    )
+    assert (a["net_harm_low"], a["net_harm_high"]) == pytest.approx(wanted.interval(0.025))
+    assert (b["pairs"], b["changed"], b["judged"], b["tie"], b["net_harm"]) == (5, 1, 1, 1, 0.0)
+    assert (b["win_rate"], b["tie_rate"]) == (0.0, 1.0)
+    # pooled: strata kept apart per task type; b's tie and unchanged pairs count as 0
+    assert (pooled["pairs"], pooled["changed"], pooled["judged"]) == (15, 6, 5)
+    assert pooled["changed_share"] == pytest.approx(0.4)
+    assert (pooled["better"], pooled["tie"], pooled["worse"], pooled["unjudged"]) == (2, 1, 2, 1)
+    assert pooled["net_harm"] == pytest.approx(1 / 15)  # (2·(−1) + 3·(+1) + 1·0) / 15
+    assert pooled["win_rate"] == pytest.approx(0.4)
+    assert (pooled["win_low"], pooled["win_high"]) == pytest.approx(_wilson(2, 5))
+
+
+def test_direction_table_without_judgements_and_bad_arrays() -> None:
+    n = 4
+    table = direction_table(
+        np.array(["a"] * n, dtype=object),
+        np.array([True, True, False, False]),
+        np.array([0, 2, -1, -1]),
+        np.full(n, NAN),
+        np.full(n, "", dtype=object),
+        np.zeros(n, dtype=bool),
+        edges=(0.1, 0.2, 0.35),
+    )
+    row = rows_by(table, "task_type")[("a",)]
+    assert (row["changed"], row["judged"], row["unjudged"]) == (2, 0, 2)
+    assert math.isnan(row["win_rate"])
+    assert math.isnan(row["loss_low"])
+    # nothing judged: the changed strata sit at the midpoint 0, bounds widened by their weight
+    assert row["net_harm"] == 0.0
+    assert row["net_harm_low"] <= -0.5
+    assert row["net_harm_high"] >= 0.5
+    with pytest.raises(ValueError, match="differ in length"):
+        direction_table(
+            np.array(["a"], dtype=object),
+            np.array([True, False]),
+            np.array([0]),
+            np.array([NAN]),
+            np.array([""], dtype=object),
+            np.array([False]),
+            edges=(),
+        )
+
+
+def _judgement(
+    exchange_id: str,
+    task_type: str,
+    source: str,
+    outcome: str | None,
+    **fields: object,
+) -> PairJudgement:
+    return PairJudgement(
+        run_id="r",
+        exchange_id=exchange_id,
+        task_type=task_type,
+        source=JudgementSource(source),
+        outcome=None if outcome is None else QualityOutcome(outcome),
+        judged_at=datetime(2025, 5, 2, tzinfo=UTC),
+        **fields,
+    )
+
+
+def _label(exchange_id: str, task_type: str, value: LabelValue, note: str = "") -> HumanLabel:
+    return HumanLabel(
+        run_id="r",
+        exchange_id=exchange_id,
+        task_type=task_type,
+        label=value,
+        note=note,
+        labeller="ana",
+        source="dashboard",
+        labelled_at=datetime(2025, 5, 3, tzinfo=UTC),
+    )
+
+
+def test_pair_quality_reads_the_resolved_judgement() -> None:
+    resolved = {
+        "e1": _judgement("e1", "a", "judge", "candidate_worse"),
+        "e2": _judgement("e2", "a", "human", "candidate_better"),
+        "e3": _judgement("e3", "a", "reference", "tie"),
+        "e4": _judgement("e4", "a", "judge", None, error="timeout"),
+    }
+    quality, source = pair_quality(["e1", "e2", "e3", "e4", "e5"], resolved)
+    np.testing.assert_array_equal(quality, [1.0, -1.0, 0.0, NAN, NAN])
+    assert list(source) == ["judge", "human", "reference", "", ""]
+
+
+def _judged_fixture() -> tuple[list[PairJudgement], list[HumanLabel]]:
+    votes = (
+        JudgeVote(order="baseline_first", preferred="baseline", rationale="A is right"),
+        JudgeVote(order="candidate_first", preferred="baseline", rationale="B is right"),
+    )
+    judgements = [
+        _judgement("e1", "a", "judge", "candidate_worse", votes=votes, rationale="drops a date"),
+        _judgement("e2", "a", "judge", None, error="connection refused"),
+        _judgement(
+            "e3", "b", "reference", "candidate_better", baseline_pass=False, candidate_pass=True,
+            checker="bfcl",
+        ),
+        _judgement("e3", "b", "judge", "tie"),
+    ]  # fmt: skip
+    labels = [_label("e1", "a", LabelValue.CANDIDATE_BETTER, "the judge missed the unit")]
+    return judgements, labels
+
+
+def test_judged_records_list_every_source_worst_first_with_the_one_used() -> None:
+    judgements, labels = _judged_fixture()
+    records = judged_records(judgements, labels)
+    shown = [(j.exchange_id, j.source.value, _outcome_of(j), used) for j, used in records]
+    assert shown == [
+        ("e1", "judge", "candidate_worse", False),  # the analyst's label overrides it
+        ("e1", "human", "candidate_better", True),
+        ("e3", "reference", "candidate_better", True),  # reference wins over the judge
+        ("e3", "judge", "tie", False),
+        ("e2", "judge", "failed", True),  # its only judgement: read as not judged
+    ]
+    human = records[1][0]
+    assert human.rationale == "the judge missed the unit"
+    assert [j.exchange_id for j, _ in judged_records(judgements, labels, source="human")] == ["e1"]
+    assert [j.exchange_id for j, _ in judged_records(judgements, labels, outcome="failed")] == [
+        "e2"
+    ]
+    by_b = judged_records(judgements, labels, task_type="b")
+    assert [(j.exchange_id, j.source.value) for j, _ in by_b] == [
+        ("e3", "reference"),
+        ("e3", "judge"),
+    ]
+    with pytest.raises(ConfigError, match="outcome 'worse' is not one of candidate_worse"):
+        judged_records(judgements, labels, outcome="worse")
+    with pytest.raises(ConfigError, match="source 'llm' is not one of judge, human, reference"):
+        judged_records(judgements, labels, source="llm")
+
+
+def _outcome_of(judgement: PairJudgement) -> str:
+    return "failed" if judgement.outcome is None else judgement.outcome.value
+
+
+def test_judged_table_shows_both_votes_the_stratum_and_the_rationale() -> None:
+    judgements, _ = _judged_fixture()
+    worse, failed, reference, _ = judgements
+    secret = worse.model_copy(update={"rationale": "mail jane.doe@example-corp.com"})
+    items = (
+        JudgedPair(redact_judgement(secret, redactor()), False, True, 2, _sample()),
+        JudgedPair(reference, True, True, 4, None),
+        JudgedPair(failed, True, False, -1, None),
+    )
+    page = JudgedPairsPage(items, total=23, page=2, page_size=3)
+    assert page.pages == 8
+    table = judged_table(page)
+    assert list(table.columns) == list(JUDGED_COLUMNS)
+    rows = table.to_dict(orient="records")
+    assert rows[0] == {
+        "exchange id": "e1",
+        "task type": "a",
+        "source": "judge",
+        "outcome": "candidate worse",
+        "used": False,
+        "changed": True,
+        "stratum": "stratum 2",
+        "similarity": 0.5,
+        "baseline first": "baseline",
+        "candidate first": "baseline",
+        "reference": "",
+        "rationale": "mail [REDACTED:email]",
+    }
+    assert (rows[1]["reference"], rows[1]["outcome"]) == (
+        "baseline fail · candidate pass (bfcl)",
+        "candidate better",
+    )
+    assert (rows[1]["baseline first"], rows[1]["stratum"]) == ("–", "stratum 4")
+    assert math.isnan(rows[1]["similarity"])
+    assert (rows[2]["outcome"], rows[2]["stratum"]) == ("failed", "unchanged")
+    assert rows[2]["rationale"] == "failed: connection refused"
+    assert vote_cell(JudgeVote(order="candidate_first", error="unparsable")) == (
+        "failed: unparsable"
+    )
+    assert vote_cell(JudgeVote(order="candidate_first", preferred="tie")) == "tie"
+
+
+def test_direction_view_cells_and_the_net_harm_check() -> None:
+    table = direction_table(**DIRECTION_ARRAYS, edges=(0.1, 0.2, 0.35))
+    check = _check("net_harm", "a", CheckOutcome.FAIL, 0.1).model_copy(
+        update={"ci_low": 0.02, "ci_high": 0.18}
+    )
+    view = direction_view(table, _verdict(Decision.ROLLBACK, (check,)))
+    assert list(view.values.columns) == list(DIRECTION_VIEW_COLUMNS)
+    first = view.values.iloc[0].to_dict()
+    low, high = _wilson(2, 4)
+    assert first["task type"] == "a"
+    assert first["net harm check"] == "+10.00 pp [+2.00, +18.00]"
+    assert first["win rate"] == f"50.0% [{100 * low:.1f}, {100 * high:.1f}]"
+    assert first["tie rate"].startswith("0.0% [0.0, ")
+    assert first["net harm"].startswith("+10.00 pp [")
+    assert (first["changed share"], first["judged"], first["to judge"], first["failed"]) == (
+        0.5,
+        4,
+        1,
+        1,
+    )
+    assert (first["by judge"], first["by human"], first["by reference"]) == (2, 1, 1)
+    assert list(view.values["task type"]) == ["a", "b", "all (pooled)"]
+    assert list(view.outcomes["net harm check"]) == ["fail", "", ""]
+    assert view.values.iloc[1]["net harm check"] == "–"
+    styles = _cell_styles(style_direction_view(view).to_html())
+    column = DIRECTION_VIEW_COLUMNS.index("net harm check")
+    assert "#f8d7da" in styles[(0, column)]
+    assert "background-color" not in styles.get((1, column), "")
+    assert rate_cell(NAN, NAN, NAN) == "–"
+    assert net_harm_cell(NAN, NAN, NAN) == "–"
+    assert net_harm_cell(-0.0125, NAN, NAN) == "-1.25 pp"
+
+
+def test_noise_floor_warning_and_harm_cells_in_points() -> None:
+    assert noise_floor_warning(None) is None
+    text = noise_floor_warning(
+        "degenerate noise floor: the baseline repeat returned exactly the captured answer on "
+        "805 of 805 sampled requests (100%)"
+    )
+    assert text is not None
+    assert text.startswith("**The noise floor is degenerate.** Degenerate noise floor: ")
+    assert "805 of 805" in text
+    harm = _check("harm_degeneration", "a", CheckOutcome.FAIL, 0.05)
+    assert check_cell(harm) == "+5.00 pp [+4.00, +7.00]"
+    tools = _check("tool_text_answer", "a", CheckOutcome.PASS, -0.01)
+    assert check_cell(tools) == "-1.00 pp [-2.00, +1.00]"

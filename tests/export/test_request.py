@@ -100,3 +100,23 @@ def test_the_dataclass_checks_itself_too() -> None:
         ExportRequest("r", fmt="xml")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="max_similarity 2"):
         ExportRequest("r", flt=SampleFilter(max_similarity=2.0))
+
+
+def test_changed_unjudged_is_recorded_and_exchange_ids_are_a_frozenset() -> None:
+    request = make_request("r", changed_unjudged=True)
+    assert request.changed_unjudged is True
+    assert request.exchange_ids is None
+    restricted = ExportRequest("r", changed_unjudged=True, exchange_ids={"a", "b"})  # type: ignore[arg-type]
+    assert restricted.exchange_ids == frozenset({"a", "b"})
+    assert hash(restricted) == hash(
+        ExportRequest("r", changed_unjudged=True, exchange_ids=frozenset({"b", "a"}))
+    )
+    assert make_request("r").changed_unjudged is False
+
+
+def test_bad_changed_unjudged_and_exchange_ids_are_named() -> None:
+    with pytest.raises(ConfigError, match="changed_unjudged 'yes' must be true or false"):
+        ExportRequest("r", changed_unjudged="yes")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="exchange_ids holds 1 value") as caught:
+        ExportRequest("r", exchange_ids=frozenset({"a", ""}))
+    assert caught.value.field == "exchange_ids"

@@ -84,6 +84,8 @@ def test_every_format_reads_back_to_the_repository_samples(
         "flags": [],
         "min_similarity": None,
         "max_similarity": None,
+        "changed_unjudged": False,
+        "exchange_ids": None,
     }
     assert manifest["counts"] == {
         t: {"matching": n, "exported": min(n, 5)} for t, n in sorted(TASK_TYPES.items())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from export.selection import choose_ids
+from export.selection import choose_ids, restrict_ids
 
 # page order: no similarity first (by id), then by (similarity, id)
 IDS: list[tuple[str, float | None]] = [
@@ -59,3 +59,14 @@ def test_bad_arguments_raise() -> None:
         choose_ids(IDS, n=0, order="lowest", seed=None)
     with pytest.raises(ValueError, match="needs a seed"):
         choose_ids(IDS, n=2, order="random", seed=None)
+
+
+def test_restrict_ids_keeps_the_allowed_pairs_in_page_order() -> None:
+    allowed = {"e06", "e11", "e01", "e99"}  # e99 is not among the pairs: ignored
+    assert restrict_ids(IDS, allowed) == [("e11", None), ("e01", 0.1), ("e06", 1.0)]
+    assert restrict_ids(IDS, None) == IDS
+    assert restrict_ids(IDS, frozenset()) == []
+    # the draw runs over what is left: lowest N of the restricted pairs
+    kept = restrict_ids(IDS, allowed)
+    assert choose_ids(kept, n=2, order="lowest", seed=None) == ["e11", "e01"]
+    assert set(choose_ids(kept, n=2, order="random", seed=3)) <= allowed

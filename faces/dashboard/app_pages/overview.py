@@ -1,4 +1,5 @@
-"""Overview: the verdict banner, the per-task-type table and the human-label rates."""
+"""Overview: the verdict banner, the per-task-type table, the direction of the change and
+the human-label rates."""
 
 from __future__ import annotations
 
@@ -10,7 +11,15 @@ from faces.dashboard.check_cells import checks_table, style_checks_table
 from faces.dashboard.context import current
 from faces.dashboard.formatting import count_noun, md_escape
 from faces.dashboard.labels_table import labels_table, style_labels_table
-from faces.dashboard.overview_table import checks_heading, overview_table, style_overview_table
+from faces.dashboard.overview_table import (
+    checks_heading,
+    direction_view,
+    noise_floor_warning,
+    overview_table,
+    style_direction_view,
+    style_overview_table,
+)
+from shadoweval.errors import ShadowEvalError
 
 ctx = current()
 st.title("Overview")
@@ -22,6 +31,15 @@ getattr(st, banner.kind)(banner.markdown())
 if len(banner.reasons) > BANNER_REASONS:
     with st.expander(f"All {len(banner.reasons)} reasons of the verdict"):
         st.markdown(reasons_markdown(banner.reasons))
+
+direction = None
+try:
+    direction = loaders.direction(ctx.database_url, ctx.run_id, ctx.version.pairs)
+except ShadowEvalError as exc:
+    st.error(f"**Cannot weigh the direction of the change.** {md_escape(str(exc))}")
+noise_warning = None if direction is None else noise_floor_warning(direction.degenerate)
+if noise_warning is not None:
+    st.warning(noise_warning)
 
 if verdict is not None:
     coverage = verdict.coverage
@@ -64,6 +82,27 @@ else:
                 placeholder="–",
                 key="checks_table",
             )
+
+st.subheader("Direction of the change")
+if ctx.version.pairs > 0 and direction is not None:
+    shown = direction_view(direction.table, verdict)
+    st.dataframe(
+        style_direction_view(shown), hide_index=True, placeholder="–", key="direction_table"
+    )
+    st.caption(
+        "A pair is changed when it diverges beyond the noise floor or differs in a harm "
+        "detector, format, tool behaviour or an error (under the run's frozen policy); only "
+        "changed pairs are judged, unchanged ones count as ties. Judged = changed pairs with a "
+        "successful judgement (a human label wins over a reference check, which wins over the "
+        "LLM judge); to judge = changed pairs without one (failed judgements included). Win / "
+        "tie / loss rates are among the judged changed pairs with 95% Wilson intervals; net "
+        "harm = P(candidate worse) − P(candidate better) over all pairs, in points, with a 95% "
+        "interval of the stratified estimator. The net harm check cell is the stored "
+        "verdict's (green pass, red fail, amber inconclusive). Read the judgements on the "
+        "Judged pairs page; export the pairs left to judge from the Samples page."
+    )
+    if direction.agreement is not None:
+        st.caption(md_escape(direction.agreement.describe()))
 
 st.subheader("Human labels")
 rates = loaders.label_rates(ctx.database_url, ctx.run_id)

@@ -125,7 +125,21 @@ with st.expander("Export these pairs for analysts (redacted)"):
         key="export_order",
     )
     seed = int(cols[3].number_input("Seed (random)", min_value=0, value=0, key="export_seed"))
-    request_key = (filter_key(ctx.run_id, flt), fmt, per_task_type, order, seed)
+    changed_unjudged = st.checkbox(
+        "Only changed pairs not judged yet",
+        key="export_changed_unjudged",
+        help="Pairs that changed beyond the noise (under the run's frozen policy) and have "
+        "no successful judgement of any source (judge, human label, reference): what is "
+        "left for the analysts to judge.",
+    )
+    request_key = (
+        filter_key(ctx.run_id, flt),
+        fmt,
+        per_task_type,
+        order,
+        seed,
+        changed_unjudged,
+    )
     if st.button("Prepare export", key="export_prepare"):
         try:
             request = filter_request(
@@ -135,6 +149,7 @@ with st.expander("Export these pairs for analysts (redacted)"):
                 order=cast(ExportOrder, order),
                 seed=seed,
                 fmt=cast(ExportFormat, fmt),
+                changed_unjudged=changed_unjudged,
             )
             st.session_state[EXPORT_KEY] = (
                 request_key,
