@@ -5,7 +5,8 @@ candidates are mock-llm servers (test doubles) under real uvicorn: one serving t
 baseline's own answers (→ PROMOTE), one serving the workload's candidate answers (a few
 broken JSON answers → HOLD), and ones with injected faults (→ ROLLBACK). The policy is
 frozen with each run; it is relaxed for 40 pairs per task type, latency is not gated
-(mock latencies under test load are not a signal), and its one checkpoint is the whole run
+(mock latencies under test load are not a signal; the harm detectors and tool behaviour get
+the same 10-point margins as the other paired checks), and its one checkpoint is the whole run
 (``first_checkpoint = n_max = 160``: a single look at the full level, as a fixed-sample
 test; fewer pairs wait for it: HOLD, look 0).
 """
@@ -44,6 +45,10 @@ error_rate:
 infra_error_rate:
   margin: 0.1
 format_parse:
+  margin: 0.1
+harm:
+  margin: 0.1
+tool_calls:
   margin: 0.1
 latency:
   metrics: []

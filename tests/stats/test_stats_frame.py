@@ -8,8 +8,28 @@ from datetime import UTC, datetime, timedelta
 import pandas as pd
 import pytest
 
-from shadoweval.records import FormatFlags, PairScore, SidePair, ToolCallFlags
-from stats.frame import PAIRS_COLUMNS, format_ok, pairs_frame
+from shadoweval.records import (
+    FormatFlags,
+    HarmKind,
+    JudgementSource,
+    PairJudgement,
+    PairScore,
+    QualityOutcome,
+    SidePair,
+    ToolCallFlags,
+    ToolChange,
+)
+from stats.frame import (
+    BASELINE_HARM_COLUMNS,
+    CANDIDATE_HARM_COLUMNS,
+    PAIRS_COLUMNS,
+    QUALITY_VALUES,
+    TOOL_CHANGE_COLUMNS,
+    format_ok,
+    harm_column,
+    pairs_frame,
+    tool_change_column,
+)
 from stats.policy import GatePolicy, parse_policy
 
 T0 = datetime(2024, 6, 1, tzinfo=UTC)
@@ -257,3 +277,130 @@ def test_infrastructure_error_is_not_a_format_failure() -> None:
         GatePolicy(),
     )
     assert math.isnan(df["candidate_format_ok"].iloc[0])
+
+
+# ------------------------------------------------------------------ direction columns
+
+
+def test_harm_flags_per_side_and_detector() -> None:
+    scores = [
+        score(0, candidate_harms=(HarmKind.DEGENERATION, HarmKind.REFUSAL)),
+        score(1, baseline_harms=(HarmKind.TEMPLATE_MARKERS,)),
+        score(2),
+    ]
+    df = pairs_frame(scores, GatePolicy())
+    assert len(BASELINE_HARM_COLUMNS) == len(CANDIDATE_HARM_COLUMNS) == len(HarmKind)
+    assert df[harm_column("candidate", HarmKind.DEGENERATION)].tolist() == [True, False, False]
+    assert df[harm_column("candidate", HarmKind.REFUSAL)].tolist() == [True, False, False]
+    assert df[harm_column("baseline", HarmKind.TEMPLATE_MARKERS)].tolist() == [False, True, False]
+    assert not df[harm_column("baseline", HarmKind.DEGENERATION)].any()
+    for column in (*BASELINE_HARM_COLUMNS, *CANDIDATE_HARM_COLUMNS, *TOOL_CHANGE_COLUMNS):
+        assert str(df[column].dtype) == "bool", column
+
+
+def test_runaway_length_includes_the_policy_length_ratio() -> None:
+    # The baseline's hashtag loop: 12,000 characters against the candidate's 300, and no
+    # finish_reason=length flag from compare; the candidate's 2,500 against 1,000 is
+    # under the 4x ratio; 1,500 against 100 is under min_runaway_chars.
+    scores = [
+        score(0, output_chars=SidePair(baseline=12_000, candidate=300)),
+        score(1, output_chars=SidePair(baseline=1_000, candidate=2_500)),
+        score(2, output_chars=SidePair(baseline=100, candidate=1_500)),
+        score(3, candidate_harms=(HarmKind.RUNAWAY_LENGTH,)),  # cut by max_tokens
+        score(4, output_chars=SidePair(baseline=None, candidate=9_000)),  # unknown: no ratio
+    ]
+    df = pairs_frame(scores, GatePolicy())
+    base = df[harm_column("baseline", HarmKind.RUNAWAY_LENGTH)].tolist()
+    cand = df[harm_column("candidate", HarmKind.RUNAWAY_LENGTH)].tolist()
+    assert base == [True, False, False, False, False]
+    assert cand == [False, False, False, True, False]
+    assert df["baseline_output_chars"].iloc[0] == 12_000.0
+    assert math.isnan(df["baseline_output_chars"].iloc[4])
+    # A per-task-type ratio of 2 makes the 2,500-character answer runaway.
+    tight = parse_policy(
+        {"task_types": {"chat": {"harm": {"length_ratio_max": 2, "min_runaway_chars": 2000}}}}
+    )
+    df = pairs_frame(scores, tight)
+    assert df[harm_column("candidate", HarmKind.RUNAWAY_LENGTH)].tolist()[1] is True
+
+
+def test_tool_text_answer_and_tool_changes() -> None:
+    called = ToolCallFlags(calls=1, arguments_parse=True, schema_valid=True)
+    text = ToolCallFlags(calls=0, arguments_parse=True, schema_valid=True)
+    scores = [
+        score(
+            0,
+            baseline_tools=called,
+            candidate_tools=text,
+            tool_changes=(ToolChange.TEXT_INSTEAD_OF_CALL,),
+        ),
+        score(
+            1,
+            baseline_tools=text,
+            candidate_tools=called,
+            tool_changes=(ToolChange.CALL_INSTEAD_OF_TEXT,),
+        ),
+        score(
+            2,
+            baseline_tools=called,
+            candidate_tools=called,
+            tool_changes=(ToolChange.ORDER_CHANGED,),
+        ),
+        score(3, baseline_tools=called, candidate_tools=text, candidate_empty=True),
+        score(4),  # no tools offered
+    ]
+    df = pairs_frame(scores, GatePolicy())
+    base = df["baseline_tool_text"].tolist()
+    cand = df["candidate_tool_text"].tolist()
+    assert base[:4] == [0.0, 1.0, 0.0, 0.0]
+    assert cand[:3] == [1.0, 0.0, 0.0]
+    assert math.isnan(cand[3])  # an empty answer is no text answer (it is a failure)
+    assert math.isnan(base[4])
+    assert math.isnan(cand[4])
+    assert df[tool_change_column(ToolChange.TEXT_INSTEAD_OF_CALL)].tolist() == [
+        True,
+        False,
+        False,
+        False,
+        False,
+    ]
+    assert df["tool_order_changed"].tolist() == [False, False, True, False, False]
+
+
+def test_sampled_noise_identical_and_quality() -> None:
+    scores = [
+        score(0, sampled=True, noise_identical=True),
+        score(1, sampled=False, noise_identical=False),
+        score(2),
+        score(3),
+        score(4),
+    ]
+
+    def judged(i: int, outcome: QualityOutcome | None, source: JudgementSource) -> PairJudgement:
+        return PairJudgement(
+            run_id="r",
+            exchange_id=f"ex{i:03d}",
+            task_type="chat",
+            source=source,
+            outcome=outcome,
+            error=None if outcome else "judge call failed",
+        )
+
+    judgements = {
+        "ex000": judged(0, QualityOutcome.CANDIDATE_WORSE, JudgementSource.JUDGE),
+        "ex001": judged(1, QualityOutcome.CANDIDATE_BETTER, JudgementSource.HUMAN),
+        "ex002": judged(2, QualityOutcome.TIE, JudgementSource.REFERENCE),
+        "ex003": judged(3, None, JudgementSource.JUDGE),
+    }
+    df = pairs_frame(scores, GatePolicy(), judgements)
+    assert df["sampled"].tolist()[:2] == [1.0, 0.0]
+    assert math.isnan(df["sampled"].iloc[2])
+    assert df["noise_identical"].tolist()[:2] == [1.0, 0.0]
+    assert math.isnan(df["noise_identical"].iloc[2])
+    assert df["quality"].tolist()[:3] == [1.0, -1.0, 0.0]
+    assert math.isnan(df["quality"].iloc[3])  # a failed judgement is no quality
+    assert math.isnan(df["quality"].iloc[4])
+    assert df["quality_source"].tolist() == ["judge", "human", "reference", "", ""]
+    assert QUALITY_VALUES[QualityOutcome.CANDIDATE_WORSE] == 1.0
+    # Without judgements nothing is judged.
+    assert pairs_frame(scores, GatePolicy())["quality"].isna().all()
