@@ -1,21 +1,29 @@
-"""The demo: the whole loop on one machine with simulated models.
+"""The demo: the whole loop on one machine with simulated models, both directions.
 
 1. Generate a workload (:mod:`simulation.workload`): the same prompts answered by a
-   baseline and by a candidate with two planted regressions (:data:`PLANTED`).
+   baseline (which loops or refuses on some support questions), by a **regressed**
+   candidate with two planted regressions (:data:`PLANTED`), and by a **better** candidate
+   whose answers changed and got better (it answers the baseline's loops and refusals
+   properly, with no regression). Capture times span 26 hours.
 2. Import the baseline answers as the capture log (what the sidecar would have captured,
    :func:`application.importing.import_table`).
-3. Serve the candidate answers, and the baseline answers as a baseline-repeat replica, from
-   two mock-llm servers (test doubles of model servers, with per-request latencies).
-4. Evaluate (:func:`application.evaluation.evaluate`): replay every exchange to both,
-   score, gate, write a JSON report.
-5. Check that the verdict caught the planted regressions: ROLLBACK, and a FAILED check on
-   each planted (task type, metric) (:func:`demo_succeeded`).
+3. Serve each candidate, and the baseline answers as a baseline-repeat replica, from
+   mock-llm servers (test doubles of model servers, with per-request latencies), and a
+   **simulated judge** (:mod:`simulation.mock_judge`, a test double that prefers the answer
+   the workload's judge key scores higher: it says the better candidate is better).
+4. Evaluate each candidate (:func:`application.evaluation.evaluate`) under the demo's
+   policy (:data:`DEMO_POLICY_FILE`): replay every exchange to the candidate and the
+   replica, score, judge the changed pairs, gate, write a JSON report.
+5. Check that both verdicts are as planted (:func:`demo_succeeded`): the regressed
+   candidate is ROLLBACK with a FAILED check on each planted (task type, metric), the
+   better one is PROMOTE.
 
 :func:`run_demo` does all five in a working directory the demo owns (:func:`reset_workdir`).
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,22 +35,25 @@ from application.evaluation import EvaluationRequest, EvaluationResult, evaluate
 from application.importing import ImportRequest, TableSource, import_table
 from application.mock_llm import MockLlmRequest, build_mock_llm
 from application.runs import RunRequest
-from shadoweval.config import DatabaseSettings, ReplaySettings, Settings
+from shadoweval.config import DatabaseSettings, JudgeSettings, ReplaySettings, Settings
 from shadoweval.errors import ShadowEvalError
 from shadoweval.records import CheckOutcome, Decision, Verdict
 from shadoweval.serving import BackgroundServer
 from shadoweval.tables import TableMapping
+from simulation.mock_judge import create_judge_app, prefer_higher, quality_table
 from simulation.workload import (
     DEMO_MAPPING,
     PLANTED,
     TASK_TYPES,
+    DemoTables,
     WorkloadSpec,
-    write_workload,
+    write_demo_tables,
 )
 
 __all__ = [
     "DEMO_MAPPING",
     "DEMO_OUTPUTS",
+    "DEMO_POLICY_FILE",
     "MARKER",
     "PLANTED",
     "DemoPaths",
@@ -55,8 +66,18 @@ __all__ = [
 ]
 
 CANDIDATE_MODEL = "demo-candidate-v2"
+BETTER_MODEL = "demo-candidate-v2b"
 BASELINE_MODEL = "demo-baseline-v1"
+JUDGE_MODEL = "demo-judge (simulated)"
 DEMO_COMMAND = "shadow-eval demo"
+BASELINE_DEFECT_SHARE = 0.06
+SLOW_ITL_FACTOR = 3.0
+"""The regressed candidate's inter-token latency on long summaries, × the baseline's."""
+"""Share of support questions the demo's baseline answers badly (a loop or a refusal)."""
+
+DEMO_POLICY_FILE = Path(__file__).with_name("demo_policy.yaml")
+"""The demo's gate policy: the default one with margins sized for 800 pairs (its comments
+say what differs and why)."""
 
 MARKER = ".shadow-eval-demo"
 """File the demo writes into its working directory, listing what it made there."""
@@ -70,6 +91,7 @@ DEMO_OUTPUTS: tuple[str, ...] = (
     "shadow-eval.db-wal",
     "shadow-eval.db-shm",
     "report.json",
+    "report-better.json",
 )
 """The only names the demo ever creates (and so the only ones it removes) in its workdir."""
 
@@ -94,7 +116,13 @@ class DemoPaths:
 
     @property
     def report(self) -> Path:
+        """The regressed candidate's report."""
         return self.root / "report.json"
+
+    @property
+    def better_report(self) -> Path:
+        """The better candidate's report."""
+        return self.root / "report-better.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,18 +148,22 @@ class DemoRequest:
 
 @dataclass(frozen=True, slots=True)
 class DemoResult:
-    """What the demo produced: the evaluation, and whether it caught the regressions.
+    """What the demo produced: both evaluations, and whether each verdict is as planted.
 
     Attributes:
-        paths: where it wrote (the report is at ``paths.report``).
-        evaluation: the evaluation's run, counts, verdict and stage timings.
+        paths: where it wrote (the reports are at ``paths.report`` and
+            ``paths.better_report``).
+        evaluation: the regressed candidate's evaluation (run, counts, verdict, timings).
+        better: the better candidate's evaluation.
         planted: the planted (task type, metric) regressions.
-        caught: those whose check FAILED.
-        succeeded: ROLLBACK and every planted regression caught.
+        caught: those whose check FAILED in the regressed candidate's verdict.
+        succeeded: the regressed candidate is ROLLBACK with every planted regression
+            caught, and the better candidate is PROMOTE.
     """
 
     paths: DemoPaths
     evaluation: EvaluationResult
+    better: EvaluationResult
     planted: tuple[tuple[str, str], ...]
     caught: list[tuple[str, str]]
     succeeded: bool
@@ -152,11 +184,14 @@ def caught_regressions(verdict: Verdict) -> list[tuple[str, str]]:
     return caught
 
 
-def demo_succeeded(verdict: Verdict) -> bool:
-    """True when the verdict is ROLLBACK and every planted regression's check FAILED."""
-    return verdict.decision is Decision.ROLLBACK and len(caught_regressions(verdict)) == len(
+def demo_succeeded(verdict: Verdict, better: Verdict | None = None) -> bool:
+    """True when ``verdict`` (the regressed candidate's) is ROLLBACK with every planted
+    regression's check FAILED and, when given, ``better`` (the better candidate's) is
+    PROMOTE."""
+    caught = verdict.decision is Decision.ROLLBACK and len(caught_regressions(verdict)) == len(
         PLANTED
     )
+    return caught and (better is None or better.decision is Decision.PROMOTE)
 
 
 def reset_workdir(root: Path) -> None:
@@ -189,28 +224,28 @@ def reset_workdir(root: Path) -> None:
     )
 
 
-def prepare(paths: DemoPaths, spec: WorkloadSpec) -> tuple[Path, Path]:
+def prepare(paths: DemoPaths, spec: WorkloadSpec) -> DemoTables:
     """Write the workload and import the baseline as the capture log (fresh each time).
 
     Returns:
-        The baseline and candidate tables.
+        The tables (baseline, both candidates, the judge key).
 
     Raises:
         ShadowEvalError: the workdir is refused (:func:`reset_workdir`), or the import
             wrote nothing.
     """
     reset_workdir(paths.root)
-    baseline_table, candidate_table = write_workload(paths.tables, spec)
+    tables = write_demo_tables(paths.tables, spec)
     report = import_table(
         ImportRequest(
-            table=TableSource(baseline_table, mapping=TableMapping(**DEMO_MAPPING)),
+            table=TableSource(tables.baseline, mapping=TableMapping(**DEMO_MAPPING)),
             out=paths.capture_log,
             stream=True,
         )
     )
     if report.written == 0:
         raise ShadowEvalError(f"the demo import wrote nothing: {report}")
-    return baseline_table, candidate_table
+    return tables
 
 
 def _mock_server(table: Path, model_name: str, seed: int) -> BackgroundServer:
@@ -227,62 +262,91 @@ def _mock_server(table: Path, model_name: str, seed: int) -> BackgroundServer:
     return BackgroundServer(mock.app)
 
 
+def _judge_server(judge_key: Path) -> BackgroundServer:
+    """The simulated judge (not started): prefers the answer the judge key scores higher."""
+    scores = json.loads(judge_key.read_text("utf-8"))
+    app = create_judge_app(prefer_higher(quality_table(scores)), model_name=JUDGE_MODEL)
+    return BackgroundServer(app)
+
+
 def run_demo(
     request: DemoRequest,
     *,
     console: Console | None = None,
     on_workload: Callable[[DemoPaths, int], None] = lambda paths, task_types: None,
     on_servers: Callable[[str, str], None] = lambda candidate, baseline: None,
+    on_evaluation: Callable[[str, EvaluationResult], None] = lambda name, result: None,
 ) -> DemoResult:
-    """Run the demo (see the module docstring) and write the JSON report.
+    """Run the demo (see the module docstring) and write both JSON reports.
 
     Args:
         request: the demo's options.
         console: where replay progress goes.
         on_workload: called once the capture log is imported, with the paths and the
             number of task types (each with ``request.per_task_type`` requests).
-        on_servers: called once both mock-llm servers listen, with the candidate's and the
-            baseline replica's base URLs.
+        on_servers: called once the servers listen, with the regressed candidate's and
+            the baseline replica's base URLs.
+        on_evaluation: called after each evaluation with ``"regressed"`` or ``"better"``.
 
     Raises:
-        ShadowEvalError: the workdir is refused, or the evaluation could not run.
-        OSError: the report cannot be written.
+        ShadowEvalError: the workdir is refused, or an evaluation could not run.
+        OSError: a report cannot be written.
     """
     paths = DemoPaths(request.workdir)
-    spec = WorkloadSpec(per_task_type=request.per_task_type, seed=request.seed)
-    baseline_table, candidate_table = prepare(paths, spec)
-    on_workload(paths, len(TASK_TYPES))
-    settings = Settings(
-        database=DatabaseSettings(url=f"sqlite:///{paths.database}"),
-        replay=ReplaySettings(concurrency=request.concurrency, warmup_requests=8, timeout_s=60),
+    spec = WorkloadSpec(
+        per_task_type=request.per_task_type,
+        seed=request.seed,
+        baseline_defect_share=BASELINE_DEFECT_SHARE,
+        slow_itl_factor=SLOW_ITL_FACTOR,
     )
+    tables = prepare(paths, spec)
+    on_workload(paths, len(TASK_TYPES))
     with (
-        _mock_server(candidate_table, CANDIDATE_MODEL, request.seed) as candidate,
-        _mock_server(baseline_table, BASELINE_MODEL, request.seed) as baseline,
+        _mock_server(tables.candidate, CANDIDATE_MODEL, request.seed) as candidate,
+        _mock_server(tables.better, BETTER_MODEL, request.seed) as better,
+        _mock_server(tables.baseline, BASELINE_MODEL, request.seed) as baseline,
+        _judge_server(tables.judge_key) as judge,
     ):
         on_servers(candidate.url, baseline.url)
-        result = evaluate(
-            EvaluationRequest(
-                capture_log=paths.capture_log,
-                run=RunRequest(
-                    candidate_url=candidate.url,
-                    baseline_repeat_url=baseline.url,
-                    baseline_repeat_share=1.0,
-                    run_name=f"demo: {BASELINE_MODEL} → {CANDIDATE_MODEL}",
-                    encoder=request.encoder,
-                    command=DEMO_COMMAND,
-                ),
-                progress=request.progress,
-            ),
-            settings,
-            console=console,
+        settings = Settings(
+            database=DatabaseSettings(url=f"sqlite:///{paths.database}"),
+            replay=ReplaySettings(concurrency=request.concurrency, warmup_requests=8, timeout_s=60),
+            # The simulated judge is a local test double: the demo sends it the pairs.
+            judge=JudgeSettings(url=judge.url, model=JUDGE_MODEL, send_pairs=True),
         )
-    result.write_report(paths.report)
-    verdict = result.gate.verdict
+        results: dict[str, EvaluationResult] = {}
+        for name, server, model in (
+            ("regressed", candidate, CANDIDATE_MODEL),
+            ("better", better, BETTER_MODEL),
+        ):
+            results[name] = evaluate(
+                EvaluationRequest(
+                    capture_log=paths.capture_log,
+                    run=RunRequest(
+                        candidate_url=server.url,
+                        baseline_repeat_url=baseline.url,
+                        baseline_repeat_share=1.0,
+                        policy_path=DEMO_POLICY_FILE,
+                        run_name=f"demo: {BASELINE_MODEL} → {model}",
+                        encoder=request.encoder,
+                        command=DEMO_COMMAND,
+                    ),
+                    progress=request.progress,
+                    judge=True,
+                ),
+                settings,
+                console=console,
+            )
+            on_evaluation(name, results[name])
+    results["regressed"].write_report(paths.report)
+    results["better"].write_report(paths.better_report)
+    verdict = results["regressed"].gate.verdict
+    better_verdict = results["better"].gate.verdict
     return DemoResult(
         paths=paths,
-        evaluation=result,
+        evaluation=results["regressed"],
+        better=results["better"],
         planted=PLANTED,
         caught=caught_regressions(verdict),
-        succeeded=demo_succeeded(verdict),
+        succeeded=demo_succeeded(verdict, better_verdict),
     )

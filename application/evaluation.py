@@ -3,8 +3,10 @@
 The stages, in order, each timed (:class:`StageTimer`): ``setup`` (open the run,
 :func:`application.runs.prepare_run`), ``replay``
 (:func:`application.replaying.replay_capture_log`), ``load_encoder`` and ``compare``
-(:mod:`application.scoring`), ``gate`` (:func:`application.gating.gate_run`). Used by
-``shadow-eval evaluate`` and the demo.
+(:mod:`application.scoring`), ``judge`` (only when asked:
+:func:`application.judging.run_judge`, the changed pairs within the policy's budget, before
+the gate so that the look's first evaluation has them), ``gate``
+(:func:`application.gating.gate_run`). Used by ``shadow-eval evaluate`` and the demo.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from rich.console import Console
 
 from application.database import open_repository
 from application.gating import GateResult, gate_run
+from application.judging import JudgeRunReport, check_judge_settings, run_judge
 from application.replaying import ReplayReport, replay_capture_log
 from application.reports import json_records
 from application.runs import RunRequest, prepare_run
@@ -41,12 +44,18 @@ class EvaluationRequest:
         run: the run to open (candidate, baseline replica, policy, run id, encoder name).
         device: the encoder's torch device.
         progress: show a replay progress bar.
+        judge: send the run's changed pairs to the configured judge (``settings.judge``)
+            after scoring; sending must also be allowed there or by ``send_pairs``
+            (:func:`application.judging.check_judge_settings`, checked before the replay).
+        send_pairs: ``--send-pairs``: allow sending pairs to the judge for this evaluation.
     """
 
     capture_log: Path
     run: RunRequest
     device: str = "cpu"
     progress: bool = True
+    judge: bool = False
+    send_pairs: bool = False
 
 
 class StageTimer:
@@ -76,6 +85,7 @@ class EvaluationResult:
         gate: the verdict and the table it was computed from.
         stages_s: seconds per stage (see the module docstring).
         rejected: rejected records of the run, by stage.
+        judge: what the judge stage did (``None`` when not asked).
     """
 
     run: RunInfo
@@ -84,9 +94,12 @@ class EvaluationResult:
     gate: GateResult
     stages_s: dict[str, float] = field(default_factory=dict)
     rejected: dict[str, int] = field(default_factory=dict)
+    judge: JudgeRunReport | None = None
 
     def report(self) -> dict[str, Any]:
-        """The JSON report: run, stage timings, replay and compare counts, table, verdict."""
+        """The JSON report: run, stage timings, replay and compare counts, the judge run
+        (where the pairs went, counts, judge tokens apart from the run's), the judgement
+        summary (sources, judge, judge–human agreement), table, verdict."""
         run = self.run
         return {
             "run": {
@@ -102,6 +115,10 @@ class EvaluationResult:
             "replay": self.replay.as_dict(),
             "compare": self.compare.as_dict(),
             "rejected": self.rejected,
+            "judge_run": self.judge.as_dict() if self.judge is not None else None,
+            "judgement": (
+                self.gate.judgement.as_dict() if self.gate.judgement is not None else None
+            ),
             "per_task_type": json_records(self.gate.summary),
             "verdict": self.gate.verdict.model_dump(mode="json"),
         }
@@ -129,6 +146,9 @@ def evaluate(
         FileNotFoundError: the capture log does not exist.
     """
     timer = StageTimer()
+    if request.judge:
+        check_judge_settings(settings.judge, send_pairs=request.send_pairs)
+    judged: JudgeRunReport | None = None
     with open_repository(settings.database.url) as repo:
         with timer.stage("setup"):
             run, targets = prepare_run(repo, request.run, settings, capture_log=request.capture_log)
@@ -154,8 +174,17 @@ def evaluate(
                 structured_task_types=request.run.structured_task_types,
                 refusal_patterns=settings.compare.refusal_patterns,
             )
+        if request.judge:
+            with timer.stage("judge"):
+                judged = run_judge(
+                    repo,
+                    run.run_id,
+                    settings.judge,
+                    send_pairs=request.send_pairs,
+                    command=request.run.command,
+                )
         with timer.stage("gate"):
             gate = gate_run(repo, run, command=request.run.command)
             run = repo.get_run(run.run_id) or run
         rejected = repo.count_rejected(run.run_id)
-    return EvaluationResult(run, replay, compared, gate, timer.seconds, rejected)
+    return EvaluationResult(run, replay, compared, gate, timer.seconds, rejected, judged)

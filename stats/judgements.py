@@ -243,8 +243,14 @@ def _kappa(table: npt.NDArray[np.int64]) -> tuple[float, float]:
     chance = float(np.dot(rows, cols))
     if chance >= 1.0 - 1e-12:
         return math.nan, math.nan
-    result = cohens_kappa(table.astype(np.float64))
-    return float(result.kappa), float(result.std_kappa)
+    # statsmodels also computes the standard error under H0 (κ = 0), which divides by zero
+    # on tables with an empty margin; only std_kappa is read, so those warnings are noise.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        result = cohens_kappa(table.astype(np.float64))
+    kappa, se = float(result.kappa), float(result.std_kappa)
+    if n < 2 or not math.isfinite(se):
+        se = math.nan  # one shared pair has no spread: κ is shown without an interval
+    return kappa, se
 
 
 def judge_human_agreement(

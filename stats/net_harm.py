@@ -747,7 +747,8 @@ def net_harm_check(
       the noise: N pairs, all ties");
     * no judged changed pair: INCONCLUSIVE, "judge K more changed pairs in …";
     * FAIL when the lower bound lies wholly above ``block.margin`` (whatever the counts);
-    * fewer than ``block.min_judged`` judged changed pairs, or a changed stratum without a
+    * fewer than ``block.min_judged`` judged changed pairs (or, in a unit with fewer
+      changed pairs than that, not every changed pair judged), or a changed stratum without a
       judged pair: INCONCLUSIVE, the reason led by "judge K more changed pairs in …" (K
       from :meth:`NetHarmEstimate.judged_needed` at ``alpha_k``) naming the strata;
     * PASS when the upper bound is below the margin; else INCONCLUSIVE
@@ -836,11 +837,14 @@ def net_harm_check(
         tail += f" (their {e.judged_unchanged} judgements not read)"
     unjudged = [r for r in e.strata if r.judged == 0]
     missing = ", ".join(f"{name(r)} ({r.size} changed)" for r in unjudged)
-    short = max(0, block.min_judged - e.judged)
+    # A unit with fewer changed pairs than min_judged needs them all judged (a census of
+    # its changed pairs), not more pairs than it has.
+    needed = min(block.min_judged, e.changed)
+    short = max(0, needed - e.judged)
 
     def more() -> tuple[str, str]:
         """("judge K more changed pairs in …" or "", why judging alone cannot pass or "")."""
-        k = e.judged_needed(margin, alpha_k, min_judged=block.min_judged)
+        k = e.judged_needed(margin, alpha_k, min_judged=needed)
         if k != NOT_REACHABLE:
             return (f"judge {k} more changed pairs in {unit}" if k > 0 else ""), ""
         floor = max(short, len(unjudged))
@@ -898,7 +902,12 @@ def net_harm_check(
         judge, unreachable = more()
         why = []
         if short:
-            why.append(f"{e.judged} < min_judged {block.min_judged}")
+            why.append(
+                f"{e.judged} < min_judged {block.min_judged}"
+                if needed == block.min_judged
+                else f"{e.judged} of its {e.changed} changed pairs judged; all are needed "
+                f"below min_judged {block.min_judged}"
+            )
         if unjudged:
             why.append(f"no judged pair in {missing}")
         return check(
@@ -914,7 +923,10 @@ def net_harm_check(
     if high < margin:
         return check(
             CheckOutcome.PASS,
-            f"non-inferior: {body} (on >= min_judged {block.min_judged})",
+            f"non-inferior: {body} (on >= min_judged {block.min_judged})"
+            if needed == block.min_judged
+            else f"non-inferior: {body} (all {e.changed} changed pairs judged: fewer than "
+            f"min_judged {block.min_judged} changed)",
             numbers,
             p_harm,
         )

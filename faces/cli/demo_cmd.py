@@ -27,18 +27,19 @@ def demo_command(
     encoder: EncoderOpt = "minilm",
     progress: ProgressOpt = True,
 ) -> None:
-    """Run the whole loop on simulated models and check the verdict catches the regressions.
+    """Run the whole loop on simulated models for two candidates; check both verdicts.
 
-    Generates a workload, simulates a baseline and a candidate with planted regressions,
-    and runs capture log → replay → scores → verdict.
-
-    The candidate breaks the JSON of some ``extraction`` answers and streams long
-    ``summarization`` answers more slowly. Both models are mock-llm test doubles. Exit
-    status 0 when the verdict caught both regressions (and is not PROMOTE), else 1.
+    Generates a workload and runs capture log → replay → scores → judge → verdict twice.
+    The regressed candidate breaks the JSON of some ``extraction`` answers and streams
+    long ``summarization`` answers more slowly: ROLLBACK expected. The better candidate's
+    answers changed and got better (it answers the baseline's loops and refusals
+    properly): PROMOTE expected. Models and judge are test doubles (mock-llm, mock-judge).
+    Exit status 0 when both verdicts are as planted, else 1.
     """
     from rich.console import Console
 
     from application.demo import DemoPaths, DemoRequest, run_demo
+    from application.evaluation import EvaluationResult
     from faces.cli.exit_codes import EXIT_ERROR
     from faces.cli.render import print_error, print_result, wide_console
     from shadoweval.errors import ShadowEvalError
@@ -54,9 +55,14 @@ def demo_command(
 
     def servers_started(candidate_url: str, baseline_url: str) -> None:
         console.print(
-            f"mock-llm candidate at {candidate_url}, baseline replica at "
-            f"{baseline_url} (test doubles)"
+            f"mock-llm regressed candidate at {candidate_url}, baseline replica at "
+            f"{baseline_url}, a better candidate and a simulated judge (test doubles)"
         )
+
+    def evaluated(name: str, result: EvaluationResult) -> None:
+        console.rule(f"{name} candidate: {result.run.candidate.name}")
+        print_result(console, result.gate.summary, result.gate.verdict)
+        console.print(f"stages (s): {result.stages_s}")
 
     console.rule("shadow-eval demo")
     try:
@@ -72,22 +78,25 @@ def demo_command(
             console=err,
             on_workload=workload_ready,
             on_servers=servers_started,
+            on_evaluation=evaluated,
         )
     except ShadowEvalError as exc:
         print_error(err, exc)
         raise typer.Exit(EXIT_ERROR) from None
-    result = demo.evaluation
-    print_result(console, result.gate.summary, result.gate.verdict)
-    console.print(f"stages (s): {result.stages_s}; report: {demo.paths.report}")
-    decision = result.gate.verdict.decision.value.upper()
+    regressed = demo.evaluation.gate.verdict.decision.value.upper()
+    better = demo.better.gate.verdict.decision.value.upper()
     planted = ", ".join(f"{t}/{m}" for t, m in demo.planted)
+    console.print(f"reports: {demo.paths.report}, {demo.paths.better_report}")
     if demo.succeeded:
         console.print(
-            f"[bold green]demo OK[/]: verdict {decision} caught the planted regressions ({planted})"
+            f"[bold green]demo OK[/]: the regressed candidate is {regressed} (caught the "
+            f"planted {planted}); the better candidate is {better}"
         )
         return
     console.print(
-        f"[bold red]demo FAILED[/]: verdict {decision}, planted {planted}, caught {demo.caught}"
+        f"[bold red]demo FAILED[/]: regressed candidate {regressed} (planted {planted}, "
+        f"caught {demo.caught}; ROLLBACK expected), better candidate {better} (PROMOTE "
+        "expected)"
     )
     raise typer.Exit(1)
 

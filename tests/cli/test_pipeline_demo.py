@@ -1,4 +1,5 @@
-"""``shadow-eval demo``: the whole loop on simulated models catches both planted regressions."""
+"""``shadow-eval demo``: the whole loop on simulated models, both directions: the regressed
+candidate is rolled back on both planted regressions, the better one is promoted."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ from typer.testing import CliRunner
 
 from application.demo import PLANTED, caught_regressions
 from faces.cli import app
-from shadoweval.records import Decision, Verdict
+from shadoweval.records import CheckOutcome, Decision, Verdict
 
 
 @pytest.mark.slow
-def test_demo_exits_0_and_its_report_catches_both_planted_regressions(tmp_path: Path) -> None:
+def test_demo_exits_0_rolls_back_the_regressed_and_promotes_the_better_candidate(
+    tmp_path: Path,
+) -> None:
     workdir = tmp_path / "demo"
     result = CliRunner().invoke(
         app,
@@ -46,6 +49,28 @@ def test_demo_exits_0_and_its_report_catches_both_planted_regressions(tmp_path: 
         "extraction",
         "summarization",
     }
+    # The better candidate: its answers changed (it answers the baseline's loops and
+    # refusals properly), the simulated judge says better, and it is promoted.
+    better = json.loads((workdir / "report-better.json").read_text(encoding="utf-8"))
+    promoted = Verdict.model_validate(better["verdict"])
+    assert promoted.decision is Decision.PROMOTE, promoted.reasons
+    assert promoted.reasons[0].startswith("all ")
+    assert any(r.startswith("observation window: the pairs span 26.0 h") for r in promoted.reasons)
+    net = {c.task_type: c for c in promoted.checks if c.metric == "net_harm"}
+    assert net["support_chat"].outcome is CheckOutcome.PASS
+    assert net["support_chat"].estimate is not None
+    assert net["support_chat"].estimate < 0  # net harm below 0: the candidate is better
+    harms = {c.task_type: c for c in promoted.checks if c.metric == "harm_degeneration"}
+    assert harms["support_chat"].estimate is not None
+    assert harms["support_chat"].estimate < 0  # the baseline looped, the candidate did not
+    # The judge stage ran before the gate, sent only changed pairs, to the simulated judge.
+    judged = better["judge_run"]
+    assert judged["endpoint"].startswith("http://127.0.0.1:")
+    chat = next(t for t in judged["task_types"] if t["task_type"] == "support_chat")
+    assert 0 < chat["selected"] == chat["changed"] <= 200
+    assert chat["better"] > 0
+    assert chat["worse"] == 0
+    assert better["judgement"] is not None
 
 
 def test_demo_never_deletes_files_it_did_not_write(tmp_path: Path) -> None:

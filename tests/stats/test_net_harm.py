@@ -505,6 +505,23 @@ def test_check_too_few_judged_names_how_many_more() -> None:
     assert p is not None
 
 
+def test_check_unit_with_fewer_changed_pairs_than_min_judged_needs_them_all() -> None:
+    # 19 changed pairs of 200 (fewer than min_judged 30): a census of the 19 decides.
+    q, c, s = unit([[B] * 17 + [T] * 2], unchanged=181)
+    check, _ = net_harm_check(
+        estimate_net_harm(q, c, s), task_type="chat", block=BLOCK, levels=LEVELS, sources={}
+    )
+    assert check.outcome is CheckOutcome.PASS, check.reason
+    assert check.reason.endswith("(all 19 changed pairs judged: fewer than min_judged 30 changed)")
+    # One of them not judged: all are needed, and the reason says so.
+    q, c, s = unit([[B] * 17 + [T] * 1], unchanged=181, unjudged=[1])
+    check, _ = net_harm_check(
+        estimate_net_harm(q, c, s), task_type="chat", block=BLOCK, levels=LEVELS, sources={}
+    )
+    assert check.outcome is CheckOutcome.INCONCLUSIVE
+    assert "18 of its 19 changed pairs judged; all are needed below min_judged 30" in check.reason
+
+
 def test_check_unjudged_stratum_is_inconclusive_and_named() -> None:
     q, c, s = unit([[B] * 50 + [T] * 50, [], []], unchanged=3000, unjudged=[100, 20, 5])
     s[s == 2] = 4  # the last changed stratum: no similarity
