@@ -199,7 +199,8 @@ def tool_run(simulate: Simulate, n: int = 600) -> list[PairScore]:
     )
     out = []
     for i, s in enumerate(scores):
-        base, cand, changes = CALLED, CALLED, ()
+        base, cand = CALLED, CALLED
+        changes: tuple[ToolChange, ...] = ()
         if i < 60:
             cand, changes = TEXT, (ToolChange.TEXT_INSTEAD_OF_CALL,)
         elif i < 70:
