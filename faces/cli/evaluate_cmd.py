@@ -24,6 +24,7 @@ from faces.cli.options import (
     RateOpt,
     RunIdOpt,
     RunNameOpt,
+    SendPairsOpt,
     StructuredOpt,
     TimeoutOpt,
     WarmupOpt,
@@ -114,8 +115,18 @@ def evaluate_command(
     structured_task_type: StructuredOpt = None,
     progress: ProgressOpt = True,
     as_json: JsonOpt = False,
+    judge: Annotated[
+        bool,
+        typer.Option(
+            "--judge",
+            help="After scoring, send the changed pairs (within the policy's budget) to the "
+            "judge configured by SHADOWEVAL_JUDGE__* before the gate; needs --send-pairs or "
+            "SHADOWEVAL_JUDGE__SEND_PAIRS=true.",
+        ),
+    ] = False,
+    send_pairs: SendPairsOpt = False,
 ) -> None:
-    """Replay a capture log against a candidate, score every pair, gate, and report.
+    """Replay a capture log against a candidate, score every pair, (judge,) gate, and report.
 
     Exit status: 0 PROMOTE, 1 HOLD, 2 ROLLBACK, 3 error.
     """
@@ -156,6 +167,8 @@ def evaluate_command(
                 ),
                 device=device,
                 progress=progress,
+                judge=judge,
+                send_pairs=send_pairs,
             ),
             settings,
             console=err,

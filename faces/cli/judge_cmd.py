@@ -23,7 +23,7 @@ from typing import Annotated
 
 import typer
 
-from faces.cli.options import DatabaseUrlOpt, ExistingRunOpt, JsonOpt
+from faces.cli.options import DatabaseUrlOpt, ExistingRunOpt, JsonOpt, SendPairsOpt
 from faces.cli.render import print_error
 
 judge_app = typer.Typer(
@@ -32,14 +32,6 @@ judge_app = typer.Typer(
     no_args_is_help=True,
 )
 
-SendPairsOpt = Annotated[
-    bool,
-    typer.Option(
-        "--send-pairs",
-        help="Allow sending the run's changed pairs (request and both answers, as captured "
-        "and redacted) to the judge; or set SHADOWEVAL_JUDGE__SEND_PAIRS=true.",
-    ),
-]
 MaxPerTaskTypeOpt = Annotated[
     int | None,
     typer.Option(

@@ -100,3 +100,13 @@ def database_url(option: str | None) -> str:
     from shadoweval.config import load_settings
 
     return load_settings().database.url
+
+
+SendPairsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--send-pairs",
+        help="Allow sending the run's changed pairs (request and both answers, as captured "
+        "and redacted) to the judge; or set SHADOWEVAL_JUDGE__SEND_PAIRS=true.",
+    ),
+]

@@ -263,3 +263,30 @@ def test_missing_judge_url_names_the_variable(sqlite_url: str) -> None:
     result = cli("judge", "run", "--run", RUN_ID, "--send-pairs", "--database-url", sqlite_url)
     assert result.exit_code == 3
     assert "set SHADOWEVAL_JUDGE__URL" in result.stderr
+
+
+def test_evaluate_with_judge_refuses_before_replaying_unless_sending_is_on(
+    tmp_path: Path, judge_server: tuple[str, JudgeState], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``evaluate --judge`` checks the judge settings first: without --send-pairs (or the
+    setting) it exits 3 naming the setting, and nothing was replayed or sent."""
+    url, state = judge_server
+    configure(monkeypatch, url)
+    log = tmp_path / "capture"
+    log.mkdir()
+    db = tmp_path / "e.db"
+    result = cli(
+        "evaluate",
+        "--capture-log",
+        log,
+        "--candidate-url",
+        "http://127.0.0.1:9",
+        "--database-url",
+        f"sqlite:///{db}",
+        "--judge",
+        "--no-progress",
+    )
+    assert result.exit_code == 3, result.output
+    assert "SHADOWEVAL_JUDGE__SEND_PAIRS=true" in flat(result.stderr)
+    assert state.requests == 0
+    assert not db.exists()
