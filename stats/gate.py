@@ -1,7 +1,14 @@
 """The gate: per-task-type and pooled checks combined into PROMOTE / HOLD / ROLLBACK.
 
+The question is "is the candidate at least as good?" (issue 11), not "did the answers
+change?": divergence beyond the noise floor marks a pair *changed* (:mod:`stats.change`),
+which selects it for a quality judgement and never rolls back by itself unless the policy
+says ``change.mode: no_change``; the direction comes from the harm detectors
+(:mod:`stats.checks.harms`), tool behaviour (:mod:`stats.checks.tools`) and the net harm
+of the judged pairs (:mod:`stats.net_harm`).
+
 Decision rule (gate-statistics.md §2.3; Spotify's risk-aware rule without a success
-metric, Kayenta's ``critical`` semantics, Diffy's noise floor):
+metric, Kayenta's ``critical`` semantics, Diffy's noise floor; docs/gate.md):
 
 1. No pairs ⇒ HOLD ("no data").
 2. Validity (pair completeness, gate-statistics.md §1.7): replay coverage (paired /
@@ -14,16 +21,24 @@ metric, Kayenta's ``critical`` semantics, Diffy's noise floor):
    counted; ``infra_error_rate`` gates them. Its FAIL anywhere ⇒ **HOLD, never
    ROLLBACK**, and — as for invalid runs — only a significant critical harm on the pairs
    both sides did answer may still roll back.
-4. ROLLBACK if any critical check shows significant harm (one-sided McNemar mid-p,
-   Holm-adjusted across task types × critical metrics, at the look's spent
-   ``alpha_harm``) or any quality check's sequential interval lies wholly beyond its
-   margin on the harmful side — pooled or in any task type, whatever its share.
-5. PROMOTE only if every check (``infra_error_rate`` included) passes in the pooled
-   analysis and in every task type with at least ``min_traffic_share`` of the pairs,
-   each on at least its minimum pairs (floor or power calculation, reported).
-6. Otherwise HOLD, with the reason of every blocking check that did not pass. At the
-   sample cap (the final look) this is a final HOLD, "inconclusive at the sample cap",
-   never an implicit promote.
+4. ROLLBACK if any critical check shows significant harm (one-sided McNemar mid-p of a
+   paired binary check or the net-harm p-value, Holm-adjusted across task types ×
+   critical metrics, at the look's spent ``alpha_harm``) or any roll-back check's
+   sequential interval lies wholly beyond its margin on the harmful side — pooled or in
+   any task type, whatever its share. Non-critical harm detectors, the non-critical tool
+   check and non-critical net harm are report-and-block: their FAIL holds.
+5. PROMOTE only if every blocking check passes in the pooled analysis and in every task
+   type with at least ``min_traffic_share`` of the pairs, each on at least its minimum
+   pairs — the guardrails, the harm detectors, ``tool_text_answer`` and, where pairs
+   changed, ``net_harm`` (``similarity`` blocks only in ``no_change`` mode, or when its
+   similarities cannot be read) — and the pairs span ``observation.min_window_hours`` of
+   capture time.
+6. Otherwise HOLD, naming what would decide it ("judge 140 more changed pairs in
+   `koala`", the observation window, too few pairs). At the sample cap (the final look)
+   this is a final HOLD, "inconclusive at the sample cap", never an implicit promote.
+
+The first reason of every verdict says what decided it (a degenerate noise floor leads a
+HOLD that no validity or infrastructure problem decided).
 
 The run's design, not the data, picks the similarity method: a run that sent baseline
 repeats (``Coverage.baseline_repeat_replayed``) is judged against the noise floor in
@@ -33,9 +48,10 @@ absolute limit, which only a run without any baseline repeat uses.
 
 Validity under repeated polling (gate-statistics.md §2.4) comes from the look's levels
 (:func:`stats.looks.look_levels`): confidence sequences for the mean-type metrics
-(or α spending with a sample cap), union-bound α spending for quantile ratios and exact
-tests. :func:`stats.checkpoints.evaluate_poll` chooses the look and the prefix of pairs;
-this module judges the pairs it is given as that look.
+(or α spending with a sample cap), union-bound α spending for quantile ratios, exact
+tests and net harm (split over the look's judgement evaluations:
+:func:`stats.net_harm.judgement_levels`). :func:`stats.checkpoints.evaluate_poll` chooses
+the look and the prefix of pairs; this module judges the pairs it is given as that look.
 """
 
 from __future__ import annotations
@@ -888,7 +904,8 @@ def _decide(
         if harms:
             return Decision.ROLLBACK, _unique(harms + validity + fails), 0
         blocked = _unique(validity)
-        lines = blocked + degenerate + fails + holds + blocking_open + notes
+        waiting = [window_problem] if window_problem is not None else []
+        lines = blocked + degenerate + fails + holds + blocking_open + waiting + notes
         return Decision.HOLD, _unique(lines), len(blocked)
     if harms or fails:
         return Decision.ROLLBACK, _unique(harms + fails + holds + notes + degenerate), 0
