@@ -42,12 +42,11 @@ from shadoweval.storage.models import (
     RunJudgeRow,
     RunRow,
 )
+from shadoweval.storage.queries import check_scored_pairs
 from shadoweval.storage.statements import insert_ignore, upsert
 from shadoweval.storage.types import JudgeFreeze, PolicyAuditAction
 
 __all__ = ["JudgementStore", "ScoredPairOrigin", "judge_identity_sha256"]
-
-_IN_CHUNK = 500
 
 
 def judge_identity_sha256(identity: JudgeIdentity) -> str:
@@ -237,24 +236,10 @@ class JudgementStore:
 
 def _check_pairs(session: Session, run_id: str, judgements: list[PairJudgement]) -> None:
     """Raise unless every judgement's exchange is a scored pair of ``run_id`` of its task type."""
-    wanted = sorted({item.exchange_id for item in judgements})
-    task_types: dict[str, str] = {}
-    for start in range(0, len(wanted), _IN_CHUNK):
-        chunk = wanted[start : start + _IN_CHUNK]
-        stmt = select(PairScoreRow.exchange_id, PairScoreRow.task_type).where(
-            PairScoreRow.run_id == run_id, PairScoreRow.exchange_id.in_(chunk)
+    if judgements:
+        check_scored_pairs(
+            session,
+            run_id,
+            [(x.exchange_id, x.task_type) for x in judgements],
+            f"a {judgements[0].source.value} judgement",
         )
-        task_types.update({row.exchange_id: row.task_type for row in session.execute(stmt)})
-    for item in judgements:
-        stored = task_types.get(item.exchange_id)
-        if stored is None:
-            raise StorageError(
-                f"cannot store a {item.source.value} judgement of exchange "
-                f"{item.exchange_id!r} in run {run_id!r}: it has no pair score in that run"
-            )
-        if stored != item.task_type:
-            raise StorageError(
-                f"{item.source.value} judgement of exchange {item.exchange_id!r} in run "
-                f"{run_id!r} has task_type {item.task_type!r}, but the pair's task type is "
-                f"{stored!r}"
-            )

@@ -14,16 +14,14 @@ from itertools import groupby
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from shadoweval.errors import StorageError
 from shadoweval.records import HumanLabel
 from shadoweval.storage import rows as rows_
 from shadoweval.storage.database import Database
-from shadoweval.storage.models import HumanLabelRow, PairScoreRow
+from shadoweval.storage.models import HumanLabelRow
+from shadoweval.storage.queries import check_scored_pairs
 from shadoweval.storage.statements import upsert
 
 __all__ = ["LabelStore"]
-
-_IN_CHUNK = 500
 
 
 class LabelStore:
@@ -69,23 +67,7 @@ class LabelStore:
 
 def _check_pairs(session: Session, run_id: str, labels: list[HumanLabel]) -> None:
     """Raise unless every label's exchange is a scored pair of ``run_id`` of its task type."""
-    wanted = sorted({label.exchange_id for label in labels})
-    task_types: dict[str, str] = {}
-    for start in range(0, len(wanted), _IN_CHUNK):
-        chunk = wanted[start : start + _IN_CHUNK]
-        stmt = select(PairScoreRow.exchange_id, PairScoreRow.task_type).where(
-            PairScoreRow.run_id == run_id, PairScoreRow.exchange_id.in_(chunk)
+    if labels:
+        check_scored_pairs(
+            session, run_id, [(x.exchange_id, x.task_type) for x in labels], "a label"
         )
-        task_types.update({row.exchange_id: row.task_type for row in session.execute(stmt)})
-    for label in labels:
-        stored = task_types.get(label.exchange_id)
-        if stored is None:
-            raise StorageError(
-                f"cannot label exchange {label.exchange_id!r} in run {run_id!r}: "
-                "it has no pair score in that run"
-            )
-        if stored != label.task_type:
-            raise StorageError(
-                f"label of exchange {label.exchange_id!r} in run {run_id!r} has task_type "
-                f"{label.task_type!r}, but the pair's task type is {stored!r}"
-            )

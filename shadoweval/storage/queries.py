@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, and_, exists, func, or_, select, true
 from sqlalchemy.orm import Session, aliased
 
+from shadoweval.errors import StorageError
 from shadoweval.records import Coverage, ReplayErrorKind, ReplayTarget
 from shadoweval.storage.models import (
     ExchangeRow,
@@ -289,3 +290,41 @@ def latest_labels(run_id: str, exchange_ids: Sequence[str] | None) -> Select[Hum
         .where(HumanLabelRow.run_id == run_id, where)
         .order_by(HumanLabelRow.labelled_at.desc(), HumanLabelRow.id.desc())
     )
+
+
+_IN_CHUNK = 500
+"""Exchange ids per ``IN (...)`` list (well below SQLite's bound-parameter limit)."""
+
+
+def check_scored_pairs(
+    session: Session, run_id: str, items: Sequence[tuple[str, str]], what: str
+) -> None:
+    """Raise unless every ``(exchange_id, task_type)`` of ``items`` is a scored pair of
+    ``run_id`` with that task type (labels and judgements refer to pair scores).
+
+    ``what`` names the record in the message (``"a label"``, ``"a judge judgement"``).
+
+    Raises:
+        StorageError: an exchange without a pair score in the run, or a task type that is
+            not the pair's; the message names the exchange, the run and both task types.
+    """
+    wanted = sorted({exchange_id for exchange_id, _ in items})
+    task_types: dict[str, str] = {}
+    for start in range(0, len(wanted), _IN_CHUNK):
+        chunk = wanted[start : start + _IN_CHUNK]
+        stmt = select(PairScoreRow.exchange_id, PairScoreRow.task_type).where(
+            PairScoreRow.run_id == run_id, PairScoreRow.exchange_id.in_(chunk)
+        )
+        task_types.update({row.exchange_id: row.task_type for row in session.execute(stmt)})
+    for exchange_id, task_type in items:
+        stored = task_types.get(exchange_id)
+        if stored is None:
+            raise StorageError(
+                f"cannot store {what} of exchange {exchange_id!r} in run {run_id!r}: it has "
+                "no pair score in that run"
+            )
+        if stored != task_type:
+            raise StorageError(
+                f"{what} of exchange {exchange_id!r} in run {run_id!r} has task_type "
+                f"{task_type!r}, but the pair's task type is {stored!r}"
+            )
