@@ -40,6 +40,7 @@ from export.reference_import import (
     reference_judgements,
 )
 from judge import Answer, JudgeClient, PairText, judge_pairs, public_endpoint, select_pairs
+from judge.prompt import prompt_format
 from judge.selection import Selection
 from shadoweval.config import JudgeSettings
 from shadoweval.errors import ConfigError, ShadowEvalError
@@ -136,18 +137,24 @@ def _client(
         max_tokens=settings.max_tokens,
         seed=settings.seed,
         redact=redactor.redact,
+        response_format=settings.response_format,
         transport=transport,
     )
 
 
 def judge_identity(settings: JudgeSettings) -> JudgeIdentity:
-    """The identity the settings' judge would have (public endpoint, model, prompt hash,
-    sampling).
+    """The identity the settings' judge would have (public endpoint, model, prompt hash —
+    that of its response format — and sampling).
 
     Raises:
         ConfigError: a bad URL or an empty model.
     """
-    return JudgeClient(settings.url or "", model=settings.model, **_sampling(settings)).identity
+    return JudgeClient(
+        settings.url or "",
+        model=settings.model,
+        response_format=settings.response_format,
+        **_sampling(settings),
+    ).identity
 
 
 def _sampling(settings: JudgeSettings) -> dict[str, Any]:
@@ -158,18 +165,39 @@ def _sampling(settings: JudgeSettings) -> dict[str, Any]:
     }
 
 
+def _prompt_text(sha256: str) -> str:
+    """``'27b29b07201d' (text answers)``: a prompt hash and, when known, its format."""
+    fmt = prompt_format(sha256)
+    return f"{sha256[:12]}" + ("" if fmt is None else f" ({fmt} answers)")
+
+
 def describe_identity_change(frozen: JudgeIdentity, presented: JudgeIdentity) -> str:
-    """The fields in which ``presented`` differs from ``frozen``: ``model 'a' → 'b'; …``."""
+    """The fields in which ``presented`` differs from ``frozen``: ``model 'a' → 'b'; …``.
+
+    A changed prompt hash names each side's response format where it is known
+    (``prompt_sha256 '27b29b07201d…' (text answers) → 'cf0ccdf71211…' (json_schema
+    answers)``).
+    """
     old, new = frozen.model_dump(mode="json"), presented.model_dump(mode="json")
-    changes = [f"{name} {old[name]!r} → {new[name]!r}" for name in old if old[name] != new[name]]
+    changes: list[str] = []
+    for name in old:
+        if old[name] == new[name]:
+            continue
+        if name == "prompt_sha256":
+            changes.append(
+                f"prompt_sha256 {_prompt_text(str(old[name]))} → {_prompt_text(str(new[name]))}"
+            )
+        else:
+            changes.append(f"{name} {old[name]!r} → {new[name]!r}")
     return "; ".join(changes) or "no field differs"
 
 
 def _describe(identity: JudgeIdentity) -> str:
     seed = "" if identity.seed is None else f", seed {identity.seed}"
     return (
-        f"{identity.model!r} at {identity.endpoint} (prompt {identity.prompt_sha256[:12]}, "
-        f"temperature {identity.temperature:g}, max_tokens {identity.max_tokens}{seed})"
+        f"{identity.model!r} at {identity.endpoint} (prompt "
+        f"{_prompt_text(identity.prompt_sha256)}, temperature {identity.temperature:g}, "
+        f"max_tokens {identity.max_tokens}{seed})"
     )
 
 
@@ -540,7 +568,10 @@ class JudgementSummary:
             :func:`stats.judgements.source_counts`.
         per_task_type: task type → outcome → count of the resolved judgements, plus
             ``judge``/``human``/``reference``/``failed`` counts.
-        judge: the run's frozen judge, or ``None``; endpoint: where its pairs went.
+        judge: the run's frozen judge, or ``None``; endpoint: where its pairs went;
+        judge_response_format: the frozen judge's response format (``text``,
+            ``json_schema``, ``json_object``; read from its prompt hash, ``None`` when no
+            judge or an unknown prompt).
         judge_prompt_tokens, judge_completion_tokens: the judge's tokens over all its
             stored votes (apart from the run's own accounting).
         agreement: judge–human agreement (:class:`stats.judgements.Agreement`) as a dict:
@@ -554,6 +585,7 @@ class JudgementSummary:
     per_task_type: dict[str, dict[str, int]]
     judge: JudgeIdentity | None
     endpoint: str | None
+    judge_response_format: str | None
     judge_prompt_tokens: int
     judge_completion_tokens: int
     agreement: dict[str, Any]
@@ -566,6 +598,7 @@ class JudgementSummary:
             "per_task_type": self.per_task_type,
             "judge": None if self.judge is None else self.judge.model_dump(mode="json"),
             "endpoint": self.endpoint,
+            "judge_response_format": self.judge_response_format,
             "judge_tokens": {
                 "prompt": self.judge_prompt_tokens,
                 "completion": self.judge_completion_tokens,
@@ -620,6 +653,7 @@ def summarize_judgements(
         per_task_type=dict(sorted(per_task_type.items())),
         judge=judge,
         endpoint=None if judge is None else judge.endpoint,
+        judge_response_format=None if judge is None else prompt_format(judge.prompt_sha256),
         judge_prompt_tokens=prompt_tokens,
         judge_completion_tokens=completion_tokens,
         agreement={

@@ -3,8 +3,11 @@
 A stage like ``replay``: it imports the core only, and the application layer
 (:mod:`application.judging`) joins it with storage and the gate.
 
-* :mod:`judge.prompt` — the documented pairwise prompt (after MT-Bench's) and its hash.
-* :mod:`judge.parse` — the verdict-line parser (unparseable is a failure, never a score).
+* :mod:`judge.prompt` — the documented pairwise prompt (after MT-Bench's), its response
+  formats (``text``: a verdict line; ``json_schema`` / ``json_object``: a JSON verdict
+  object the server constrains decoding to) and its hash per format.
+* :mod:`judge.parse` — the verdict-line and JSON-verdict parsers (unparseable is a
+  failure, never a score).
 * :mod:`judge.client` — :class:`JudgeClient`: httpx against any OpenAI-compatible
   ``/v1/chat/completions``, bounded concurrency, connect-only retries, failures as data.
 * :mod:`judge.pairwise` — both orders per pair; orders that disagree are a tie.
@@ -14,17 +17,37 @@ A stage like ``replay``: it imports the core only, and the application layer
 
 from judge.client import JudgeClient, chat_completions_url, public_endpoint
 from judge.pairwise import combine_votes, judge_pair, judge_pairs, judgement_of
-from judge.parse import ParsedVerdict, VerdictParseError, parse_verdict
-from judge.prompt import PROMPT_SHA256, Answer, Order, PairText, build_messages
+from judge.parse import (
+    ParsedVerdict,
+    VerdictParseError,
+    parse_answer,
+    parse_json_verdict,
+    parse_verdict,
+)
+from judge.prompt import (
+    PROMPT_SHA256,
+    PROMPT_SHA256_BY_FORMAT,
+    RESPONSE_FORMATS,
+    Answer,
+    Order,
+    PairText,
+    ResponseFormat,
+    build_messages,
+    prompt_format,
+    response_format_body,
+)
 from judge.selection import Selection, TaskTypeSelection, allocate, select_pairs
 
 __all__ = [
     "PROMPT_SHA256",
+    "PROMPT_SHA256_BY_FORMAT",
+    "RESPONSE_FORMATS",
     "Answer",
     "JudgeClient",
     "Order",
     "PairText",
     "ParsedVerdict",
+    "ResponseFormat",
     "Selection",
     "TaskTypeSelection",
     "VerdictParseError",
@@ -35,7 +58,11 @@ __all__ = [
     "judge_pair",
     "judge_pairs",
     "judgement_of",
+    "parse_answer",
+    "parse_json_verdict",
     "parse_verdict",
+    "prompt_format",
     "public_endpoint",
+    "response_format_body",
     "select_pairs",
 ]

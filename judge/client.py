@@ -1,18 +1,22 @@
 """The judge client: one pairwise judge call over httpx to an OpenAI-compatible endpoint.
 
 ``POST <url>/v1/chat/completions`` (non-streamed) with the judge's model, its own bearer
-key, the sampling of the judge identity and the prompt of :mod:`judge.prompt`. At most
+key, the sampling of the judge identity and the prompt of :mod:`judge.prompt` in the
+client's response format (``text``: a verdict line, no ``response_format`` sent;
+``json_schema`` / ``json_object``: the request carries
+:func:`judge.prompt.response_format_body` and the answer is read as a JSON verdict). At most
 ``concurrency`` calls are in flight (an :class:`asyncio.Semaphore` around each call).
 
 Failures are data, as in the replay client (:mod:`replay.client`): every call returns a
 :class:`~shadoweval.records.JudgeVote`; a failed one has ``preferred=None`` and ``error``
-saying why — ``HTTP <status>: <message>``, ``timeout: ...``, ``connect: ...``,
-``decode: ...`` (a body that is not a chat completion) or ``unparseable verdict: ...``
-(:mod:`judge.parse`). Only connection *establishment* errors are retried (the request
-never reached the judge, so a retry cannot be billed twice), with exponential backoff and
-jitter; a 5xx, a timeout or an unparseable answer is not retried here (a later ``judge
-run`` retries pairs whose judgement failed). The whole request — headers and body — is
-bounded by ``timeout_s`` (``asyncio.timeout``). The judge's token usage (``usage``) is
+saying why — ``HTTP <status>: <message>``, ``timeout: ...``, ``connect: ...``, ``decode:
+...`` (a body that is not a chat completion) or ``unparseable verdict: ...``
+(:mod:`judge.parse`; when the server says ``finish_reason: length`` the error adds that the
+answer was cut at ``max_tokens``). Only connection *establishment* errors are retried (the
+request never reached the judge, so a retry cannot be billed twice), with exponential
+backoff and jitter; a 5xx, a timeout or an unparseable answer is not retried here (a later
+``judge run`` retries pairs whose judgement failed). The whole request — headers and body —
+is bounded by ``timeout_s`` (``asyncio.timeout``). The judge's token usage (``usage``) is
 recorded on every vote that got a response, failed parses included.
 """
 
@@ -28,8 +32,16 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import orjson
 
-from judge.parse import VerdictParseError, parse_verdict
-from judge.prompt import PROMPT_SHA256, Order, PairText, build_messages
+from judge.parse import VerdictParseError, parse_answer
+from judge.prompt import (
+    PROMPT_SHA256_BY_FORMAT,
+    RESPONSE_FORMATS,
+    Order,
+    PairText,
+    ResponseFormat,
+    build_messages,
+    response_format_body,
+)
 from shadoweval.errors import ConfigError
 from shadoweval.lifecycle import AsyncLifecycle
 from shadoweval.records import JudgeIdentity, JudgeVote
@@ -94,13 +106,18 @@ class JudgeClient(AsyncLifecycle):
         temperature, max_tokens, seed: sampling sent with every request (``seed`` only
             when not ``None``).
         redact: text redactor run over each filled prompt before it is sent.
+        response_format: how the judge answers (:data:`judge.prompt.ResponseFormat`:
+            ``text``, ``json_schema`` or ``json_object``); it picks the prompt, the
+            ``response_format`` sent and the parser, and enters the identity through the
+            prompt hash.
         transport: an httpx transport seam for tests.
 
     Use as an async context manager, or :meth:`start` / :meth:`stop`
     (:mod:`shadoweval.lifecycle`: started once, not restartable).
 
     Raises:
-        ConfigError: a bad URL, an empty model name, or ``concurrency`` < 1.
+        ConfigError: a bad URL, an empty model name, ``concurrency`` < 1, or an unknown
+            ``response_format``.
     """
 
     def __init__(
@@ -118,6 +135,7 @@ class JudgeClient(AsyncLifecycle):
         max_tokens: int = 512,
         seed: int | None = None,
         redact: Callable[[str], str] | None = None,
+        response_format: ResponseFormat = "text",
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.url = chat_completions_url(url)
@@ -132,7 +150,15 @@ class JudgeClient(AsyncLifecycle):
                 field="judge.concurrency",
                 value=concurrency,
             )
+        if response_format not in RESPONSE_FORMATS:
+            raise ConfigError(
+                f"judge response_format must be one of {', '.join(RESPONSE_FORMATS)}, got "
+                f"{response_format!r}",
+                field="judge.response_format",
+                value=response_format,
+            )
         self.model = model
+        self.response_format: ResponseFormat = response_format
         self.timeout_s = timeout_s
         self.retries = retries
         self.backoff_s = backoff_s
@@ -160,11 +186,16 @@ class JudgeClient(AsyncLifecycle):
 
     @property
     def identity(self) -> JudgeIdentity:
-        """Who judges: endpoint (public form), model, prompt hash and sampling."""
+        """Who judges: endpoint (public form), model, prompt hash and sampling.
+
+        The prompt hash is that of the client's response format
+        (:data:`judge.prompt.PROMPT_SHA256_BY_FORMAT`), so the format is part of the
+        identity frozen with a run.
+        """
         return JudgeIdentity(
             endpoint=self.endpoint,
             model=self.model,
-            prompt_sha256=PROMPT_SHA256,
+            prompt_sha256=PROMPT_SHA256_BY_FORMAT[self.response_format],
             temperature=self.temperature,
             max_tokens=self.max_tokens,
             seed=self.seed,
@@ -188,16 +219,22 @@ class JudgeClient(AsyncLifecycle):
             await client.aclose()
 
     def request_body(self, pair: PairText, order: Order) -> dict[str, Any]:
-        """The JSON body of the judge request for ``pair`` shown in ``order``."""
+        """The JSON body of the judge request for ``pair`` shown in ``order``.
+
+        ``response_format`` is a member only in the JSON formats.
+        """
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": build_messages(pair, order, self.redact),
+            "messages": build_messages(pair, order, self.redact, self.response_format),
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
             "stream": False,
         }
         if self.seed is not None:
             body["seed"] = self.seed
+        response_format = response_format_body(self.response_format)
+        if response_format is not None:
+            body["response_format"] = response_format
         return body
 
     async def vote(self, pair: PairText, order: Order) -> JudgeVote:
@@ -243,11 +280,13 @@ class JudgeClient(AsyncLifecycle):
                         f"connect: connection lost mid-response: {type(exc).__name__}: {exc}"
                     ),
                 )
-            return _vote_from_response(response, order)
+            return _vote_from_response(response, order, self.response_format, self.max_tokens)
 
 
-def _cap(text: str) -> str:
-    return text if len(text) <= _MAX_ERROR_CHARS else text[:_MAX_ERROR_CHARS] + "…"
+def _cap(text: str, keep_end: str = "") -> str:
+    """``text`` cut to :data:`_MAX_ERROR_CHARS` (marked ``…``), then ``keep_end`` uncut."""
+    limit = max(0, _MAX_ERROR_CHARS - len(keep_end))
+    return (text if len(text) <= limit else text[:limit] + "…") + keep_end
 
 
 def _usage(payload: Any) -> tuple[int | None, int | None]:
@@ -272,7 +311,17 @@ def _error_message(body: bytes) -> str:
     return body.decode("utf-8", errors="replace")[:200]
 
 
-def _vote_from_response(response: httpx.Response, order: Order) -> JudgeVote:
+def _finish_reason(payload: Any) -> str | None:
+    try:
+        reason = payload["choices"][0]["finish_reason"]
+    except (KeyError, IndexError, TypeError):
+        return None
+    return reason if isinstance(reason, str) else None
+
+
+def _vote_from_response(
+    response: httpx.Response, order: Order, response_format: ResponseFormat, max_tokens: int
+) -> JudgeVote:
     body = response.content
     if response.status_code >= 400:
         return JudgeVote(
@@ -294,11 +343,14 @@ def _vote_from_response(response: httpx.Response, order: Order) -> JudgeVote:
             completion_tokens=completion_tokens,
         )
     try:
-        parsed = parse_verdict(content if isinstance(content, str) else None)
+        parsed = parse_answer(content if isinstance(content, str) else None, response_format)
     except VerdictParseError as exc:
+        cut = ""
+        if _finish_reason(payload) == "length":
+            cut = f" [the answer was cut at max_tokens {max_tokens}: finish_reason length]"
         return JudgeVote(
             order=order,
-            error=_cap(str(exc)),
+            error=_cap(str(exc), keep_end=cut),
             rationale=content[:2000] if isinstance(content, str) else "",
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,

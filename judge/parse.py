@@ -1,4 +1,10 @@
-"""Reading the judge's verdict line: ``VERDICT: A``, ``VERDICT: B`` or ``VERDICT: TIE``.
+"""Reading the judge's verdict: a ``VERDICT: A|B|TIE`` line, or a JSON verdict object.
+
+The ``text`` response format (:mod:`judge.prompt`) is read by :func:`parse_verdict`, the
+JSON formats (``json_schema``, ``json_object``) by :func:`parse_json_verdict`;
+:func:`parse_answer` picks by format.
+
+**Verdict line** (``text``).
 
 Lenient on form, strict on meaning. A verdict line is a line that, after markdown
 decoration (``**``, ``__``, backticks, ``#``, ``>``, list dashes) and blanks are set aside,
@@ -10,6 +16,15 @@ An answer with no verdict line, or with verdict lines that disagree, is *unparse
 :func:`parse_verdict` raises :class:`VerdictParseError`, and the caller keeps the vote as a
 failed one. It never falls back to a default verdict — reference failure "unparseable
 judge output silently becomes the minimum score".
+
+**JSON verdict** (``json_schema`` / ``json_object``). Strict: the whole answer (blanks
+around it aside) must be one JSON object whose ``verdict`` is exactly ``"A"``, ``"B"`` or
+``"TIE"``; ``rationale``, when present, must be a string (other keys are ignored). No
+markdown fence, no verdict line, no case folding: the server constrained the answer to
+the schema, so anything else — text, a cut object (``max_tokens`` reached), an array, a
+missing or other verdict — means the answer is not what was asked for, and
+:func:`parse_json_verdict` raises :class:`VerdictParseError` (a failed vote, never a
+default).
 """
 
 from __future__ import annotations
@@ -18,7 +33,16 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["MAX_RATIONALE_CHARS", "ParsedVerdict", "VerdictParseError", "parse_verdict"]
+import orjson
+
+__all__ = [
+    "MAX_RATIONALE_CHARS",
+    "ParsedVerdict",
+    "VerdictParseError",
+    "parse_answer",
+    "parse_json_verdict",
+    "parse_verdict",
+]
 
 Choice = Literal["A", "B", "TIE"]
 
@@ -86,3 +110,74 @@ def parse_verdict(text: str | None) -> ParsedVerdict:
     last = found[-1][0]
     rationale = "\n".join(lines[:last]).strip()
     return ParsedVerdict(choice=found[-1][1], rationale=rationale[:MAX_RATIONALE_CHARS])
+
+
+_JSON_CHOICES: dict[str, Choice] = {"A": "A", "B": "B", "TIE": "TIE"}
+
+
+def parse_json_verdict(text: str | None) -> ParsedVerdict:
+    """Read a JSON verdict object ``{"rationale": "...", "verdict": "A" | "B" | "TIE"}``.
+
+    Args:
+        text: the judge's message content.
+
+    Returns:
+        The choice and the rationale (stripped, at most :data:`MAX_RATIONALE_CHARS`
+        characters; ``""`` when the object has no ``rationale``).
+
+    Raises:
+        VerdictParseError: ``text`` is empty, is not JSON (e.g. cut at ``max_tokens``; the
+            message quotes its end), is JSON but not an object, has no ``verdict``, a
+            ``verdict`` other than exactly ``"A"``, ``"B"`` or ``"TIE"``, or a
+            ``rationale`` that is not a string.
+    """
+    if text is None or not text.strip():
+        raise VerdictParseError("unparseable verdict: the judge's answer is empty")
+    try:
+        payload = orjson.loads(text.strip())
+    except orjson.JSONDecodeError as exc:
+        raise VerdictParseError(
+            f"unparseable verdict: the judge's answer is not a JSON object ({exc}; it ends "
+            f"{_excerpt(text)!r})"
+        ) from None
+    if not isinstance(payload, dict):
+        raise VerdictParseError(
+            f"unparseable verdict: the judge's answer is JSON but not an object "
+            f"({type(payload).__name__}: {_excerpt(text)!r})"
+        )
+    if "verdict" not in payload:
+        keys = ", ".join(sorted(map(str, payload))) or "none"
+        raise VerdictParseError(
+            f"unparseable verdict: the judge's JSON answer has no 'verdict' (keys: {keys})"
+        )
+    verdict = payload["verdict"]
+    choice = _JSON_CHOICES.get(verdict) if isinstance(verdict, str) else None
+    if choice is None:
+        raise VerdictParseError(
+            f"unparseable verdict: the judge's JSON 'verdict' is {verdict!r}, not one of "
+            "'A', 'B', 'TIE'"
+        )
+    rationale = payload.get("rationale", "")
+    if not isinstance(rationale, str):
+        raise VerdictParseError(
+            "unparseable verdict: the judge's JSON 'rationale' is not a string "
+            f"({type(rationale).__name__})"
+        )
+    return ParsedVerdict(choice=choice, rationale=rationale.strip()[:MAX_RATIONALE_CHARS])
+
+
+def parse_answer(text: str | None, response_format: str = "text") -> ParsedVerdict:
+    """The verdict of an answer in ``response_format``: :func:`parse_verdict` for
+    ``text``, :func:`parse_json_verdict` for ``json_schema`` and ``json_object``.
+
+    Raises:
+        VerdictParseError: the answer holds no verdict (see the two parsers).
+        ValueError: an unknown ``response_format``.
+    """
+    if response_format == "text":
+        return parse_verdict(text)
+    if response_format in ("json_schema", "json_object"):
+        return parse_json_verdict(text)
+    raise ValueError(
+        f"response_format must be one of text, json_schema, json_object, got {response_format!r}"
+    )

@@ -260,6 +260,21 @@ class JudgeSettings(BaseModel):
     a connection could not be established (the only failure retried), exponential backoff
     from ``backoff_s``. ``temperature``, ``max_tokens``, ``seed``: sampling sent with
     every judge request (frozen with the run in its judge identity).
+
+    ``response_format``: how the judge answers (:mod:`judge.prompt`). ``text`` (default):
+    free text ending in a ``VERDICT: A|B|TIE`` line; no ``response_format`` is sent.
+    ``json_schema``: the prompt asks for a JSON object ``{"rationale", "verdict"}`` and the
+    request carries OpenAI's ``{"type": "json_schema", "json_schema": {"name":
+    "pairwise_verdict", "strict": true, "schema": ...}}`` — for OpenAI, vLLM, SGLang and
+    llama.cpp's ``llama-server``, which constrain decoding to the schema. ``json_object``:
+    the same prompt with ``{"type": "json_object", "schema": ...}`` (the rationale capped
+    by ``maxLength``) — the dialect of **llama-cpp-python's** server (``python -m
+    llama_cpp.server``), which refuses ``json_schema`` (0.3.36: HTTP 500, a validation
+    error) but turns this schema into a grammar; llama-server reads it too, OpenAI does
+    not. In the JSON formats an answer that is not such an object is a failed vote. The
+    format is part of the judge identity frozen with a run: each has its own prompt hash
+    (``prompt_sha256``), so a run judged in one format refuses a judge configured for
+    another.
     """
 
     url: str | None = None
@@ -274,6 +289,7 @@ class JudgeSettings(BaseModel):
     temperature: float = Field(default=0.0, ge=0, le=2)
     max_tokens: int = Field(default=512, ge=16, le=32_768)
     seed: int | None = None
+    response_format: Literal["text", "json_schema", "json_object"] = "text"
 
     @field_validator("url")
     @classmethod

@@ -12,13 +12,22 @@ It answers the pairwise judge prompt of :mod:`judge.prompt` without a model: it 
 * :func:`always` — always the same letter (``always("A")`` is a maximally position-biased
   judge: :mod:`judge.pairwise` must turn it into ties).
 
-The answer is ``"<one sentence>\\nVERDICT: <A|B|TIE>"`` with ``usage`` (whitespace-separated
-words of all the request's messages, and of the answer). Seeded faults, per request, reuse
-mock-llm's :class:`~simulation.mock_llm.faults.FaultConfig` bands (``error_rate``: HTTP 500,
-``hang_rate``: accepted and never answered, ``malformed_rate``: a body cut in half,
+The answer is ``"<one sentence>\\nVERDICT: <A|B|TIE>"`` with ``usage``
+(whitespace-separated words of all the request's messages, and of the answer). A request
+whose ``response_format`` has ``type`` ``json_schema`` or ``json_object`` (the judge's JSON
+formats, :mod:`judge.prompt`) is answered with the JSON object ``{"rationale": "<one
+sentence>", "verdict": "<A|B|TIE>"}`` instead, as a server that constrains decoding to the
+schema would. ``response_formats`` names the ``type`` values the double accepts (both by
+default); any other is refused with HTTP 500 and a validation message, as
+llama-cpp-python's server (0.3.36) refuses ``json_schema``
+(``response_formats=("json_object",)`` mimics it). Seeded faults, per request, reuse
+mock-llm's :class:`~simulation.mock_llm.faults.FaultConfig` bands (``error_rate``: HTTP
+500, ``hang_rate``: accepted and never answered, ``malformed_rate``: a body cut in half,
 ``html_rate``: a proxy's 502 page) and add ``unparseable_rate`` (a 200 answer with no
-verdict line) and ``delay_s`` (every answer waits that long: a slow judge). Draws come
-from SHA-256 of (seed, prompt, attempt), as in mock-llm.
+verdict: in the text format a sentence without a verdict line, in a JSON format an object
+cut short with ``finish_reason: length``, as when ``max_tokens`` ends the answer) and
+``delay_s`` (every answer waits that long: a slow judge). Draws come from SHA-256 of (seed,
+prompt, attempt), as in mock-llm.
 
 For tests the app's state counts requests, the requests in flight and their maximum, and
 keeps each request's headers and body (``app.state.judge``: :class:`JudgeState`); a test
@@ -46,7 +55,10 @@ from simulation.mock_llm.app import PROXY_502_HTML, error_json
 from simulation.mock_llm.faults import FaultConfig, FaultKind, seeded_unit
 
 __all__ = [
+    "JSON_TYPES",
     "MOCK_JUDGE_HEADER",
+    "UNPARSEABLE_ANSWER",
+    "UNPARSEABLE_JSON_ANSWER",
     "Choice",
     "JudgeFaults",
     "JudgeState",
@@ -61,6 +73,9 @@ Decide = Callable[[str, str], Choice]
 
 MOCK_JUDGE_HEADER = ("x-mock-judge", "shadow-eval test double")
 UNPARSEABLE_ANSWER = "Both answers have merits; I would rather not pick one."
+UNPARSEABLE_JSON_ANSWER = '{"rationale": "Both answers have merits; I would rather not'
+"""The JSON formats' unparseable answer: an object cut short (``finish_reason: length``)."""
+JSON_TYPES = ("json_schema", "json_object")
 
 _ANSWER = re.compile(r"\[Answer (A|B)\]\n(.*?)\n\[End of Answer \1\]", re.DOTALL)
 
@@ -110,6 +125,7 @@ class JudgeState:
     seed: int
     model_name: str
     hold: bool = False
+    response_formats: tuple[str, ...] = JSON_TYPES
     release: threading.Event = field(default_factory=threading.Event)
     requests: int = 0
     in_flight: int = 0
@@ -154,7 +170,26 @@ async def _hang(request: Request) -> Response:
     return error_json(504, "mock-judge hang released", type_="server_error", code="hang")
 
 
+def _json_type(payload: Mapping[str, Any]) -> str | None:
+    """The request's ``response_format.type`` (``None``: none sent, or ``text``)."""
+    response_format = payload.get("response_format")
+    if not isinstance(response_format, Mapping):
+        return None
+    kind = response_format.get("type")
+    return None if kind in (None, "text") else str(kind)
+
+
 async def _answer(request: Request, state: JudgeState, payload: dict[str, Any]) -> Response:
+    json_type = _json_type(payload)
+    if json_type is not None and json_type not in state.response_formats:
+        accepted = " or ".join(repr(t) for t in ("text", *state.response_formats))
+        return error_json(
+            500,
+            f"1 validation error: response_format.type: Input should be {accepted}, got "
+            f"{json_type!r}",
+            type_="invalid_request_error",
+            code="unsupported_response_format",
+        )
     messages = payload.get("messages")
     prompt = ""
     words = 0
@@ -188,11 +223,17 @@ async def _answer(request: Request, state: JudgeState, payload: dict[str, Any]) 
                 code="not_a_judge_prompt",
             )
         unparseable = seeded_unit(state.seed, "judge-unparseable", key, attempt)
+        finish_reason = "stop"
         if unparseable < state.faults.unparseable_rate:
-            content = UNPARSEABLE_ANSWER
+            content = UNPARSEABLE_ANSWER if json_type is None else UNPARSEABLE_JSON_ANSWER
+            finish_reason = "stop" if json_type is None else "length"
         else:
             choice = state.decide(*answers)
-            content = f"By the test double's rule the verdict is {choice}.\nVERDICT: {choice}"
+            sentence = f"By the test double's rule the verdict is {choice}."
+            if json_type is None:
+                content = f"{sentence}\nVERDICT: {choice}"
+            else:
+                content = orjson.dumps({"rationale": sentence, "verdict": choice}).decode()
         body = orjson.dumps(
             {
                 "id": f"judge-{key[:12]}-{attempt}",
@@ -203,7 +244,7 @@ async def _answer(request: Request, state: JudgeState, payload: dict[str, Any]) 
                     {
                         "index": 0,
                         "message": {"role": "assistant", "content": content},
-                        "finish_reason": "stop",
+                        "finish_reason": finish_reason,
                     }
                 ],
                 "usage": {
@@ -252,6 +293,7 @@ def create_judge_app(
     seed: int = 0,
     model_name: str = "mock-judge",
     hold: bool = False,
+    response_formats: tuple[str, ...] = JSON_TYPES,
 ) -> Starlette:
     """Build the mock judge (a test double; see the module docstring).
 
@@ -261,6 +303,9 @@ def create_judge_app(
         seed: seeds the fault draws.
         model_name: the model id served and echoed.
         hold: hold every answer until ``app.state.judge.release`` is set.
+        response_formats: the ``response_format.type`` values answered in JSON (others
+            but ``text`` get HTTP 500, as llama-cpp-python answers them);
+            ``("json_object",)`` mimics llama-cpp-python.
 
     Returns:
         A Starlette app serving ``POST /v1/chat/completions`` and ``GET /v1/models``.
@@ -277,5 +322,6 @@ def create_judge_app(
         seed=seed,
         model_name=model_name,
         hold=hold,
+        response_formats=response_formats,
     )
     return app

@@ -42,6 +42,7 @@ from stats.policy import GatePolicy, effective
 __all__ = [
     "BASELINE_HARM_COLUMNS",
     "CANDIDATE_HARM_COLUMNS",
+    "FAILED_QUALITY_SOURCE",
     "PAIRS_COLUMNS",
     "QUALITY_VALUES",
     "TOOL_CHANGE_COLUMNS",
@@ -134,7 +135,8 @@ The direction columns (issue 11):
 * ``quality``: the pair's resolved judgement, :data:`QUALITY_VALUES` (+1 candidate worse,
   −1 better, 0 tie), NaN when not judged or the judgement failed; ``quality_source`` its
   :class:`~shadoweval.records.JudgementSource` value (``judge``, ``human``,
-  ``reference``), ``""`` when there is no usable judgement.
+  ``reference``), :data:`FAILED_QUALITY_SOURCE` (``"failed"``, quality NaN) when the
+  resolved judgement failed (only LLM judge calls fail), ``""`` when the pair has none.
 """
 
 SuccessFlag = FormatSuccessFlag
@@ -167,9 +169,15 @@ def _unpack(masks: list[int], width: int) -> npt.NDArray[np.bool_]:
     return bits
 
 
+FAILED_QUALITY_SOURCE = "failed"
+"""``quality_source`` of a pair whose resolved judgement failed (``quality`` is NaN)."""
+
+
 def _quality(judgement: PairJudgement | None) -> tuple[float, str]:
-    if judgement is None or judgement.outcome is None:
+    if judgement is None:
         return math.nan, ""
+    if judgement.outcome is None:
+        return math.nan, FAILED_QUALITY_SOURCE
     return QUALITY_VALUES[judgement.outcome], judgement.source.value
 
 

@@ -99,7 +99,7 @@ from stats.checks import (
 )
 from stats.checks.pair_arrays import BoolArray, IntArray
 from stats.checks.reasons import fmt_g, fmt_p, infra_note
-from stats.frame import PAIRS_COLUMNS
+from stats.frame import FAILED_QUALITY_SOURCE, PAIRS_COLUMNS
 from stats.inputs import InvalidDataError
 from stats.looks import LookLevels, look_levels
 from stats.multiplicity import holm
@@ -351,10 +351,16 @@ def _adjust(tests: list[_Test], groups: list[_Group], n_total: int, level: float
 
 
 def _source_counts(arrays: PairArrays, rows: BoolArray) -> dict[str, int]:
-    """Judged pairs among ``rows`` per ``quality_source`` (judge / human / reference)."""
+    """Judged pairs among ``rows`` per ``quality_source`` (judge / human / reference), and
+    under ``failed`` (when any) the pairs whose resolved judgement failed: the net-harm
+    reason shows them (``sources judge 0, …, failed 10``), never counts them as judged."""
     judged = rows & ~np.isnan(arrays.quality)
     sources, counts = np.unique(arrays.quality_source[judged].astype(str), return_counts=True)
-    return {str(s): int(c) for s, c in zip(sources, counts, strict=True) if s}
+    found = {str(s): int(c) for s, c in zip(sources, counts, strict=True) if s}
+    failed = int(np.count_nonzero(rows & (arrays.quality_source == FAILED_QUALITY_SOURCE)))
+    if failed:
+        found[FAILED_QUALITY_SOURCE] = failed
+    return found
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,9 @@
   better / tie / worse with the rationale per pair (:func:`application.judging.run_judge`).
   Sending pairs is never a default: without ``SHADOWEVAL_JUDGE__SEND_PAIRS=true`` or
   ``--send-pairs`` it exits 3 and sends nothing. The first judge run freezes the judge
-  (endpoint, model, prompt hash, sampling) with the run; a different judge later exits 3
-  naming both. Prints per task type: pairs, changed, already judged, selected, judged,
+  (endpoint, model, prompt hash — which covers the response format,
+  ``SHADOWEVAL_JUDGE__RESPONSE_FORMAT`` — and sampling) with the run; a different judge
+  later exits 3 naming both. Prints per task type: pairs, changed, already judged, selected, judged,
   better / tie / worse, failures, the judge's tokens, and the endpoint the pairs went to.
 * ``judge summary --run-id ID [--json]``: the stored judgements by source, outcomes per
   task type, the frozen judge and endpoint, the judge's tokens, judge–human agreement.
@@ -19,18 +20,41 @@ Exit 0 on success, 3 on any error.
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from faces.cli.options import DatabaseUrlOpt, ExistingRunOpt, JsonOpt, SendPairsOpt
+from faces.cli.options import DatabaseUrlOpt, ExistingRunOpt, SendPairsOpt
 from faces.cli.render import print_error
+
+if TYPE_CHECKING:
+    from shadoweval.records import JudgeIdentity
 
 judge_app = typer.Typer(
     name="judge",
     help="The pairwise LLM judge: judge a run's changed pairs, summarize judgements.",
     no_args_is_help=True,
 )
+
+RunJsonOpt = Annotated[
+    bool,
+    typer.Option(
+        "--json",
+        help="Print the judge run's report as JSON on stdout: the judge's identity and "
+        "endpoint, whether this run froze it, per task type the pairs, changed, budget, "
+        "sent, judged, better / tie / worse, order ties, failed and judge tokens, and the "
+        "first failures.",
+    ),
+]
+SummaryJsonOpt = Annotated[
+    bool,
+    typer.Option(
+        "--json",
+        help="Print the judgement summary as JSON on stdout: stored and resolved "
+        "judgements per source, outcomes per task type, the frozen judge, its endpoint "
+        "and response format, judge tokens, and judge–human agreement.",
+    ),
+]
 
 MaxPerTaskTypeOpt = Annotated[
     int | None,
@@ -48,7 +72,7 @@ def run_command(
     database_url: DatabaseUrlOpt = None,
     send_pairs: SendPairsOpt = False,
     max_per_task_type: MaxPerTaskTypeOpt = None,
-    as_json: JsonOpt = False,
+    as_json: RunJsonOpt = False,
 ) -> None:
     """Judge the run's changed pairs with the configured LLM judge, both orders each.
 
@@ -90,7 +114,8 @@ def run_command(
     out = wide_console()
     identity = report.identity
     out.print(
-        f"judge {identity.model!r} at {report.endpoint}: {report.selected} pairs sent"
+        f"judge {identity.model!r} at {report.endpoint} ({_format_text(identity)}): "
+        f"{report.selected} pairs sent"
         f"{' (judge frozen with the run)' if report.first_use else ''}",
         highlight=False,
         markup=False,
@@ -127,7 +152,7 @@ def run_command(
 def summary_command(
     run_id: ExistingRunOpt,
     database_url: DatabaseUrlOpt = None,
-    as_json: JsonOpt = False,
+    as_json: SummaryJsonOpt = False,
 ) -> None:
     """The run's quality judgements: by source (judge / reference / human) and task type,
     the frozen judge and its endpoint, the judge's tokens, and judge–human agreement
@@ -159,7 +184,8 @@ def summary_command(
     else:
         out.print(
             f"judge {summary.judge.model!r} at {summary.endpoint} (prompt "
-            f"{summary.judge.prompt_sha256[:12]}, temperature {summary.judge.temperature:g}); "
+            f"{summary.judge.prompt_sha256[:12]}, {_format_text(summary.judge)}, "
+            f"temperature {summary.judge.temperature:g}); "
             f"judge tokens {summary.judge_prompt_tokens} in / "
             f"{summary.judge_completion_tokens} out",
             highlight=False,
@@ -186,6 +212,14 @@ def summary_command(
         )  # fmt: skip
     out.print(table)
     out.print(str(summary.agreement["text"]), highlight=False, markup=False)
+
+
+def _format_text(identity: JudgeIdentity) -> str:
+    """``text answers`` / ``json_schema answers`` / ``unknown response format``."""
+    from judge.prompt import prompt_format
+
+    fmt = prompt_format(identity.prompt_sha256)
+    return "unknown response format" if fmt is None else f"{fmt} answers"
 
 
 def register(app: typer.Typer) -> None:

@@ -18,6 +18,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from faces.cli import app
+from judge import PROMPT_SHA256_BY_FORMAT
 from shadoweval.records import HumanLabel, JudgementSource, LabelValue, QualityOutcome
 from shadoweval.serving import BackgroundServer
 from shadoweval.storage import Database, PolicyAuditAction, Repository
@@ -112,7 +113,10 @@ def test_judge_run_sends_changed_pairs_and_stores_the_planted_outcomes(
     assert result.exit_code == 0, result.output
     out = flat(result.stdout)
     changed = CHAT_CHANGED + CODE_CHANGED
-    assert f"judge 'mock-judge' at {url}: {changed} pairs sent (judge frozen with the run)" in out
+    assert (
+        f"judge 'mock-judge' at {url} (text answers): {changed} pairs sent "
+        "(judge frozen with the run)"
+    ) in out
     #           pairs changed before budget selected judged better tie worse order failed
     assert f"chat 18 12 0 {BUDGET} 12 12 6 0 6 0 0" in out
     assert f"code 5 5 0 {BUDGET} 5 5 3 0 2 0 0" in out
@@ -187,6 +191,46 @@ def test_another_judge_is_refused_naming_both(
     refused = [e for e in audit if e.action is PolicyAuditAction.JUDGE_REFUSED]
     assert len(refused) == 1
     assert refused[0].detail["presented_judge"]["model"] == "bigger-judge"
+
+
+def test_the_json_format_judges_and_another_format_is_refused(
+    sqlite_url: str, judge_server: tuple[str, JudgeState], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run judged with ``SHADOWEVAL_JUDGE__RESPONSE_FORMAT=json_schema`` sends the schema
+    and stores the planted outcomes; the summary names the format; the text format is
+    then another judge (another prompt hash) and is refused, naming both formats."""
+    url, state = judge_server
+    configure(monkeypatch, url, send_pairs="true", response_format="json_schema")
+    result = cli("judge", "run", "--run", RUN_ID, "--database-url", sqlite_url, "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["judge"]["prompt_sha256"] == PROMPT_SHA256_BY_FORMAT["json_schema"]
+    chat = next(t for t in report["task_types"] if t["task_type"] == "chat")
+    assert (chat["judged"], chat["better"], chat["worse"], chat["failed"]) == (12, 6, 6, 0)
+    assert state.requests == 2 * (CHAT_CHANGED + CODE_CHANGED)
+    assert all(body["response_format"]["type"] == "json_schema" for _, body in state.seen)
+    summary = cli("judge", "summary", "--run", RUN_ID, "--database-url", sqlite_url, "--json")
+    assert json.loads(summary.stdout)["judge_response_format"] == "json_schema"
+    text = cli("judge", "summary", "--run", RUN_ID, "--database-url", sqlite_url)
+    assert "json_schema answers" in flat(text.stdout)
+
+    sent = state.requests
+    configure(monkeypatch, url, send_pairs="true", response_format="text")
+    refused = cli("judge", "run", "--run", RUN_ID, "--database-url", sqlite_url)
+    assert refused.exit_code == 3
+    err = flat(refused.stderr)
+    assert "(json_schema answers) → " in err
+    assert "(text answers)" in err
+    assert state.requests == sent
+
+
+def test_json_help_says_what_is_printed() -> None:
+    run_help = flat(cli("judge", "run", "--help").stdout)
+    summary_help = flat(cli("judge", "summary", "--help").stdout)
+    assert "verdict" not in run_help.lower()
+    assert "Print the judge run's report as JSON" in run_help
+    assert "Print the judgement summary as JSON" in summary_help
+    assert "verdict" not in summary_help.lower()
 
 
 def test_failures_are_stored_counted_and_retried(

@@ -26,7 +26,13 @@ from shadoweval.records import (
 )
 from shadoweval.storage import Repository, RunInfo
 from simulation.mock_judge import prefer_higher
-from stats.policy import DEFAULT_POLICY_FILE, load_policy, policy_hash, policy_to_yaml
+from stats.policy import (
+    DEFAULT_POLICY_FILE,
+    GatePolicy,
+    load_policy,
+    policy_hash,
+    policy_to_yaml,
+)
 
 RUN_ID = "run-judge"
 EMAIL = "ana.lyst@example.com"
@@ -94,9 +100,12 @@ def _pair(
     return exchange, outcome, score
 
 
-def seed_judge_run(repo: Repository, run_id: str = RUN_ID) -> RunInfo:
-    """Create ``run_id`` under the default policy with the pairs of the module docstring."""
-    policy = load_policy(DEFAULT_POLICY_FILE)
+def seed_judge_run(
+    repo: Repository, run_id: str = RUN_ID, policy: GatePolicy | None = None
+) -> RunInfo:
+    """Create ``run_id`` under ``policy`` (the default policy when ``None``) with the pairs
+    of the module docstring."""
+    policy = policy if policy is not None else load_policy(DEFAULT_POLICY_FILE)
     run = repo.create_run(
         run_id=run_id,
         name="judged run",

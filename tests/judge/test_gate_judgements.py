@@ -21,6 +21,7 @@ from shadoweval.records import (
     QualityOutcome,
 )
 from shadoweval.storage import Database, Repository
+from stats.policy import DEFAULT_POLICY_FILE, load_policy
 from tests.judge.seed import RUN_ID, seed_judge_run
 
 JUDGE = JudgeIdentity(endpoint="http://judge:1", model="j", prompt_sha256="a" * 64)
@@ -103,3 +104,23 @@ def test_gate_uses_resolved_judgements_and_reports_them(tmp_path: Path) -> None:
     # judge better / human worse, judge better / human better, judge worse / human same
     assert report["agreement"]["n"] == 3
     assert report["agreement"]["table"] == [[1, 0, 1], [0, 0, 0], [0, 1, 0]]
+
+
+def test_the_net_harm_reason_counts_failed_judgements(tmp_path: Path) -> None:
+    """Pairs whose only judgement failed are not judged, but the reason says how many
+    failed (``sources judge 0, human 0, reference 0, failed 3``)."""
+    with Database(f"sqlite:///{tmp_path / 'f.db'}") as db:
+        db.upgrade()
+        repo = Repository(db)
+        policy = load_policy(DEFAULT_POLICY_FILE)
+        # A first look at 10 pairs, so the gate's checks run on the 23 seeded pairs.
+        sequential = policy.sequential.model_copy(update={"first_checkpoint": 10})
+        run = seed_judge_run(repo, policy=policy.model_copy(update={"sequential": sequential}))
+        repo.freeze_judge(RUN_ID, JUDGE, command="test")
+        repo.save_judgements([judged(f"ex-{n:04d}", None) for n in range(3)])
+        result = gate_run(repo, run, command="test")
+    quality = result.pairs.set_index("exchange_id")
+    assert list(quality.loc[["ex-0000", "ex-0003"], "quality_source"]) == ["failed", ""]
+    reasons = {c.task_type: c.reason for c in result.verdict.checks if c.metric == "net_harm"}
+    assert "judge 0, human 0, reference 0, failed 3" in reasons["chat"]
+    assert "failed" not in reasons["code"]

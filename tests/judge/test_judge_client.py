@@ -3,7 +3,9 @@
 Each fault ends as a failed vote with its reason (never a default verdict): HTTP 5xx and
 unparseable answers are not retried (the server sees one request per vote), connection
 establishment errors are retried and then reported, a hung judge is a timeout. The
-position swap turns an always-"A" judge into ties. At most ``concurrency`` calls are in
+position swap turns an always-"A" judge into ties. In the JSON response formats the
+request carries the schema (and only there), the object is read, and a cut object is a
+failed vote. At most ``concurrency`` calls are in
 flight (the server's count, waited on, not slept on). The judge's tokens are recorded.
 """
 
@@ -15,9 +17,20 @@ import socket
 import httpx
 import pytest
 
-from judge import PROMPT_SHA256, JudgeClient, judge_pair, judge_pairs
+from judge import (
+    PROMPT_SHA256,
+    PROMPT_SHA256_BY_FORMAT,
+    JudgeClient,
+    ResponseFormat,
+    judge_pair,
+    judge_pairs,
+    response_format_body,
+)
+from judge.prompt import JSON_SYSTEM_PROMPT
+from shadoweval.errors import ConfigError
 from shadoweval.records import QualityOutcome
 from simulation.mock_judge import (
+    UNPARSEABLE_JSON_ANSWER,
     JudgeFaults,
     always,
     create_judge_app,
@@ -234,3 +247,88 @@ async def test_no_judge_key_configured_sends_no_authorization() -> None:
             await judge.vote(make_pair(), "baseline_first")
     headers, _ = state.seen[0]
     assert "authorization" not in headers
+
+
+@pytest.mark.parametrize("response_format", ["json_schema", "json_object"])
+async def test_json_formats_send_the_schema_and_read_the_object(
+    response_format: ResponseFormat,
+) -> None:
+    with serving(create_judge_app(RULE, model_name="judge-test")) as (url, state):
+        async with client(url, response_format=response_format) as judge:
+            better = await judge_pair(judge, make_pair(0))
+            worse = await judge_pair(judge, make_pair(1, baseline=GOOD, candidate=BAD))
+            tie = await judge_pair(judge, make_pair(2, baseline=GOOD, candidate=GOOD))
+    assert better.outcome is QualityOutcome.CANDIDATE_BETTER
+    assert worse.outcome is QualityOutcome.CANDIDATE_WORSE
+    assert tie.outcome is QualityOutcome.TIE
+    assert better.votes[0].rationale == "By the test double's rule the verdict is B."
+    assert better.judge is not None
+    assert better.judge.prompt_sha256 == PROMPT_SHA256_BY_FORMAT[response_format]
+    assert better.judge.prompt_sha256 != PROMPT_SHA256
+    for _, body in state.seen:
+        assert body["response_format"] == response_format_body(response_format)
+        assert body["messages"][0]["content"] == JSON_SYSTEM_PROMPT
+    kinds = {body["response_format"]["type"] for _, body in state.seen}
+    assert kinds == {response_format}
+
+
+async def test_the_text_format_sends_no_response_format() -> None:
+    with serving(create_judge_app(RULE)) as (url, state):
+        async with client(url) as judge:
+            assert judge.response_format == "text"
+            await judge_pair(judge, make_pair())
+    assert state.requests == 2
+    for _, body in state.seen:
+        assert "response_format" not in body
+        assert body["messages"][0]["content"].endswith("VERDICT: TIE")
+
+
+async def test_a_cut_json_answer_is_a_failed_vote_naming_max_tokens() -> None:
+    faults = JudgeFaults(unparseable_rate=1.0)
+    with serving(create_judge_app(RULE, faults=faults)) as (url, state):
+        async with client(url, response_format="json_object", max_tokens=96) as judge:
+            judgement = await judge_pair(judge, make_pair())
+    assert judgement.outcome is None
+    for vote in judgement.votes:
+        assert vote.preferred is None
+        assert vote.error is not None
+        assert vote.error.startswith("unparseable verdict: the judge's answer is not a JSON object")
+        assert vote.error.endswith("[the answer was cut at max_tokens 96: finish_reason length]")
+        assert vote.rationale == UNPARSEABLE_JSON_ANSWER  # the raw answer is kept
+        assert vote.completion_tokens is not None
+    assert judgement.error is not None
+    assert judgement.error.startswith("baseline_first vote failed: unparseable verdict")
+    assert state.requests == 2  # not retried
+
+
+async def test_position_swap_in_json_format_turns_always_a_into_ties() -> None:
+    with serving(create_judge_app(always("A"))) as (url, _):
+        async with client(url, response_format="json_schema") as judge:
+            judgements = await judge_pairs(judge, [make_pair(n) for n in range(3)])
+    assert [j.outcome for j in judgements] == [QualityOutcome.TIE] * 3
+    for judgement in judgements:
+        assert [v.preferred for v in judgement.votes] == ["baseline", "candidate"]
+        assert judgement.rationale.startswith("orders disagree (position bias)")
+
+
+async def test_json_schema_against_a_llama_cpp_python_like_server_fails_as_data() -> None:
+    """llama-cpp-python's server reads only ``json_object``: ``json_schema`` comes back as
+    an HTTP 500 validation error, a failed vote naming it; ``json_object`` works."""
+    app = create_judge_app(RULE, response_formats=("json_object",))
+    with serving(app) as (url, _):
+        async with client(url, response_format="json_schema") as judge:
+            refused = await judge_pair(judge, make_pair())
+        async with client(url, response_format="json_object") as judge:
+            judged = await judge_pair(judge, make_pair())
+    assert refused.outcome is None
+    error = refused.votes[0].error
+    assert error is not None
+    assert error.startswith("HTTP 500: 1 validation error: response_format.type")
+    assert "'json_object'" in error
+    assert judged.outcome is QualityOutcome.CANDIDATE_BETTER
+
+
+def test_an_unknown_response_format_is_refused() -> None:
+    with pytest.raises(ConfigError, match="judge response_format must be one of") as info:
+        JudgeClient("http://judge:1", model="m", response_format="yaml")  # type: ignore[arg-type]
+    assert info.value.field == "judge.response_format"

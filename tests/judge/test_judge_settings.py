@@ -1,11 +1,12 @@
-"""Judge settings: sending pairs is off by default; the judge has its own key; bad URLs."""
+"""Judge settings: sending pairs is off by default; the judge has its own key; bad URLs; the
+response format is part of the identity."""
 
 from __future__ import annotations
 
 import pytest
 
-from application.judging import check_judge_settings, judge_identity
-from judge import PROMPT_SHA256, chat_completions_url, public_endpoint
+from application.judging import check_judge_settings, describe_identity_change, judge_identity
+from judge import PROMPT_SHA256, PROMPT_SHA256_BY_FORMAT, chat_completions_url, public_endpoint
 from shadoweval.config import JudgeSettings, load_settings
 from shadoweval.errors import ConfigError
 
@@ -64,3 +65,28 @@ def test_chat_completions_url(url: str, expected: str) -> None:
 
 def test_public_endpoint_drops_credentials() -> None:
     assert public_endpoint("http://u:p@[::1]:9000/v1/?k=s#f") == "http://[::1]:9000/v1"
+
+
+def test_the_response_format_setting_enters_the_identity(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``SHADOWEVAL_JUDGE__RESPONSE_FORMAT`` picks the prompt, so the frozen identity's
+    prompt hash differs between formats; everything else is the same judge."""
+    assert JudgeSettings().response_format == "text"
+    monkeypatch.setenv("SHADOWEVAL_JUDGE__URL", "http://judge:8000/v1")
+    monkeypatch.setenv("SHADOWEVAL_JUDGE__MODEL", "judge-8b")
+    identities = {}
+    for fmt in ("text", "json_schema", "json_object"):
+        monkeypatch.setenv("SHADOWEVAL_JUDGE__RESPONSE_FORMAT", fmt)
+        settings = load_settings()
+        assert settings.judge.response_format == fmt
+        identities[fmt] = judge_identity(settings.judge)
+    assert identities["text"].prompt_sha256 == PROMPT_SHA256
+    assert {fmt: i.prompt_sha256 for fmt, i in identities.items()} == PROMPT_SHA256_BY_FORMAT
+    assert len({i.prompt_sha256 for i in identities.values()}) == 3
+    change = describe_identity_change(identities["text"], identities["json_schema"])
+    assert change == (
+        f"prompt_sha256 {PROMPT_SHA256[:12]} (text answers) → "
+        f"{PROMPT_SHA256_BY_FORMAT['json_schema'][:12]} (json_schema answers)"
+    )
+    monkeypatch.setenv("SHADOWEVAL_JUDGE__RESPONSE_FORMAT", "json")
+    with pytest.raises(ConfigError, match=r"judge\.response_format = 'json'"):
+        load_settings()

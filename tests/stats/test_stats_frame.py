@@ -400,7 +400,7 @@ def test_sampled_noise_identical_and_quality() -> None:
     assert df["quality"].tolist()[:3] == [1.0, -1.0, 0.0]
     assert math.isnan(df["quality"].iloc[3])  # a failed judgement is no quality
     assert math.isnan(df["quality"].iloc[4])
-    assert df["quality_source"].tolist() == ["judge", "human", "reference", "", ""]
+    assert df["quality_source"].tolist() == ["judge", "human", "reference", "failed", ""]
     assert QUALITY_VALUES[QualityOutcome.CANDIDATE_WORSE] == 1.0
     # Without judgements nothing is judged.
     assert pairs_frame(scores, GatePolicy())["quality"].isna().all()
