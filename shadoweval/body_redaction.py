@@ -5,7 +5,9 @@ replaced by ``[REDACTED:<rule>]`` and counted as a
 :class:`~shadoweval.records.RedactionHit` ``(rule, location, count)`` — never the value:
 
 * ``secret_key`` — the patterns of :data:`shadoweval.redaction.SECRET_RULES` (bearer tokens,
-  ``sk-`` keys, AWS/GitHub/Slack tokens, sensitive-header JSON pairs), reported as one rule.
+  ``sk-`` keys, AWS/GitHub/Slack tokens, Stripe ``sk_live_``/``rk_``/``pk_`` keys, Google
+  ``AIza`` keys, Hugging Face ``hf_`` and GitLab ``glpat-`` tokens, sensitive-header JSON
+  pairs), reported as one rule.
 * ``email`` — ``local@domain.tld`` (ASCII local part and domain, TLD of 2+ letters).
 * ``card_number`` — 13–19 digits, optionally grouped by single spaces or dashes, that pass
   the Luhn check (ISO/IEC 7812-1 Annex B). A longer digit run is tried on its leading
@@ -150,6 +152,14 @@ def _secret_hint(source: str) -> tuple[tuple[str, ...], bool]:
         return tuple(f"gh{c}_" for c in "pousr"), False
     if "xox" in source:
         return ("xox",), False
+    if "k_(?:live|test)_" in source:
+        return ("k_live_", "k_test_"), False
+    if "AIza" in source:
+        return ("AIza",), False
+    if "hf_" in source:
+        return ("hf_",), False
+    if "glpat-" in source:
+        return ("glpat-",), False
     return (), False
 
 

@@ -64,6 +64,14 @@ SECRET_RULES: tuple[SecretRule, ...] = (
     SecretRule("aws_access_key_id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
     SecretRule("github_token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b")),
     SecretRule("slack_token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b")),
+    # Stripe secret / restricted / publishable keys (sk_live_…, rk_test_…, pk_live_…)
+    SecretRule("stripe_key", re.compile(r"\b[srp]k_(?:live|test)_[A-Za-z0-9]{16,}\b")),
+    # Google API keys: "AIza" + 35 characters
+    SecretRule("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])")),
+    # Hugging Face user access tokens
+    SecretRule("huggingface_token", re.compile(r"\bhf_[A-Za-z0-9]{30,}\b")),
+    # GitLab personal access tokens
+    SecretRule("gitlab_token", re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}(?![A-Za-z0-9_-])")),
 )
 """Default secret-key rules for free text, applied in order."""
 

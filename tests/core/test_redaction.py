@@ -72,6 +72,11 @@ def test_nothing_to_remove_returns_the_same_record() -> None:
         ("AKIAABCDEFGHIJKLMNOP", "aws_access_key_id"),
         ("ghp_" + "a" * 36, "github_token"),
         ("xoxb-1234567890-abcdefghij", "slack_token"),
+        ("sk_live_51HqLyjWDarjtT1zdp7dcXXXXXXXXXXXX", "stripe_key"),
+        ("rk_live_4eC39HqLyjWDarjtT1zdp7dc", "stripe_key"),
+        ("AIzaSyDaGmWKa4JsXZ-HjGw7ISLn_3namBGewQe", "google_api_key"),
+        ("hf_abcdefghijklmnopqrstuvwxyzABCDEFGH", "huggingface_token"),
+        ("glpat-xxxxxxxxxxxxxxxxxxxx", "gitlab_token"),
     ],
 )
 def test_secret_patterns_in_free_text_are_scrubbed(text: str, rule: str) -> None:
@@ -83,7 +88,10 @@ def test_secret_patterns_in_free_text_are_scrubbed(text: str, rule: str) -> None
 
 
 def test_ordinary_text_is_untouched() -> None:
-    text = 'The sky is blue; {"name": "content-type", "value": "application/json"} skill-set'
+    text = (
+        'The sky is blue; {"name": "content-type", "value": "application/json"} skill-set; '
+        "use the hf_ prefix; the AIza prefix; task_live_data; glpat- tokens"
+    )
     assert scrub_secrets(text) == (text, ())
 
 
