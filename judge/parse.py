@@ -24,16 +24,19 @@ markdown fence, no verdict line, no case folding: the server constrained the ans
 the schema, so anything else — text, a cut object (``max_tokens`` reached), an array, a
 missing or other verdict — means the answer is not what was asked for, and
 :func:`parse_json_verdict` raises :class:`VerdictParseError` (a failed vote, never a
-default).
+default). One leniency on form: raw control characters (a newline, a tab) inside a string
+are read (Python's ``json.loads(strict=False)``). RFC 8259 wants them escaped, but the
+grammar llama-cpp-python 0.3.36 builds from a schema lets any character but a quote and a
+backslash into a string unescaped, and SmolLM2-135M wrote a raw newline into its rationale
+under it (the real-server run). The verdict is unaffected.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Literal
-
-import orjson
 
 __all__ = [
     "MAX_RATIONALE_CHARS",
@@ -127,15 +130,15 @@ def parse_json_verdict(text: str | None) -> ParsedVerdict:
 
     Raises:
         VerdictParseError: ``text`` is empty, is not JSON (e.g. cut at ``max_tokens``; the
-            message quotes its end), is JSON but not an object, has no ``verdict``, a
-            ``verdict`` other than exactly ``"A"``, ``"B"`` or ``"TIE"``, or a
-            ``rationale`` that is not a string.
+            message quotes its end; raw control characters inside strings are read), is
+            JSON but not an object, has no ``verdict``, a ``verdict`` other than exactly
+            ``"A"``, ``"B"`` or ``"TIE"``, or a ``rationale`` that is not a string.
     """
     if text is None or not text.strip():
         raise VerdictParseError("unparseable verdict: the judge's answer is empty")
     try:
-        payload = orjson.loads(text.strip())
-    except orjson.JSONDecodeError as exc:
+        payload = json.loads(text.strip(), strict=False)  # raw control characters read
+    except json.JSONDecodeError as exc:
         raise VerdictParseError(
             f"unparseable verdict: the judge's answer is not a JSON object ({exc}; it ends "
             f"{_excerpt(text)!r})"

@@ -70,6 +70,8 @@ def test_the_error_quotes_the_end_of_a_long_answer() -> None:
         ('{"verdict": "A", "rationale": " A cites it. "}', "A", "A cites it."),  # any order
         ('{"verdict": "A"}', "A", ""),  # no rationale
         ('{"rationale": "x", "verdict": "B", "confidence": 0.9}', "B", "x"),  # extra key
+        # A raw newline in a string, as llama-cpp-python's grammar lets SmolLM2 write it.
+        ('{ "rationale": "The answer is: The\n}" ,"verdict": "A"}', "A", "The answer is: The\n}"),
     ],
 )
 def test_json_verdicts_read(text: str, choice: str, rationale: str) -> None:
