@@ -943,7 +943,10 @@ def _decide(
         )
         return Decision.PROMOTE, [summary, *window_line, *notes, *degenerate], 0
     waiting = [window_problem] if window_problem is not None else []
-    return Decision.HOLD, _unique(degenerate + holds + blocking_open + waiting + notes), 0
+    # A failed report-and-block check is a finding, not "undecided": it (and the
+    # degenerate-floor sentence) stays ahead of the sample-cap line.
+    leading = _unique(degenerate + holds)
+    return Decision.HOLD, _unique(leading + blocking_open + waiting + notes), len(leading)
 
 
 def evaluate_gate(
@@ -1056,13 +1059,19 @@ def evaluate_gate(
         judged, validity, policy, window=_window_problem(pairs, policy), changes=changes
     )
     if decision == Decision.HOLD and levels.final:
-        # An invalid run or a failing infrastructure is not "inconclusive": those reasons
-        # stay first, the cap follows them.
+        # An invalid run, a failing infrastructure or a failed report-and-block check is
+        # not "inconclusive": those reasons stay first, the cap follows them. More pairs
+        # cannot clear a failed check, so the advice then is to fix it, not a larger cap.
+        failed = any(j.check.outcome == CheckOutcome.FAIL for j in judged)
+        advice = (
+            "the failed checks above need a fixed candidate, not more pairs"
+            if failed
+            else "start a new run (with a larger n_max) to go on"
+        )
         reasons.insert(
             blocked,
             f"{INCONCLUSIVE_AT_CAP}: the sample cap n_max {policy.sequential.n_max} is reached "
-            "and the gate is still undecided: final HOLD, never an implicit promote; start "
-            "a new run (with a larger n_max) to go on",
+            f"and the gate is still undecided: final HOLD, never an implicit promote; {advice}",
         )
     reasons.append(_trailer(levels, len(pairs), coverage))
     return verdict(decision, reasons, tuple(j.check for j in judged))

@@ -227,6 +227,11 @@ class Agreement:
         level = f"{100 * self.confidence:g}%"
         if math.isnan(self.kappa):
             kappa = "κ undefined (both gave one and the same outcome on every pair)"
+        elif math.isnan(self.low) or math.isnan(self.high):
+            kappa = (
+                f"κ {self.kappa:.2f} (no interval: too few pairs, or a rater gave one "
+                "outcome throughout)"
+            )
         else:
             kappa = f"κ {self.kappa:.2f} ({level} CI {self.low:.2f} to {self.high:.2f})"
         return (
@@ -248,8 +253,11 @@ def _kappa(table: npt.NDArray[np.int64]) -> tuple[float, float]:
     with np.errstate(divide="ignore", invalid="ignore"):
         result = cohens_kappa(table.astype(np.float64))
     kappa, se = float(result.kappa), float(result.std_kappa)
-    if n < 2 or not math.isfinite(se):
-        se = math.nan  # one shared pair has no spread: κ is shown without an interval
+    one_sided = int(np.count_nonzero(rows)) < 2 or int(np.count_nonzero(cols)) < 2
+    if n < 2 or one_sided or not math.isfinite(se):
+        # One shared pair, or a rater who gave one outcome throughout: the large-sample
+        # standard error is 0 or undefined there, so κ is shown without an interval.
+        se = math.nan
     return kappa, se
 
 
@@ -295,7 +303,7 @@ def judge_human_agreement(
     kappa, se = _kappa(table)
     z = float(scipy_stats.norm.isf((1.0 - AGREEMENT_CONFIDENCE) / 2.0))
     low = high = math.nan
-    if not math.isnan(kappa):
+    if not math.isnan(kappa) and math.isfinite(se):
         low = max(-1.0, kappa - z * se)
         high = min(1.0, kappa + z * se)
     observed = float(np.trace(table)) / n

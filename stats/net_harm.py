@@ -728,6 +728,18 @@ def _sources_text(sources: Mapping[str, int]) -> str:
     return ", ".join(parts)
 
 
+def _share(name: str, share: StratifiedMean) -> str:
+    """``P(worse) 12.0%``; with unjudged strata the worst-case range of the share, not
+    its midpoint (``P(worse) 0.0% to 70.0% (unjudged strata)``)."""
+    from stats.checks.reasons import fmt_pct
+
+    if share.unknown <= 0.0:
+        return f"{name} {fmt_pct(share.estimate)}"
+    low = max(0.0, share.estimate - share.unknown)
+    high = min(1.0, share.estimate + share.unknown)
+    return f"{name} {fmt_pct(low)} to {fmt_pct(high)} (unjudged strata)"
+
+
 def net_harm_check(
     estimate: NetHarmEstimate,
     *,
@@ -780,7 +792,7 @@ def net_harm_check(
     del alpha, power
     # Imported here: stats.checks (its package __init__ and the check modules) may import
     # stats.change, which imports this module; a top-level import would be circular.
-    from stats.checks.reasons import CheckNumbers, fmt_g, fmt_p, fmt_pct, fmt_pp, make_check
+    from stats.checks.reasons import CheckNumbers, fmt_g, fmt_p, fmt_pp, make_check
 
     e = estimate
     margin = block.margin
@@ -854,6 +866,9 @@ def net_harm_check(
                 f"the net harm estimate {fmt_pp(e.estimate)} is not below the margin "
                 f"{fmt_pp(margin)}: judging more pairs cannot make it pass"
             )
+        if e.judged == 0:
+            # No judged pair: no spread to extrapolate from; judging decides.
+            return judge, ""
         return judge, (
             f"even with all {e.changed} changed pairs judged the upper bound would not clear "
             f"the margin {fmt_pp(margin)} at this spread: the unit needs more pairs"
@@ -883,8 +898,8 @@ def net_harm_check(
         f"margin {fmt_pp(margin)}"
     )
     shares = (
-        f"P(worse) {fmt_pct(e.p_worse)}, P(better) {fmt_pct(e.p_better)} over all {e.n} "
-        f"pairs; one-sided p of net harm > 0: {fmt_p(p_harm)}"
+        f"{_share('P(worse)', e.worse_share)}, {_share('P(better)', e.better_share)} over all "
+        f"{e.n} pairs; one-sided p of net harm > 0: {fmt_p(p_harm)}"
     )
     if unjudged:
         net += f" (widened for {len(unjudged)} unjudged strata)"

@@ -259,6 +259,19 @@ def test_kappa_undefined_when_both_always_give_one_outcome() -> None:
     assert "κ undefined" in a.describe()
 
 
+def test_complete_disagreement_with_one_sided_raters_has_no_zero_width_interval() -> None:
+    # Found by the trial: the judge said "worse" and the analyst "better" on all 20 pairs;
+    # the large-sample SE is 0 there, and "κ 0.00 (95% CI 0.00 to 0.00)" claimed certainty.
+    a = judge_human_agreement(*pairs_from_table([[0, 0, 20], [0, 0, 0], [0, 0, 0]]))
+    assert a.n == 20
+    assert a.observed_agreement == 0.0
+    assert a.kappa == 0.0
+    assert math.isnan(a.low)
+    assert math.isnan(a.high)
+    assert "no interval" in a.describe()
+    assert "CI" not in a.describe()
+
+
 def test_kappa_interval_is_clipped() -> None:
     # Perfect disagreement on a few pairs: κ −1 region, the interval stays in [−1, 1].
     a = judge_human_agreement(*pairs_from_table([[0, 0, 3], [0, 0, 0], [3, 0, 0]]))

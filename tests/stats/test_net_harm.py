@@ -522,6 +522,23 @@ def test_check_unit_with_fewer_changed_pairs_than_min_judged_needs_them_all() ->
     assert "18 of its 19 changed pairs judged; all are needed below min_judged 30" in check.reason
 
 
+def test_shares_with_unjudged_strata_are_ranges_and_no_spread_claim_without_judgements() -> None:
+    # Found by helpers: with unjudged strata P(worse) and P(better) showed their midpoint
+    # (35%/35% on all-tie judgements), and a unit with nothing judged claimed that "at
+    # this spread" judging everything would not do.
+    q, c, s = unit([[T] * 10, []], unchanged=100, unjudged=[0, 60])
+    check, _ = net_harm_check(
+        estimate_net_harm(q, c, s), task_type="oasst", block=BLOCK, levels=LEVELS, sources={}
+    )
+    assert "P(worse) 0.0% to 35.3% (unjudged strata), P(better) 0.0% to 35.3%" in check.reason
+    q, c, s = unit([[]], unchanged=100, unjudged=[200])
+    check, _ = net_harm_check(
+        estimate_net_harm(q, c, s), task_type="oasst", block=BLOCK, levels=LEVELS, sources={}
+    )
+    assert "at this spread" not in check.reason
+    assert check.reason.startswith("judge 30 more changed pairs in `oasst`")
+
+
 def test_check_unjudged_stratum_is_inconclusive_and_named() -> None:
     q, c, s = unit([[B] * 50 + [T] * 50, [], []], unchanged=3000, unjudged=[100, 20, 5])
     s[s == 2] = 4  # the last changed stratum: no similarity

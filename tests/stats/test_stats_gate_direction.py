@@ -241,6 +241,21 @@ def test_tool_text_answer_counts_and_holds_when_not_critical(
     assert v.reasons[0].startswith("pooled, tool_text_answer: significant harm")
 
 
+def test_at_the_sample_cap_a_failed_hold_check_leads_and_more_pairs_are_not_advised(
+    simulate: Simulate, coverage_for: CoverageFor
+) -> None:
+    # Found by the trial: the cap line led and advised a larger n_max, though the tool
+    # check had failed (more pairs cannot clear a failed check).
+    policy = parse_policy({"sequential": {"first_checkpoint": 600, "n_max": 600}})
+    v = run(tool_run(simulate), coverage_for, policy)
+    assert v.decision == Decision.HOLD
+    assert v.reasons[0].startswith("pooled, tool_text_answer: significant harm")
+    [cap] = [r for r in v.reasons if r.startswith("inconclusive at the sample cap")]
+    assert v.reasons.index(cap) > 0
+    assert cap.endswith("the failed checks above need a fixed candidate, not more pairs")
+    assert "larger n_max" not in cap
+
+
 def test_a_critical_tool_check_rolls_back_and_order_free_drops_the_order_count(
     simulate: Simulate, coverage_for: CoverageFor
 ) -> None:
