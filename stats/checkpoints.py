@@ -108,7 +108,8 @@ def evaluate_poll(
             (concurrent replays, Kafka) would otherwise change the prefix between two
             polls of one look and test new data at the same ``α_k`` — a quiet form of
             peeking. With different judgements the look is re-evaluated as judgement
-            look ``previous.judgement_look + 1``.
+            look ``previous.judgement_look + 1`` — or as the same judgement look when the
+            previous evaluation read no judgement at all (it spent no net-harm level).
 
     Returns:
         The verdict, with ``look`` = the checkpoint index (0 before the first
@@ -138,10 +139,16 @@ def evaluate_poll(
         and previous.policy_hash == policy_hash(policy)
     ):
         fingerprint = judgements_sha256(ordered.iloc[:n_k])
-        stored = previous.judgements_sha256 or judgements_sha256(ordered.iloc[:0])
+        nothing = judgements_sha256(ordered.iloc[:0])
+        stored = previous.judgements_sha256 or nothing
         if stored == fingerprint:
             return previous
-        judgement_look = max(previous.judgement_look, 1) + 1
+        # An evaluation that read no judgement spent nothing of the net-harm level (with no
+        # judged pair its check can neither pass a changed unit nor find harm), so the
+        # first evaluation with judgements is judgement look 1 — e.g. the gate at the end of
+        # `evaluate`, before `labels import-reference` or `judge run`, costs nothing.
+        previous_look = max(previous.judgement_look, 1)
+        judgement_look = previous_look if stored == nothing else previous_look + 1
     paired_counts: Mapping[str, int] = {
         str(t): int(c) for t, c in ordered["task_type"].astype(str).value_counts().items()
     }

@@ -412,12 +412,17 @@ def test_a_look_is_re_evaluated_when_its_judgements_change(
     assert first.judgements_sha256 == judgements_sha256(pairs_frame(scores, policy).iloc[:0])
     # The same judgements (none): the stored verdict, unchanged.
     assert poll(None, first) is first
-    # The judge has answered: the same look is evaluated again, at its next share of the
-    # net-harm level.
+    # The judge has answered: the same look is evaluated again. The first evaluation read
+    # no judgement and spent nothing of the net-harm level, so this is judgement look 1.
     second = poll(judged(scores, QualityOutcome.TIE), first)
-    assert (second.look, second.judgement_look) == (3, 2)
+    assert (second.look, second.judgement_look) == (3, 1)
     assert second.judgements_sha256 != first.judgements_sha256
     [net] = [c for c in second.checks if c.task_type == POOLED and c.metric == "net_harm"]
     assert net.outcome == CheckOutcome.PASS
-    assert "look 3: alpha_k 0.000257" in net.statistic  # 0.00169 · 6/(π²·2²)
+    assert "look 3: alpha_k 0.00103" in net.statistic  # 0.00169 · 6/π²
     assert poll(judged(scores, QualityOutcome.TIE), second) is second
+    # Different judgements again (analysts relabel): the next share of the level.
+    third = poll(judged(scores, QualityOutcome.CANDIDATE_BETTER), second)
+    assert (third.look, third.judgement_look) == (3, 2)
+    [net] = [c for c in third.checks if c.task_type == POOLED and c.metric == "net_harm"]
+    assert "look 3: alpha_k 0.000257" in net.statistic  # 0.00169 · 6/(π²·2²)
