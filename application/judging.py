@@ -157,6 +157,13 @@ def judge_identity(settings: JudgeSettings) -> JudgeIdentity:
     ).identity
 
 
+def response_format_of(identity: JudgeIdentity) -> str | None:
+    """The response format (``text``, ``json_schema``, ``json_object``) a frozen judge's
+    prompt hash stands for, ``None`` for a hash no shipped prompt has (the faces read it
+    here: they do not import the judge stage)."""
+    return prompt_format(identity.prompt_sha256)
+
+
 def _sampling(settings: JudgeSettings) -> dict[str, Any]:
     return {
         "temperature": settings.temperature,

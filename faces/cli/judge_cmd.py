@@ -216,9 +216,9 @@ def summary_command(
 
 def _format_text(identity: JudgeIdentity) -> str:
     """``text answers`` / ``json_schema answers`` / ``unknown response format``."""
-    from judge.prompt import prompt_format
+    from application.judging import response_format_of
 
-    fmt = prompt_format(identity.prompt_sha256)
+    fmt = response_format_of(identity)
     return "unknown response format" if fmt is None else f"{fmt} answers"
 
 
