@@ -15,7 +15,15 @@ between checkpoints returns that checkpoint's verdict; each checkpoint is evalua
 and cached here), and PROMOTE / ROLLBACK are terminal. The outcome of a replication is its
 first terminal decision, or HOLD.
 
-Scenarios (each under the default policy unless said):
+Since issue 11 the gate also asks for the *direction* of a change (changed pairs need a
+passed net-harm check) and for an observation window of 24 h of capture time. This
+calibration of the guardrails is direction-neutral: every pair is judged a tie
+(:func:`judged_ties`: ``quality`` 0, source ``judge``) and the observation window is off
+(:data:`NEUTRAL`: ``observation.min_window_hours`` 0), so neither decides here.
+``benchmarks/gate_direction_simulation.py`` simulates both (change, harm detectors, a
+judge on its budget, net harm).
+
+Scenarios (each under the default policy with :data:`NEUTRAL` unless said):
 
 * ``aa_capped`` — A/A (the candidate behaves as the baseline) with the sample cap
   ``n_max`` = the design sample size (:func:`stats.looks.design_sample_size` pairs in
@@ -79,7 +87,7 @@ EXIT = {Decision.PROMOTE: 0, Decision.HOLD: 1, Decision.ROLLBACK: 2}
 class TaskSim:
     """One task type of a synthetic run; rates per pair, A/A by default.
 
-    Binary outcomes are paired (:func:`_paired_flags`): both arms fail at the same rate
+    Binary outcomes are paired (:func:`paired_flags`): both arms fail at the same rate
     with the given discordance ψ (the share of pairs where exactly one arm fails), and the
     candidate additionally fails ``cand_error_extra`` / ``format_drop`` of the pairs the
     baseline got right. A/A defaults: model errors 1% with ψ = 1.5% (nearly independent
@@ -119,7 +127,7 @@ class RunSim:
     repeat_share: float = 1.0
 
 
-def _paired_flags(
+def paired_flags(
     rng: np.random.Generator, n: int, rate: float, discordance: float, extra: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """Baseline and candidate failure flags, both failing with probability ``rate`` and
@@ -166,12 +174,12 @@ def synthetic_pairs(sim: RunSim, n: int, rng: np.random.Generator) -> pd.DataFra
         t = sim.tasks[name]
         idx = np.flatnonzero(codes == i)
         m = idx.size
-        base, cand = _paired_flags(rng, m, t.error_rate, t.error_discordance, t.cand_error_extra)
+        base, cand = paired_flags(rng, m, t.error_rate, t.error_discordance, t.cand_error_extra)
         cols["base_fail"][idx], cols["cand_fail"][idx] = base, cand
         cols["base_infra"][idx] = rng.random(m) < t.infra_rate
         cols["cand_infra"][idx] = rng.random(m) < t.infra_rate
         if t.format_expected:
-            fb, fc = _paired_flags(rng, m, t.format_fail, t.format_discordance, t.format_drop)
+            fb, fc = paired_flags(rng, m, t.format_fail, t.format_discordance, t.format_drop)
             cols["format_expected"][idx] = True
             cols["base_fmt"][idx] = np.where(fb, 0.0, 1.0)
             cols["cand_fmt"][idx] = np.where(fc, 0.0, 1.0)
@@ -243,6 +251,19 @@ def synthetic_pairs(sim: RunSim, n: int, rng: np.random.Generator) -> pd.DataFra
         }
     )
     return frame.astype(PAIRS_COLUMNS)
+
+
+NEUTRAL: dict[str, object] = {"observation": {"min_window_hours": 0}}
+"""The policy change of every scenario here: no observation window (module docstring)."""
+
+
+def judged_ties(pairs: pd.DataFrame) -> pd.DataFrame:
+    """``pairs`` with every pair judged a tie by the judge (``quality`` 0): the net-harm
+    check then passes on its judged pairs and the guardrails alone decide."""
+    judged = pairs.copy()
+    judged["quality"] = 0.0
+    judged["quality_source"] = "judge"
+    return judged
 
 
 def coverage_of(pairs: pd.DataFrame) -> Coverage:
@@ -335,14 +356,16 @@ def _all_tasks(sim: RunSim, **changes: object) -> RunSim:
 def scenarios() -> list[Scenario]:
     """The scenarios of the module docstring."""
     base = RunSim()
-    default = GatePolicy()
+    default = parse_policy(NEUTRAL)
     design = design_sample_size(default)
     smallest = min(t.share for t in base.tasks.values())
     total = math.ceil(design / smallest)
-    capped = parse_policy({"sequential": {"n_max": total}})
+    capped = parse_policy({**NEUTRAL, "sequential": {"n_max": total}})
     dense_factor = (total / 200.0) ** (1.0 / 49.0)
-    dense = parse_policy({"sequential": {"n_max": total, "factor": round(dense_factor, 6)}})
-    dense_open = parse_policy({"sequential": {"factor": round(dense_factor, 6)}})
+    dense = parse_policy(
+        {**NEUTRAL, "sequential": {"n_max": total, "factor": round(dense_factor, 6)}}
+    )
+    dense_open = parse_policy({**NEUTRAL, "sequential": {"factor": round(dense_factor, 6)}})
     return [
         Scenario("aa_capped", base, total, capped, "PROMOTE >= 80%, ROLLBACK <= 1%"),
         Scenario("aa_uncapped", base, 2 * total, default, "ROLLBACK <= 1%"),
@@ -401,7 +424,7 @@ def run_scenario(scenario: Scenario, reps: int, seed: int) -> dict[str, object]:
     start = time.perf_counter()
     for r in range(reps):
         rng = np.random.default_rng([seed, r, zlib.crc32(scenario.name.encode())])
-        pairs = synthetic_pairs(scenario.sim, scenario.n, rng)
+        pairs = judged_ties(synthetic_pairs(scenario.sim, scenario.n, rng))
         outcome = poll_run(pairs, scenario.policy)
         counts[outcome.decision] += 1
         looks.append(outcome.look)
@@ -432,9 +455,9 @@ def run_scenario(scenario: Scenario, reps: int, seed: int) -> dict[str, object]:
 
 def edge_cases() -> list[dict[str, object]]:
     """One run each: no data, all errors, NaN metrics, a task type with no replays, 7 of 10."""
-    policy = GatePolicy()
+    policy = parse_policy(NEUTRAL)
     rng = np.random.default_rng(3)
-    base = synthetic_pairs(RunSim(), 800, rng)
+    base = judged_ties(synthetic_pairs(RunSim(), 800, rng))
     rows: list[dict[str, object]] = []
 
     def add(name: str, pairs: pd.DataFrame, coverage: Coverage | None = None) -> None:
@@ -468,7 +491,7 @@ def edge_cases() -> list[dict[str, object]]:
         missing,
         cover.model_copy(update={"paired": len(missing), "share": len(missing) / len(base)}),
     )
-    tiny = synthetic_pairs(RunSim(), 10, rng)
+    tiny = judged_ties(synthetic_pairs(RunSim(), 10, rng))
     tiny["baseline_output_tokens"] = 1.0
     tiny["candidate_output_tokens"] = [100.0] * 7 + [1.0] * 3
     add("10 pairs, 7 jump from 1 to 100", tiny)
