@@ -140,7 +140,14 @@ class BusProducer(AsyncLifecycle):
     async def _close_quietly(self, producer: AIOKafkaProducer) -> None:
         try:
             await asyncio.wait_for(producer.stop(), self.settings.send_timeout_s)
-        except (TimeoutError, KafkaError, OSError):
+        except TimeoutError:
+            logger.warning(
+                "producer did not flush within %s s (broker %s hung?): closing its connections",
+                self.settings.send_timeout_s,
+                self.settings.bootstrap_servers,
+            )
+            await _abort(producer)
+        except (KafkaError, OSError):
             logger.debug("producer stop failed", exc_info=True)
 
     async def stop(self) -> None:
@@ -240,3 +247,24 @@ def _retrieve_exception(fut: asyncio.Future[object]) -> None:
     """Mark a delivery future's exception as seen (a timed-out wait no longer awaits it)."""
     if not fut.cancelled():
         fut.exception()
+
+
+async def _abort(producer: AIOKafkaProducer) -> None:
+    """Close a producer whose ``stop()`` timed out: cancel its sender, close its sockets.
+
+    ``AIOKafkaProducer.stop()`` first waits for the accumulator to drain, so against a hung
+    broker (connections open, nothing answers) it never reaches ``client.close()``, and the
+    sender keeps its connections open after the cancelled ``stop()``: sockets leaked for the
+    life of the process (aiokafka 0.14 ``producer/producer.py``: ``stop`` closes the sender,
+    then the client). aiokafka has no public abort; this runs the same two steps ``stop()``
+    would, without the drain. Records still queued are not delivered (the sink has spooled
+    them). Never raises.
+    """
+    sender = getattr(producer, "_sender", None)
+    for closing in (getattr(sender, "close", None), producer.client.close):
+        if closing is None:
+            continue
+        try:
+            await asyncio.wait_for(closing(), 1.0)
+        except (TimeoutError, KafkaError, OSError):
+            logger.debug("producer abort step failed", exc_info=True)

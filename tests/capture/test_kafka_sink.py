@@ -11,6 +11,7 @@ raise or refuse to start (fast tests of the DIRECT/SPOOLING switch).
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -484,6 +485,50 @@ async def test_stop_spools_what_is_left_and_a_restart_resends_it(
     )
     assert first_seen_order(records) == written_order(everything)
     assert not any((tmp_path / "spool").glob("segment-*"))
+
+
+def sockets_to(port: int) -> int:
+    """This process's TCP sockets whose remote port is ``port`` (Linux ``/proc``)."""
+    inodes = set()
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:[") : -1])
+    count = 0
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if int(fields[2].split(":")[1], 16) == port and fields[9] in inodes:
+            count += 1
+    return count
+
+
+@pytest.mark.kafka
+async def test_a_producer_stopped_against_a_hung_broker_closes_its_sockets(
+    kafka_broker: TansuBroker,
+) -> None:
+    """aiokafka's stop() waits for queued batches first; against a hung broker it times out
+    before closing the client, and the sockets leaked for the life of the process."""
+    # The produce request waits 60 s for the hung broker; stop() gives up after 1 s.
+    settings = kafka_settings(kafka_broker.bootstrap, request_timeout_ms=60_000)
+    await ensure_topics(kafka_broker.bootstrap, [settings.topic])
+    producer = BusProducer(settings)
+    await producer.start()
+    await producer.send(settings.topic, OutgoingRecord(value=b"first", key=b"k"))
+    assert sockets_to(kafka_broker.port) >= 1
+    kafka_broker.pause()
+    try:
+        # Not acknowledged within send_timeout_s: the batch is still in flight in aiokafka.
+        results = await producer.send_many(
+            settings.topic, [OutgoingRecord(value=b"x", key=b"k")] * 5
+        )
+        assert all(isinstance(r, BusTimeoutError) for r in results)
+        await producer.stop()
+        assert sockets_to(kafka_broker.port) == 0
+    finally:
+        kafka_broker.resume()
 
 
 @pytest.mark.kafka
