@@ -71,12 +71,24 @@ BASELINE_MODEL = "demo-baseline-v1"
 JUDGE_MODEL = "demo-judge (simulated)"
 DEMO_COMMAND = "shadow-eval demo"
 BASELINE_DEFECT_SHARE = 0.06
+"""Share of support questions the demo's baseline answers badly (a loop or a refusal)."""
 SLOW_ITL_FACTOR = 3.0
 """The regressed candidate's inter-token latency on long summaries, × the baseline's."""
-"""Share of support questions the demo's baseline answers badly (a loop or a refusal)."""
+BASELINE_LOOP_SHARE = 0.25
+"""Of those, the share that loop (40 repeats of one sentence: slow to stream); the rest
+refuse (short). With half of 6% looping, 3% of support answers formed a slow cluster just
+above the p95, and the p95 ratio's interval (normal on the log scale, so symmetric there
+while the bootstrap law of a quantile 2% below a cliff is one-sided) reached 0.35 to 2.2
+for two equally fast models; at 1.5% the p95 lies 3.5 points below the cliff."""
+SUPPORT_CHAT_FACTOR = 2
+"""``support_chat`` requests per request of each other task type. Support is the busiest
+route, as in production traffic; with four equal task types the pooled p50 latency would
+fall exactly in the gap between the two short task types and the two long ones, where it
+is not determined (any value in the gap is a median: the pooled p50 ratio of two equally
+fast models came out 0.8 or 1.3 by chance)."""
 
 DEMO_POLICY_FILE = Path(__file__).with_name("demo_policy.yaml")
-"""The demo's gate policy: the default one with margins sized for 800 pairs (its comments
+"""The demo's gate policy: the default one with margins sized for 1,000 pairs (its comments
 say what differs and why)."""
 
 MARKER = ".shadow-eval-demo"
@@ -131,7 +143,8 @@ class DemoRequest:
 
     Attributes:
         workdir: where the demo writes (see :func:`reset_workdir`).
-        per_task_type: requests per task type (four task types).
+        per_task_type: requests per task type (four task types; ``support_chat`` has
+            :data:`SUPPORT_CHAT_FACTOR` times as many).
         seed: the workload's and the latencies' seed.
         concurrency: replay requests in flight.
         encoder: the similarity encoder (``minilm`` or ``hashing``).
@@ -273,7 +286,7 @@ def run_demo(
     request: DemoRequest,
     *,
     console: Console | None = None,
-    on_workload: Callable[[DemoPaths, int], None] = lambda paths, task_types: None,
+    on_workload: Callable[[DemoPaths, dict[str, int]], None] = lambda paths, counts: None,
     on_servers: Callable[[str, str], None] = lambda candidate, baseline: None,
     on_evaluation: Callable[[str, EvaluationResult], None] = lambda name, result: None,
 ) -> DemoResult:
@@ -283,7 +296,8 @@ def run_demo(
         request: the demo's options.
         console: where replay progress goes.
         on_workload: called once the capture log is imported, with the paths and the
-            number of task types (each with ``request.per_task_type`` requests).
+            requests per task type (``request.per_task_type`` each, ``support_chat``
+            :data:`SUPPORT_CHAT_FACTOR` times that).
         on_servers: called once the servers listen, with the regressed candidate's and
             the baseline replica's base URLs.
         on_evaluation: called after each evaluation with ``"regressed"`` or ``"better"``.
@@ -298,9 +312,11 @@ def run_demo(
         seed=request.seed,
         baseline_defect_share=BASELINE_DEFECT_SHARE,
         slow_itl_factor=SLOW_ITL_FACTOR,
+        support_chat_factor=SUPPORT_CHAT_FACTOR,
+        baseline_loop_share=BASELINE_LOOP_SHARE,
     )
     tables = prepare(paths, spec)
-    on_workload(paths, len(TASK_TYPES))
+    on_workload(paths, {t: spec.count(t) for t in TASK_TYPES})
     with (
         _mock_server(tables.candidate, CANDIDATE_MODEL, request.seed) as candidate,
         _mock_server(tables.better, BETTER_MODEL, request.seed) as better,

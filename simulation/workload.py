@@ -251,7 +251,14 @@ class WorkloadSpec:
 
     ``baseline_defect_share``: share of ``support_chat`` rows where the baseline loops or
     refuses (0 by default; the demo uses 0.15). ``capture_span_hours``: the rows'
-    capture times spread over this many hours.
+    capture times spread over this many hours. ``support_chat_factor``: ``support_chat``
+    rows per row of each other task type (``per_task_type`` × this many; 1 by default, the
+    demo's 2 makes support the busiest route, as it is in production traffic).
+    ``baseline_loop_share``: of the defective baseline rows, the share that loop (the rest
+    refuse).
+
+    Raises:
+        ValueError: ``per_task_type`` or ``support_chat_factor`` < 1.
     """
 
     per_task_type: int = 200
@@ -263,6 +270,36 @@ class WorkloadSpec:
     itl_ms_median: float = 3.0
     baseline_defect_share: float = 0.0
     capture_span_hours: float = 26.0
+    support_chat_factor: int = 1
+    baseline_loop_share: float = 0.5
+
+    def __post_init__(self) -> None:
+        for name in ("per_task_type", "support_chat_factor"):
+            value = getattr(self, name)
+            if value < 1:
+                raise ValueError(f"WorkloadSpec.{name} = {value!r}: must be >= 1")
+
+    def count(self, task_type: str) -> int:
+        """The number of rows of ``task_type``."""
+        factor = self.support_chat_factor if task_type == "support_chat" else 1
+        return self.per_task_type * factor
+
+    @property
+    def total(self) -> int:
+        """The number of rows of every task type."""
+        return sum(self.count(t) for t in TASK_TYPES)
+
+
+def _row_order(spec: WorkloadSpec) -> list[tuple[str, int]]:
+    """(task type, index within it) in capture order: the task types interleaved round by
+    round, ``support_chat`` ``support_chat_factor`` times per round, so every prefix has
+    the traffic mix."""
+    order: list[tuple[str, int]] = []
+    for i in range(spec.per_task_type):
+        for task in TASK_TYPES:
+            factor = spec.support_chat_factor if task == "support_chat" else 1
+            order.extend((task, i * factor + j) for j in range(factor))
+    return order
 
 
 def _paraphrase(text: str, rng: np.random.Generator, rate: float = 0.6) -> str:
@@ -280,7 +317,7 @@ def _latency(rng: np.random.Generator, spec: WorkloadSpec) -> tuple[float, float
 
 
 def _support(
-    rng: np.random.Generator, defect_share: float
+    rng: np.random.Generator, defect_share: float, loop_share: float = 0.5
 ) -> tuple[list[dict[str, Any]], str, str, bool]:
     """A support question; the last value says whether the baseline's answer is defective."""
     product = str(rng.choice(_PRODUCTS))
@@ -290,7 +327,7 @@ def _support(
     answer = " ".join(_STEPS[i].format(p=product) for i in steps)
     candidate = _paraphrase(answer, rng)
     if defect_share > 0 and rng.random() < defect_share:
-        if rng.random() < 0.5:
+        if rng.random() < loop_share:
             loop = _STEPS[int(steps[0])].format(p=product)
             return [{"role": "user", "content": prompt}], " ".join([loop] * 40), candidate, True
         return [{"role": "user", "content": prompt}], REFUSAL_ANSWER, candidate, True
@@ -373,57 +410,53 @@ def generate_rows(spec: WorkloadSpec) -> WorkloadRows:
         "type": "json_schema",
         "json_schema": {"name": "person", "schema": EXTRACTION_SCHEMA, "strict": True},
     }
-    total = spec.per_task_type * len(TASK_TYPES)
-    step = timedelta(hours=spec.capture_span_hours) / max(1, total - 1)
-    row = 0
-    for i in range(spec.per_task_type):
-        for task in TASK_TYPES:
-            base_defect = False
-            if task == "support_chat":
-                messages, base_out, cand_out, base_defect = _support(
-                    rng, spec.baseline_defect_share
-                )
-            elif task == "classification":
-                messages, base_out, cand_out = _classification(rng)
-            elif task == "extraction":
-                messages, base_out, cand_out = _extraction(rng, spec.broken_json_share)
-            else:
-                messages, base_out, cand_out = _summarization(rng)
-            better_out = base_out if task == "extraction" else cand_out
-            ttft_b, itl_b = _latency(rng, spec)
-            ttft_c, itl_c = _latency(rng, spec)
-            if len(cand_out.split()) > spec.long_answer_words:
-                itl_c = round(itl_c * spec.slow_itl_factor, 3)
-            judge_key.setdefault(base_out, 0.0 if base_defect else 1.0)
-            judge_key.setdefault(better_out, 1.0)
-            cand_ok = task != "extraction" or _json_ok(cand_out)
-            judge_key[cand_out] = min(judge_key.get(cand_out, 1.0), 1.0 if cand_ok else 0.0)
-            common = {
-                "id": f"{task}-{i:05d}",
-                "task_type": task,
-                "messages": messages,
-                "request_fields": (
-                    {"response_format": response_format} if task == "extraction" else None
-                ),
-                "prompt_tokens": len(split_pieces(str(messages[-1]["content"]))),
-                "captured_at": (CAPTURE_START + row * step).isoformat(),
-            }
-            row += 1
-            for rows, out, ttft, itl, model in (
-                (baseline, base_out, ttft_b, itl_b, "demo-baseline-v1"),
-                (candidate, cand_out, ttft_c, itl_c, "demo-candidate-v2"),
-                (better, better_out, ttft_b, itl_b, "demo-candidate-v2b"),
-            ):
-                rows.append(
-                    {
-                        **common,
-                        "output": out,
-                        "ttft_ms": ttft,
-                        "itl_ms": itl,
-                        "model": model,
-                        "completion_tokens": len(split_pieces(out)),
-                    }
-                )
+    step = timedelta(hours=spec.capture_span_hours) / max(1, spec.total - 1)
+    for row, (task, i) in enumerate(_row_order(spec)):
+        base_defect = False
+        if task == "support_chat":
+            messages, base_out, cand_out, base_defect = _support(
+                rng, spec.baseline_defect_share, spec.baseline_loop_share
+            )
+        elif task == "classification":
+            messages, base_out, cand_out = _classification(rng)
+        elif task == "extraction":
+            messages, base_out, cand_out = _extraction(rng, spec.broken_json_share)
+        else:
+            messages, base_out, cand_out = _summarization(rng)
+        better_out = base_out if task == "extraction" else cand_out
+        ttft_b, itl_b = _latency(rng, spec)
+        ttft_c, itl_c = _latency(rng, spec)
+        if len(cand_out.split()) > spec.long_answer_words:
+            itl_c = round(itl_c * spec.slow_itl_factor, 3)
+        judge_key.setdefault(base_out, 0.0 if base_defect else 1.0)
+        judge_key.setdefault(better_out, 1.0)
+        cand_ok = task != "extraction" or _json_ok(cand_out)
+        judge_key[cand_out] = min(judge_key.get(cand_out, 1.0), 1.0 if cand_ok else 0.0)
+        common = {
+            "id": f"{task}-{i:05d}",
+            "task_type": task,
+            "messages": messages,
+            "request_fields": (
+                {"response_format": response_format} if task == "extraction" else None
+            ),
+            "prompt_tokens": len(split_pieces(str(messages[-1]["content"]))),
+            "captured_at": (CAPTURE_START + row * step).isoformat(),
+        }
+        for rows, out, ttft, itl, model in (
+            (baseline, base_out, ttft_b, itl_b, "demo-baseline-v1"),
+            (candidate, cand_out, ttft_c, itl_c, "demo-candidate-v2"),
+            (better, better_out, ttft_b, itl_b, "demo-candidate-v2b"),
+        ):
+            rows.append(
+                {
+                    **common,
+                    "output": out,
+                    "ttft_ms": ttft,
+                    "itl_ms": itl,
+                    "model": model,
+                    "completion_tokens": len(split_pieces(out)),
+                }
+            )
     return WorkloadRows(baseline, candidate, better, judge_key)
 
 

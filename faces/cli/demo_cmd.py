@@ -20,7 +20,10 @@ def demo_command(
         ),
     ] = Path(".demo"),
     per_task_type: Annotated[
-        int, typer.Option("--per-task-type", min=10, help="Requests per task type.")
+        int,
+        typer.Option(
+            "--per-task-type", min=10, help="Requests per task type (support_chat: twice as many)."
+        ),
     ] = 200,
     seed: Annotated[int, typer.Option("--seed", help="Workload and latency seed.")] = 7,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1)] = 32,
@@ -47,10 +50,10 @@ def demo_command(
     console = wide_console()
     err = Console(stderr=True)
 
-    def workload_ready(paths: DemoPaths, task_types: int) -> None:
+    def workload_ready(paths: DemoPaths, counts: dict[str, int]) -> None:
+        mix = ", ".join(f"{task} {n}" for task, n in counts.items())
         console.print(
-            f"workload: {per_task_type} requests × {task_types} task types; "
-            f"capture log {paths.capture_log}"
+            f"workload: {sum(counts.values())} requests ({mix}); capture log {paths.capture_log}"
         )
 
     def servers_started(candidate_url: str, baseline_url: str) -> None:

@@ -108,6 +108,11 @@ async def _sleep(seconds: float) -> None:
         await anyio.sleep(seconds)
 
 
+async def _sleep_until(deadline: float) -> None:
+    """Sleep until ``deadline`` on the event loop's clock (``anyio.current_time``)."""
+    await _sleep(deadline - anyio.current_time())
+
+
 async def _hang(request: Request, limit_s: float) -> Response:
     """Send nothing until the client disconnects (or ``limit_s`` passes)."""
     with anyio.move_on_after(limit_s):
@@ -126,8 +131,11 @@ async def _hang(request: Request, limit_s: float) -> Response:
 def _stream(answer: Answer, delays: Delays, *, include_usage: bool, malformed: bool) -> Response:
     async def events() -> AsyncIterator[bytes]:
         yield sse(answer.role_chunk())
+        # Token i is due at start + TTFT + i·ITL: on a schedule, as a model server emits
+        # them, so a late wake-up (a loaded event loop) delays one token, never all later ones.
+        start = anyio.current_time()
         for i, delta in enumerate(answer.deltas):
-            await _sleep(delays.ttft_s if i == 0 else delays.itl_s)
+            await _sleep_until(start + delays.ttft_s + i * delays.itl_s)
             if malformed and i == 0:
                 yield b"data: " + orjson.dumps(answer.chunk(delta))[:40] + b"\n\n"
             else:

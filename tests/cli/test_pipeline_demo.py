@@ -39,10 +39,11 @@ def test_demo_exits_0_rolls_back_the_regressed_and_promotes_the_better_candidate
     assert verdict.decision is Decision.ROLLBACK
     assert sorted(caught_regressions(verdict)) == sorted(PLANTED)
     # Every captured request was replayed to both replicas; nothing was lost.
-    assert report["replay"]["lines_read"] == 800
-    assert report["replay"]["sent"] == {"candidate": 800, "baseline_repeat": 800}
+    # 200 requests per task type, support questions twice as often: 1,000.
+    assert report["replay"]["lines_read"] == 1000
+    assert report["replay"]["sent"] == {"candidate": 1000, "baseline_repeat": 1000}
     assert report["rejected"] == {}
-    assert verdict.coverage.captured == 800
+    assert verdict.coverage.captured == 1000
     assert {row["task_type"] for row in report["per_task_type"]} >= {
         "support_chat",
         "classification",
@@ -67,7 +68,7 @@ def test_demo_exits_0_rolls_back_the_regressed_and_promotes_the_better_candidate
     judged = better["judge_run"]
     assert judged["endpoint"].startswith("http://127.0.0.1:")
     chat = next(t for t in judged["task_types"] if t["task_type"] == "support_chat")
-    assert 0 < chat["selected"] == chat["changed"] <= 200
+    assert 0 < chat["selected"] == chat["changed"] <= 400
     assert chat["better"] > 0
     assert chat["worse"] == 0
     assert better["judgement"] is not None
