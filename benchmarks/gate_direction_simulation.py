@@ -32,7 +32,8 @@ returned as stored, PROMOTE and ROLLBACK are terminal. A run's outcome is its fi
 verdict, or its last HOLD.
 
 Scenarios (the issue's acceptance; default policy unless ``--budget``, ``--margin`` or
-``--n-max``; ``--top-up`` adds an operator rule, :func:`poll_run`):
+``--n-max``; the selection's own top-up always applies, ``--top-up`` adds an operator rule
+on the checkpoint prefix, :func:`poll_run`):
 
 * ``aa`` — A/A: the candidate is the baseline model sampling again. Changed pairs are the 5%
   noise tail and pairs whose harm flags, format or errors differ; the judge's outcomes are
@@ -353,17 +354,19 @@ def poll_run(
     The gate is then polled with the stored verdict (``evaluate_poll(…, previous=)``).
 
     Two shortcuts that change nothing: the selection is skipped when no task type has
-    room left in its budget and an unjudged changed pair (``select_pairs`` would choose
-    nothing), and the gate is not called when the poll's checkpoint is the stored
+    room left in its budget and an unjudged changed pair, and no changed stratum lacks a
+    judged pair (``select_pairs`` would choose nothing: neither within the budget nor by
+    its top-up), and the gate is not called when the poll's checkpoint is the stored
     verdict's look and no judgement landed in its prefix since (``evaluate_poll`` would
     return the stored verdict: same look, same judgements fingerprint).
 
-    ``top_up``: after the selection, the poll's checkpoint prefix is classified as the gate
-    will classify it, and every task type × divergence stratum of it with changed pairs
-    and none judged gets its first changed pair in sample order judged, beyond the budget
-    — what the net-harm check's HOLD asks for ("judge 1 more changed pairs in … (no judged
-    pair in chat: D 0.1-0.2)") and what ``judge run`` cannot do once a task type's budget
-    is spent. Counted in :attr:`PollOutcome.topped_up`.
+    ``top_up``: an operator rule on top of ``select_pairs``' own top-up (which judges one
+    pair of every changed stratum without one among all the pairs so far): after the
+    selection, the poll's checkpoint prefix is classified as the gate will classify it, and
+    every task type × divergence stratum *of the prefix* with changed pairs and none judged
+    gets its first changed pair in sample order judged, beyond the budget — what the
+    net-harm check's HOLD asks for ("judge 1 more changed pairs in … (no judged pair in
+    chat: D 0.1-0.2)"). Counted in :attr:`PollOutcome.topped_up`.
     """
     n_total = len(pairs)
     quality = np.full(n_total, np.nan)
@@ -390,7 +393,9 @@ def poll_run(
         c = codes[:n]
         spent = np.bincount(c[changes.changed & judged], minlength=len(names))
         waiting = np.bincount(c[changes.changed & ~judged], minlength=len(names))
-        if np.any((spent < budget) & (waiting > 0)):
+        cell = c * 64 + changes.stratum
+        unjudged_stratum = np.setdiff1d(cell[changes.changed], cell[changes.changed & judged])
+        if np.any((spent < budget) & (waiting > 0)) or unjudged_stratum.size:
             # Only changed rows can be chosen: passing those alone chooses the same pairs.
             rows_changed = np.flatnonzero(changes.changed).tolist()
             selection = select_pairs(
@@ -618,8 +623,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--top-up",
         action="store_true",
-        help="judge one pair of every changed stratum left without a judged pair, beyond "
-        "the budget (poll_run's top_up)",
+        help="also judge one pair of every changed stratum of the checkpoint prefix left "
+        "without a judged pair, beyond the budget (poll_run's top_up)",
     )
     args = parser.parse_args(argv)
     net: dict[str, object] = {}
@@ -633,7 +638,7 @@ def main(argv: list[str] | None = None) -> None:
         raw["sequential"] = {"n_max": design_total(GatePolicy(), sim_run())}
         label += ", n_max = design total"
     if args.top_up:
-        label += ", stratum top-up"
+        label += ", prefix top-up"
     policy = parse_policy(raw) if raw else GatePolicy()
     print(
         f"design sample size {design_sample_size(policy)} pairs per task type, design total "

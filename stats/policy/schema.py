@@ -432,8 +432,10 @@ class NetHarmPolicy(_Block):
             pairs without a similarity (tool or error changes) form one more stratum.
             Default [0.1, 0.2, 0.35]. Increasing, each in (0, 2).
         max_judged_per_task_type: the judge budget: at most this many changed pairs per
-            task type are sent to a judge. Default 600 (about what 80% power needs for a
-            candidate 10 points better among 30–60% changed pairs at the design size).
+            task type are sent to a judge (the selection adds at most one per stratum left
+            unjudged, :mod:`judge.selection`). Default 1500: with a sample cap, a candidate
+            10.6 points better among 47% changed pairs is promoted by the design total in
+            91–96% of the direction simulation's runs (600: 13–55%; docs/gate-simulation.md).
         min_judged: judged changed pairs a unit needs before its net harm can pass.
             Default 30.
     """
@@ -441,7 +443,7 @@ class NetHarmPolicy(_Block):
     margin: Number = Field(default=0.02, gt=0, lt=1)
     critical: StrictBool = True
     strata_edges: tuple[Number, ...] = (0.1, 0.2, 0.35)
-    max_judged_per_task_type: Count = Field(default=600, ge=1)
+    max_judged_per_task_type: Count = Field(default=1500, ge=1)
     min_judged: Count = Field(default=30, ge=1)
 
     @field_validator("strata_edges")

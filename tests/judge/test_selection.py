@@ -116,3 +116,26 @@ def test_per_task_type_budgets_and_bad_input() -> None:
         )
     with pytest.raises(ValueError, match="must be >= 0"):
         select_pairs(run_id="r", already_judged=(), max_per_task_type=-1, **data)
+
+
+def test_a_stratum_that_fills_after_the_budget_is_spent_gets_one_pair() -> None:
+    """The top-up: earlier calls spent the budget while stratum 2 was empty; it gets one pair
+    anyway, so no changed stratum stays unjudged (at most one extra per stratum)."""
+    data = frame(n_chat=60, n_code=0)
+    early = {
+        **data,
+        "changed": [c and s != 2 for c, s in zip(data["changed"], data["stratum"], strict=True)],
+    }
+    first = select_pairs(run_id="r", already_judged=(), max_per_task_type=6, **early)
+    judged = set(first.exchange_ids)
+    assert len(judged) == 6
+    assert all(first.stratum_of[e] != 2 for e in judged)
+    later = select_pairs(run_id="r", already_judged=judged, max_per_task_type=6, **data)
+    chat = later.task_types["chat"]
+    assert len(chat.selected) == 1
+    assert later.stratum_of[chat.selected[0]] == 2
+    assert chat.strata[2][2] == 1
+    again = select_pairs(
+        run_id="r", already_judged=judged | set(chat.selected), max_per_task_type=6, **data
+    )
+    assert again.exchange_ids == []  # the stratum is judged now: nothing more over budget
