@@ -447,6 +447,29 @@ def _net_harm_test(
     )
 
 
+def _paired_binary_test(
+    group: _Group,
+    a: BinaryAnalysis,
+    *,
+    binary: BinaryAnalysis | None = None,
+    tool: ToolAnalysis | None = None,
+) -> _Test:
+    """The :class:`_Test` of a paired binary analysis ``a``: kind ``tool`` when ``tool``
+    (whose ``binary`` is ``a``) is given, else ``binary``; McNemar discordant b + c."""
+    return _Test(
+        group,
+        a.metric,
+        "tool" if tool is not None else "binary",
+        a.harm_p,
+        _binary_family(a),
+        a.b + a.c,
+        blocking=group.blocking,
+        on_fail=_on_fail(a),
+        binary=binary,
+        tool=tool,
+    )
+
+
 def _on_fail(a: BinaryAnalysis) -> OnFail:
     """A paired binary check's FAIL: ``infra_error_rate`` and the non-critical harm
     detectors and tool check hold; every other FAIL rolls back (as before issue 11)."""
@@ -499,20 +522,7 @@ def _tests(
             alpha=policy.alpha,
             power=policy.power,
         )
-        for a in analyses:
-            tests.append(
-                _Test(
-                    group,
-                    a.metric,
-                    "binary",
-                    a.harm_p,
-                    _binary_family(a),
-                    a.b + a.c,
-                    blocking=group.blocking,
-                    on_fail=_on_fail(a),
-                    binary=a,
-                )
-            )
+        tests += [_paired_binary_test(group, a, binary=a) for a in analyses]
         tool = tool_analysis(
             group.arrays,
             task_type=group.task_type,
@@ -523,20 +533,7 @@ def _tests(
             power=policy.power,
         )
         if tool is not None:
-            a = tool.binary
-            tests.append(
-                _Test(
-                    group,
-                    a.metric,
-                    "tool",
-                    a.harm_p,
-                    _binary_family(a),
-                    a.b + a.c,
-                    blocking=group.blocking,
-                    on_fail=_on_fail(a),
-                    tool=tool,
-                )
-            )
+            tests.append(_paired_binary_test(group, tool.binary, tool=tool))
         tests.append(_net_harm_test(group, view, policy, net_levels, pooled))
     return tests
 
