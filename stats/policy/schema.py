@@ -433,9 +433,10 @@ class NetHarmPolicy(_Block):
             Default [0.1, 0.2, 0.35]. Increasing, each in (0, 2).
         max_judged_per_task_type: the judge budget: at most this many changed pairs per
             task type are sent to a judge (the selection adds at most one per stratum left
-            unjudged, :mod:`judge.selection`). Default 1500: with a sample cap, a candidate
-            10.6 points better among 47% changed pairs is promoted by the design total in
-            91–96% of the direction simulation's runs (600: 13–55%; docs/gate-simulation.md).
+            unjudged, :mod:`judge.selection`). Default 1500: a candidate 10.6 points better
+            among 47% changed pairs is promoted by the design total in 99% of the direction
+            simulation's runs with a sample cap, 78% without (600 and no top-up: 53%, 13%;
+            docs/gate-simulation.md).
         min_judged: judged changed pairs a unit needs before its net harm can pass.
             Default 30.
     """
