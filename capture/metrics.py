@@ -39,6 +39,25 @@ class CaptureMetrics:
             ["kind"],
             registry=r,
         )
+        self.rejected = Counter(
+            "shadoweval_proxy_rejected_total",
+            "Client requests or connections refused by a live-port limit, by reason "
+            "(header_timeout, body_timeout, headers_too_large, body_too_large, "
+            "connection_limit, bad_request, bad_target, dot_segment).",
+            ["reason"],
+            registry=r,
+        )
+        self.client_connections = Gauge(
+            "shadoweval_proxy_client_connections",
+            "Open client connections on the live port.",
+            registry=r,
+        )
+        self.upstream_stale = Counter(
+            "shadoweval_proxy_upstream_stale_total",
+            "Idle upstream connections found closed by the upstream at the moment of use and "
+            "discarded before any byte was written (the request went on another connection).",
+            registry=r,
+        )
         self.captured = Counter(
             "shadoweval_capture_captured_total",
             "Exchanges copied aside and queued, by route and outcome.",

@@ -1,77 +1,96 @@
-"""The live-path proxy of the capture sidecar: :class:`CaptureProxy`, a raw ASGI app.
+"""The live-path proxy of the capture sidecar: :class:`CaptureProxy`, an HTTP/1.1 byte relay.
 
 Every request, on any path and method, is forwarded to the upstream (the live model server)
 and its response is passed back **as received**: status, headers (minus hop-by-hop ones,
-see :mod:`capture.headers`) and the body bytes piece by piece, still content-encoded
-(gzip/br pass through byte-identical), each piece sent to the client as soon as it is read
-(``more_body=True``, no buffering, no re-chunking), so SSE events reach the client when
-they arrive. The rule above all: the sidecar never fails, slows or alters a client's
-request or response. Capture is a side copy that cannot break the live path.
+see :mod:`capture.headers`) and the body bytes piece by piece as they arrive from the
+upstream socket, still content-encoded (gzip/br pass through byte-identical), so SSE events
+reach the client when they arrive. The rule above all: the sidecar never fails, slows or
+alters a client's request or response. Capture is a side copy that cannot break the live
+path.
 
-Capture (DESIGN §2): only ``POST`` to a path in ``settings.routes`` (exact match), never a
-request carrying ``x-shadow-eval`` (shadow-eval's own replay traffic), and only when the
-sticky sampler says so (decided at request start; unsampled requests count
-``shadoweval_capture_unsampled_total``). For a captured request the proxy appends
-``(time.perf_counter_ns(), piece)`` per piece to a :class:`~capture.raw.RawCapture` — the
-only per-piece work — up to ``settings.max_capture_bytes`` (beyond it the copy stops,
-``truncated`` is set and the outcome is ``truncated``; the client still gets every byte).
-When the exchange ends — normally, with an upstream error, or cancelled — ``on_capture``
-is called exactly once with the RawCapture, synchronously, guarded (an exception is logged
-at debug and ignored; its return value is ignored).
+How (no HTTP library objects per request): the client side and each upstream connection
+are :class:`asyncio.Protocol` objects with an ``httptools`` (llhttp) parser; a request is
+read whole (it is small, and the capture needs it), then written upstream as one buffer —
+``METHOD <base path><target as received> HTTP/1.1``, ``Host`` of the upstream, the
+client's headers, ``Content-Length`` — on a pooled connection
+(:mod:`capture.upstream_pool`). Each response body piece the parser yields is written to
+the client at once (re-chunked when the upstream sent no ``Content-Length``; an upstream
+``Content-Length`` passes through) and the same ``bytes`` object is appended to the
+capture: one copy, made by the parser. Reading from the upstream pauses while the
+client's socket buffer is full (a slow client never makes the sidecar buffer a stream).
+Decoding, reassembly and redaction happen in the builder process, never here.
+
+Capture (DESIGN §2): only ``POST`` to a path in ``settings.routes`` (exact match, on the
+percent-decoded path), never a request carrying ``x-shadow-eval`` (shadow-eval's own replay
+traffic), and only when the sticky sampler says so (decided when the request headers are
+read; unsampled requests count ``shadoweval_capture_unsampled_total``). For a captured
+request the proxy appends ``(time.perf_counter_ns(), piece)`` per piece to a
+:class:`~capture.raw.RawCapture` — the only per-piece work — up to
+``settings.max_capture_bytes`` (beyond it the copy stops, ``truncated`` is set and the
+outcome is ``truncated``; the client still gets every byte). When the exchange ends —
+normally, with an upstream error, or cancelled — ``on_capture`` is called exactly once with
+the RawCapture, synchronously, guarded (an exception is logged at debug and ignored).
 
 Failure handling:
 
-* **Client disconnect** (``http.disconnect`` from ``receive``, watched by a small task for
-  the whole exchange, or ``send`` raising): the upstream request is cancelled at once — its
-  connection is closed, so the model server sees the disconnect and stops generating — and
-  the capture's outcome is ``cancelled``.
+* **Client disconnect** (the client's connection closes or resets): the upstream
+  connection is closed at once, so the model server sees the disconnect and stops
+  generating; the capture's outcome is ``cancelled`` with the chunks received so far
+  (the builder decides whether a terminal event had reached the client). A client that
+  half-closes (sends FIN) after an HTTP/1.0 request or one with ``Connection: close`` is
+  still answered (it said it sends nothing more); for any other request a FIN counts as a
+  disconnect.
 * **Upstream unreachable before a response**: the client gets an OpenAI-style error
   ``{"error": {"message", "type": "upstream_error", "code"}}`` — 504 for a timeout (connect,
   or waiting for a pooled connection), 502 otherwise; ``upstream_errors{kind}`` counts it and
-  the capture has outcome ``error``, ``error`` text and ``status_code=None``.
+  the capture has outcome ``error``, ``error`` text and ``status_code=None``. A pooled
+  connection found closed by the upstream before use is never used (no byte is written on
+  it, nothing to retry; :mod:`capture.upstream_pool`).
 * **Upstream breaks mid-body** (connection reset, incomplete chunked body): the client's
-  response is left incomplete and the server closes the client's connection — what a direct
-  connection would have shown the client; ``upstream_errors{kind="mid_stream"}`` and
-  outcome ``error``. (uvicorn logs "ASGI callable returned without completing response"
-  for it.)
+  response is left incomplete and its connection closed — what a direct connection would
+  have shown the client; ``upstream_errors{kind="mid_stream"}`` and outcome ``error``.
 
-Upstream HTTP: one pooled :class:`httpx.AsyncHTTPTransport` (``upstream_max_connections``
-connections, HTTP/1.1, no retries, connect timeout ``upstream_connect_timeout_s``, the same
-limit on waiting for a free pooled connection, **no read or write timeout**: LLM streams are
-long). Requests go straight to the transport, not through an ``httpx.AsyncClient``: the
-client layer would add default headers (``User-Agent``, ``Accept-Encoding``...), keep a
-process-wide cookie jar filled from users' ``Set-Cookie`` responses, add basic auth and
-inspect redirects (raising on an invalid ``Location``), and log every request at INFO —
-none of which belongs on a transparent live path. ``Host`` and ``Content-Length`` are the
-only headers httpx sets.
+Limits (each a :class:`~shadoweval.config.CaptureSettings` field; refusals are
+OpenAI-style JSON errors naming the setting, counted in ``rejected{reason}``):
+``header_read_timeout_s`` (408 or close, reason ``header_timeout``), ``body_read_timeout_s``
+(408, ``body_timeout``), ``client_keepalive_timeout_s`` (an idle connection is closed, not
+counted), ``max_request_header_bytes`` (431, ``headers_too_large``),
+``max_request_body_bytes`` (413 before the body is read when ``Content-Length`` says so,
+else when the limit is passed; ``body_too_large``), ``max_client_connections`` (503 and
+close, ``connection_limit``). Request targets: the path and query are forwarded as
+received (never normalised); with a base path in ``upstream_url`` a target whose path has a
+``.`` or ``..`` segment (also percent-encoded, or behind an encoded slash) is refused with
+400 (``dot_segment``) so it cannot climb out of the base path; ``OPTIONS *`` is answered
+204 by the sidecar; other non-origin-form targets (``*``, ``http://…``, ``CONNECT``) get 400
+(``bad_target``); malformed HTTP gets 400 (``bad_request``).
 
 Metrics: ``proxied{route, status_class}`` once per forwarded request (``route`` is the
 captured route's path or ``other``; ``status_class`` is what the client got: ``2xx`` …
 ``5xx``, or ``none`` when the client left before a response started);
-``upstream_errors{kind}`` (``connect``, ``connect_timeout``, ``pool_timeout``, ``timeout``,
-``protocol``, ``network``, ``internal``, ``mid_stream``); ``unsampled``. ``captured`` is
-counted by the tee (:meth:`capture.pipeline.CapturePipeline.offer`), not here.
+``upstream_errors{kind}`` (``connect``, ``connect_timeout``, ``pool_timeout``,
+``protocol``, ``network``, ``mid_stream``); ``upstream_stale``; ``rejected{reason}``;
+``client_connections``; ``unsampled``. ``captured`` is counted by the tee
+(:meth:`capture.pipeline.CapturePipeline.offer`), not here.
 
-Serving: run it under uvicorn with :data:`UVICORN_OPTIONS` — ``server_header=False,
-date_header=False`` (otherwise uvicorn adds its own ``Server``/``Date`` headers beside the
-upstream's) and ``proxy_headers=False`` (otherwise uvicorn replaces the peer address with
-the request's ``X-Forwarded-For`` when the peer is trusted, and the client would appear twice
-in the forwarded list). ``lifespan`` may be on (startup calls :meth:`CaptureProxy.start`,
-shutdown :meth:`CaptureProxy.stop`) or off (the owner calls them).
+Serving: :meth:`CaptureProxy.listen` binds the port (optionally ``SO_REUSEPORT``);
+shutdown is :meth:`CaptureProxy.close_listeners` then :meth:`CaptureProxy.drain` (wait for
+in-flight exchanges up to a grace period, then cut the rest, captured ``cancelled``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import logging
+import socket
+import ssl
 import time
-from collections.abc import AsyncIterator, Callable
-from typing import Any, cast
-from urllib.parse import quote
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import unquote, unquote_to_bytes, urlsplit
 
-import httpx
-from starlette.types import Message, Receive, Scope, Send
+import httptools
 
 from capture.headers import (
     SHADOW_MARKER,
@@ -82,7 +101,7 @@ from capture.headers import (
 from capture.metrics import CaptureMetrics
 from capture.raw import RawCapture
 from capture.sampling import StickySampler
-from capture.upstream_pool import ShardedTransport
+from capture.upstream_pool import UpstreamConnection, UpstreamError, UpstreamPool
 from shadoweval.config import CaptureSettings
 from shadoweval.errors import ConfigError
 from shadoweval.lifecycle import AsyncLifecycle
@@ -90,66 +109,40 @@ from shadoweval.records import ExchangeOutcome, new_exchange_id, utc_now
 
 logger = logging.getLogger(__name__)
 
-UVICORN_OPTIONS: dict[str, Any] = {
-    "server_header": False,
-    "date_header": False,
-    "proxy_headers": False,
-}
-"""``uvicorn.Config`` options the proxy needs to stay transparent (see the module docstring)."""
-
 OTHER_ROUTE = "other"
 """``route`` label of a request whose path is not a captured route."""
 
 _perf_ns = time.perf_counter_ns
+_monotonic = time.monotonic
 _STATUS_CLASSES = ("1xx", "1xx", "2xx", "3xx", "4xx", "5xx")
-_JSON_HEADERS = [(b"content-type", b"application/json")]
-
-
-class _ClientGoneError(Exception):
-    """``send`` failed: the client's connection is gone (ASGI spec 2.4: an ``OSError``)."""
-
-
-class _Flow:
-    """Per-exchange flags shared by the forwarding task and its disconnect watcher."""
-
-    __slots__ = ("client_gone", "finished")
-
-    def __init__(self) -> None:
-        self.finished = False  # past the point where a disconnect should cancel the task
-        self.client_gone = False  # the watcher saw http.disconnect and cancelled the task
-
-
-def classify_upstream_error(exc: BaseException) -> tuple[str, int, str]:
-    """Map an error raised before the upstream's response headers to what the client gets.
-
-    Returns:
-        ``(kind, status, code)``: ``kind`` is the ``upstream_errors`` label, ``status``
-        the HTTP status for the client (504 for timeouts, 502 otherwise), ``code`` the
-        OpenAI-style error code.
-    """
-    if isinstance(exc, httpx.ConnectTimeout):
-        return "connect_timeout", 504, "upstream_connect_timeout"
-    if isinstance(exc, httpx.PoolTimeout):
-        return "pool_timeout", 504, "upstream_pool_timeout"
-    if isinstance(exc, httpx.TimeoutException):
-        return "timeout", 504, "upstream_timeout"
-    if isinstance(exc, httpx.ConnectError):
-        return "connect", 502, "upstream_connect_error"
-    if isinstance(exc, httpx.ProtocolError):
-        return "protocol", 502, "upstream_protocol_error"
-    if isinstance(exc, httpx.NetworkError):
-        return "network", 502, "upstream_network_error"
-    return "internal", 502, "upstream_error"
-
+_BODY_METHODS = frozenset({b"POST", b"PUT", b"PATCH"})
+_DROP_UPSTREAM = frozenset({b"content-length", b"expect"})
+_REASONS = {
+    204: b"No Content",
+    400: b"Bad Request",
+    408: b"Request Timeout",
+    413: b"Content Too Large",
+    431: b"Request Header Fields Too Large",
+    502: b"Bad Gateway",
+    503: b"Service Unavailable",
+    504: b"Gateway Timeout",
+}
 
 _CLIENT_MESSAGES = {
     "connect": "the upstream model server refused or failed the connection",
     "connect_timeout": "the upstream model server did not accept a connection in time",
     "pool_timeout": "no upstream connection became free in time",
-    "timeout": "the upstream model server did not answer in time",
     "protocol": "the upstream model server closed the connection or answered malformed HTTP",
     "network": "the connection to the upstream model server failed",
     "internal": "the request could not be forwarded to the upstream model server",
+}
+_UPSTREAM_CODES = {
+    "connect": (502, "upstream_connect_error"),
+    "connect_timeout": (504, "upstream_connect_timeout"),
+    "pool_timeout": (504, "upstream_pool_timeout"),
+    "protocol": (502, "upstream_protocol_error"),
+    "network": (502, "upstream_network_error"),
+    "internal": (502, "upstream_error"),
 }
 
 
@@ -160,55 +153,621 @@ def upstream_error_body(kind: str, code: str) -> bytes:
     return json.dumps(payload).encode()
 
 
-async def _read_body(receive: Receive) -> bytes | None:
-    """The whole request body, or ``None`` when the client disconnected first."""
-    message = await receive()
-    if message["type"] != "http.request":
-        return None
-    body: bytes = message.get("body", b"")
-    if not message.get("more_body", False):
-        return body
-    parts = [body]
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            return None
-        parts.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            return b"".join(parts)
+def request_error_body(message: str, code: str, param: str | None) -> bytes:
+    """OpenAI-style ``invalid_request_error`` body for a request the sidecar refuses."""
+    payload = {
+        "error": {
+            "message": f"shadow-eval sidecar: {message}",
+            "type": "invalid_request_error",
+            "param": param,
+            "code": code,
+        }
+    }
+    return json.dumps(payload).encode()
 
 
-async def _watch_disconnect(receive: Receive, task: asyncio.Task[Any], flow: _Flow) -> None:
-    """Wait for ``http.disconnect``; cancel ``task`` if the exchange is still running."""
-    try:
-        while (await receive())["type"] != "http.disconnect":
-            pass
-    except Exception:  # a server whose receive fails: nothing to watch
-        logger.debug("receive failed while watching for a disconnect", exc_info=True)
-        return
-    if not flow.finished:
-        flow.client_gone = True
-        task.cancel()
+def has_dot_segment(path: bytes) -> bool:
+    """Whether a request path has a ``.`` or ``..`` segment (RFC 3986 §3.3), also when
+    percent-encoded (``%2e%2e``) or separated by an encoded slash or a backslash."""
+    decoded = unquote_to_bytes(path) if b"%" in path else path
+    return any(seg in (b".", b"..") for seg in decoded.replace(b"\\", b"/").split(b"/"))
+
+
+class _Request:
+    """One request read from a client (whole), waiting for or in its exchange."""
+
+    __slots__ = (
+        "body",
+        "body_bytes",
+        "chunked_out",
+        "close_after",
+        "connect_task",
+        "done",
+        "eof_body",
+        "headers",
+        "http_10",
+        "keep_alive",
+        "local",
+        "method",
+        "path",
+        "raw",
+        "route",
+        "status_class",
+        "target",
+        "upstream",
+    )
+
+    def __init__(self) -> None:
+        self.method = b""
+        self.target = b""
+        self.path = ""
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.body: list[bytes] = []
+        self.body_bytes = 0
+        self.http_10 = False
+        self.keep_alive = True
+        self.raw: RawCapture | None = None
+        self.route = OTHER_ROUTE
+        self.local: tuple[int, bytes, str] | None = None  # (status, body, reason) answered here
+        self.done = False
+        self.upstream: UpstreamConnection | None = None
+        self.status_class = "none"
+        self.chunked_out = False
+        self.close_after = False
+        self.eof_body = False  # the upstream body ends when its connection closes
+        self.connect_task: asyncio.Task[None] | None = None
+
+
+class _ClientConnection(asyncio.Protocol):
+    """One client connection: parses requests, runs their exchanges one at a time."""
+
+    def __init__(self, proxy: CaptureProxy) -> None:
+        self.proxy = proxy
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpRequestParser(self)
+        self.peer: tuple[str, int] | None = None
+        self.reading: _Request | None = None  # the request being parsed
+        self.header_bytes = 0
+        self.queue: collections.deque[_Request] = collections.deque()
+        self.active: _Request | None = None
+        self.closed = False
+        self.peer_eof = False
+        self.paused_upstream = False
+        self.stop_reading = False
+        self.timer: asyncio.TimerHandle | None = None
+        self.timer_kind = ""
+
+    # -- connection --------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        proxy = self.proxy
+        peer = transport.get_extra_info("peername")
+        self.peer = (str(peer[0]), int(peer[1])) if isinstance(peer, tuple) else None
+        if len(proxy._clients) >= proxy._max_clients:
+            proxy._reject_metric("connection_limit")
+            self._write_local_and_close(
+                503,
+                request_error_body(
+                    f"too many open connections (capture.max_client_connections = "
+                    f"{proxy._max_clients})",
+                    "connection_limit",
+                    "capture.max_client_connections",
+                ),
+            )
+            return
+        proxy._clients.add(self)
+        proxy._metrics.client_connections.inc()
+        self._arm("header", proxy._header_timeout_s)
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed or self.stop_reading:
+            return
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self.stop_reading = True  # bytes after an upgrade request are not HTTP/1.1
+        except httptools.HttpParserError as exc:
+            if self.stop_reading:  # a callback refused the request (already answered)
+                return
+            self.proxy._reject_metric("bad_request")
+            self._refuse(400, "bad_request", f"malformed HTTP request ({exc})", None)
+
+    def eof_received(self) -> bool | None:
+        req = self.active or (self.queue[0] if self.queue else None)
+        if req is not None and self.reading is None and (req.http_10 or not req.keep_alive):
+            self.peer_eof = True  # a half-close after the last request: answer it
+            return True
+        return None  # closes the transport: connection_lost handles the rest
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self._disarm()
+        proxy = self.proxy
+        if self in proxy._clients:
+            proxy._clients.discard(self)
+            proxy._metrics.client_connections.dec()
+        reading, self.reading = self.reading, None
+        if reading is not None and reading.raw is not None:
+            self._emit_unforwarded(
+                reading, "client disconnected before the request body was complete"
+            )
+        active = self.active
+        if active is not None and not active.done:
+            if active.raw is not None:
+                active.raw.outcome = ExchangeOutcome.CANCELLED
+                active.raw.error = "client disconnected"
+            self._cut(active)
+        while self.queue:
+            queued = self.queue.popleft()
+            if queued.raw is not None:
+                self._emit_unforwarded(queued, "client disconnected before the request was sent")
+
+    def pause_writing(self) -> None:
+        req = self.active
+        if req is not None and req.upstream is not None and req.upstream.transport is not None:
+            req.upstream.transport.pause_reading()
+            self.paused_upstream = True
+
+    def resume_writing(self) -> None:
+        if self.paused_upstream:
+            self.paused_upstream = False
+            req = self.active
+            if req is not None and req.upstream is not None and req.upstream.transport is not None:
+                req.upstream.transport.resume_reading()
+
+    # -- timers -------------------------------------------------------------------------
+
+    def _arm(self, kind: str, delay_s: float) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        self.timer_kind = kind
+        self.timer = self.proxy._loop.call_later(delay_s, self._timed_out)
+
+    def _disarm(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def _timed_out(self) -> None:
+        self.timer = None
+        if self.closed:
+            return
+        proxy = self.proxy
+        kind = self.timer_kind
+        if kind == "idle":
+            self._close()
+            return
+        if self.active is not None or self.queue:
+            return  # a request is being answered: no read is awaited
+        self.stop_reading = True
+        if kind == "header":
+            proxy._reject_metric("header_timeout")
+            if self.reading is None and self.header_bytes == 0:
+                self._close()  # nothing was sent at all
+                return
+            limit = f"capture.header_read_timeout_s = {proxy._header_timeout_s:g}"
+            message = f"request headers not received within {limit} s"
+            self._refuse(408, "header_timeout", message, "capture.header_read_timeout_s")
+        else:
+            proxy._reject_metric("body_timeout")
+            limit = f"capture.body_read_timeout_s = {proxy._body_timeout_s:g}"
+            message = f"request body not received within {limit} s"
+            self._refuse(408, "body_timeout", message, "capture.body_read_timeout_s")
+
+    # -- httptools request callbacks ----------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        self.reading = _Request()
+        self.header_bytes = 0
+        if self.timer_kind == "idle":
+            self._arm("header", self.proxy._header_timeout_s)
+
+    def on_url(self, url: bytes) -> None:
+        req = self.reading
+        if req is not None:
+            req.target += url
+            self._count_header_bytes(len(url))
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        req = self.reading
+        if req is not None:
+            req.headers.append((name.lower(), value))
+            self._count_header_bytes(len(name) + len(value) + 4)
+
+    def _count_header_bytes(self, n: int) -> None:
+        self.header_bytes += n
+        limit = self.proxy._max_header_bytes
+        if self.header_bytes > limit:
+            self.proxy._reject_metric("headers_too_large")
+            raise _RefusedError(
+                431,
+                "headers_too_large",
+                f"request line and headers exceed capture.max_request_header_bytes = {limit}",
+                "capture.max_request_header_bytes",
+            )
+
+    def on_headers_complete(self) -> None:
+        req = self.reading
+        if req is None:
+            return
+        proxy = self.proxy
+        parser = self.parser
+        req.method = parser.get_method()
+        req.http_10 = parser.get_http_version() == "1.0"
+        req.keep_alive = parser.should_keep_alive() and not req.http_10
+        target = req.target
+        if not target.startswith(b"/"):
+            if target == b"*" and req.method == b"OPTIONS":
+                req.local = (204, b"", "")
+            else:
+                proxy._reject_metric("bad_target")
+                req.local = (
+                    400,
+                    request_error_body(
+                        f"request target {target[:200].decode('latin-1')!r} is not forwarded: "
+                        "the sidecar forwards origin-form targets (a path) only",
+                        "bad_target",
+                        "request_target",
+                    ),
+                    "bad_target",
+                )
+        else:
+            raw_path = target.split(b"?", 1)[0]
+            if proxy._base_path and has_dot_segment(raw_path):
+                proxy._reject_metric("dot_segment")
+                req.local = (
+                    400,
+                    request_error_body(
+                        f"request path {raw_path[:200].decode('latin-1')!r} has a '.' or '..' "
+                        "segment, which would leave the upstream base path "
+                        f"{proxy._base_path.decode('latin-1')!r}",
+                        "dot_segment",
+                        "request_target",
+                    ),
+                    "dot_segment",
+                )
+            text = raw_path.decode("latin-1")
+            req.path = unquote(text, encoding="latin-1") if "%" in text else text
+        limit = proxy._max_body_bytes
+        expect_continue = False
+        for name, value in req.headers:
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    declared = 0
+                if declared > limit:
+                    proxy._reject_metric("body_too_large")
+                    raise _RefusedError(
+                        413, "body_too_large", _body_limit_message(limit), _BODY_PARAM
+                    )
+            elif name == b"expect" and value.lower() == b"100-continue":
+                expect_continue = not req.http_10
+        if expect_continue and self.active is None and not self.queue and self.transport:
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # we read the body
+        if req.local is None and req.path in proxy._routes:
+            req.route = req.path
+            if req.method == b"POST":
+                req.raw = proxy._decide_capture(req)
+        self._arm("body", proxy._body_timeout_s)
+
+    def on_body(self, body: bytes) -> None:
+        req = self.reading
+        if req is not None:
+            req.body_bytes += len(body)
+            if req.body_bytes > self.proxy._max_body_bytes:
+                self.proxy._reject_metric("body_too_large")
+                limit = self.proxy._max_body_bytes
+                raise _RefusedError(413, "body_too_large", _body_limit_message(limit), _BODY_PARAM)
+            req.body.append(body)
+
+    def on_message_complete(self) -> None:
+        req, self.reading = self.reading, None
+        if req is None:
+            return
+        self._disarm()
+        self.queue.append(req)
+        if self.active is None:
+            self._next()
+        elif len(self.queue) > 16 and self.transport is not None:
+            self.transport.pause_reading()  # a client pipelining far ahead waits
+
+    # -- exchanges ------------------------------------------------------------------------
+
+    def _next(self) -> None:
+        """Start the next queued request, or wait for one (keep-alive) or close."""
+        while self.queue and not self.closed:
+            req = self.queue.popleft()
+            if req.local is not None:
+                status, body, reason = req.local
+                close = bool(reason) or not req.keep_alive or self.proxy._draining
+                self._write_local(status, body, close=close)
+                if close:
+                    self._close()
+                    return
+                continue
+            self.active = req
+            self.proxy._start_exchange(self, req)
+            return
+        if self.closed:
+            return
+        if self.peer_eof or self.proxy._draining:
+            self._close()
+            return
+        if self.transport is not None and not self.stop_reading:
+            self.transport.resume_reading()
+        self._arm("idle", self.proxy._keepalive_timeout_s)
+
+    def _finished(self, req: _Request) -> None:
+        """The exchange of ``req`` ended (completely, or with its client response closed)."""
+        if req.done:
+            return
+        req.done = True
+        proxy = self.proxy
+        raw = req.raw
+        if raw is not None:
+            raw.end_ns = _perf_ns()
+            proxy._emit(raw)
+        proxy._count_proxied(req.route, req.status_class)
+        proxy._in_flight -= 1
+        if proxy._in_flight == 0 and proxy._idle_event is not None:
+            proxy._idle_event.set()
+        if self.active is req:
+            self.active = None
+        if self.closed:
+            return
+        if req.close_after or not req.keep_alive:
+            self._close()
+        else:
+            self._next()
+
+    def _cut(self, req: _Request) -> None:
+        """End ``req`` now: close its upstream connection (the model server sees it)."""
+        task = req.connect_task
+        if task is not None and not task.done():
+            task.cancel()
+        conn, req.upstream = req.upstream, None
+        if conn is not None:
+            conn.owner = None
+            conn.abort()
+        req.close_after = True
+        self._finished(req)
+
+    def _emit_unforwarded(self, req: _Request, reason: str) -> None:
+        raw = req.raw
+        if raw is None:
+            return
+        raw.outcome = ExchangeOutcome.CANCELLED
+        raw.error = reason
+        raw.end_ns = _perf_ns()
+        self.proxy._emit(raw)
+
+    # -- upstream response (ResponseHandler) ------------------------------------------
+
+    def on_response_head(self, conn: UpstreamConnection) -> None:
+        """Write the response's status line and headers to the client."""
+        req = self.active
+        if req is None or req.upstream is not conn or self.transport is None:
+            return
+        status = conn.parser.get_status_code()
+        out = response_headers_for_client(conn.headers)
+        has_length = False
+        chunked = False
+        for name, value in conn.headers:
+            lname = name.lower()
+            if lname == b"content-length":
+                has_length = True
+            elif lname == b"transfer-encoding" and b"chunked" in value.lower():
+                chunked = True
+        no_body = req.method == b"HEAD" or status in (204, 304)
+        head_out = out
+        if not no_body and (chunked or not has_length):
+            req.eof_body = not chunked
+            if req.http_10:
+                req.close_after = True  # close-delimited, as HTTP/1.0 frames it
+            else:
+                req.chunked_out = True
+                head_out = [*out, (b"transfer-encoding", b"chunked")]
+                if has_length:  # both: Transfer-Encoding wins (RFC 9112 §6.3)
+                    head_out = [h for h in head_out if h[0] != b"content-length"]
+        if not req.keep_alive or self.proxy._draining or self.peer_eof:
+            req.close_after = True
+        if req.close_after:
+            head_out = [*head_out, (b"connection", b"close")]
+        raw = req.raw
+        if raw is not None:
+            raw.response_start_ns = _perf_ns()
+            raw.status_code = status
+            raw.response_headers = out
+        req.status_class = _STATUS_CLASSES[status // 100] if 100 <= status < 600 else "other"
+        reason = conn.reason or _REASONS.get(status, b"")
+        lines = [b"HTTP/1.1 %d %s\r\n" % (status, reason)]
+        lines.extend(b"%s: %s\r\n" % (k, v) for k, v in head_out)
+        lines.append(b"\r\n")
+        self.transport.write(b"".join(lines))
+        if req.method == b"HEAD":  # the parser would wait for a body: end here
+            req.upstream = None
+            self.proxy._pool.discard(conn)
+            self._finished(req)
+
+    def on_response_body(self, piece: bytes) -> None:
+        """Write one body piece to the client and copy it to the capture (one reference)."""
+        req = self.active
+        transport = self.transport
+        if req is None or transport is None:
+            return
+        raw = req.raw
+        if raw is not None and not raw.truncated:
+            size = raw.captured_bytes + len(piece)
+            if size > self.proxy._max_capture:
+                raw.truncated = True
+                raw.outcome = ExchangeOutcome.TRUNCATED
+            else:
+                raw.chunks.append((_perf_ns(), piece))
+                raw.captured_bytes = size
+        if req.chunked_out:
+            n = len(piece)
+            if n < 65536:
+                transport.write(b"%x\r\n%b\r\n" % (n, piece))
+            else:
+                transport.writelines((b"%x\r\n" % n, piece, b"\r\n"))
+        else:
+            transport.write(piece)
+
+    def on_response_complete(self, conn: UpstreamConnection) -> None:
+        """The upstream's response is complete: end the client's, pool the connection."""
+        req = self.active
+        if req is None or req.upstream is not conn:
+            return
+        req.upstream = None
+        if req.chunked_out and self.transport is not None:
+            self.transport.write(b"0\r\n\r\n")
+        self.proxy._upstream_outcome(True, "responded")
+        if conn.parser.should_keep_alive() and not conn.eof:
+            self.proxy._pool.release(conn)
+        else:
+            self.proxy._pool.discard(conn)
+        self._finished(req)
+
+    def on_upstream_lost(self, conn: UpstreamConnection, exc: BaseException | None) -> None:
+        """The upstream connection closed or broke while carrying ``self.active``."""
+        req = self.active
+        if req is None or req.upstream is not conn or req.done:
+            return
+        req.upstream = None
+        proxy = self.proxy
+        if conn.head_seen:
+            if exc is None and req.eof_body:  # a close-delimited body ends with the connection
+                if req.chunked_out and self.transport is not None:
+                    self.transport.write(b"0\r\n\r\n")
+                proxy._upstream_outcome(True, "responded")
+                self._finished(req)
+                return
+            proxy._metrics.upstream_errors.labels(kind="mid_stream").inc()
+            if req.raw is not None:
+                req.raw.outcome = ExchangeOutcome.ERROR
+                what = f"{type(exc).__name__}: {exc}" if exc is not None else "connection closed"
+                req.raw.error = f"upstream failed mid-response: {what}"
+            req.close_after = True  # the client sees the same incomplete response
+            self._finished(req)
+            return
+        kind = "network" if isinstance(exc, OSError) else "protocol"
+        what = f"{type(exc).__name__}: {exc}" if exc is not None else "closed before a response"
+        self.upstream_failed(req, kind, what)
+
+    def upstream_failed(self, req: _Request, kind: str, detail: str) -> None:
+        """No response came: answer the client 502/504 (OpenAI-style) and end ``req``."""
+        proxy = self.proxy
+        proxy._metrics.upstream_errors.labels(kind=kind).inc()
+        proxy._upstream_outcome(False, f"upstream {kind}: {detail}")
+        status, code = _UPSTREAM_CODES.get(kind, _UPSTREAM_CODES["internal"])
+        if req.raw is not None:
+            req.raw.outcome = ExchangeOutcome.ERROR
+            req.raw.error = f"upstream {kind}: {detail}"
+        req.status_class = "5xx"
+        if not self.closed:
+            close = not req.keep_alive or proxy._draining
+            self._write_local(status, upstream_error_body(kind, code), close=close)
+        self._finished(req)
+
+    # -- local answers ------------------------------------------------------------------
+
+    def _write_local(self, status: int, body: bytes, *, close: bool) -> None:
+        if self.transport is None or self.closed:
+            return
+        head = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b""))]
+        if body:
+            head.append(b"content-type: application/json\r\n")
+        head.append(b"content-length: %d\r\n" % len(body))
+        if close:
+            head.append(b"connection: close\r\n")
+        head.append(b"\r\n")
+        self.transport.write(b"".join(head) + body)
+
+    def _write_local_and_close(self, status: int, body: bytes) -> None:
+        self._write_local(status, body, close=True)
+        self._close()
+
+    def _refuse(self, status: int, code: str, message: str, param: str | None) -> None:
+        """Refuse the request being read: answered in order after any in-flight ones, then
+        the connection closes."""
+        self.stop_reading = True
+        req, self.reading = self.reading, None
+        if req is not None and req.raw is not None:
+            self._emit_unforwarded(req, f"request refused: {message}")
+        refused = _Request()
+        refused.local = (status, request_error_body(message, code, param), code)
+        self.queue.append(refused)
+        self._disarm()
+        if self.active is None:
+            self._next()
+
+    def _close(self) -> None:
+        self._disarm()
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()  # after the buffered bytes are written
+
+
+class _RefusedError(Exception):
+    """Raised from a parser callback to refuse the request being read."""
+
+    def __init__(self, status: int, code: str, message: str, param: str | None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.param = param
+
+
+_BODY_PARAM = "capture.max_request_body_bytes"
+
+
+def _body_limit_message(limit: int) -> str:
+    return f"request body exceeds capture.max_request_body_bytes = {limit} bytes"
+
+
+def _refusing(method: Callable[..., None]) -> Callable[..., None]:
+    """Wrap a client parser callback so :class:`_RefusedError` becomes a refusal."""
+
+    def wrapper(self: _ClientConnection, *args: Any) -> None:
+        try:
+            method(self, *args)
+        except _RefusedError as refused:
+            self._refuse(refused.status, refused.code, refused.message, refused.param)
+            raise
+
+    wrapper.__doc__ = method.__doc__
+    wrapper.__name__ = method.__name__
+    return wrapper
+
+
+# Refusals raise out of the callback so llhttp stops parsing; data_received then sees an
+# HttpParserCallbackError after the refusal was queued and ignores it.
+for _name in ("on_url", "on_header", "on_headers_complete", "on_body"):
+    setattr(_ClientConnection, _name, _refusing(getattr(_ClientConnection, _name)))
 
 
 class CaptureProxy(AsyncLifecycle):
-    """The live-path proxy (raw ASGI 3 application); see the module docstring.
+    """The live-path proxy (an asyncio HTTP/1.1 relay); see the module docstring.
 
     Args:
         settings: ``upstream_url`` (``http(s)://host[:port][/base-path]``; a base path is
             prepended to every forwarded path), ``routes``, ``max_capture_bytes``,
-            ``upstream_connect_timeout_s``, ``upstream_max_connections``.
+            ``upstream_connect_timeout_s``, ``upstream_max_connections``,
+            ``upstream_keepalive_expiry_s`` and the limits (module docstring).
         sampler: decides which requests on captured routes are copied.
         on_capture: the tee, called once per captured request when it ends; its return value
             (``False`` = dropped) and exceptions are ignored. Called on the event loop: it
             must not block.
         metrics: the sidecar's metrics.
-        transport: the upstream transport (a seam for tests). Default: a pooled
-            :class:`httpx.AsyncHTTPTransport` created by :meth:`start` and closed by
-            :meth:`stop`; a transport passed in is never closed here.
+        max_client_connections: this process's share of ``settings.max_client_connections``
+            (default: all of it).
 
-    Started once (:mod:`shadoweval.lifecycle`): by ``async with``, :meth:`start`, or the
-    ASGI lifespan when the proxy is not started yet; not restartable.
+    Started once (:mod:`shadoweval.lifecycle`): by ``async with`` or :meth:`start` (creates
+    the upstream pool, opens no connection), then :meth:`listen`; not restartable.
 
     Raises:
         ConfigError: ``upstream_url`` is not an absolute http(s) URL.
@@ -220,10 +779,11 @@ class CaptureProxy(AsyncLifecycle):
         sampler: StickySampler,
         on_capture: Callable[[RawCapture], bool],
         metrics: CaptureMetrics,
-        transport: httpx.AsyncBaseTransport | None = None,
+        *,
+        max_client_connections: int | None = None,
     ) -> None:
-        base = httpx.URL(settings.upstream_url)
-        if base.scheme not in ("http", "https") or not base.host:
+        base = urlsplit(settings.upstream_url)
+        if base.scheme not in ("http", "https") or not base.hostname:
             raise ConfigError(
                 "capture.upstream_url must be an absolute http(s) URL",
                 field="capture.upstream_url",
@@ -233,23 +793,43 @@ class CaptureProxy(AsyncLifecycle):
         self._sampler = sampler
         self._on_capture = on_capture
         self._metrics = metrics
-        self._given_transport = transport
-        self._transport: httpx.AsyncBaseTransport | None = None
-        self._lifespan_started = False
         self._routes = frozenset(settings.routes)
         self._max_capture = settings.max_capture_bytes
-        origin = f"{base.scheme}://{base.netloc.decode('ascii')}"
-        self._base = origin + base.path.rstrip("/")
-        wait_s = settings.upstream_connect_timeout_s
-        self._timeout = httpx.Timeout(connect=wait_s, read=None, write=None, pool=wait_s).as_dict()
+        self._tls = base.scheme == "https"
+        self._host = base.hostname
+        self._port = base.port or (443 if self._tls else 80)
+        host = f"[{base.hostname}]" if ":" in base.hostname else base.hostname
+        self._host_header = (host + (f":{base.port}" if base.port else "")).encode("idna")
+        self._base_path = base.path.rstrip("/").encode("latin-1")
+        self._header_timeout_s = settings.header_read_timeout_s
+        self._body_timeout_s = settings.body_read_timeout_s
+        self._keepalive_timeout_s = settings.client_keepalive_timeout_s
+        self._max_header_bytes = settings.max_request_header_bytes
+        self._max_body_bytes = settings.max_request_body_bytes
+        self._max_clients = max_client_connections or settings.max_client_connections
+        self._pool: UpstreamPool = None  # type: ignore[assignment]  # set by start()
+        self._loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
+        self._servers: list[asyncio.Server] = []
+        self._clients: set[_ClientConnection] = set()
+        self._in_flight = 0
+        self._idle_event: asyncio.Event | None = None
+        self._draining = False
+        self._running = False
         self._proxied: dict[tuple[str, str], Any] = {}
+        self.last_upstream_outcome: tuple[bool, str, float] | None = None
+        """``(ok, detail, monotonic time)`` of the latest relayed request's upstream outcome."""
 
     # -- lifecycle ---------------------------------------------------------------------
 
     @property
     def started(self) -> bool:
         """Whether the proxy forwards requests (between :meth:`start` and :meth:`stop`)."""
-        return self._transport is not None
+        return self._running
+
+    @property
+    def in_flight(self) -> int:
+        """Exchanges being forwarded now."""
+        return self._in_flight
 
     async def start(self) -> None:
         """Create the upstream connection pool. Opens no connection yet.
@@ -258,88 +838,182 @@ class CaptureProxy(AsyncLifecycle):
             LifecycleError: called twice, or after :meth:`stop`.
         """
         with self._starting():
-            if self._given_transport is not None:
-                self._transport = self._given_transport
-            else:
-                self._transport = ShardedTransport(self.settings.upstream_max_connections)
+            s = self.settings
+            self._loop = asyncio.get_running_loop()
+            self._pool = UpstreamPool(
+                self._host,
+                self._port,
+                tls=ssl.create_default_context() if self._tls else None,
+                server_hostname=self._host,
+                max_connections=s.upstream_max_connections,
+                connect_timeout_s=s.upstream_connect_timeout_s,
+                keepalive_expiry_s=s.upstream_keepalive_expiry_s,
+                on_stale=self._metrics.upstream_stale.inc,
+            )
+            self._pool.start()
+            self._running = True
+
+    async def listen(
+        self, host: str, port: int, *, reuse_port: bool = False, backlog: int = 2048
+    ) -> int:
+        """Accept client connections on ``host:port`` (``0``: any free port).
+
+        Args:
+            reuse_port: set ``SO_REUSEPORT`` so several worker processes share the port
+                (the kernel spreads connections over them).
+
+        Returns:
+            The bound port.
+        """
+        server = await self._loop.create_server(
+            lambda: _ClientConnection(self),
+            host,
+            port,
+            reuse_port=reuse_port or None,
+            backlog=backlog,
+        )
+        self._servers.append(server)
+        return int(server.sockets[0].getsockname()[1])
+
+    @property
+    def bound_port(self) -> int | None:
+        """The first listening port, once :meth:`listen` has run."""
+        if not self._servers or not self._servers[0].sockets:
+            return None
+        return int(self._servers[0].sockets[0].getsockname()[1])
+
+    def close_listeners(self) -> None:
+        """Stop accepting connections and keep-alive: idle client connections close now,
+        busy ones after their current response (``Connection: close``)."""
+        self._draining = True
+        for server in self._servers:
+            server.close()
+        for client in list(self._clients):
+            if client.active is None and not client.queue:
+                client._close()
+
+    async def drain(self, grace_s: float | None) -> int:
+        """Wait up to ``grace_s`` seconds (``None``: no limit; ``0``: none) for in-flight
+        exchanges, then cut the rest (captured ``cancelled``, error ``cancelled (server
+        shutdown)``; the clients' connections are closed).
+
+        Returns:
+            The number of exchanges cut.
+        """
+        self.close_listeners()
+        if self._in_flight and (grace_s is None or grace_s > 0):
+            self._idle_event = asyncio.Event()
+            try:
+                async with asyncio.timeout(grace_s):
+                    await self._idle_event.wait()
+            except TimeoutError:
+                pass
+            finally:
+                self._idle_event = None
+        return self.cut_all()
+
+    def cut_all(self) -> int:
+        """Cut every in-flight exchange now (see :meth:`drain`); returns how many."""
+        cut = 0
+        for client in list(self._clients):
+            req = client.active
+            if req is not None and not req.done:
+                if req.raw is not None:
+                    req.raw.outcome = ExchangeOutcome.CANCELLED
+                    req.raw.error = "cancelled (server shutdown)"
+                client._cut(req)
+                cut += 1
+            if client.transport is not None:
+                client.transport.abort()
+        return cut
 
     async def stop(self) -> None:
-        """Close the upstream pool (idempotent); requests after this get 503."""
+        """Stop listening, cut what is still in flight, close the upstream pool
+        (idempotent); call :meth:`drain` first for a graceful stop."""
         if not self._stopping():
             return
-        transport, self._transport = self._transport, None
-        if transport is not None and transport is not self._given_transport:
-            await transport.aclose()
+        self._running = False
+        self.close_listeners()
+        self.cut_all()
+        for server in self._servers:
+            server.close()
+            try:
+                async with asyncio.timeout(5):
+                    await server.wait_closed()
+            except TimeoutError:
+                logger.debug("listener did not close in 5 s")
+        if self._pool is not None:
+            await self._pool.aclose()
 
-    # -- ASGI --------------------------------------------------------------------------
+    # -- exchanges ------------------------------------------------------------------------
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """ASGI 3 entry point: ``http`` is proxied, ``lifespan`` starts/stops the pool."""
-        kind = scope["type"]
-        if kind == "http":
-            await self._http(scope, receive, send)
-        elif kind == "lifespan":
-            await self._lifespan(receive, send)
-        elif kind == "websocket":  # not proxied: refuse the handshake (403)
-            await send({"type": "websocket.close", "code": 1008})
-
-    async def _lifespan(self, receive: Receive, send: Send) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                try:
-                    if not self.started:
-                        await self.start()
-                        self._lifespan_started = True
-                except Exception as exc:
-                    await send({"type": "lifespan.startup.failed", "message": repr(exc)})
-                    return
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                if self._lifespan_started:
-                    await self.stop()
-                await send({"type": "lifespan.shutdown.complete"})
-                return
-
-    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
-        transport = self._transport
-        if transport is None:
-            await self._send_error(send, 503, "internal", "proxy_not_started")
+    def _start_exchange(self, client: _ClientConnection, req: _Request) -> None:
+        self._in_flight += 1
+        if not self._running:
+            req.status_class = "5xx"
+            client._write_local(
+                503,
+                request_error_body("the sidecar is stopping", "proxy_not_started", None),
+                close=True,
+            )
+            req.close_after = True
+            client._finished(req)
             return
-        path: str = scope["path"]
-        route = path if path in self._routes else OTHER_ROUTE
-        headers: list[tuple[bytes, bytes]] = scope["headers"]
-        method: str = scope["method"]
-        raw: RawCapture | None = None
-        if route is not OTHER_ROUTE and method == "POST":
-            raw = self._decide_capture(headers, method, path, scope)
-        body = await _read_body(receive)
-        if body is None:  # the client left before its request was complete: not forwarded
-            if raw is not None:
-                raw.outcome = ExchangeOutcome.CANCELLED
-                raw.error = "client disconnected before the request body was complete"
-                raw.end_ns = _perf_ns()
-                self._emit(raw)
+        conn = self._pool.take_idle()
+        if conn is not None:
+            self._send(client, req, conn)
+        else:
+            req.connect_task = self._loop.create_task(self._connect_and_send(client, req))
+
+    async def _connect_and_send(self, client: _ClientConnection, req: _Request) -> None:
+        try:
+            conn = await self._pool.acquire()
+        except UpstreamError as exc:
+            if not req.done:
+                client.upstream_failed(req, exc.kind, str(exc))
             return
-        raw_path: bytes = scope.get("raw_path") or quote(path).encode("ascii")
-        query: bytes = scope.get("query_string", b"")
-        target = raw_path.decode("latin-1")
-        if query:
-            target = f"{target}?{query.decode('latin-1')}"
-        out_headers = request_headers_for_upstream(
-            headers, scope.get("client"), scope.get("scheme", "http")
-        )
+        except asyncio.CancelledError:
+            return
+        except Exception as exc:  # never let a bug leave the client hanging
+            logger.warning("could not forward a request upstream", exc_info=exc)
+            if not req.done:
+                client.upstream_failed(req, "internal", f"{type(exc).__name__}: {exc}")
+            return
+        if req.done or client.closed:
+            self._pool.release(conn)
+            return
+        self._send(client, req, conn)
+
+    def _send(self, client: _ClientConnection, req: _Request, conn: UpstreamConnection) -> None:
+        """Write the request on ``conn`` (one buffer: head + body)."""
+        out = request_headers_for_upstream(req.headers, client.peer, "http")
+        body = req.body[0] if len(req.body) == 1 else b"".join(req.body)
+        parts = [
+            b"%s %s%s HTTP/1.1\r\nhost: %s\r\n"
+            % (req.method, self._base_path, req.target, self._host_header)
+        ]
+        parts.extend(b"%s: %s\r\n" % (k, v) for k, v in out if k not in _DROP_UPSTREAM)
+        if body or req.method in _BODY_METHODS:
+            parts.append(b"content-length: %d\r\n" % len(body))
+        parts.append(b"\r\n")
+        head = b"".join(parts)
+        conn.owner = client
+        req.upstream = conn
+        raw = req.raw
         if raw is not None:
             raw.request_body = body
-        await self._forward(
-            transport, method, self._base + target, out_headers, body, raw, route, receive, send
-        )
+            raw.start_ns = _perf_ns()
+        if len(body) < 65536:
+            conn.write(head + body)
+        else:
+            conn.write([head, body])
 
-    def _decide_capture(
-        self, headers: list[tuple[bytes, bytes]], method: str, path: str, scope: Scope
-    ) -> RawCapture | None:
+    # -- capture, metrics ------------------------------------------------------------------
+
+    def _decide_capture(self, req: _Request) -> RawCapture | None:
         """A fresh RawCapture when this request is to be captured, else ``None``."""
         try:
+            headers = req.headers
             if has_header(headers, SHADOW_MARKER):
                 return None
             key_hash = self._sampler.session_key_hash(headers)
@@ -347,13 +1021,14 @@ class CaptureProxy(AsyncLifecycle):
             if not self._sampler.sampled(key_hash, exchange_id):
                 self._metrics.unsampled.inc()
                 return None
-            query: bytes = scope.get("query_string", b"")
+            target = req.target
+            query = target.split(b"?", 1)[1] if b"?" in target else b""
             return RawCapture(
                 exchange_id=exchange_id,
                 captured_at=utc_now(),
                 start_ns=_perf_ns(),
-                method=method,
-                path=path,
+                method="POST",
+                path=req.path,
                 query=query.decode("latin-1"),
                 request_headers=list(headers),
                 session_key_hash=key_hash,
@@ -361,182 +1036,6 @@ class CaptureProxy(AsyncLifecycle):
         except Exception:  # capture must never break the live path
             logger.debug("capture decision failed; request not captured", exc_info=True)
             return None
-
-    async def _forward(
-        self,
-        transport: httpx.AsyncBaseTransport,
-        method: str,
-        url: str,
-        headers: list[tuple[bytes, bytes]],
-        body: bytes,
-        raw: RawCapture | None,
-        route: str,
-        receive: Receive,
-        send: Send,
-    ) -> None:
-        """Send the request upstream and stream the response back (see module docstring)."""
-        task = asyncio.current_task()
-        flow = _Flow()
-        watcher = (
-            asyncio.get_running_loop().create_task(_watch_disconnect(receive, task, flow))
-            if task is not None
-            else None
-        )
-        response: httpx.Response | None = None
-        status_class = "none"
-        try:
-            try:
-                request = httpx.Request(
-                    method,
-                    url,
-                    headers=headers,
-                    content=body,
-                    extensions={"timeout": self._timeout},
-                )
-                if raw is not None:
-                    raw.start_ns = _perf_ns()
-                response = await transport.handle_async_request(request)
-                if not isinstance(response.stream, httpx.AsyncByteStream):
-                    raise TypeError("the upstream transport returned a synchronous stream")
-            except Exception as exc:
-                flow.finished = True
-                status_class = "5xx"
-                await self._upstream_failed(exc, raw, send)
-                return
-            response.request = request
-            status = response.status_code
-            status_class = _STATUS_CLASSES[status // 100] if 100 <= status < 600 else "other"
-            out = response_headers_for_client(response.headers.raw)
-            if raw is not None:
-                raw.response_start_ns = _perf_ns()
-                raw.status_code = status
-                raw.response_headers = out
-            await self._relay(response, raw, send, {"status": status, "headers": out}, flow)
-        except _ClientGoneError:
-            if raw is not None:
-                raw.outcome = ExchangeOutcome.CANCELLED
-                raw.error = "client disconnected (send failed)"
-        except asyncio.CancelledError:
-            if raw is not None:
-                raw.outcome = ExchangeOutcome.CANCELLED
-            if not flow.client_gone or task is None or task.uncancel() > 0:
-                if raw is not None:
-                    raw.error = "cancelled (server shutdown)"
-                raise  # cancelled from outside (server shutdown): let it propagate
-            if raw is not None:
-                raw.error = "client disconnected"
-        finally:
-            flow.finished = True
-            if watcher is not None:
-                watcher.cancel()
-            if raw is not None:
-                raw.end_ns = _perf_ns()
-                self._emit(raw)
-            self._count_proxied(route, status_class)
-            if response is not None:
-                try:
-                    await response.aclose()  # a partly read response: closes the connection
-                except Exception:
-                    logger.debug("closing the upstream response failed", exc_info=True)
-
-    async def _relay(
-        self,
-        response: httpx.Response,
-        raw: RawCapture | None,
-        send: Send,
-        start: Message,
-        flow: _Flow,
-    ) -> None:
-        """Send the response start, every body piece as read, and the end of the body.
-
-        Raises:
-            _ClientGoneError: ``send`` failed (the client's connection is gone).
-        """
-        stream = cast(httpx.AsyncByteStream, response.stream)  # checked by _forward
-        start["type"] = "http.response.start"
-        try:
-            await send(start)
-        except Exception as exc:
-            raise _ClientGoneError from exc
-        # The raw pieces, as Response.aiter_raw() yields them, minus its re-chunking layer
-        # and its consumed-state check (a transport seam may return a pre-read response).
-        pieces = stream.__aiter__()
-        try:
-            await self._pump(pieces, raw, send)
-        except _ClientGoneError:
-            raise
-        except Exception as exc:  # the upstream broke mid-body: leave the client's response
-            # incomplete, so the server closes the client's connection like a direct one
-            flow.finished = True
-            self._metrics.upstream_errors.labels(kind="mid_stream").inc()
-            if raw is not None:
-                raw.outcome = ExchangeOutcome.ERROR
-                raw.error = f"upstream failed mid-response: {type(exc).__name__}: {exc}"
-            return
-        finally:
-            aclose = getattr(pieces, "aclose", None)
-            if aclose is not None:
-                try:
-                    await aclose()
-                except Exception:
-                    logger.debug("closing the upstream body iterator failed", exc_info=True)
-        flow.finished = True
-        try:
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-        except Exception as exc:
-            raise _ClientGoneError from exc
-
-    async def _pump(self, pieces: AsyncIterator[bytes], raw: RawCapture | None, send: Send) -> None:
-        """Send each upstream piece as it arrives; copy it aside first when capturing.
-
-        The only per-piece capture work: one ``perf_counter_ns()`` and one list append, until
-        ``max_capture_bytes`` would be exceeded (then ``truncated``; no copy after that).
-        Upstream errors propagate; a failing ``send`` raises :class:`_ClientGoneError`.
-        """
-        if raw is not None:
-            limit = self._max_capture
-            chunks = raw.chunks
-            async for piece in pieces:
-                size = raw.captured_bytes + len(piece)
-                if size > limit:
-                    raw.truncated = True
-                    raw.outcome = ExchangeOutcome.TRUNCATED
-                else:
-                    chunks.append((_perf_ns(), piece))
-                    raw.captured_bytes = size
-                try:
-                    await send({"type": "http.response.body", "body": piece, "more_body": True})
-                except Exception as exc:
-                    raise _ClientGoneError from exc
-                if raw.truncated:
-                    break
-        async for piece in pieces:
-            try:
-                await send({"type": "http.response.body", "body": piece, "more_body": True})
-            except Exception as exc:
-                raise _ClientGoneError from exc
-
-    # -- error answers, capture hand-off, metrics ----------------------------------------
-
-    async def _upstream_failed(self, exc: Exception, raw: RawCapture | None, send: Send) -> None:
-        kind, status, code = classify_upstream_error(exc)
-        self._metrics.upstream_errors.labels(kind=kind).inc()
-        if kind == "internal":
-            logger.warning("could not forward a request upstream", exc_info=exc)
-        if raw is not None:
-            raw.outcome = ExchangeOutcome.ERROR
-            raw.error = f"upstream {kind}: {type(exc).__name__}: {exc}"
-        try:
-            await self._send_error(send, status, kind, code)
-        except Exception:  # the client is gone too
-            logger.debug("could not send the upstream error to the client", exc_info=True)
-
-    @staticmethod
-    async def _send_error(send: Send, status: int, kind: str, code: str) -> None:
-        body = upstream_error_body(kind, code)
-        headers = [*_JSON_HEADERS, (b"content-length", str(len(body)).encode("ascii"))]
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body, "more_body": False})
 
     def _emit(self, raw: RawCapture) -> None:
         try:
@@ -551,3 +1050,14 @@ class CaptureProxy(AsyncLifecycle):
             child = self._metrics.proxied.labels(route=route, status_class=status_class)
             self._proxied[key] = child
         child.inc()
+
+    def _reject_metric(self, reason: str) -> None:
+        self._metrics.rejected.labels(reason=reason).inc()
+
+    def _upstream_outcome(self, ok: bool, detail: str) -> None:
+        self.last_upstream_outcome = (ok, detail, _monotonic())
+
+
+def reuse_port_supported() -> bool:
+    """Whether this platform has ``SO_REUSEPORT`` (several workers on one port)."""
+    return hasattr(socket, "SO_REUSEPORT")

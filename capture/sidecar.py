@@ -8,22 +8,34 @@ Composition (DESIGN §2)::
               CapturePipeline ──► builder process ──► KafkaSink (+ disk spool), FileSink
 
 Shutdown (SIGTERM or SIGINT): ``/readyz`` turns 503 at once; the proxy's listener closes
-and in-flight responses may finish within ``grace_period_s`` (uvicorn's
-``timeout_graceful_shutdown``; past it they are cancelled and captured as ``cancelled``);
-then the queue is built and handed to the sinks within ``flush_deadline_s`` (what Kafka
-does not acknowledge in time goes to the spool, re-sent at the next start); then the
-admin port closes. Choose ``grace_period_s`` ≥ max_tokens × TPOT p99 + TTFT p99 of the
-live model (docs/capture.md).
+(idle keep-alive connections too) and in-flight responses may finish within
+``grace_period_s`` seconds (fractions honoured; ``0`` cuts them at once; a second signal
+cuts them too); past it they are cut and captured as ``cancelled``; then the queue is built
+and handed to the sinks within ``flush_deadline_s`` (what Kafka does not acknowledge in
+time goes to the spool, re-sent at the next start); then the admin port closes. Choose
+``grace_period_s`` ≥ max_tokens × TPOT p99 + TTFT p99 of the live model (docs/capture.md).
+
+**The sidecar sends nothing to the upstream on its own by default** (a single-request
+server such as llama-cpp-python, ``interrupt_requests=True``, ends the running stream when
+another request arrives: a probe every 5 s cut 17 of 42 live streams). The live model's
+name comes from ``live_model.name``, else from the ``model`` field of each relayed
+response (the builder, :func:`capture.identity.resolve_identity`); asking the upstream's
+``/v1/models`` at start is opt-in (``live_model_from_upstream``), and so is the periodic
+readiness probe (``upstream_probe``).
 
 Admin endpoints (:func:`shadoweval.probes.probe_app`, JSON bodies) live on their own port,
 because the proxied port forwards every path to the upstream (vLLM serves its own
 ``/metrics`` and ``/health``; a client must keep reaching them unchanged):
 
 * ``/healthz`` — 200 while the process serves (liveness).
-* ``/readyz`` — 200 when the proxy is accepting and the upstream answered recently;
-  503 with the reasons otherwise (draining after SIGTERM, upstream unreachable). A broker
-  outage does *not* make the sidecar unready: it spools, and the live path is unaffected;
-  the JSON body reports the sink state.
+* ``/readyz`` — 200 while the proxy is accepting (not draining). With ``upstream_probe``
+  on, also only while the upstream answered the last probe (``GET readiness_path``, every
+  ``readiness_interval_s``). With it off (default) the ``upstream`` entry is informational:
+  it reports the upstream outcome of the latest relayed request (responded, or the
+  connect/protocol error) and its age, and never makes the sidecar unready — an unready
+  sidecar gets no traffic, so traffic could never show the upstream is back. A broker
+  outage does *not* make the sidecar unready either: it spools, and the live path is
+  unaffected; the JSON body reports the sink state.
 * ``/metrics`` — Prometheus text format of the sidecar's registry.
 """
 
@@ -41,10 +53,10 @@ import httpx
 import uvicorn
 
 from capture.builder import ExchangeBuilder
-from capture.identity import fetch_live_model
+from capture.identity import UNKNOWN_MODEL, fetch_live_model, identity_from_settings
 from capture.metrics import CaptureMetrics
 from capture.pipeline import BuilderMode, CapturePipeline
-from capture.proxy import UVICORN_OPTIONS, CaptureProxy
+from capture.proxy import CaptureProxy
 from capture.sampling import StickySampler
 from capture.sinks.base import ExchangeSink
 from capture.sinks.file import FileSink
@@ -100,9 +112,12 @@ class Sidecar(AsyncLifecycle):
         capture: sidecar settings (upstream, routes, sampling, redaction, queue, sinks).
         kafka: broker settings (used when ``"kafka"`` is among ``capture.sinks``).
         builder_mode: overrides ``capture.builder`` (``"inline"`` for tests).
-        upstream_transport: httpx transport seam for the proxy (tests).
+        upstream_transport: httpx transport seam for the opt-in upstream probe and model
+            lookup (tests); the proxy itself always uses real sockets.
         sinks: overrides the sinks built from settings (tests).
-        model: live-model identity; fetched from the upstream's ``/v1/models`` when ``None``.
+        model: live-model identity; default: from ``capture.live_model`` (name empty:
+            taken from each response's ``model`` field, or asked from the upstream's
+            ``/v1/models`` when ``capture.live_model_from_upstream``).
 
     Two ways to run it (:mod:`shadoweval.lifecycle`: started once, not restartable):
     :meth:`serve` binds the proxy and admin ports and runs the whole life (start, serve
@@ -134,7 +149,8 @@ class Sidecar(AsyncLifecycle):
         self._upstream_ok: tuple[bool, str] = (False, "not probed yet")
         self._probe_task: asyncio.Task[None] | None = None
         self._topic_task: asyncio.Task[None] | None = None
-        self._main: _Server | None = None
+        self._shutdown: asyncio.Event | None = None
+        self._forced = False
         self._admin: _Server | None = None
 
     # -- lifecycle -------------------------------------------------------------------
@@ -151,9 +167,15 @@ class Sidecar(AsyncLifecycle):
 
     async def _start(self) -> None:
         cap = self.capture
-        model = self._model or await fetch_live_model(
-            cap.upstream_url, cap.live_model, transport=self._upstream_transport
-        )
+        if self._model is not None:
+            model = self._model
+        elif cap.live_model_from_upstream and not cap.live_model.name:
+            model = await fetch_live_model(
+                cap.upstream_url, cap.live_model, transport=self._upstream_transport
+            )
+        else:  # nothing asked of the upstream: the name, or each response's ``model``
+            name = cap.live_model.name or UNKNOWN_MODEL
+            model = identity_from_settings(cap.live_model, name, cap.upstream_url)
         self.model = model
         builder = ExchangeBuilder(cap, model, source=f"sidecar:{socket.gethostname()}")
         sinks = (
@@ -174,27 +196,26 @@ class Sidecar(AsyncLifecycle):
         sampler = StickySampler(
             cap.sample_percent, cap.session_headers, cap.session_salt.get_secret_value()
         )
-        self.proxy = CaptureProxy(
-            cap,
-            sampler,
-            self.pipeline.offer,
-            self.metrics,
-            transport=self._upstream_transport,
-        )
+        self.proxy = CaptureProxy(cap, sampler, self.pipeline.offer, self.metrics)
         await self.proxy.start()
+        proxy = self.proxy
         pipeline = self.pipeline
         self.readiness.required["draining"] = lambda: (
             not self.draining,
             "draining after a stop signal" if self.draining else "accepting",
         )
-        self.readiness.required["upstream"] = lambda: self._upstream_ok
+        if cap.upstream_probe:
+            self.readiness.required["upstream"] = lambda: self._upstream_ok
+        else:
+            self.readiness.informational["upstream"] = lambda: _traffic_outcome(proxy)
         self.readiness.informational["capture_pipeline"] = lambda: (
             pipeline.running(),
             f"queue depth {pipeline.depth}",
         )
         for sink in sinks:
             self.readiness.informational[f"sink_{sink.name}"] = _sink_probe(sink)
-        self._probe_task = asyncio.create_task(self._probe_upstream(), name="upstream-probe")
+        if cap.upstream_probe:
+            self._probe_task = asyncio.create_task(self._probe_upstream(), name="upstream-probe")
         if "kafka" in cap.sinks and self._sinks_override is None:
             self._topic_task = asyncio.create_task(self._ensure_topic(), name="ensure-topic")
 
@@ -252,39 +273,34 @@ class Sidecar(AsyncLifecycle):
     # -- serving ---------------------------------------------------------------------
 
     def request_shutdown(self) -> None:
-        """Begin a graceful shutdown (what SIGTERM does)."""
+        """Begin a graceful shutdown (what SIGTERM does); a second call cuts in-flight
+        exchanges at once."""
         if self.draining:
-            if self._main is not None:  # a second signal: stop waiting for in-flight
-                self._main.force_exit = True
+            self._forced = True
+            if self.proxy is not None and self._shutdown is not None:
+                self.proxy.cut_all()
             return
         logger.info("shutdown requested: draining")
         self.draining = True
-        if self._main is not None:
-            self._main.should_exit = True
+        if self._shutdown is not None:
+            self._shutdown.set()
 
     async def serve(self, *, install_signal_handlers: bool = True) -> None:
         """Start, serve the proxy and admin ports until a shutdown is requested, stop.
 
         Raises:
             LifecycleError: the sidecar was already started (``async with``) or stopped.
+            OSError: a port could not be bound.
         """
+        self._shutdown = asyncio.Event()
         await self.start()
         assert self.proxy is not None
         cap = self.capture
-        self._main = _Server(
-            uvicorn.Config(
-                self.proxy,
-                host=cap.host,
-                port=cap.port,
-                lifespan="off",
-                log_level="warning",
-                access_log=False,
-                timeout_graceful_shutdown=int(cap.grace_period_s) or None,
-                ws="none",
-                http="auto",  # httptools when installed (a dependency), else h11
-                **UVICORN_OPTIONS,
-            )
-        )
+        try:
+            await self.proxy.listen(cap.host, cap.port)
+        except BaseException:
+            await self.stop()
+            raise
         self._admin = _Server(
             uvicorn.Config(
                 probe_app(self.metrics.registry, self.readiness.check),
@@ -301,11 +317,19 @@ class Sidecar(AsyncLifecycle):
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self.request_shutdown)
         admin_task = asyncio.create_task(self._admin.serve(), name="admin-server")
-        started = time.monotonic()
+        if self.draining:  # asked before serving began
+            self._shutdown.set()
         try:
-            await self._main.serve()
+            await self._shutdown.wait()
+            started = time.monotonic()
+            grace_s = 0.0 if self._forced else cap.grace_period_s
+            cut = await self.proxy.drain(grace_s)
+            logger.info(
+                "proxy closed after %.2f s (%d in-flight exchange(s) cut); flushing captures",
+                time.monotonic() - started,
+                cut,
+            )
         finally:
-            logger.info("proxy closed after %.1f s; flushing captures", time.monotonic() - started)
             await self.stop()
             self._admin.should_exit = True
             await admin_task
@@ -316,12 +340,21 @@ class Sidecar(AsyncLifecycle):
     @property
     def bound_port(self) -> int | None:
         """The proxy's listening port once serving (useful with ``port=0``)."""
-        return _bound_port(self._main)
+        return None if self.proxy is None else self.proxy.bound_port
 
     @property
     def bound_admin_port(self) -> int | None:
         """The admin port once serving (useful with ``admin_port=0``)."""
         return _bound_port(self._admin)
+
+
+def _traffic_outcome(proxy: CaptureProxy) -> tuple[bool, str]:
+    """The informational ``upstream`` readiness entry when no probe runs."""
+    last = proxy.last_upstream_outcome
+    if last is None:
+        return True, "no request relayed yet (capture.upstream_probe is off: nothing is sent)"
+    ok, detail, at = last
+    return ok, f"latest relayed request {time.monotonic() - at:.1f} s ago: {detail}"
 
 
 def _sink_probe(sink: ExchangeSink) -> Callable[[], tuple[bool, str]]:

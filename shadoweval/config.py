@@ -172,12 +172,32 @@ class CaptureSettings(BaseModel):
     counts, never waits). ``max_capture_bytes``: a response body copied beyond this is cut
     from the captured copy (outcome ``truncated``; the client still gets every byte).
     ``keep_raw_body``: keep the raw (decoded) response body beside the reassembled text.
-    ``grace_period_s``: how long in-flight responses may run after SIGTERM (choose it from
-    max_tokens × TPOT, see docs/capture.md); ``flush_deadline_s``: how long the queue may
-    then take to reach the sinks or the spool. ``readiness_path`` is probed on the
-    upstream every ``readiness_interval_s`` for ``/readyz``. ``builder``: build exchanges in
-    ``build_workers`` worker processes (default) or a thread. ``sinks``: any of ``kafka``,
-    ``file``.
+    ``grace_period_s``: how long in-flight responses may run after SIGTERM, seconds,
+    fractions honoured (0: cut at once; choose it from max_tokens × TPOT, see
+    docs/capture.md); ``flush_deadline_s``: how long the queue may then take to reach the
+    sinks or the spool. ``builder``: build exchanges in ``build_workers`` worker processes
+    (default) or a thread. ``sinks``: any of ``kafka``, ``file``.
+
+    **Nothing is sent to the upstream on the sidecar's own initiative by default.**
+    ``upstream_probe``: when true, ``readiness_path`` is requested on the upstream every
+    ``readiness_interval_s`` and ``/readyz`` fails while it does not answer — do not enable
+    it in front of a server that serves one request at a time (llama-cpp-python's default
+    ``interrupt_requests=True`` ends the running stream when another request arrives).
+    ``live_model_from_upstream``: when true and ``live_model.name`` is empty, the model
+    name is asked from the upstream's ``GET /v1/models`` once at start (same warning);
+    otherwise it comes from ``live_model.name`` or from the ``model`` field of each
+    relayed response.
+
+    Limits of the live port (docs/capture.md, "Limits"); every refusal is an OpenAI-style
+    JSON error naming the setting and counted in ``shadoweval_proxy_rejected_total{reason}``:
+    ``header_read_timeout_s`` (a connection's request line and headers must arrive within
+    it: 408 / closed), ``body_read_timeout_s`` (the whole body within it after the headers:
+    408), ``client_keepalive_timeout_s`` (an idle keep-alive connection is closed after
+    it), ``max_request_header_bytes`` (431), ``max_request_body_bytes`` (413),
+    ``max_client_connections`` (open client connections of the sidecar; one more is
+    answered 503 and closed). ``upstream_keepalive_expiry_s``: an idle pooled upstream
+    connection is closed after it (keep it below the upstream's own keep-alive timeout:
+    uvicorn's, vLLM's and SGLang's default is 5 s).
     """
 
     upstream_url: str = "http://127.0.0.1:8000"
@@ -203,6 +223,15 @@ class CaptureSettings(BaseModel):
     flush_deadline_s: float = Field(default=15.0, ge=0)
     readiness_path: str = "/v1/models"
     readiness_interval_s: float = Field(default=5.0, gt=0)
+    upstream_probe: bool = False
+    live_model_from_upstream: bool = False
+    header_read_timeout_s: float = Field(default=10.0, gt=0)
+    body_read_timeout_s: float = Field(default=60.0, gt=0)
+    client_keepalive_timeout_s: float = Field(default=5.0, gt=0)
+    max_request_header_bytes: int = Field(default=64 * 1024, ge=1024)
+    max_request_body_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
+    max_client_connections: int = Field(default=4096, ge=1)
+    upstream_keepalive_expiry_s: float = Field(default=2.0, gt=0)
     builder: Literal["process", "thread"] = "process"
     build_workers: int = Field(default=1, ge=1, le=64)
     sinks: tuple[Literal["kafka", "file"], ...] = ("file",)

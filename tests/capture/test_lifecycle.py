@@ -44,7 +44,6 @@ def _proxy(tmp_path: Path) -> CaptureProxy:
         StickySampler(100, (), "s"),
         lambda raw: True,
         CaptureMetrics(),
-        transport=_upstream(),
     )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -351,20 +352,34 @@ def test_upstream_down_gives_502_json_and_error_capture(client: httpx.Client) ->
     assert raw.outcome is ExchangeOutcome.ERROR
     assert raw.status_code is None
     assert raw.error is not None
-    assert "ConnectError" in raw.error
+    assert "ConnectionRefused" in raw.error
     assert raw.chunks == []
     assert raw.end_ns is not None
 
 
-class _ConnectTimeoutTransport(httpx.AsyncBaseTransport):
-    """A transport seam whose connection attempt times out."""
+@pytest.fixture
+def unaccepting_port() -> Iterator[int]:
+    """A loopback port whose listen queue is full: a connection attempt hangs (SYN dropped)."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        fillers = []
+        for _ in range(4):  # fill the accept queue (never accepted)
+            filler = socket.socket()
+            filler.setblocking(False)
+            filler.connect_ex(("127.0.0.1", port))
+            fillers.append(filler)
+        try:
+            yield port
+        finally:
+            for filler in fillers:
+                filler.close()
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        raise httpx.ConnectTimeout("timed out", request=request)
 
-
-def test_connect_timeout_gives_504(client: httpx.Client) -> None:
-    with running_proxy("http://upstream.invalid", transport=_ConnectTimeoutTransport()) as h:
+def test_connect_timeout_gives_504(client: httpx.Client, unaccepting_port: int) -> None:
+    url = f"http://127.0.0.1:{unaccepting_port}"
+    with running_proxy(url, upstream_connect_timeout_s=0.5) as h:
         resp = client.post(f"{h.url}{CHAT}", content=REQUEST)
         raw = h.collector.wait(1)[0]
         assert h.metric("shadoweval_proxy_upstream_errors_total", kind="connect_timeout") == 1
@@ -372,6 +387,26 @@ def test_connect_timeout_gives_504(client: httpx.Client) -> None:
     assert resp.json()["error"]["code"] == "upstream_connect_timeout"
     assert raw.outcome is ExchangeOutcome.ERROR
     assert raw.status_code is None
+
+
+def test_all_upstream_connections_busy_gives_504_pool_timeout(
+    upstream: tuple[ScriptedUpstream, str],
+) -> None:
+    app, up_url = upstream
+    with running_proxy(up_url, upstream_max_connections=1, upstream_connect_timeout_s=0.5) as h:
+        held = threading.Thread(
+            target=lambda: httpx.post(f"{h.url}/v1/x?mode=sleep&ms=5000", timeout=30),
+            daemon=True,
+        )
+        held.start()
+        deadline = time.monotonic() + 30
+        while len(app.log.requests) < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)  # wait until the upstream holds the held request
+        resp = httpx.post(f"{h.url}{CHAT}", content=REQUEST, timeout=30)
+        assert h.metric("shadoweval_proxy_upstream_errors_total", kind="pool_timeout") == 1
+        held.join(30)
+    assert resp.status_code == 504
+    assert resp.json()["error"]["code"] == "upstream_pool_timeout"
 
 
 def test_upstream_break_mid_stream_closes_client_response(
@@ -420,33 +455,32 @@ def test_upstream_4xx_5xx_are_passed_not_errors(
 
 
 @pytest.mark.anyio
-async def test_not_started_answers_503_and_async_context_manager() -> None:
+async def test_async_context_manager_starts_and_stops(
+    upstream: tuple[ScriptedUpstream, str],
+) -> None:
     from capture.metrics import CaptureMetrics
     from capture.proxy import CaptureProxy
     from capture.sampling import StickySampler
     from shadoweval.config import CaptureSettings
 
-    settings = CaptureSettings(upstream_url="http://upstream.test")
+    _, up_url = upstream
     collector = CaptureCollector()
-
-    def answer(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, content=b"ok", headers={"x-from": "mock-transport"})
-
     proxy = CaptureProxy(
-        settings,
+        CaptureSettings(upstream_url=up_url),
         StickySampler(100, (), "s"),
         collector,
         CaptureMetrics(),
-        transport=httpx.MockTransport(answer),
     )
-    asgi = httpx.ASGITransport(app=proxy)
-    async with httpx.AsyncClient(transport=asgi, base_url="http://proxy") as c:
-        assert (await c.get("/v1/models")).status_code == 503
-        async with proxy:
+    assert not proxy.started
+    async with proxy:
+        assert proxy.started
+        port = await proxy.listen("127.0.0.1", 0)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
             resp = await c.post(CHAT, content=REQUEST)
-            assert resp.content == b"ok"
-            assert resp.headers["x-from"] == "mock-transport"
-        assert not proxy.started
+            assert resp.status_code == 200
+            assert resp.headers["x-upstream"] == "scripted"
+    assert not proxy.started
+    assert proxy.bound_port is None or proxy.in_flight == 0
     assert [c.status_code for c in collector.captures] == [200]
 
 

@@ -8,10 +8,10 @@
   bodies with ``Content-Length``), ``gzip_stream`` (chunked gzip pieces), ``hop`` (a
   response carrying hop-by-hop headers), ``break`` (one piece, then the connection drops).
 * :class:`ServerThread` — :class:`~shadoweval.serving.BackgroundServer` with test
-  timeouts; :func:`running_proxy` passes it the options the proxy needs
-  (:data:`capture.proxy.UVICORN_OPTIONS`, lifespan on).
-* :func:`running_proxy` — a :class:`~capture.proxy.CaptureProxy` served on loopback with a
-  :class:`CaptureCollector` as its tee.
+  timeouts (the upstreams).
+* :func:`running_proxy` — a :class:`~capture.proxy.CaptureProxy` listening on a real
+  loopback port, on its own event loop in a thread, with a :class:`CaptureCollector` as
+  its tee.
 """
 
 from __future__ import annotations
@@ -29,11 +29,10 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import brotli
-import httpx
 from starlette.types import Receive, Scope, Send
 
 from capture.metrics import CaptureMetrics
-from capture.proxy import UVICORN_OPTIONS, CaptureProxy
+from capture.proxy import CaptureProxy
 from capture.raw import RawCapture
 from capture.sampling import StickySampler
 from shadoweval.config import CaptureSettings
@@ -280,19 +279,61 @@ class ProxyHarness:
         return value or 0.0
 
 
+class ProxyThread:
+    """Run ``proxy`` on its own event loop in a daemon thread, listening on loopback.
+
+    ``url`` is ``http://127.0.0.1:PORT``; :meth:`call` runs a coroutine function on the
+    proxy's loop and returns its result; leaving the context drains with ``grace_s`` and
+    stops the proxy.
+    """
+
+    def __init__(self, proxy: CaptureProxy, *, grace_s: float = 0.0) -> None:
+        self.proxy = proxy
+        self.grace_s = grace_s
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.url = ""
+
+    def call(self, fn: Any, timeout_s: float = 60.0) -> Any:
+        """Run ``fn()`` (a coroutine function) on the proxy's loop; wait for its result."""
+        return asyncio.run_coroutine_threadsafe(fn(), self.loop).result(timeout_s)
+
+    def __enter__(self) -> ProxyThread:
+        self._thread.start()
+
+        async def up() -> int:
+            await self.proxy.start()
+            return await self.proxy.listen("127.0.0.1", 0)
+
+        self.url = f"http://127.0.0.1:{self.call(up)}"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        async def down() -> None:
+            await self.proxy.drain(self.grace_s)
+            await self.proxy.stop()
+
+        try:
+            self.call(down)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(10)
+            if not self._thread.is_alive():
+                self.loop.close()
+
+
 @contextmanager
 def running_proxy(
     upstream_url: str,
     *,
     collector: CaptureCollector | None = None,
-    transport: httpx.AsyncBaseTransport | None = None,
     **settings: Any,
 ) -> Iterator[ProxyHarness]:
-    """Serve a CaptureProxy in front of ``upstream_url`` on loopback (lifespan starts it)."""
+    """Serve a CaptureProxy in front of ``upstream_url`` on a loopback port."""
     cap = CaptureSettings(upstream_url=upstream_url, **settings)
     collector = collector or CaptureCollector()
     metrics = CaptureMetrics()
     sampler = StickySampler(cap.sample_percent, cap.session_headers, "test-salt")
-    proxy = CaptureProxy(cap, sampler, collector, metrics, transport=transport)
-    with ServerThread(proxy, lifespan="on", **UVICORN_OPTIONS) as server:
+    proxy = CaptureProxy(cap, sampler, collector, metrics)
+    with ProxyThread(proxy) as server:
         yield ProxyHarness(server.url, collector, metrics, proxy)
