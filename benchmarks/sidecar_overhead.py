@@ -61,6 +61,7 @@ import json
 import os
 import platform
 import random
+import shlex
 import shutil
 import signal
 import socket
@@ -588,10 +589,6 @@ def proc_cpu_s(pid: int) -> float:
     return sum(_stat_times(f"/proc/{pid}/stat"))
 
 
-def thread_cpu_s(pid: int, tid: int) -> float:
-    return sum(_stat_times(f"/proc/{pid}/task/{tid}/stat"))
-
-
 def descendants(pid: int) -> list[int]:
     """Every live process below ``pid`` (walks /proc for parent ids)."""
     parents: dict[int, list[int]] = {}
@@ -612,31 +609,27 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
-@dataclass
-class SidecarCpu:
-    loop_thread: float
-    process: float
-    process_stime: float
-    children: dict[int, float]
+def tree_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds of ``pid`` and each live descendant (nginx workers, the builder...)."""
+    out: dict[int, float] = {}
+    for p in (pid, *descendants(pid)):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            out[p] = proc_cpu_s(p)
+    return out
 
-    @classmethod
-    def read(cls, pid: int) -> SidecarCpu:
-        children: dict[int, float] = {}
-        for child in descendants(pid):
-            with contextlib.suppress(OSError):
-                children[child] = proc_cpu_s(child)
-        utime, stime = _stat_times(f"/proc/{pid}/stat")
-        return cls(thread_cpu_s(pid, pid), utime + stime, stime, children)
 
-    def minus(self, before: SidecarCpu) -> dict[str, float]:
-        kids = sum(v - before.children.get(k, 0.0) for k, v in self.children.items())
-        loop = self.loop_thread - before.loop_thread
-        return {
-            "loop_thread_s": loop,
-            "other_threads_s": (self.process - before.process) - loop,
-            "builder_s": kids,
-            "proxy_process_kernel_s": self.process_stime - before.process_stime,
-        }
+def cpu_delta(after: dict[int, float], before: dict[int, float]) -> float:
+    return sum(v - before.get(k, 0.0) for k, v in after.items())
+
+
+def builder_pids(pid: int) -> set[int]:
+    """Descendants of the sidecar that are its capture builder (multiprocessing spawn)."""
+    out: set[int] = set()
+    for child in descendants(pid):
+        with contextlib.suppress(OSError):
+            if b"multiprocessing" in Path(f"/proc/{child}/cmdline").read_bytes():
+                out.add(child)
+    return out
 
 
 Metrics = dict[str, list[tuple[dict[str, str], float]]]
@@ -662,29 +655,8 @@ def scrape(admin_url: str) -> Metrics:
     return out
 
 
-def total(metrics: Metrics, name: str, **match: str) -> float:
-    """Sum of ``name`` over the samples whose labels include ``match``."""
-    return sum(
-        v
-        for labels, v in metrics.get(name, [])
-        if all(labels.get(k) == want for k, want in match.items())
-    )
-
-
-def delta(after: Metrics, before: Metrics, name: str, **match: str) -> float:
-    return total(after, name, **match) - total(before, name, **match)
-
-
-def dropped_by_reason(after: Metrics, before: Metrics) -> dict[str, float]:
-    reasons = {labels.get("reason", "?") for labels, _ in after.get(DROPPED, [])}
-    out = {r: delta(after, before, DROPPED, reason=r) for r in sorted(reasons)}
-    return {r: v for r, v in out.items() if v}
-
-
-CAPTURED = "shadoweval_capture_captured_total"
-PRODUCED = "shadoweval_capture_produced_total"
-DROPPED = "shadoweval_capture_dropped_total"
-FORWARDED = "shadoweval_proxy_requests_total"
+def total(metrics: Metrics, name: str) -> float:
+    return sum(v for _, v in metrics.get(name, []))
 
 
 # --------------------------------------------------------------------------- processes
@@ -696,12 +668,20 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def wait_http(url: str, timeout_s: float, proc: subprocess.Popen[bytes], log: Path) -> None:
+def tail(log: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def wait_http(url: str, timeout_s: float, proc: Any, log: Path) -> None:
+    """Poll ``url`` until it answers 200 (the readiness of any row)."""
     import httpx
 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
+        if proc is not None and proc.poll() is not None:
             raise SystemExit(f"{proc.args!r} exited ({proc.returncode}):\n{tail(log)}")
         with contextlib.suppress(httpx.HTTPError):
             if httpx.get(url, timeout=2).status_code == 200:
@@ -710,28 +690,14 @@ def wait_http(url: str, timeout_s: float, proc: subprocess.Popen[bytes], log: Pa
     raise SystemExit(f"{url} not ready within {timeout_s} s:\n{tail(log)}")
 
 
-def tail(log: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
-
-
 class Processes:
     """Every subprocess this benchmark starts; all are stopped on exit, also on errors."""
 
     def __init__(self) -> None:
         self.procs: list[subprocess.Popen[bytes]] = []
 
-    def start(
-        self,
-        cmd: Sequence[str],
-        log: Path,
-        cwd: Path | None = None,
-        extra_env: dict[str, str] | None = None,
-    ) -> Any:
+    def start(self, cmd: Sequence[str], log: Path, cwd: Path | None = None) -> Any:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SHADOWEVAL_")}
-        env.update(extra_env or {})
         env["PYTHONUNBUFFERED"] = "1"
         with log.open("ab") as out:
             proc = subprocess.Popen(
@@ -740,7 +706,7 @@ class Processes:
                 stderr=subprocess.STDOUT,
                 cwd=cwd,
                 env=env,
-                start_new_session=True,  # its own process group: the builder goes with it
+                start_new_session=True,  # its own process group: its children go with it
             )
         self.procs.append(proc)
         return proc
@@ -748,14 +714,14 @@ class Processes:
     def stop(self, proc: subprocess.Popen[bytes], timeout_s: float = 60.0) -> int | None:
         """SIGTERM, wait, then SIGKILL the process group (only ours: its pgid is its pid)."""
         if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
             try:
                 proc.wait(timeout_s)
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(10)
-        # stragglers of its group (a builder that outlived its parent)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         if proc in self.procs:
@@ -776,9 +742,81 @@ def managed() -> Iterator[Processes]:
         procs.stop_all()
 
 
-def sidecar_command(upstream_port: int, port: int, admin_port: int, work: Path) -> list[str]:
+# --------------------------------------------------------------------------- rows (proxies)
+
+
+NGINX_CONF = """\
+worker_processes {workers};
+pid {prefix}/nginx.pid;
+error_log {prefix}/error.log warn;
+events {{ worker_connections 8192; }}
+http {{
+    access_log off;
+    client_body_temp_path {prefix}/body;
+    proxy_temp_path {prefix}/proxy;
+    fastcgi_temp_path {prefix}/fastcgi;
+    uwsgi_temp_path {prefix}/uwsgi;
+    scgi_temp_path {prefix}/scgi;
+    upstream live {{ server 127.0.0.1:{upstream_port}; keepalive 1024; }}
+    server {{
+        listen 127.0.0.1:{port} backlog=4096;
+        keepalive_requests 1000000;
+        location / {{
+            proxy_pass http://live;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+        }}
+    }}
+}}
+"""
+"""A plain reverse proxy: HTTP/1.1 keep-alive upstream, responses not buffered."""
+
+
+@dataclass
+class Row:
+    """One path the load goes through: ``direct`` (no proxy) or a proxy process tree."""
+
+    name: str
+    port: int
+    proc: Any = None
+    admin_url: str | None = None  # the sidecar's: wait until its captures are written
+    log: Path | None = None
+
+
+def pin_prefix(cpus: str | None) -> list[str]:
+    return ["taskset", "-c", cpus] if cpus else []
+
+
+def start_nginx(
+    procs: Processes, upstream_port: int, work: Path, workers: int, cpus: str | None
+) -> Row:
+    exe = shutil.which("nginx") or "/usr/sbin/nginx"
+    if not Path(exe).exists():
+        raise SystemExit("nginx not found: apt-get install -y nginx (or pass --rows without it)")
+    prefix = work / "nginx"
+    prefix.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    conf = prefix / "nginx.conf"
+    conf.write_text(
+        NGINX_CONF.format(workers=workers, prefix=prefix, upstream_port=upstream_port, port=port)
+    )
+    log = prefix / "stdout.log"
+    cmd = [*pin_prefix(cpus), exe, "-p", str(prefix), "-c", str(conf), "-g", "daemon off;"]
+    proc = procs.start(cmd, log)
+    wait_http(f"http://127.0.0.1:{port}/v1/models", 30, proc, prefix / "error.log")
+    return Row("nginx", port, proc, log=log)
+
+
+def start_sidecar(
+    procs: Processes, upstream_port: int, work: Path, workers: int, cpus: str | None
+) -> Row:
+    work = work / "sidecar"
+    work.mkdir(parents=True, exist_ok=True)
+    port, admin = free_port(), free_port()
     exe = Path(sys.executable).parent / "shadow-eval"
-    return [
+    cmd = [
+        *pin_prefix(cpus),
         str(exe),
         "capture",
         "serve",
@@ -787,7 +825,7 @@ def sidecar_command(upstream_port: int, port: int, admin_port: int, work: Path) 
         "--port",
         str(port),
         "--admin-port",
-        str(admin_port),
+        str(admin),
         "--sink",
         "file",
         "--capture-dir",
@@ -795,28 +833,47 @@ def sidecar_command(upstream_port: int, port: int, admin_port: int, work: Path) 
         "--spool-dir",
         str(work / "spool"),
     ]
-
-
-@dataclass
-class Sidecar:
-    proc: Any
-    port: int
-    admin_url: str
-    work: Path
-    log: Path
-
-
-def start_sidecar(
-    procs: Processes, upstream_port: int, work: Path, env: dict[str, str] | None = None
-) -> Sidecar:
-    work.mkdir(parents=True, exist_ok=True)
-    port, admin = free_port(), free_port()
-    cmd = sidecar_command(upstream_port, port, admin, work)
+    if workers != 1:
+        cmd += ["--workers", str(workers)]
     log = work / "sidecar.log"
-    proc = procs.start(cmd, log, cwd=work, extra_env=env)
+    proc = procs.start(cmd, log, cwd=work)
     admin_url = f"http://127.0.0.1:{admin}"
     wait_http(admin_url + "/readyz", 60, proc, log)
-    return Sidecar(proc, port, admin_url, work, log)
+    wait_http(f"http://127.0.0.1:{port}/v1/models", 30, proc, log)
+    return Row("sidecar", port, proc, admin_url=admin_url, log=log)
+
+
+def start_template(
+    procs: Processes, name: str, template: str, upstream_port: int, work: Path, cpus: str | None
+) -> Row:
+    """Any front end: ``template`` with ``{listen_port}`` and ``{upstream_url}``."""
+    port = free_port()
+    text = template.format(listen_port=port, upstream_url=f"http://127.0.0.1:{upstream_port}")
+    (work / name).mkdir(parents=True, exist_ok=True)
+    log = work / name / "stdout.log"
+    proc = procs.start([*pin_prefix(cpus), *shlex.split(text)], log, cwd=work / name)
+    wait_http(f"http://127.0.0.1:{port}/v1/models", 120, proc, log)
+    return Row(name, port, proc, log=log)
+
+
+def wait_captured(row: Row, timeout_s: float = 60.0) -> None:
+    """For the sidecar: wait until every capture so far reached the file sink (or was
+    dropped), so the builder's CPU for the round is counted."""
+    if row.admin_url is None:
+        return
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        m = scrape(row.admin_url)
+        captured = total(m, "shadoweval_capture_captured_total")
+        done = total(m, "shadoweval_capture_produced_total") + total(
+            m, "shadoweval_capture_dropped_total"
+        )
+        if done >= captured:
+            return
+        time.sleep(0.2)
+
+
+# --------------------------------------------------------------------------- one round
 
 
 def run_loadgen(
@@ -829,6 +886,7 @@ def run_loadgen(
     generators: int,
     seed: int,
     work: Path,
+    cpus: str | None,
 ) -> LoadResult:
     """One round: ``generators`` loadgen processes splitting ``concurrency``."""
     outs: list[Path] = []
@@ -838,6 +896,7 @@ def run_loadgen(
         out = work / f"load-{seed}-{i}.json"
         outs.append(out)
         cmd = [
+            *pin_prefix(cpus),
             sys.executable,
             str(HERE),
             "--role",
@@ -858,7 +917,7 @@ def run_loadgen(
             str(out),
         ]
         started.append(procs.start(cmd, work / "loadgen.log"))
-    total = LoadResult()
+    result = LoadResult()
     timeout = duration_s + 4 * shape.total_s + 60
     for proc, out in zip(started, outs, strict=True):
         try:
@@ -871,10 +930,20 @@ def run_loadgen(
             raise SystemExit(f"load generator failed:\n{tail(work / 'loadgen.log')}")
         part = LoadResult(**json.loads(out.read_text()))
         out.unlink()
-        wall = max(total.wall_s, part.wall_s)
-        merge(total, part)
-        total.wall_s = wall
-    return total
+        merge(result, part)
+    return result
+
+
+def merge(into: LoadResult, part: LoadResult) -> None:
+    for name in ("e2e", "ttft", "req_oneway", "chunk", "loop_lag_ms"):
+        getattr(into, name).extend(getattr(part, name))
+    into.recorded += part.recorded
+    into.sent += part.sent
+    into.failures += part.failures
+    for k, v in part.failure_kinds.items():
+        into.failure_kinds[k] = into.failure_kinds.get(k, 0) + v
+    into.cpu_s += part.cpu_s
+    into.wall_s = max(into.wall_s, part.wall_s)
 
 
 # --------------------------------------------------------------------------- statistics
@@ -892,297 +961,79 @@ def ms(values: Sequence[int]) -> list[float]:
     return [v / 1e6 for v in values]
 
 
-def summarize(load: LoadResult) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "requests": load.recorded,
-        "sent": load.sent,
-        "failures": load.failures,
-        "failure_kinds": load.failure_kinds,
-        "loadgen_cpu_s": round(load.cpu_s, 3),
-        "loadgen_wall_s": round(load.wall_s, 3),
-    }
-    for name in ("e2e", "ttft", "req_oneway", "chunk"):
-        values = ms(getattr(load, name))
-        for q in (50, 90, 99):
-            out[f"{name}_p{q}_ms"] = round(pct(values, q), 3) if values else None
-    out["loop_lag_p99_ms"] = round(pct(load.loop_lag_ms, 99), 3)
-    return out
-
-
 @dataclass
 class Cell:
+    """One scenario (mode × concurrency): pooled results and CPU per row."""
+
     mode: str
     concurrency: int
-    direct: LoadResult = field(default_factory=LoadResult)
-    sidecar: LoadResult = field(default_factory=LoadResult)
-    rounds: list[dict[str, Any]] = field(default_factory=list)
-    cpu: dict[str, float] = field(
-        default_factory=lambda: {
-            "loop_thread_s": 0.0,
-            "other_threads_s": 0.0,
-            "builder_s": 0.0,
-            "proxy_process_kernel_s": 0.0,
-        }
-    )
-    proxied: float = 0.0
-    captured: float = 0.0
-    produced: float = 0.0
-    dropped: dict[str, float] = field(default_factory=dict)
-    not_done: float = 0.0
-
-
-def merge(into: LoadResult, part: LoadResult) -> None:
-    for name in ("e2e", "ttft", "req_oneway", "chunk", "loop_lag_ms"):
-        getattr(into, name).extend(getattr(part, name))
-    into.recorded += part.recorded
-    into.sent += part.sent
-    into.failures += part.failures
-    for k, v in part.failure_kinds.items():
-        into.failure_kinds[k] = into.failure_kinds.get(k, 0) + v
-    into.cpu_s += part.cpu_s
-    into.wall_s += part.wall_s
+    loads: dict[str, LoadResult] = field(default_factory=dict)
+    cpu_s: dict[str, float] = field(default_factory=dict)
+    builder_cpu_s: dict[str, float] = field(default_factory=dict)
+    sent: dict[str, int] = field(default_factory=dict)
 
 
 def cell_report(cell: Cell) -> dict[str, Any]:
-    d, s = summarize(cell.direct), summarize(cell.sidecar)
-    added: dict[str, float | None] = {}
-    for name in ("e2e", "ttft", "req_oneway", "chunk"):
-        for q in (50, 90, 99):
-            key = f"{name}_p{q}_ms"
-            a, b = d.get(key), s.get(key)
-            added[key] = None if a is None or b is None else round(b - a, 3)
-    per_k = 1000 / cell.proxied if cell.proxied else float("nan")
-    cpu_ms_per_1k = {k.removesuffix("_s"): round(v * 1000 * per_k, 1) for k, v in cell.cpu.items()}
-    cpu_ms_per_1k["total"] = round(
-        cpu_ms_per_1k["loop_thread"] + cpu_ms_per_1k["other_threads"] + cpu_ms_per_1k["builder"], 1
-    )
-    pair_added_p99 = [r["added_e2e_p99_ms"] for r in cell.rounds if "added_e2e_p99_ms" in r]
-    return {
-        "mode": cell.mode,
-        "concurrency": cell.concurrency,
-        "direct": d,
-        "sidecar": s,
-        "added": added,
-        "added_e2e_p99_by_round_pair_ms": pair_added_p99,
-        "sidecar_cpu_ms_per_1000_requests": cpu_ms_per_1k,
-        "sidecar_cpu_s": {k: round(v, 3) for k, v in cell.cpu.items()},
-        "sidecar_forwarded": cell.proxied,
-        "captured": cell.captured,
-        "produced_file": cell.produced,
-        "dropped": cell.dropped,
-        "captured_not_done": cell.not_done,
-        "rounds": cell.rounds,
-    }
+    out: dict[str, Any] = {"mode": cell.mode, "concurrency": cell.concurrency, "rows": {}}
+    direct = cell.loads["direct"]
+    for name, load in cell.loads.items():
+        row: dict[str, Any] = {
+            "requests": load.recorded,
+            "sent": load.sent,
+            "failures": load.failures,
+            "failure_kinds": load.failure_kinds,
+        }
+        for metric in ("e2e", "ttft"):
+            mine, base = ms(getattr(load, metric)), ms(getattr(direct, metric))
+            for q in (50, 99):
+                row[f"{metric}_p{q}_ms"] = round(pct(mine, q), 3) if mine else None
+                row[f"added_{metric}_p{q}_ms"] = (
+                    round(pct(mine, q) - pct(base, q), 3) if mine and base else None
+                )
+        sent = cell.sent.get(name, 0)
+        row["cpu_ms_per_1000_requests"] = (
+            round(cell.cpu_s[name] * 1e6 / sent, 1) if name in cell.cpu_s and sent else None
+        )
+        builder = cell.builder_cpu_s.get(name)
+        row["builder_cpu_ms_per_1000_requests"] = (
+            round(builder * 1e6 / sent, 1) if builder is not None and sent else None
+        )
+        row["relay_cpu_ms_per_1000_requests"] = (
+            round((cell.cpu_s[name] - (builder or 0.0)) * 1e6 / sent, 1)
+            if name in cell.cpu_s and sent
+            else None
+        )
+        out["rows"][name] = row
+    nginx = out["rows"].get("nginx", {}).get("cpu_ms_per_1000_requests")
+    for row in out["rows"].values():
+        cpu, relay = row["cpu_ms_per_1000_requests"], row["relay_cpu_ms_per_1000_requests"]
+        row["cpu_vs_nginx"] = round(cpu / nginx, 2) if cpu and nginx else None
+        row["relay_cpu_vs_nginx"] = round(relay / nginx, 2) if relay and nginx else None
+    return out
 
 
 # --------------------------------------------------------------------------- orchestration
 
 
-def wait_drained(sidecar: Sidecar, before: Metrics, timeout_s: float = 60.0) -> Any:
-    """Read CPU, then /metrics; repeat until every capture of the round is written."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        cpu = SidecarCpu.read(sidecar.proc.pid)
-        after = scrape(sidecar.admin_url)
-        captured = delta(after, before, CAPTURED)
-        produced = delta(after, before, PRODUCED)
-        dropped = sum(dropped_by_reason(after, before).values())
-        if produced + dropped >= captured or time.monotonic() > deadline:
-            return cpu, after
-        time.sleep(0.2)
-
-
-def run_cell(
-    procs: Processes,
-    cell: Cell,
-    upstream_port: int,
-    sidecar: Sidecar,
-    rounds: int,
-    duration_s: float,
-    shape: Shape,
-    generators: int,
-    work: Path,
-    seed: int,
-    log: Any,
-) -> None:
-    stream = cell.mode == "stream"
-    order = ["direct", "sidecar", "sidecar", "direct"] * ((rounds + 1) // 2)
-    order = order[: 2 * rounds]
-    pair: dict[str, LoadResult] = {}
-    for i, path in enumerate(order):
-        port = upstream_port if path == "direct" else sidecar.port
-        if path == "sidecar":
-            m0 = scrape(sidecar.admin_url)
-            c0 = SidecarCpu.read(sidecar.proc.pid)
-        load = run_loadgen(
-            procs, port, stream, cell.concurrency, duration_s, shape, generators, seed + i, work
-        )
-        info: dict[str, Any] = {"round": i, "path": path, **summarize(load)}
-        if path == "sidecar":
-            c1, m1 = wait_drained(sidecar, m0)
-            cpu = c1.minus(c0)
-            for k, v in cpu.items():
-                cell.cpu[k] += v
-            proxied = delta(m1, m0, FORWARDED)
-            captured = delta(m1, m0, CAPTURED)
-            produced = delta(m1, m0, PRODUCED, sink="file")
-            not_done = captured - delta(m1, m0, CAPTURED, outcome="done", route=ROUTE)
-            drops = dropped_by_reason(m1, m0)
-            cell.proxied += proxied
-            cell.captured += captured
-            cell.produced += produced
-            cell.not_done += not_done
-            for k, v in drops.items():
-                cell.dropped[k] = cell.dropped.get(k, 0) + v
-            info.update(
-                forwarded=proxied,
-                sent_by_loadgen=load.sent,
-                captured=captured,
-                produced=produced,
-                dropped=drops,
-                cpu_s={k: round(v, 3) for k, v in cpu.items()},
-            )
-        merge(cell.direct if path == "direct" else cell.sidecar, load)
-        pair[path] = load
-        if len(pair) == 2:
-            d = pct(ms(pair["direct"].e2e), 99)
-            s = pct(ms(pair["sidecar"].e2e), 99)
-            info["added_e2e_p99_ms"] = round(s - d, 3)
-            pair = {}
-        cell.rounds.append(info)
-        log(
-            f"  {cell.mode:9} c={cell.concurrency:<4} round {i + 1}/{len(order)} {path:7} "
-            f"n={load.recorded:<5} fail={load.failures} "
-            f"e2e p50/p99 {info['e2e_p50_ms']}/{info['e2e_p99_ms']} ms"
-            + (f"  ttft p99 {info['ttft_p99_ms']}" if stream else "")
-            + f"  chunk p99 {info['chunk_p99_ms']}  gen lag p99 {info['loop_lag_p99_ms']} ms"
-        )
-
-
-def count_capture_lines(directory: Path) -> int:
-    import gzip
-
-    total = 0
-    for path in sorted(directory.rglob("*")):
-        if not path.is_file():
-            continue
-        opener: Any = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rb") as fh:
-            total += sum(1 for line in fh if line.strip())
-    return total
-
-
-PROFILE_GROUPS = (
-    ("/h11/", "h11 (HTTP/1.1 parsing and serialising, both sides)"),
-    ("/uvicorn/", "uvicorn (server protocol, ASGI glue)"),
-    ("/httpcore/", "httpcore (upstream pool, HTTP/1.1 client)"),
-    ("/httpx/", "httpx (request/response objects, transport)"),
-    ("/anyio/", "anyio (httpcore's socket streams)"),
-    ("/asyncio/", "asyncio (event loop, tasks, transports, socket syscalls)"),
-    ("/selectors.py", "asyncio (event loop, tasks, transports, socket syscalls)"),
-    ("/prometheus_client/", "prometheus_client (metrics)"),
-    ("/capture/", "capture/ (our proxy, tee, sampling)"),
-    ("/shadoweval/", "shadoweval/ (ids, records)"),
-    ("/concurrent/", "concurrent.futures + multiprocessing (hand-off to the builder)"),
-    ("/multiprocessing/", "concurrent.futures + multiprocessing (hand-off to the builder)"),
-    ("/pydantic", "pydantic"),
-)
-
-
-def _frame(text: str) -> tuple[str, str]:
-    """``func (path:line)`` → (func, path)."""
-    func, _, rest = text.partition(" (")
-    return func, rest.rsplit(":", 1)[0]
-
-
-IDLE_LEAVES = {
-    ("EpollSelector.select", "selectors.py"),
-    ("_PollLikeSelector.select", "selectors.py"),
-    ("Condition.wait", "threading.py"),
-    ("Event.wait", "threading.py"),
-    ("Connection._recv", "connection.py"),
-    ("wait", "connection.py"),
-}
-
-
-def profile_summary(raw: Path, sidecar_pid: int) -> dict[str, Any]:
-    """Where the sidecar's CPU goes: py-spy's on-CPU samples (collapsed stacks) grouped."""
-    by_where: dict[str, int] = {}
-    by_group: dict[str, int] = {}
-    by_func: dict[str, int] = {}
-    ours: dict[str, int] = {}
-    idle: dict[str, int] = {}
-    loop_total = 0
-    for line in raw.read_text(errors="replace").splitlines():
-        stack_text, _, count_text = line.rpartition(" ")
-        if not count_text.isdigit():
-            continue
-        count = int(count_text)
-        parts = stack_text.split(";")
-        procs = [p for p in parts if p.startswith("process ")]
-        threads = [p for p in parts if p.startswith("thread (")]
-        frames = [p for p in parts if not p.startswith(("process ", "thread ("))]
-        pid = int(procs[-1].split()[1].split(":")[0]) if procs else sidecar_pid
-        main_thread = bool(threads) and threads[-1].startswith(f"thread ({pid})")
-        where = (
-            ("sidecar event-loop thread" if main_thread else "sidecar other threads")
-            if pid == sidecar_pid
-            else "builder process"
-        )
-        if not frames:
-            continue
-        leaf_func, leaf_path = _frame(frames[-1])
-        if (leaf_func, leaf_path.rsplit("/", 1)[-1]) in IDLE_LEAVES:
-            idle[where] = idle.get(where, 0) + count
-            continue
-        by_where[where] = by_where.get(where, 0) + count
-        if where != "sidecar event-loop thread":
-            continue
-        loop_total += count
-        func, path = _frame(frames[-1])
-        group = next((label for key, label in PROFILE_GROUPS if key in path), "other")
-        by_group[group] = by_group.get(group, 0) + count
-        short = "/".join(path.rsplit("/", 2)[-2:])
-        name = f"{func} ({short})"
-        by_func[name] = by_func.get(name, 0) + count
-        seen: set[str] = set()
-        for frame in frames:
-            f, p = _frame(frame)
-            if "/capture/" in p and f not in seen:
-                seen.add(f)
-                label = f"{f} (capture/{p.rsplit('/', 1)[-1]})"
-                ours[label] = ours.get(label, 0) + count
-
-    def table(d: dict[str, int], total_: int, n: int) -> list[dict[str, Any]]:
-        top = sorted(d.items(), key=lambda kv: -kv[1])[:n]
-        return [{"name": k, "samples": v, "share": round(v / total_, 4)} for k, v in top]
-
-    everything = sum(by_where.values())
-    return {
-        "samples_on_cpu": everything,
-        "samples_idle_excluded": idle,
-        "by_process_and_thread": table(by_where, everything, 5),
-        "loop_thread_self_by_library": table(by_group, loop_total, 20),
-        "loop_thread_self_top_functions": table(by_func, loop_total, 30),
-        "loop_thread_inclusive_capture_functions": table(ours, loop_total, 15),
-    }
-
-
 def main_run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    console = Console(stderr=True, width=max(shutil.get_terminal_size().columns, 240))
+    console = Console(stderr=True, width=max(shutil.get_terminal_size().columns, 200))
     log = console.print
     shape = Shape(args.ttft_ms, args.itl_ms[0], args.itl_ms[1], args.events)
-    cells = [Cell(mode, c) for mode in args.modes for c in args.concurrency]
+    scenarios = [tuple(s.split(":")) for s in args.scenarios]
+    cells = [Cell(mode, int(c)) for mode, c in scenarios]
+    ncpu = os.cpu_count() or 2
+    proxy_cpus = "0" if args.pin else None
+    other_cpus = f"1-{ncpu - 1}" if args.pin and ncpu > 1 else None
     started = time.time()
-    report: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="sidecar-bench-") as tmp, managed() as procs:
+    with tempfile.TemporaryDirectory(prefix="proxy-bench-") as tmp, managed() as procs:
         work = Path(tmp)
         upstream_port = free_port()
         upstream_log = work / "upstream.log"
         upstream = procs.start(
             [
+                *pin_prefix(other_cpus),
                 sys.executable,
                 str(HERE),
                 "--role",
@@ -1200,74 +1051,85 @@ def main_run(args: argparse.Namespace) -> int:
             upstream_log,
         )
         wait_http(f"http://127.0.0.1:{upstream_port}/v1/models", 30, upstream, upstream_log)
-        extra = dict(kv.split("=", 1) for kv in args.sidecar_env)
-        if "PYTHONPATH" in extra:  # the sidecar runs in a scratch directory
-            parts = extra["PYTHONPATH"].split(os.pathsep)
-            extra["PYTHONPATH"] = os.pathsep.join(str(Path(p).resolve()) for p in parts)
-        sidecar = start_sidecar(procs, upstream_port, work / "sidecar", extra)
+        rows = [Row("direct", upstream_port)]
+        for name in args.rows:
+            if name == "nginx":
+                rows.append(start_nginx(procs, upstream_port, work, args.nginx_workers, proxy_cpus))
+            elif name == "sidecar":
+                rows.append(
+                    start_sidecar(procs, upstream_port, work, args.sidecar_workers, proxy_cpus)
+                )
+        for spec in args.proxy:
+            name, _, template = spec.partition("=")
+            rows.append(start_template(procs, name, template, upstream_port, work, proxy_cpus))
         log(
-            f"upstream :{upstream_port} (pid {upstream.pid}), sidecar :{sidecar.port} "
-            f"(pid {sidecar.proc.pid}, admin {sidecar.admin_url}); response "
-            f"{shape.ttft_ms:g} ms TTFT + {shape.events} events "
+            "rows: "
+            + ", ".join(f"{r.name} :{r.port}" for r in rows)
+            + f"; response {shape.ttft_ms:g} ms TTFT + {shape.events} events "
             f"{shape.itl_min_ms:g}-{shape.itl_max_ms:g} ms apart = {shape.total_s * 1000:.0f} ms"
-        )
-        # warm-up: spawn the builder process, fill the upstream pool, import everything
-        for stream in (True, False):
-            run_loadgen(procs, sidecar.port, stream, 20, 1.0, shape, 1, 999, work)
-        wait_drained(sidecar, {})
-        up_cpu0 = proc_cpu_s(upstream.pid)
-        for n, cell in enumerate(cells):
-            run_cell(
-                procs,
-                cell,
-                upstream_port,
-                sidecar,
-                args.rounds,
-                args.duration,
-                shape,
-                args.generators,
-                work,
-                (n + 1) * 1000,
-                log,
+            + (
+                f"; pinned: proxies on CPU {proxy_cpus}, upstream + load on {other_cpus}"
+                if args.pin
+                else ""
             )
-        upstream_cpu = proc_cpu_s(upstream.pid) - up_cpu0
-        profile: dict[str, Any] | None = None
-        if args.profile is not None:
-            profile = run_profile(procs, args, sidecar, shape, work, log)
-        final = scrape(sidecar.admin_url)
-        rc = procs.stop(sidecar.proc)
-        lines = count_capture_lines(work / "sidecar" / "capture")
-        forwarded_total = total(final, FORWARDED)
-        log(
-            f"sidecar exited {rc}; capture log holds {lines} exchanges for "
-            f"{forwarded_total:.0f} forwarded requests (warm-up included)"
         )
-        procs.stop(upstream)
+        for row in rows[1:]:  # warm-up: pools, the sidecar's builder process
+            for stream in (True, False):
+                run_loadgen(procs, row.port, stream, 20, 1.0, shape, 1, 999, work, other_cpus)
+            wait_captured(row)
+        for n, cell in enumerate(cells):
+            stream = cell.mode == "stream"
+            for r in range(args.rounds):
+                order = rows if r % 2 == 0 else list(reversed(rows))
+                for k, row in enumerate(order):
+                    before = tree_cpu(row.proc.pid) if row.proc is not None else {}
+                    load = run_loadgen(
+                        procs,
+                        row.port,
+                        stream,
+                        cell.concurrency,
+                        args.duration,
+                        shape,
+                        args.generators,
+                        (n + 1) * 1000 + r * 10 + k,
+                        work,
+                        other_cpus,
+                    )
+                    if row.proc is not None:
+                        wait_captured(row)
+                        after = tree_cpu(row.proc.pid)
+                        cpu = cpu_delta(after, before)
+                        cell.cpu_s[row.name] = cell.cpu_s.get(row.name, 0.0) + cpu
+                        if row.admin_url is not None:  # the sidecar: its builder apart
+                            pids = builder_pids(row.proc.pid)
+                            built = cpu_delta(
+                                {p: v for p, v in after.items() if p in pids},
+                                {p: v for p, v in before.items() if p in pids},
+                            )
+                            cell.builder_cpu_s[row.name] = (
+                                cell.builder_cpu_s.get(row.name, 0.0) + built
+                            )
+                    cell.sent[row.name] = cell.sent.get(row.name, 0) + load.sent
+                    merge(cell.loads.setdefault(row.name, LoadResult()), load)
+                    e2e = ms(load.e2e)
+                    log(
+                        f"  {cell.mode:9} c={cell.concurrency:<4} round {r + 1}/{args.rounds} "
+                        f"{row.name:10} n={load.recorded:<5} fail={load.failures} "
+                        f"e2e p50/p99 {pct(e2e, 50):.1f}/{pct(e2e, 99):.1f} ms"
+                    )
         report = {
             "machine": machine_info(),
             "command": " ".join([Path(sys.executable).name, *sys.argv]),
+            "pinned": bool(args.pin),
             "shape": {**asdict(shape), "response_ms": round(shape.total_s * 1000, 1)},
-            "rounds_per_path": args.rounds,
+            "rounds": args.rounds,
             "duration_s_per_round": args.duration,
-            "generators": args.generators,
             "cells": [cell_report(c) for c in cells],
-            "capture_log_lines": lines,
-            "sidecar_forwarded_total": forwarded_total,
-            "sidecar_exit_code": rc,
-            "upstream_cpu_s": round(upstream_cpu, 2),
             "wall_s": round(time.time() - started, 1),
-            "profile": profile,
         }
-    for c in report["cells"]:
-        d = c["direct"]
-        ttft = f", TTFT p50 {d['ttft_p50_ms']} ms (schedule {shape.ttft_ms:g})"
-        log(
-            f"generator check, direct {c['mode']} c={c['concurrency']}: e2e p50 "
-            f"{d['e2e_p50_ms']} ms (upstream schedule {shape.total_s * 1000:.0f} ms)"
-            + (ttft if d["ttft_p50_ms"] else "")
-            + f", one-way chunk p99 {d['chunk_p99_ms']} ms, generator loop lag p99 "
-            f"{d['loop_lag_p99_ms']} ms, generator CPU {d['loadgen_cpu_s']} s"
-        )
+        for row in rows[1:]:
+            rc = procs.stop(row.proc)
+            log(f"{row.name} exited {rc}")
     print_table(report, console)
     if args.markdown:
         print(markdown(report))
@@ -1275,50 +1137,6 @@ def main_run(args: argparse.Namespace) -> int:
         Path(args.json).write_text(json.dumps(report, indent=2))
         log(f"wrote {args.json}")
     return 0
-
-
-def run_profile(
-    procs: Processes,
-    args: argparse.Namespace,
-    sidecar: Sidecar,
-    shape: Shape,
-    work: Path,
-    log: Any,
-) -> dict[str, Any]:
-    """One more round through the same sidecar with py-spy sampling it from outside."""
-    spy = Path(sys.executable).parent / "py-spy"
-    if not spy.exists():
-        raise SystemExit("--profile needs py-spy in the venv: .venv/bin/pip install py-spy")
-    out_dir = Path(args.profile)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    mode = "stream" if "stream" in args.modes else args.modes[0]
-    conc = max(args.concurrency)
-    raw = out_dir / f"sidecar-{mode}-{conc}.collapsed.txt"
-    log(f"profiling the sidecar with py-spy (on-CPU samples): {mode}, {conc} clients")
-    cmd = [str(spy), "record", "--pid", str(sidecar.proc.pid), "--subprocesses", "--threads"]
-    cmd += ["--nonblocking", "--full-filenames", "--rate", "250", "--format", "raw"]
-    spy_proc = procs.start([*cmd, "--output", str(raw)], work / "py-spy.log")
-    time.sleep(1.0)
-    load = run_loadgen(
-        procs, sidecar.port, mode == "stream", conc, args.duration, shape, 1, 4242, work
-    )
-    spy_proc.send_signal(signal.SIGINT)
-    try:
-        spy_proc.wait(60)
-    except subprocess.TimeoutExpired:
-        procs.stop(spy_proc, 5)
-    procs.stop(spy_proc, 5)
-    if not raw.exists():
-        raise SystemExit(f"py-spy wrote nothing:\n{tail(work / 'py-spy.log')}")
-    summary = profile_summary(raw, sidecar.proc.pid)
-    summary.update(mode=mode, concurrency=conc, load_while_sampled=summarize(load), file=str(raw))
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-    for key in ("by_process_and_thread", "loop_thread_self_by_library"):
-        log(f"  {key}:")
-        for row in summary[key]:
-            log(f"    {row['share'] * 100:5.1f}%  {row['name']}")
-    log(f"profile written to {out_dir}")
-    return summary
 
 
 def machine_info() -> dict[str, Any]:
@@ -1342,62 +1160,64 @@ def _f(v: Any, digits: int = 2) -> str:
     return f"{v:.{digits}f}"
 
 
-def rows(report: dict[str, Any]) -> list[list[str]]:
+HEADERS = [
+    "scenario",
+    "row",
+    "e2e p50 / p99 (ms)",
+    "added e2e p50 / p99 (ms)",
+    "added TTFT p50 / p99 (ms)",
+    "CPU ms / 1k req (all processes)",
+    "of which capture builder",
+    "CPU × nginx (all / without builder)",
+    "requests",
+    "failures",
+]
+
+
+def table_rows(report: dict[str, Any]) -> list[list[str]]:
     out: list[list[str]] = []
     for c in report["cells"]:
-        d, s, a, cpu = c["direct"], c["sidecar"], c["added"], c["sidecar_cpu_ms_per_1000_requests"]
-        stream = c["mode"] == "stream"
-        drops = int(sum(c["dropped"].values()))
-        out.append(
-            [
-                c["mode"],
-                str(c["concurrency"]),
-                f"{_f(d['e2e_p50_ms'], 1)} / {_f(d['e2e_p99_ms'], 1)}",
-                f"{_f(s['e2e_p50_ms'], 1)} / {_f(s['e2e_p99_ms'], 1)}",
-                f"{_f(a['e2e_p50_ms'])} / {_f(a['e2e_p99_ms'])}",
-                f"{_f(a['ttft_p50_ms'])} / {_f(a['ttft_p99_ms'])}" if stream else "–",
-                f"{_f(a['chunk_p50_ms'])} / {_f(a['chunk_p99_ms'])}",
-                f"{_f(cpu['loop_thread'], 0)} + {_f(cpu['other_threads'], 0)}",
-                _f(cpu["builder"], 0),
-                f"{d['requests']:,} / {s['requests']:,}",
-                f"{d['failures']} / {s['failures']}",
-                f"{int(c['captured']):,}/{int(c['sidecar_forwarded']):,}"
-                + (f" ({drops} dropped)" if drops else ""),
-            ]
-        )
+        scenario = f"{c['mode']} × {c['concurrency']}"
+        for name, r in c["rows"].items():
+            stream = c["mode"] == "stream"
+            out.append(
+                [
+                    scenario,
+                    name,
+                    f"{_f(r['e2e_p50_ms'], 1)} / {_f(r['e2e_p99_ms'], 1)}",
+                    "–"
+                    if name == "direct"
+                    else f"{_f(r['added_e2e_p50_ms'])} / {_f(r['added_e2e_p99_ms'])}",
+                    "–"
+                    if name == "direct" or not stream
+                    else f"{_f(r['added_ttft_p50_ms'])} / {_f(r['added_ttft_p99_ms'])}",
+                    _f(r["cpu_ms_per_1000_requests"], 0),
+                    _f(r["builder_cpu_ms_per_1000_requests"], 0),
+                    "–"
+                    if r["cpu_vs_nginx"] is None
+                    else f"{_f(r['cpu_vs_nginx'], 1)} / {_f(r['relay_cpu_vs_nginx'], 1)}",
+                    f"{r['requests']:,}",
+                    str(r["failures"]),
+                ]
+            )
     return out
-
-
-HEADERS = [
-    "mode",
-    "clients",
-    "direct p50 / p99 (ms)",
-    "sidecar p50 / p99 (ms)",
-    "added p50 / p99 (ms)",
-    "added TTFT p50 / p99 (ms)",
-    "per-chunk overhead p50 / p99 (ms)",
-    "proxy CPU ms / 1k req (loop + other threads)",
-    "builder CPU ms / 1k req",
-    "requests (direct / sidecar)",
-    "failures (direct / sidecar)",
-    "captured / forwarded",
-]
 
 
 def print_table(report: dict[str, Any], console: Any) -> None:
     from rich.table import Table
 
-    table = Table(title="capture sidecar overhead (added = sidecar − direct)")
+    pinned = " (pinned: proxy on a core of its own)" if report["pinned"] else ""
+    table = Table(title=f"proxy overhead (added = row − direct){pinned}")
     for h in HEADERS:
-        table.add_column(h, justify="left" if h == "mode" else "right")
-    for r in rows(report):
+        table.add_column(h, justify="left" if h in ("scenario", "row") else "right")
+    for r in table_rows(report):
         table.add_row(*r)
     console.print(table)
 
 
 def markdown(report: dict[str, Any]) -> str:
-    lines = ["| " + " | ".join(HEADERS) + " |", "|---|" + "---:|" * (len(HEADERS) - 1)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows(report)]
+    lines = ["| " + " | ".join(HEADERS) + " |", "|---|---|" + "---:|" * (len(HEADERS) - 2)]
+    lines += ["| " + " | ".join(r) + " |" for r in table_rows(report)]
     return "\n".join(lines)
 
 
@@ -1406,12 +1226,29 @@ def markdown(report: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="1 round of 3 s per path")
-    parser.add_argument("--rounds", type=int, default=4, help="rounds per path per cell")
+    parser.add_argument("--quick", action="store_true", help="1 round of 3 s per row")
+    parser.add_argument("--rounds", type=int, default=4, help="rounds per row per scenario")
     parser.add_argument("--duration", type=float, default=6.0, help="measured s per round")
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[50, 200])
     parser.add_argument(
-        "--modes", nargs="+", default=["stream", "nonstream"], choices=["stream", "nonstream"]
+        "--scenarios",
+        nargs="+",
+        default=["stream:50", "stream:200", "nonstream:200"],
+        help="MODE:CLIENTS, MODE stream or nonstream",
+    )
+    parser.add_argument(
+        "--rows", nargs="*", default=["nginx", "sidecar"], choices=["nginx", "sidecar"]
+    )
+    parser.add_argument(
+        "--proxy",
+        action="append",
+        default=[],
+        metavar="NAME=COMMAND",
+        help="another front end as a row; COMMAND may use {listen_port} and {upstream_url}",
+    )
+    parser.add_argument("--nginx-workers", type=int, default=1)
+    parser.add_argument("--sidecar-workers", type=int, default=1)
+    parser.add_argument(
+        "--pin", action="store_true", help="proxies on CPU 0, upstream + load on the others"
     )
     parser.add_argument("--generators", type=int, default=1, help="loadgen processes")
     parser.add_argument("--ttft-ms", type=float, default=100.0)
@@ -1419,14 +1256,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=20, help="content events per stream")
     parser.add_argument("--json", help="write the full report here")
     parser.add_argument("--markdown", action="store_true", help="print a markdown table")
-    parser.add_argument("--profile", help="also profile the sidecar; write files to this dir")
-    parser.add_argument(
-        "--sidecar-env",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="extra environment for the sidecar process (experiments)",
-    )
     # internal roles
     parser.add_argument("--role", choices=["run", "upstream", "loadgen"], default="run")
     parser.add_argument("--target-port", type=int, help=argparse.SUPPRESS)

@@ -16,6 +16,7 @@ import asyncio
 import collections
 import concurrent.futures
 import contextlib
+import functools
 import logging
 import multiprocessing
 import time
@@ -47,7 +48,10 @@ class CapturePipeline(AsyncLifecycle):
         mode: ``process`` (default; builds in ``build_workers`` spawned processes),
             ``thread`` (one worker thread; simpler, competes for the GIL) or ``inline``
             (in the event loop; tests only).
-        max_concurrent_builds: builds in flight at once.
+        max_concurrent_builds: build batches in flight at once.
+        batch_max_items: captures sent to the builder in one call at most (what is queued
+            when a batch starts, up to this many: one pickle and one process round trip per
+            batch instead of per capture; under light load a batch is one capture).
 
     Use ``async with`` or :meth:`start`/:meth:`stop` (:mod:`shadoweval.lifecycle`: started
     once, not restartable).
@@ -64,6 +68,7 @@ class CapturePipeline(AsyncLifecycle):
         mode: BuilderMode = "process",
         build_workers: int = 1,
         max_concurrent_builds: int = 4,
+        batch_max_items: int = 64,
     ) -> None:
         self.builder = builder
         self.sinks = list(sinks)
@@ -73,6 +78,7 @@ class CapturePipeline(AsyncLifecycle):
         self.mode = mode
         self.build_workers = build_workers
         self.max_concurrent_builds = max(1, max_concurrent_builds)
+        self.batch_max_items = max(1, batch_max_items)
         self._queue: collections.deque[RawCapture] = collections.deque()
         self._queue_bytes = 0
         self._wake = asyncio.Event()
@@ -189,18 +195,22 @@ class CapturePipeline(AsyncLifecycle):
     # -- worker --------------------------------------------------------------------
 
     async def _run(self) -> None:
-        in_flight: collections.deque[asyncio.Future[BuildResult | None]] = collections.deque()
+        in_flight: collections.deque[asyncio.Future[list[BuildResult | None]]] = collections.deque()
         while True:
             while self._queue and len(in_flight) < self.max_concurrent_builds:
-                raw = self._queue.popleft()
-                self._queue_bytes -= raw.size_bytes()
-                in_flight.append(self._submit(raw))
+                batch: list[RawCapture] = []
+                while self._queue and len(batch) < self.batch_max_items:
+                    raw = self._queue.popleft()
+                    self._queue_bytes -= raw.size_bytes()
+                    batch.append(raw)
+                in_flight.append(self._submit(batch))
             self.metrics.queue_depth.set(len(self._queue))
             self.metrics.queue_bytes.set(self._queue_bytes)
             if in_flight:
-                result = await in_flight.popleft()  # deliver in capture order
-                if result is not None:
-                    await self._deliver(result)
+                results = await in_flight.popleft()  # deliver in capture order
+                for result in results:
+                    if result is not None:
+                        await self._deliver(result)
                 continue
             if not self._accepting:
                 return
@@ -208,47 +218,63 @@ class CapturePipeline(AsyncLifecycle):
             if not self._queue:
                 await self._wake.wait()
 
-    def _submit(self, raw: RawCapture) -> asyncio.Future[BuildResult | None]:
+    def _submit(self, batch: list[RawCapture]) -> asyncio.Future[list[BuildResult | None]]:
+        """Build ``batch`` in one executor call (one pickle and one round trip to the
+        builder process for all of them, not one per capture)."""
         loop = asyncio.get_running_loop()
         started = time.perf_counter()
+        fut: asyncio.Future[list[BuildResult | str]]
         if self._executor is None:
-            fut: asyncio.Future[BuildResult] = loop.create_future()
-            try:
-                fut.set_result(self.builder.build(raw))
-            except Exception as exc:
-                fut.set_exception(exc)
+            fut = loop.create_future()
+            fut.set_result(_build_batch(self.builder.build, batch))
         else:
-            fn: Callable[[RawCapture], BuildResult] = (
-                build_in_worker if self.mode == "process" else self.builder.build
+            fn: Callable[[list[RawCapture]], list[BuildResult | str]] = (
+                build_batch_in_worker
+                if self.mode == "process"
+                else functools.partial(_build_batch, self.builder.build)
             )
-            fut = asyncio.ensure_future(loop.run_in_executor(self._executor, fn, raw))
-        return asyncio.ensure_future(self._finish_build(fut, raw, started))
+            fut = asyncio.ensure_future(loop.run_in_executor(self._executor, fn, batch))
+        return asyncio.ensure_future(self._finish_batch(fut, batch, started))
 
-    async def _finish_build(
-        self, fut: asyncio.Future[BuildResult], raw: RawCapture, started: float
-    ) -> BuildResult | None:
+    async def _finish_batch(
+        self,
+        fut: asyncio.Future[list[BuildResult | str]],
+        batch: list[RawCapture],
+        started: float,
+    ) -> list[BuildResult | None]:
         try:
-            result = await fut
+            results = await fut
         except concurrent.futures.process.BrokenProcessPool:
             logger.error("capture builder process died; restarting it")
-            self.metrics.dropped.labels(reason="build_failed").inc()
+            self.metrics.dropped.labels(reason="build_failed").inc(len(batch))
             self._restart_executor()
-            return None
+            return []
         except Exception:
-            logger.exception("could not build exchange %s", raw.exchange_id)
-            self.metrics.dropped.labels(reason="build_failed").inc()
-            return None
-        self.metrics.build_seconds.observe(time.perf_counter() - started)
-        if result.fallback_reason is not None:
-            # Kept as a minimal error record (never lost), but counted: the full capture
-            # could not be built.
-            logger.error(
-                "exchange %s kept as a minimal record: %s", raw.exchange_id, result.fallback_reason
-            )
-            self.metrics.build_fallbacks.inc()
-        for rule, count in result.redaction_hits.items():
-            self.metrics.redactions.labels(rule=rule).inc(count)
-        return result
+            logger.exception("could not build %d exchange(s)", len(batch))
+            self.metrics.dropped.labels(reason="build_failed").inc(len(batch))
+            return []
+        elapsed = (time.perf_counter() - started) / max(1, len(batch))
+        out: list[BuildResult | None] = []
+        for raw, result in zip(batch, results, strict=True):
+            if isinstance(result, str):
+                logger.error("could not build exchange %s: %s", raw.exchange_id, result)
+                self.metrics.dropped.labels(reason="build_failed").inc()
+                out.append(None)
+                continue
+            self.metrics.build_seconds.observe(elapsed)
+            if result.fallback_reason is not None:
+                # Kept as a minimal error record (never lost), but counted: the full
+                # capture could not be built.
+                logger.error(
+                    "exchange %s kept as a minimal record: %s",
+                    raw.exchange_id,
+                    result.fallback_reason,
+                )
+                self.metrics.build_fallbacks.inc()
+            for rule, count in result.redaction_hits.items():
+                self.metrics.redactions.labels(rule=rule).inc(count)
+            out.append(result)
+        return out
 
     def _restart_executor(self) -> None:
         old = self._executor
@@ -266,3 +292,21 @@ class CapturePipeline(AsyncLifecycle):
                 logger.exception("sink %s failed", getattr(sink, "name", sink))
                 self.metrics.dropped.labels(reason="sink_failed").inc()
         self.delivered += 1
+
+
+def _build_batch(
+    build: Callable[[RawCapture], BuildResult], batch: list[RawCapture]
+) -> list[BuildResult | str]:
+    """Build each capture; a build that raises gives its error text (counted by the caller)."""
+    out: list[BuildResult | str] = []
+    for raw in batch:
+        try:
+            out.append(build(raw))
+        except Exception as exc:
+            out.append(f"{type(exc).__name__}: {exc}")
+    return out
+
+
+def build_batch_in_worker(batch: list[RawCapture]) -> list[BuildResult | str]:
+    """In the builder process: :func:`capture.builder.build_in_worker` for each capture."""
+    return _build_batch(build_in_worker, batch)
