@@ -35,7 +35,7 @@ class CaptureOverrides:
         spool_dir: the disk spool's directory.
         sample_percent: share of sessions captured, 0-100 (sticky per session).
         grace_period_s: seconds in-flight responses may run after SIGTERM.
-        live_model: the live model's name (default: the upstream's ``/v1/models``).
+        live_model: the live model's name (default: each response's ``model`` field).
     """
 
     upstream: str

@@ -40,7 +40,8 @@ def capture_serve(
         typer.Option("--grace-period", help="Seconds in-flight responses may run after SIGTERM."),
     ] = None,
     live_model: Annotated[
-        str | None, typer.Option(help="Name of the live model (default: from /v1/models).")
+        str | None,
+        typer.Option(help="Name of the live model (default: the model field of each response)."),
     ] = None,
 ) -> None:
     """Serve the capture sidecar until SIGTERM/SIGINT.
