@@ -10,9 +10,14 @@ SIGTERM/SIGINT, on uvloop when it is installed.
 from __future__ import annotations
 
 import asyncio
+import logging
+import multiprocessing
+import signal
+from collections.abc import Coroutine
 from dataclasses import dataclass
+from typing import Any
 
-from capture.sidecar import Sidecar
+from capture.sidecar import Sidecar, worker_settings
 from shadoweval.body_redaction import BodyRedactor
 from shadoweval.config import Settings, load_settings
 
@@ -35,6 +40,7 @@ class CaptureOverrides:
         spool_dir: the disk spool's directory.
         sample_percent: share of sessions captured, 0-100 (sticky per session).
         grace_period_s: seconds in-flight responses may run after SIGTERM.
+        workers: relay processes sharing the port (``capture.workers``).
         live_model: the live model's name (default: each response's ``model`` field).
     """
 
@@ -49,6 +55,7 @@ class CaptureOverrides:
     spool_dir: str | None = None
     sample_percent: float | None = None
     grace_period_s: float | None = None
+    workers: int | None = None
     live_model: str | None = None
 
 
@@ -72,6 +79,7 @@ def capture_settings(overrides: CaptureOverrides) -> Settings:
                 "file_sink_directory": overrides.capture_dir,
                 "sample_percent": overrides.sample_percent,
                 "grace_period_s": overrides.grace_period_s,
+                "workers": overrides.workers,
             },
             "kafka": {"bootstrap_servers": overrides.kafka_bootstrap, "topic": overrides.topic},
         }
@@ -96,13 +104,67 @@ def capture_settings(overrides: CaptureOverrides) -> Settings:
 def serve_capture(settings: Settings) -> None:
     """Run the capture sidecar with ``settings`` until SIGTERM/SIGINT (graceful drain).
 
+    With ``capture.workers`` > 1, workers 1… run in spawned processes (each a whole
+    sidecar, :func:`capture.sidecar.worker_settings`) and this process is worker 0; a
+    SIGTERM/SIGINT here is passed on to every worker, and this returns once they have all
+    drained and exited. A worker that dies is logged, not restarted.
+
     On uvloop when installed: a faster event loop for the live path (CPU per request,
     docs/benchmarks.md); else asyncio's.
     """
-    sidecar = Sidecar(settings.capture, settings.kafka)
+    cap = settings.capture
+    if cap.workers <= 1:
+        _run(Sidecar(cap, settings.kafka).serve())
+        return
+    context = multiprocessing.get_context("spawn")
+    children = [
+        context.Process(target=_serve_worker, args=(settings, i), name=f"capture-worker-{i}")
+        for i in range(1, cap.workers)
+    ]
+    for child in children:
+        child.start()
+    sidecar = Sidecar(worker_settings(cap, 0), settings.kafka)
+
+    async def serve_all() -> None:
+        loop = asyncio.get_running_loop()
+
+        def on_signal() -> None:
+            sidecar.request_shutdown()
+            for child in children:
+                if child.is_alive() and child.pid is not None:
+                    child.terminate()  # SIGTERM: the worker drains like this one
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, on_signal)
+        try:
+            await sidecar.serve(install_signal_handlers=False)
+        finally:
+            for child in children:
+                await asyncio.to_thread(child.join, cap.grace_period_s + cap.flush_deadline_s + 30)
+                if child.is_alive():
+                    logger.error("capture worker %s did not stop; killing it", child.name)
+                    child.kill()
+                elif child.exitcode:
+                    logger.error("capture worker %s exited %s", child.name, child.exitcode)
+
+    _run(serve_all())
+
+
+def _serve_worker(settings: Settings, index: int) -> None:
+    """Entry point of worker ``index`` (a spawned process): one whole sidecar."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    _run(Sidecar(worker_settings(settings.capture, index), settings.kafka).serve())
+
+
+def _run(main: Coroutine[Any, Any, None]) -> None:
     try:
         import uvloop
     except ImportError:
-        asyncio.run(sidecar.serve())
+        asyncio.run(main)
     else:
-        uvloop.run(sidecar.serve())
+        uvloop.run(main)
+
+
+logger = logging.getLogger(__name__)

@@ -48,6 +48,7 @@ import signal
 import socket
 import time
 from collections.abc import Callable, Generator, Sequence
+from pathlib import Path
 
 import httpx
 import uvicorn
@@ -79,6 +80,28 @@ class _Server(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
         yield
+
+
+def worker_settings(capture: CaptureSettings, index: int) -> CaptureSettings:
+    """The settings worker ``index`` (0-based) of ``capture.workers`` runs with.
+
+    One worker: ``capture`` unchanged. Several: the same ``port`` (shared with
+    ``SO_REUSEPORT``), admin port ``admin_port + index`` (0 stays 0), the spool in
+    ``<spool.directory>/worker-<index>`` (a spool belongs to one process), and
+    ``ceil(max_client_connections / workers)`` connections.
+    """
+    if capture.workers <= 1:
+        return capture
+    spool = capture.spool.model_copy(
+        update={"directory": str(Path(capture.spool.directory) / f"worker-{index}")}
+    )
+    return capture.model_copy(
+        update={
+            "admin_port": capture.admin_port + index if capture.admin_port else 0,
+            "spool": spool,
+            "max_client_connections": -(-capture.max_client_connections // capture.workers),
+        }
+    )
 
 
 def make_sinks(
@@ -297,7 +320,7 @@ class Sidecar(AsyncLifecycle):
         assert self.proxy is not None
         cap = self.capture
         try:
-            await self.proxy.listen(cap.host, cap.port)
+            await self.proxy.listen(cap.host, cap.port, reuse_port=cap.workers > 1)
         except BaseException:
             await self.stop()
             raise

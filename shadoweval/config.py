@@ -198,6 +198,13 @@ class CaptureSettings(BaseModel):
     answered 503 and closed). ``upstream_keepalive_expiry_s``: an idle pooled upstream
     connection is closed after it (keep it below the upstream's own keep-alive timeout:
     uvicorn's, vLLM's and SGLang's default is 5 s).
+
+    ``workers``: relay processes sharing ``port`` (``SO_REUSEPORT``: the kernel spreads
+    connections over them). Each worker is a whole sidecar — its own relay loop, builder
+    process, sinks and admin port (``admin_port + index``), spool in ``spool.directory``
+    ``/worker-<index>`` (file-sink segments share one directory: names never collide) —
+    and takes its share of ``max_client_connections``. Default 1: one relay loop plus its
+    builder process fill two cores; raise it to about half the cores a sidecar may use.
     """
 
     upstream_url: str = "http://127.0.0.1:8000"
@@ -232,6 +239,7 @@ class CaptureSettings(BaseModel):
     max_request_body_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
     max_client_connections: int = Field(default=4096, ge=1)
     upstream_keepalive_expiry_s: float = Field(default=2.0, gt=0)
+    workers: int = Field(default=1, ge=1, le=64)
     builder: Literal["process", "thread"] = "process"
     build_workers: int = Field(default=1, ge=1, le=64)
     sinks: tuple[Literal["kafka", "file"], ...] = ("file",)
@@ -251,9 +259,20 @@ class CaptureSettings(BaseModel):
 
     @model_validator(mode="after")
     def _distinct_ports(self) -> CaptureSettings:
-        if self.port and self.port == self.admin_port:
+        if self.port and self.admin_port and self.port == self.admin_port:
             raise ValueError(
                 f"port and admin_port are both {self.port}: the admin endpoints need their own"
+            )
+        if self.workers > 1 and not self.port:
+            raise ValueError(f"workers = {self.workers} share one port: set port (not 0)")
+        if (
+            self.workers > 1
+            and self.admin_port
+            and self.port in range(self.admin_port, self.admin_port + self.workers)
+        ):
+            raise ValueError(
+                f"port {self.port} is among the workers' admin ports {self.admin_port}.."
+                f"{self.admin_port + self.workers - 1}"
             )
         return self
 

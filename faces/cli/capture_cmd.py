@@ -39,6 +39,10 @@ def capture_serve(
         float | None,
         typer.Option("--grace-period", help="Seconds in-flight responses may run after SIGTERM."),
     ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(help="Relay processes sharing the port (SO_REUSEPORT); default 1."),
+    ] = None,
     live_model: Annotated[
         str | None,
         typer.Option(help="Name of the live model (default: the model field of each response)."),
@@ -76,6 +80,7 @@ def capture_serve(
                 spool_dir=spool_dir,
                 sample_percent=sample_percent,
                 grace_period_s=grace_period_s,
+                workers=workers,
                 live_model=live_model,
             )
         )
