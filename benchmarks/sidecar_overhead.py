@@ -1,55 +1,47 @@
-"""Latency and CPU the capture sidecar adds, measured against the direct path in one run.
+"""Latency and CPU a proxy adds in front of a model server: direct, nginx, the sidecar, any other.
 
 Usage::
 
     .venv/bin/python benchmarks/sidecar_overhead.py [--quick] [--rounds 4] [--duration 6]
-        [--concurrency 50 200] [--modes stream nonstream] [--json out.json]
-        [--profile DIR] [--markdown]
+        [--scenarios stream:50 stream:200 nonstream:200] [--rows nginx sidecar]
+        [--proxy NAME=COMMAND ...] [--sidecar-workers 1] [--nginx-workers 1] [--pin]
+        [--json out.json] [--markdown]
 
-Three kinds of process, all on this machine:
+Every path the load takes is a **row**, all fed by the same upstream and load generator:
 
-* **upstream** (this file, ``--role upstream``): a small OpenAI-compatible model server on
-  raw asyncio (no framework, so it spends little CPU). ``POST /v1/chat/completions`` answers
-  after a fixed schedule: the first event after ``--ttft-ms``, then ``--events`` content
-  events with inter-token gaps spread evenly over ``--itl-ms MIN MAX`` (the same
-  deterministic order for every request, so every response takes exactly as long), then a
-  ``finish_reason`` chunk, a usage chunk and ``data: [DONE]``. A non-streaming request gets
-  one ``chat.completion`` JSON after the same total time. Every event (and the JSON body)
-  carries ``x_recv_ns`` (when the upstream had read the request) and ``x_sent_ns`` (just
-  before it was written), both ``time.monotonic_ns()``: CLOCK_MONOTONIC is one clock for the
-  whole machine, so the client measures one-way delays of the request and of every chunk.
-* **sidecar**: started exactly as an operator would, ``shadow-eval capture serve --upstream
-  URL --port P --admin-port A --sink file --capture-dir D --spool-dir S`` (default builder:
-  one worker process), with no ``SHADOWEVAL_*`` variables.
-* **load generator** (``--role loadgen``; ``--generators`` processes per round): closed-loop
-  clients, each with one keep-alive connection, on a lean asyncio HTTP/1.1 client (a
-  protocol class with its own chunked-body parser: much less CPU per event than httpx,
-  which matters on a small machine). Clients start staggered over one response time, send
-  one unrecorded request, then record every request started inside the measuring window,
-  and keep the load on for one more response time so the last recorded requests see the
-  same load. Per request: end-to-end latency, TTFT (first SSE event), the one-way delay of
-  the request (``x_recv_ns`` − send) and of every event (arrival − ``x_sent_ns``).
+* ``direct``: the load generator talks to the upstream itself (the baseline);
+* ``nginx``: Debian's nginx (``apt-get install -y nginx``) as a plain reverse proxy, config
+  generated into a temp dir: ``proxy_buffering off``, HTTP/1.1 keep-alive to the upstream
+  (``keepalive 1024``), ``--nginx-workers`` worker processes, no access log;
+* ``sidecar``: started as an operator would, ``shadow-eval capture serve --upstream URL
+  --port P --admin-port A --sink file ...`` (default builder: one worker process;
+  ``--sidecar-workers`` relay processes);
+* ``--proxy NAME=COMMAND``: any other front end; ``COMMAND`` is a shell-style template with
+  ``{listen_port}`` and ``{upstream_url}``, e.g. ``--proxy "envoy=shadow-eval capture envoy
+  --upstream {upstream_url} --port {listen_port}"``. Every row is ready when
+  ``GET /v1/models`` through it answers 200 (polled).
 
-Direct and sidecar rounds alternate (ABBA…) within each cell (mode × concurrency), so
-machine noise hits both paths; *added* = sidecar percentile − direct percentile over the
-pooled rounds. Sidecar CPU per round is utime+stime from ``/proc`` of the sidecar's event
-loop thread, its other threads (file sink writer, the executor feeder that pickles
-captures) and its builder process(es), read before the round and after the builder has
-written every capture of the round (``produced_total{sink="file"}`` caught up with
-``captured_total``), divided by the requests the sidecar forwarded. Every sidecar round is
-checked against ``/metrics`` (captured, produced, dropped), and after the sidecar's graceful
-shutdown the capture log is counted line by line.
+The **upstream** (``--role upstream``) is a small OpenAI-compatible server on raw asyncio:
+``POST /v1/chat/completions`` answers on a fixed schedule (first event after ``--ttft-ms``,
+``--events`` content events with gaps spread over ``--itl-ms MIN MAX``, then a finish chunk,
+a usage chunk and ``data: [DONE]``; a non-streamed request gets one JSON after the same
+time). The **load generator** (``--role loadgen``) runs closed-loop keep-alive clients on a
+lean asyncio HTTP/1.1 client, staggered over one response time, recording requests started
+inside the measuring window (end-to-end latency and TTFT).
 
-``--profile DIR`` adds one more round (the first mode, the highest concurrency) through the
-same sidecar while py-spy (``.venv/bin/pip install py-spy``; not a project dependency)
-samples it from outside, every thread and the builder process, without restarting it;
-idle samples (epoll and condition waits) are dropped and the event-loop thread's on-CPU
-samples are grouped by library and by function (``DIR/summary.json``, collapsed stacks in
-``DIR/*.collapsed.txt``). The sampler costs CPU too: that round is not in the table.
+Rounds are interleaved: in each scenario every round runs every row, in the order of the
+rows and reversed on the next round, so machine noise hits all rows alike; *added* = row
+percentile − direct percentile over the pooled rounds. **CPU per 1,000 requests** of a row
+is utime + stime from ``/proc`` of its process and every live descendant (nginx's workers;
+the sidecar's builder process), read before a round and after it — for the sidecar after
+``/metrics`` shows every capture of the round written — divided by the requests the load
+generator sent. For the sidecar the builder's share is shown apart (``of which capture
+builder``; the relay alone is the difference).
 
-``--sidecar-env KEY=VALUE`` passes extra environment to the sidecar, for experiments such as
-``PYTHONPATH=benchmarks/pool_experiment`` (see that directory's ``sitecustomize.py``).
-``--quick``: one round per path of 3 s per cell (about a minute; no ABBA balancing).
+``--pin``: the proxies run on CPU 0 (``taskset -c 0``: nginx's workers; the sidecar's relay
+process, whose builder process is moved to the other CPUs after the warm-up), the upstream
+and the load generators on the other CPUs; that is how "a core of its own" is measured.
+``--quick``: one round of 3 s per row.
 """
 
 from __future__ import annotations
@@ -1077,6 +1069,11 @@ def main_run(args: argparse.Namespace) -> int:
             for stream in (True, False):
                 run_loadgen(procs, row.port, stream, 20, 1.0, shape, 1, 999, work, other_cpus)
             wait_captured(row)
+            if args.pin and row.admin_url is not None and other_cpus:
+                # the relay keeps CPU 0 to itself; its builder runs beside the load
+                others = set(range(1, ncpu))
+                for pid in builder_pids(row.proc.pid):
+                    os.sched_setaffinity(pid, others)
         for n, cell in enumerate(cells):
             stream = cell.mode == "stream"
             for r in range(args.rounds):

@@ -233,6 +233,7 @@ class _ClientConnection(asyncio.Protocol):
         self.closed = False
         self.peer_eof = False
         self.paused_upstream = False
+        self.paused_reading = False
         self.stop_reading = False
         self.timer: asyncio.TimerHandle | None = None
         self.timer_kind = ""
@@ -245,6 +246,7 @@ class _ClientConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = (str(peer[0]), int(peer[1])) if isinstance(peer, tuple) else None
         if len(proxy._clients) >= proxy._max_clients:
+            self.stop_reading = True
             proxy._reject_metric("connection_limit")
             self._write_local_and_close(
                 503,
@@ -472,7 +474,8 @@ class _ClientConnection(asyncio.Protocol):
         self.queue.append(req)
         if self.active is None:
             self._next()
-        elif len(self.queue) > 16 and self.transport is not None:
+        elif len(self.queue) > 16 and self.transport is not None and not self.paused_reading:
+            self.paused_reading = True
             self.transport.pause_reading()  # a client pipelining far ahead waits
 
     # -- exchanges ------------------------------------------------------------------------
@@ -497,7 +500,8 @@ class _ClientConnection(asyncio.Protocol):
         if self.peer_eof or self.proxy._draining:
             self._close()
             return
-        if self.transport is not None and not self.stop_reading:
+        if self.paused_reading and self.transport is not None and not self.stop_reading:
+            self.paused_reading = False
             self.transport.resume_reading()
         self._arm("idle", self.proxy._keepalive_timeout_s)
 

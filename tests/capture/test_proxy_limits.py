@@ -323,3 +323,36 @@ def test_no_request_fails_on_an_upstream_that_closes_idle_connections(
         )
     assert statuses == [200] * 40
     assert errors == 0
+
+
+# -- framing edge cases --------------------------------------------------------------------------
+
+
+def test_pipelined_requests_are_answered_in_order(upstream: tuple[ScriptedUpstream, str]) -> None:
+    app, up_url = upstream
+    with (
+        running_proxy(up_url) as h,
+        socket.create_connection(_addr(h.url), timeout=30) as sock,
+    ):
+        sock.sendall(
+            b"GET /first?mode=sleep&ms=200 HTTP/1.1\r\nHost: x\r\n\r\n"
+            b"GET /second HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        data = _read_until_closed(sock)
+    first, second = data.split(b"HTTP/1.1 ", 2)[1:]
+    assert first.startswith(b"200")
+    assert first.endswith(b"ok")
+    assert second.startswith(b"200")
+    assert b'"path": "/second"' in second
+    assert [r["path"] for r in app.log.requests] == ["/first", "/second"]
+
+
+def test_head_response_ends_without_a_body(upstream: tuple[ScriptedUpstream, str]) -> None:
+    _, up_url = upstream
+    with running_proxy(up_url) as h, httpx.Client(timeout=30) as client:
+        head = client.head(f"{h.url}/v1/models")
+        after = client.get(f"{h.url}/v1/models")  # the same client connection still works
+    assert head.status_code == 200
+    assert head.content == b""
+    assert int(head.headers["content-length"]) > 0
+    assert after.status_code == 200
