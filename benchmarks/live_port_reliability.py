@@ -93,6 +93,7 @@ def sidecar(upstream_url: str, work: Path) -> Iterator[tuple[str, subprocess.Pop
         "--spool-dir", str(work / "spool"),
     ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("SHADOWEVAL_")}
+    work.mkdir(parents=True, exist_ok=True)
     log = (work / "sidecar.log").open("wb")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     try:

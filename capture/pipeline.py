@@ -51,7 +51,11 @@ class CapturePipeline(AsyncLifecycle):
         max_concurrent_builds: build batches in flight at once.
         batch_max_items: captures sent to the builder in one call at most (what is queued
             when a batch starts, up to this many: one pickle and one process round trip per
-            batch instead of per capture; under light load a batch is one capture).
+            batch instead of per capture).
+        batch_linger_s: when the builder is idle and fewer than ``batch_max_items`` are
+            queued, wait this long (seconds) before sending a batch so that several captures
+            share the round trip; captures reach the sinks that much later, the live path
+            never waits (not in ``inline`` mode).
 
     Use ``async with`` or :meth:`start`/:meth:`stop` (:mod:`shadoweval.lifecycle`: started
     once, not restartable).
@@ -69,6 +73,7 @@ class CapturePipeline(AsyncLifecycle):
         build_workers: int = 1,
         max_concurrent_builds: int = 4,
         batch_max_items: int = 64,
+        batch_linger_s: float = 0.025,
     ) -> None:
         self.builder = builder
         self.sinks = list(sinks)
@@ -79,6 +84,7 @@ class CapturePipeline(AsyncLifecycle):
         self.build_workers = build_workers
         self.max_concurrent_builds = max(1, max_concurrent_builds)
         self.batch_max_items = max(1, batch_max_items)
+        self.batch_linger_s = max(0.0, batch_linger_s)
         self._queue: collections.deque[RawCapture] = collections.deque()
         self._queue_bytes = 0
         self._wake = asyncio.Event()
@@ -196,7 +202,15 @@ class CapturePipeline(AsyncLifecycle):
 
     async def _run(self) -> None:
         in_flight: collections.deque[asyncio.Future[list[BuildResult | None]]] = collections.deque()
+        linger_s = self.batch_linger_s if self.mode != "inline" else 0.0
         while True:
+            if (
+                linger_s
+                and not in_flight
+                and self._accepting
+                and 0 < len(self._queue) < self.batch_max_items
+            ):
+                await asyncio.sleep(linger_s)  # let a batch form: one round trip for several
             while self._queue and len(in_flight) < self.max_concurrent_builds:
                 batch: list[RawCapture] = []
                 while self._queue and len(batch) < self.batch_max_items:

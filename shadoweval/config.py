@@ -193,7 +193,8 @@ class CaptureSettings(BaseModel):
     ``header_read_timeout_s`` (a connection's request line and headers must arrive within
     it: 408 / closed), ``body_read_timeout_s`` (the whole body within it after the headers:
     408), ``client_keepalive_timeout_s`` (an idle keep-alive connection is closed after
-    it), ``max_request_header_bytes`` (431), ``max_request_body_bytes`` (413),
+    it; nginx's 75 s, longer than clients' own idle expiry — httpx's and so openai's is 5 s —
+    so the client closes first and never sends on a connection the sidecar closed), ``max_request_header_bytes`` (431), ``max_request_body_bytes`` (413),
     ``max_client_connections`` (open client connections of the sidecar; one more is
     answered 503 and closed). ``upstream_keepalive_expiry_s``: an idle pooled upstream
     connection is closed after it (keep it below the upstream's own keep-alive timeout:
@@ -234,7 +235,7 @@ class CaptureSettings(BaseModel):
     live_model_from_upstream: bool = False
     header_read_timeout_s: float = Field(default=10.0, gt=0)
     body_read_timeout_s: float = Field(default=60.0, gt=0)
-    client_keepalive_timeout_s: float = Field(default=5.0, gt=0)
+    client_keepalive_timeout_s: float = Field(default=75.0, gt=0)
     max_request_header_bytes: int = Field(default=64 * 1024, ge=1024)
     max_request_body_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
     max_client_connections: int = Field(default=4096, ge=1)
