@@ -150,16 +150,39 @@ class LiveModelSettings(BaseModel):
     sampling_defaults: dict[str, float | int | str | bool | None] = Field(default_factory=dict)
 
 
+DEFAULT_SECRET_FIELDS: tuple[str, ...] = (
+    "api_key",
+    "apikey",
+    "access_key",
+    "private_key",
+    "secret",
+    "password",
+    "passwd",
+    "passphrase",
+    "token",
+    "authorization",
+    "cookie",
+    "credential",
+    "credentials",
+)
+"""Default secret-looking JSON key names (matched as word sequences, see
+:mod:`shadoweval.body_redaction`): ``token`` matches ``access_token`` and ``idToken`` but
+not ``max_tokens``; ``secret`` matches ``client_secret``; ``api_key`` matches ``x-api-key``,
+``apiKey`` and ``OPENAI_API_KEY``."""
+
+
 class BodyRedactionSettings(BaseModel):
-    """Which body rules run on request messages, response text and tool-call arguments.
+    """Which body rules run on request bodies, response text and tool-call arguments.
 
     Default rules: ``email``, ``phone``, ``card_number`` (Luhn-checked), ``secret_key``
-    (the patterns of :data:`shadoweval.redaction.SECRET_RULES`). ``extra_patterns`` maps a
-    rule name to a regular expression.
+    (the patterns of :data:`shadoweval.redaction.SECRET_RULES`) and ``secret_field`` (the
+    string value of any JSON key named like one of ``secret_fields``, wherever it sits).
+    ``extra_patterns`` maps a rule name to a regular expression.
     """
 
-    rules: tuple[str, ...] = ("email", "phone", "card_number", "secret_key")
+    rules: tuple[str, ...] = ("email", "phone", "card_number", "secret_key", "secret_field")
     extra_patterns: dict[str, str] = Field(default_factory=dict)
+    secret_fields: tuple[str, ...] = DEFAULT_SECRET_FIELDS
 
 
 class CaptureSettings(BaseModel):
