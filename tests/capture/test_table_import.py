@@ -167,7 +167,12 @@ def test_rejected_rows_are_reported_and_kept_beside_the_log(tmp_path: Path) -> N
     [exchange] = _exchanges(out)  # the rejected file is not read as a segment
     assert exchange.timings.e2e_ms == 120
     assert exchange.timings.ttft_ms == 20
+    assert exchange.timings.ttfc_ms == 20  # imported as streamed: the first token stands for it
     assert exchange.timings.tpot_ms == pytest.approx((120 - 20) / 10)
+    flat = tmp_path / "flat"
+    import_table(table, out=flat, mapping=mapping, stream=False)
+    [not_streamed] = _exchanges(flat)
+    assert not_streamed.timings.ttfc_ms == not_streamed.timings.e2e_ms == 120
     assert exchange.response is not None
     assert exchange.response.usage.completion_tokens == 11
     assert exchange.response.usage.prompt_tokens is None
