@@ -3,10 +3,10 @@
 The pairs used are those of the summary's latency ratios
 (:func:`application.run_views.task_summary`): no infrastructure error on either side
 (:func:`application.run_views.judged_pairs`), neither side failed, the candidate not
-warming up, neither answer served from a cache; each side's known latencies, linear quantiles (``numpy.quantile``). So the
-table's p50 e2e ratio is the summary's ``e2e_p50_ratio``. The gate's own latency checks
-(paired, baseline-repeat control, their intervals) are the verdict's and are shown
-beside, not recomputed.
+warming up, neither answer served from a cache; each side's known latencies, linear
+quantiles (``numpy.quantile``). So the table's p50 e2e ratio is the summary's
+``e2e_p50_ratio``. The gate's own latency checks (paired, baseline-repeat control, their
+intervals) are the verdict's and are shown beside, not recomputed.
 """
 
 from __future__ import annotations
