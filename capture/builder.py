@@ -160,6 +160,8 @@ class BuildResult:
     * ``outcome``, ``task_type``, ``tag``: as recorded (``tag`` says where the task type
       came from and whether an invalid task-type header was ignored).
     * ``fallback_reason``: set when an internal error produced the minimal record.
+    * ``cache_hit_headers``: names of the response headers a cache-hit rule matched
+      (empty when the answer was not served from a cache), for the ``cache_hits`` metric.
     """
 
     built: BuiltExchange
@@ -169,6 +171,7 @@ class BuildResult:
     task_type: str
     tag: TaskTag | None = None
     fallback_reason: str | None = None
+    cache_hit_headers: tuple[str, ...] = ()
 
 
 def default_source() -> str:
@@ -318,6 +321,9 @@ class ExchangeBuilder:
             outcome=outcome,
             task_type=tag.task_type,
             tag=tag,
+            cache_hit_headers=tuple(h.name for h in response.cache_hit_headers)
+            if response is not None
+            else (),
         )
 
     def _cache_hit(

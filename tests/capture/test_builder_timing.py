@@ -9,10 +9,15 @@ are applied by the builder to the received response headers.
 from __future__ import annotations
 
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 import pytest
 
-from capture.builder import build_in_worker, init_worker, worker_args
+from capture.builder import ExchangeBuilder, build_in_worker, init_worker, worker_args
+from capture.metrics import CaptureMetrics
+from capture.pipeline import CapturePipeline
+from capture.sinks.file import FileSink
+from shadoweval.capture_log import read_capture_log
 from shadoweval.config import DEFAULT_CACHE_HIT_RULES, CacheHitRule, CaptureSettings
 from shadoweval.records import HeaderPair
 
@@ -229,3 +234,20 @@ def test_rules_reach_the_builder_process() -> None:
     assert ex.response.cache_hit_headers == (HeaderPair(name="x-edge", value="2"),)
     assert ex.timings.ttfc_ms == pytest.approx(950.0)
     assert CaptureSettings().cache_hit_rules == DEFAULT_CACHE_HIT_RULES
+
+
+@pytest.mark.anyio
+async def test_the_pipeline_counts_cache_hits_and_writes_them(tmp_path: Path) -> None:
+    metrics = CaptureMetrics()
+    sink = FileSink(tmp_path / "log", metrics)
+    b = ExchangeBuilder(CaptureSettings(), LIVE, source="test")
+    async with CapturePipeline(b, [sink], metrics, mode="inline") as pipeline:
+        assert pipeline.offer(make_raw(chunks=STREAM, response_headers=[("Age", "8")]))
+        assert pipeline.offer(make_raw(chunks=STREAM, response_headers=[("X-Cache", "MISS")]))
+    entries = list(read_capture_log(tmp_path / "log"))
+    flags = [e.exchange.response.cache_hit for e in entries if e.exchange and e.exchange.response]
+    assert flags == [True, False]
+    counted = metrics.registry.get_sample_value(
+        "shadoweval_capture_cache_hits_total", {"header": "age"}
+    )
+    assert counted == 1.0
