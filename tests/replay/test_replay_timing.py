@@ -15,15 +15,22 @@ import httpx
 import orjson
 import pytest
 
+from capture.table_import import row_to_exchange
 from replay.client import CandidateClient
 from replay.rewrite import ReplayRequest, build_replay_request
+from replay.runner import ReplayRunner, TargetSpec
+from shadoweval.capture_log import LogEntry
 from shadoweval.config import CacheHitRule
-from shadoweval.records import HeaderPair, ReplayErrorKind
-from tests.replay.conftest import chat_body, make_exchange
+from shadoweval.records import HeaderPair, ModelIdentity, ReplayErrorKind, ReplayTarget
+from shadoweval.storage import Repository
+from shadoweval.tables import RecordedRow
+from tests.replay.conftest import chat_body, make_exchange, mock_app
 
 pytestmark = pytest.mark.anyio
 
 PAUSE_S = 0.05
+BASELINE = ModelIdentity(name="Meta-Llama-3-8B-Instruct")
+CANDIDATE = ModelIdentity(name="Meta-Llama-3.1-8B-Instruct-Turbo")
 
 
 def request(*, stream: bool) -> ReplayRequest:
@@ -172,3 +179,52 @@ async def test_an_http_error_from_a_cache_is_marked_and_still_an_error() -> None
     assert result.error_kind is ReplayErrorKind.HTTP_STATUS
     assert result.response is not None
     assert result.response.cache_hit
+
+
+class CachingFront(httpx.AsyncBaseTransport):
+    """A cache in front of the candidate, as a transport seam: every other answer it
+    relays says ``X-Cache: HIT``."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+        self.relayed = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        self.relayed += 1
+        if self.relayed % 2:
+            response.headers["X-Cache"] = "HIT"
+        return response
+
+
+async def test_the_runner_counts_cached_answers_and_stores_them_marked(
+    repo: Repository, llama3_rows: list[RecordedRow], llama31_rows: list[RecordedRow]
+) -> None:
+    exchanges = [
+        row_to_exchange(row, stream=True, sampling=None, baseline=BASELINE).model_copy(
+            update={"exchange_id": f"ex-{i:05d}"}
+        )
+        for i, row in enumerate(llama3_rows[:9])
+    ]
+    run_id = repo.create_run(
+        name="cache", baseline=BASELINE, candidate=CANDIDATE, policy_hash="0" * 64, policy_yaml=""
+    ).run_id
+    front = CachingFront(httpx.ASGITransport(app=mock_app(llama31_rows)))
+    target = TargetSpec(
+        ReplayTarget.CANDIDATE, CandidateClient("http://c", transport=front), CANDIDATE
+    )
+    async with target.client:
+        entries = [LogEntry(f"mem:{i}", "", exchange=e) for i, e in enumerate(exchanges)]
+        report = await ReplayRunner(repo, run_id, [target], progress=False).run(entries)
+    assert front.relayed == 9
+    assert dict(report.cache_hits) == {"candidate": 5}
+    assert report.as_dict()["cache_hits"] == {"candidate": 5}
+    stored = repo.load_outcomes(run_id)
+    marked = [o for o in stored if o.response is not None and o.response.cache_hit]
+    assert len(marked) == 5
+    assert all(
+        o.response is not None
+        and o.response.cache_hit_headers == (HeaderPair(name="x-cache", value="HIT"),)
+        for o in marked
+    )
+    assert all(o.timings.ttfc_ms is not None for o in stored)
