@@ -143,9 +143,10 @@ def _latency_pairs(arrays: PairArrays, metric: str, min_pairs: int) -> _LatencyP
 
 def _no_baseline_latency(metric: str) -> str:
     """The reason of a latency check whose unit has no baseline latency at all."""
-    if metric in STREAM_ONLY_METRICS:
-        name = "TTFT" if metric == "ttft_ms" else "TTFC"
-        why = f"recorded data without {name}, or non-streamed baseline requests"
+    if metric == "ttft_ms":
+        why = "recorded data without TTFT, or non-streamed baseline requests"
+    elif metric == "ttfc_ms":
+        why = "recorded data without TTFC, or baseline streams without visible content"
     else:
         why = "no live or recorded timing, and no baseline repeat that answered with timings"
     return (
