@@ -1,16 +1,19 @@
 """TTFC and cache hits in storage (SQLite and PostgreSQL): records round-trip with them,
-the scalar columns copy them, and migration 0005 goes down and up again over stored rows."""
+the scalar columns copy them, a cached pair carries the ``cache_hit`` flag (so the samples
+page and the export filter by it), and migration 0005 goes down and up again over stored
+rows."""
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import command
 
+from shadoweval.pair_flags import PairFlag
 from shadoweval.records import HeaderPair, ReplayOutcome, Timings, TimingSource
-from shadoweval.storage import Database, Repository, head_revision
+from shadoweval.storage import Database, Repository, SampleFilter, head_revision
 from shadoweval.storage.database import alembic_config
 
-from .factories import BASELINE, CANDIDATE, make_exchange, make_outcome
+from .factories import BASELINE, CANDIDATE, make_exchange, make_outcome, make_pair_score
 
 CACHED = (HeaderPair(name="x-cache", value="HIT"), HeaderPair(name="age", value="12"))
 
@@ -172,3 +175,21 @@ def test_migration_0005_down_and_up_over_stored_rows(empty_url: str) -> None:
         assert flags == [False, False]
     finally:
         db.dispose()
+
+
+def test_a_cached_pair_is_flagged_and_filtered_by_its_flag(repo: Repository) -> None:
+    run_id = _run(repo)
+    exchanges = [make_exchange(i) for i in (1, 2, 3)]
+    repo.save_exchanges(run_id, exchanges)
+    scores = [
+        make_pair_score(run_id, exchanges[0]),
+        make_pair_score(run_id, exchanges[1]).model_copy(update={"baseline_cache_hit": True}),
+        make_pair_score(run_id, exchanges[2]).model_copy(update={"candidate_cache_hit": True}),
+    ]
+    repo.save_pair_scores(scores)
+    page = repo.sample_page(run_id, SampleFilter(flags=(PairFlag.CACHE_HIT,)))
+    assert sorted(s.exchange_id for s in page.samples) == [
+        exchanges[1].exchange_id,
+        exchanges[2].exchange_id,
+    ]
+    assert all(PairFlag.CACHE_HIT in s.flags for s in page.samples)
