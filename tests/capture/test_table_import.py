@@ -179,6 +179,32 @@ def test_rejected_rows_are_reported_and_kept_beside_the_log(tmp_path: Path) -> N
     assert exchange.response.usage.total_tokens is None
 
 
+def test_a_recorded_ttfc_column_is_the_imported_ttfc(tmp_path: Path) -> None:
+    """A reasoning model's table: its first visible content came well after its first token."""
+    table = tmp_path / "t.jsonl"
+    rows = [{"q": "6x7?", "a": "42", "lat": 2.5, "ttft": 0.1, "ttfc": 1.9}]
+    table.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    mapping = TableMapping(
+        prompt_col="q",
+        output_col="a",
+        latency_col="lat",
+        ttft_col="ttft",
+        ttfc_col="ttfc",
+        latency_unit="s",
+        model="reasoner",
+    )
+    report = import_table(table, out=tmp_path / "log", mapping=mapping)
+    assert report.written == 1, report
+    [exchange] = _exchanges(tmp_path / "log")
+    assert exchange.timings.ttft_ms == pytest.approx(100.0)
+    assert exchange.timings.ttfc_ms == pytest.approx(1900.0)
+    import_table(table, out=tmp_path / "flat", mapping=mapping, stream=False)
+    [flat] = _exchanges(tmp_path / "flat")
+    assert flat.timings.ttfc_ms == flat.timings.e2e_ms == pytest.approx(2500.0)
+    with pytest.raises(ValueError, match="latency_unit"):
+        TableMapping(prompt_col="q", output_col="a", ttfc_col="ttfc")
+
+
 def test_row_to_exchange_model_identity_and_errors(tmp_path: Path) -> None:
     table = tmp_path / "t.csv"
     table.write_text("prompt,answer\nhello,world\n")
