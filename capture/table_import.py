@@ -133,8 +133,11 @@ def _usage(row: RecordedRow) -> Usage:
 
 
 def _timings(row: RecordedRow, *, stream: bool) -> Timings:
-    if row.latency_ms is None and row.ttft_ms is None and row.itl_ms is None and (
-        row.ttfc_ms is None
+    if (
+        row.latency_ms is None
+        and row.ttft_ms is None
+        and row.itl_ms is None
+        and (row.ttfc_ms is None)
     ):
         return Timings(source=TimingSource.MISSING)
     tpot = row.itl_ms
