@@ -125,6 +125,7 @@ def _target_specs(
             backoff_s=settings.backoff_s,
             max_connections=settings.concurrency,
             keep_raw_body=settings.keep_raw_body,
+            cache_hit_rules=settings.cache_hit_rules,
         )
         for t in targets
     ]

@@ -232,6 +232,16 @@ def synthetic_pairs(sim: RunSim, n: int, rng: np.random.Generator) -> pd.DataFra
             "candidate_ttft_ms": np.where(
                 cols["streamed"] & ~(cand_fail | cols["cand_infra"]), cand_ttft, np.nan
             ),
+            # No reasoning and no caches in the simulation: the first content is the
+            # first token, and every answer came from the model.
+            "baseline_ttfc_ms": np.where(
+                cols["streamed"] & ~(base_fail | cols["base_infra"]), base_ttft, np.nan
+            ),
+            "candidate_ttfc_ms": np.where(
+                cols["streamed"] & ~(cand_fail | cols["cand_infra"]), cand_ttft, np.nan
+            ),
+            "baseline_cache_hit": np.zeros(n, bool),
+            "candidate_cache_hit": np.zeros(n, bool),
             "candidate_warmup": np.zeros(n, bool),
             "latency_baseline_source": np.where(repeat, "baseline_repeat", "live").astype(object),
             "baseline_output_tokens": np.where(base_fail | cols["base_infra"], np.nan, base_tok),
@@ -478,7 +488,7 @@ def edge_cases() -> list[dict[str, object]]:
     errors = base.copy()
     errors["candidate_infra_error"] = True
     errors["candidate_fail"] = False
-    errors["candidate_e2e_ms"] = errors["candidate_ttft_ms"] = np.nan
+    errors["candidate_e2e_ms"] = errors["candidate_ttft_ms"] = errors["candidate_ttfc_ms"] = np.nan
     errors["candidate_output_tokens"] = errors["similarity"] = np.nan
     add("all errors (every candidate request failed)", errors)
     nan = base.copy()

@@ -45,6 +45,11 @@ live path. Steps:
    (connect failure, cancelled before headers) has ``response = None``: the Exchange
    record has no field for its reason, which is only logged by the proxy.
    Steps 4-6 live in :mod:`capture.response_assembly` (:class:`ResponseAssembler`).
+6a. **Cache hit**: the configured ``cache_hit_rules``
+   (:class:`~shadoweval.config.CacheHitRule`) are tested on the received response
+   headers; a match sets ``response.cache_hit`` and ``response.cache_hit_headers`` (a
+   matched header that step 1 removed keeps its name, value ``[REDACTED:header]``). The
+   answer is kept; the gate leaves the pair out of latency (:mod:`shadoweval.cache_hits`).
 7. **Identity**: the live model's (:mod:`capture.identity`); when its name is empty or
    ``unknown``, the response's ``model`` field.
 
@@ -75,6 +80,7 @@ from capture.response_assembly import ResponseAssembler
 from capture.sinks.base import BuiltExchange
 from capture.tagging import TaskTag, TaskTagger
 from shadoweval.body_redaction import BodyRedactor, RedactionHits, parse_json
+from shadoweval.cache_hits import mark_cache_hit
 from shadoweval.config import BodyRedactionSettings, CaptureSettings
 from shadoweval.errors import ShadowEvalError
 from shadoweval.records import (
@@ -154,6 +160,8 @@ class BuildResult:
     * ``outcome``, ``task_type``, ``tag``: as recorded (``tag`` says where the task type
       came from and whether an invalid task-type header was ignored).
     * ``fallback_reason``: set when an internal error produced the minimal record.
+    * ``cache_hit_headers``: names of the response headers a cache-hit rule matched
+      (empty when the answer was not served from a cache), for the ``cache_hits`` metric.
     """
 
     built: BuiltExchange
@@ -163,6 +171,7 @@ class BuildResult:
     task_type: str
     tag: TaskTag | None = None
     fallback_reason: str | None = None
+    cache_hit_headers: tuple[str, ...] = ()
 
 
 def default_source() -> str:
@@ -269,6 +278,8 @@ class ExchangeBuilder:
         if raw.status_code is not None:
             parts = self.responses.assemble(raw, resp_headers, outcome, hits)
             response, timings, outcome = parts.response, parts.timings, parts.outcome
+            step[0] = "cache_hit"
+            response = self._cache_hit(response, raw, removed_resp)
 
         step[0] = "record"
         headers_removed = tuple(sorted(set(removed_req) | set(removed_resp)))
@@ -310,7 +321,36 @@ class ExchangeBuilder:
             outcome=outcome,
             task_type=tag.task_type,
             tag=tag,
+            cache_hit_headers=tuple(h.name for h in response.cache_hit_headers)
+            if response is not None
+            else (),
         )
+
+    def _cache_hit(
+        self, response: ResponseRecord, raw: RawCapture, removed: tuple[str, ...]
+    ) -> ResponseRecord:
+        """Mark a response a cache served (``settings.cache_hit_rules`` on the received
+        headers). A matched value is scrubbed like a kept header's; a matched header that
+        header redaction removed keeps its name with the value ``[REDACTED:header]``."""
+        marked = mark_cache_hit(
+            response,
+            self.settings.cache_hit_rules,
+            [(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw.response_headers],
+        )
+        if not marked.cache_hit:
+            return marked
+        gone = set(removed)
+        scratch = RedactionHits()  # the kept headers' hits are already counted
+        kept = tuple(
+            HeaderPair(
+                name=h.name,
+                value="[REDACTED:header]"
+                if h.name in gone
+                else self.secrets.redact_text(h.value, f"response.headers.{h.name}", scratch),
+            )
+            for h in marked.cache_hit_headers
+        )
+        return marked.model_copy(update={"cache_hit_headers": kept})
 
     def _serialize(self, exchange: Exchange, raw: RawCapture) -> BuiltExchange:
         payload = orjson.dumps(exchange.model_dump(mode="json"))

@@ -124,6 +124,13 @@ class CaptureMetrics:
             ["rule"],
             registry=r,
         )
+        self.cache_hits = Counter(
+            "shadoweval_capture_cache_hits_total",
+            "Captured answers a cache served (a cache-hit rule matched), by the first "
+            "matched header; kept, and left out of latency by the gate.",
+            ["header"],
+            registry=r,
+        )
         self.build_fallbacks = Counter(
             "shadoweval_capture_build_fallbacks_total",
             "Captures that could not be fully built and were kept as a minimal error record.",

@@ -287,6 +287,8 @@ class CapturePipeline(AsyncLifecycle):
                 self.metrics.build_fallbacks.inc()
             for rule, count in result.redaction_hits.items():
                 self.metrics.redactions.labels(rule=rule).inc(count)
+            if result.cache_hit_headers:
+                self.metrics.cache_hits.labels(header=result.cache_hit_headers[0]).inc()
             out.append(result)
         return out
 

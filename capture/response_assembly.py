@@ -12,6 +12,14 @@ reassembled text, reasoning, tool-call arguments, error message and (with
 a reassembled field or there is more than one choice. Decoding problems turn a ``done``
 outcome into ``error`` and are listed in ``error_message``.
 
+**Done means done** (:func:`response_complete`): a ``cancelled`` capture whose response
+reached its terminal event — ``data: [DONE]``, or for servers that send no ``[DONE]`` a
+finish reason together with reported usage; for a non-streamed body, the whole JSON
+completion — is ``done``. The official ``openai`` clients close the connection as soon as
+they read ``[DONE]``; when the upstream ends its body a few milliseconds later the proxy
+sees a disconnect, yet the client got everything. Such an exchange keeps no
+"client disconnected" error text.
+
 Runs in the builder worker (a thread or a spawned process), never on the live path.
 """
 
@@ -32,7 +40,14 @@ from shadoweval.errors import RecordDecodeError
 from shadoweval.llm_protocol import ChatStreamAssembler, parse_completion_body
 from shadoweval.llm_protocol.assembler import AssembledResponse
 from shadoweval.llm_protocol.finish_reason import normalize_finish_reason
-from shadoweval.records import ExchangeOutcome, HeaderPair, ResponseRecord, Timings, TimingSource
+from shadoweval.records import (
+    ExchangeOutcome,
+    HeaderPair,
+    ResponseRecord,
+    Timings,
+    TimingSource,
+    UsageSource,
+)
 
 ERROR_MESSAGE_MAX_CHARS = 2000
 """Longest error message kept from an error body that is not OpenAI-style JSON."""
@@ -57,6 +72,24 @@ def error_text(body: str) -> str:
                 return str(parsed[key])
     text = body.strip()
     return text[:ERROR_MESSAGE_MAX_CHARS] if text else "(empty error body)"
+
+
+def response_complete(result: AssembledResponse, *, body_decoded: bool) -> bool:
+    """Whether a reassembled response reached its terminal event (the client has it all).
+
+    Streamed: ``data: [DONE]`` arrived, or — for servers that send no ``[DONE]`` — a finish
+    reason and reported usage did, with no error event. Non-streamed: the body parsed as a
+    whole completion (a cut JSON body does not parse). ``body_decoded``: the content
+    decoder reached its end marker (always true for an identity-encoded body).
+    """
+    if not body_decoded or result.error_message is not None:
+        return False
+    if not result.streamed:
+        return True
+    finished = (
+        result.finish_reason_raw is not None and result.usage.usage_source is UsageSource.REPORTED
+    )
+    return result.done_seen or finished
 
 
 @dataclass(slots=True)
@@ -161,6 +194,10 @@ class ResponseAssembler:
             if result.events == 0 and not result.done_seen and done:
                 problems.append("stream ended without any completion chunk")
             timings = result.timings()
+            if outcome is ExchangeOutcome.CANCELLED and response_complete(
+                result, body_decoded=decoder.complete
+            ):
+                outcome = ExchangeOutcome.DONE  # the client got the whole stream
         else:
             body_bytes = b"".join(p for _, p in pieces)
             try:
@@ -176,17 +213,31 @@ class ResponseAssembler:
                 )
                 return ResponseParts(response, measured, _failed(outcome))
             timings = result.timings()
+            if outcome is ExchangeOutcome.CANCELLED and response_complete(
+                result, body_decoded=decoder.complete
+            ):
+                outcome = ExchangeOutcome.DONE  # the client got the whole body
 
-        response = self._record(result, status, headers, pieces, problems, raw, hits)
+        capture_error = raw.error is not None and outcome is not ExchangeOutcome.DONE
+        response = self._record(
+            result, status, headers, pieces, problems, raw, hits, capture_error=capture_error
+        )
         return ResponseParts(response, timings, _failed(outcome) if problems else outcome)
 
-    def problem_text(self, problems: list[str], raw: RawCapture, hits: RedactionHits) -> str:
+    def problem_text(
+        self,
+        problems: list[str],
+        raw: RawCapture,
+        hits: RedactionHits,
+        *,
+        capture_error: bool = True,
+    ) -> str:
         """The error message: decoding ``problems`` joined with ``"; "``, then the
-        capture's own error text (which may quote a URL: ``user:password@`` is removed,
-        hit ``url_credentials``), then the body rules run (location
-        ``response.error_message``)."""
+        capture's own error text when ``capture_error`` (which may quote a URL:
+        ``user:password@`` is removed, hit ``url_credentials``), then the body rules run
+        (location ``response.error_message``)."""
         text = "; ".join(problems)
-        if raw.error:
+        if raw.error and capture_error:
             text = f"{text}; capture: {raw.error}" if text else raw.error
         text, n = _URL_CREDENTIALS.subn("[REDACTED:url_credentials]@", text)
         if n:
@@ -202,6 +253,8 @@ class ResponseAssembler:
         problems: list[str],
         raw: RawCapture,
         hits: RedactionHits,
+        *,
+        capture_error: bool,
     ) -> ResponseRecord:
         redact = self.redactor.redact_text
         text = None if result.text is None else redact(result.text, "response.text", hits)
@@ -219,7 +272,11 @@ class ResponseAssembler:
             for i, call in enumerate(result.tool_calls)
         )
         fields_fired = hits.fired(_REASSEMBLED_FIELDS)
-        error_message = self.problem_text(problems, raw, hits) if problems or raw.error else None
+        error_message = (
+            self.problem_text(problems, raw, hits, capture_error=capture_error)
+            if problems or capture_error
+            else None
+        )
         body = self._raw_body(
             pieces,
             streamed=result.streamed,

@@ -14,7 +14,11 @@ that prompt:
   column; usage is ``reported`` from the token columns, else ``missing`` (never zeros);
 * **timings**: from the latency columns with ``source=recorded`` (``e2e_ms`` = latency,
   ``ttft_ms``, ``tpot_ms`` = the recorded mean ITL, or (e2e − TTFT) / (completion
-  tokens − 1) when those are known), else ``source=missing``;
+  tokens − 1) when those are known; ``ttfc_ms``, when importing as streamed, from a TTFC
+  column (``ttfc_col``), else the recorded TTFT — the first token stands for the first
+  content: exact for a model that does not reason, and for one that does it under-states
+  the baseline's TTFC, which can only make the candidate look slower (conservative); when
+  importing as not streamed, the latency), else ``source=missing``;
 * ``task_type``, ``baseline_model`` (the table's model, or the identity passed in),
   ``source = "import:<file>#<row>"``;
 * ``captured_at``: the row's ``captured_at_col`` when the mapping has one (the time the
@@ -128,8 +132,13 @@ def _usage(row: RecordedRow) -> Usage:
     )
 
 
-def _timings(row: RecordedRow) -> Timings:
-    if row.latency_ms is None and row.ttft_ms is None and row.itl_ms is None:
+def _timings(row: RecordedRow, *, stream: bool) -> Timings:
+    if (
+        row.latency_ms is None
+        and row.ttft_ms is None
+        and row.itl_ms is None
+        and (row.ttfc_ms is None)
+    ):
         return Timings(source=TimingSource.MISSING)
     tpot = row.itl_ms
     tokens = row.completion_tokens
@@ -143,6 +152,13 @@ def _timings(row: RecordedRow) -> Timings:
         tpot = (row.latency_ms - row.ttft_ms) / (tokens - 1)
     return Timings(
         ttft_ms=row.ttft_ms,
+        # Streamed: the recorded TTFC, else the first token stands for the first content
+        # (exact without reasoning; otherwise the baseline's TTFC is under-stated, so the
+        # candidate/baseline ratio errs high: conservative). Not streamed: the latency, as
+        # for any non-streamed response.
+        ttfc_ms=(row.ttfc_ms if row.ttfc_ms is not None else row.ttft_ms)
+        if stream
+        else row.latency_ms,
         e2e_ms=row.latency_ms,
         tpot_ms=tpot,
         source=TimingSource.RECORDED,
@@ -216,7 +232,7 @@ def row_to_exchange(
         task_type=row.task_type,
         request=RequestRecord(body=orjson.dumps(body).decode("utf-8")),
         response=response,
-        timings=_timings(row),
+        timings=_timings(row, stream=stream),
         baseline_model=identity,
         source=f"import:{row.location}",
     )

@@ -51,12 +51,15 @@ in its own error-rate check.
 * **noise_identical** — the baseline-repeat replay's side text equals the captured
   baseline's, character for character; ``None`` without a repeat that answered without
   error, or when the baseline errored.
-* **latency** — candidate TTFT/e2e from its replay; baseline from the baseline-repeat
-  replay when one exists without error, not warm-up, with timings
+* **latency** — candidate TTFT/TTFC/e2e from its replay; baseline from the
+  baseline-repeat replay when one exists without error, not warm-up, with timings
   (``latency_baseline_source="baseline_repeat"``: equal shadow hardware), else from the
   live exchange (``live`` when measured by the sidecar, ``recorded`` when imported,
   ``missing`` when unknown). Timings are copied even for an errored or warm-up candidate;
   ``candidate_error`` and ``candidate_warmup`` tell the gate to leave them out.
+  **baseline_cache_hit / candidate_cache_hit** — the response those timings came from
+  was served from a cache (``ResponseRecord.cache_hit``); the gate leaves the pair out of
+  latency.
 """
 
 from __future__ import annotations
@@ -373,7 +376,7 @@ def _score_one(
     cand_out = _completion_tokens(cand_resp, cand_error)
     base_prompt = base_resp.usage.prompt_tokens if base_resp is not None else None
     cand_prompt = cand_resp.usage.prompt_tokens if cand_resp is not None else None
-    base_timings, latency_source = _baseline_timings(item)
+    base_timings, latency_source, base_cached = _baseline_timings(item)
     context = SideContext(
         prompt=view.prompt,
         max_tokens=view.max_tokens,
@@ -422,7 +425,10 @@ def _score_one(
         prompt_token_ratio=_ratio(cand_prompt, base_prompt),
         template_leaks=template_leaks(cand_text) if not cand_error else (),
         ttft_ms=SidePair(baseline=base_timings.ttft_ms, candidate=candidate.timings.ttft_ms),
+        ttfc_ms=SidePair(baseline=base_timings.ttfc_ms, candidate=candidate.timings.ttfc_ms),
         e2e_ms=SidePair(baseline=base_timings.e2e_ms, candidate=candidate.timings.e2e_ms),
+        baseline_cache_hit=base_cached,
+        candidate_cache_hit=_cache_hit(cand_resp),
         latency_baseline_source=latency_source,
         candidate_warmup=candidate.warmup,
         baseline_harms=harms(base_resp, base_error, base_text, imported=_imported(exchange)),
@@ -534,7 +540,8 @@ def _ratio(candidate: float | None, baseline: float | None) -> float | None:
     return float(candidate) / float(baseline)
 
 
-def _baseline_timings(item: PairInput) -> tuple[Timings, LatencySource]:
+def _baseline_timings(item: PairInput) -> tuple[Timings, LatencySource, bool]:
+    """The baseline's timings, their source, and whether that response was a cache hit."""
     repeat = item.baseline_repeat
     if (
         repeat is not None
@@ -542,9 +549,13 @@ def _baseline_timings(item: PairInput) -> tuple[Timings, LatencySource]:
         and not repeat.warmup
         and repeat.timings.source != TimingSource.MISSING
     ):
-        return repeat.timings, "baseline_repeat"
+        return repeat.timings, "baseline_repeat", _cache_hit(repeat.response)
     timings = item.exchange.timings
-    return timings, _LIVE_SOURCE[timings.source]
+    return timings, _LIVE_SOURCE[timings.source], _cache_hit(item.exchange.response)
+
+
+def _cache_hit(response: ResponseRecord | None) -> bool:
+    return response is not None and response.cache_hit
 
 
 def _lenient(model: type[_Part], value: object) -> _Part | None:

@@ -7,6 +7,12 @@ so a retry cannot duplicate work), with exponential backoff and jitter. The whol
 — headers and every body byte — is bounded by ``timeout_s`` (``asyncio.timeout``), so a
 server that keeps a stream alive with pings, or accepts and never answers, still ends as
 ``timeout`` (GoReplay #420).
+
+A response whose headers match one of the ``cache_hit_rules``
+(:class:`~shadoweval.config.CacheHitRule`) is kept as usual and marked ``cache_hit``
+with the matched headers (:func:`shadoweval.cache_hits.mark_cache_hit` on every received
+header, though only a few are recorded): a candidate answer a cache served is left out of
+the latency checks.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from dataclasses import dataclass
 import httpx
 
 from replay.rewrite import ReplayRequest
+from shadoweval.cache_hits import mark_cache_hit
+from shadoweval.config import DEFAULT_CACHE_HIT_RULES, CacheHitRule
 from shadoweval.errors import RecordDecodeError, ReplayError
 from shadoweval.lifecycle import AsyncLifecycle
 from shadoweval.llm_protocol import ChatStreamAssembler, parse_completion_body
@@ -65,6 +73,8 @@ class CandidateClient(AsyncLifecycle):
             tool calls, usage and timings are always kept.
         transport: an httpx transport seam for tests (``httpx.MockTransport``,
             ``httpx.ASGITransport``).
+        cache_hit_rules: response headers that mark an answer served from a cache
+            (default :data:`~shadoweval.config.DEFAULT_CACHE_HIT_RULES`; ``()`` none).
 
     Use as an async context manager, or call :meth:`start` / :meth:`stop`
     (:mod:`shadoweval.lifecycle`: started once, not restartable).
@@ -82,6 +92,7 @@ class CandidateClient(AsyncLifecycle):
         keep_raw_body: bool = False,
         transport: httpx.AsyncBaseTransport | None = None,
         seed: int | None = None,
+        cache_hit_rules: tuple[CacheHitRule, ...] = DEFAULT_CACHE_HIT_RULES,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ReplayError(f"base_url must start with http:// or https://, got {base_url!r}")
@@ -90,6 +101,7 @@ class CandidateClient(AsyncLifecycle):
         self.connect_retries = connect_retries
         self.backoff_s = backoff_s
         self.keep_raw_body = keep_raw_body
+        self.cache_hit_rules = cache_hit_rules
         self._rng = random.Random(seed)
         self._client_kwargs = {
             "base_url": self.base_url,
@@ -170,11 +182,25 @@ class CandidateClient(AsyncLifecycle):
                 if k.lower() in _KEPT_RESPONSE_HEADERS
             )
             if response.status_code >= 400:
-                return await _http_error(response, headers, start_ns, attempt)
-            content_type = response.headers.get("content-type", "")
-            if request.stream and "text/event-stream" in content_type:
-                return await self._read_stream(response, headers, start_ns, attempt)
-            return await self._read_body(response, headers, start_ns, attempt)
+                result = await _http_error(response, headers, start_ns, attempt)
+            elif request.stream and "text/event-stream" in response.headers.get("content-type", ""):
+                result = await self._read_stream(response, headers, start_ns, attempt)
+            else:
+                result = await self._read_body(response, headers, start_ns, attempt)
+            return self._cache_hit(result, response)
+
+    def _cache_hit(self, result: ReplayResult, response: httpx.Response) -> ReplayResult:
+        """``result`` with its response marked when a cache-hit rule matched a header."""
+        if result.response is None or not self.cache_hit_rules:
+            return result
+        marked = mark_cache_hit(
+            result.response, self.cache_hit_rules, response.headers.multi_items()
+        )
+        if marked is result.response:
+            return result
+        return ReplayResult(
+            marked, result.timings, result.error_kind, result.error_detail, result.attempts
+        )
 
     async def _read_stream(
         self, response: httpx.Response, headers: tuple[HeaderPair, ...], start_ns: int, attempt: int

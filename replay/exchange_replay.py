@@ -62,7 +62,9 @@ class ReplayReport:
     as rejected records, by reason; ``exchanges``: decoded exchanges stored;
     ``already_done``: (exchange, target) pairs not sent because an outcome was stored
     before; ``sent``/``skipped``/``ok``: per target; ``errors``: per error kind;
-    ``duplicates``: outcomes not written because the same key was stored already.
+    ``duplicates``: outcomes not written because the same key was stored already;
+    ``cache_hits``: per target, answers a cache served (``response.cache_hit``: kept, and
+    left out of the latency checks by the gate).
     """
 
     run_id: str
@@ -76,6 +78,7 @@ class ReplayReport:
     errors: Counter[str] = field(default_factory=Counter)
     warmup: int = 0
     duplicates: int = 0
+    cache_hits: Counter[str] = field(default_factory=Counter)
     wall_s: float = 0.0
     achieved_rate_per_s: float = 0.0
     target_rate_per_s: float | None = None
@@ -93,6 +96,8 @@ class ReplayReport:
             self.ok[key] += 1
         elif outcome.error_kind is not ReplayErrorKind.SKIPPED:
             self.errors[outcome.error_kind.value] += 1
+        if outcome.response is not None and outcome.response.cache_hit:
+            self.cache_hits[key] += 1
 
     def as_dict(self) -> dict[str, object]:
         """A JSON-ready view."""
@@ -108,6 +113,7 @@ class ReplayReport:
             "errors": dict(self.errors),
             "warmup": self.warmup,
             "duplicates": self.duplicates,
+            "cache_hits": dict(self.cache_hits),
             "wall_s": round(self.wall_s, 3),
             "achieved_rate_per_s": round(self.achieved_rate_per_s, 3),
             "target_rate_per_s": self.target_rate_per_s,

@@ -16,6 +16,18 @@ replaced by ``[REDACTED:<rule>]`` and counted as a
   optional spaces, dots, dashes or parentheses between them) and common national forms
   with separators: ``(555) 123-4567``, ``555-123-4567``, ``555.123.4567``,
   ``1-800-555-1234``, ``020 7946 0958`` (2–4 + 3–4 + 4 digits), and ``06 12 34 56 78``.
+* ``secret_field`` — the string value of a JSON key named like a secret
+  (``BodyRedactionSettings.secret_fields``: ``api_key``, ``password``, ``token``,
+  ``secret``, …), whatever the value looks like: in a parsed body at any depth
+  (``request.metadata.db.password``), and as ``"key": "value"`` text inside strings and
+  raw bodies (tool-call arguments are JSON text; so is an escaped ``\"key\": \"value\"``
+  pair). A key matches when a configured name's words appear in order among the key's
+  words (split at ``_ - . ␠`` and camelCase, compared lower-case): ``token`` matches
+  ``access_token`` and ``idToken`` but not ``max_tokens``; ``api_key`` matches
+  ``x-api-key``, ``apiKey`` and ``OPENAI_API_KEY``. Only string values are replaced (a
+  number or an object under such a key is kept; an object is walked: a JSON schema's
+  ``properties.password`` stays a schema). Known cost: logprob entries
+  (``"token": "Hello"``) in a kept raw response body are redacted too.
 * any ``extra_patterns`` ``name → regex`` (the whole match is replaced).
 
 Precision trade-offs of ``phone`` (documented, tested): a national number is only
@@ -26,16 +38,19 @@ irregular groupings (``030 12345678``) and vanity numbers (``1-800-FLOWERS``). D
 written in 3-3-4 / 4-4-4 groups, and ``+`` followed by 8–15 digits in arithmetic. A
 card-like run is redacted only if it passes Luhn (1 in 10 random digit strings do).
 
-Order: ``secret_key``, ``email``, ``card_number``, ``phone``, extras — so a card number
-is not half-eaten by the phone rule and a key's digits are not read as a phone.
+Order: ``secret_field``, ``secret_key``, ``email``, ``card_number``, ``phone``, extras —
+so a card number is not half-eaten by the phone rule and a key's digits are not read as a
+phone.
 
-Where rules apply in a request body (JSON): every string value, with paths as locations
-(``request.messages[2].content``, ``request.messages[0].content[1].text``,
+Where rules apply in a request body (JSON): every string value at any depth, with paths as
+locations (``request.messages[2].content``, ``request.messages[0].content[1].text``,
 ``request.messages[3].tool_calls[0].function.arguments``, ``request.prompt[1]``,
-``request.user``); object keys are not scanned. The schema subtrees ``tools``,
-``functions`` and ``response_format`` and the ``model`` name get ``secret_key`` only
-(a schema is written by the developer, and a replay must send it unchanged for the format
-metrics). A body that is not JSON is scrubbed as text (location ``request.body``).
+``request.user``, ``request.tools[0].function.description``); object keys are matched by
+``secret_field`` but never rewritten. Schemas (``tools``, ``functions``,
+``response_format``) get every rule: an e-mail in a tool's description or in an ``enum`` is
+personal data like any other (the replayed schema then carries ``[REDACTED:email]`` there,
+its structure unchanged). Only the ``model`` name gets ``secret_key`` alone. A body that is
+not JSON is scrubbed as text (location ``request.body``).
 """
 
 from __future__ import annotations
@@ -52,11 +67,73 @@ from shadoweval.errors import ConfigError
 from shadoweval.records import RedactionHit
 from shadoweval.redaction import SECRET_RULES, SecretRule
 
-DEFAULT_RULES: tuple[str, ...] = ("email", "phone", "card_number", "secret_key")
+DEFAULT_RULES: tuple[str, ...] = ("email", "phone", "card_number", "secret_key", "secret_field")
 """Names of the built-in body rules."""
 
-SCHEMA_FIELDS: frozenset[str] = frozenset({"tools", "functions", "response_format", "model"})
+SECRETS_ONLY_FIELDS: frozenset[str] = frozenset({"model"})
 """Top-level request fields that only the ``secret_key`` rule scans."""
+
+SECRET_FIELD_TOKEN = "[REDACTED:secret_field]"
+"""What replaces the value of a secret-named JSON key."""
+
+_REDACTED_TOKEN = re.compile(r"\[REDACTED:[\w-]+\]")
+
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+
+def field_words(name: str) -> tuple[str, ...]:
+    """The lower-case words of a key name: split at non-alphanumerics and camelCase
+    (``"OPENAI_API_KEY"``, ``"openaiApiKey"``, ``"x-api-key"`` → ``("openai", "api",
+    "key")`` / ``("x", "api", "key")``)."""
+    return tuple(w.lower() for w in _WORD.findall(name))
+
+
+class SecretFieldMatcher:
+    """Decides whether a JSON key names a secret (see ``secret_field`` in the module doc).
+
+    Args:
+        names: configured names (``BodyRedactionSettings.secret_fields``).
+
+    Raises:
+        ConfigError: a name with no letters or digits.
+    """
+
+    def __init__(self, names: Iterable[str]) -> None:
+        patterns: list[tuple[str, ...]] = []
+        for name in names:
+            words = field_words(name)
+            if not words:
+                raise ConfigError(
+                    "a secret field name needs at least one letter or digit",
+                    field="body_redaction.secret_fields",
+                    value=name,
+                )
+            patterns.append(words)
+        self._patterns = tuple(dict.fromkeys(patterns))
+        self._cache: dict[str, bool] = {}
+
+    def __call__(self, key: str) -> bool:
+        """Whether ``key`` names a secret (cached per key)."""
+        hit = self._cache.get(key)
+        if hit is None:
+            words = field_words(key)
+            hit = any(_contains(words, p) for p in self._patterns)
+            if len(self._cache) < 4096:
+                self._cache[key] = hit
+        return hit
+
+
+def _contains(words: tuple[str, ...], pattern: tuple[str, ...]) -> bool:
+    n = len(pattern)
+    return any(words[i : i + n] == pattern for i in range(len(words) - n + 1))
+
+
+# \"key\": \"value\" — JSON text escaped inside a JSON string (tried first: the plain form
+# would take the whole enclosing string as one value) — and "key": "value".
+_ESCAPED_JSON_PAIR = re.compile(
+    r'\\"(?P<key>[A-Za-z_][\w.\- ]{0,63})\\"\s*:\s*\\"(?P<value>(?:[^"\\]|\\[^"])*)\\"'
+)
+_JSON_PAIR = re.compile(r'"(?P<key>[A-Za-z_][\w.\- ]{0,63})"\s*:\s*"(?P<value>(?:[^"\\]|\\.)*)"')
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,9 +314,24 @@ class RedactionHits:
         return out
 
 
+def _pair_validator(
+    pattern: re.Pattern[str], matcher: SecretFieldMatcher
+) -> Callable[[str], tuple[int, int] | None]:
+    """``validate`` of a ``secret_field`` text rule: the value's span when the key of a
+    ``"key": "value"`` match names a secret (an already redacted value is kept)."""
+
+    def validate(text: str) -> tuple[int, int] | None:
+        match = pattern.fullmatch(text)
+        if match is None or not match["value"] or match["value"] == SECRET_FIELD_TOKEN:
+            return None
+        return match.span("value") if matcher(match["key"]) else None
+
+    return validate
+
+
 def _compile_rules(settings: BodyRedactionSettings) -> tuple[BodyRule, ...]:
     for name in settings.rules:
-        if name not in _BUILTIN:
+        if name not in _BUILTIN and name != "secret_field":
             raise ConfigError(
                 f"unknown body redaction rule {name!r}; known: {list(DEFAULT_RULES)} "
                 "(use extra_patterns for your own)",
@@ -247,6 +339,11 @@ def _compile_rules(settings: BodyRedactionSettings) -> tuple[BodyRule, ...]:
                 value=name,
             )
     rules: list[BodyRule] = []
+    if "secret_field" in settings.rules:
+        matcher = SecretFieldMatcher(settings.secret_fields)
+        for pattern in (_ESCAPED_JSON_PAIR, _JSON_PAIR):
+            validate = _pair_validator(pattern, matcher)
+            rules.append(BodyRule("secret_field", pattern, validate=validate, needs=('"',)))
     for name in _ORDER:
         if name in settings.rules:
             rules.extend(_BUILTIN[name])
@@ -288,6 +385,8 @@ def _apply(rule: BodyRule, text: str) -> tuple[str, int]:
             if span is None:
                 return whole
             start, end = start + span[0], start + span[1]
+        if _REDACTED_TOKEN.fullmatch(whole, start, end):  # redacted by an earlier rule
+            return whole
         count += 1
         return whole[:start] + token + whole[end:]
 
@@ -309,6 +408,9 @@ class BodyRedactor:
         self.rules = _compile_rules(settings)
         self.secret_rules = tuple(r for r in self.rules if r.name == "secret_key")
         self.rule_names = tuple(dict.fromkeys(r.name for r in self.rules))
+        self.secret_field: SecretFieldMatcher | None = (
+            SecretFieldMatcher(settings.secret_fields) if "secret_field" in settings.rules else None
+        )
 
     def redact_text(
         self, text: str, location: str, hits: RedactionHits, *, secrets_only: bool = False
@@ -335,10 +437,17 @@ class BodyRedactor:
                 for i, item in enumerate(value)
             ]
         if isinstance(value, dict):
-            return {
-                key: self.redact_json(item, f"{location}.{key}", hits, secrets_only=secrets_only)
-                for key, item in value.items()
-            }
+            out: dict[str, Any] = {}
+            is_secret = self.secret_field
+            for key, item in value.items():
+                where = f"{location}.{key}"
+                if is_secret is not None and isinstance(item, str) and item and is_secret(key):
+                    if item != SECRET_FIELD_TOKEN:
+                        hits.add("secret_field", where)
+                    out[key] = SECRET_FIELD_TOKEN
+                else:
+                    out[key] = self.redact_json(item, where, hits, secrets_only=secrets_only)
+            return out
         return value
 
     def redact_request_body(self, body: str, hits: RedactionHits, parsed: Any = _NOT_PARSED) -> str:
@@ -361,9 +470,17 @@ class BodyRedactor:
             return self.redact_text(body, "request.body", hits)
         before = hits.total()
         redacted = {
-            key: self.redact_json(value, f"request.{key}", hits, secrets_only=key in SCHEMA_FIELDS)
+            key: self.redact_json(
+                value, f"request.{key}", hits, secrets_only=key in SECRETS_ONLY_FIELDS
+            )
             for key, value in parsed.items()
         }
+        if self.secret_field is not None:  # a top-level "api_key": "..." field
+            for key, value in parsed.items():
+                if isinstance(value, str) and value and self.secret_field(key):
+                    if value != SECRET_FIELD_TOKEN:
+                        hits.add("secret_field", f"request.{key}")
+                    redacted[key] = SECRET_FIELD_TOKEN
         if hits.total() == before:
             return body
         return orjson.dumps(redacted).decode("utf-8")

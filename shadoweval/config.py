@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -20,6 +20,98 @@ class DatabaseSettings(BaseModel):
 
     url: str = "sqlite:///shadow-eval.db"
     echo: bool = False
+
+
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9a-z-]+$")
+"""An HTTP field name (RFC 9110 §5.1 token), lower case."""
+
+
+class CacheHitRule(BaseModel):
+    """One rule saying a response was served from a cache, by one response header.
+
+    ``header`` is the header name (case-insensitive; stored lower case). Exactly one test:
+
+    * ``contains``: the value contains this text, case-insensitively
+      (``X-Cache: Hit from cloudfront``);
+    * ``equals``: the value, trimmed, is one of these, case-insensitively
+      (``CF-Cache-Status: HIT``);
+    * ``greater_than``: the value (its first comma-separated item) is a number greater
+      than this (``Age: 12``, RFC 9111 §5.1: seconds since the origin made the response).
+
+    A header that is absent or whose value does not parse as the test needs does not
+    match (never an error). Rules are evaluated off the live path
+    (:func:`shadoweval.cache_hits.matching_headers`).
+
+    Raises:
+        ValueError (a ``ConfigError`` through :func:`load_settings`): a header name that
+            is not an HTTP token, no test or more than one, an empty ``contains`` text or
+            ``equals`` list.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    header: str
+    contains: str | None = None
+    equals: tuple[str, ...] | None = None
+    greater_than: float | None = None
+
+    @field_validator("header")
+    @classmethod
+    def _header_token(cls, value: str) -> str:
+        name = value.strip().lower()
+        if not _HEADER_NAME.match(name):
+            raise ValueError(f"header {value!r} is not an HTTP header name")
+        return name
+
+    @model_validator(mode="after")
+    def _one_test(self) -> CacheHitRule:
+        given = [
+            n
+            for n, v in (
+                ("contains", self.contains),
+                ("equals", self.equals),
+                ("greater_than", self.greater_than),
+            )
+            if v is not None
+        ]
+        if len(given) != 1:
+            raise ValueError(
+                f"cache-hit rule for header {self.header!r} needs exactly one of contains, "
+                f"equals, greater_than; got {', '.join(given) or 'none'}"
+            )
+        if self.contains is not None and not self.contains.strip():
+            raise ValueError(f"cache-hit rule for header {self.header!r}: contains is empty")
+        if self.equals is not None and not [v for v in self.equals if v.strip()]:
+            raise ValueError(f"cache-hit rule for header {self.header!r}: equals is empty")
+        return self
+
+    def describe(self) -> str:
+        """The rule in words, e.g. ``x-cache contains 'hit'``."""
+        if self.contains is not None:
+            return f"{self.header} contains {self.contains!r}"
+        if self.equals is not None:
+            return f"{self.header} is one of {', '.join(self.equals)}"
+        return f"{self.header} > {self.greater_than:g}"
+
+
+_SERVED_FROM_CACHE = ("HIT", "STALE", "UPDATING", "REVALIDATED")
+
+DEFAULT_CACHE_HIT_RULES: tuple[CacheHitRule, ...] = (
+    # Fastly, Varnish, Squid, CloudFront ("Hit from cloudfront", "RefreshHit ..."); with
+    # shielding Fastly lists several caches ("MISS, HIT"): any entry but MISS served it.
+    CacheHitRule(header="x-cache", contains="hit"),
+    # Cloudflare: HIT, or served from cache stale / while updating / after revalidation.
+    CacheHitRule(header="cf-cache-status", equals=_SERVED_FROM_CACHE),
+    # nginx's $upstream_cache_status, by the usual add_header name.
+    CacheHitRule(header="x-cache-status", equals=_SERVED_FROM_CACHE),
+    # LLM gateways: Cloudflare AI Gateway, Helicone, Portkey (simple and semantic cache).
+    CacheHitRule(header="cf-aig-cache-status", equals=("HIT",)),
+    CacheHitRule(header="helicone-cache", equals=("HIT",)),
+    CacheHitRule(header="x-portkey-cache-status", equals=("HIT", "SEMANTIC HIT")),
+    # RFC 9111 §5.1: a response with Age > 0 was stored by a cache before it was sent.
+    CacheHitRule(header="age", greater_than=0),
+)
+"""The default cache-hit rules of capture and replay (docs/capture.md, "Cache hits")."""
 
 
 class ReplaySettings(BaseModel):
@@ -32,6 +124,10 @@ class ReplaySettings(BaseModel):
     latency statistics; ``api_key``: the shadow's own credential (the captured client's is
     never forwarded); ``keep_raw_body``: store every replayed response's raw body (an SSE
     stream is several times the size of its text), not only failed ones.
+    ``cache_hit_rules``: response headers that mark a candidate's answer as served from a
+    cache (:class:`CacheHitRule`; default :data:`DEFAULT_CACHE_HIT_RULES`; a JSON list in
+    ``SHADOWEVAL_REPLAY__CACHE_HIT_RULES``, ``[]`` turns it off): such an answer is kept,
+    marked ``cache_hit``, and left out of the latency checks.
     """
 
     concurrency: int = Field(default=16, ge=1, le=4096)
@@ -43,6 +139,7 @@ class ReplaySettings(BaseModel):
     warmup_requests: int = Field(default=5, ge=0)
     api_key: SecretStr | None = None
     keep_raw_body: bool = False
+    cache_hit_rules: tuple[CacheHitRule, ...] = DEFAULT_CACHE_HIT_RULES
 
 
 class CompareSettings(BaseModel):
@@ -150,16 +247,39 @@ class LiveModelSettings(BaseModel):
     sampling_defaults: dict[str, float | int | str | bool | None] = Field(default_factory=dict)
 
 
+DEFAULT_SECRET_FIELDS: tuple[str, ...] = (
+    "api_key",
+    "apikey",
+    "access_key",
+    "private_key",
+    "secret",
+    "password",
+    "passwd",
+    "passphrase",
+    "token",
+    "authorization",
+    "cookie",
+    "credential",
+    "credentials",
+)
+"""Default secret-looking JSON key names (matched as word sequences, see
+:mod:`shadoweval.body_redaction`): ``token`` matches ``access_token`` and ``idToken`` but
+not ``max_tokens``; ``secret`` matches ``client_secret``; ``api_key`` matches ``x-api-key``,
+``apiKey`` and ``OPENAI_API_KEY``."""
+
+
 class BodyRedactionSettings(BaseModel):
-    """Which body rules run on request messages, response text and tool-call arguments.
+    """Which body rules run on request bodies, response text and tool-call arguments.
 
     Default rules: ``email``, ``phone``, ``card_number`` (Luhn-checked), ``secret_key``
-    (the patterns of :data:`shadoweval.redaction.SECRET_RULES`). ``extra_patterns`` maps a
-    rule name to a regular expression.
+    (the patterns of :data:`shadoweval.redaction.SECRET_RULES`) and ``secret_field`` (the
+    string value of any JSON key named like one of ``secret_fields``, wherever it sits).
+    ``extra_patterns`` maps a rule name to a regular expression.
     """
 
-    rules: tuple[str, ...] = ("email", "phone", "card_number", "secret_key")
+    rules: tuple[str, ...] = ("email", "phone", "card_number", "secret_key", "secret_field")
     extra_patterns: dict[str, str] = Field(default_factory=dict)
+    secret_fields: tuple[str, ...] = DEFAULT_SECRET_FIELDS
 
 
 class CaptureSettings(BaseModel):
@@ -176,7 +296,12 @@ class CaptureSettings(BaseModel):
     fractions honoured (0: cut at once; choose it from max_tokens × TPOT, see
     docs/capture.md); ``flush_deadline_s``: how long the queue may then take to reach the
     sinks or the spool. ``builder``: build exchanges in ``build_workers`` worker processes
-    (default) or a thread. ``sinks``: any of ``kafka``, ``file``.
+    (default) or a thread. ``sinks``: any of ``kafka``, ``file``. ``cache_hit_rules``:
+    response headers that mark a live answer as served from a cache (:class:`CacheHitRule`;
+    default :data:`DEFAULT_CACHE_HIT_RULES`; a JSON list in
+    ``SHADOWEVAL_CAPTURE__CACHE_HIT_RULES``, ``[]`` turns it off), evaluated by the builder
+    off the live path: the exchange is kept, marked ``cache_hit``, and left out of the
+    latency checks.
 
     **Nothing is sent to the upstream on the sidecar's own initiative by default.**
     ``upstream_probe``: when true, ``readiness_path`` is requested on the upstream every
@@ -194,7 +319,8 @@ class CaptureSettings(BaseModel):
     it: 408 / closed), ``body_read_timeout_s`` (the whole body within it after the headers:
     408), ``client_keepalive_timeout_s`` (an idle keep-alive connection is closed after
     it; nginx's 75 s, longer than clients' own idle expiry — httpx's and so openai's is 5 s —
-    so the client closes first and never sends on a connection the sidecar closed), ``max_request_header_bytes`` (431), ``max_request_body_bytes`` (413),
+    so the client closes first and never sends on a connection the sidecar closed),
+    ``max_request_header_bytes`` (431), ``max_request_body_bytes`` (413),
     ``max_client_connections`` (open client connections of the sidecar; one more is
     answered 503 and closed). ``upstream_keepalive_expiry_s``: an idle pooled upstream
     connection is closed after it (keep it below the upstream's own keep-alive timeout:
@@ -247,6 +373,7 @@ class CaptureSettings(BaseModel):
     file_sink_directory: str = ".shadoweval/capture"
     file_sink_compress: bool = False
     spool: SpoolSettings = SpoolSettings()
+    cache_hit_rules: tuple[CacheHitRule, ...] = DEFAULT_CACHE_HIT_RULES
 
     @field_validator("upstream_url")
     @classmethod

@@ -49,10 +49,11 @@ class PairFlag(enum.StrEnum):
     CANDIDATE_HARM = "candidate_harm"
     BASELINE_HARM = "baseline_harm"
     TOOL_CHANGED = "tool_changed"
+    CACHE_HIT = "cache_hit"
 
 
 PAIR_FLAG_BITS: dict[PairFlag, int] = {flag: 1 << i for i, flag in enumerate(PairFlag)}
-"""Stable bit of each flag (``candidate_error`` = 1, ``baseline_error`` = 2, … 2**14)."""
+"""Stable bit of each flag (``candidate_error`` = 1, ``baseline_error`` = 2, … 2**15)."""
 
 _ALL_BITS = sum(PAIR_FLAG_BITS.values())
 
@@ -130,9 +131,13 @@ def pair_flags(score: PairScore) -> tuple[PairFlag, ...]:
     * ``candidate_harm`` / ``baseline_harm``: a harm detector fired on that side
       (``score.candidate_harms`` / ``score.baseline_harms``, :class:`~shadoweval.records.HarmKind`).
     * ``tool_changed``: the tool behaviour differs (``score.tool_changes`` is not empty).
+    * ``cache_hit``: either side's answer was served from a cache
+      (``score.baseline_cache_hit`` / ``score.candidate_cache_hit``; the pair is left out
+      of the latency checks).
 
     Records scored before the harm detectors existed have no harms and no tool changes,
-    so the three newest bits need no backfill (they are 0 there).
+    so the three harm/tool bits need no backfill (they are 0 there); records scored
+    before cache-hit rules existed have no cache hits, so ``cache_hit`` needs none either.
     """
     found: set[PairFlag] = set()
     if score.candidate_error:
@@ -188,6 +193,8 @@ def pair_flags(score: PairScore) -> tuple[PairFlag, ...]:
         found.add(PairFlag.BASELINE_HARM)
     if score.tool_changes:
         found.add(PairFlag.TOOL_CHANGED)
+    if score.baseline_cache_hit or score.candidate_cache_hit:
+        found.add(PairFlag.CACHE_HIT)
     return tuple(flag for flag in PairFlag if flag in found)
 
 

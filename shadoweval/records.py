@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, model_validator
 from ulid import ULID
 
 SCHEMA_VERSION: Literal[1] = 1
@@ -175,7 +175,14 @@ class Timings(_Record):
 
     * ``ttfb_ms``: first response byte.
     * ``ttft_ms``: first content, reasoning or tool-call token (a role-only first chunk
-      does not count).
+      does not count); ``None`` for a non-streamed response.
+    * ``ttfc_ms``: time to first *content*: the first event carrying visible output, a
+      non-empty ``delta.content`` (or legacy ``text``) or a tool-call fragment; reasoning
+      (``delta.reasoning_content`` / ``delta.reasoning``) does not count, so for a
+      reasoning model TTFC − TTFT is the time spent thinking before the answer shows.
+      For a non-streamed response it equals ``e2e_ms`` (nothing shows before the whole
+      body); ``None`` for a stream that never carried content (e.g. only reasoning, or
+      records written before this field existed).
     * ``e2e_ms``: last token-bearing event (a usage-only chunk does not count); for a
       non-streamed response, the end of the body.
     * ``tpot_ms``: (e2e − TTFT) / (output tokens − 1); ``None`` with ≤ 1 output token or
@@ -184,6 +191,7 @@ class Timings(_Record):
 
     ttfb_ms: float | None = None
     ttft_ms: float | None = None
+    ttfc_ms: float | None = None
     e2e_ms: float | None = None
     tpot_ms: float | None = None
     itl: LatencySummary | None = None
@@ -236,6 +244,14 @@ class ResponseRecord(_Record):
 
     ``body`` holds the raw body after content-decoding (the SSE text for a stream), or
     ``None`` when it was not kept. ``text`` is choice 0's reassembled content.
+
+    ``cache_hit`` is true when a response header matched one of the configured cache-hit
+    rules (:class:`shadoweval.config.CacheHitRule`, evaluated by
+    :func:`shadoweval.cache_hits.mark_cache_hit`): the answer was served from a cache
+    (``X-Cache: HIT``, ``CF-Cache-Status: HIT``, ``Age: 12`` …), so its timings say
+    nothing about the model and it is left out of the latency checks.
+    ``cache_hit_headers`` are the matched headers (name lower-cased, value as received);
+    empty exactly when ``cache_hit`` is false.
     """
 
     status_code: int
@@ -251,6 +267,18 @@ class ResponseRecord(_Record):
     usage: Usage = Usage()
     choices_count: int = 1
     error_message: str | None = None
+    cache_hit: bool = False
+    cache_hit_headers: tuple[HeaderPair, ...] = ()
+
+    @model_validator(mode="after")
+    def _cache_hit_has_headers(self) -> ResponseRecord:
+        if self.cache_hit != bool(self.cache_hit_headers):
+            raise ValueError(
+                f"cache_hit is {self.cache_hit} but cache_hit_headers has "
+                f"{len(self.cache_hit_headers)} header(s): a cache hit names the headers "
+                "that matched, and only a cache hit does"
+            )
+        return self
 
 
 class RedactionHit(_Record):
@@ -459,6 +487,13 @@ class PairScore(_Record):
     could not be read); ``noise_identical`` whether the baseline repeat returned exactly
     the captured answer (``None`` without a usable repeat) — the degenerate-noise-floor
     test of :mod:`stats.change` reads it.
+
+    Latency: ``ttft_ms``, ``ttfc_ms`` (time to first visible content,
+    :class:`Timings`) and ``e2e_ms`` of each side; the baseline's come from the source
+    ``latency_baseline_source`` names. ``baseline_cache_hit`` / ``candidate_cache_hit``:
+    that side's answer (for the baseline, the response its latency was taken from) was
+    served from a cache (:attr:`ResponseRecord.cache_hit`); the gate leaves such a pair
+    out of every latency check and counts it (quality checks still use it).
     """
 
     schema_version: Literal[1] = SCHEMA_VERSION
@@ -490,7 +525,10 @@ class PairScore(_Record):
     prompt_token_ratio: float | None = None
     template_leaks: tuple[str, ...] = ()
     ttft_ms: SidePair = SidePair()
+    ttfc_ms: SidePair = SidePair()
     e2e_ms: SidePair = SidePair()
+    baseline_cache_hit: bool = False
+    candidate_cache_hit: bool = False
     latency_baseline_source: Literal["live", "recorded", "baseline_repeat", "missing"] = "missing"
     candidate_warmup: bool = False
     baseline_harms: tuple[HarmKind, ...] = ()
@@ -573,6 +611,22 @@ class Coverage(_Record):
     baseline_repeat_errored: int = 0
 
 
+class LatencyCacheHits(_Record):
+    """Pairs of a verdict's look left out of the latency checks because an answer was
+    served from a cache (:attr:`PairScore.baseline_cache_hit` /
+    :attr:`PairScore.candidate_cache_hit`).
+
+    ``pairs`` counts pairs with a cache hit on either side; ``baseline`` and
+    ``candidate`` count the sides (a pair cached on both sides counts in both, once in
+    ``pairs``). Counted over all the look's pairs, before any other latency exclusion
+    (each latency check's reason says how many of its own unit's pairs it left out).
+    """
+
+    pairs: int = 0
+    baseline: int = 0
+    candidate: int = 0
+
+
 class Verdict(_Record):
     """A gate decision with one check per task type × metric (DESIGN §4).
 
@@ -582,7 +636,8 @@ class Verdict(_Record):
     judgements of the look's pairs and ``judgement_look`` counts the evaluations of this
     look with different judgements (1 for the first); the net-harm check spends its level
     over them (:mod:`stats.net_harm`). 0 / ``None`` in verdicts stored before judgements
-    existed.
+    existed. ``latency_cache_hits`` counts the pairs left out of latency because an
+    answer came from a cache (zeros in verdicts stored before it existed).
     """
 
     schema_version: Literal[1] = SCHEMA_VERSION
@@ -596,6 +651,7 @@ class Verdict(_Record):
     look: int = 1
     judgement_look: int = 0
     judgements_sha256: str | None = None
+    latency_cache_hits: LatencyCacheHits = LatencyCacheHits()
 
 
 class LabelValue(enum.StrEnum):

@@ -166,6 +166,12 @@ def _ttft(value: float, streamed: bool) -> float | None:
     return float(value) if streamed else None
 
 
+def _ttfc(ttft: float, e2e: float, streamed: bool) -> float:
+    """No reasoning in the seeded answers: the first content is the first token of a
+    stream; a non-streamed answer shows all at once (TTFC = e2e)."""
+    return float(ttft) if streamed else float(e2e)
+
+
 def _flags(parses: bool) -> FormatFlags:
     return FormatFlags(strict=parses, fence_stripped=parses, extracted=parses)
 
@@ -215,6 +221,7 @@ def _pair(
         if base_error
         else Timings(
             ttft_ms=_ttft(d.base_ttft[k], streamed),
+            ttfc_ms=_ttfc(d.base_ttft[k], d.base_e2e[k], streamed),
             e2e_ms=float(d.base_e2e[k]),
             source=TimingSource.MEASURED,
         ),
@@ -245,6 +252,7 @@ def _pair(
         if cand_error
         else Timings(
             ttft_ms=_ttft(d.cand_ttft[k], streamed),
+            ttfc_ms=_ttfc(d.cand_ttft[k], d.cand_e2e[k], streamed),
             e2e_ms=float(d.cand_e2e[k]),
             source=TimingSource.MEASURED,
         ),
@@ -287,6 +295,10 @@ def _pair(
         ttft_ms=SidePair(
             baseline=None if base_error else _ttft(d.base_ttft[k], streamed),
             candidate=None if cand_error else _ttft(d.cand_ttft[k], streamed),
+        ),
+        ttfc_ms=SidePair(
+            baseline=None if base_error else _ttfc(d.base_ttft[k], d.base_e2e[k], streamed),
+            candidate=None if cand_error else _ttfc(d.cand_ttft[k], d.cand_e2e[k], streamed),
         ),
         e2e_ms=SidePair(
             baseline=None if base_error else float(d.base_e2e[k]),

@@ -96,6 +96,10 @@ PAIRS_COLUMNS: dict[str, str] = {
     "candidate_e2e_ms": "float64",
     "baseline_ttft_ms": "float64",
     "candidate_ttft_ms": "float64",
+    "baseline_ttfc_ms": "float64",
+    "candidate_ttfc_ms": "float64",
+    "baseline_cache_hit": "bool",
+    "candidate_cache_hit": "bool",
     "candidate_warmup": "bool",
     "latency_baseline_source": "object",
     "baseline_output_tokens": "float64",
@@ -113,6 +117,11 @@ PAIRS_COLUMNS: dict[str, str] = {
     "quality_source": "object",
 }
 """Columns of :func:`pairs_frame` and their pandas dtypes (NaN marks a missing float).
+
+Latency columns: ``baseline_/candidate_`` ``e2e_ms``, ``ttft_ms`` and ``ttfc_ms`` (time to
+first visible content; equals e2e for a non-streamed response), NaN when unknown;
+``baseline_cache_hit`` / ``candidate_cache_hit``: that side's answer was served from a
+cache (``PairScore.*_cache_hit``), so the pair is left out of every latency check.
 
 The direction columns (issue 11):
 
@@ -264,6 +273,10 @@ def pairs_frame(
             "candidate_e2e_ms": _value(score.e2e_ms.candidate),
             "baseline_ttft_ms": _value(score.ttft_ms.baseline),
             "candidate_ttft_ms": _value(score.ttft_ms.candidate),
+            "baseline_ttfc_ms": _value(score.ttfc_ms.baseline),
+            "candidate_ttfc_ms": _value(score.ttfc_ms.candidate),
+            "baseline_cache_hit": score.baseline_cache_hit,
+            "candidate_cache_hit": score.candidate_cache_hit,
             "candidate_warmup": score.candidate_warmup,
             "latency_baseline_source": score.latency_baseline_source,
             "baseline_output_tokens": _value(score.output_tokens.baseline),

@@ -72,6 +72,7 @@ from shadoweval.records import (
     CheckOutcome,
     Coverage,
     Decision,
+    LatencyCacheHits,
     Verdict,
     utc_now,
 )
@@ -113,7 +114,7 @@ from stats.net_harm import (
 from stats.policy import GatePolicy, TaskTypePolicy, effective, policy_hash
 from stats.validity import coverage_by_task_type, task_mix_chi2
 
-__all__ = ["INCONCLUSIVE_AT_CAP", "evaluate_gate", "judgements_sha256"]
+__all__ = ["INCONCLUSIVE_AT_CAP", "evaluate_gate", "judgements_sha256", "latency_cache_hits"]
 
 INCONCLUSIVE_AT_CAP = "inconclusive at the sample cap"
 """Start of the leading reason of a final HOLD at ``sequential.n_max`` (after the reasons
@@ -797,7 +798,23 @@ def _open_lines(judged: list[_Judged]) -> list[str]:
     return lines
 
 
-def _trailer(levels: LookLevels, n: int, coverage: Coverage) -> str:
+def latency_cache_hits(pairs: pd.DataFrame) -> LatencyCacheHits:
+    """How many of ``pairs`` had an answer served from a cache (columns
+    ``baseline_cache_hit`` / ``candidate_cache_hit``; a missing flag reads as false):
+    pairs with either side cached, and the cached sides. Such pairs are left out of every
+    latency check (:mod:`stats.checks.latency`)."""
+    if len(pairs) == 0:
+        return LatencyCacheHits()
+    base = pairs["baseline_cache_hit"].fillna(False).astype(bool).to_numpy()
+    cand = pairs["candidate_cache_hit"].fillna(False).astype(bool).to_numpy()
+    return LatencyCacheHits(
+        pairs=int(np.count_nonzero(base | cand)),
+        baseline=int(np.count_nonzero(base)),
+        candidate=int(np.count_nonzero(cand)),
+    )
+
+
+def _trailer(levels: LookLevels, n: int, coverage: Coverage, cache_hits: LatencyCacheHits) -> str:
     means = (
         f"mean-type metrics by {100 * (1 - 2 * levels.alpha):g}% confidence sequences "
         f"(N* {levels.n_star})"
@@ -816,7 +833,18 @@ def _trailer(levels: LookLevels, n: int, coverage: Coverage) -> str:
         f"{levels.alpha_k:.3g}, harm family at alpha_RB_k {levels.alpha_harm_k:.3g}, {means}; "
         f"counted, not dropped: {coverage.errored} errored and {coverage.warmup} warm-up "
         f"replays, {coverage.skipped} skipped, {coverage.rejected} unreadable capture lines"
-        f"{repeats}"
+        f"{repeats}{_cache_hit_note(cache_hits)}"
+    )
+
+
+def _cache_hit_note(cache_hits: LatencyCacheHits) -> str:
+    """The trailer's words on pairs left out of latency because a cache served them."""
+    if not cache_hits.pairs:
+        return ""
+    return (
+        f"; {cache_hits.pairs} pairs left out of latency because an answer was served from a "
+        f"cache ({cache_hits.baseline} baseline, {cache_hits.candidate} candidate; quality "
+        "checks still use them)"
     )
 
 
@@ -1012,6 +1040,7 @@ def evaluate_gate(
     decided = decided_at if decided_at is not None else utc_now()
     levels = look_levels(policy, look, final=final)
     fingerprint = judgements_sha256(pairs)
+    cache_hits = latency_cache_hits(pairs)
 
     def verdict(decision: Decision, reasons: list[str], checks: tuple[Check, ...]) -> Verdict:
         return Verdict(
@@ -1025,6 +1054,7 @@ def evaluate_gate(
             look=look,
             judgement_look=judgement_look,
             judgements_sha256=fingerprint,
+            latency_cache_hits=cache_hits,
         )
 
     coverage_problem = _coverage_problem(coverage, policy)
@@ -1070,5 +1100,5 @@ def evaluate_gate(
             f"{INCONCLUSIVE_AT_CAP}: the sample cap n_max {policy.sequential.n_max} is reached "
             f"and the gate is still undecided: final HOLD, never an implicit promote; {advice}",
         )
-    reasons.append(_trailer(levels, len(pairs), coverage))
+    reasons.append(_trailer(levels, len(pairs), coverage, cache_hits))
     return verdict(decision, reasons, tuple(j.check for j in judged))

@@ -51,6 +51,7 @@ SUMMARY_COLUMNS = (
     "e2e_p50_ratio",
     "e2e_p95_ratio",
     "ttft_p50_ratio",
+    "ttfc_p50_ratio",
     "output_tokens_ratio",
     "e2e_mann_whitney_p",
     "e2e_hodges_lehmann_ms",
@@ -66,13 +67,27 @@ are none). ``noise_similarity_mean`` is the mean baseline-vs-baseline-repeat sim
 noise floor; NaN without baseline repeats). ``e2e_mann_whitney_p`` (two-sided, asymptotic),
 ``e2e_hodges_lehmann_ms`` (candidate − baseline shift, ms) and ``e2e_cles``
 (P(candidate > baseline) + ½·P(tie)) are report only, on the first
-:data:`REPORT_ONLY_PAIRS` latency pairs."""
+:data:`REPORT_ONLY_PAIRS` latency pairs. The latency columns (``e2e_*``, ``ttft_p50_ratio``,
+``ttfc_p50_ratio``: time to first visible content) leave out failed sides, warm-up
+replays and pairs with an answer served from a cache, as the gate does."""
 
 _ORDER = {CheckOutcome.FAIL: 0, CheckOutcome.INCONCLUSIVE: 1, CheckOutcome.PASS: 2}
 
 
+def _latency_rows(rows: pd.DataFrame) -> pd.Series:
+    """Pairs whose latencies describe the models: no failed side, not warm-up, and no
+    answer served from a cache (as the gate's latency checks)."""
+    return ~(
+        rows["baseline_fail"]
+        | rows["candidate_fail"]
+        | rows["candidate_warmup"]
+        | rows["baseline_cache_hit"]
+        | rows["candidate_cache_hit"]
+    )
+
+
 def _quantile_ratio(rows: pd.DataFrame, metric: str, q: float) -> float:
-    ok = ~(rows["baseline_fail"] | rows["candidate_fail"] | rows["candidate_warmup"])
+    ok = _latency_rows(rows)
     base = rows.loc[ok, f"baseline_{metric}"].dropna().to_numpy(dtype=float)
     cand = rows.loc[ok, f"candidate_{metric}"].dropna().to_numpy(dtype=float)
     if base.size == 0 or cand.size == 0:
@@ -83,7 +98,7 @@ def _quantile_ratio(rows: pd.DataFrame, metric: str, q: float) -> float:
 
 def _report_only(rows: pd.DataFrame) -> tuple[float, float, float]:
     """Mann–Whitney p, Hodges–Lehmann shift and CLES of candidate vs baseline e2e latency."""
-    ok = ~(rows["baseline_fail"] | rows["candidate_fail"] | rows["candidate_warmup"])
+    ok = _latency_rows(rows)
     used = rows.loc[ok, ["candidate_e2e_ms", "baseline_e2e_ms"]].dropna().head(REPORT_ONLY_PAIRS)
     if len(used) < 2:
         return math.nan, math.nan, math.nan
@@ -133,6 +148,7 @@ def _row(task_type: str, all_rows: pd.DataFrame, outcome: str) -> dict[str, obje
         "e2e_p50_ratio": _quantile_ratio(rows, "e2e_ms", 0.5),
         "e2e_p95_ratio": _quantile_ratio(rows, "e2e_ms", 0.95),
         "ttft_p50_ratio": _quantile_ratio(rows, "ttft_ms", 0.5),
+        "ttfc_p50_ratio": _quantile_ratio(rows, "ttfc_ms", 0.5),
         "output_tokens_ratio": (
             float(cand_tok / base_tok) if pd.notna(base_tok) and base_tok > 0 else math.nan
         ),

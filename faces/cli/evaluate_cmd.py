@@ -184,7 +184,8 @@ def evaluate_command(
         f"({rep.achieved_rate_per_s:.1f}/s"
         + (f", target {rep.target_rate_per_s:g}/s" if rep.target_rate_per_s else "")
         + f"); errors {dict(rep.errors) or 0}; rejected lines {dict(rep.rejected) or 0}; "
-        f"stages {result.stages_s}"
+        + (f"cache hits {dict(rep.cache_hits)}; " if rep.cache_hits else "")
+        + f"stages {result.stages_s}"
     )
     if report is not None:
         try:

@@ -60,6 +60,7 @@ _SUMMARY_COLUMNS: tuple[tuple[str, int], ...] = (
     ("e2e p50×", 2),
     ("e2e p95×", 4),
     ("ttft p50×", 5),
+    ("ttfc p50×", 6),
     ("tok×", 5),
     ("e2e A", 8),
     ("checks", 0),
@@ -82,6 +83,7 @@ def _summary_cells(row: Mapping[Hashable, Any]) -> list[str]:
         _num(row["e2e_p50_ratio"], "{:.2f}"),
         _num(row["e2e_p95_ratio"], "{:.2f}"),
         _num(row["ttft_p50_ratio"], "{:.2f}"),
+        _num(row.get("ttfc_p50_ratio"), "{:.2f}"),
         _num(row["output_tokens_ratio"], "{:.2f}"),
         _num(row.get("e2e_cles"), "{:.2f}"),
         _MARK.get(outcome, outcome),
@@ -96,11 +98,12 @@ def summary_table(
     Columns: pairs; mean similarity, mean baseline-repeat similarity (the noise floor)
     and 10th-percentile similarity; error-or-empty rate (without infrastructure errors),
     infrastructure error rate and format-parse success rate, baseline → candidate; e2e
-    p50/p95, TTFT p50 and output-token ratios; the report-only common-language effect size
-    of e2e latency (``e2e A`` = P(candidate slower), 0.5 = no tendency); the worst check
-    outcome of the task type (``? hold``: a check is inconclusive). Columns with no value
-    in any row are left out; when the table would be wider than ``max_width``, the least
-    important columns go first (never task type, n or checks), so numbers are never cut.
+    p50/p95, TTFT p50, TTFC p50 (time to first visible content) and output-token ratios;
+    the report-only common-language effect size of e2e latency (``e2e A`` =
+    P(candidate slower), 0.5 = no tendency); the worst check outcome of the task type
+    (``? hold``: a check is inconclusive). Columns with no value in any row are left out;
+    when the table would be wider than ``max_width``, the least important columns go
+    first (never task type, n or checks), so numbers are never cut.
     """
     from rich import box
 
@@ -185,7 +188,8 @@ def _selected(verdict: Verdict, only_not_passed: bool) -> list[Check]:
 
 
 def verdict_panel(verdict: Verdict, max_reasons: int = 6) -> Panel:
-    """The decision with its leading reasons, coverage and policy hash."""
+    """The decision with its leading reasons, coverage, the pairs left out of latency as
+    cache hits (when any) and the policy hash."""
     reasons = list(verdict.reasons[:max_reasons])
     more = len(verdict.reasons) - len(reasons)
     lines = [f"[{_DECISION_STYLE[verdict.decision]}]{verdict.decision.value.upper()}[/]"]
@@ -197,6 +201,12 @@ def verdict_panel(verdict: Verdict, max_reasons: int = 6) -> Panel:
         f"coverage: {cov.paired}/{cov.captured} paired ({cov.share:.1%}); "
         f"errored {cov.errored}, skipped {cov.skipped}, warm-up {cov.warmup}"
     )
+    cached = verdict.latency_cache_hits
+    if cached.pairs:
+        lines.append(
+            f"cache hits: {cached.pairs} pairs left out of latency "
+            f"({cached.baseline} baseline, {cached.candidate} candidate answers from a cache)"
+        )
     lines.append(f"policy {verdict.policy_hash[:12]} · look {verdict.look} · run {verdict.run_id}")
     return Panel("\n".join(lines), title="Verdict", title_align="left")
 

@@ -129,6 +129,14 @@ class TableOptions:
     ttft_col: str | None = field(
         default=None, metadata=_option("--ttft-col", help="Column with time to first token.")
     )
+    ttfc_col: str | None = field(
+        default=None,
+        metadata=_option(
+            "--ttfc-col",
+            help="Column with time to first visible content (reasoning excluded); "
+            "without it TTFC is taken from TTFT.",
+        ),
+    )
     itl_col: str | None = field(
         default=None, metadata=_option("--itl-col", help="Column with mean inter-token latency.")
     )

@@ -52,7 +52,9 @@ def is_proportion_metric(metric: str) -> bool:
 
 
 LATENCY_METRICS: tuple[str, ...] = tuple(
-    f"latency_{metric}_{q}" for metric in ("e2e_ms", "ttft_ms") for q in ("p50", "p95", "p99")
+    f"latency_{metric}_{q}"
+    for metric in ("e2e_ms", "ttft_ms", "ttfc_ms")
+    for q in ("p50", "p95", "p99")
 )
 """Latency check names of :func:`stats.checks.latency_checks`, e2e first."""
 

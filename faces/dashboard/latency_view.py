@@ -3,10 +3,10 @@
 The pairs used are those of the summary's latency ratios
 (:func:`application.run_views.task_summary`): no infrastructure error on either side
 (:func:`application.run_views.judged_pairs`), neither side failed, the candidate not
-warming up; each side's known latencies, linear quantiles (``numpy.quantile``). So the
-table's p50 e2e ratio is the summary's ``e2e_p50_ratio``. The gate's own latency checks
-(paired, baseline-repeat control, their intervals) are the verdict's and are shown
-beside, not recomputed.
+warming up, neither answer served from a cache; each side's known latencies, linear
+quantiles (``numpy.quantile``). So the table's p50 e2e ratio is the summary's
+``e2e_p50_ratio``. The gate's own latency checks (paired, baseline-repeat control, their
+intervals) are the verdict's and are shown beside, not recomputed.
 """
 
 from __future__ import annotations
@@ -33,7 +33,11 @@ __all__ = [
     "quantile_curves",
 ]
 
-LATENCY_METRICS: dict[str, str] = {"e2e_ms": "end-to-end", "ttft_ms": "time to first token"}
+LATENCY_METRICS: dict[str, str] = {
+    "e2e_ms": "end-to-end",
+    "ttft_ms": "time to first token",
+    "ttfc_ms": "time to first content",
+}
 """Latency columns of :data:`stats.frame.PAIRS_COLUMNS` (``baseline_<m>``, ``candidate_<m>``)."""
 
 CURVE_QUANTILES: npt.NDArray[np.float64] = np.round(np.arange(1, 100) / 100.0, 2)
@@ -69,7 +73,13 @@ def default_task_type(options: Sequence[str], checks: Iterable[Check]) -> str:
 def latency_rows(pairs: pd.DataFrame, task_type: str) -> pd.DataFrame:
     """The pairs whose latencies are shown (the summary's selection, see the module)."""
     rows = judged_pairs(pairs, task_type)
-    ok = ~(rows["baseline_fail"] | rows["candidate_fail"] | rows["candidate_warmup"])
+    ok = ~(
+        rows["baseline_fail"]
+        | rows["candidate_fail"]
+        | rows["candidate_warmup"]
+        | rows["baseline_cache_hit"]
+        | rows["candidate_cache_hit"]
+    )
     return rows[ok]
 
 

@@ -75,6 +75,9 @@ CHECK_COLUMNS: dict[str, str] = {
     "TTFT p50 ×": "latency_ttft_ms_p50",
     "TTFT p95 ×": "latency_ttft_ms_p95",
     "TTFT p99 ×": "latency_ttft_ms_p99",
+    "TTFC p50 ×": "latency_ttfc_ms_p50",
+    "TTFC p95 ×": "latency_ttfc_ms_p95",
+    "TTFC p99 ×": "latency_ttfc_ms_p99",
     "tokens check": "output_tokens",
 }
 """Shown column → check metric name (:mod:`stats.checks`)."""

@@ -20,6 +20,12 @@ TTFB = first byte; TTFT = first event carrying content, reasoning or a tool-call
 token-bearing event (a usage-only chunk does not count); ITL = gaps between consecutive
 token-bearing events; TPOT = (e2e − TTFT) / (completion_tokens − 1), only when the server
 reported ``completion_tokens`` > 1.
+
+TTFC (time to first content) = the first event carrying *visible* output: a non-empty
+``delta.content`` (or legacy ``text``) or a tool-call fragment. Reasoning deltas
+(``delta.reasoning_content``, DeepSeek/SGLang; ``delta.reasoning``, vLLM ≥ 0.10) count
+for TTFT but not for TTFC, so a reasoning model's TTFC − TTFT is its thinking time. A
+non-streamed body shows everything at once: TTFC = e2e there.
 """
 
 from __future__ import annotations
@@ -80,7 +86,8 @@ class AssembledResponse:
 
     ``decode_errors`` counts events or bodies that were not valid JSON chunks;
     ``done_seen`` tells whether ``data: [DONE]`` arrived; ``itl_ms`` lists inter-token
-    latencies in milliseconds.
+    latencies in milliseconds; ``ttfc_ms`` is the time to first visible content (module
+    doc), ``None`` for a stream that carried none.
     """
 
     text: str | None
@@ -100,6 +107,7 @@ class AssembledResponse:
     ttft_ms: float | None
     e2e_ms: float | None
     itl_ms: tuple[float, ...]
+    ttfc_ms: float | None = None
 
     @property
     def is_empty(self) -> bool:
@@ -120,6 +128,7 @@ class AssembledResponse:
         return Timings(
             ttfb_ms=self.ttfb_ms,
             ttft_ms=self.ttft_ms,
+            ttfc_ms=self.ttfc_ms,
             e2e_ms=self.e2e_ms,
             tpot_ms=tpot,
             itl=summarize_itl(self.itl_ms),
@@ -208,6 +217,7 @@ class ChatStreamAssembler:
         self._error: str | None = None
         self._first_byte_ns: int | None = None
         self._token_ns: list[int] = []
+        self._content_ns: int | None = None
         self._finished: AssembledResponse | None = None
 
     def feed(self, data: bytes, now_ns: int | None = None) -> None:
@@ -261,21 +271,27 @@ class ChatStreamAssembler:
         if chunk.usage is not None:
             self._usage = chunk.usage  # cumulative: the last one wins
         token_bearing = False
+        content_bearing = False
         for choice in chunk.choices:
             buf = self._choices.setdefault(choice.index, _ChoiceBuffer())
-            if choice.delta is not None and self._apply_delta(buf, choice.delta):
-                token_bearing = True
-            elif choice.delta is None and choice.text:  # legacy /v1/completions
+            if choice.delta is not None:
+                bearing, visible = self._apply_delta(buf, choice.delta)
+                token_bearing = token_bearing or bearing
+                content_bearing = content_bearing or visible
+            elif choice.text:  # legacy /v1/completions
                 buf.content.append(choice.text)
-                token_bearing = True
+                token_bearing = content_bearing = True
             if choice.finish_reason is not None or "finish_reason" in (choice.model_extra or {}):
                 buf.finish_reason_raw = choice.finish_reason
                 buf.finish_seen = True
         if token_bearing:
             self._token_ns.append(now)
+        if content_bearing and self._content_ns is None:
+            self._content_ns = now
 
     @staticmethod
-    def _apply_delta(buf: _ChoiceBuffer, delta: ChatMessage) -> bool:
+    def _apply_delta(buf: _ChoiceBuffer, delta: ChatMessage) -> tuple[bool, bool]:
+        """Apply one delta; returns (token-bearing, carries visible content or a tool call)."""
         bearing = False
         if isinstance(delta.content, str) and delta.content != "":
             buf.content.append(delta.content)
@@ -285,6 +301,7 @@ class ChatStreamAssembler:
             if text:
                 buf.content.append(text)
                 bearing = True
+        visible = bearing
         reasoning = delta.reasoning_content
         if reasoning is None and delta.model_extra:
             extra_reasoning = delta.model_extra.get("reasoning")
@@ -311,8 +328,8 @@ class ChatStreamAssembler:
                     call.name = fragment.function.name
                 if fragment.function.arguments:
                     call.arguments.append(fragment.function.arguments)
-            bearing = True
-        return bearing
+            bearing = visible = True
+        return bearing, visible
 
     def _result(self) -> AssembledResponse:
         first = self._choices.get(0) or (
@@ -353,6 +370,7 @@ class ChatStreamAssembler:
             ttft_ms=self._ms(self._token_ns[0]) if self._token_ns else None,
             e2e_ms=self._ms(self._token_ns[-1]) if self._token_ns else None,
             itl_ms=itl,
+            ttfc_ms=self._ms(self._content_ns),
         )
 
 
@@ -365,7 +383,8 @@ def parse_completion_body(
     """Parse a non-streamed ``chat.completion`` (or legacy ``text_completion``) body.
 
     A non-streamed response shows no first token, so ``ttft_ms`` is ``None`` (TTFT is
-    reported only for streams); ``e2e_ms`` is when the complete body was read.
+    reported only for streams); ``e2e_ms`` is when the complete body was read, and
+    ``ttfc_ms`` equals it (the client sees no content before the whole body).
 
     Raises:
         RecordDecodeError: the body is not JSON or not a chat completion object.
@@ -425,4 +444,5 @@ def parse_completion_body(
         ttft_ms=None,
         e2e_ms=e2e_ms,
         itl_ms=(),
+        ttfc_ms=e2e_ms,
     )

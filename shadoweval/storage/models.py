@@ -11,7 +11,8 @@ ORM rows never leave :mod:`shadoweval.storage`; :class:`~shadoweval.storage.repo
 converts them to records.
 
 The migrations (``migrations/versions/0001_initial.py``, ``0002_policy_audit.py``,
-``0003_samples_and_labels.py``, ``0004_pair_judgements.py``) must match these models:
+``0003_samples_and_labels.py``, ``0004_pair_judgements.py``, ``0005_ttfc_and_cache_hits.py``)
+must match these models:
 ``Database.schema_diff()`` (an ``alembic check`` equivalent) finds no difference after
 ``upgrade``.
 """
@@ -32,6 +33,7 @@ from sqlalchemy import (
     MetaData,
     Text,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -158,6 +160,9 @@ class ExchangeRow(Base):
     outcome: Mapped[str]
     source: Mapped[str | None]
     record: Mapped[JsonDict]
+    cache_hit: Mapped[bool] = mapped_column(server_default=false())
+    """The live answer was served from a cache (``record.response.cache_hit``); false for
+    rows written before migration 0005."""
 
     def __repr__(self) -> str:
         return f"ExchangeRow(exchange_id={self.exchange_id!r}, task_type={self.task_type!r})"
@@ -192,6 +197,11 @@ class ReplayOutcomeRow(Base):
     e2e_ms: Mapped[float | None]
     ttft_ms: Mapped[float | None]
     record: Mapped[JsonDict]
+    ttfc_ms: Mapped[float | None]
+    """Time to first visible content (``record.timings.ttfc_ms``); ``NULL`` for rows written
+    before migration 0005."""
+    cache_hit: Mapped[bool] = mapped_column(server_default=false())
+    """The replayed answer was served from a cache (``record.response.cache_hit``)."""
 
     def __repr__(self) -> str:
         return (

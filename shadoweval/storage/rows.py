@@ -43,6 +43,7 @@ def exchange_row(exchange: Exchange) -> dict[str, Any]:
         "outcome": exchange.outcome.value,
         "source": exchange.source,
         "record": exchange.model_dump(mode="json"),
+        "cache_hit": exchange.response is not None and exchange.response.cache_hit,
     }
 
 
@@ -58,6 +59,8 @@ def outcome_row(outcome: ReplayOutcome) -> dict[str, Any]:
         "replayed_at": outcome.replayed_at,
         "e2e_ms": outcome.timings.e2e_ms,
         "ttft_ms": outcome.timings.ttft_ms,
+        "ttfc_ms": outcome.timings.ttfc_ms,
+        "cache_hit": outcome.response is not None and outcome.response.cache_hit,
         "record": outcome.model_dump(mode="json"),
     }
 

@@ -34,12 +34,14 @@ class TableMapping(BaseModel):
 
     Measurements (all optional; ``latency_unit`` is required when a timing column is
     mapped, so seconds are never read as milliseconds):
-        ``latency_col`` (end-to-end), ``ttft_col``, ``itl_col`` (mean inter-token latency),
-        in ``latency_unit`` (``s`` or ``ms``); ``prompt_tokens_col``,
-        ``completion_tokens_col`` (integers); ``captured_at_col``: when the request was
-        served, as an ISO 8601 timestamp with a UTC offset (``2026-11-30T08:00:00Z``) or
-        Unix epoch seconds. Without it an import records the import time (plus 1 ms per
-        row), so the gate's observation window sees the whole table as one instant.
+        ``latency_col`` (end-to-end), ``ttft_col``, ``ttfc_col`` (time to first visible
+        content, for tables from reasoning models: without it an import takes TTFC from
+        TTFT), ``itl_col`` (mean inter-token latency), in ``latency_unit`` (``s`` or
+        ``ms``); ``prompt_tokens_col``, ``completion_tokens_col`` (integers);
+        ``captured_at_col``: when the request was served, as an ISO 8601 timestamp with a
+        UTC offset (``2026-11-30T08:00:00Z``) or Unix epoch seconds. Without it an import
+        records the import time (plus 1 ms per row), so the gate's observation window sees
+        the whole table as one instant.
 
     Request fields:
         ``request_fields_col`` optionally holds a JSON object of further chat-request fields
@@ -70,6 +72,7 @@ class TableMapping(BaseModel):
     id_col: str | None = None
     latency_col: str | None = None
     ttft_col: str | None = None
+    ttfc_col: str | None = None
     itl_col: str | None = None
     latency_unit: LatencyUnit | None = None
     prompt_tokens_col: str | None = None
@@ -84,7 +87,7 @@ class TableMapping(BaseModel):
     def _check(self) -> TableMapping:
         if (self.prompt_col is None) == (self.messages_col is None):
             raise ValueError("map exactly one of prompt_col (plain text) or messages_col")
-        timing = (self.latency_col, self.ttft_col, self.itl_col)
+        timing = (self.latency_col, self.ttft_col, self.ttfc_col, self.itl_col)
         if any(c is not None for c in timing) and self.latency_unit is None:
             raise ValueError(
                 "latency_unit ('s' or 'ms') is required when a timing column is mapped"
@@ -104,6 +107,7 @@ class TableMapping(BaseModel):
             "id_col",
             "latency_col",
             "ttft_col",
+            "ttfc_col",
             "itl_col",
             "prompt_tokens_col",
             "completion_tokens_col",

@@ -47,6 +47,7 @@ class RecordedRow:
         model: model name, when mapped.
         latency_ms, ttft_ms, itl_ms: recorded end-to-end latency, time to first token and
             mean inter-token latency, milliseconds.
+        ttfc_ms: recorded time to first visible content (reasoning excluded), ms.
         prompt_tokens, completion_tokens: recorded token counts.
         location: ``"<file>#<row>"`` with the 0-based row position in that file.
         finish_reason: the recorded raw ``finish_reason``, when mapped.
@@ -70,6 +71,7 @@ class RecordedRow:
     finish_reason: str | None = None
     request_fields: dict[str, Any] | None = None
     captured_at: datetime | None = None
+    ttfc_ms: float | None = None
 
     @property
     def prompt_key(self) -> str:
@@ -219,6 +221,7 @@ def _row(record: Mapping[str, Any], mapping: TableMapping, location: str) -> Rec
         latency_ms=m.to_ms(num(m.latency_col)),
         ttft_ms=m.to_ms(num(m.ttft_col)),
         itl_ms=m.to_ms(num(m.itl_col)),
+        ttfc_ms=m.to_ms(num(m.ttfc_col)),
         prompt_tokens=count(m.prompt_tokens_col),
         completion_tokens=count(m.completion_tokens_col),
         location=location,

@@ -39,8 +39,15 @@ UNEQUAL_LOAD = (
 
 _QUANTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
 
-STREAM_ONLY_METRICS: frozenset[str] = frozenset({"ttft_ms"})
-"""Latency metrics that only streamed responses have."""
+STREAM_ONLY_METRICS: frozenset[str] = frozenset({"ttft_ms", "ttfc_ms"})
+"""Latency metrics gated on streamed requests only: TTFT exists only for a stream, and a
+non-streamed response's TTFC equals its e2e (already gated as ``e2e_ms``; counting it
+twice would gate the same numbers in two checks)."""
+
+_NOT_STREAMED = {
+    "ttft_ms": "not streamed (no TTFT)",
+    "ttfc_ms": "not streamed (TTFC = e2e, gated as e2e_ms)",
+}
 
 MIN_LATENCY_PAIRS = 30
 """No latency decision (PASS or FAIL) on fewer pairs: the log-normal interval of a
@@ -70,12 +77,14 @@ def _latency_pairs(arrays: PairArrays, metric: str, min_pairs: int) -> _LatencyP
     """The latency pairs used and the account of every pair of the unit.
 
     Used: neither side failed nor had an infrastructure error, not a warm-up replay,
-    both latencies present, a baseline latency source (and, for TTFT, a streamed
-    request). The control is the baseline-repeat latency (same shadow hardware and
-    load) when at least ``min_pairs`` such pairs exist; otherwise all sources, flagged
-    as unequal load when any is live/recorded. Every other pair of the unit is counted
-    under the first reason that applies, in this order: not streamed (TTFT), an
-    infrastructure error, a failed side, warm-up, no baseline latency, no candidate
+    neither side's answer served from a cache, both latencies present, a baseline
+    latency source (and, for TTFT and TTFC, a streamed request). The control is the
+    baseline-repeat latency (same shadow hardware and load) when at least ``min_pairs``
+    such pairs exist; otherwise all sources, flagged as unequal load when any is
+    live/recorded. Every other pair of the unit is counted under the first reason that
+    applies, in this order: not streamed (TTFT, TTFC), an infrastructure error, a failed
+    side, warm-up, a cache hit on either side (with the count per side), no baseline
+    latency, no candidate
     latency, no baseline latency source, only a live baseline latency (when the
     baseline repeat is the control); so used + excluded = the unit's pairs.
     """
@@ -92,11 +101,18 @@ def _latency_pairs(arrays: PairArrays, metric: str, min_pairs: int) -> _LatencyP
         left = left & ~mask
 
     if metric in STREAM_ONLY_METRICS:
-        drop(~arrays.streamed, "not streamed (no TTFT)")
+        drop(~arrays.streamed, _NOT_STREAMED[metric])
     rows = left.copy()
     drop(arrays.infra, f"with an infrastructure error (see {INFRA_METRIC})")
     drop(arrays.model_failed, "with a failed side (gated by error_rate)")
     drop(arrays.warmup, "warm-up")
+    cached = left & arrays.cache_hit
+    if np.any(cached):
+        sides = (
+            f"{int(np.count_nonzero(cached & arrays.base_cache_hit))} baseline, "
+            f"{int(np.count_nonzero(cached & arrays.cand_cache_hit))} candidate"
+        )
+        drop(arrays.cache_hit, f"served from a cache ({sides})")
     unmeasured = bool(np.any(left & np.isnan(base)))
     drop(np.isnan(base), f"without a baseline {metric}")
     drop(np.isnan(cand), f"without a candidate {metric}")
@@ -127,8 +143,10 @@ def _latency_pairs(arrays: PairArrays, metric: str, min_pairs: int) -> _LatencyP
 
 def _no_baseline_latency(metric: str) -> str:
     """The reason of a latency check whose unit has no baseline latency at all."""
-    if metric in STREAM_ONLY_METRICS:
+    if metric == "ttft_ms":
         why = "recorded data without TTFT, or non-streamed baseline requests"
+    elif metric == "ttfc_ms":
+        why = "recorded data without TTFC, or baseline streams without visible content"
     else:
         why = "no live or recorded timing, and no baseline repeat that answered with timings"
     return (
@@ -154,8 +172,10 @@ def latency_checks(
     the limit; otherwise INCONCLUSIVE. p99 is gated only when at least
     ``min_tail_observations`` pairs lie above it (``n·0.01 ≥``); below that it is not a
     check. A baseline latency measured live or copied from a table is flagged as unequal
-    load in the reason. TTFT (:data:`STREAM_ONLY_METRICS`) exists only for streamed
-    requests: a unit without any streamed request has no TTFT check at all.
+    load in the reason. TTFT and TTFC (:data:`STREAM_ONLY_METRICS`) are gated on
+    streamed requests only: a unit without any streamed request has no TTFT or TTFC
+    check at all. Pairs with an answer served from a cache (either side) are left out
+    of every latency metric and counted in the reason.
 
     Every reason accounts for all the unit's pairs: how many were used and how many were
     left out for each reason (:func:`_latency_pairs`); when no pair of the unit has a

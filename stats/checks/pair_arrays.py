@@ -146,7 +146,8 @@ class PairArrays:
     ``cand_harm`` are ``(n, len(HarmKind))`` boolean blocks in
     :class:`~shadoweval.records.HarmKind` order and ``tool_change`` an
     ``(n, len(ToolChange))`` block in :class:`~shadoweval.records.ToolChange` order;
-    ``quality`` is +1 candidate worse, −1 better, 0 tie, NaN not judged; ``source`` codes index
+    ``quality`` is +1 candidate worse, −1 better, 0 tie, NaN not judged; ``base_cache_hit`` /
+    ``cand_cache_hit`` are true where that side was served from a cache; ``source`` codes index
     :data:`LATENCY_BASELINE_SOURCES` (``latency_baseline_source``). Build with
     :meth:`from_frame`; :meth:`slice` gives a task type's rows when the frame was
     ordered by task type (:meth:`take`). ``infra`` is derived: an infrastructure error
@@ -170,6 +171,10 @@ class PairArrays:
     base_e2e_ms: FloatArray = field(metadata=_column("baseline_e2e_ms", _floats))
     cand_ttft_ms: FloatArray = field(metadata=_column("candidate_ttft_ms", _floats))
     base_ttft_ms: FloatArray = field(metadata=_column("baseline_ttft_ms", _floats))
+    cand_ttfc_ms: FloatArray = field(metadata=_column("candidate_ttfc_ms", _floats))
+    base_ttfc_ms: FloatArray = field(metadata=_column("baseline_ttfc_ms", _floats))
+    base_cache_hit: BoolArray = field(metadata=_column("baseline_cache_hit", _bools))
+    cand_cache_hit: BoolArray = field(metadata=_column("candidate_cache_hit", _bools))
     base_tokens: FloatArray = field(metadata=_column("baseline_output_tokens", _floats))
     cand_tokens: FloatArray = field(metadata=_column("candidate_output_tokens", _floats))
     base_harm: FlagMatrix = field(metadata=_columns(BASELINE_HARM_COLUMNS))
@@ -220,11 +225,19 @@ class PairArrays:
 
     @property
     def latency(self) -> dict[str, tuple[FloatArray, FloatArray]]:
-        """``{metric: (candidate, baseline)}`` latencies in ms, for ``e2e_ms`` and ``ttft_ms``."""
+        """``{metric: (candidate, baseline)}`` latencies in ms, for ``e2e_ms``, ``ttft_ms``
+        and ``ttfc_ms``."""
         return {
             "e2e_ms": (self.cand_e2e_ms, self.base_e2e_ms),
             "ttft_ms": (self.cand_ttft_ms, self.base_ttft_ms),
+            "ttfc_ms": (self.cand_ttfc_ms, self.base_ttfc_ms),
         }
+
+    @property
+    def cache_hit(self) -> BoolArray:
+        """Either side's answer was served from a cache (left out of latency)."""
+        hit: BoolArray = self.base_cache_hit | self.cand_cache_hit
+        return hit
 
     @property
     def model_failed(self) -> BoolArray:

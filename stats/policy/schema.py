@@ -101,8 +101,9 @@ and booleans are rejected."""
 OptionalCount = Annotated[int | None, BeforeValidator(_optional_integer)]
 """An integer read from YAML, or ``null`` for "not set"."""
 
-LatencyMetric = Literal["e2e_ms", "ttft_ms"]
-"""Latency columns the gate knows: end-to-end and time to first token, milliseconds."""
+LatencyMetric = Literal["e2e_ms", "ttft_ms", "ttfc_ms"]
+"""Latency columns the gate knows, milliseconds: end-to-end, time to first token (any
+token, reasoning included) and time to first visible content (content or a tool call)."""
 
 
 class _Block(BaseModel):
@@ -220,8 +221,9 @@ class LatencyPolicy(_Block):
     indicators are. Its level is the look's spent α (:mod:`stats.sequential`).
 
     Attributes:
-        metrics: latency columns to gate. Default ``[e2e_ms, ttft_ms]``. An empty list
-            disables latency gating explicitly.
+        metrics: latency columns to gate. Default ``[e2e_ms, ttft_ms, ttfc_ms]``
+            (TTFT and TTFC on streamed requests only). An empty list disables latency
+            gating explicitly.
         p50_ratio_max: the p50 ratio's upper confidence bound must not exceed this.
             Default 1.1. Must be > 1.
         p95_ratio_max: the same for p95. Default 1.2. Must be > 1.
@@ -233,7 +235,7 @@ class LatencyPolicy(_Block):
             Default 50 (so p99 is gated from 5,000 latency pairs).
     """
 
-    metrics: tuple[LatencyMetric, ...] = ("e2e_ms", "ttft_ms")
+    metrics: tuple[LatencyMetric, ...] = ("e2e_ms", "ttft_ms", "ttfc_ms")
     p50_ratio_max: Number = Field(default=1.1, gt=1)
     p95_ratio_max: Number = Field(default=1.2, gt=1)
     p99_ratio_max: Number = Field(default=1.3, gt=1)

@@ -7,7 +7,7 @@ import time
 import orjson
 import pytest
 
-from shadoweval.body_redaction import BodyRedactor, RedactionHits, luhn_valid
+from shadoweval.body_redaction import BodyRedactor, RedactionHits, SecretFieldMatcher, luhn_valid
 from shadoweval.config import BodyRedactionSettings
 from shadoweval.errors import ConfigError
 
@@ -150,13 +150,23 @@ def test_luhn(digits: str, valid: bool) -> None:
         f"key {CANARY_KEY} here",
         "Authorization: Bearer abcdefghijklmnop",
         "AKIAIOSFODNN7EXAMPLE",
-        '{"x-api-key": "whatever-value"}',
     ],
 )
 def test_secret_keys_reuse_the_core_secret_rules(redactor: BodyRedactor, text: str) -> None:
     out, rules = redact(redactor, text)
     assert rules == {"secret_key": 1}
     assert "[REDACTED:secret_key]" in out
+
+
+def test_a_sensitive_header_pair_is_redacted_once_by_the_secret_field_rule(
+    redactor: BodyRedactor,
+) -> None:
+    out, rules = redact(redactor, '{"x-api-key": "whatever-value"}')
+    assert rules == {"secret_field": 1}  # the secret_key header-pair rule does not count it again
+    assert out == '{"x-api-key": "[REDACTED:secret_field]"}'
+    no_fields = BodyRedactor(BodyRedactionSettings(rules=("secret_key",)))
+    out, rules = redact(no_fields, '{"x-api-key": "whatever-value"}')
+    assert rules == {"secret_key": 1}
 
 
 def test_card_is_not_eaten_by_the_phone_rule(redactor: BodyRedactor) -> None:
@@ -246,7 +256,10 @@ def test_request_body_is_redacted_with_locations_never_values(redactor: BodyReda
     assert "555-123-4567" in out  # only inside the model name
     parsed = orjson.loads(out)
     assert parsed["model"] == "m-555-123-4567"
-    assert parsed["tools"] == chat_body()["tools"]  # a schema is left as written
+    # a schema keeps its structure; personal data in it is redacted like anywhere else
+    tools = orjson.loads(orjson.dumps(chat_body()["tools"]))
+    tools[0]["function"]["description"] = "Contact [REDACTED:email] for access"
+    assert parsed["tools"] == tools
     assert parsed["temperature"] == 0.7
     args = orjson.loads(parsed["messages"][3]["tool_calls"][0]["function"]["arguments"])
     assert args == {"email": "[REDACTED:email]"}  # arguments stay valid JSON
@@ -255,6 +268,7 @@ def test_request_body_is_redacted_with_locations_never_values(redactor: BodyReda
         ("phone", "request.messages[1].content", 1),
         ("card_number", "request.messages[2].content[0].text", 1),
         ("email", "request.messages[3].tool_calls[0].function.arguments", 1),
+        ("email", "request.tools[0].function.description", 1),
         ("secret_key", "request.user", 1),
     }
     report = orjson.dumps([h.model_dump() for h in hits.to_hits()])
@@ -305,3 +319,122 @@ def test_large_unstructured_strings_are_scanned_in_linear_time(redactor: BodyRed
     # a bound on a hang, not a speed check: linear takes well under a second, a quadratic
     # rule on 2 MB would take hours
     assert time.perf_counter() - started < 30.0
+
+
+SECRET_VALUE = "hunter2-canary-5c1d"
+"""A secret that looks like nothing: only its key says it is one."""
+
+
+@pytest.mark.parametrize(
+    ("key", "secret"),
+    [
+        ("api_key", True),
+        ("OPENAI_API_KEY", True),
+        ("apiKey", True),
+        ("x-api-key", True),
+        ("client_secret", True),
+        ("db_password", True),
+        ("access_token", True),
+        ("idToken", True),
+        ("Authorization", True),
+        ("max_tokens", False),
+        ("max_completion_tokens", False),
+        ("tokenizer", False),
+        ("key", False),
+        ("author", False),
+    ],
+)
+def test_secret_field_names_match_as_word_sequences(key: str, secret: bool) -> None:
+    matcher = SecretFieldMatcher(BodyRedactionSettings().secret_fields)
+    assert matcher(key) is secret
+
+
+def test_secret_named_fields_are_redacted_at_any_depth_and_in_json_text(
+    redactor: BodyRedactor,
+) -> None:
+    arguments = orjson.dumps({"to": "x", "password": SECRET_VALUE}).decode()
+    body = {
+        "model": "m",
+        "api_key": SECRET_VALUE,
+        "max_tokens": 64,
+        "metadata": {"db": {"password": SECRET_VALUE, "port": 5432}},
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {"type": "function", "function": {"name": "f", "arguments": arguments}}
+                ],
+            },
+        ],
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "login",
+                    "description": "Log in; questions to ops.canary@example.com",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {"password": {"type": "string"}},
+                        "required": ["password"],
+                    },
+                },
+            }
+        ],
+    }
+    hits = RedactionHits()
+    out = redactor.redact_request_body(orjson.dumps(body).decode(), hits)
+    assert SECRET_VALUE not in out
+    assert "ops.canary@example.com" not in out
+    parsed = orjson.loads(out)
+    assert parsed["api_key"] == "[REDACTED:secret_field]"
+    assert parsed["max_tokens"] == 64
+    assert parsed["metadata"]["db"] == {"password": "[REDACTED:secret_field]", "port": 5432}
+    args = orjson.loads(parsed["messages"][1]["tool_calls"][0]["function"]["arguments"])
+    assert args == {"to": "x", "password": "[REDACTED:secret_field]"}  # still valid JSON
+    # the schema's structure is kept: "password" there names a property, its value is a schema
+    schema = orjson.loads(orjson.dumps(body["tools"]))[0]["function"]["parameters"]
+    assert parsed["tools"][0]["function"]["parameters"] == schema
+    assert {(h.rule, h.location) for h in hits.to_hits()} == {
+        ("secret_field", "request.api_key"),
+        ("secret_field", "request.metadata.db.password"),
+        ("secret_field", "request.messages[1].tool_calls[0].function.arguments"),
+        ("email", "request.tools[0].function.description"),
+    }
+
+
+def test_an_escaped_secret_pair_inside_a_raw_body_is_redacted(redactor: BodyRedactor) -> None:
+    raw = orjson.dumps(
+        {
+            "choices": [
+                {
+                    "message": {
+                        "tool_calls": [
+                            {
+                                "function": {
+                                    "arguments": orjson.dumps({"token": SECRET_VALUE}).decode()
+                                }
+                            }
+                        ]
+                    }
+                }
+            ]
+        }
+    ).decode()
+    out, rules = redact(redactor, raw)
+    assert SECRET_VALUE not in out
+    assert rules == {"secret_field": 1}
+    assert orjson.loads(
+        orjson.loads(out)["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]
+    ) == {"token": "[REDACTED:secret_field]"}
+
+
+def test_secret_field_names_are_configurable_and_checked() -> None:
+    custom = BodyRedactor(BodyRedactionSettings(secret_fields=("pin",)))
+    hits = RedactionHits()
+    out = custom.redact_request_body('{"card_pin": "1234", "password": "kept"}', hits)
+    assert orjson.loads(out) == {"card_pin": "[REDACTED:secret_field]", "password": "kept"}
+    with pytest.raises(ConfigError) as err:
+        BodyRedactor(BodyRedactionSettings(secret_fields=("--",)))
+    assert err.value.field == "body_redaction.secret_fields"
+    assert err.value.value == "--"

@@ -167,11 +167,42 @@ def test_rejected_rows_are_reported_and_kept_beside_the_log(tmp_path: Path) -> N
     [exchange] = _exchanges(out)  # the rejected file is not read as a segment
     assert exchange.timings.e2e_ms == 120
     assert exchange.timings.ttft_ms == 20
+    assert exchange.timings.ttfc_ms == 20  # imported as streamed: the first token stands for it
     assert exchange.timings.tpot_ms == pytest.approx((120 - 20) / 10)
+    flat = tmp_path / "flat"
+    import_table(table, out=flat, mapping=mapping, stream=False)
+    [not_streamed] = _exchanges(flat)
+    assert not_streamed.timings.ttfc_ms == not_streamed.timings.e2e_ms == 120
     assert exchange.response is not None
     assert exchange.response.usage.completion_tokens == 11
     assert exchange.response.usage.prompt_tokens is None
     assert exchange.response.usage.total_tokens is None
+
+
+def test_a_recorded_ttfc_column_is_the_imported_ttfc(tmp_path: Path) -> None:
+    """A reasoning model's table: its first visible content came well after its first token."""
+    table = tmp_path / "t.jsonl"
+    rows = [{"q": "6x7?", "a": "42", "lat": 2.5, "ttft": 0.1, "ttfc": 1.9}]
+    table.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    mapping = TableMapping(
+        prompt_col="q",
+        output_col="a",
+        latency_col="lat",
+        ttft_col="ttft",
+        ttfc_col="ttfc",
+        latency_unit="s",
+        model="reasoner",
+    )
+    report = import_table(table, out=tmp_path / "log", mapping=mapping)
+    assert report.written == 1, report
+    [exchange] = _exchanges(tmp_path / "log")
+    assert exchange.timings.ttft_ms == pytest.approx(100.0)
+    assert exchange.timings.ttfc_ms == pytest.approx(1900.0)
+    import_table(table, out=tmp_path / "flat", mapping=mapping, stream=False)
+    [flat] = _exchanges(tmp_path / "flat")
+    assert flat.timings.ttfc_ms == flat.timings.e2e_ms == pytest.approx(2500.0)
+    with pytest.raises(ValueError, match="latency_unit"):
+        TableMapping(prompt_col="q", output_col="a", ttfc_col="ttfc")
 
 
 def test_row_to_exchange_model_identity_and_errors(tmp_path: Path) -> None:

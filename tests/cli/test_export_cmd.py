@@ -50,7 +50,7 @@ def test_export_writes_samples_and_manifest_and_prints_counts(
     for task_type, n in TASK_TYPES.items():
         assert f"{task_type} {n} {min(n, 4)}" in text
     assert "total 22 11" in text
-    assert "redactions: secret_key 0, email 0, card_number 0, phone 0" in text
+    assert "redactions: secret_field 0, secret_key 0, email 0, card_number 0, phone 0" in text
     assert f"wrote {out / f'samples.{fmt}'}" in text
     rows = records(f"samples.{fmt}", (out / f"samples.{fmt}").read_bytes())
     with Database(seeded_url) as db:

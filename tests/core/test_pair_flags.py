@@ -58,6 +58,7 @@ def test_bits_are_stable_powers_of_two() -> None:
         "candidate_harm": 4096,
         "baseline_harm": 8192,
         "tool_changed": 16384,
+        "cache_hit": 32768,
     }
 
 
@@ -74,8 +75,8 @@ def test_mask_round_trips_every_subset() -> None:
 def test_unknown_flag_and_bad_mask_are_named() -> None:
     with pytest.raises(InvalidDataError, match="unknown pair flag 'leaky'"):
         flags_mask(["leaky"])
-    with pytest.raises(InvalidDataError, match="32768"):
-        flags_from_mask(32768)
+    with pytest.raises(InvalidDataError, match="65536"):
+        flags_from_mask(65536)
     with pytest.raises(InvalidDataError, match="-1"):
         flags_from_mask(-1)
 
@@ -109,6 +110,9 @@ def test_clean_pair_has_no_flags() -> None:
         ({"noise_similarity": 0.9}, ()),  # equal is not below
         ({"noise_similarity": 0.5}, ()),
         ({"similarity": None}, ("no_similarity",)),
+        ({"baseline_cache_hit": True}, ("cache_hit",)),
+        ({"candidate_cache_hit": True}, ("cache_hit",)),
+        ({"baseline_cache_hit": True, "candidate_cache_hit": True}, ("cache_hit",)),
     ],
 )
 def test_each_rule(fields: dict[str, object], expected: tuple[str, ...]) -> None:

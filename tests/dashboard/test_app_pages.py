@@ -92,6 +92,9 @@ ALL_CHECK_COLUMNS = [
     "TTFT p50 ×",
     "TTFT p95 ×",
     "TTFT p99 ×",
+    "TTFC p50 ×",
+    "TTFC p95 ×",
+    "TTFC p99 ×",
     "tokens check",
 ]
 LABEL_SHOWN = {
@@ -316,7 +319,7 @@ def test_latency_table_is_numpy_quantiles_of_the_pairs_frame(
             pairs if task_type == POOLED else pairs[pairs.task_type == task_type]
         )
         table = rows_by(frame_with(app, "ratio"), "metric", "quantile")
-        for metric in ("e2e_ms", "ttft_ms"):
+        for metric in ("e2e_ms", "ttft_ms", "ttfc_ms"):
             for name, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
                 base = quantile(rows[f"baseline_{metric}"], q)
                 cand = quantile(rows[f"candidate_{metric}"], q)

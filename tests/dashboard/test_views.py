@@ -252,6 +252,10 @@ def test_latency_table_and_curves_follow_numpy_quantiles() -> None:
             "candidate_e2e_ms": [110.0, 220.0, 330.0, 9999.0, 1.0, 1.0],
             "baseline_ttft_ms": [np.nan] * 6,
             "candidate_ttft_ms": [np.nan] * 6,
+            "baseline_ttfc_ms": [np.nan] * 6,
+            "candidate_ttfc_ms": [np.nan] * 6,
+            "baseline_cache_hit": [False] * 6,
+            "candidate_cache_hit": [False] * 6,
         }
     )
     table = rows_by(latency_table(pairs, "a"), "metric", "quantile")
@@ -267,6 +271,31 @@ def test_latency_table_and_curves_follow_numpy_quantiles() -> None:
     baseline = curves[curves["side"] == "baseline"]["latency_ms"].to_numpy()
     np.testing.assert_allclose(baseline, np.quantile(kept_base, CURVE_QUANTILES))
     assert quantile_curves(pairs, "a", "ttft_ms").empty
+
+
+def test_latency_table_leaves_out_answers_served_from_a_cache() -> None:
+    pairs = pd.DataFrame(
+        {
+            "task_type": ["a"] * 4,
+            "baseline_fail": [False] * 4,
+            "candidate_fail": [False] * 4,
+            "candidate_warmup": [False] * 4,
+            "baseline_infra_error": [False] * 4,
+            "candidate_infra_error": [False] * 4,
+            "baseline_e2e_ms": [100.0, 200.0, 2.0, 300.0],
+            "candidate_e2e_ms": [110.0, 220.0, 330.0, 1.0],
+            "baseline_ttft_ms": [np.nan] * 4,
+            "candidate_ttft_ms": [np.nan] * 4,
+            "baseline_ttfc_ms": [50.0, 60.0, 1.0, 70.0],
+            "candidate_ttfc_ms": [55.0, 66.0, 77.0, 1.0],
+            "baseline_cache_hit": [False, False, True, False],
+            "candidate_cache_hit": [False, False, False, True],
+        }
+    )
+    table = rows_by(latency_table(pairs, "a"), "metric", "quantile")
+    assert table[("e2e_ms", "p50")]["baseline n"] == 2
+    assert table[("e2e_ms", "p50")]["baseline ms"] == pytest.approx(150.0)
+    assert table[("ttfc_ms", "p50")]["ratio"] == pytest.approx(60.5 / 55.0)
 
 
 def test_similarity_histogram_shares_bins_and_sums_to_one() -> None:

@@ -77,8 +77,8 @@ def test_no_canary_in_cli_exports(canary_url: str, tmp_path: Path) -> None:
         # (unless errored) and every other candidate's tool call each hold both needles
         assert counts["secret_key"] >= 22 * 4
         assert counts["email"] == counts["secret_key"]
-        assert set(manifest["redaction"]["rules"]) == {"secret_key", "email", "card_number",
-                                                       "phone"}  # fmt: skip
+        assert set(manifest["redaction"]["rules"]) == {"secret_field", "secret_key", "email",
+                                                       "card_number", "phone"}  # fmt: skip
 
 
 @pytest.mark.anyio

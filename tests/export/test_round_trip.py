@@ -91,9 +91,16 @@ def test_every_format_reads_back_to_the_repository_samples(
         t: {"matching": n, "exported": min(n, 5)} for t, n in sorted(TASK_TYPES.items())
     }
     assert manifest["total"] == {"matching": 22, "exported": 13}
-    assert manifest["redaction"]["rules"] == ["secret_key", "email", "card_number", "phone"]
+    assert manifest["redaction"]["rules"] == [
+        "secret_field",
+        "secret_key",
+        "email",
+        "card_number",
+        "phone",
+    ]
     # no false positive on the tricky texts (no e-mail, phone, card or key in them)
     assert manifest["redaction"]["counts"] == {
+        "secret_field": 0,
         "secret_key": 0,
         "email": 0,
         "card_number": 0,

@@ -19,6 +19,11 @@ CANARY_KEY = "sk-canary-7f3a9c1e5b2d4f6a8c0e"
 """An API key planted in request headers; must appear in no sink."""
 CANARY_EMAIL = "jane.canary@example.com"
 """An e-mail address planted in messages, a streamed answer and tool-call arguments."""
+CANARY_FIELD = "hunter2-canary-field-5c1d"
+"""A secret shaped like nothing: only the JSON key it sits under (``api_key``,
+``password``) says it is one. Planted in request bodies and tool-call arguments."""
+CANARY_TOOL_EMAIL = "ops.canary@example.org"
+"""An e-mail address planted in a tool's description (``tools[].function.description``)."""
 
 WEATHER_TOOL = {
     "type": "function",
@@ -74,7 +79,10 @@ def canary_rows() -> list[RecordedRow]:
                     index=0,
                     id="call_1",
                     name="send_email",
-                    arguments=f'{{"to": "{CANARY_EMAIL}", "body": "The build is green."}}',
+                    arguments=(
+                        f'{{"to": "{CANARY_EMAIL}", "body": "The build is green.", '
+                        f'"smtp_password": "{CANARY_FIELD}"}}'
+                    ),
                 ),
             ),
         ),

@@ -1,6 +1,9 @@
-"""Acceptance: a canary API key in headers and a canary e-mail in messages, a streamed
-response and tool-call arguments reach none of the sinks — Kafka, the spool, the capture
-log, the database (after a replay worker stored the run) — nor the metrics."""
+"""Acceptance: a canary API key in headers, a canary e-mail in messages, a streamed
+response and tool-call arguments, a canary secret under secret-named JSON keys (a top-level
+``api_key`` field, ``metadata.db.password``, ``smtp_password`` in the answer's tool-call
+arguments) and a canary e-mail in a tool's description reach none of the sinks — Kafka,
+the spool, the capture log, the database (after a replay worker stored the run) — nor the
+metrics."""
 
 from __future__ import annotations
 
@@ -14,7 +17,14 @@ import pytest
 from shadoweval.bus import BusConsumer, ensure_topics
 from shadoweval.config import CaptureSettings, KafkaSettings, SpoolSettings
 from tests.kafka_broker import TansuBroker
-from tests.live.conftest import CANARY_EMAIL, CANARY_KEY, WEATHER_TOOL, canary_rows
+from tests.live.conftest import (
+    CANARY_EMAIL,
+    CANARY_FIELD,
+    CANARY_KEY,
+    CANARY_TOOL_EMAIL,
+    WEATHER_TOOL,
+    canary_rows,
+)
 from tests.live.harness import SidecarThread, all_bytes_under, database_text, run_replay_worker
 
 SECRET_HEADERS = {
@@ -25,13 +35,23 @@ SECRET_HEADERS = {
 }
 
 
+CANARY_TOOL = {
+    **WEATHER_TOOL,
+    "function": {
+        **WEATHER_TOOL["function"],  # type: ignore[dict-item]
+        "description": f"Send an e-mail. Questions about this tool: {CANARY_TOOL_EMAIL}.",
+    },
+}
+SECRET_FIELDS = {"api_key": CANARY_FIELD, "metadata": {"db": {"password": CANARY_FIELD}}}
+
+
 def _requests() -> list[dict[str, object]]:
     text_row, tool_row = canary_rows()
     return [
-        {"messages": text_row.messages, "stream": True},
+        {"messages": text_row.messages, "stream": True, **SECRET_FIELDS},
         {"messages": text_row.messages, "stream": False},
-        {"messages": tool_row.messages, "tools": [WEATHER_TOOL], "stream": True},
-        {"messages": tool_row.messages, "tools": [WEATHER_TOOL], "stream": False},
+        {"messages": tool_row.messages, "tools": [CANARY_TOOL], "stream": True},
+        {"messages": tool_row.messages, "tools": [CANARY_TOOL], "stream": False, **SECRET_FIELDS},
     ]
 
 
@@ -73,7 +93,7 @@ async def _consume_all(bootstrap: str, topic: str) -> bytes:
 
 def _assert_clean(where: str, data: bytes | str) -> None:
     blob = data.encode() if isinstance(data, str) else data
-    for canary in (CANARY_KEY, CANARY_EMAIL):
+    for canary in (CANARY_KEY, CANARY_EMAIL, CANARY_FIELD, CANARY_TOOL_EMAIL):
         assert canary.encode() not in blob, f"canary {canary!r} found in {where}"
         assert canary.encode().hex().encode() not in blob, f"hex canary in {where}"
 
@@ -101,6 +121,7 @@ def test_canary_secrets_reach_no_sink(
         # stream the address is split across events, so look at the plain answers).
         assert CANARY_EMAIL in bodies[1]
         assert CANARY_EMAIL in bodies[3]
+        assert CANARY_FIELD in bodies[3]
         # Broker down: the next exchanges go to the disk spool; search it while they sit there.
         kafka_broker.pause()
         _send_all(sidecar.url, tag="spooled")

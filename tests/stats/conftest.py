@@ -175,6 +175,16 @@ def make_scores(
                         baseline=None if base_err[k] else float(base_ttft[k]),
                         candidate=None if cand_err[k] else float(cand_ttft[k]),
                     ),
+                    # No reasoning: a stream's first content is its first token; a
+                    # non-streamed answer shows at e2e.
+                    ttfc_ms=SidePair(
+                        baseline=None
+                        if base_err[k]
+                        else float(base_ttft[k] if spec.streamed else base_e2e[k]),
+                        candidate=None
+                        if cand_err[k]
+                        else float(cand_ttft[k] if spec.streamed else cand_e2e[k]),
+                    ),
                     latency_baseline_source=spec.latency_source,
                     output_tokens=SidePair(
                         baseline=None if base_err[k] or not spec.tokens_mean else base_tokens[k],

@@ -89,11 +89,12 @@ def test_clean_aa_run_promotes(simulate: Simulate, coverage_for: CoverageFor, ti
     assert all(c.outcome == CheckOutcome.PASS for c in v.checks), [
         c for c in v.checks if c.outcome != CheckOutcome.PASS
     ]
-    # 3 groups (pooled, chat, extract) × 15 blocking metrics (infra, error, 7 harm
-    # detectors, net harm, 4 latency, tokens), plus format_parse in pooled and extract; no
+    # 3 groups (pooled, chat, extract) × 17 blocking metrics (infra, error, 7 harm
+    # detectors, net harm, 6 latency: p50/p95 of e2e, TTFT, TTFC, tokens), plus
+    # format_parse in pooled and extract; no
     # p99 below 5,000 latency pairs; similarity is reported, not blocking (change.mode
     # judge), and no request offered tools (no tool_text_answer).
-    assert v.reasons[0].startswith("all 47 blocking checks passed")
+    assert v.reasons[0].startswith("all 53 blocking checks passed")
     assert (
         "pairs changed beyond the noise, and net harm passed in every blocking unit"
         in (v.reasons[0])
@@ -114,6 +115,8 @@ def test_clean_aa_run_promotes(simulate: Simulate, coverage_for: CoverageFor, ti
         "latency_e2e_ms_p95",
         "latency_ttft_ms_p50",
         "latency_ttft_ms_p95",
+        "latency_ttfc_ms_p50",
+        "latency_ttfc_ms_p95",
         "output_tokens",
     }
     assert {c.task_type for c in v.checks} == {POOLED, "chat", "extract"}

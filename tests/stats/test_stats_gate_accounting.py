@@ -284,18 +284,20 @@ def test_a_clean_unit_says_all_pairs_were_used(simulate: Simulate) -> None:
 
 
 def test_unmeasured_baseline_ttft_is_said_plainly(simulate: Simulate) -> None:
-    # An import whose recorded baseline has no TTFT: the candidate's is measured.
+    # An import whose recorded baseline has no TTFT (nor TTFC): the candidate's is measured.
     frame = pairs_frame(simulate({"chat": {"n": 400, "latency_source": "recorded"}}), GatePolicy())
     frame["baseline_ttft_ms"] = np.nan
+    frame["baseline_ttfc_ms"] = np.nan
     v = gate(frame, coverage(frame))
-    ttft = [c for c in latency(v, "chat") if c.metric.startswith("latency_ttft_ms")]
-    assert ttft
-    for c in ttft:
-        assert c.outcome == CheckOutcome.INCONCLUSIVE
-        assert c.reason.startswith(
-            "no latency pairs: no pair has a baseline ttft_ms: the baseline's latency was not "
-            "measured (recorded data without TTFT"
-        ), c.reason
+    for metric, name in (("ttft_ms", "TTFT"), ("ttfc_ms", "TTFC")):
+        checks = [c for c in latency(v, "chat") if c.metric.startswith(f"latency_{metric}")]
+        assert checks
+        for c in checks:
+            assert c.outcome == CheckOutcome.INCONCLUSIVE
+            assert c.reason.startswith(
+                f"no latency pairs: no pair has a baseline {metric}: the baseline's latency "
+                f"was not measured (recorded data without {name}"
+            ), c.reason
     e2e = [c for c in latency(v, "chat") if c.metric.startswith("latency_e2e_ms")]
     assert all("no pair has a baseline" not in c.reason for c in e2e)
     assert_accounted(v)
@@ -303,7 +305,7 @@ def test_unmeasured_baseline_ttft_is_said_plainly(simulate: Simulate) -> None:
     frame["baseline_e2e_ms"] = np.nan
     v = gate(frame, coverage(frame))
     for c in latency(v, "chat"):
-        metric = "ttft_ms" if "ttft" in c.metric else "e2e_ms"
+        metric = c.metric.removeprefix("latency_").rsplit("_", 1)[0]
         assert c.reason.startswith(f"no latency pairs: no pair has a baseline {metric}")
         assert c.reason.endswith(f"(0 of 400 pairs used; excluded: {failed_or(frame, metric)})")
 

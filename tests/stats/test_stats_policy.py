@@ -62,7 +62,7 @@ def test_documented_defaults() -> None:
     assert (sim.max_mean_divergence, sim.noise_ratio, sim.noise_margin) == (0.35, 0.25, 0.01)
     assert (sim.tail_quantile, sim.tail_seed) == (0.95, 20240601)
     lat = p.latency
-    assert lat.metrics == ("e2e_ms", "ttft_ms")
+    assert lat.metrics == ("e2e_ms", "ttft_ms", "ttfc_ms")
     assert (lat.p50_ratio_max, lat.p95_ratio_max, lat.p99_ratio_max) == (1.1, 1.2, 1.3)
     assert (lat.min_pairs_p95, lat.min_tail_observations) == (100, 50)
     assert (p.output_tokens.enabled, p.output_tokens.ratio_max) == (True, 1.2)
