@@ -847,7 +847,7 @@ class CaptureProxy(AsyncLifecycle):
             self._pool = UpstreamPool(
                 self._host,
                 self._port,
-                tls=ssl.create_default_context() if self._tls else None,
+                tls=ssl.create_default_context(cafile=s.upstream_ca_file) if self._tls else None,
                 server_hostname=self._host,
                 max_connections=s.upstream_max_connections,
                 connect_timeout_s=s.upstream_connect_timeout_s,

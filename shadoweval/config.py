@@ -324,7 +324,8 @@ class CaptureSettings(BaseModel):
     ``max_client_connections`` (open client connections of the sidecar; one more is
     answered 503 and closed). ``upstream_keepalive_expiry_s``: an idle pooled upstream
     connection is closed after it (keep it below the upstream's own keep-alive timeout:
-    uvicorn's, vLLM's and SGLang's default is 5 s).
+    uvicorn's, vLLM's and SGLang's default is 5 s). ``upstream_ca_file``: PEM bundle that
+    verifies an ``https`` upstream's certificate (default: the system's CAs).
 
     ``workers``: relay processes sharing ``port`` (``SO_REUSEPORT``: the kernel spreads
     connections over them). Each worker is a whole sidecar — its own relay loop, builder
@@ -366,6 +367,7 @@ class CaptureSettings(BaseModel):
     max_request_body_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
     max_client_connections: int = Field(default=4096, ge=1)
     upstream_keepalive_expiry_s: float = Field(default=2.0, gt=0)
+    upstream_ca_file: str | None = None
     workers: int = Field(default=1, ge=1, le=64)
     builder: Literal["process", "thread"] = "process"
     build_workers: int = Field(default=1, ge=1, le=64)

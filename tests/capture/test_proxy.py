@@ -574,3 +574,27 @@ def test_forwarded_headers_kept_from_an_earlier_proxy() -> None:
         (b"x-forwarded-proto", b"https"),
         (b"x-forwarded-for", b"198.51.100.1, 10.0.0.2, 10.0.0.3"),
     ]
+
+
+def test_https_upstream_is_verified_and_relayed(tmp_path: Any, client: httpx.Client) -> None:
+    import trustme
+
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    key_file, cert_file, ca_file = (tmp_path / n for n in ("key.pem", "cert.pem", "ca.pem"))
+    cert.private_key_pem.write_to_path(str(key_file))
+    cert.cert_chain_pems[0].write_to_path(str(cert_file))
+    ca.cert_pem.write_to_path(str(ca_file))
+    app = ScriptedUpstream()
+    with ServerThread(app, ssl_keyfile=str(key_file), ssl_certfile=str(cert_file)) as server:
+        https_url = server.url.replace("http://", "https://")
+        with running_proxy(https_url, upstream_ca_file=str(ca_file)) as h:
+            resp = client.post(f"{h.url}{CHAT}?mode=sse&n=3&gap_ms=10", content=REQUEST)
+            raw = h.collector.wait(1)[0]
+        with running_proxy(https_url) as h:  # not signed by a CA it trusts: refused
+            refused = client.post(f"{h.url}{CHAT}", content=REQUEST)
+    assert resp.status_code == 200
+    assert resp.content.endswith(b"data: [DONE]\n\n")
+    assert raw.outcome is ExchangeOutcome.DONE
+    assert refused.status_code == 502
+    assert refused.json()["error"]["code"] == "upstream_connect_error"

@@ -356,3 +356,27 @@ def test_head_response_ends_without_a_body(upstream: tuple[ScriptedUpstream, str
     assert head.content == b""
     assert int(head.headers["content-length"]) > 0
     assert after.status_code == 200
+
+
+def test_expect_100_continue_is_answered_by_the_sidecar(
+    upstream: tuple[ScriptedUpstream, str],
+) -> None:
+    """The sidecar reads the whole body before forwarding, so it sends ``100 Continue``
+    itself (as nginx does) and drops ``Expect`` towards the upstream."""
+    _app, up_url = upstream
+    with (
+        running_proxy(up_url) as h,
+        socket.create_connection(_addr(h.url), timeout=30) as sock,
+    ):
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+            b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(REQUEST)
+        )
+        interim = sock.recv(65536)
+        sock.sendall(REQUEST)
+        status, _, body = _split(_read_until_closed(sock))
+    assert interim == b"HTTP/1.1 100 Continue\r\n\r\n"
+    assert status == 200
+    seen = json.loads(body)
+    assert seen["body"] == REQUEST.decode()
+    assert "expect" not in [k for k, _ in seen["headers"]]
