@@ -35,7 +35,8 @@ percentile − direct percentile over the pooled rounds. **CPU per 1,000 request
 is utime + stime from ``/proc`` of its process and every live descendant (nginx's workers;
 the sidecar's builder process), read before a round and after it — for the sidecar after
 ``/metrics`` shows every capture of the round written — divided by the requests the load
-generator sent. For the sidecar the builder's share is shown apart (``of which capture
+generator sent (a ``--proxy`` row's right after its round: its work must be done by
+then). For the sidecar the builder's share is shown apart (``of which capture
 builder``; the relay alone is the difference).
 
 ``--pin``: the proxies run on CPU 0 (``taskset -c 0``: nginx's workers; the sidecar's relay
