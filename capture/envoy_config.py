@@ -7,8 +7,10 @@ The rendered bootstrap (Envoy v3 API, checked against Envoy 1.40) has:
   sniffing, ``codec_type: AUTO``) whose HTTP connection manager is a transparent proxy:
   no request id generated, the upstream's ``Server`` header passed through
   (``server_header_transformation: PASS_THROUGH``), no ``x-envoy-*`` headers added by the
-  router (``suppress_envoy_headers``), the client's address appended to
-  ``X-Forwarded-For`` (``use_remote_address``), and **no route timeout** (``timeout: 0s``:
+  router (``suppress_envoy_headers``), ``X-Forwarded-For`` forwarded as received
+  (``use_remote_address: false``, like a plain nginx ``proxy_pass``; Envoy does add
+  ``X-Forwarded-Proto``), ``Host`` rewritten to the upstream's authority with the client's
+  in ``X-Forwarded-Host`` (as the sidecar does), and **no route timeout** (``timeout: 0s``:
   Envoy's 15 s default would cut long LLM streams); a stream that sends nothing for
   ``stream_idle_timeout_s`` is reset (``stream_idle_timeout``);
 * **the ext_proc filter** (``envoy.filters.http.ext_proc``) in ``observability_mode``:
@@ -30,7 +32,9 @@ The rendered bootstrap (Envoy v3 API, checked against Envoy 1.40) has:
 * **cluster** ``shadow_eval_capture``: the capture service's gRPC port, HTTP/2, circuit
   breakers at ``max_capture_streams`` (over it the processor stream cannot open: the
   request is served, not captured, and ``ext_proc.streams_failed`` counts it);
-* **admin** on loopback only (``/stats``, ``/stats/prometheus``, ``/ready``).
+* **admin** on loopback only (``/stats``, ``/stats/prometheus``, ``/ready``);
+* **a connection limit**: the overload manager's ``global_downstream_max_connections``
+  at ``max_downstream_connections``.
 
 Sources: Envoy's API reference for ``ext_proc.v3.ExternalProcessor``,
 ``http_connection_manager.v3.HttpConnectionManager`` and ``route.v3.RouteAction``
@@ -73,6 +77,10 @@ _HCM_TYPE = (
 )
 _ROUTER_TYPE = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
 _HTTP_OPTIONS_TYPE = "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+_CONNECTIONS_TYPE = (
+    "type.googleapis.com/envoy.extensions.resource_monitors.downstream_connections.v3."
+    "DownstreamConnectionsConfig"
+)
 _TLS_TYPE = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext"
 
 
@@ -97,6 +105,9 @@ class EnvoyConfigSpec:
         max_upstream_connections: circuit-breaker limits of the upstream cluster
             (connections, pending and active requests).
         max_capture_streams: circuit-breaker limit of concurrent processor streams.
+        max_downstream_connections: client connections Envoy accepts at once (the overload
+            manager's ``global_downstream_max_connections``; over it a connection is
+            closed at accept and counted in ``overload.*``).
     """
 
     upstream_url: str
@@ -111,6 +122,7 @@ class EnvoyConfigSpec:
     deferred_close_timeout_s: float = 5.0
     max_upstream_connections: int = 1000
     max_capture_streams: int = 10_000
+    max_downstream_connections: int = 10_000
 
     @classmethod
     def from_settings(cls, capture: CaptureSettings, envoy: EnvoySettings) -> EnvoyConfigSpec:
@@ -128,6 +140,7 @@ class EnvoyConfigSpec:
             deferred_close_timeout_s=envoy.deferred_close_timeout_s,
             max_upstream_connections=capture.upstream_max_connections,
             max_capture_streams=envoy.max_capture_streams,
+            max_downstream_connections=envoy.max_downstream_connections,
         )
 
 
@@ -195,12 +208,19 @@ def _upstream(url: str) -> tuple[str, str, int]:
     return parts.scheme, parts.hostname, port
 
 
-def _route(match: dict[str, Any], *, capture: bool) -> dict[str, Any]:
+def _route(match: dict[str, Any], authority: str, *, capture: bool) -> dict[str, Any]:
     route: dict[str, Any] = {
         "match": match,
-        # timeout 0s: no limit on the whole response (Envoy's default 15 s would cut long
-        # LLM streams); stream_idle_timeout still resets a stream that stops flowing.
-        "route": {"cluster": UPSTREAM_CLUSTER, "timeout": "0s"},
+        "route": {
+            "cluster": UPSTREAM_CLUSTER,
+            # no limit on the whole response (Envoy's default 15 s would cut long LLM
+            # streams); stream_idle_timeout still resets a stream that stops flowing
+            "timeout": "0s",
+            # the upstream's own authority, the client's kept in X-Forwarded-Host (as the
+            # sidecar does: virtual hosting at the model server keeps working)
+            "host_rewrite_literal": authority,
+            "append_x_forwarded_host": True,
+        },
     }
     if not capture:
         route["typed_per_filter_config"] = {
@@ -226,14 +246,22 @@ def render_envoy_config(spec: EnvoyConfigSpec) -> str:
     if not spec.routes:
         raise ConfigError("capture.routes is empty: nothing to capture", field="capture.routes")
     marker = SHADOW_MARKER.decode("ascii")
+    default_port = 443 if scheme == "https" else 80
+    authority = up_host if up_port == default_port else f"{up_host}:{up_port}"
+    if ":" in up_host:  # an IPv6 literal
+        authority = f"[{up_host}]" if up_port == default_port else f"[{up_host}]:{up_port}"
     routes = [
         # shadow-eval's own replay traffic: proxied, never captured
-        _route({"prefix": "/", "headers": [{"name": marker, "present_match": True}]}, capture=False)
+        _route(
+            {"prefix": "/", "headers": [{"name": marker, "present_match": True}]},
+            authority,
+            capture=False,
+        )
     ]
     for path in spec.routes:
         post = {"name": ":method", "string_match": {"exact": "POST"}}
-        routes.append(_route({"path": path, "headers": [post]}, capture=True))
-    routes.append(_route({"prefix": "/"}, capture=False))
+        routes.append(_route({"path": path, "headers": [post]}, authority, capture=True))
+    routes.append(_route({"prefix": "/"}, authority, capture=False))
     ext_proc = {
         "name": EXT_PROC_FILTER,
         "typed_config": {
@@ -259,7 +287,7 @@ def render_envoy_config(spec: EnvoyConfigSpec) -> str:
         "stat_prefix": LIVE_STAT_PREFIX,
         "codec_type": "AUTO",
         "generate_request_id": False,
-        "use_remote_address": True,
+        "use_remote_address": False,
         "server_header_transformation": "PASS_THROUGH",
         "stream_idle_timeout": _duration(spec.stream_idle_timeout_s),
         "route_config": {
@@ -303,6 +331,17 @@ def render_envoy_config(spec: EnvoyConfigSpec) -> str:
     }
     bootstrap = {
         "admin": {"address": _address("127.0.0.1", admin_port)},
+        "overload_manager": {
+            "resource_monitors": [
+                {
+                    "name": "envoy.resource_monitors.global_downstream_max_connections",
+                    "typed_config": {
+                        "@type": _CONNECTIONS_TYPE,
+                        "max_active_downstream_connections": spec.max_downstream_connections,
+                    },
+                }
+            ]
+        },
         "static_resources": {
             "listeners": [
                 {

@@ -12,6 +12,10 @@ stops accepting; requests in flight go on), wait until ``http.live.downstream_rq
 is 0 or ``grace_s`` passed, then SIGTERM (Envoy closes what is left), SIGKILL after
 ``kill_after_s``. Envoy's stderr goes to ``log_path`` when given (else it is inherited).
 
+Envoy runs in its own session (``start_new_session``), so a terminal's SIGINT or a signal
+sent to this process's group reaches the launcher only, which then drains and stops
+Envoy; a launcher killed with SIGKILL leaves Envoy running (send SIGTERM).
+
 Source: Envoy's operations docs: command line options, the administration interface
 (``/ready``, ``/listeners``, ``/stats``, ``/drain_listeners``) (envoyproxy.io, v1.40).
 """
@@ -128,7 +132,11 @@ class EnvoyProcess(AsyncLifecycle):
         if self.log_path is not None:
             args += ["--log-path", str(self.log_path)]
         self._client = httpx.AsyncClient(timeout=5.0, trust_env=False)
-        self._proc = await asyncio.create_subprocess_exec(*args, stdin=asyncio.subprocess.DEVNULL)
+        # its own session: a terminal's Ctrl-C (or a signal to our process group) reaches
+        # this process only, which drains Envoy gracefully instead of Envoy quitting at once
+        self._proc = await asyncio.create_subprocess_exec(
+            *args, stdin=asyncio.subprocess.DEVNULL, start_new_session=True
+        )
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.ready_timeout_s
         while True:

@@ -20,20 +20,28 @@ so a hand-written Envoy config cannot make it capture more. For a request it wil
 capture the service returns at once, which closes the stream: Envoy then sends nothing
 more for it.
 
-**Timings.** Every time is the service's ``time.perf_counter_ns()`` when it *read* the
-message from the stream (Envoy sends no per-piece timestamp). ``start_ns`` is the arrival
-of the message that ended the request (headers with ``end_of_stream``, the last body piece
-or the trailers; Envoy streams the request upstream as it goes, so the upstream has the
-whole request at about that moment); ``response_start_ns`` the response headers; each
-chunk its own message; ``end_ns`` the message that ended the response. Both ends of every
-interval cross the same loopback gRPC stream, so a constant transit delay cancels out of
-TTFT, TPOT and e2e: while the service keeps up they match what Envoy saw to within the
-event loop's scheduling delay (well under a millisecond when idle). When the service falls
-behind (CPU-starved, a long pause), messages queue in Envoy and in the stream, arrival
-times bunch up and latencies are *under*-stated; ``shadoweval_ext_proc_arrival_lag_seconds``
-(arrival of the request headers minus Envoy's ``request.time`` attribute, the moment Envoy
-received the request's first byte, both wall clocks of the same machine) shows how far
-behind the service is. The sidecar measures at the proxy itself and has no such caveat.
+**Timings.** Envoy sends no per-piece timestamp, so the pieces are timed by the service:
+each chunk's time, ``response_start_ns`` and ``end_ns`` are the service's
+``time.perf_counter_ns()`` when it *read* that message from the stream. The start
+(``start_ns``, from which TTFB/TTFT/e2e count) is Envoy's own ``request.time`` attribute —
+when Envoy received the request's first byte (microsecond resolution, wall clock) — carried
+onto the perf clock by the lag measured when the request headers were read
+(``start_ns = read_ns - (now_wall - request.time)``). Anchoring there matters: a new gRPC
+stream's set-up delays its first messages by a few milliseconds (3.8 ms on an idle
+loopback here), which would otherwise be cut out of every TTFT. What remains:
+
+* each piece's own transit and scheduling delay (gRPC over loopback and the event loop;
+  well under a millisecond while the service keeps up) is *added* to its time, so TTFT,
+  e2e and ITL read slightly high; the sidecar reads them at the proxy itself;
+* the start is the first request byte, the sidecar's is after it read the whole request
+  body: a long upload counts into the Envoy front end's TTFB/TTFT;
+* when the service falls behind (CPU-starved, a long pause), messages queue in Envoy and
+  in the stream and their read times are late, bunched: TTFT/e2e read high and ITL is
+  distorted. ``shadoweval_ext_proc_arrival_lag_seconds`` (request headers read minus
+  ``request.time``) shows how far behind the service is;
+* ``request.time`` is a wall clock: with the service on another machine, clock skew adds
+  to TTFT. A lag that is negative or over 10 s is not used: the start is then the arrival
+  of the request's end (counted in ``shadoweval_ext_proc_timing_fallbacks_total``).
 
 **Incomplete streams** are exchanges too, never dropped: the stream ends (Envoy
 half-closes when the HTTP stream ended: client disconnected, upstream reset) before the
@@ -77,6 +85,13 @@ from shadoweval.records import ExchangeOutcome, new_exchange_id, utc_now
 logger = logging.getLogger(__name__)
 
 _perf_ns = time.perf_counter_ns
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+MAX_ANCHOR_LAG_NS = 10_000_000_000
+"""Largest ``request.time`` lag (10 s) still used as the start of the exchange's timings;
+beyond it (or negative: clocks of two machines disagree) the start is the arrival of the
+request's end, and ``shadoweval_ext_proc_timing_fallbacks_total`` counts it."""
 
 VIA_UPSTREAM = "via_upstream"
 """``response.code_details`` of a response that came from the upstream (Envoy's value)."""
@@ -143,6 +158,12 @@ class ExtProcMetrics:
         self.active = Gauge(
             "shadoweval_ext_proc_streams_active", "ext_proc streams open now.", registry=r
         )
+        self.timing_fallbacks = Counter(
+            "shadoweval_ext_proc_timing_fallbacks_total",
+            "Captured exchanges timed from the service's arrival times only (request.time "
+            "missing, negative or over 10 s behind).",
+            registry=r,
+        )
         self.arrival_lag = Histogram(
             "shadoweval_ext_proc_arrival_lag_seconds",
             "Request headers read by the service minus Envoy's request.time.",
@@ -160,6 +181,22 @@ def _header_pairs(header_map: Any) -> list[tuple[bytes, bytes]]:
         (h.key.encode("latin-1"), h.raw_value if h.raw_value else h.value.encode("latin-1"))
         for h in header_map.headers
     ]
+
+
+def _request_time(msg: Any) -> tuple[datetime, int] | None:
+    """Envoy's ``request.time`` attribute (when it received the request's first byte) as
+    ``(aware datetime, Unix ns)``, or ``None`` when absent or unreadable."""
+    value = _attribute(msg, "request.time")
+    if value is None or not value.string_value:
+        return None
+    try:
+        at = datetime.fromisoformat(value.string_value)
+    except ValueError:
+        return None
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    delta = at - _EPOCH
+    return at, (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
 
 
 def _attribute(msg: Any, name: str) -> Any:
@@ -273,9 +310,8 @@ class StreamTap:
         if authority is not None:  # the client's Host (HTTP/1.1) or :authority (HTTP/2)
             regular.insert(0, (b"host", authority))
         self._ext.streams.labels(result="captured").inc()
-        self._observe_lag(msg)
         self.done = False
-        self.raw = RawCapture(
+        raw = self.raw = RawCapture(
             exchange_id=exchange_id,
             captured_at=utc_now(),
             start_ns=now_ns,
@@ -285,19 +321,22 @@ class StreamTap:
             request_headers=regular,
             session_key_hash=key_hash,
         )
+        envoy_at = _request_time(msg)
+        if envoy_at is not None:
+            lag_ns = time.time_ns() - envoy_at[1]
+            self._ext.arrival_lag.observe(max(0, lag_ns) / 1e9)
+            if 0 <= lag_ns <= MAX_ANCHOR_LAG_NS:
+                # Envoy's moment on this process's perf clock: the stream's set-up and
+                # transit delay do not count into TTFT
+                raw.start_ns = now_ns - lag_ns
+                raw.captured_at = envoy_at[0]
+                self._request_done = True
+            else:
+                self._ext.timing_fallbacks.inc()
+        else:
+            self._ext.timing_fallbacks.inc()
         if headers.end_of_stream:
             self._request_end(now_ns)
-
-    def _observe_lag(self, msg: Any) -> None:
-        value = _attribute(msg, "request.time")
-        if value is None or not value.string_value:
-            return
-        try:
-            envoy_at = datetime.fromisoformat(value.string_value.replace("Z", "+00:00"))
-        except ValueError:
-            return
-        lag_s = (datetime.now(UTC) - envoy_at).total_seconds()
-        self._ext.arrival_lag.observe(max(0.0, lag_s))
 
     def _request_end(self, now_ns: int) -> None:
         if not self._request_done and self.raw is not None:

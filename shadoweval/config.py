@@ -248,7 +248,9 @@ class EnvoySettings(BaseModel):
     ``deferred_close_timeout``). ``max_capture_streams``: the most concurrent processor
     streams (the ext_proc cluster's circuit breaker and the gRPC server's
     ``maximum_concurrent_rpcs``; over it a request is served but not captured, and Envoy
-    counts it). ``ready_timeout_s``: how long to wait for Envoy to report ``LIVE``.
+    counts it). ``max_downstream_connections``: client connections Envoy holds at once
+    (its overload manager closes more at accept). ``ready_timeout_s``: how long to wait for
+    Envoy to report ``LIVE``.
     """
 
     ext_proc_host: str = "127.0.0.1"
@@ -259,6 +261,7 @@ class EnvoySettings(BaseModel):
     stream_idle_timeout_s: float = Field(default=300.0, gt=0)
     deferred_close_timeout_s: float = Field(default=5.0, gt=0)
     max_capture_streams: int = Field(default=10_000, ge=1)
+    max_downstream_connections: int = Field(default=10_000, ge=1)
     ready_timeout_s: float = Field(default=30.0, gt=0)
 
 
