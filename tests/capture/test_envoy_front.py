@@ -369,3 +369,33 @@ def test_capture_service_slow_no_live_failure_and_everything_counted(
     assert len(done) + len(incomplete) == N_LIVE
     reset = harness.metric("shadoweval_ext_proc_incomplete_total", reason="stream_reset")
     assert reset == len(incomplete)
+
+
+def test_stop_lets_a_stream_in_flight_finish(upstream: tuple[ScriptedUpstream, str]) -> None:
+    _app, up_url = upstream
+    sink = CollectingSink()
+    harness = FrontEndThread(
+        _settings(up_url, grace_period_s=60.0), builder_mode="inline", sinks=[sink]
+    ).__enter__()
+    query = "mode=sse&n=20&gap_ms=100"
+    with httpx.Client(timeout=60) as client:
+        expected = client.post(f"{up_url}{CHAT}?{query}", content=REQUEST).content
+    received = bytearray()
+    stopper: threading.Thread | None = None
+    try:
+        with (
+            httpx.Client(timeout=60) as client,
+            client.stream("POST", f"{harness.url}{CHAT}?{query}", content=REQUEST) as resp,
+        ):
+            for piece in resp.iter_raw():
+                received += piece
+                if stopper is None:  # SIGTERM's path, while the stream is running
+                    stopper = threading.Thread(target=harness.stop)
+                    stopper.start()
+    finally:
+        if stopper is None:
+            harness.stop()
+        else:
+            stopper.join(120)
+    assert bytes(received) == expected
+    assert [e.outcome for e in sink.exchanges] == [ExchangeOutcome.DONE]
