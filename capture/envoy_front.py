@@ -342,6 +342,12 @@ class EnvoyFrontEnd(AsyncLifecycle):
                 loop.add_signal_handler(sig, self.request_shutdown)
         try:
             await self.start()
+        except BaseException:
+            if install_signal_handlers:
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    loop.remove_signal_handler(sig)
+            raise
+        try:
             if on_ready is not None:
                 on_ready(self)
             await self._shutdown.wait()
