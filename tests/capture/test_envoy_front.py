@@ -399,3 +399,27 @@ def test_stop_lets_a_stream_in_flight_finish(upstream: tuple[ScriptedUpstream, s
             stopper.join(120)
     assert bytes(received) == expected
     assert [e.outcome for e in sink.exchanges] == [ExchangeOutcome.DONE]
+
+
+def test_over_max_capture_streams_is_served_and_counted(
+    upstream: tuple[ScriptedUpstream, str],
+) -> None:
+    _app, up_url = upstream
+    sink = CollectingSink()
+    with FrontEndThread(
+        _settings(up_url),
+        EnvoySettings(max_capture_streams=2, deferred_close_timeout_s=1.0),
+        builder_mode="inline",
+        sinks=[sink],
+    ) as harness:
+        bodies, expected = _live_burst(harness.url, up_url, "mode=sse&n=10&gap_ms=50")
+        assert bodies == [expected] * N_LIVE  # 0 live failures
+        stats = harness.envoy_stats()
+        captured = sink.wait(N_LIVE - stats["http.live.ext_proc.streams_failed"])
+    # every request is either captured or counted by Envoy as a stream it could not open
+    assert stats["http.live.ext_proc.streams_failed"] > 0
+    assert len(captured) + stats["http.live.ext_proc.streams_failed"] == N_LIVE
+    assert (
+        stats["http.live.ext_proc.failure_mode_allowed"]
+        == stats["http.live.ext_proc.streams_failed"]
+    )
