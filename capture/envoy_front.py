@@ -21,6 +21,12 @@ The service sends nothing to the upstream on its own: the live model's name is
 of its response (:func:`capture.identity.resolve_identity`); ``/readyz`` follows Envoy's
 own ``/ready`` instead of probing the upstream.
 
+Priority: once Envoy is ``LIVE`` the service lowers its own CPU priority by
+``envoy.capture_nice`` (every thread; builder processes started later inherit it), so on a
+machine it shares with Envoy the live path wins the CPU and capture is what falls behind —
+and what falls behind is counted (``shadoweval_ext_proc_incomplete_total``, Envoy's
+counters).
+
 Shutdown (SIGTERM/SIGINT, or :meth:`EnvoyFrontEnd.request_shutdown`): ``/readyz`` turns
 503; Envoy stops accepting and its requests in flight may finish within
 ``capture.grace_period_s``; Envoy is terminated (a processor stream still open ends then:
@@ -35,6 +41,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import os
 import signal
 import socket
 import tempfile
@@ -240,6 +247,8 @@ class EnvoyFrontEnd(AsyncLifecycle):
         self._envoy_ok = (True, "LIVE")
         self.readiness.required["envoy"] = lambda: self._envoy_ok
         self._watch_task = asyncio.create_task(self._watch_envoy(), name="envoy-watch")
+        if env.capture_nice:
+            lower_own_priority(env.capture_nice)
 
     async def _start_admin(self) -> None:
         cap = self.capture
@@ -360,6 +369,24 @@ class EnvoyFrontEnd(AsyncLifecycle):
             if install_signal_handlers:
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     loop.remove_signal_handler(sig)
+
+
+def lower_own_priority(increment: int) -> None:
+    """Add ``increment`` to the nice value of every thread of this process (Linux: nice is
+    per thread; threads and processes started later inherit it). Never raises: a platform
+    without ``/proc`` or ``setpriority`` is logged and left as it is."""
+    try:
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        tids = [0]
+    for tid in tids:
+        try:
+            current = os.getpriority(os.PRIO_PROCESS, tid)
+            os.setpriority(os.PRIO_PROCESS, tid, min(19, current + increment))
+        except (OSError, AttributeError) as exc:
+            logger.warning("could not lower the capture service's priority: %s", exc)
+            return
+    logger.info("capture service niced by %d (Envoy keeps its priority)", increment)
 
 
 def _sink_probe(sink: ExchangeSink) -> Callable[[], tuple[bool, str]]:

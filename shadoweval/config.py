@@ -250,7 +250,10 @@ class EnvoySettings(BaseModel):
     ``maximum_concurrent_rpcs``; over it a request is served but not captured, and Envoy
     counts it). ``max_downstream_connections``: client connections Envoy holds at once
     (its overload manager closes more at accept). ``ready_timeout_s``: how long to wait for
-    Envoy to report ``LIVE``.
+    Envoy to report ``LIVE``. ``capture_nice``: once Envoy runs, the capture service lowers
+    its own CPU priority by this much (``nice``, every thread, and the builder processes it
+    starts later; Envoy keeps its priority), so on a shared machine the live path wins the
+    CPU and capture is what falls behind (counted); ``0`` leaves it.
     """
 
     ext_proc_host: str = "127.0.0.1"
@@ -262,6 +265,7 @@ class EnvoySettings(BaseModel):
     deferred_close_timeout_s: float = Field(default=5.0, gt=0)
     max_capture_streams: int = Field(default=10_000, ge=1)
     max_downstream_connections: int = Field(default=10_000, ge=1)
+    capture_nice: int = Field(default=10, ge=0, le=19)
     ready_timeout_s: float = Field(default=30.0, gt=0)
 
 

@@ -75,7 +75,9 @@ class FrontEndThread:
     ) -> None:
         capture = capture.model_copy(update={"host": "127.0.0.1", "port": 0, "admin_port": 0})
         envoy = (envoy or EnvoySettings()).model_copy(
-            update={"ext_proc_port": 0, "admin_port": 0, "concurrency": 1}
+            # capture_nice 0: the service runs inside the test process, which must keep
+            # its priority (the CLI test checks the nice value of a real front end)
+            update={"ext_proc_port": 0, "admin_port": 0, "concurrency": 1, "capture_nice": 0}
         )
         self._tmp = tempfile.TemporaryDirectory(prefix="envoy-front-test-")
         self.log_path = Path(self._tmp.name) / "envoy.log"

@@ -46,6 +46,15 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _nice_values(pid: int) -> set[int]:
+    """The nice value of every thread of ``pid`` (``/proc/PID/task/TID/stat`` field 19)."""
+    values = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        stat = (task / "stat").read_text()
+        values.add(int(stat[stat.rindex(")") + 2 :].split()[16]))
+    return values
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -123,6 +132,10 @@ def test_capture_envoy_serves_captures_and_stops_on_sigterm(
         match = re.search(r"envoy pid (\d+)", text.replace("\n", " "))
         assert match, text
         envoy_pid = int(match.group(1))
+        # the capture service lowered its own priority, Envoy (the live path) kept its own
+        base = os.getpriority(os.PRIO_PROCESS, 0)
+        assert _nice_values(proc.pid) == {min(19, base + 10)}
+        assert _nice_values(envoy_pid) == {base}
         query = "?mode=sse&n=5&gap_ms=10"
         with httpx.Client(timeout=30) as client:
             direct = client.post(f"{up_url}{CHAT}{query}", content=REQUEST).content

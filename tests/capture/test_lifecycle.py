@@ -78,7 +78,7 @@ def _sidecar(tmp_path: Path) -> Sidecar:
 def _envoy_front(tmp_path: Path) -> EnvoyFrontEnd:
     return EnvoyFrontEnd(
         CaptureSettings(port=0, admin_port=0),
-        EnvoySettings(ext_proc_port=0, admin_port=0, concurrency=1),
+        EnvoySettings(ext_proc_port=0, admin_port=0, concurrency=1, capture_nice=0),
         work_dir=tmp_path / "envoy-front",
         envoy_log_path=tmp_path / "envoy-front.log",
         builder_mode="inline",
