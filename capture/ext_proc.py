@@ -255,7 +255,8 @@ class StreamTap:
         """Apply one ``ProcessingRequest`` read at ``now_ns``; True when the stream is done."""
         kind = msg.WhichOneof("request")
         if self.raw is None:
-            if kind != "request_headers":  # nothing captured: ignore, the stream ends
+            if kind != "request_headers":  # a stream that does not start with the headers
+                self._ext.streams.labels(result="no_headers").inc()
                 self.done = True
                 return True
             self._start(msg, now_ns)

@@ -261,3 +261,10 @@ def test_renderer_is_deterministic_and_keeps_the_live_path_rules() -> None:
     assert upstream["type"] == "LOGICAL_DNS"
     assert upstream["transport_socket"]["typed_config"]["sni"] == "models.example"
     assert doc["admin"]["address"]["socket_address"]["address"] == "127.0.0.1"
+
+
+def test_stream_starting_without_request_headers_is_counted_and_ended() -> None:
+    tap, metrics, _ = _tap()
+    assert tap.feed(response_headers(), 1) is True
+    assert tap.take() is None
+    assert _sample(metrics, "shadoweval_ext_proc_streams_total", result="no_headers") == 1
