@@ -22,10 +22,11 @@ import httpx
 import pytest
 
 from capture.envoy_config import EnvoyConfigSpec, render_envoy_config
+from capture.envoy_process import EnvoyProcess
 from shadoweval.capture_log import read_capture_log
 from shadoweval.config import CaptureSettings, EnvoySettings
 from shadoweval.records import ExchangeOutcome
-from tests.capture.envoy_harness import envoy_binary
+from tests.capture.envoy_harness import LoopThread, envoy_binary
 from tests.capture.upstreams import ScriptedUpstream, ServerThread
 from tests.waiting import wait_until
 
@@ -154,3 +155,50 @@ def test_capture_envoy_serves_captures_and_stops_on_sigterm(
     assert len(entries) == 3
     assert all(e.exchange is not None for e in entries)
     assert {e.exchange.outcome for e in entries if e.exchange} == {ExchangeOutcome.DONE}
+
+
+def test_no_launch_serves_an_envoy_run_from_envoy_config(
+    upstream: tuple[ScriptedUpstream, str], tmp_path: Path
+) -> None:
+    """The production split: the capture service alone, Envoy started by someone else from
+    the YAML that ``capture envoy-config`` wrote."""
+    _app, up_url = upstream
+    grpc_port, port = _free_port(), _free_port()
+    capture_dir = tmp_path / "capture"
+    log = tmp_path / "stderr.txt"
+    config = tmp_path / "envoy.yaml"
+    common = ["--upstream", up_url, "--port", str(port), "--ext-proc-port", str(grpc_port)]
+    written = subprocess.run(
+        [sys.executable, "-m", "faces.cli", "capture", "envoy-config", *common,
+         "--envoy-admin-port", "0", "--out", str(config)],
+        capture_output=True, text=True, env=_cli_env(), timeout=120, check=False,
+    )  # fmt: skip
+    assert written.returncode == 0, written.stderr
+    cmd = [sys.executable, "-m", "faces.cli", "capture", "envoy", "--no-launch", *common,
+           "--admin-port", "0", "--capture-dir", str(capture_dir)]  # fmt: skip
+    with log.open("w") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=_cli_env())
+    loop = LoopThread()
+    envoy = EnvoyProcess(
+        envoy_binary(), config.read_text(), tmp_path / "envoy", log_path=tmp_path / "envoy.log"
+    )
+    try:
+        wait_until(lambda: "ready" in log.read_text() or proc.poll() is not None, "the ready line")
+        assert proc.poll() is None, log.read_text()
+        assert "Envoy not launched" in log.read_text().replace("\n", " ")
+        loop.run(envoy.start())
+        with httpx.Client(timeout=30) as client:
+            resp = client.post(f"http://127.0.0.1:{port}{CHAT}?mode=sse&n=3", content=REQUEST)
+        assert resp.status_code == 200
+        assert resp.content.endswith(b"data: [DONE]\n\n")
+        loop.run(envoy.stop())
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=120) == 0, log.read_text()
+    finally:
+        loop.run(envoy.stop())
+        loop.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    entries = list(read_capture_log(capture_dir))
+    assert [e.exchange.outcome for e in entries if e.exchange] == [ExchangeOutcome.DONE]
