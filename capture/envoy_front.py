@@ -29,9 +29,12 @@ counters).
 
 Shutdown (SIGTERM/SIGINT, or :meth:`EnvoyFrontEnd.request_shutdown`): ``/readyz`` turns
 503; Envoy stops accepting and its requests in flight may finish within
-``capture.grace_period_s``; Envoy is terminated (a processor stream still open ends then:
-captured as ``cancelled``); the gRPC server stops; the queue is built and handed to the
-sinks within ``capture.flush_deadline_s``; the admin port closes. A second signal skips
+``capture.grace_period_s``; the processor streams may then deliver what Envoy still holds
+(at most ``envoy.deferred_close_timeout_s`` + 1 s); Envoy is terminated (a processor
+stream still open ends then: captured as ``cancelled``; with an Envoy run elsewhere the
+streams in flight may run within the grace period instead); the gRPC server stops; the
+queue is built and handed to the sinks within ``capture.flush_deadline_s``; the admin
+port closes. A second signal skips
 the grace period.
 """
 
@@ -301,7 +304,11 @@ class EnvoyFrontEnd(AsyncLifecycle):
             with contextlib.suppress(asyncio.CancelledError):
                 await self._watch_task
         if self.envoy_process is not None:
-            await self.envoy_process.stop(grace_s=grace_s)
+            await self.envoy_process.drain(grace_s)
+            await self._wait_streams_closed(self.envoy.deferred_close_timeout_s + 1.0)
+            await self.envoy_process.stop()
+        else:  # an Envoy run elsewhere: let the streams in flight end within the grace
+            await self._wait_streams_closed(grace_s)
         if self.processor is not None:
             self.processor.stopping = True
         if self._grpc is not None:
@@ -315,6 +322,21 @@ class EnvoyFrontEnd(AsyncLifecycle):
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
+
+    async def _wait_streams_closed(self, timeout_s: float) -> None:
+        """Let the processor streams deliver what Envoy still holds, at most ``timeout_s``
+        (after the drain: ``deferred_close_timeout_s`` + 1 s, Envoy resets them by then
+        anyway), so the last exchanges are complete rather than cut by Envoy's exit."""
+        processor = self.processor
+        if processor is None:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while processor.active and loop.time() < deadline:
+            proc = self.envoy_process
+            if proc is not None and proc.returncode is not None:
+                return
+            await asyncio.sleep(0.02)
 
     # -- serving ---------------------------------------------------------------------
 

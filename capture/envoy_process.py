@@ -210,8 +210,17 @@ class EnvoyProcess(AsyncLifecycle):
         assert self._proc is not None
         return await self._proc.wait()
 
+    async def drain(self, grace_s: float) -> None:
+        """Stop accepting and wait (at most ``grace_s``) until no request is in flight.
+
+        Envoy keeps running (its processor streams still deliver); never raises.
+        """
+        proc = self._proc
+        if proc is not None and proc.returncode is None and grace_s > 0 and not self._cut:
+            await self._drain(grace_s)
+
     async def stop(self, grace_s: float = 0.0, kill_after_s: float = 10.0) -> None:
-        """Stop accepting, let requests in flight finish within ``grace_s``, terminate.
+        """:meth:`drain` within ``grace_s``, then SIGTERM (SIGKILL after ``kill_after_s``).
 
         Idempotent; never raises for an Envoy that already exited.
         """
@@ -219,8 +228,7 @@ class EnvoyProcess(AsyncLifecycle):
             return
         proc = self._proc
         try:
-            if proc is not None and proc.returncode is None and grace_s > 0:
-                await self._drain(grace_s)
+            await self.drain(grace_s)
             if proc is not None and proc.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     proc.send_signal(signal.SIGTERM)
@@ -239,7 +247,8 @@ class EnvoyProcess(AsyncLifecycle):
         self._cut = True
 
     async def _drain(self, grace_s: float) -> None:
-        assert self._client is not None
+        if self._client is None:
+            return
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace_s
         active = f"http.{LIVE_STAT_PREFIX}.downstream_rq_active"

@@ -448,6 +448,8 @@ class CaptureProcessor(ext_proc_grpc.ExternalProcessorServicer):  # type: ignore
         self._metrics = metrics
         self._ext = ext_metrics
         self.stopping = False
+        self.active = 0
+        """Streams open now (the front end waits for 0 before it stops Envoy)."""
         self._kinds: dict[str, Any] = {}
 
     def _count(self, kind: str) -> None:
@@ -466,6 +468,7 @@ class CaptureProcessor(ext_proc_grpc.ExternalProcessorServicer):  # type: ignore
         """
         tap = StreamTap(self.settings, self._sampler, self._metrics, self._ext)
         self._ext.active.inc()
+        self.active += 1
         try:
             async for msg in request_iterator:
                 now = _perf_ns()
@@ -481,6 +484,7 @@ class CaptureProcessor(ext_proc_grpc.ExternalProcessorServicer):  # type: ignore
             tap.incomplete("stream_failed", _perf_ns(), f"{type(exc).__name__}: {exc}")
         finally:
             self._ext.active.dec()
+            self.active -= 1
             raw = tap.take()
             if raw is not None:
                 try:

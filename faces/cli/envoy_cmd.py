@@ -190,14 +190,16 @@ def capture_envoy(
         if not launch:
             err.print(
                 f"shadow-eval capture envoy: ready: capture service gRPC "
-                f":{ports.ext_proc_port}, admin {ports.admin_url} (Envoy not launched)"
+                f":{ports.ext_proc_port}, admin {ports.admin_url} (Envoy not launched)",
+                soft_wrap=True,  # one line: scripts (the benchmark) read it
             )
             return
         err.print(
             f"shadow-eval capture envoy: ready: live {ports.live_url} → {ports.upstream_url} "
             f"(envoy pid {ports.envoy_pid}, admin {ports.envoy_admin_url}); capture service "
             f"gRPC :{ports.ext_proc_port}, admin {ports.admin_url}; "
-            f"sinks {', '.join(settings.capture.sinks)}"
+            f"sinks {', '.join(settings.capture.sinks)}",
+            soft_wrap=True,  # one line: scripts (the benchmark) read it
         )
 
     try:

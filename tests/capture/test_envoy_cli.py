@@ -191,6 +191,14 @@ def test_no_launch_serves_an_envoy_run_from_envoy_config(
             resp = client.post(f"http://127.0.0.1:{port}{CHAT}?mode=sse&n=3", content=REQUEST)
         assert resp.status_code == 200
         assert resp.content.endswith(b"data: [DONE]\n\n")
+        admin = re.search(r"admin\s+(http://127\.0\.0\.1:\d+)", log.read_text().replace("\n", " "))
+        assert admin, log.read_text()
+
+        def captured() -> bool:  # the service read the whole exchange (it may lag Envoy)
+            text = httpx.get(admin.group(1) + "/metrics", timeout=10).text
+            return 'shadoweval_capture_captured_total{outcome="done"' in text
+
+        wait_until(captured, "the exchange to be captured")
         loop.run(envoy.stop())
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=120) == 0, log.read_text()
