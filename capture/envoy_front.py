@@ -66,7 +66,9 @@ from capture.pipeline import BuilderMode, CapturePipeline
 from capture.sampling import StickySampler
 from capture.sidecar import make_sinks
 from capture.sinks.base import ExchangeSink
+from shadoweval.bus import ensure_topics
 from shadoweval.config import CaptureSettings, EnvoySettings, KafkaSettings
+from shadoweval.errors import ShadowEvalError
 from shadoweval.lifecycle import AsyncLifecycle
 from shadoweval.probes import Readiness, probe_app
 
@@ -152,6 +154,7 @@ class EnvoyFrontEnd(AsyncLifecycle):
         self._admin_task: asyncio.Task[None] | None = None
         self._envoy_ok: tuple[bool, str] = (False, "not started")
         self._watch_task: asyncio.Task[None] | None = None
+        self._topic_task: asyncio.Task[None] | None = None
         self._shutdown = asyncio.Event()
 
     # -- lifecycle -------------------------------------------------------------------
@@ -226,6 +229,8 @@ class EnvoyFrontEnd(AsyncLifecycle):
         )
         for sink in sinks:
             self.readiness.informational[f"sink_{sink.name}"] = _sink_probe(sink)
+        if "kafka" in cap.sinks and self._sinks_override is None:
+            self._topic_task = asyncio.create_task(self._ensure_topic(), name="ensure-topic")
         if binary is None:
             self.readiness.required["ext_proc"] = lambda: (True, f"gRPC :{self.ext_proc_port}")
             return
@@ -252,6 +257,26 @@ class EnvoyFrontEnd(AsyncLifecycle):
         self._watch_task = asyncio.create_task(self._watch_envoy(), name="envoy-watch")
         if env.capture_nice:
             lower_own_priority(env.capture_nice)
+
+    async def _ensure_topic(self) -> None:
+        """Create the exchanges topic when missing, as the sidecar does (best effort: a
+        broker that is down or forbids creation is logged; the Kafka sink spools)."""
+        k = self.kafka
+        try:
+            created = await asyncio.wait_for(
+                ensure_topics(
+                    k.bootstrap_servers,
+                    [k.topic],
+                    partitions=k.partitions,
+                    replication_factor=k.replication_factor,
+                    max_message_bytes=k.max_message_bytes + 64 * 1024,
+                ),
+                k.send_timeout_s * 2,
+            )
+            if created:
+                logger.info("created topic %s (%d partitions)", k.topic, k.partitions)
+        except (TimeoutError, ShadowEvalError) as exc:
+            logger.warning("could not check or create topic %s: %s", k.topic, exc)
 
     async def _start_admin(self) -> None:
         cap = self.capture
@@ -299,10 +324,11 @@ class EnvoyFrontEnd(AsyncLifecycle):
 
     async def _release(self, grace_s: float) -> None:
         self.draining = True
-        if self._watch_task is not None:
-            self._watch_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watch_task
+        for task in (self._watch_task, self._topic_task):
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         if self.envoy_process is not None:
             await self.envoy_process.drain(grace_s)
             await self._wait_streams_closed(self.envoy.deferred_close_timeout_s + 1.0)

@@ -11,19 +11,23 @@ by Envoy's ext_proc counters or the service's metrics.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import socket
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
 
 from capture.envoy_config import EnvoyConfigSpec, render_envoy_config
+from shadoweval.bus import BusConsumer
 from shadoweval.capture_log import decode_exchange_line
-from shadoweval.config import CaptureSettings, EnvoySettings
+from shadoweval.config import CaptureSettings, EnvoySettings, KafkaSettings, SpoolSettings
 from shadoweval.records import Exchange, ExchangeOutcome
 from tests.capture.envoy_harness import (
     BareEnvoy,
@@ -34,6 +38,7 @@ from tests.capture.envoy_harness import (
     envoy_binary,
 )
 from tests.capture.upstreams import ScriptedUpstream, ServerThread
+from tests.kafka_broker import TansuBroker
 from tests.waiting import wait_until
 
 CHAT = "/v1/chat/completions"
@@ -423,3 +428,53 @@ def test_over_max_capture_streams_is_served_and_counted(
         stats["http.live.ext_proc.failure_mode_allowed"]
         == stats["http.live.ext_proc.streams_failed"]
     )
+
+
+@pytest.mark.kafka
+def test_kafka_sink_gets_the_exchanges_keyed_by_session(
+    upstream: tuple[ScriptedUpstream, str], kafka_broker: TansuBroker, tmp_path: Path
+) -> None:
+    _app, up_url = upstream
+    kafka = KafkaSettings(bootstrap_servers=kafka_broker.bootstrap, partitions=2)
+    capture = _settings(
+        up_url,
+        sinks=("kafka",),
+        builder="thread",
+        spool=SpoolSettings(directory=str(tmp_path / "spool")),
+    )
+    with (
+        FrontEndThread(capture, kafka=kafka) as harness,
+        httpx.Client(timeout=30) as client,
+    ):
+        for i in range(4):
+            resp = _post(
+                client,
+                f"{harness.url}{CHAT}?mode=sse&n=3&gap_ms=5",
+                headers={"x-session-id": f"conversation-{i % 2}"},
+            )
+            assert resp.status_code == 200
+        wait_until(
+            lambda: harness.metric("shadoweval_capture_produced_total", sink="kafka") == 4,
+            "4 exchanges acknowledged by the broker",
+        )
+    records = asyncio.run(_read_topic(kafka_broker.bootstrap, kafka.topic, 4))
+    exchanges = [Exchange.model_validate(orjson.loads(value)) for _, value in records]
+    assert [e.outcome for e in exchanges] == [ExchangeOutcome.DONE] * 4
+    keys = {key for key, _ in records}
+    assert len(keys) == 2  # the salted session-key hash, never the value
+    assert all(key is not None and b"conversation" not in key for key in keys)
+
+
+async def _read_topic(bootstrap: str, topic: str, want: int) -> list[tuple[bytes | None, bytes]]:
+    consumer = BusConsumer(bootstrap, topic, "reader")
+    await consumer.start()
+    out: list[tuple[bytes | None, bytes]] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(out) < want and time.monotonic() < deadline:
+            for record in await consumer.getmany(timeout_ms=500):
+                assert record.value is not None
+                out.append((record.key, record.value))
+    finally:
+        await consumer.stop()
+    return out
