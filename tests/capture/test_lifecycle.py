@@ -4,6 +4,9 @@ start raises :class:`LifecycleError`, a start after stop raises it too, stop is 
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,7 +16,7 @@ import pytest
 from capture.builder import ExchangeBuilder
 from capture.envoy_config import EnvoyConfigSpec, find_envoy_binary, render_envoy_config
 from capture.envoy_front import EnvoyFrontEnd
-from capture.envoy_process import EnvoyProcess
+from capture.envoy_process import EnvoyError, EnvoyProcess
 from capture.metrics import CaptureMetrics
 from capture.pipeline import CapturePipeline
 from capture.proxy import CaptureProxy
@@ -187,4 +190,17 @@ async def test_envoy_front_serve_refused_when_started_leaves_it_running(tmp_path
         with pytest.raises(LifecycleError, match="called twice"):
             await front.serve(install_signal_handlers=False)
         assert state(front) is LifecycleState.STARTED
+    assert state(front) is LifecycleState.STOPPED
+
+
+async def test_envoy_front_serve_fails_when_envoy_exits_on_its_own(tmp_path: Path) -> None:
+    front = _envoy_front(tmp_path)
+
+    def kill_envoy(f: EnvoyFrontEnd) -> None:
+        assert f.envoy_process is not None
+        assert f.envoy_process.pid is not None
+        os.kill(f.envoy_process.pid, signal.SIGKILL)
+
+    with pytest.raises(EnvoyError, match="exited on its own"):
+        await asyncio.wait_for(front.serve(install_signal_handlers=False, on_ready=kill_envoy), 120)
     assert state(front) is LifecycleState.STOPPED
