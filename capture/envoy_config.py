@@ -12,7 +12,18 @@ The rendered bootstrap (Envoy v3 API, checked against Envoy 1.40) has:
   ``X-Forwarded-Proto``), ``Host`` rewritten to the upstream's authority with the client's
   in ``X-Forwarded-Host`` (as the sidecar does), and **no route timeout** (``timeout: 0s``:
   Envoy's 15 s default would cut long LLM streams); a stream that sends nothing for
-  ``stream_idle_timeout_s`` is reset (``stream_idle_timeout``);
+  ``stream_idle_timeout_s`` is reset (``stream_idle_timeout``); the live-port limits of the
+  built-in sidecar, from the same ``capture.*`` settings: request headers within
+  ``header_read_timeout_s`` (``request_headers_timeout``: slowloris), the whole request
+  within ``header_read_timeout_s + body_read_timeout_s`` (``request_timeout``: 408), an idle
+  client connection — also one that never sends a byte — closed after
+  ``client_keepalive_timeout_s`` (``common_http_protocol_options.idle_timeout``), headers up
+  to ``max_request_header_bytes`` (``max_request_headers_kb``: 431), HTTP/1.0 clients
+  answered (``accept_http_10``; a request without ``Host`` gets the upstream's authority);
+* **the buffer filter** (``envoy.filters.http.buffer``) first: a request body over
+  ``max_request_body_bytes`` gets 413 (Envoy's own plain-text local reply, not the
+  sidecar's OpenAI-style JSON); like the sidecar, the request is read whole before it is
+  forwarded;
 * **the ext_proc filter** (``envoy.filters.http.ext_proc``) in ``observability_mode``:
   Envoy sends each request/response headers, body piece and trailers to the capture
   service as they pass and never waits for an answer (the proto: "the server must not
@@ -76,6 +87,7 @@ _HCM_TYPE = (
     "HttpConnectionManager"
 )
 _ROUTER_TYPE = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
+_BUFFER_TYPE = "type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer"
 _HTTP_OPTIONS_TYPE = "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 _CONNECTIONS_TYPE = (
     "type.googleapis.com/envoy.extensions.resource_monitors.downstream_connections.v3."
@@ -108,6 +120,10 @@ class EnvoyConfigSpec:
         max_downstream_connections: client connections Envoy accepts at once (the overload
             manager's ``global_downstream_max_connections``; over it a connection is
             closed at accept and counted in ``overload.*``).
+        header_read_timeout_s, body_read_timeout_s, client_keepalive_timeout_s,
+        max_request_header_bytes, max_request_body_bytes: the live-port limits (seconds,
+            bytes), as ``capture.*`` defines them for the built-in sidecar (Envoy's header
+            limit is in KiB: rounded up, at most 8,192).
     """
 
     upstream_url: str
@@ -123,6 +139,11 @@ class EnvoyConfigSpec:
     max_upstream_connections: int = 1000
     max_capture_streams: int = 10_000
     max_downstream_connections: int = 10_000
+    header_read_timeout_s: float = 10.0
+    body_read_timeout_s: float = 60.0
+    client_keepalive_timeout_s: float = 75.0
+    max_request_header_bytes: int = 64 * 1024
+    max_request_body_bytes: int = 32 * 1024 * 1024
 
     @classmethod
     def from_settings(cls, capture: CaptureSettings, envoy: EnvoySettings) -> EnvoyConfigSpec:
@@ -141,6 +162,11 @@ class EnvoyConfigSpec:
             max_upstream_connections=capture.upstream_max_connections,
             max_capture_streams=envoy.max_capture_streams,
             max_downstream_connections=envoy.max_downstream_connections,
+            header_read_timeout_s=capture.header_read_timeout_s,
+            body_read_timeout_s=capture.body_read_timeout_s,
+            client_keepalive_timeout_s=capture.client_keepalive_timeout_s,
+            max_request_header_bytes=capture.max_request_header_bytes,
+            max_request_body_bytes=capture.max_request_body_bytes,
         )
 
 
@@ -290,11 +316,25 @@ def render_envoy_config(spec: EnvoyConfigSpec) -> str:
         "use_remote_address": False,
         "server_header_transformation": "PASS_THROUGH",
         "stream_idle_timeout": _duration(spec.stream_idle_timeout_s),
+        "request_headers_timeout": _duration(spec.header_read_timeout_s),
+        "request_timeout": _duration(spec.header_read_timeout_s + spec.body_read_timeout_s),
+        "common_http_protocol_options": {
+            "idle_timeout": _duration(spec.client_keepalive_timeout_s)
+        },
+        "max_request_headers_kb": min(8192, -(-spec.max_request_header_bytes // 1024)),
+        "http_protocol_options": {"accept_http_10": True, "default_host_for_http_10": authority},
         "route_config": {
             "name": "live",
             "virtual_hosts": [{"name": "live", "domains": ["*"], "routes": routes}],
         },
         "http_filters": [
+            {
+                "name": "envoy.filters.http.buffer",
+                "typed_config": {
+                    "@type": _BUFFER_TYPE,
+                    "max_request_bytes": spec.max_request_body_bytes,
+                },
+            },
             ext_proc,
             {
                 "name": "envoy.filters.http.router",

@@ -29,8 +29,10 @@ counters).
 
 Shutdown (SIGTERM/SIGINT, or :meth:`EnvoyFrontEnd.request_shutdown`): ``/readyz`` turns
 503; Envoy stops accepting and its requests in flight may finish within
-``capture.grace_period_s``; the processor streams may then deliver what Envoy still holds
-(at most ``envoy.deferred_close_timeout_s`` + 1 s); Envoy is terminated (a processor
+``capture.grace_period_s`` (0: none; a second signal ends the wait); when every request
+ended, the processor streams may then deliver what Envoy still holds (at most
+``envoy.deferred_close_timeout_s`` + 1 s); Envoy is terminated (cutting what is still in
+flight) (a processor
 stream still open ends then: captured as ``cancelled``; with an Envoy run elsewhere the
 streams in flight may run within the grace period instead); the gRPC server stops; the
 queue is built and handed to the sinks within ``capture.flush_deadline_s``; the admin
@@ -330,9 +332,10 @@ class EnvoyFrontEnd(AsyncLifecycle):
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         if self.envoy_process is not None:
-            await self.envoy_process.drain(grace_s)
-            await self._wait_streams_closed(self.envoy.deferred_close_timeout_s + 1.0)
-            await self.envoy_process.stop()
+            idle = await self.envoy_process.drain(grace_s)
+            if idle:  # every request ended: let the processor streams deliver their last
+                await self._wait_streams_closed(self.envoy.deferred_close_timeout_s + 1.0)
+            await self.envoy_process.stop()  # cuts what is still in flight
         else:  # an Envoy run elsewhere: let the streams in flight end within the grace
             await self._wait_streams_closed(grace_s)
         if self.processor is not None:
@@ -360,7 +363,7 @@ class EnvoyFrontEnd(AsyncLifecycle):
         deadline = loop.time() + timeout_s
         while processor.active and loop.time() < deadline:
             proc = self.envoy_process
-            if proc is not None and proc.returncode is not None:
+            if proc is not None and (proc.returncode is not None or proc.grace_cut):
                 return
             await asyncio.sleep(0.02)
 

@@ -7,10 +7,13 @@ this launcher never hot-restarts). Ready means Envoy's admin ``GET /ready`` answ
 from ``GET /listeners?format=json`` (so ``port: 0`` works), the admin address from the
 file Envoy writes. Counters come from ``GET /stats?format=json``.
 
-Stopping (:meth:`EnvoyProcess.stop`): ``POST /drain_listeners?inboundonly`` (the listener
-stops accepting; requests in flight go on), wait until ``http.live.downstream_rq_active``
-is 0 or ``grace_s`` passed, then SIGTERM (Envoy closes what is left), SIGKILL after
-``kill_after_s``. Envoy's stderr goes to ``log_path`` when given (else it is inherited).
+Stopping (:meth:`EnvoyProcess.stop`): ``POST /drain_listeners`` (the listeners close at
+once: no new connection is accepted; requests in flight go on — not ``?inboundonly``, which
+drains only listeners marked ``traffic_direction: INBOUND`` and so drained nothing here),
+wait until ``http.live.downstream_rq_active`` is 0 or ``grace_s`` passed (0: not at all; a
+second stop signal, :meth:`EnvoyProcess.cut_grace`, ends the wait), then SIGTERM (Envoy
+closes what is left), SIGKILL after ``kill_after_s``. Envoy's stderr goes to ``log_path``
+when given (else it is inherited).
 
 Envoy runs in its own session (``start_new_session``), so a terminal's SIGINT or a signal
 sent to this process's group reaches the launcher only, which then drains and stops
@@ -83,6 +86,7 @@ class EnvoyProcess(AsyncLifecycle):
         self._proc: asyncio.subprocess.Process | None = None
         self._client: httpx.AsyncClient | None = None
         self._cut = False
+        self._drained = False
 
     @property
     def returncode(self) -> int | None:
@@ -210,14 +214,21 @@ class EnvoyProcess(AsyncLifecycle):
         assert self._proc is not None
         return await self._proc.wait()
 
-    async def drain(self, grace_s: float) -> None:
-        """Stop accepting and wait (at most ``grace_s``) until no request is in flight.
+    async def drain(self, grace_s: float) -> bool:
+        """Stop accepting and wait (at most ``grace_s``; 0 = not at all) until no request
+        is in flight.
 
         Envoy keeps running (its processor streams still deliver); never raises.
+
+        Returns:
+            ``True`` when no request was in flight at the end, ``False`` when the grace
+            period ran out, was 0 or was cut with requests still running (or Envoy could
+            not be asked).
         """
         proc = self._proc
-        if proc is not None and proc.returncode is None and grace_s > 0 and not self._cut:
-            await self._drain(grace_s)
+        if proc is None or proc.returncode is not None:
+            return True
+        return await self._drain(grace_s)
 
     async def stop(self, grace_s: float = 0.0, kill_after_s: float = 10.0) -> None:
         """:meth:`drain` within ``grace_s``, then SIGTERM (SIGKILL after ``kill_after_s``).
@@ -246,22 +257,33 @@ class EnvoyProcess(AsyncLifecycle):
         """Stop waiting for requests in flight: a drain in progress ends now."""
         self._cut = True
 
-    async def _drain(self, grace_s: float) -> None:
+    @property
+    def grace_cut(self) -> bool:
+        """Whether :meth:`cut_grace` was called (a second stop signal)."""
+        return self._cut
+
+    async def _drain(self, grace_s: float) -> bool:
         if self._client is None:
-            return
+            return False
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace_s
         active = f"http.{LIVE_STAT_PREFIX}.downstream_rq_active"
         try:
-            await self._client.post(self.admin_url + "/drain_listeners", params="inboundonly")
-            while loop.time() < deadline and not self._cut:
+            if not self._drained:
+                await self._client.post(self.admin_url + "/drain_listeners")
+                self._drained = True
+            while True:
                 stats = await self.stats(active)
                 if stats.get(active, 0) == 0:
-                    return
+                    return True
+                if self._cut or loop.time() >= deadline:
+                    break
                 await asyncio.sleep(0.1)
-            logger.warning("requests still in flight after the %.1f s grace period", grace_s)
+            if grace_s > 0 and not self._cut:
+                logger.warning("requests still in flight after the %.1f s grace period", grace_s)
         except (httpx.HTTPError, EnvoyError) as exc:
             logger.warning("could not drain envoy: %s", exc)
+        return False
 
     async def _kill(self) -> None:
         proc = self._proc

@@ -25,7 +25,9 @@ def test_environment_and_overrides_reach_the_rendered_config(
     listener = doc["static_resources"]["listeners"][0]
     assert listener["address"]["socket_address"]["port_value"] == 9000
     hcm = listener["filter_chains"][0]["filters"][0]["typed_config"]
-    ext = hcm["http_filters"][0]["typed_config"]
+    ext = next(f for f in hcm["http_filters"] if f["name"] == "envoy.filters.http.ext_proc")[
+        "typed_config"
+    ]
     assert ext["deferred_close_timeout"] == "2.500s"
     paths = [r["match"].get("path") for r in hcm["route_config"]["virtual_hosts"][0]["routes"]]
     assert "/v1/responses" in paths

@@ -250,7 +250,8 @@ def test_renderer_is_deterministic_and_keeps_the_live_path_rules() -> None:
     assert text == render_envoy_config(spec)
     doc = yaml.safe_load(text)
     hcm = doc["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]
-    ext = hcm["typed_config"]["http_filters"][0]["typed_config"]
+    filters = hcm["typed_config"]["http_filters"]
+    ext = next(f for f in filters if f["name"] == "envoy.filters.http.ext_proc")["typed_config"]
     assert ext["observability_mode"] is True
     assert ext["failure_mode_allow"] is True
     assert ext["processing_mode"]["response_body_mode"] == "STREAMED"
