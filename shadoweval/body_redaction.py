@@ -25,9 +25,12 @@ replaced by ``[REDACTED:<rule>]`` and counted as a
   words (split at ``_ - . ␠`` and camelCase, compared lower-case): ``token`` matches
   ``access_token`` and ``idToken`` but not ``max_tokens``; ``api_key`` matches
   ``x-api-key``, ``apiKey`` and ``OPENAI_API_KEY``. Only string values are replaced (a
-  number or an object under such a key is kept; an object is walked: a JSON schema's
-  ``properties.password`` stays a schema). Known cost: logprob entries
-  (``"token": "Hello"``) in a kept raw response body are redacted too.
+  number is kept; a list has every string replaced; an object — a JSON schema's
+  ``properties.password`` — keeps its structure, with its example values ``default``,
+  ``const``, ``enum``, ``example(s)`` replaced). A form-encoded request body
+  (``api_key=…&password=…``) is redacted per field the same way (``request.form.<key>``).
+  Known cost: logprob entries (``"token": "Hello"``) in a kept raw response body are
+  redacted too.
 * any ``extra_patterns`` ``name → regex`` (the whole match is replaced).
 
 Precision trade-offs of ``phone`` (documented, tested): a national number is only
@@ -59,6 +62,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qsl, urlencode
 
 import orjson
 
@@ -75,6 +79,11 @@ SECRETS_ONLY_FIELDS: frozenset[str] = frozenset({"model"})
 
 SECRET_FIELD_TOKEN = "[REDACTED:secret_field]"
 """What replaces the value of a secret-named JSON key."""
+
+_SCHEMA_VALUE_KEYS = frozenset({"default", "const", "enum", "example", "examples"})
+"""JSON Schema keywords whose values are example data, not structure."""
+
+_FORM_BODY = re.compile(r"[\w.~%+*\-\[\]]+=[^&\s]*(?:&[\w.~%+*\-\[\]]+=[^&\s]*)*")
 
 _REDACTED_TOKEN = re.compile(r"\[REDACTED:[\w-]+\]")
 
@@ -441,13 +450,34 @@ class BodyRedactor:
             is_secret = self.secret_field
             for key, item in value.items():
                 where = f"{location}.{key}"
-                if is_secret is not None and isinstance(item, str) and item and is_secret(key):
-                    if item != SECRET_FIELD_TOKEN:
-                        hits.add("secret_field", where)
-                    out[key] = SECRET_FIELD_TOKEN
+                if is_secret is not None and is_secret(key):
+                    out[key] = self._secret_value(item, where, hits)
                 else:
                     out[key] = self.redact_json(item, where, hits, secrets_only=secrets_only)
             return out
+        return value
+
+    def _secret_value(self, value: Any, location: str, hits: RedactionHits) -> Any:
+        """The value of a secret-named key: every string replaced (in lists too); an object
+        (a JSON schema's ``properties.password``) keeps its structure, but its example
+        values (``default``, ``const``, ``enum``, ``example``, ``examples``) are replaced
+        and the rest is walked as usual; numbers, booleans and ``null`` are kept."""
+        if isinstance(value, str):
+            if value and value != SECRET_FIELD_TOKEN:
+                hits.add("secret_field", location)
+                return SECRET_FIELD_TOKEN
+            return value
+        if isinstance(value, list):
+            return [self._secret_value(v, f"{location}[{i}]", hits) for i, v in enumerate(value)]
+        if isinstance(value, dict):
+            return {
+                key: (
+                    self._secret_value(item, f"{location}.{key}", hits)
+                    if key in _SCHEMA_VALUE_KEYS
+                    else self.redact_json(item, f"{location}.{key}", hits)
+                )
+                for key, item in value.items()
+            }
         return value
 
     def redact_request_body(self, body: str, hits: RedactionHits, parsed: Any = _NOT_PARSED) -> str:
@@ -467,20 +497,42 @@ class BodyRedactor:
         if parsed is _NOT_PARSED:
             parsed = parse_json(body)
         if not isinstance(parsed, dict):
-            return self.redact_text(body, "request.body", hits)
+            form = self._redact_form(body, hits)
+            return form if form is not None else self.redact_text(body, "request.body", hits)
         before = hits.total()
+        is_secret = self.secret_field
         redacted = {
-            key: self.redact_json(
-                value, f"request.{key}", hits, secrets_only=key in SECRETS_ONLY_FIELDS
+            key: (
+                self._secret_value(value, f"request.{key}", hits)
+                if is_secret is not None and is_secret(key)
+                else self.redact_json(
+                    value, f"request.{key}", hits, secrets_only=key in SECRETS_ONLY_FIELDS
+                )
             )
             for key, value in parsed.items()
         }
-        if self.secret_field is not None:  # a top-level "api_key": "..." field
-            for key, value in parsed.items():
-                if isinstance(value, str) and value and self.secret_field(key):
-                    if value != SECRET_FIELD_TOKEN:
-                        hits.add("secret_field", f"request.{key}")
-                    redacted[key] = SECRET_FIELD_TOKEN
         if hits.total() == before:
             return body
         return orjson.dumps(redacted).decode("utf-8")
+
+    def _redact_form(self, body: str, hits: RedactionHits) -> str | None:
+        """An ``application/x-www-form-urlencoded`` body (``a=1&b=2``, WHATWG URL
+        standard), redacted per field: a secret-named key's value is replaced, the other
+        values get the text rules (location ``request.form.<key>``). ``None`` when ``body``
+        is not such a body."""
+        if not _FORM_BODY.fullmatch(body):
+            return None
+        try:
+            pairs = parse_qsl(body, keep_blank_values=True, strict_parsing=True)
+        except ValueError:
+            return None
+        before = hits.total()
+        out: list[tuple[str, str]] = []
+        for key, value in pairs:
+            where = f"request.form.{key}"
+            if self.secret_field is not None and value and self.secret_field(key):
+                hits.add("secret_field", where)
+                out.append((key, SECRET_FIELD_TOKEN))
+            else:
+                out.append((key, self.redact_text(value, where, hits)))
+        return body if hits.total() == before else urlencode(out)

@@ -304,10 +304,15 @@ def test_completions_prompt_is_redacted(
 
 def test_a_body_that_is_not_json_is_scrubbed_as_text(redactor: BodyRedactor) -> None:
     hits = RedactionHits()
-    out = redactor.redact_request_body(f"to={CANARY_EMAIL}&k={CANARY_KEY}", hits)
+    out = redactor.redact_request_body(f"Mail {CANARY_EMAIL}, key {CANARY_KEY}", hits)
     assert CANARY_EMAIL not in out
     assert CANARY_KEY not in out
     assert {h.location for h in hits.to_hits()} == {"request.body"}
+    form = RedactionHits()  # a form-encoded body is redacted per field
+    out = redactor.redact_request_body(f"to={CANARY_EMAIL}&k={CANARY_KEY}", form)
+    assert CANARY_EMAIL not in out
+    assert CANARY_KEY not in out
+    assert {h.location for h in form.to_hits()} == {"request.form.to", "request.form.k"}
 
 
 def test_large_unstructured_strings_are_scanned_in_linear_time(redactor: BodyRedactor) -> None:
@@ -438,3 +443,61 @@ def test_secret_field_names_are_configurable_and_checked() -> None:
         BodyRedactor(BodyRedactionSettings(secret_fields=("--",)))
     assert err.value.field == "body_redaction.secret_fields"
     assert err.value.value == "--"
+
+
+def test_a_secret_named_key_redacts_lists_and_schema_example_values(
+    redactor: BodyRedactor,
+) -> None:
+    body = {
+        "nested": {"api_key": [SECRET_VALUE, ["x" + SECRET_VALUE]], "tokens": 3},
+        "api_key_count": 2,
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "login",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {
+                            "password": {
+                                "type": "string",
+                                "description": "the user's password",
+                                "default": SECRET_VALUE,
+                                "examples": [SECRET_VALUE],
+                            }
+                        },
+                    },
+                },
+            }
+        ],
+    }
+    hits = RedactionHits()
+    out = redactor.redact_request_body(orjson.dumps(body).decode(), hits)
+    assert SECRET_VALUE not in out
+    parsed = orjson.loads(out)
+    token = "[REDACTED:secret_field]"
+    assert parsed["nested"] == {"api_key": [token, [token]], "tokens": 3}
+    assert parsed["api_key_count"] == 2  # a number under a secret-looking name is kept
+    prop = parsed["tools"][0]["function"]["parameters"]["properties"]["password"]
+    assert prop == {
+        "type": "string",
+        "description": "the user's password",
+        "default": token,
+        "examples": [token],
+    }
+
+
+def test_a_form_encoded_body_is_redacted_per_field(redactor: BodyRedactor) -> None:
+    hits = RedactionHits()
+    body = f"model=m&api_key={SECRET_VALUE}&password={SECRET_VALUE}&note=mail+jane%40example.com"
+    out = redactor.redact_request_body(body, hits)
+    assert SECRET_VALUE not in out
+    assert "jane" not in out
+    assert out.startswith("model=m&api_key=%5BREDACTED%3Asecret_field%5D")
+    assert {(h.rule, h.location) for h in hits.to_hits()} == {
+        ("secret_field", "request.form.api_key"),
+        ("secret_field", "request.form.password"),
+        ("email", "request.form.note"),
+    }
+    untouched = "a=1&b=two"
+    assert redactor.redact_request_body(untouched, RedactionHits()) == untouched
