@@ -60,7 +60,15 @@ class CaptureMetrics:
         )
         self.captured = Counter(
             "shadoweval_capture_captured_total",
-            "Exchanges copied aside and queued, by route and outcome.",
+            "Exchanges copied aside and queued, by route and outcome as the live path saw "
+            "it (before the builder: a stream cancelled after its [DONE] is still cancelled "
+            "here; shadoweval_capture_built_total has the records' outcomes).",
+            ["route", "outcome"],
+            registry=r,
+        )
+        self.built = Counter(
+            "shadoweval_capture_built_total",
+            "Exchanges built into records, by route and the record's outcome.",
             ["route", "outcome"],
             registry=r,
         )

@@ -285,6 +285,7 @@ class CapturePipeline(AsyncLifecycle):
                     result.fallback_reason,
                 )
                 self.metrics.build_fallbacks.inc()
+            self.metrics.built.labels(route=raw.path, outcome=result.outcome.value).inc()
             for rule, count in result.redaction_hits.items():
                 self.metrics.redactions.labels(rule=rule).inc(count)
             if result.cache_hit_headers:

@@ -12,7 +12,8 @@ reassembled text, reasoning, tool-call arguments, error message and (with
 a reassembled field or there is more than one choice. Decoding problems turn a ``done``
 outcome into ``error`` and are listed in ``error_message``.
 
-**Done means done** (:func:`response_complete`): a ``cancelled`` capture whose response
+**Done means done** (:func:`response_complete`): a ``cancelled`` capture — or an ``error``
+one whose upstream broke the connection after the response started — whose response
 reached its terminal event — ``data: [DONE]``, or for servers that send no ``[DONE]`` a
 finish reason together with reported usage; for a non-streamed body, the whole JSON
 completion — is ``done``. The official ``openai`` clients close the connection as soon as
@@ -51,6 +52,10 @@ from shadoweval.records import (
 
 ERROR_MESSAGE_MAX_CHARS = 2000
 """Longest error message kept from an error body that is not OpenAI-style JSON."""
+
+_ENDED_EARLY = (ExchangeOutcome.CANCELLED, ExchangeOutcome.ERROR)
+"""Outcomes of a capture that ended before its body did: the client left, or the upstream
+broke the connection (an ``error`` with a response: a mid-body failure)."""
 
 _URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+@")
 _REASSEMBLED_FIELDS = ("response.text", "response.reasoning_text", "response.tool_calls")
@@ -194,9 +199,7 @@ class ResponseAssembler:
             if result.events == 0 and not result.done_seen and done:
                 problems.append("stream ended without any completion chunk")
             timings = result.timings()
-            if outcome is ExchangeOutcome.CANCELLED and response_complete(
-                result, body_decoded=decoder.complete
-            ):
+            if outcome in _ENDED_EARLY and response_complete(result, body_decoded=decoder.complete):
                 outcome = ExchangeOutcome.DONE  # the client got the whole stream
         else:
             body_bytes = b"".join(p for _, p in pieces)
@@ -213,9 +216,7 @@ class ResponseAssembler:
                 )
                 return ResponseParts(response, measured, _failed(outcome))
             timings = result.timings()
-            if outcome is ExchangeOutcome.CANCELLED and response_complete(
-                result, body_decoded=decoder.complete
-            ):
+            if outcome in _ENDED_EARLY and response_complete(result, body_decoded=decoder.complete):
                 outcome = ExchangeOutcome.DONE  # the client got the whole body
 
         capture_error = raw.error is not None and outcome is not ExchangeOutcome.DONE

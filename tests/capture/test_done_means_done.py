@@ -13,13 +13,18 @@ import asyncio
 import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import openai
 import pytest
 from starlette.types import Receive, Scope, Send
 
 from capture.builder import ExchangeBuilder
+from capture.metrics import CaptureMetrics
+from capture.pipeline import CapturePipeline
 from capture.raw import RawCapture
+from capture.sinks.file import FileSink
+from shadoweval.capture_log import read_capture_log
 from shadoweval.config import CaptureSettings
 from shadoweval.records import ExchangeOutcome, ModelIdentity, utc_now
 from tests.capture.upstreams import ProxyHarness, ServerThread, running_proxy
@@ -213,3 +218,38 @@ def test_200_openai_client_streams_through_the_proxy_are_all_recorded_done(
     outcomes = [builder.build(raw).outcome for raw in raws]
     assert outcomes.count(ExchangeOutcome.CANCELLED) == 0
     assert outcomes == [ExchangeOutcome.DONE] * (N_SYNC + N_ASYNC)
+
+
+def test_an_upstream_break_after_done_is_done_and_a_break_mid_text_stays_error() -> None:
+    after_done = _raw(stream_events(), ExchangeOutcome.ERROR)
+    after_done.error = "upstream failed mid-response: RemoteProtocolError: peer closed"
+    outcome, record = _build(after_done)
+    assert outcome is ExchangeOutcome.DONE
+    response = record["response"]
+    assert isinstance(response, dict)
+    assert response["error_message"] is None
+    mid_text = _raw(stream_events()[:4], ExchangeOutcome.ERROR)
+    mid_text.error = "upstream failed mid-response: RemoteProtocolError: peer closed"
+    outcome, _ = _build(mid_text)
+    assert outcome is ExchangeOutcome.ERROR
+
+
+@pytest.mark.anyio
+async def test_the_built_counter_has_the_records_outcomes(tmp_path: Path) -> None:
+    """``captured_total`` counts what the live path saw; ``built_total`` the records."""
+    metrics = CaptureMetrics()
+    sink = FileSink(tmp_path / "log", metrics)
+    builder = ExchangeBuilder(CaptureSettings(), LIVE, source="test")
+    async with CapturePipeline(builder, [sink], metrics, mode="inline") as pipeline:
+        assert pipeline.offer(_raw(stream_events(), ExchangeOutcome.CANCELLED))
+        assert pipeline.offer(_raw(stream_events()[:3], ExchangeOutcome.CANCELLED))
+    entries = list(read_capture_log(tmp_path / "log"))
+    assert sorted(e.exchange.outcome.value for e in entries if e.exchange) == ["cancelled", "done"]
+
+    def sample(name: str, outcome: str) -> float:
+        labels = {"route": "/v1/chat/completions", "outcome": outcome}
+        return metrics.registry.get_sample_value(name, labels) or 0.0
+
+    assert sample("shadoweval_capture_captured_total", "cancelled") == 2.0
+    assert sample("shadoweval_capture_built_total", "done") == 1.0
+    assert sample("shadoweval_capture_built_total", "cancelled") == 1.0
