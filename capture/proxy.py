@@ -376,8 +376,13 @@ class _ClientConnection(asyncio.Protocol):
     def on_header(self, name: bytes, value: bytes) -> None:
         req = self.reading
         if req is not None:
-            req.headers.append((name.lower(), value))
             self._count_header_bytes(len(name) + len(value) + 4)
+            # After the header section (method set) these are trailer fields of a chunked
+            # body: never forwarded as headers (RFC 9110 §6.5.1 — a recipient must not merge
+            # trailers into the header section), so a client cannot add Authorization,
+            # X-Shadow-Eval or X-Forwarded-For through them.
+            if not req.method:
+                req.headers.append((name.lower(), value))
 
     def _count_header_bytes(self, n: int) -> None:
         self.header_bytes += n

@@ -380,3 +380,32 @@ def test_expect_100_continue_is_answered_by_the_sidecar(
     seen = json.loads(body)
     assert seen["body"] == REQUEST.decode()
     assert "expect" not in [k for k, _ in seen["headers"]]
+
+
+def test_trailer_fields_of_a_chunked_request_are_not_forwarded_as_headers(
+    upstream: tuple[ScriptedUpstream, str],
+) -> None:
+    app, up_url = upstream
+    body = b'{"model": "m"}'
+    request = (
+        b"POST /v1/other?mode=echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+        b"Transfer-Encoding: chunked\r\nTrailer: Authorization, X-Shadow-Eval\r\n\r\n"
+        + b"%x\r\n" % len(body)
+        + body
+        + b"\r\n0\r\nAuthorization: Bearer injected\r\nX-Shadow-Eval: 1\r\n"
+        b"X-Forwarded-For: 10.9.9.9\r\n\r\n"
+    )
+    with (
+        running_proxy(up_url) as h,
+        socket.create_connection(_addr(h.url), timeout=30) as sock,
+    ):
+        sock.sendall(request)
+        status, _, answer = _split(_read_until_closed(sock))
+    assert status == 200
+    seen = json.loads(answer)
+    assert seen["body"] == body.decode()
+    names = {name for name, _ in seen["headers"]}
+    assert "authorization" not in names
+    assert "x-shadow-eval" not in names
+    assert all("10.9.9.9" not in value for _, value in seen["headers"])
+    assert len(app.log.requests) == 1
