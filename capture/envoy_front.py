@@ -188,19 +188,11 @@ class EnvoyFrontEnd(AsyncLifecycle):
             if self._sinks_override is not None
             else make_sinks(cap, self.kafka, self.metrics)
         )
-        self.pipeline = CapturePipeline(
-            builder,
-            sinks,
-            self.metrics,
-            queue_max_items=cap.queue_max_items,
-            queue_max_bytes=cap.queue_max_bytes,
-            mode=self.builder_mode,
-            build_workers=cap.build_workers,
+        self.pipeline = CapturePipeline.from_settings(
+            cap, builder, sinks, self.metrics, self.builder_mode
         )
         await self.pipeline.start()
-        sampler = StickySampler(
-            cap.sample_percent, cap.session_headers, cap.session_salt.get_secret_value()
-        )
+        sampler = StickySampler.from_settings(cap)
         self.processor = CaptureProcessor(
             cap, sampler, self.pipeline.offer, self.metrics, self.ext_metrics
         )

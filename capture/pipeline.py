@@ -27,6 +27,7 @@ from capture.builder import BuildResult, ExchangeBuilder, build_in_worker, init_
 from capture.metrics import CaptureMetrics
 from capture.raw import RawCapture
 from capture.sinks.base import ExchangeSink
+from shadoweval.config import CaptureSettings
 from shadoweval.lifecycle import AsyncLifecycle
 
 logger = logging.getLogger(__name__)
@@ -60,6 +61,27 @@ class CapturePipeline(AsyncLifecycle):
     Use ``async with`` or :meth:`start`/:meth:`stop` (:mod:`shadoweval.lifecycle`: started
     once, not restartable).
     """
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: CaptureSettings,
+        builder: ExchangeBuilder,
+        sinks: Sequence[ExchangeSink],
+        metrics: CaptureMetrics,
+        mode: BuilderMode,
+    ) -> CapturePipeline:
+        """The pipeline ``capture.queue_max_items`` / ``queue_max_bytes`` /
+        ``build_workers`` describe (what the sidecar and the Envoy front end both build)."""
+        return cls(
+            builder,
+            sinks,
+            metrics,
+            queue_max_items=settings.queue_max_items,
+            queue_max_bytes=settings.queue_max_bytes,
+            mode=mode,
+            build_workers=settings.build_workers,
+        )
 
     def __init__(
         self,

@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 
+from shadoweval.config import CaptureSettings
+
 
 class StickySampler:
     """Bernoulli(``percent``/100) per session key, deterministic for a given salt.
@@ -27,6 +29,16 @@ class StickySampler:
         self.share = percent / 100.0
         self.session_headers = tuple(h.lower().encode("latin-1") for h in session_headers)
         self._salt = salt.encode()
+
+    @classmethod
+    def from_settings(cls, settings: CaptureSettings) -> StickySampler:
+        """The sampler ``capture.sample_percent`` / ``session_headers`` / ``session_salt``
+        describe (what the sidecar and the Envoy front end both use)."""
+        return cls(
+            settings.sample_percent,
+            settings.session_headers,
+            settings.session_salt.get_secret_value(),
+        )
 
     def session_key_hash(self, headers: Iterable[tuple[bytes, bytes]]) -> str | None:
         """Salted SHA-256 (hex, 32 chars) of the first session header present, else ``None``."""
