@@ -21,7 +21,7 @@ from capture.sidecar import Sidecar, worker_settings
 from shadoweval.body_redaction import BodyRedactor
 from shadoweval.config import Settings, load_settings
 
-__all__ = ["CaptureOverrides", "capture_settings", "serve_capture"]
+__all__ = ["CaptureOverrides", "capture_settings", "check_capture_directories", "serve_capture"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +101,46 @@ def capture_settings(overrides: CaptureOverrides) -> Settings:
     return settings
 
 
+def check_capture_directories(settings: Settings) -> None:
+    """Create the file sink's and the spool's directories and prove each is writable.
+
+    Checked before the sidecar listens, so a capture directory that cannot be written (a
+    path through a file, a read-only mount, no permission) stops the start-up with the
+    setting named instead of a sidecar that reports ready and then drops every capture.
+    Only the directories of the sinks in use are checked: the file sink's when ``file``
+    is a sink, the spool's when ``kafka`` is (the spool holds what the broker did not take).
+
+    Raises:
+        ConfigError: names the setting (``capture.file_sink_directory``,
+            ``capture.spool.directory``), the path and the operating system's reason.
+    """
+    import os
+    import tempfile
+    from pathlib import Path
+
+    from shadoweval.errors import ConfigError
+
+    cap = settings.capture
+    wanted: list[tuple[str, str]] = []
+    if "file" in cap.sinks:
+        wanted.append(("capture.file_sink_directory", cap.file_sink_directory))
+    if "kafka" in cap.sinks:
+        wanted.append(("capture.spool.directory", cap.spool.directory))
+    for name, directory in wanted:
+        try:
+            Path(directory).mkdir(parents=True, exist_ok=True)
+            fd, probe = tempfile.mkstemp(prefix=".write-check-", dir=directory)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            raise ConfigError(
+                f"{name} = {directory!r}: not a writable directory "
+                f"({exc.strerror or type(exc).__name__})",
+                field=name,
+                value=directory,
+            ) from None
+
+
 def serve_capture(settings: Settings) -> None:
     """Run the capture sidecar with ``settings`` until SIGTERM/SIGINT (graceful drain).
 
@@ -111,7 +151,26 @@ def serve_capture(settings: Settings) -> None:
 
     On uvloop when installed: a faster event loop for the live path (CPU per request,
     docs/benchmarks.md); else asyncio's.
+
+    Raises:
+        ConfigError: the proxy port could not be bound (in use, or not permitted); the
+            message names ``capture.port``, the address and the reason.
     """
+    try:
+        _serve_capture(settings)
+    except OSError as exc:
+        from shadoweval.errors import ConfigError
+
+        cap = settings.capture
+        raise ConfigError(
+            f"capture.port = {cap.port}: cannot listen on {cap.host}:{cap.port} "
+            f"({exc.strerror or exc})",
+            field="capture.port",
+            value=cap.port,
+        ) from None
+
+
+def _serve_capture(settings: Settings) -> None:
     cap = settings.capture
     if cap.workers <= 1:
         _run(Sidecar(cap, settings.kafka).serve())

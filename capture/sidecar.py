@@ -65,7 +65,7 @@ from capture.sinks.kafka import KafkaSink, SinkMode
 from shadoweval.bus import ensure_topics
 from shadoweval.bus.producer import BusProducer
 from shadoweval.config import CaptureSettings, KafkaSettings
-from shadoweval.errors import ShadowEvalError
+from shadoweval.errors import ConfigError, ShadowEvalError
 from shadoweval.lifecycle import AsyncLifecycle
 from shadoweval.probes import Readiness, probe_app
 from shadoweval.records import ModelIdentity
@@ -80,6 +80,35 @@ class _Server(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
         yield
+
+
+def _bound_socket(host: str, port: int) -> socket.socket:
+    """A listening-ready TCP socket bound to ``host:port`` (IPv6 when ``host`` is one).
+
+    Bound here rather than by uvicorn, whose bind failure is a ``sys.exit`` inside a task.
+
+    Raises:
+        OSError: the address is in use or not permitted.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def _bind_error(name: str, host: str, port: int, exc: OSError) -> ConfigError:
+    """The error naming the port setting that could not be listened on, and why."""
+    return ConfigError(
+        f"{name} = {port}: cannot listen on {host}:{port} ({exc.strerror or exc})",
+        field=name,
+        value=port,
+    )
 
 
 def worker_settings(capture: CaptureSettings, index: int) -> CaptureSettings:
@@ -312,7 +341,14 @@ class Sidecar(AsyncLifecycle):
         assert self.proxy is not None
         cap = self.capture
         try:
-            await self.proxy.listen(cap.host, cap.port, reuse_port=cap.workers > 1)
+            try:
+                await self.proxy.listen(cap.host, cap.port, reuse_port=cap.workers > 1)
+            except OSError as exc:
+                raise _bind_error("capture.port", cap.host, cap.port, exc) from None
+            try:
+                admin_socket = _bound_socket(cap.host, cap.admin_port)
+            except OSError as exc:
+                raise _bind_error("capture.admin_port", cap.host, cap.admin_port, exc) from None
         except BaseException:
             await self.stop()
             raise
@@ -331,7 +367,9 @@ class Sidecar(AsyncLifecycle):
         if install_signal_handlers:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self.request_shutdown)
-        admin_task = asyncio.create_task(self._admin.serve(), name="admin-server")
+        admin_task = asyncio.create_task(
+            self._admin.serve(sockets=[admin_socket]), name="admin-server"
+        )
         if self.draining:  # asked before serving began
             self._shutdown.set()
         try:

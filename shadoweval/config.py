@@ -555,12 +555,16 @@ def load_settings(overrides: dict[str, dict[str, object]] | None = None) -> Sett
 
     def _fail(exc: ValidationError, prefix: str = "") -> ConfigError:
         first = exc.errors()[0]
-        name = prefix + ".".join(str(p) for p in first["loc"])
-        return ConfigError(
-            f"{name} = {first.get('input')!r}: {first['msg']}",
-            field=name,
-            value=first.get("input"),
-        )
+        loc = [str(p) for p in first["loc"]]
+        value = first.get("input")
+        if isinstance(value, dict):
+            # A model-level check (two fields that conflict): its input is the whole
+            # section, which would print every setting; the message names the fields.
+            name = prefix + (".".join(loc) or "settings")
+            message = str(first["msg"]).removeprefix("Value error, ")
+            return ConfigError(f"{name}: {message}", field=name)
+        name = prefix + ".".join(loc)
+        return ConfigError(f"{name} = {value!r}: {first['msg']}", field=name, value=value)
 
     from pydantic_settings import SettingsError
 

@@ -60,7 +60,12 @@ def capture_serve(
 
     from rich.console import Console
 
-    from application.capture import CaptureOverrides, capture_settings, serve_capture
+    from application.capture import (
+        CaptureOverrides,
+        capture_settings,
+        check_capture_directories,
+        serve_capture,
+    )
     from faces.cli.exit_codes import EXIT_ERROR
     from faces.cli.render import print_error
     from shadoweval.errors import ShadowEvalError
@@ -84,6 +89,7 @@ def capture_serve(
                 live_model=live_model,
             )
         )
+        check_capture_directories(settings)
     except ShadowEvalError as exc:
         print_error(err, exc)
         raise typer.Exit(EXIT_ERROR) from None
@@ -97,7 +103,11 @@ def capture_serve(
         f"shadow-eval capture: proxy http://{cap.host}:{cap.port} → {cap.upstream_url}; "
         f"admin http://{cap.host}:{cap.admin_port}; sinks {', '.join(cap.sinks)}"
     )
-    serve_capture(settings)
+    try:
+        serve_capture(settings)
+    except ShadowEvalError as exc:
+        print_error(err, exc)
+        raise typer.Exit(EXIT_ERROR) from None
 
 
 def register(app: typer.Typer) -> None:

@@ -143,7 +143,7 @@ def capture_envoy(
 
     from rich.console import Console
 
-    from application.capture import CaptureOverrides
+    from application.capture import CaptureOverrides, check_capture_directories
     from application.envoy_front import (
         EnvoyOverrides,
         FrontEndPorts,
@@ -179,6 +179,7 @@ def capture_envoy(
                 concurrency=concurrency,
             ),
         )
+        check_capture_directories(settings)
     except ShadowEvalError as exc:
         print_error(err, exc)
         raise typer.Exit(EXIT_ERROR) from None

@@ -31,8 +31,12 @@ def test_upstream_must_be_an_http_url(url: str) -> None:
 
 
 def test_admin_port_must_differ_from_the_proxy_port() -> None:
-    with pytest.raises(ConfigError, match="admin_port are both 8080"):
+    with pytest.raises(ConfigError, match="admin_port are both 8080") as info:
         load_settings({"capture": {"port": 8080, "admin_port": 8080}})
+    # A check across two fields names them, not the whole section's values.
+    assert str(info.value) == (
+        "capture: port and admin_port are both 8080: the admin endpoints need their own"
+    )
     assert CaptureSettings(port=0, admin_port=0).port == 0  # ephemeral ports are fine
 
 
