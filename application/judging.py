@@ -360,6 +360,8 @@ class JudgeRunReport:
         first_use: this run froze the judge.
         task_types: task type → :class:`TaskTypeJudging`.
         failures: the first failed judgements' errors (at most 10), for the operator.
+        released: every call of this run failed, so the judge it froze was unfrozen
+            (audit ``judge_released``): a corrected judge may judge the run.
     """
 
     run_id: str
@@ -368,11 +370,22 @@ class JudgeRunReport:
     first_use: bool
     task_types: dict[str, TaskTypeJudging]
     failures: list[str] = field(default_factory=list)
+    released: bool = False
 
     @property
     def selected(self) -> int:
         """Pairs sent to the judge."""
         return sum(t.selected for t in self.task_types.values())
+
+    @property
+    def judged(self) -> int:
+        """Pairs the judge gave an outcome for in this run."""
+        return sum(t.judged for t in self.task_types.values())
+
+    @property
+    def all_failed(self) -> bool:
+        """Pairs were sent and not one was judged (wrong URL, model or key, an outage)."""
+        return self.selected > 0 and self.judged == 0
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready form."""
@@ -381,6 +394,7 @@ class JudgeRunReport:
             "endpoint": self.endpoint,
             "judge": self.identity.model_dump(mode="json"),
             "first_use": self.first_use,
+            "released": self.released,
             "task_types": [asdict(t) for t in self.task_types.values()],
             "failures": self.failures,
         }
@@ -425,6 +439,9 @@ def run_judge(
         ConfigError: sending is off, the URL or model is missing, the run has another
             judge (both named), or a bad budget; ShadowEvalError: unknown run.
         StorageError: on database failure.
+
+    When this call froze the judge and every call failed, the freeze is removed again
+    (:meth:`Repository.release_judge`, ``report.released``).
     """
     check_judge_settings(settings, send_pairs=send_pairs)
     run = repo.get_run(run_id)
@@ -481,6 +498,16 @@ def run_judge(
     finally:
         if pending:
             repo.save_judgements(pending)
+    if first_use and report.all_failed:
+        # The freeze came before the first call; a judge that answered nothing must not
+        # bind the run, or the corrected judge would be refused.
+        report.released = repo.release_judge(
+            run_id,
+            identity,
+            command=command,
+            reason=f"all {report.selected} judge calls failed; first: "
+            + (report.failures[0] if report.failures else "unknown"),
+        )
     return report
 
 

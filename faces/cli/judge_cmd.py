@@ -77,8 +77,9 @@ def run_command(
     """Judge the run's changed pairs with the configured LLM judge, both orders each.
 
     Exit 3 on error (sending not allowed, no judge configured, another judge frozen with
-    the run, unknown run, unreachable database). Failed judge calls are not errors: they
-    are stored as failed judgements, counted and retried by the next judge run.
+    the run, unknown run, unreachable database) and when every call failed (nothing was
+    judged; the judge this run froze is unfrozen again). Failed judge calls are stored as
+    failed judgements, counted and retried by the next judge run.
     """
     from rich.table import Table
 
@@ -110,6 +111,8 @@ def run_command(
         raise typer.Exit(EXIT_ERROR) from None
     if as_json:
         typer.echo(json.dumps(report.as_dict()))
+        if report.all_failed:
+            raise typer.Exit(EXIT_ERROR)
         return
     out = wide_console()
     identity = report.identity
@@ -146,6 +149,14 @@ def run_command(
     out.print(table)
     for failure in report.failures:
         err.print(f"failed judgement {failure}", highlight=False, markup=False)
+    if report.all_failed:
+        err.print(
+            f"error: all {report.selected} judge calls failed; nothing was judged"
+            + ("; the judge was not frozen with the run" if report.released else ""),
+            highlight=False,
+            markup=False,
+        )
+        raise typer.Exit(EXIT_ERROR)
 
 
 @judge_app.command("summary")

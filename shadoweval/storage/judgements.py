@@ -215,6 +215,64 @@ class JudgementStore:
             run_id=run_id, frozen=frozen, presented=identity, action=action, audit_id=audit_id
         )
 
+    def release_judge(
+        self,
+        run_id: str,
+        identity: JudgeIdentity,
+        *,
+        command: str,
+        reason: str,
+        actor: str | None = None,
+    ) -> bool:
+        """Unfreeze the run's judge if it is ``identity`` and has judged nothing.
+
+        A first ``judge run`` freezes its judge before the first call (so two concurrent
+        runs cannot freeze two judges); when every call then fails (a wrong URL, model name
+        or key) the judge gave no outcome, and keeping it frozen would refuse the corrected
+        judge. The freeze is removed only while no judgement of source ``judge`` with an
+        outcome exists for the run, in one transaction with the audit row
+        (``judge_released``, ``detail["reason"]``).
+
+        Returns:
+            True when the freeze was removed; False when another judge is frozen or a
+            judgement with an outcome exists (nothing is changed or audited).
+
+        Raises:
+            StorageError: unknown run; on database failure.
+        """
+        digest = judge_identity_sha256(identity)
+        with self._db.session() as session:
+            run = session.get(RunRow, run_id)
+            if run is None:
+                raise StorageError(f"unknown run {run_id!r}")
+            frozen = session.get(RunJudgeRow, run_id)
+            if frozen is None or frozen.judge_sha256 != digest:
+                return False
+            judged = session.scalar(
+                select(PairJudgementRow.id)
+                .where(
+                    PairJudgementRow.run_id == run_id,
+                    PairJudgementRow.source == JudgementSource.JUDGE.value,
+                    PairJudgementRow.outcome.is_not(None),
+                )
+                .limit(1)
+            )
+            if judged is not None:
+                return False
+            session.delete(frozen)
+            add_audit_row(
+                session,
+                audit_row(
+                    run_id=run_id,
+                    policy_hash=run.policy_hash,
+                    action=PolicyAuditAction.JUDGE_RELEASED,
+                    command=command,
+                    actor=actor,
+                    detail={"judge": identity.model_dump(mode="json"), "reason": reason},
+                ),
+            )
+        return True
+
     def scored_pair_origins(self, run_id: str) -> list[ScoredPairOrigin]:
         """Every scored pair of ``run_id`` with its exchange's task type and ``source``.
 

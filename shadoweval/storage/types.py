@@ -146,6 +146,9 @@ class PolicyAuditAction(enum.StrEnum):
     """A command judged pairs of the run with its frozen judge."""
     JUDGE_REFUSED = "judge_refused"
     """A command presented another judge; it was refused (``detail`` holds both)."""
+    JUDGE_RELEASED = "judge_released"
+    """The judge frozen by a ``judge run`` whose every call failed was unfrozen: it judged
+    nothing, so the run may be judged by a corrected one (``detail["reason"]``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,9 @@ Sending pairs is refused unless switched on (nothing reaches the judge); with it
 changed pairs are sent, within the budget, redacted, with the judge's own key, and each
 comes back as the planted outcome; a second run sends nothing new; the judge freezes with
 the run and another one is refused naming both; failures are stored, counted and retried
-by the next run; the summary shows sources, the endpoint, tokens and agreement.
+by the next run (a run whose every
+call failed exits 3 and leaves no judge frozen); the summary shows sources, the
+endpoint, tokens and agreement.
 """
 
 from __future__ import annotations
@@ -240,12 +242,22 @@ def test_failures_are_stored_counted_and_retried(
     with BackgroundServer(broken, start_timeout_s=60.0) as server:
         configure(monkeypatch, server.url, send_pairs="true")
         result = cli("judge", "run", "--run", RUN_ID, "--database-url", sqlite_url)
-    assert result.exit_code == 0, result.output
+    # Every call failed: nothing was judged, which is an error for CI, and the judge that
+    # answered nothing was not left frozen with the run.
+    assert result.exit_code == 3, result.output
     assert f"chat 18 12 0 {BUDGET} 12 0 0 0 0 0 12" in flat(result.stdout)
     assert "HTTP 500: mock-judge injected fault" in flat(result.stderr)
-    judgements, _ = stored(sqlite_url)
+    assert (
+        f"all {CHAT_CHANGED + CODE_CHANGED} judge calls failed; nothing was judged; "
+        "the judge was not frozen with the run"
+    ) in flat(result.stderr)
+    judgements, audit = stored(sqlite_url)
     assert len(judgements) == CHAT_CHANGED + CODE_CHANGED
     assert all(j.outcome is None for j in judgements)
+    assert [e.action for e in audit if e.action.value.startswith("judge_")] == [
+        PolicyAuditAction.JUDGE_FROZEN,
+        PolicyAuditAction.JUDGE_RELEASED,
+    ]
 
     healthy = create_judge_app(RULE)
     # The same endpoint identity is needed: serve the healthy judge on the same port.
@@ -256,6 +268,32 @@ def test_failures_are_stored_counted_and_retried(
     assert f"chat 18 12 0 {BUDGET} 12 12 6 0 6 0 0" in flat(retry.stdout)
     judgements, _ = stored(sqlite_url)
     assert all(j.outcome is not None for j in judgements)
+
+
+def test_a_judge_whose_every_call_failed_does_not_bind_the_run(
+    sqlite_url: str, judge_server: tuple[str, JudgeState], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A typo in the judge's model name (every call refused) must not freeze that name with
+    the run: the corrected judge is accepted, not refused as "another judge"."""
+    url, state = judge_server
+    broken = create_judge_app(RULE, faults=JudgeFaults(bands=FaultConfig(error_rate=1.0)))
+    with BackgroundServer(broken, start_timeout_s=60.0) as server:
+        configure(monkeypatch, server.url, send_pairs="true", model="mock-judgee")
+        failed = cli("judge", "run", "--run", RUN_ID, "--database-url", sqlite_url, "--json")
+    assert failed.exit_code == 3
+    assert json.loads(failed.stdout)["released"] is True
+    configure(monkeypatch, url, send_pairs="true")
+    fixed = cli("judge", "run", "--run", RUN_ID, "--database-url", sqlite_url)
+    assert fixed.exit_code == 0, fixed.output
+    assert "(judge frozen with the run)" in flat(fixed.stdout)
+    assert state.requests == 2 * (CHAT_CHANGED + CODE_CHANGED)
+    judgements, audit = stored(sqlite_url)
+    assert all(j.outcome is not None for j in judgements)
+    assert [e.action for e in audit if e.action.value.startswith("judge_")] == [
+        PolicyAuditAction.JUDGE_FROZEN,
+        PolicyAuditAction.JUDGE_RELEASED,
+        PolicyAuditAction.JUDGE_FROZEN,
+    ]
 
 
 def test_summary_shows_sources_endpoint_tokens_and_agreement(

@@ -197,6 +197,27 @@ def test_judge_identity_freezes_with_the_first_use_and_refuses_another(
         seeded.freeze_judge("nope", IDENTITY, command="x")
 
 
+def test_a_judge_that_judged_nothing_can_be_released_and_one_that_did_cannot(
+    seeded: Repository,
+) -> None:
+    ex = make_exchange(0).exchange_id
+    seeded.freeze_judge(RUN_ID, IDENTITY, command="shadow-eval judge run")
+    other = IDENTITY.model_copy(update={"model": "other"})
+    assert not seeded.release_judge(RUN_ID, other, command="x", reason="not the frozen one")
+    seeded.save_judgements([judge_judgement(ex, None)])  # a failed judgement: no outcome
+    assert seeded.release_judge(RUN_ID, IDENTITY, command="x", reason="all 1 calls failed")
+    assert seeded.run_judge(RUN_ID) is None
+    released = [e for e in seeded.policy_audit(RUN_ID) if e.action.value == "judge_released"]
+    assert [e.detail["reason"] for e in released] == ["all 1 calls failed"]
+
+    seeded.freeze_judge(RUN_ID, IDENTITY, command="shadow-eval judge run")
+    seeded.save_judgements([judge_judgement(ex, QualityOutcome.TIE)])
+    assert not seeded.release_judge(RUN_ID, IDENTITY, command="x", reason="has an outcome")
+    assert seeded.run_judge(RUN_ID) == IDENTITY
+    with pytest.raises(StorageError, match="unknown run"):
+        seeded.release_judge("nope", IDENTITY, command="x", reason="r")
+
+
 def test_scored_pair_origins_name_each_pairs_exchange_source(seeded: Repository) -> None:
     origins = seeded.scored_pair_origins(RUN_ID)
     assert [o.exchange_id for o in origins] == [f"ex-{n:05d}" for n in range(5)]
