@@ -4,9 +4,8 @@ Sending pairs is refused unless switched on (nothing reaches the judge); with it
 changed pairs are sent, within the budget, redacted, with the judge's own key, and each
 comes back as the planted outcome; a second run sends nothing new; the judge freezes with
 the run and another one is refused naming both; failures are stored, counted and retried
-by the next run (a run whose every
-call failed exits 3 and leaves no judge frozen); the summary shows sources, the
-endpoint, tokens and agreement.
+by the next run (a run whose every call failed exits 3 and leaves no judge frozen); the
+summary shows sources, the endpoint, tokens and agreement.
 """
 
 from __future__ import annotations
