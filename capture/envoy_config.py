@@ -323,6 +323,21 @@ def render_envoy_config(spec: EnvoyConfigSpec) -> str:
         },
         "max_request_headers_kb": min(8192, -(-spec.max_request_header_bytes // 1024)),
         "http_protocol_options": {"accept_http_10": True, "default_host_for_http_10": authority},
+        # Envoy's own replies (413, 408, 503 "no healthy upstream", 504) as OpenAI-style
+        # JSON errors, as the built-in sidecar answers: a client's SDK parses them instead
+        # of failing on plain text. Responses from the upstream are never reformatted.
+        "local_reply_config": {
+            "body_format": {
+                "json_format": {
+                    "error": {
+                        "message": "shadow-eval envoy front end: %LOCAL_REPLY_BODY%",
+                        "type": "envoy_local_reply",
+                        "param": None,
+                        "code": "%RESPONSE_CODE_DETAILS%",
+                    }
+                }
+            }
+        },
         "route_config": {
             "name": "live",
             "virtual_hosts": [{"name": "live", "domains": ["*"], "routes": routes}],

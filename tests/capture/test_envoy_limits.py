@@ -96,6 +96,12 @@ def test_a_body_over_the_limit_gets_413_and_is_not_forwarded(
         big = b'{"model": "m", "x": "' + b"a" * 200_000 + b'"}'
         resp = client.post(f"{front.url}{CHAT}?mode=echo", content=big)
         assert resp.status_code == 413
+        # Envoy's own reply is an OpenAI-style JSON error, as the sidecar's is.
+        assert resp.headers["content-type"] == "application/json"
+        error = resp.json()["error"]
+        assert error["type"] == "envoy_local_reply"
+        assert error["message"] == "shadow-eval envoy front end: Payload Too Large"
+        assert error["code"] == "request_payload_too_large"
         chunked = client.post(f"{front.url}{CHAT}?mode=echo", content=iter([big]))
         assert chunked.status_code == 413
         small = client.post(f"{front.url}{CHAT}?mode=echo", content=REQUEST)
