@@ -321,7 +321,8 @@ class KafkaSink(AsyncLifecycle):
                 logger.warning("producer stop failed", exc_info=True)
         self._update_spool_gauges()
         if self._spool is not None:
-            await asyncio.to_thread(self._spool.close)
+            await asyncio.to_thread(self._spool.close)  # a last try to save the cursor
+            self.metrics.spool_cursor_unsaved.set(0 if self._spool.cursor_saved else 1)
             self._spool = None
 
     async def _cancel(self, task: asyncio.Task[None] | None) -> None:

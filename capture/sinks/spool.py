@@ -452,7 +452,6 @@ class DiskSpool:
         try:
             self._writer = self._opener(path, "xb")
         except OSError as exc:
-            self._write_seq -= 1
             raise SpoolError(f"cannot create spool segment {path}: {exc}") from exc
         self._sizes[self._write_seq] = 0
 
