@@ -171,3 +171,14 @@ def test_api_serve_as_a_process(api_db_url: str, tmp_path: Path, sigint_ignored:
     assert TOKEN not in stderr + stdout
     assert "GET /v1/runs/rolled/verdict" in stderr + stdout  # the access log, without headers
     assert "GET /v1/runs?access_token=[REDACTED] HTTP/1.1" in stderr + stdout
+
+
+def test_a_bad_auth_log_interval_exits_3_naming_the_variable(api_db_url: str) -> None:
+    code, stderr = serve(
+        "--database-url",
+        api_db_url,
+        env={"SHADOWEVAL_API__TOKEN": TOKEN, "SHADOWEVAL_API__AUTH_LOG_INTERVAL_S": "0"},
+    )
+    assert code == EXIT_ERROR
+    assert "SHADOWEVAL_API__AUTH_LOG_INTERVAL_S" in stderr
+    assert "greater than 0" in stderr
