@@ -65,7 +65,6 @@ that record cannot be built is :class:`BuildError` raised.
 from __future__ import annotations
 
 import logging
-import re
 import socket
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -94,7 +93,12 @@ from shadoweval.records import (
     ResponseRecord,
     Timings,
 )
-from shadoweval.redaction import redact_headers
+from shadoweval.redaction import (
+    SENSITIVE_NAME_WORDS,
+    SENSITIVE_QUERY_PARAMS,
+    redact_headers,
+    sensitive_name,
+)
 
 __all__ = [
     "CLIENT_ADDRESS_HEADERS",
@@ -112,37 +116,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-SENSITIVE_NAME_WORDS: frozenset[str] = frozenset(
-    {
-        "auth",
-        "authorization",
-        "token",
-        "secret",
-        "password",
-        "passwd",
-        "apikey",
-        "key",
-        "cookie",
-        "credential",
-        "credentials",
-        "signature",
-        "sig",
-        "session",
-    }
-)
-"""Words (of a header or query-parameter name split on ``-``/``_``) that mark it sensitive."""
-
 CLIENT_ADDRESS_HEADERS: frozenset[str] = frozenset(
     {"x-forwarded-for", "x-real-ip", "forwarded", "cf-connecting-ip", "true-client-ip"}
 )
 """Headers carrying the end client's IP address (personal data): never recorded."""
-
-SENSITIVE_QUERY_PARAMS: frozenset[str] = frozenset(
-    {"key", "api_key", "api-key", "apikey", "token", "access_token", "sig", "signature", "code"}
-)
-"""Query-parameter names always redacted (besides any name with a sensitive word)."""
-
-_NAME_SPLIT = re.compile(r"[-_.]")
 
 
 class BuildError(ShadowEvalError):
@@ -177,14 +154,6 @@ class BuildResult:
 def default_source() -> str:
     """``sidecar:<hostname>``, the ``source`` of records this host captures."""
     return f"sidecar:{socket.gethostname()}"
-
-
-def sensitive_name(name: str) -> bool:
-    """Whether a header or query-parameter name suggests a credential or session id."""
-    lowered = name.lower()
-    if lowered in SENSITIVE_QUERY_PARAMS:
-        return True
-    return any(word in SENSITIVE_NAME_WORDS for word in _NAME_SPLIT.split(lowered))
 
 
 class ExchangeBuilder:

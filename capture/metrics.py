@@ -12,6 +12,8 @@ exchange can fail to reach a sink is a ``shadoweval_capture_dropped_total`` reas
 * ``oversize`` / ``oversize_undecodable`` — over the broker's size even as a stub, or not
   decodable to shrink it; ``offload_full`` / ``offload_io`` — the offload store refused;
 * ``file_queue_full`` — the file sink's writer queue was full;
+* ``file_disk_full`` / ``file_io`` — the file sink's disk was full (``ENOSPC``,
+  ``EDQUOT``) or failed (``EIO`` …): only lines that reached the file count as produced;
 * ``shutdown`` — still queued when the grace period ended.
 """
 
@@ -91,7 +93,8 @@ class CaptureMetrics:
         )
         self.produced = Counter(
             "shadoweval_capture_produced_total",
-            "Exchanges acknowledged by a sink (kafka: broker ack; file: written).",
+            "Exchanges acknowledged by a sink (kafka: broker ack; file: written and flushed "
+            "to the operating system).",
             ["sink"],
             registry=r,
         )
@@ -109,6 +112,13 @@ class CaptureMetrics:
         )
         self.spool_records = Gauge(
             "shadoweval_capture_spool_records", "Exchanges waiting in the disk spool.", registry=r
+        )
+        self.spool_cursor_unsaved = Gauge(
+            "shadoweval_capture_spool_cursor_unsaved",
+            "1 while the spool's read position is newer than its cursor file (the file "
+            "could not be written, e.g. disk full): draining goes on, the save is retried; "
+            "a restart meanwhile re-sends from the saved position (duplicates, no loss).",
+            registry=r,
         )
         self.sink_spooling = Gauge(
             "shadoweval_capture_kafka_spooling",

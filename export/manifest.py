@@ -6,7 +6,10 @@ and drawn again:
 * ``schema_version`` (:data:`MANIFEST_SCHEMA_VERSION`), ``created_at`` (UTC, ISO 8601);
 * ``run_id``, ``policy_hash`` (the run's frozen gate policy), ``baseline`` and
   ``candidate`` model names;
-* ``format``, ``file`` (``samples.<ext>``), ``columns`` (in file order);
+* ``format``, ``file`` (``samples.<ext>``), ``columns`` (in file order), ``cells``:
+  ``formula_escaped`` (a CSV whose text cells starting like a formula got a leading
+  ``'``), ``raw`` (a CSV written with ``raw_cells``) or ``typed`` (JSONL, Parquet: never
+  escaped);
 * ``order`` (``lowest`` / ``random``), ``per_task_type`` (N), ``seed`` (``null`` unless
   given);
 * ``filters``: ``task_types``, ``flags`` (a pair must have all), ``min_similarity``,
@@ -35,6 +38,13 @@ MANIFEST_SCHEMA_VERSION = 1
 def samples_file_name(fmt: str) -> str:
     """``samples.csv``, ``samples.jsonl`` or ``samples.parquet``."""
     return f"samples.{fmt}"
+
+
+def cells_mode(request: ExportRequest) -> str:
+    """The manifest's ``cells``: ``formula_escaped``, ``raw`` (CSV) or ``typed``."""
+    if request.fmt != "csv":
+        return "typed"
+    return "raw" if request.raw_cells else "formula_escaped"
 
 
 def build_manifest(
@@ -74,6 +84,7 @@ def build_manifest(
         "format": request.fmt,
         "file": samples_file_name(request.fmt),
         "columns": list(columns),
+        "cells": cells_mode(request),
         "order": request.order,
         "per_task_type": request.per_task_type,
         "seed": request.seed,

@@ -143,6 +143,10 @@ class ExportRequest:
             ``lowest``; in [0, :data:`MAX_SEED`]; recorded in the manifest).
         flt: which pairs match (task types, flags that must all be set, similarity band).
         fmt: ``csv``, ``jsonl`` or ``parquet``.
+        raw_cells: write CSV cells as they are. By default a text cell that starts like a
+            spreadsheet formula (``=``, ``+``, ``-``, ``@``, tab, CR, LF) gets a leading
+            ``'`` and text cells are quoted (:func:`export.writer.escape_formula`); JSONL
+            and Parquet are never escaped. Recorded in the manifest (``cells``).
         changed_unjudged: only pairs that changed beyond the noise (:mod:`stats.change`
             under the run's frozen policy) and have no successful quality judgement of any
             source (judge, human label, reference) — a failed judgement leaves a pair
@@ -164,8 +168,15 @@ class ExportRequest:
     fmt: ExportFormat = "csv"
     changed_unjudged: bool = False
     exchange_ids: frozenset[str] | None = None
+    raw_cells: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.raw_cells, bool):
+            raise ConfigError(
+                f"raw_cells {self.raw_cells!r} must be true or false",
+                field="raw_cells",
+                value=self.raw_cells,
+            )
         if not isinstance(self.changed_unjudged, bool):
             raise ConfigError(
                 f"changed_unjudged {self.changed_unjudged!r} must be true or false",
@@ -228,12 +239,14 @@ def make_request(
     min_similarity: float | None = None,
     max_similarity: float | None = None,
     changed_unjudged: bool = False,
+    raw_cells: bool = False,
     names: FieldNames = _same,
 ) -> ExportRequest:
     """Build and check an :class:`ExportRequest` from loose values.
 
     ``order`` and ``fmt`` are matched case-insensitively; task types are kept as given
-    (repeats dropped, blanks refused). ``changed_unjudged`` is only recorded here: the
+    (repeats dropped, blanks refused). ``raw_cells`` turns off the CSV's formula
+    escaping (:attr:`ExportRequest.raw_cells`). ``changed_unjudged`` is only recorded here: the
     application layer attaches its exchange ids before the export is built
     (:func:`application.exporting.resolve_selection`).
 
@@ -273,4 +286,5 @@ def make_request(
         ),
         fmt=cast(ExportFormat, fmt),
         changed_unjudged=changed_unjudged,
+        raw_cells=raw_cells,
     )

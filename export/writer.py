@@ -11,6 +11,10 @@ Formats (all UTF-8):
 * **Parquet** — pyarrow with a fixed schema (:data:`PARQUET_SCHEMA`): text columns
   ``string``, ``captured_at`` ``timestamp[us, UTC]``, similarities nullable ``double``.
 
+JSONL and Parquet are never escaped: their cells are typed values, not text a spreadsheet
+parses (a spreadsheet importing them reads a string as a string), and escaping would
+change the data. The exporter writes no XLSX.
+
 :func:`write_export` writes each file through a temporary name and renames it, the
 manifest last; :func:`export_archive` puts the same bytes in a zip (the dashboard's
 download and the API's answer).
@@ -18,6 +22,7 @@ download and the API's answer).
 
 from __future__ import annotations
 
+import csv
 import io
 import os
 import zipfile
@@ -66,10 +71,37 @@ def _text_frame(rows: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def csv_bytes(rows: pd.DataFrame) -> bytes:
-    """The rows as CSV (see the module doc)."""
-    text = _text_frame(rows).to_csv(index=False, lineterminator="\n")
-    return text.encode("utf-8")
+FORMULA_PREFIXES: tuple[str, ...] = ("=", "+", "-", "@", "\t", "\r", "\n")
+"""First characters that make a spreadsheet read a cell as a formula (OWASP CSV
+injection: ``=``, ``+``, ``-``, ``@``, tab, carriage return, line feed)."""
+FORMULA_ESCAPE = "'"
+"""Put before such a cell: spreadsheets then show it as text."""
+
+
+def escape_formula(text: str) -> str:
+    """``text`` with a leading ``'`` when it starts like a formula (:data:`FORMULA_PREFIXES`),
+    else unchanged."""
+    return FORMULA_ESCAPE + text if text.startswith(FORMULA_PREFIXES) else text
+
+
+def csv_bytes(rows: pd.DataFrame, *, raw_cells: bool = False) -> bytes:
+    """The rows as CSV (see the module doc): formula-safe text cells unless ``raw_cells``.
+
+    Text cells are always quoted (also a bare carriage return then stays inside its cell,
+    which the minimal quoting of before let break the row); numbers never are.
+    """
+    frame = _text_frame(rows)
+    if not raw_cells:
+        for column in frame.columns:
+            if column not in FLOAT_COLUMNS:
+                frame[column] = [
+                    escape_formula(v) if isinstance(v, str) else v for v in frame[column]
+                ]
+    header = ",".join(frame.columns) + "\n"  # the fixed column names: nothing to escape
+    body = frame.to_csv(
+        index=False, header=False, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC
+    )
+    return (header + body).encode("utf-8")
 
 
 def jsonl_bytes(rows: pd.DataFrame) -> bytes:
@@ -97,7 +129,7 @@ def samples_bytes(result: ExportResult) -> bytes:
     """``samples.<ext>`` of ``result`` in its request's format."""
     fmt = result.request.fmt
     if fmt == "csv":
-        return csv_bytes(result.rows)
+        return csv_bytes(result.rows, raw_cells=result.request.raw_cells)
     if fmt == "jsonl":
         return jsonl_bytes(result.rows)
     return parquet_bytes(result.rows)

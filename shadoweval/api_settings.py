@@ -9,7 +9,10 @@ command): only ``shadow-eval api serve`` and the API's application factory
 * ``SHADOWEVAL_API__TOKEN_FILE``: a file holding the token (a mounted secret), read when
   no token is given directly;
 * ``SHADOWEVAL_API__HOST`` / ``SHADOWEVAL_API__PORT``: where to listen (loopback by
-  default).
+  default);
+* ``SHADOWEVAL_API__AUTH_LOG_INTERVAL_S``: at most one WARNING line per this many seconds
+  and reason about refused tokens (default 60; every refusal is counted in
+  ``shadoweval_api_auth_failures_total{reason}`` whether logged or not).
 
 Serving without a token has no variable on purpose: only the explicit
 ``--insecure-no-auth`` option of ``shadow-eval api serve`` does it.
@@ -37,6 +40,7 @@ class ApiSettings(BaseSettings):
     port: int = Field(default=8787, ge=0, le=65535)
     token: SecretStr | None = None
     token_file: Path | None = None
+    auth_log_interval_s: float = Field(default=60.0, gt=0)
 
 
 def read_token_file(path: Path) -> SecretStr:

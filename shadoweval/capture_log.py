@@ -17,7 +17,11 @@ The capture sidecar writes this format; ``shadow-eval import`` produces it from 
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import os
+import struct
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,11 +32,14 @@ from typing import IO, cast
 import orjson
 from pydantic import ValidationError
 
+from shadoweval.disk import Opener, open_binary
 from shadoweval.errors import RecordDecodeError
 from shadoweval.records import SCHEMA_VERSION, Exchange
 
 GZIP_MAGIC = b"\x1f\x8b"
 SEGMENT_GLOBS = ("*.jsonl", "*.jsonl.gz", "*.ndjson", "*.ndjson.gz")
+_EMPTY_FINAL_BLOCK = b"\x03\x00"
+"""A final, empty fixed-Huffman deflate block: ends a stream cut at a sync-flush point."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +161,18 @@ class CaptureLogWriter:
         directory: created if missing.
         compress: gzip each segment.
         max_segment_bytes: rotate after this many uncompressed bytes.
+        opener: opens each new segment (``opener(path, "xb")``; a seam for disk-full
+            tests, :data:`shadoweval.disk.Opener`); default :meth:`pathlib.Path.open`.
+
+    Lines are buffered; :meth:`flush` pushes them to the operating system. A disk error
+    (``OSError`` from :meth:`write_line`, :meth:`flush` or :meth:`close`) never leaves a
+    half-written line or an empty segment behind: the segment is cut back to what the
+    last successful flush wrote (a gzip segment is then closed properly, so it still
+    reads without a ``truncated_segment`` error — when the disk has no room even for the
+    gzip trailer's 10 bytes, the next write, flush or close adds it first), an empty one
+    is deleted, and the next write opens a new segment. :attr:`records_durable` counts
+    the lines that reached the operating system (flushed, or in a segment closed without
+    error); lines accepted after the last flush are lost by the error.
 
     Use as a context manager; :meth:`close` is idempotent. Not thread-safe: one writer
     per thread or task.
@@ -165,30 +184,45 @@ class CaptureLogWriter:
         *,
         compress: bool = False,
         max_segment_bytes: int = 64 * 1024 * 1024,
+        opener: Opener | None = None,
     ) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.compress = compress
         self.max_segment_bytes = max_segment_bytes
         self.records_written = 0
+        """Lines accepted (:meth:`write`/:meth:`write_line` returned)."""
+        self.records_durable = 0
+        """Lines that reached the operating system (flushed or in a closed segment)."""
         self.segments: list[Path] = []
+        self._opener: Opener = opener or open_binary
         self._fh: IO[bytes] | None = None
         self._raw: IO[bytes] | None = None
         self._segment_bytes = 0
         self._seq = 0
         self._closed = False
+        # What the last successful flush of the current segment left on disk: the raw
+        # file's size, and (for the gzip trailer) the CRC-32 and length of its lines.
+        self._durable_raw_bytes = 0
+        self._durable_crc = 0
+        self._durable_size = 0
+        self._crc = 0
+        self._size = 0
+        self._pending = 0  # lines accepted since that flush
+        # A gzip segment cut back whose trailer could not be written yet: path, size, CRC
+        # and length of its lines.
+        self._unterminated: tuple[Path, int, int, int] | None = None
 
     def write(self, exchange: Exchange) -> None:
-        """Append one exchange as one line."""
+        """Append one exchange as one line.
+
+        Raises:
+            ValueError: the writer is closed.
+            OSError: the file system failed (see the class docstring).
+        """
         if self._closed:
             raise ValueError("CaptureLogWriter is closed")
-        line = orjson.dumps(exchange.model_dump(mode="json")) + b"\n"
-        if self._fh is None or self._segment_bytes + len(line) > self.max_segment_bytes:
-            self._rotate()
-        assert self._fh is not None
-        self._fh.write(line)
-        self._segment_bytes += len(line)
-        self.records_written += 1
+        self._append(orjson.dumps(exchange.model_dump(mode="json")) + b"\n")
 
     def write_line(self, line: bytes) -> None:
         """Append one pre-serialized exchange: its compact JSON, newline optional.
@@ -199,19 +233,29 @@ class CaptureLogWriter:
         Raises:
             ValueError: the writer is closed, or ``line`` holds a newline before its end
                 (it would become two lines).
-            OSError: the file system failed.
+            OSError: the file system failed (see the class docstring).
         """
         if self._closed:
             raise ValueError("CaptureLogWriter is closed")
         body = line[:-1] if line.endswith(b"\n") else line
         if b"\n" in body:
             raise ValueError("a capture-log line must not contain a newline")
-        data = body + b"\n"
-        if self._fh is None or self._segment_bytes + len(data) > self.max_segment_bytes:
-            self._rotate()
-        assert self._fh is not None
-        self._fh.write(data)
+        self._append(body + b"\n")
+
+    def _append(self, data: bytes) -> None:
+        self._terminate_cut_segment()
+        try:
+            if self._fh is None or self._segment_bytes + len(data) > self.max_segment_bytes:
+                self._rotate()
+            assert self._fh is not None
+            self._fh.write(data)
+        except OSError:
+            self._abandon_segment()
+            raise
         self._segment_bytes += len(data)
+        self._crc = zlib.crc32(data, self._crc)
+        self._size += len(data)
+        self._pending += 1
         self.records_written += 1
 
     def _rotate(self) -> None:
@@ -222,7 +266,7 @@ class CaptureLogWriter:
             self._seq += 1
             path = self.directory / f"exchanges-{stamp}-{self._seq:06d}{suffix}"
             try:
-                raw = path.open("xb")
+                raw = self._opener(path, "xb")
                 break
             except FileExistsError:
                 continue
@@ -230,26 +274,110 @@ class CaptureLogWriter:
         self._raw = raw
         self.segments.append(path)
         self._segment_bytes = 0
+        self._durable_raw_bytes = self._durable_crc = self._durable_size = 0
+        self._crc = self._size = self._pending = 0
 
     def _close_segment(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            if self._raw is not None and self._raw is not self._fh:
-                self._raw.close()
-            self._fh = None
+        """Close the current segment (gzip trailer included); on a disk error cut it back
+        to the last flush and raise."""
+        fh, raw = self._fh, self._raw
+        if fh is None:
+            return
+        try:
+            fh.close()
+            if raw is not None and raw is not fh:
+                raw.close()
+        except OSError:
+            self._abandon_segment()
+            raise
+        self._fh = self._raw = None
+        self.records_durable += self._pending
+        self._pending = 0
+
+    def _abandon_segment(self) -> None:
+        """After a disk error: close the segment without writing more, cut it back to what
+        the last flush wrote, delete it when that is nothing, else end its gzip stream."""
+        fh, raw = self._fh, self._raw
+        self._fh = self._raw = None
+        lost, self._pending = self._pending, 0
+        self.records_written -= lost
+        if raw is None or not self.segments:
+            return
+        for handle in (raw, fh):  # raw first: the gzip trailer must not reach the file
+            if handle is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    handle.close()
+        path = self.segments[-1]
+        good = self._durable_raw_bytes
+        try:
+            if good == 0:
+                path.unlink(missing_ok=True)
+                self.segments.pop()
+                return
+            os.truncate(path, good)
+        except OSError:
+            return  # what is left past the last flush is a torn tail; readers report it
+        if self.compress:
+            self._unterminated = (path, good, self._durable_crc, self._durable_size)
+            with contextlib.suppress(OSError):
+                self._terminate_cut_segment()
+
+    def _terminate_cut_segment(self) -> None:
+        """End the gzip stream of a segment cut back to a sync-flush point (a final empty
+        deflate block and the gzip trailer), so it reads as a complete gzip member.
+
+        Raises:
+            OSError: the disk still has no room (tried again on the next call).
+        """
+        if self._unterminated is None:
+            return
+        path, good, crc, size = self._unterminated
+        trailer = _EMPTY_FINAL_BLOCK + struct.pack("<II", crc, size & 0xFFFFFFFF)
+        try:
+            with self._opener(path, "ab") as fh:
+                fh.write(trailer)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.truncate(path, good)
+            raise
+        self._unterminated = None
 
     def flush(self) -> None:
         """Push buffered lines to the operating system (a gzip segment stays readable up to
-        here after a crash). Cheap when nothing was written since the last flush."""
-        if self._fh is not None:
-            self._fh.flush()
-            if self._raw is not None and self._raw is not self._fh:
-                self._raw.flush()
+        here after a crash). Cheap when nothing was written since the last flush.
+
+        Raises:
+            OSError: the file system failed: the lines since the previous flush are lost
+                and the segment is cut back to it (see the class docstring).
+        """
+        self._terminate_cut_segment()
+        fh, raw = self._fh, self._raw
+        if fh is None or raw is None:
+            return
+        try:
+            fh.flush()
+            if raw is not fh:
+                raw.flush()
+        except OSError:
+            self._abandon_segment()
+            raise
+        self._durable_raw_bytes = raw.tell()
+        self._durable_crc, self._durable_size = self._crc, self._size
+        self.records_durable += self._pending
+        self._pending = 0
 
     def close(self) -> None:
-        """Flush and close the current segment."""
-        self._close_segment()
+        """Flush and close the current segment.
+
+        Raises:
+            OSError: the file system failed (see :meth:`flush`); the writer is closed
+                anyway.
+        """
         self._closed = True
+        try:
+            self._close_segment()
+        finally:
+            self._terminate_cut_segment()
 
     def __enter__(self) -> CaptureLogWriter:
         return self

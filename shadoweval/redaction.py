@@ -11,6 +11,11 @@ Applied before anything is written (database, rejected-record store, reports):
   tokens, and the value of any JSON header pair with a sensitive name are replaced by
   ``[REDACTED:<rule>]``.
 * **URL credentials** — ``https://user:password@host`` loses its ``user:password@``.
+* **Query parameters** with a credential-like name (:func:`sensitive_name`: ``token``,
+  ``access_token``, ``api_key``, ``key``, ``sig`` … or a name holding such a word) keep
+  their name and lose their value in a logged request target
+  (:func:`redact_request_target`: the API's access log); the capture sidecar applies the
+  same names to what it records.
 
 The capture sidecar applies these rules, plus body rules, before it produces; the replay
 runner applies the header rules again when it reads a capture log (defence in depth: a log
@@ -22,7 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 from shadoweval.records import Exchange, HeaderPair, RedactionHit, RedactionReport
 
@@ -74,6 +79,75 @@ SECRET_RULES: tuple[SecretRule, ...] = (
     SecretRule("gitlab_token", re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}(?![A-Za-z0-9_-])")),
 )
 """Default secret-key rules for free text, applied in order."""
+
+
+SENSITIVE_NAME_WORDS: frozenset[str] = frozenset(
+    {
+        "auth",
+        "authorization",
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "apikey",
+        "key",
+        "cookie",
+        "credential",
+        "credentials",
+        "signature",
+        "sig",
+        "session",
+    }
+)
+"""Words (of a header or query-parameter name split on ``-``/``_``) that mark it sensitive."""
+
+SENSITIVE_QUERY_PARAMS: frozenset[str] = frozenset(
+    {"key", "api_key", "api-key", "apikey", "token", "access_token", "sig", "signature", "code"}
+)
+"""Query-parameter names always redacted (besides any name with a sensitive word)."""
+
+_NAME_SPLIT = re.compile(r"[-_.]")
+
+
+def sensitive_name(name: str) -> bool:
+    """Whether a header or query-parameter name suggests a credential or session id."""
+    lowered = name.lower()
+    if lowered in SENSITIVE_QUERY_PARAMS:
+        return True
+    return any(word in SENSITIVE_NAME_WORDS for word in _NAME_SPLIT.split(lowered))
+
+
+QUERY_VALUE_REDACTED = "[REDACTED]"
+"""What a credential-like query parameter's value becomes in a logged request target."""
+
+
+def redact_query_string(query: str) -> str:
+    """``query`` (without its ``?``) with the values of credential-like parameters
+    (:func:`sensitive_name`) replaced by :data:`QUERY_VALUE_REDACTED`; every other byte,
+    order and encoding kept. Secret-looking values under other names (``sk-…``, bearer
+    tokens: :data:`SECRET_RULES`) are replaced too."""
+    if not query:
+        return query
+    parts: list[str] = []
+    for item in query.split("&"):
+        name, sep, value = item.partition("=")
+        if sep and value and sensitive_name(unquote_plus(name)):
+            parts.append(f"{name}={QUERY_VALUE_REDACTED}")
+        elif sep and value:
+            _, hits = scrub_secrets(unquote_plus(value))
+            parts.append(f"{name}={QUERY_VALUE_REDACTED}" if hits else item)
+        else:
+            parts.append(item)
+    return "&".join(parts)
+
+
+def redact_request_target(target: str) -> str:
+    """A request target (``/path?query``) fit for a log line: the query through
+    :func:`redact_query_string`, secret-looking text in the path (:data:`SECRET_RULES`)
+    replaced."""
+    path, sep, query = target.partition("?")
+    path = scrub_secrets(path)[0]
+    return f"{path}{sep}{redact_query_string(query)}" if sep else path
 
 
 def scrub_secrets(

@@ -6,10 +6,17 @@ mock-llm in the demo, tests that need a real socket (the replay client, the offi
 over SIGTERM and SIGINT when it runs on the main thread, and those belong to the caller
 (the replay worker's graceful stop). The capture sidecar runs its two servers on its own
 loop instead (it owns the signals).
+
+uvicorn's access log writes each request's target with its query string. A client that
+puts a token in the URL (``?token=…``, ``?access_token=…``, ``?api_key=…``) would have it
+written to the log: :class:`AccessLogRedaction` (installed on the ``uvicorn.access``
+logger by :func:`install_access_log_redaction`; every server here and the HTTP API
+install it) replaces those values before any handler formats the line.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from types import TracebackType
@@ -18,6 +25,44 @@ from typing import Any, Self
 import uvicorn
 
 from shadoweval.lifecycle import Lifecycle
+from shadoweval.redaction import redact_request_target
+
+ACCESS_LOGGER = "uvicorn.access"
+"""The logger uvicorn writes its access log to."""
+
+
+class AccessLogRedaction(logging.Filter):
+    """Redacts credentials in the request target of uvicorn's access-log records.
+
+    uvicorn logs ``'%s - "%s %s HTTP/%s" %d'`` with the client, method, target
+    (``path?query``), HTTP version and status as arguments; the target (argument 3) goes
+    through :func:`shadoweval.redaction.redact_request_target`. Records of another shape
+    pass unchanged. Never drops a record.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Rewrite the record's target in place; always ``True`` (the record is kept)."""
+        args = record.args
+        if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str):
+            target = redact_request_target(args[2])
+            if target != args[2]:
+                record.args = (*args[:2], target, *args[3:])
+        return True
+
+
+def install_access_log_redaction(logger_name: str = ACCESS_LOGGER) -> AccessLogRedaction:
+    """Add :class:`AccessLogRedaction` to ``logger_name`` once (idempotent); return it.
+
+    A filter on the logger (not a handler) survives uvicorn's logging configuration,
+    which replaces the logger's handlers but keeps its filters.
+    """
+    logger = logging.getLogger(logger_name)
+    for existing in logger.filters:
+        if isinstance(existing, AccessLogRedaction):
+            return existing
+    redaction = AccessLogRedaction()
+    logger.addFilter(redaction)
+    return redaction
 
 
 class BackgroundServer(Lifecycle):
@@ -59,6 +104,7 @@ class BackgroundServer(Lifecycle):
     ) -> None:
         options = {"log_level": "warning", "lifespan": "off", "ws": "none", **options}
         self._config = uvicorn.Config(app, host=host, port=port, **options)
+        install_access_log_redaction()
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._thread_name = thread_name

@@ -39,6 +39,7 @@ a repeat identical to the capture is what they should give.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,6 +48,7 @@ import pandas as pd
 
 from shadoweval.records import POOLED, ToolChange
 from stats.checks.pair_arrays import BoolArray, FloatArray, IntArray, PairArrays
+from stats.checks.reasons import fmt_g
 from stats.frame import PAIRS_COLUMNS
 from stats.inputs import InvalidDataError
 from stats.net_harm import divergence_strata
@@ -94,14 +96,31 @@ class DegenerateNoise:
     divergence_threshold: float
 
     def describe(self) -> str:
-        """The sentence that leads the similarity reason and a HOLD verdict's reasons."""
+        """The sentence that leads the similarity reason and a HOLD verdict's reasons.
+
+        Numbers are written for people: the share to one decimal, never rounded up to
+        100% while a repeat differed (799 of 800: 99.8%), and the threshold to three
+        significant digits (a policy value like ``1 - 0.7`` reads ``0.3``, not
+        ``0.30000000000000004``).
+        """
         return (
             "degenerate noise floor: the baseline repeat returned exactly the captured "
             f"answer on {self.identical} of {self.sampled_with_repeat} sampled requests "
-            f"({100 * self.share:.0f}%): it measures a recording, not sampling noise; "
-            f"changes are measured against divergence_threshold {self.divergence_threshold:g} "
-            "instead"
+            f"({_share_pct(self.identical, self.sampled_with_repeat)}): it measures a "
+            "recording, not sampling noise; changes are measured against "
+            f"divergence_threshold {fmt_g(self.divergence_threshold)} instead"
         )
+
+
+def _share_pct(count: int, n: int) -> str:
+    """``count / n`` as a percentage: ``100%`` only when all, else one decimal rounded
+    down (``99.8%``), without a trailing ``.0`` (``95%``)."""
+    if n <= 0:
+        return "–"
+    if count == n:
+        return "100%"
+    tenths = math.floor(1000 * count / n)
+    return f"{tenths // 10}%" if tenths % 10 == 0 else f"{tenths / 10:.1f}%"
 
 
 @dataclass(frozen=True)

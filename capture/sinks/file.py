@@ -5,15 +5,22 @@ drops and counts (``dropped{reason="file_queue_full"}``). One worker thread owns
 :class:`~shadoweval.capture_log.CaptureLogWriter` (segment rotation, optional gzip), so no
 file I/O ever runs in the event loop.
 
-A disk error never reaches the caller: it is logged, counted as
-``produce_errors{reason="file_io"}`` and the exchange as ``dropped{reason="sink_failed"}``;
-the writer is closed and a fresh segment is opened for the next exchange (a transient
-"disk full" recovers by itself). :meth:`FileSink.stop` writes what is queued and closes
-the segment within its deadline; what is still queued after it is counted as
-``dropped{reason="shutdown"}``.
+The thread writes what is queued in batches (up to ``max_batch`` lines) and flushes each
+batch to the operating system before it counts it: ``produced{sink="file"}`` counts only
+lines that reached the file. A disk error never reaches the caller: the lines of the batch
+that did not reach the disk are counted as ``dropped{reason="file_disk_full"}`` (``ENOSPC``,
+``EDQUOT``) or ``dropped{reason="file_io"}`` (``EIO`` and other errors), the attempt as
+``produce_errors{reason=…}`` with the same reason, and logged (at most one line per
+``error_log_interval_s``, with the count of errors not logged). The writer cuts the segment
+back to its last flush (an empty segment is deleted, a gzip one properly ended), so a
+disk-full episode leaves no half-written line and no empty segment per failed write; the
+next batch opens a fresh segment with the same writer (a transient "disk full" recovers
+by itself).
+:meth:`FileSink.stop` writes what is queued and closes the segment within its deadline;
+what is still queued after it is counted as ``dropped{reason="shutdown"}``.
 
-Lines are buffered by the writer and reach the file on rotation and close; a crash of
-the process can lose the buffered tail (at most one buffer, plus gzip's).
+Flushed lines survive a crash of the process; a power loss can lose what the operating
+system had not written yet (the sink does not fsync).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import contextlib
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
@@ -31,34 +39,40 @@ from capture.metrics import CaptureMetrics
 from capture.sinks.base import BuiltExchange
 from shadoweval.capture_log import CaptureLogWriter
 from shadoweval.config import CaptureSettings
+from shadoweval.disk import Opener, disk_error_reason
 from shadoweval.lifecycle import AsyncLifecycle, LifecycleState
+from shadoweval.log_limits import RateLimitedLog
 
 logger = logging.getLogger(__name__)
 
 
 class LineWriter(Protocol):
-    """What the worker thread writes through (:class:`CaptureLogWriter`, or a test fake)."""
+    """What the worker thread writes through (:class:`CaptureLogWriter`, or a test fake).
+
+    The contract the sink's counts rest on: :attr:`records_durable` counts the lines
+    that reached the file (flushed, or in a segment closed without error); a line
+    written after the last successful :meth:`flush` is not on disk until the next one
+    succeeds, and is lost when it raises.
+    """
+
+    records_durable: int
 
     def write_line(self, line: bytes) -> None:
-        """Append one serialized exchange; raise :class:`OSError` on a disk error."""
+        """Append one serialized exchange; raise :class:`OSError` on a disk error,
+        :class:`ValueError` for a line that is not one record."""
+
+    def flush(self) -> None:
+        """Push what was written to the operating system; raise :class:`OSError` on a
+        disk error (the lines since the previous flush are then lost)."""
 
     def close(self) -> None:
         """Flush and close."""
 
 
-def _flush_quietly(writer: LineWriter) -> bool:
-    """Flush a writer that can (``CaptureLogWriter.flush``); False on a disk error."""
-    flush = getattr(writer, "flush", None)
-    if flush is None:
-        return True
-    try:
-        flush()
-    except (OSError, ValueError):
-        return False
-    return True
-
-
 WriterFactory = Callable[[], LineWriter]
+
+DROP_REASONS = {"disk_full": "file_disk_full", "io_error": "file_io"}
+"""``dropped{reason}`` of a line lost to a disk error, by :func:`disk_error_reason`."""
 
 
 class FileSink(AsyncLifecycle):
@@ -70,8 +84,14 @@ class FileSink(AsyncLifecycle):
         compress: gzip each segment.
         max_segment_bytes: rotate after this many uncompressed bytes.
         max_queue: exchanges waiting for the thread; beyond it ``write()`` drops.
+        max_batch: most lines written per flush.
         writer_factory: builds the writer inside the worker thread (a seam for tests;
             default a :class:`CaptureLogWriter` on ``directory``).
+        opener: how the default writer opens its segments (a seam for disk-full tests,
+            :data:`shadoweval.disk.Opener`; default :meth:`pathlib.Path.open`).
+        error_log_interval_s: at most one log line per this many seconds about failing
+            writes (the count of the others is in the next line and the metrics).
+        clock: the time source of that limit (seconds; injectable for tests).
 
     Use ``async with`` or :meth:`start`/:meth:`stop` (:mod:`shadoweval.lifecycle`: started
     once, not restartable).
@@ -87,15 +107,29 @@ class FileSink(AsyncLifecycle):
         compress: bool = False,
         max_segment_bytes: int = 64 * 1024 * 1024,
         max_queue: int = 10_000,
+        max_batch: int = 512,
         writer_factory: WriterFactory | None = None,
+        opener: Opener | None = None,
+        error_log_interval_s: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be at least 1, got {max_batch}")
         self.directory = Path(directory)
         self.metrics = metrics
         self.last_error: str | None = None
         self.compress = compress
         self.max_segment_bytes = max_segment_bytes
+        self.max_batch = max_batch
+        self.opener = opener
         self.writer_factory: WriterFactory = writer_factory or self._default_writer
+        self._errors = RateLimitedLog(logger, interval_s=error_log_interval_s, clock=clock)
         self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=max_queue)
+        # The batch the thread is writing: its size, and whether stop() gave up on it
+        # (then stop() counted it as dropped and the thread counts nothing of it).
+        self._count_lock = threading.Lock()
+        self._inflight = 0
+        self._inflight_given_up = False
         self._stop_event = threading.Event()
         self._abandon = threading.Event()
         self._thread: threading.Thread | None = None
@@ -107,7 +141,10 @@ class FileSink(AsyncLifecycle):
 
     def _default_writer(self) -> LineWriter:
         return CaptureLogWriter(
-            self.directory, compress=self.compress, max_segment_bytes=self.max_segment_bytes
+            self.directory,
+            compress=self.compress,
+            max_segment_bytes=self.max_segment_bytes,
+            opener=self.opener,
         )
 
     @property
@@ -159,8 +196,9 @@ class FileSink(AsyncLifecycle):
         """Write what is queued and close the segment, waiting at most ``deadline_s``
         (10 s by default, as on leaving ``async with``).
 
-        Exchanges still queued at the deadline are counted as dropped (``shutdown``) and
-        the thread is told to stop after its current write. Idempotent; never raises.
+        Exchanges still queued at the deadline, and the batch the thread is stuck writing,
+        are counted as dropped (``shutdown``) and the thread is told to stop after its
+        current write. Idempotent; never raises.
         """
         never_started = self.lifecycle_state is LifecycleState.NEW
         if not self._stopping():
@@ -175,7 +213,9 @@ class FileSink(AsyncLifecycle):
         await asyncio.to_thread(thread.join, max(deadline_s, 0.0))
         if thread.is_alive():
             self._abandon.set()
-            left = self.queued
+            with self._count_lock:
+                left = self.queued + self._inflight
+                self._inflight_given_up = True
             logger.error(
                 "file sink did not finish within %.1f s; %d queued exchanges dropped",
                 deadline_s,
@@ -188,50 +228,101 @@ class FileSink(AsyncLifecycle):
 
     def _run(self) -> None:
         writer: LineWriter | None = None
-        dirty = False
         try:
             while not self._abandon.is_set():
-                try:
-                    payload = self._queue.get(timeout=0.1)
-                except queue.Empty:
-                    payload = None
-                if payload is None:
-                    if dirty and writer is not None:
-                        # Idle: push what was written to the OS, so a crash loses nothing
-                        # that was acknowledged more than ~0.1 s ago.
-                        if not _flush_quietly(writer):
-                            self.metrics.produce_errors.labels(reason="file_io").inc()
-                        dirty = False
+                batch = self._take_batch()
+                if not batch:
                     if self._stop_event.is_set() and self._queue.empty():
                         return
                     continue
-                writer = self._write_one(writer, payload)
-                dirty = True
+                with self._count_lock:
+                    if self._inflight_given_up:  # stop() gave up before it saw this batch
+                        self.metrics.dropped.labels(reason="shutdown").inc(len(batch))
+                        return
+                    self._inflight = len(batch)
+                writer = self._write_batch(writer, batch)
         finally:
             if writer is not None:
                 self._close(writer)
 
-    def _write_one(self, writer: LineWriter | None, payload: bytes) -> LineWriter | None:
-        """Write one line; on an error count it and return ``None`` (reopen next time)."""
+    def _take_batch(self) -> list[bytes]:
+        """Wait up to 0.1 s for a line, then take what else is queued (``max_batch``)."""
+        try:
+            first = self._queue.get(timeout=0.1)
+        except queue.Empty:
+            return []
+        batch = [] if first is None else [first]
+        while len(batch) < self.max_batch:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                batch.append(item)
+        return batch
+
+    def _write_batch(self, writer: LineWriter | None, batch: list[bytes]) -> LineWriter | None:
+        """Write and flush one batch; count what reached the file as produced and the
+        rest as dropped. Returns the writer to go on with (``None``: make one next time)."""
+        durable_before = writer.records_durable if writer is not None else 0
+        bad = 0
         try:
             if writer is None:
                 writer = self.writer_factory()
-            writer.write_line(payload)
-        except (OSError, ValueError) as exc:
-            logger.error("file sink cannot write to %s: %s", self.directory, exc)
-            self.metrics.produce_errors.labels(reason="file_io").inc()
-            self.metrics.dropped.labels(reason="sink_failed").inc()
-            self.last_error = f"write failing: {type(exc).__name__}: {exc}"
-            if writer is not None:
-                self._close(writer)
-            return None
+            for payload in batch:
+                try:
+                    writer.write_line(payload)
+                except ValueError as exc:  # not one record (a newline inside): skip it
+                    logger.error("file sink dropped a malformed record: %s", exc)
+                    bad += 1
+            writer.flush()
+        except OSError as exc:
+            # The writer cut its segment back to the last flush; it goes on with a fresh
+            # segment (or, for the first write, is made again).
+            on_disk = writer.records_durable - durable_before if writer is not None else 0
+            self._count_failure(exc, lost=len(batch) - bad - on_disk, written=on_disk, bad=bad)
+            return writer
         self.last_error = None
-        self.metrics.produced.labels(sink=self.name).inc()
+        self._settle(written=len(batch) - bad, bad=bad)
         return writer
+
+    def _settle(self, *, written: int, bad: int, lost: int = 0, reason: str = "") -> None:
+        """Count the batch's outcome, unless :meth:`stop` gave up on it (and counted it)."""
+        with self._count_lock:
+            self._inflight = 0
+            if self._inflight_given_up:
+                return
+            if written:
+                self.metrics.produced.labels(sink=self.name).inc(written)
+            if bad:
+                self.metrics.dropped.labels(reason="sink_failed").inc(bad)
+            if lost:
+                self.metrics.dropped.labels(reason=reason).inc(lost)
+
+    def _count_failure(self, exc: OSError, *, lost: int, written: int, bad: int) -> None:
+        reason = DROP_REASONS[disk_error_reason(exc)]
+        self.metrics.produce_errors.labels(reason=reason).inc()
+        self._settle(written=written, bad=bad, lost=lost, reason=reason)
+        self.last_error = f"write failing: {type(exc).__name__}: {exc}"
+        self._errors.log(
+            logging.ERROR,
+            "file sink cannot write to %s (%s): %d exchanges dropped (%s)",
+            self.directory,
+            exc,
+            lost,
+            reason,
+            key=reason,
+        )
 
     def _close(self, writer: LineWriter) -> None:
         try:
             writer.close()
         except (OSError, ValueError) as exc:
-            logger.error("file sink cannot close its segment in %s: %s", self.directory, exc)
-            self.metrics.produce_errors.labels(reason="file_io").inc()
+            self._errors.log(
+                logging.ERROR,
+                "file sink cannot close its segment in %s: %s",
+                self.directory,
+                exc,
+                key="close",
+            )
+            self.metrics.produce_errors.labels(reason=DROP_REASONS[disk_error_reason(exc)]).inc()

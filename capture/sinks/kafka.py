@@ -12,7 +12,12 @@ them according to the sink's mode:
   never sent directly, so the order of the exchanges is kept. A *drainer* task re-sends
   from the spool head in order and commits the spool cursor only after the broker has
   acknowledged; after a failure it probes every ``retry_interval_s`` with one record. When
-  the spool is empty the sink switches back to DIRECT.
+  the spool is empty the sink switches back to DIRECT. The only waits between batches are
+  those after a failure (broker unreachable, a send not acknowledged, a spool read that
+  failed): once the broker acknowledges, the spool drains batch after batch without a
+  pause, also while the disk is full — a cursor that cannot be saved keeps the position
+  in memory (:meth:`DiskSpool.commit`, ``shadoweval_capture_spool_cursor_unsaved = 1``),
+  and the drainer saves it again every ``retry_interval_s`` until it succeeds.
 
 The empty-check + switch to DIRECT and every spool append in SPOOLING happen under one
 :class:`asyncio.Lock`; only the sender switches to SPOOLING and only the drainer switches
@@ -49,8 +54,9 @@ import asyncio
 import contextlib
 import enum
 import logging
+import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -62,7 +68,9 @@ from capture.sinks.spool import DiskSpool, SpoolError
 from shadoweval.bus.errors import BusError, BusTimeoutError
 from shadoweval.bus.producer import BusProducer, Delivery, OutgoingRecord, RecordTooLargeError
 from shadoweval.config import KafkaSettings, SpoolSettings
+from shadoweval.disk import Opener
 from shadoweval.lifecycle import AsyncLifecycle, LifecycleState
+from shadoweval.log_limits import RateLimitedLog
 from shadoweval.records import SCHEMA_VERSION
 
 logger = logging.getLogger(__name__)
@@ -93,6 +101,8 @@ class ProducerLike(Protocol):
 
 
 ProducerFactory = Callable[[KafkaSettings], ProducerLike]
+Sleep = Callable[[float], Awaitable[None]]
+"""How the drainer waits after a failure (:func:`asyncio.sleep`; a seam for tests)."""
 
 
 class SinkMode(enum.StrEnum):
@@ -130,6 +140,10 @@ class KafkaSink(AsyncLifecycle):
         max_pending_records, max_pending_bytes: bound on exchanges written but not yet
             taken by the sender; beyond it ``write()`` drops (``sink_backlog``).
         spool_fsync: fsync each spool append (see :class:`DiskSpool`).
+        spool_opener: opens the files of the spool and of the offload directory (a seam
+            for disk-full tests, :data:`shadoweval.disk.Opener`).
+        sleep: how the drainer waits ``retry_interval_s`` after a failure (a seam for
+            tests: count the waits).
 
     Kafka message: key ``BuiltExchange.key``, value the payload, header ``schema_version``.
     Use ``async with`` or :meth:`start`/:meth:`stop` (:mod:`shadoweval.lifecycle`: started
@@ -149,6 +163,8 @@ class KafkaSink(AsyncLifecycle):
         max_pending_records: int = 10_000,
         max_pending_bytes: int = 64 * 1024 * 1024,
         spool_fsync: bool = False,
+        spool_opener: Opener | None = None,
+        sleep: Sleep = asyncio.sleep,
     ) -> None:
         self.kafka = kafka
         self.spool_settings = spool
@@ -158,6 +174,9 @@ class KafkaSink(AsyncLifecycle):
         self.max_pending_records = max_pending_records
         self.max_pending_bytes = max_pending_bytes
         self.spool_fsync = spool_fsync
+        self.spool_opener = spool_opener
+        self._sleep = sleep
+        self._errors = RateLimitedLog(logger, interval_s=10.0, clock=time.monotonic)
         self._mode = SinkMode.SPOOLING
         self._pending: deque[_Rec] = deque()
         self._pending_bytes = 0
@@ -238,6 +257,7 @@ class KafkaSink(AsyncLifecycle):
             max_bytes=self.spool_settings.max_bytes,
             segment_bytes=self.spool_settings.segment_bytes,
             fsync=self.spool_fsync,
+            opener=self.spool_opener,
         )
         self._spool = spool
         if spool.corrupt_tails:
@@ -246,6 +266,7 @@ class KafkaSink(AsyncLifecycle):
             self._limit_base,
             directory / "offload",
             max_offload_bytes=self.spool_settings.max_bytes,
+            opener=self.spool_opener,
         )
         self._update_spool_gauges()
         self._producer = self.producer_factory(self.kafka)
@@ -300,7 +321,8 @@ class KafkaSink(AsyncLifecycle):
                 logger.warning("producer stop failed", exc_info=True)
         self._update_spool_gauges()
         if self._spool is not None:
-            await asyncio.to_thread(self._spool.close)
+            await asyncio.to_thread(self._spool.close)  # a last try to save the cursor
+            self.metrics.spool_cursor_unsaved.set(0 if self._spool.cursor_saved else 1)
             self._spool = None
 
     async def _cancel(self, task: asyncio.Task[None] | None) -> None:
@@ -481,7 +503,13 @@ class KafkaSink(AsyncLifecycle):
         try:
             n = await asyncio.to_thread(spool.append, [(r.key, r.value) for r in recs])
         except (SpoolError, ValueError) as exc:
-            logger.error("spool append failed, %d exchanges dropped: %s", len(recs), exc)
+            self._errors.log(
+                logging.ERROR,
+                "spool append failed, %d exchanges dropped: %s",
+                len(recs),
+                exc,
+                key="spool_append",
+            )
             self.metrics.dropped.labels(reason="spool_io").inc(len(recs))
             return
         finally:
@@ -512,10 +540,17 @@ class KafkaSink(AsyncLifecycle):
             if self._mode is SinkMode.DIRECT:
                 probe = 1
                 self._drain_wanted.clear()
-                await self._drain_wanted.wait()
+                if spool.cursor_saved:
+                    await self._drain_wanted.wait()
+                else:  # drained while the cursor could not be saved: keep trying
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(
+                            self._drain_wanted.wait(), self.spool_settings.retry_interval_s
+                        )
+                    await self._save_cursor(spool)
                 continue
             if not self._connected and not await self._try_connect():
-                await asyncio.sleep(self.spool_settings.retry_interval_s)
+                await self._sleep(self.spool_settings.retry_interval_s)
                 continue
             async with self._lock:
                 if spool.empty:
@@ -528,10 +563,14 @@ class KafkaSink(AsyncLifecycle):
                 recs = [_Rec(k, v) for k, v in await asyncio.to_thread(spool.peek, probe)]
                 acked, error = await self._deliver(recs)
                 if acked:
+                    # A cursor that cannot be saved (disk full) is not a failure: the
+                    # records are consumed in memory and the save is retried.
                     await asyncio.to_thread(spool.commit, acked)
                     self._spool_full = False
             except SpoolError as exc:
-                logger.error("spool read/commit failed: %s", exc)
+                self._errors.log(
+                    logging.ERROR, "spool read/commit failed: %s", exc, key="spool_read"
+                )
                 failed = True
             except Exception:  # a bug or a raising producer must not end the drainer
                 logger.exception("kafka sink drainer failed; retrying")
@@ -544,7 +583,16 @@ class KafkaSink(AsyncLifecycle):
             if error is not None:
                 self.metrics.produce_errors.labels(reason=_reason(error)).inc(len(recs) - acked)
             probe = 1
-            await asyncio.sleep(self.spool_settings.retry_interval_s)
+            await self._sleep(self.spool_settings.retry_interval_s)
+
+    async def _save_cursor(self, spool: DiskSpool) -> None:
+        """Retry saving the spool's cursor (in a thread); never raises."""
+        try:
+            await asyncio.to_thread(spool.save_cursor)
+        except ValueError:  # closed meanwhile (stop)
+            return
+        finally:
+            self._update_spool_gauges()
 
     async def _try_connect(self) -> bool:
         """Start the producer; ``False`` (counted, logged) when the broker is not there."""
@@ -577,3 +625,4 @@ class KafkaSink(AsyncLifecycle):
         if spool is not None:
             self.metrics.spool_bytes.set(spool.size_bytes)
             self.metrics.spool_records.set(spool.record_count)
+            self.metrics.spool_cursor_unsaved.set(0 if spool.cursor_saved else 1)

@@ -39,6 +39,7 @@ from typing import Literal
 import orjson
 from pydantic import ValidationError
 
+from shadoweval.disk import Opener, open_binary
 from shadoweval.records import Exchange, OversizeNote, RequestRecord
 
 logger = logging.getLogger(__name__)
@@ -104,18 +105,29 @@ class OversizeHandler:
         max_offload_bytes: budget of the offload directory, bytes (``None``: unbounded).
             Files already there count. Nothing here deletes offload files: whoever reads
             them (or the operator) does.
+        opener: opens the temporary file of each offload (a seam for disk-full tests,
+            :data:`shadoweval.disk.Opener`); default :meth:`pathlib.Path.open`.
+
+    A write that fails (disk full, I/O error) leaves no file behind, does not use up
+    the budget and is a drop with reason ``offload_io``.
 
     Thread-safe.
     """
 
     def __init__(
-        self, limit_bytes: int, offload_dir: str | Path, *, max_offload_bytes: int | None = None
+        self,
+        limit_bytes: int,
+        offload_dir: str | Path,
+        *,
+        max_offload_bytes: int | None = None,
+        opener: Opener | None = None,
     ) -> None:
         if limit_bytes <= 0:
             raise ValueError(f"limit_bytes must be positive, got {limit_bytes}")
         self.limit_bytes = limit_bytes
         self.offload_dir = Path(offload_dir).absolute()
         self.max_offload_bytes = max_offload_bytes
+        self._opener: Opener = opener or open_binary
         self._lock = threading.Lock()
         self._offload_bytes: int | None = None  # measured lazily (a directory scan)
 
@@ -220,7 +232,7 @@ class OversizeHandler:
         previous = path.stat().st_size if path.exists() else 0
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:
-            with tmp.open("wb") as fh:
+            with self._opener(tmp, "wb") as fh:
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())

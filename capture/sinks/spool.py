@@ -24,6 +24,15 @@ Durability and recovery:
 * The read cursor is persisted by :meth:`DiskSpool.commit` atomically (temporary file,
   fsync, ``os.replace``). A restarted process resumes after the last commit: records
   peeked but not committed are read again (at-least-once).
+* The read position lives in memory; the cursor file is its saved copy. When the cursor
+  cannot be written (disk full, I/O error) the commit still consumes the records — the
+  spool keeps draining at full speed — and :attr:`DiskSpool.cursor_saved` turns false;
+  every later :meth:`DiskSpool.commit` and :meth:`DiskSpool.save_cursor` tries again,
+  and :meth:`DiskSpool.close` once more. A crash before a save succeeds re-reads from the
+  last saved position (duplicates, never a loss).
+* A failed append is cut back off its segment, and the next append reuses that segment
+  (reopened for appending) instead of creating a new one: a disk-full episode leaves no
+  trail of empty segments.
 * Opening scans every unconsumed frame. The first frame of a segment that is torn (crash
   mid-write) or fails its CRC ends that segment: the file is truncated there and the
   loss is counted in :attr:`DiskSpool.corrupt_tails` / :attr:`DiskSpool.corrupt_bytes`.
@@ -35,6 +44,9 @@ Bounds: :attr:`DiskSpool.size_bytes` is the size of the segment files on disk (i
 the consumed head of the first segment until that segment is deleted) and never exceeds
 ``max_bytes``. :meth:`DiskSpool.append` refuses what does not fit (the caller counts the
 drop as ``spool_full``).
+
+Every file the spool writes is opened through ``opener`` (:data:`shadoweval.disk.Opener`:
+a seam for disk-full tests).
 
 Threading: methods are synchronous and do blocking file I/O, so asyncio callers run them
 with :func:`asyncio.to_thread`. An internal lock makes every method safe to call from
@@ -50,6 +62,7 @@ import os
 import re
 import struct
 import threading
+import time
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -59,7 +72,9 @@ from typing import IO
 
 import orjson
 
+from shadoweval.disk import Opener, open_binary
 from shadoweval.errors import ShadowEvalError
+from shadoweval.log_limits import RateLimitedLog
 
 logger = logging.getLogger(__name__)
 
@@ -127,6 +142,8 @@ class DiskSpool:
         segment_bytes: a segment is closed once the next frame would pass this size (a
             single larger frame gets a segment of its own).
         fsync: fsync after every append (survives power loss, costs a disk flush).
+        opener: opens the files the spool writes (a seam for disk-full tests); default
+            :meth:`pathlib.Path.open`.
 
     Raises:
         SpoolError: the directory is locked by another open spool, or cannot be
@@ -140,6 +157,7 @@ class DiskSpool:
         max_bytes: int,
         segment_bytes: int = 64 * 1024 * 1024,
         fsync: bool = False,
+        opener: Opener | None = None,
     ) -> None:
         if max_bytes <= 0 or segment_bytes <= 0:
             raise ValueError("max_bytes and segment_bytes must be positive")
@@ -151,6 +169,12 @@ class DiskSpool:
         """Segments found torn or corrupt (each truncated at its first bad frame)."""
         self.corrupt_bytes = 0
         """Bytes cut off by those truncations."""
+        self.cursor_save_failures = 0
+        """Attempts to write the cursor file that failed (the position stayed in memory)."""
+        self._opener: Opener = opener or open_binary
+        self._cursor_saved = True
+        self._reopen_seq: int | None = None  # a segment cut back after a failed append
+        self._errors = RateLimitedLog(logger, interval_s=10.0, clock=time.monotonic)
         self._lock = threading.Lock()
         self._sizes: dict[int, int] = {}  # segment number -> valid size in bytes, in order
         self._head = Position(1, 0)
@@ -197,6 +221,12 @@ class DiskSpool:
         return self._records == 0
 
     @property
+    def cursor_saved(self) -> bool:
+        """False while the read position is newer than the cursor file (its last save
+        failed); a restart would then re-read from the saved, older position."""
+        return self._cursor_saved
+
+    @property
     def free_bytes(self) -> int:
         """Bytes that may still be appended (frames included)."""
         return max(0, self.max_bytes - self._disk_bytes)
@@ -240,7 +270,7 @@ class DiskSpool:
             head = Position(min(self._sizes) if self._sizes else self._write_seq + 1, 0)
         self._head = head
         self._normalize_head()
-        self._save_cursor()
+        self._try_save_cursor()
 
     def _scan(self, path: Path, start: int, end: int) -> tuple[int, int]:
         """Count valid frames of ``path`` from ``start``; return ``(count, valid_end)``."""
@@ -268,15 +298,53 @@ class DiskSpool:
             return None
 
     def _save_cursor(self) -> None:
+        """Write the cursor file atomically; raise :class:`OSError` (nothing replaced)."""
         path = self.directory / CURSOR_FILE
         tmp = self.directory / f"{CURSOR_FILE}.{os.getpid()}.tmp"
         data = orjson.dumps({"segment": self._head.segment, "offset": self._head.offset})
-        with tmp.open("wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        try:
+            with self._opener(tmp, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            raise
         self._fsync_directory()
+
+    def _try_save_cursor(self) -> bool:
+        """Save the cursor; on an error keep the position in memory (retried later)."""
+        try:
+            self._save_cursor()
+        except OSError as exc:
+            self.cursor_save_failures += 1
+            self._cursor_saved = False
+            self._errors.log(
+                logging.ERROR,
+                "cannot save the spool cursor in %s (%s); the read position is kept in "
+                "memory and saved again on the next commit",
+                self.directory,
+                exc,
+                key="cursor",
+            )
+            return False
+        if not self._cursor_saved:
+            logger.info("spool cursor in %s saved again", self.directory)
+        self._cursor_saved = True
+        return True
+
+    def save_cursor(self) -> bool:
+        """Write the read position to the cursor file if it is newer than the file;
+        ``True`` when the file now holds it.
+
+        Raises:
+            ValueError: the spool is closed.
+        """
+        with self._lock:
+            self._check_open()
+            return self._cursor_saved or self._try_save_cursor()
 
     def _fsync_directory(self) -> None:
         fd = os.open(self.directory, os.O_RDONLY)
@@ -315,7 +383,10 @@ class DiskSpool:
                 ):
                     self._flush_pending(pending, pending_bytes)
                     pending, pending_bytes = [], 0
-                    self._rotate()
+                    if self._writer is None and self._can_reopen(size):
+                        self._reopen()
+                    else:
+                        self._rotate()
                 pending.append(encode_frame(key, value))
                 pending_bytes += size
                 appended += 1
@@ -341,24 +412,45 @@ class DiskSpool:
         self._records += len(frames)
 
     def _abandon_writer(self, good_size: int) -> None:
-        """After a failed write: cut the segment back to ``good_size`` and close it."""
+        """After a failed write: close the segment, cut it back to ``good_size`` and let
+        the next append reuse it."""
         writer, self._writer = self._writer, None
         path = self.directory / _segment_name(self._write_seq)
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, ValueError):
             if writer is not None:
                 writer.close()
         try:
-            with path.open("r+b") as fh:
-                fh.truncate(good_size)
+            os.truncate(path, good_size)
         except OSError:
+            self._reopen_seq = None
             logger.error("cannot truncate %s after a failed write; recovery will", path)
+            return
+        self._reopen_seq = self._write_seq
+
+    def _can_reopen(self, frame_bytes: int) -> bool:
+        """Whether the segment cut back after a failed append can take this frame."""
+        seq = self._reopen_seq
+        if seq is None or seq != self._write_seq or seq not in self._sizes:
+            return False
+        size = self._sizes[seq]
+        return size == 0 or size + frame_bytes <= self.segment_bytes
+
+    def _reopen(self) -> None:
+        """Reopen the segment a failed append was cut back from, for appending."""
+        path = self.directory / _segment_name(self._write_seq)
+        try:
+            self._writer = self._opener(path, "ab")
+        except OSError as exc:
+            raise SpoolError(f"cannot reopen spool segment {path}: {exc}") from exc
+        self._reopen_seq = None
 
     def _rotate(self) -> None:
         self._close_writer()
+        self._reopen_seq = None
         self._write_seq += 1
         path = self.directory / _segment_name(self._write_seq)
         try:
-            self._writer = path.open("xb")
+            self._writer = self._opener(path, "xb")
         except OSError as exc:
             raise SpoolError(f"cannot create spool segment {path}: {exc}") from exc
         self._sizes[self._write_seq] = 0
@@ -461,31 +553,39 @@ class DiskSpool:
         if reader is not None:
             reader[1].close()
 
-    def commit(self, n: int) -> None:
+    def commit(self, n: int) -> bool:
         """Consume the first ``n`` records of the last :meth:`peek` and persist the cursor.
 
         Segments left fully consumed are deleted. Invalidates the last peek (peek again).
+        The records are consumed even when the cursor file cannot be written: the
+        position is kept in memory (:attr:`cursor_saved` false) and saved by a later
+        commit or :meth:`save_cursor`; until then a restart re-reads from the last saved
+        position.
+
+        Returns:
+            Whether the cursor file holds the new position.
 
         Raises:
             ValueError: ``n`` is negative or more than the last peek returned, or the
                 spool is closed.
-            SpoolError: the cursor could not be written (the records stay unconsumed on
-                disk and are read again after a restart).
+            SpoolError: a consumed segment could not be deleted (the position was
+                moved all the same).
         """
         with self._lock:
             self._check_open()
             if n < 0 or n > len(self._peeked):
                 raise ValueError(f"commit({n}) after a peek of {len(self._peeked)} records")
             if n == 0:
-                return
+                return self._cursor_saved
             self._head = self._peeked[n - 1]
             self._peeked = []
             self._records -= n
             try:
                 self._normalize_head()
-                self._save_cursor()
             except OSError as exc:
-                raise SpoolError(f"cannot commit spool cursor in {self.directory}: {exc}") from exc
+                self._try_save_cursor()
+                raise SpoolError(f"cannot delete a consumed spool segment: {exc}") from exc
+            return self._try_save_cursor()
 
     def _normalize_head(self) -> None:
         """Delete fully consumed segments at the head and move the cursor past them."""
@@ -522,6 +622,8 @@ class DiskSpool:
             self._closed = True
             self._drop_reader()
             self._close_writer()
+            if not self._cursor_saved:
+                self._try_save_cursor()
             self._release_lock()
 
     def _release_lock(self) -> None:

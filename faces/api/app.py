@@ -3,6 +3,8 @@
 Endpoints (JSON; bodies in :mod:`faces.api.schemas`; document at ``/openapi.json``):
 
 * ``GET /healthz`` — liveness, no token;
+* ``GET /metrics`` — Prometheus metrics (:mod:`faces.api.metrics`: auth failures by
+  reason), with the token like every other path;
 * ``GET /v1/runs?status=&limit=`` — runs newest first, each with its latest decision;
 * ``GET /v1/runs/{run_id}/verdict`` — the latest stored verdict; a run without one is
   gated now through ``compute_verdict`` (the CLI passes the function ``shadow-eval gate``
@@ -18,6 +20,11 @@ Errors are JSON :class:`~faces.api.schemas.ErrorBody`: 400 bad query, 401 token,
 404 unknown run or path, 500 the gate failed, 503 the database failed (or, for the
 export, no redactor was configured). The repository is synchronous; calls run in
 Starlette's thread pool.
+
+No token reaches a log: the API never logs a header, a token in the query string is
+refused (:mod:`faces.api.auth`), and :func:`create_app` installs
+:class:`shadoweval.serving.AccessLogRedaction` on uvicorn's access logger, so the access
+log shows ``?token=[REDACTED]`` for whatever a client put in its URL.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import ExitStack, asynccontextmanager
 from typing import Any, Literal
 
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, SecretStr
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -43,7 +51,9 @@ from application.exporting import ExportRedaction, ExportRequest, export_zip
 from application.gating import gate_run
 from application.redaction import body_redaction
 from faces.api.auth import BearerAuth
+from faces.api.auth import logger as auth_logger
 from faces.api.export_params import BadParameterError, export_request
+from faces.api.metrics import ApiMetrics
 from faces.api.openapi import DEFAULT_LIMIT, MAX_LIMIT, openapi_document
 from faces.api.schemas import (
     AuditEntryOut,
@@ -57,7 +67,9 @@ from faces.api.schemas import (
 from shadoweval.api_settings import ApiSettings, required_token
 from shadoweval.config import load_settings
 from shadoweval.errors import ConfigError, ShadowEvalError, StorageError
+from shadoweval.log_limits import RateLimitedLog
 from shadoweval.records import Verdict
+from shadoweval.serving import install_access_log_redaction
 from shadoweval.storage import PolicyAuditAction, Repository, RunInfo, RunStatus
 
 logger = logging.getLogger(__name__)
@@ -101,8 +113,10 @@ class _Handlers:
         compute_verdict: ComputeVerdict,
         auth: bool,
         export_redaction: ExportRedaction | None = None,
+        metrics: ApiMetrics | None = None,
     ) -> None:
         self._repo = repo
+        self._metrics = metrics or ApiMetrics()
         self._compute = compute_verdict
         self._compute_lock = asyncio.Lock()
         self._openapi = openapi_document(auth=auth)
@@ -110,6 +124,13 @@ class _Handlers:
 
     async def healthz(self, _: Request) -> Response:
         return _body(Health())
+
+    async def metrics(self, _: Request) -> Response:
+        return Response(
+            generate_latest(self._metrics.registry),
+            media_type=CONTENT_TYPE_LATEST,
+            headers={"Cache-Control": "no-store"},
+        )
 
     async def openapi(self, _: Request) -> Response:
         return JSONResponse(self._openapi, headers={"Cache-Control": "no-store"})
@@ -246,6 +267,8 @@ def create_app(
     token: SecretStr | None,
     compute_verdict: ComputeVerdict,
     export_redaction: ExportRedaction | None = None,
+    metrics: ApiMetrics | None = None,
+    auth_warnings: RateLimitedLog | None = None,
 ) -> Starlette:
     """The API application over ``repo``.
 
@@ -258,11 +281,27 @@ def create_app(
         export_redaction: the text redactor of ``GET /v1/runs/{run_id}/export``
             (:func:`application.redaction.body_redaction`, wired by the CLI); ``None``
             answers exports 503 (never unredacted).
+        metrics: the metrics ``/metrics`` serves (a fresh registry by default).
+        auth_warnings: the rate limiter of the authentication WARNING lines (default one
+            line per minute and reason; inject one with a test clock).
+
+    Also installs :class:`shadoweval.serving.AccessLogRedaction` on uvicorn's access
+    logger (idempotent).
     """
+    install_access_log_redaction()
+    metrics = metrics or ApiMetrics()
     handlers = _Handlers(
-        repo, compute_verdict, auth=token is not None, export_redaction=export_redaction
+        repo,
+        compute_verdict,
+        auth=token is not None,
+        export_redaction=export_redaction,
+        metrics=metrics,
     )
-    middleware = [] if token is None else [Middleware(BearerAuth, token=token)]
+    middleware = (
+        []
+        if token is None
+        else [Middleware(BearerAuth, token=token, metrics=metrics, warnings=auth_warnings)]
+    )
     exception_handlers: dict[Any, Any] = {
         ApiError: _api_error,
         HTTPException: _http_error,
@@ -273,6 +312,7 @@ def create_app(
         routes=[
             Route("/healthz", handlers.healthz, methods=["GET"]),
             Route("/openapi.json", handlers.openapi, methods=["GET"]),
+            Route("/metrics", handlers.metrics, methods=["GET"]),
             Route("/v1/runs", handlers.runs, methods=["GET"]),
             Route("/v1/runs/{run_id}/verdict", handlers.verdict, methods=["GET"]),
             Route("/v1/runs/{run_id}/audit", handlers.audit, methods=["GET"]),
@@ -283,13 +323,16 @@ def create_app(
     )
 
 
-def build_app(repo: Repository, token: SecretStr | None) -> Starlette:
+def build_app(
+    repo: Repository, token: SecretStr | None, *, auth_log_interval_s: float = 60.0
+) -> Starlette:
     """The API over ``repo``, gating through :func:`application.gating.gate_run`.
 
     A run without a stored verdict is gated exactly as ``shadow-eval gate`` gates it (the
     verdict is stored with command :data:`API_COMMAND`); exports are redacted with
     :func:`application.redaction.body_redaction`. ``token`` ``None`` serves without
-    authentication.
+    authentication. ``auth_log_interval_s``: at most one WARNING line per this many
+    seconds and reason about refused tokens (``SHADOWEVAL_API__AUTH_LOG_INTERVAL_S``).
 
     Raises:
         ConfigError: the body-redaction settings are invalid.
@@ -298,7 +341,13 @@ def build_app(repo: Repository, token: SecretStr | None) -> Starlette:
     def compute(repository: Repository, run: RunInfo) -> Verdict:
         return gate_run(repository, run, command=API_COMMAND).verdict
 
-    return create_app(repo, token=token, compute_verdict=compute, export_redaction=body_redaction())
+    return create_app(
+        repo,
+        token=token,
+        compute_verdict=compute,
+        export_redaction=body_redaction(),
+        auth_warnings=RateLimitedLog(auth_logger, interval_s=auth_log_interval_s),
+    )
 
 
 def app_from_environment() -> Starlette:
@@ -315,8 +364,9 @@ def app_from_environment() -> Starlette:
         ConfigError: no token is configured, or it is unreadable or too short.
         StorageError: the database cannot be reached or is not at the current schema.
     """
-    token, _ = required_token(ApiSettings(), None)
-    return _app_over_settings_database(token)
+    settings = ApiSettings()
+    token, _ = required_token(settings, None)
+    return _app_over_settings_database(token, settings)
 
 
 def insecure_app_from_environment() -> Starlette:
@@ -328,15 +378,16 @@ def insecure_app_from_environment() -> Starlette:
         ConfigError: a token is configured too (use one or the other).
         StorageError: as :func:`app_from_environment`.
     """
-    token, _ = required_token(ApiSettings(), None, insecure_no_auth=True)
-    return _app_over_settings_database(token)
+    settings = ApiSettings()
+    token, _ = required_token(settings, None, insecure_no_auth=True)
+    return _app_over_settings_database(token, settings)
 
 
-def _app_over_settings_database(token: SecretStr | None) -> Starlette:
+def _app_over_settings_database(token: SecretStr | None, settings: ApiSettings) -> Starlette:
     resources = ExitStack()
     repo = resources.enter_context(open_repository(load_settings().database.url, upgrade=False))
     try:
-        app = build_app(repo, token)
+        app = build_app(repo, token, auth_log_interval_s=settings.auth_log_interval_s)
     except BaseException:
         resources.close()
         raise

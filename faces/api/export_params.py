@@ -7,7 +7,8 @@ Parameters (names as in the query string; the OpenAPI document lists them with
 ``task_type`` and ``flag`` (repeatable),
 ``min_similarity`` and ``max_similarity`` (in [-1, 1]), ``changed_unjudged`` (``true`` /
 ``false``, also ``1`` / ``0``: only pairs that changed and have no successful judgement
-yet). An unknown parameter, a
+yet), ``raw_cells`` (``true`` / ``false``: a CSV's cells as they are, without the
+formula escaping that is the default). An unknown parameter, a
 single-valued one given twice, or a bad value is a :class:`BadParameterError` whose message
 names the parameter and the value.
 """
@@ -42,6 +43,7 @@ SINGLE: tuple[str, ...] = (
     "min_similarity",
     "max_similarity",
     "changed_unjudged",
+    "raw_cells",
 )
 REPEATABLE: tuple[str, ...] = ("task_type", "flag")
 
@@ -112,6 +114,7 @@ def export_request(run_id: str, params: QueryParams) -> ExportRequest:
             raise BadParameterError(f"{name} {params.get(name)!r} is not a finite number")
         bounds[name] = bound
     changed_unjudged = _flag(_one(params, "changed_unjudged"), "changed_unjudged")
+    raw_cells = _flag(_one(params, "raw_cells"), "raw_cells")
     try:
         return make_request(
             run_id,
@@ -124,6 +127,7 @@ def export_request(run_id: str, params: QueryParams) -> ExportRequest:
             min_similarity=bounds["min_similarity"],
             max_similarity=bounds["max_similarity"],
             changed_unjudged=changed_unjudged,
+            raw_cells=raw_cells,
         )
     except ConfigError as exc:
         raise BadParameterError(str(exc)) from None
@@ -205,6 +209,14 @@ EXPORT_PARAMETERS: list[dict[str, Any]] = [
         "no successful quality judgement of any source yet (judge, human label, "
         "reference; a pair whose judgements all failed counts as not judged). Recorded "
         "in the manifest.",
+    ),
+    _param(
+        "raw_cells",
+        {"type": "boolean", "default": False},
+        "Write the CSV's cells as they are. By default a text cell that starts with =, +, "
+        "-, @, a tab, a carriage return or a line feed gets a leading ' and text cells are "
+        "quoted, so a spreadsheet does not run it as a formula (CSV injection); numbers are "
+        "never escaped, JSONL and Parquet never. Recorded in the manifest (cells).",
     ),
 ]
 """OpenAPI parameter objects of the export endpoint."""

@@ -70,6 +70,19 @@ def openapi_document(*, auth: bool = True) -> dict[str, Any]:
                 "responses": {"200": _json(ref(Health), "Serving.")},
             }
         },
+        "/metrics": {
+            "get": {
+                "summary": "Prometheus metrics: shadoweval_api_auth_failures_total{reason}.",
+                "operationId": "metrics",
+                "responses": {
+                    "200": {
+                        "description": "The Prometheus text exposition format.",
+                        "content": {"text/plain": {"schema": {"type": "string"}}},
+                    },
+                    **secured,
+                },
+            }
+        },
         "/openapi.json": {
             "get": {
                 "summary": "This document.",

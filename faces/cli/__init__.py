@@ -6,12 +6,19 @@ itself through a ``register(app)`` function; heavy imports happen inside the com
 
 Exit status (:mod:`faces.cli.exit_codes`): ``gate`` and ``evaluate`` exit 0/1/2 for
 PROMOTE/HOLD/ROLLBACK; every usage error and unexpected failure exits 3.
+
+Width in CI logs: when stdout is not a terminal and neither ``COLUMNS`` nor Typer's
+``TERMINAL_WIDTH`` is set, ``--help`` is rendered :data:`~faces.cli.render.CI_WIDTH`
+columns wide (rich's default of 80 truncated option names: ``--baseline-repe…``), as are
+the tables (:func:`faces.cli.render.wide_console`). ``COLUMNS`` is honoured when set.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
+import os
+import sys
 from typing import Any
 
 import typer
@@ -52,6 +59,24 @@ class ShadowEvalGroup(TyperGroup):
             traceback.print_exc()
             raise typer.Exit(EXIT_ERROR) from None
 
+
+def use_ci_width_for_help() -> None:
+    """Render ``--help`` :data:`~faces.cli.render.CI_WIDTH` columns wide when stdout is not a
+    terminal and ``COLUMNS``/``TERMINAL_WIDTH`` are unset (Typer's rich help would use 80)."""
+    if os.environ.get("COLUMNS") or os.environ.get("TERMINAL_WIDTH"):
+        return
+    isatty = getattr(sys.stdout, "isatty", None)
+    if isatty is not None and isatty():
+        return
+    from typer import rich_utils
+
+    from faces.cli.render import CI_WIDTH
+
+    if rich_utils.MAX_WIDTH is None:
+        rich_utils.MAX_WIDTH = CI_WIDTH
+
+
+use_ci_width_for_help()
 
 app = typer.Typer(
     name="shadow-eval",

@@ -96,6 +96,18 @@ ChangedUnjudgedOpt = Annotated[
 ]
 
 
+RawCellsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--raw-cells",
+        help="Write the CSV's cells as they are. By default a text cell that starts with =, "
+        "+, -, @, a tab or a line break gets a leading ' (and text cells are quoted) so that "
+        "a spreadsheet program does not run it as a formula (CSV injection); numbers are "
+        "never escaped, JSONL and Parquet never. Recorded in the manifest (cells).",
+    ),
+]
+
+
 def parse_number(text: str | None, option: str, kind: type[int] | type[float]) -> Any:
     """``text`` as an ``int`` or ``float`` (``None`` stays ``None``).
 
@@ -163,6 +175,7 @@ def export_command(
     task_type: TaskTypeOpt = None,
     flag: FlagOpt = None,
     changed_unjudged: ChangedUnjudgedOpt = False,
+    raw_cells: RawCellsOpt = False,
     database_url: DatabaseUrlOpt = None,
 ) -> None:
     """Export a stratified sample of a run's pairs (N per task type), redacted.
@@ -171,7 +184,8 @@ def export_command(
     a similarity, i.e. an errored side, come first unless --min/--max-similarity is set);
     --order random draws N with numpy's default_rng(--seed) from the matching pairs.
     --changed-unjudged keeps only the pairs that changed and are not judged yet. The
-    label and label_note columns are left empty for `shadow-eval labels import`.
+    label and label_note columns are left empty for `shadow-eval labels import`. CSV
+    cells that start like a spreadsheet formula get a leading ' unless --raw-cells.
     samples.<other ext> files of an earlier export in --out are removed (no other file
     is touched). Exit 3 on error.
     """
@@ -207,6 +221,7 @@ def export_command(
             min_similarity=parse_number(min_similarity, "--min-similarity", float),
             max_similarity=parse_number(max_similarity, "--max-similarity", float),
             changed_unjudged=changed_unjudged,
+            raw_cells=raw_cells,
             names=cli_option,
         )
         redaction = body_redaction()

@@ -114,40 +114,56 @@ def summary_table(
         for i, (name, priority) in enumerate(_SUMMARY_COLUMNS)
         if priority == 0 or any(cells[i] != "–" for cells in rows)
     ]
+    longest_task = max([len("task type")] + [len(cells[0]) for cells in rows])
 
-    def natural(i: int) -> int:
-        return max([len(_SUMMARY_COLUMNS[i][0])] + [len(cells[i]) for cells in rows]) + 2
+    def build(columns: list[int], caption: str) -> Table:
+        table = Table(
+            title=title, title_justify="left", caption=caption, box=box.SIMPLE_HEAD, pad_edge=False
+        )
+        for i in columns:
+            name = _SUMMARY_COLUMNS[i][0]
+            if name == "task type":
+                # Folded only when even the priority-0 columns do not fit, never to slivers.
+                table.add_column(name, overflow="fold", min_width=min(longest_task, 24))
+            else:
+                table.add_column(
+                    name, justify="left" if name == "checks" else "right", no_wrap=True
+                )
+        for record, cells in zip(records, rows, strict=True):
+            if record["task_type"] == POOLED:
+                table.add_section()
+            shown = [cells[i] for i in columns]
+            outcome = str(record["outcome"])
+            shown[-1] = f"[{_STYLE.get(outcome, '')}]{shown[-1]}[/]"
+            table.add_row(*shown)
+        return table
 
+    caption = (
+        "ratios × = candidate / baseline; rates baseline → candidate; noise = baseline vs "
+        "its repeat; e2e A = P(candidate slower), report only"
+    )
     if max_width is not None:
-        while sum(natural(i) for i in keep) > max_width:
+        while _natural_width(build(keep, "")) > max_width:
             droppable = [i for i in keep if _SUMMARY_COLUMNS[i][1] > 0]
             if not droppable:
                 break
             keep.remove(max(droppable, key=lambda i: _SUMMARY_COLUMNS[i][1]))
     dropped = [name for i, (name, _) in enumerate(_SUMMARY_COLUMNS) if i not in keep]
-    caption = (
-        "ratios × = candidate / baseline; rates baseline → candidate; noise = baseline vs "
-        "its repeat; e2e A = P(candidate slower), report only"
-    )
     if max_width is not None and dropped:
         caption += f"; not shown (no value or too narrow): {', '.join(dropped)}"
-    table = Table(
-        title=title, title_justify="left", caption=caption, box=box.SIMPLE_HEAD, pad_edge=False
-    )
-    for i in keep:
-        name = _SUMMARY_COLUMNS[i][0]
-        if name == "task type":
-            table.add_column(name, overflow="fold")
-        else:
-            table.add_column(name, justify="left" if name == "checks" else "right", no_wrap=True)
-    for record, cells in zip(records, rows, strict=True):
-        if record["task_type"] == POOLED:
-            table.add_section()
-        shown = [cells[i] for i in keep]
-        outcome = str(record["outcome"])
-        shown[-1] = f"[{_STYLE.get(outcome, '')}]{shown[-1]}[/]"
-        table.add_row(*shown)
-    return table
+    return build(keep, caption)
+
+
+def _natural_width(table: Table) -> int:
+    """The width ``table`` takes when nothing has to be folded (rich's own measure:
+    padding, column separators and edges included)."""
+    import io
+
+    from rich.console import Console
+    from rich.measure import Measurement
+
+    console = Console(file=io.StringIO(), width=100_000)
+    return Measurement.get(console, console.options, table).maximum
 
 
 def _task(task_type: str) -> str:
@@ -211,16 +227,22 @@ def verdict_panel(verdict: Verdict, max_reasons: int = 6) -> Panel:
     return Panel("\n".join(lines), title="Verdict", title_align="left")
 
 
+CI_WIDTH = 160
+"""Columns of output that is not a terminal (CI logs, a pipe) when ``COLUMNS`` is unset:
+wide enough for the per-task table with every column and for ``--help``."""
+
+
 def wide_console(*, stderr: bool = False) -> Console:
     """A console for tables: the terminal's width, or ``COLUMNS`` when set; when output is
-    not a terminal and ``COLUMNS`` is unset (logs, CI), 120 columns rather than 80."""
+    not a terminal and ``COLUMNS`` is unset (logs, CI), :data:`CI_WIDTH` columns rather
+    than rich's 80."""
     import os
 
     from rich.console import Console
 
     console = Console(stderr=stderr)
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        console = Console(stderr=stderr, width=max(console.width, 120))
+    if not console.is_terminal and not os.environ.get("COLUMNS"):
+        console = Console(stderr=stderr, width=max(console.width, CI_WIDTH))
     return console
 
 

@@ -1,4 +1,6 @@
-"""Bearer-token authentication: 401 with a challenge and JSON, ``/healthz`` open, no leaks."""
+"""Bearer-token authentication: 401 with a challenge and JSON, ``/healthz`` open, no leaks;
+refusals counted by reason (``/metrics``), wrong-token WARNINGs rate-limited (the limiter's
+clock injected: the test advances it, never sleeps)."""
 
 from __future__ import annotations
 
@@ -9,9 +11,12 @@ import pytest
 from pydantic import SecretStr
 from starlette.applications import Starlette
 
-from faces.api.app import build_app
+from faces.api.app import build_app, create_app
 from faces.api.auth import presented_token, token_matches
-from shadoweval.storage import Repository
+from faces.api.metrics import AUTH_FAILURE_REASONS, ApiMetrics
+from shadoweval.log_limits import RateLimitedLog
+from shadoweval.records import Verdict
+from shadoweval.storage import Repository, RunInfo
 
 from .conftest import TOKEN
 
@@ -96,3 +101,82 @@ def test_token_comparison_handles_non_ascii() -> None:
     secret = SecretStr("grüße-" + "x" * 16)
     assert token_matches("grüße-" + "x" * 16, secret)
     assert not token_matches("grusse-" + "x" * 16, secret)
+
+
+# ------------------------------------------------------------------ counted, rate-limited
+
+
+def failures(app_metrics: ApiMetrics, reason: str) -> float:
+    value = app_metrics.registry.get_sample_value(
+        "shadoweval_api_auth_failures_total", {"reason": reason}
+    )
+    return value or 0.0
+
+
+async def test_auth_failures_are_counted_by_reason_and_served_at_metrics(
+    api_repo: Repository,
+) -> None:
+    metrics = ApiMetrics()
+    app = create_app(api_repo, token=SecretStr(TOKEN), compute_verdict=_never, metrics=metrics)
+    for _ in range(3):
+        assert (await get(app, "/v1/runs", {"Authorization": "Bearer wrong"})).status_code == 401
+    assert (await get(app, "/v1/runs", {})).status_code == 401
+    assert (await get(app, "/v1/runs", {"Authorization": f"Basic {TOKEN}"})).status_code == 401
+    in_url = await get(app, f"/v1/runs?access_token={TOKEN}", {})
+    assert in_url.status_code == 401
+    assert "query string is not accepted" in in_url.json()["detail"]
+    assert TOKEN not in in_url.text
+    assert (await get(app, "/v1/runs", {"Authorization": f"Bearer {TOKEN}"})).status_code == 200
+    assert {r: failures(metrics, r) for r in AUTH_FAILURE_REASONS} == {
+        "missing": 1,
+        "malformed": 1,
+        "invalid": 3,
+        "query_token": 1,
+    }
+    assert (await get(app, "/metrics", {})).status_code == 401  # the token, like every path
+    scraped = await get(app, "/metrics", {"Authorization": f"Bearer {TOKEN}"})
+    assert scraped.status_code == 200
+    assert scraped.headers["content-type"].startswith("text/plain")
+    assert 'shadoweval_api_auth_failures_total{reason="invalid"} 3.0' in scraped.text
+    assert 'shadoweval_api_auth_failures_total{reason="missing"} 2.0' in scraped.text
+
+
+async def test_wrong_token_warnings_are_rate_limited(
+    api_repo: Repository, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A client retrying a wrong token used to log one WARNING per request."""
+    now = [0.0]
+    app = create_app(
+        api_repo,
+        token=SecretStr(TOKEN),
+        compute_verdict=_never,
+        auth_warnings=RateLimitedLog(
+            logging.getLogger("faces.api.auth"), interval_s=60.0, clock=lambda: now[0]
+        ),
+    )
+    caplog.set_level(logging.WARNING, logger="faces.api.auth")
+
+    def warnings() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.name == "faces.api.auth"]
+
+    for _ in range(50):
+        await get(app, "/v1/runs", {"Authorization": "Bearer wrong-token-123"})
+    assert len(warnings()) == 1
+    assert "invalid bearer token from 203.0.113.7" in warnings()[0]
+    await get(app, f"/v1/runs?token={TOKEN}", {})  # another reason: its own line
+    assert len(warnings()) == 2
+    assert "parameter token" in warnings()[1]
+    now[0] = 59.9
+    await get(app, "/v1/runs", {"Authorization": "Bearer wrong-token-123"})
+    assert len(warnings()) == 2
+    now[0] = 60.0
+    await get(app, "/v1/runs", {"Authorization": "Bearer wrong-token-123"})
+    assert len(warnings()) == 3
+    assert warnings()[2].endswith("(50 more like it not logged in the last 60 s)")
+    for text in warnings():
+        assert TOKEN not in text
+        assert "wrong-token-123" not in text
+
+
+def _never(repo: Repository, run: RunInfo) -> Verdict:
+    raise AssertionError("these tests never gate")

@@ -41,6 +41,7 @@ async def test_document_is_openapi_3_1_with_valid_component_schemas(app: Starlet
     assert document["info"]["title"] == "shadow-eval API"
     assert set(document["paths"]) == {
         "/healthz",
+        "/metrics",
         "/openapi.json",
         "/v1/runs",
         "/v1/runs/{run_id}/verdict",

@@ -159,6 +159,8 @@ def test_api_serve_as_a_process(api_db_url: str, tmp_path: Path, sigint_ignored:
         assert verdict.status_code == 200
         assert verdict.json()["decision"] == "rollback"
         assert httpx.get(f"{base}/v1/runs").status_code == 401
+        # A token in the URL (refused without the header) never reaches the access log.
+        assert httpx.get(f"{base}/v1/runs?access_token={TOKEN}").status_code == 401
     finally:
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=30)
@@ -168,3 +170,15 @@ def test_api_serve_as_a_process(api_db_url: str, tmp_path: Path, sigint_ignored:
     assert "shadow-eval API stopped" in stderr
     assert TOKEN not in stderr + stdout
     assert "GET /v1/runs/rolled/verdict" in stderr + stdout  # the access log, without headers
+    assert "GET /v1/runs?access_token=[REDACTED] HTTP/1.1" in stderr + stdout
+
+
+def test_a_bad_auth_log_interval_exits_3_naming_the_variable(api_db_url: str) -> None:
+    code, stderr = serve(
+        "--database-url",
+        api_db_url,
+        env={"SHADOWEVAL_API__TOKEN": TOKEN, "SHADOWEVAL_API__AUTH_LOG_INTERVAL_S": "0"},
+    )
+    assert code == EXIT_ERROR
+    assert "SHADOWEVAL_API__AUTH_LOG_INTERVAL_S" in stderr
+    assert "greater than 0" in stderr

@@ -21,7 +21,7 @@ from shadoweval.pair_flags import PairFlag
 from shadoweval.records import Verdict
 from shadoweval.storage import Database, Repository, RunInfo
 from tests.export.changed import judge_pairs
-from tests.export.readback import decoded, expected_row, records, unzip
+from tests.export.readback import decoded, expected_rows, records, unzip
 from tests.export.seed import POLICY_HASH, RUN_ID, TASK_TYPES, Seeded, seed_database
 
 from .conftest import TOKEN
@@ -108,7 +108,7 @@ async def test_export_is_a_zip_of_samples_and_manifest(
     assert [r["exchange_id"] for r in rows] == list(same.rows["exchange_id"])
     assert manifest["counts"] == same.manifest["counts"]
     samples = export_repo.samples_by_ids(RUN_ID, [r["exchange_id"] for r in rows])
-    assert [decoded(r) for r in rows] == [expected_row(s) for s in samples]
+    assert [decoded(r) for r in rows] == expected_rows(f"samples.{fmt}", samples)
 
 
 async def test_defaults_are_csv_lowest_twenty(export_app: Starlette) -> None:
@@ -150,6 +150,7 @@ async def test_defaults_are_csv_lowest_twenty(export_app: Starlette) -> None:
         ([("seed", "1"), ("seed", "2")], "seed is given 2 times"),
         ({"changed_unjudged": "maybe"}, "changed_unjudged 'maybe' is not true or false"),
         ([("changed_unjudged", "1"), ("changed_unjudged", "0")], "changed_unjudged is given 2"),
+        ({"raw_cells": "yes"}, "raw_cells 'yes' is not true or false"),
     ],
 )
 async def test_bad_parameters_are_400_naming_parameter_and_value(
@@ -193,9 +194,10 @@ async def test_the_openapi_document_describes_the_endpoint(export_app: Starlette
     params = {p["name"]: p for p in operation["parameters"]}
     assert set(params) == {
         "run_id", "per_task_type", "order", "seed", "format", "task_type", "flag",
-        "min_similarity", "max_similarity", "changed_unjudged",
+        "min_similarity", "max_similarity", "changed_unjudged", "raw_cells",
     }  # fmt: skip
     assert params["changed_unjudged"]["schema"] == {"type": "boolean", "default": False}
+    assert params["raw_cells"]["schema"] == {"type": "boolean", "default": False}
     assert params["format"]["schema"]["enum"] == ["csv", "jsonl", "parquet"]
     assert params["flag"]["schema"]["items"]["enum"] == [f.value for f in PairFlag]
     assert params["task_type"]["explode"] is True
@@ -231,3 +233,22 @@ async def test_changed_unjudged_exports_the_pairs_left_to_judge(
     assert manifest["filters"]["exchange_ids"] == len(expected)
     every = await get(export_app, f"/v1/runs/{RUN_ID}/export", {"changed_unjudged": "false"})
     assert json.loads(unzip(every.content)["manifest.json"])["filters"]["changed_unjudged"] is False
+
+
+FORMULA = "=SUM(A1:A2) starts like a formula"
+"""A candidate answer of the seeded run (tests.export.seed.TRICKY)."""
+
+
+@pytest.mark.parametrize(("raw", "cell", "mode"), [(None, "'" + FORMULA, "formula_escaped"),
+                                                   ("false", "'" + FORMULA, "formula_escaped"),
+                                                   ("true", FORMULA, "raw")])  # fmt: skip
+async def test_formula_cells_are_escaped_unless_raw_cells(
+    export_app: Starlette, raw: str | None, cell: str, mode: str
+) -> None:
+    params = {"per_task_type": "20"} | ({} if raw is None else {"raw_cells": raw})
+    response = await get(export_app, f"/v1/runs/{RUN_ID}/export", params)
+    assert response.status_code == 200
+    members = unzip(response.content)
+    rows = records("samples.csv", members["samples.csv"])
+    assert cell in {r["candidate_text"] for r in rows}
+    assert json.loads(members["manifest.json"])["cells"] == mode

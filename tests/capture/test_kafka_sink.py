@@ -23,6 +23,7 @@ import pytest
 from capture.metrics import CaptureMetrics
 from capture.sinks.base import BuiltExchange, ExchangeSink
 from capture.sinks.kafka import KafkaSink, ProducerLike, SinkMode
+from capture.sinks.spool import DiskSpool
 from shadoweval.bus import (
     BusConsumer,
     BusError,
@@ -35,6 +36,7 @@ from shadoweval.bus.producer import Delivery, OutgoingRecord, RecordTooLargeErro
 from shadoweval.capture_log import read_capture_log
 from shadoweval.config import KafkaSettings, SpoolSettings
 from shadoweval.records import Exchange
+from simulation.full_disk import FullDisk
 from tests.capture.test_oversize import built_of, make_exchange
 from tests.kafka_broker import TansuBroker
 from tests.waiting import eventually
@@ -695,3 +697,82 @@ async def test_in_memory_backlog_is_bounded(tmp_path: Path) -> None:
     assert sink.pending == 5
     assert dropped(metrics, "sink_backlog") == 3
     await sink.stop(deadline_s=1)
+
+
+# ------------------------------------------------------------------ a full disk
+
+
+class RecordedSleep:
+    """The drainer's waits after a failure (the ``sleep`` seam): each records how many
+    exchanges the spool still held, and blocks until ``passed`` is set (the test says when
+    "time has passed"); after that it returns at once."""
+
+    def __init__(self) -> None:
+        self.sink: KafkaSink | None = None
+        self.held: list[int] = []
+        self.passed = asyncio.Event()
+
+    async def __call__(self, seconds: float) -> None:
+        spool = self.sink.spool if self.sink is not None else None
+        self.held.append(spool.record_count if spool is not None else -1)
+        await self.passed.wait()
+
+
+async def test_a_full_disk_does_not_slow_the_drain_and_the_position_is_saved_after(
+    tmp_path: Path,
+) -> None:
+    """Issue 13: with the disk full the spool could not save its read position; each
+    commit failed and the drainer waited retry_interval_s after every record (about 1
+    record/s). Now 300 spooled exchanges drain with no wait between batches while the
+    disk is still full, and the position is saved once space returns."""
+    metrics = CaptureMetrics()
+    disk = FullDisk(tmp_path / "spool")
+    sleep = RecordedSleep()
+    made: list[MemoryProducer] = []
+
+    def factory(settings: KafkaSettings) -> ProducerLike:
+        made.append(MemoryProducer(settings))
+        made[-1].up = False  # connected, but nothing is acknowledged: the broker is down
+        return made[-1]
+
+    sink = KafkaSink(
+        KafkaSettings(bootstrap_servers="127.0.0.1:1", topic="t"),
+        spool_settings(tmp_path, retry_interval_s=0.05),
+        metrics,
+        producer_factory=factory,
+        spool_opener=disk,
+        sleep=sleep,
+    )
+    sleep.sink = sink
+    items = stream(300)
+    await sink.start()
+    (producer,) = made
+    try:
+        for item in items:
+            await sink.write(item)
+        await eventually(
+            lambda: sample(metrics, "shadoweval_capture_spool_records") == 300, "300 spooled"
+        )
+        await eventually(lambda: sleep.held, "the drainer to back off from the down broker")
+        disk.fill()
+        producer.up = True
+        waits_before = len(sleep.held)
+        sleep.passed.set()
+        await eventually(lambda: drained(sink), "the spool to drain")
+        # No wait while exchanges were left: batch after batch, the disk still full.
+        assert [held for held in sleep.held[waits_before:] if held > 0] == []
+        assert delivered_ids(producer) == [i.exchange_id for i in items]
+        assert sample(metrics, "shadoweval_capture_spool_cursor_unsaved") == 1
+        assert sink.spool is not None
+        assert not sink.spool.cursor_saved
+        assert disk.failures > 0
+        disk.recover()
+        await eventually(
+            lambda: sample(metrics, "shadoweval_capture_spool_cursor_unsaved") == 0,
+            "the read position saved once the disk has room",
+        )
+    finally:
+        await sink.stop(deadline_s=2)
+    assert total_dropped(metrics) == 0
+    with DiskSpool(tmp_path / "spool", max_bytes=1 << 20) as spool:
+        assert spool.empty  # a restart re-sends nothing

@@ -28,6 +28,7 @@ from shadoweval.records import (
     Usage,
     UsageSource,
 )
+from simulation.full_disk import FullDisk
 
 
 def make_exchange(
@@ -207,3 +208,22 @@ def test_offload_directory_is_bounded(tmp_path: Path, existing: int) -> None:
     assert sum(f.stat().st_size for f in offload.iterdir()) <= 45_000
     dropped = handler.fit(payload_of(make_exchange(9, prompt="p" * 10_000)))
     assert dropped.reason == "offload_full"
+
+
+def test_an_offload_on_a_full_disk_is_a_counted_drop_that_leaves_nothing(tmp_path: Path) -> None:
+    """Through the opener seam: a disk with room for a third of the line fails the write
+    (short, then ENOSPC); no temporary file stays, the budget is not used up, and the
+    next offload after space returns succeeds."""
+    offload = tmp_path / "offload"
+    disk = FullDisk(offload)
+    handler = OversizeHandler(LIMIT, offload, max_offload_bytes=45_000, opener=disk)
+    payload = payload_of(make_exchange(1, prompt="p" * 10_000))
+    disk.recover(free=len(payload) // 3)
+    failed = handler.fit(payload)
+    assert (failed.action, failed.reason, failed.payload) == ("dropped", "offload_io", None)
+    assert disk.failures >= 1
+    assert list(offload.iterdir()) == []  # neither the half-written temporary file nor a line
+    disk.recover()
+    for i in range(2, 5):  # the failed one used none of the 45 kB budget: 3 fit
+        assert handler.fit(payload_of(make_exchange(i, prompt="p" * 10_000))).action == "offloaded"
+    assert len(list(offload.glob("*.jsonl"))) == 3

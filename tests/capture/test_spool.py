@@ -1,14 +1,18 @@
 """DiskSpool: FIFO order, the byte bound, a cursor that survives reopening, consumed
-segments deleted, torn or corrupt tails cut off and counted, one process per directory."""
+segments deleted, torn or corrupt tails cut off and counted, one process per directory;
+a full disk (:class:`simulation.full_disk.FullDisk` through the ``opener`` seam) neither
+loses the read position nor leaves empty segments."""
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 
 import pytest
 
 from capture.sinks.spool import DiskSpool, SpoolError, encode_frame, frame_size
+from simulation.full_disk import FullDisk
 
 
 def rec(i: int, size: int = 100) -> tuple[bytes, bytes]:
@@ -197,3 +201,94 @@ def test_concurrent_appends_and_drains_keep_every_record(tmp_path: Path) -> None
         for base in (0, 1000, 2000):  # each appender's records stay in its order
             mine = [v for _, v in got if base <= int(v[1:].split(b":")[0]) < base + 300]
             assert mine == [rec(i)[1] for i in range(base, base + 300)]
+
+
+# ------------------------------------------------------------------ a full disk
+
+
+def saved_cursor(directory: Path) -> dict[str, int]:
+    return dict(json.loads((directory / "cursor.json").read_text()))
+
+
+def test_a_full_disk_keeps_the_read_position_in_memory_and_saves_it_later(
+    tmp_path: Path,
+) -> None:
+    """Issue 13: the spool could not save its read position on a full disk, and the
+    commit failed, so the drainer backed off after every record. Now the commit consumes
+    the records, keeps the position in memory and saves it once space returns."""
+    disk = FullDisk(tmp_path)
+    records = [rec(i) for i in range(60)]
+    with DiskSpool(tmp_path, max_bytes=1 << 20, segment_bytes=2048, opener=disk) as spool:
+        assert spool.append(records) == 60
+        before = saved_cursor(tmp_path)
+        disk.fill()
+        got: list[tuple[bytes, bytes]] = []
+        while not spool.empty:
+            batch = spool.peek(7)
+            got.extend(batch)
+            assert spool.commit(len(batch)) is False  # consumed, position not saved
+        assert got == records  # drained in order while the disk was full
+        assert not spool.cursor_saved
+        assert spool.cursor_save_failures == 9
+        assert saved_cursor(tmp_path) == before  # the file was never half-written
+        assert list(tmp_path.glob("cursor.json.*.tmp")) == []
+        assert spool.save_cursor() is False  # still full
+        disk.recover()
+        assert spool.save_cursor() is True
+        assert spool.cursor_saved
+    with DiskSpool(tmp_path, max_bytes=1 << 20, segment_bytes=2048) as spool:
+        assert spool.empty  # nothing re-sent after a restart: the position was saved
+
+
+def test_close_saves_a_position_the_full_disk_held_back(tmp_path: Path) -> None:
+    disk = FullDisk(tmp_path)
+    with DiskSpool(tmp_path, max_bytes=1 << 20, opener=disk) as spool:
+        spool.append([rec(i) for i in range(10)])
+        disk.fill()
+        spool.peek(4)
+        assert spool.commit(4) is False
+        disk.recover()  # space came back; no commit since: close saves it
+    with DiskSpool(tmp_path, max_bytes=1 << 20) as spool:
+        assert drain(spool) == [rec(i) for i in range(4, 10)]
+
+
+def test_a_crash_before_the_position_is_saved_resends_never_loses(tmp_path: Path) -> None:
+    disk = FullDisk(tmp_path)
+    spool = DiskSpool(tmp_path, max_bytes=1 << 20, opener=disk)
+    spool.append([rec(i) for i in range(10)])
+    disk.fill()
+    spool.peek(6)
+    spool.commit(6)
+    spool.close()  # still full at close: the saved position is the old one
+    with DiskSpool(tmp_path, max_bytes=1 << 20) as reopened:
+        assert drain(reopened) == [rec(i) for i in range(10)]  # at-least-once
+
+
+def test_failed_appends_on_a_full_disk_reuse_their_segment(tmp_path: Path) -> None:
+    """Every failed append used to leave a new empty segment behind."""
+    disk = FullDisk(tmp_path)
+    one = frame_size(*rec(0))
+    with DiskSpool(tmp_path, max_bytes=1 << 20, segment_bytes=3 * one, opener=disk) as spool:
+        assert spool.append([rec(i) for i in range(3)]) == 3  # segment 1 is full
+        disk.recover(free=one // 2)  # room for half a frame: a short write, then ENOSPC
+        for i in range(3, 23):
+            with pytest.raises(SpoolError, match="No space left on device"):
+                spool.append([rec(i)])
+        assert len(segments(tmp_path)) == 2  # segment 1 and one cut back to nothing
+        assert segments(tmp_path)[1].stat().st_size == 0
+        assert spool.record_count == 3
+        disk.recover()
+        assert spool.append([rec(23), rec(24)]) == 2  # into the reused segment
+        assert len(segments(tmp_path)) == 2
+        assert drain(spool) == [rec(0), rec(1), rec(2), rec(23), rec(24)]
+
+
+def test_a_spool_opens_on_a_full_disk(tmp_path: Path) -> None:
+    with DiskSpool(tmp_path, max_bytes=1 << 20) as spool:
+        spool.append([rec(1), rec(2)])
+    disk = FullDisk(tmp_path)
+    disk.fill()
+    (tmp_path / "cursor.json").unlink()  # opening must write a new one: it cannot
+    with DiskSpool(tmp_path, max_bytes=1 << 20, opener=disk) as spool:
+        assert not spool.cursor_saved
+        assert drain(spool) == [rec(1), rec(2)]

@@ -12,7 +12,7 @@ from faces.cli import app
 from shadoweval.storage import Database, Repository
 from shadoweval.storage.samples import SampleFilter
 from tests.export.changed import judge_pairs
-from tests.export.readback import decoded, expected_row, records
+from tests.export.readback import decoded, expected_rows, records
 from tests.export.seed import RUN_ID, TASK_TYPES, Seeded, seed_database
 
 
@@ -56,9 +56,9 @@ def test_export_writes_samples_and_manifest_and_prints_counts(
     with Database(seeded_url) as db:
         repo = Repository(db)
         ids = [r["exchange_id"] for r in rows]
-        assert [decoded(r) for r in rows] == [
-            expected_row(s) for s in repo.samples_by_ids(RUN_ID, ids)
-        ]
+        assert [decoded(r) for r in rows] == expected_rows(
+            f"samples.{fmt}", repo.samples_by_ids(RUN_ID, ids)
+        )
         want = []
         for task_type in repo.task_types(RUN_ID):
             want += [i for i, _ in repo.sample_ids(RUN_ID, SampleFilter(), task_type)[:4]]
@@ -243,3 +243,28 @@ def test_changed_unjudged_exports_only_the_pairs_left_to_judge(
     text = flat(result.stdout)
     assert f"only changed pairs not judged yet: {len(expected)} in the run" in text
     assert f"total {len(expected)} {len(expected)}" in text
+
+
+def test_raw_cells_writes_formula_cells_as_they_are(seeded_url: str, tmp_path: Path) -> None:
+    formula = "=SUM(A1:A2) starts like a formula"  # a seeded candidate answer
+    for flags, cell, mode in (((), "'" + formula, "formula_escaped"),
+                              (("--raw-cells",), formula, "raw")):  # fmt: skip
+        out = tmp_path / mode
+        result = cli(
+            "export", "--run", RUN_ID, "--out", out, "--per-task-type", 20, *flags,
+            "--database-url", seeded_url,
+        )  # fmt: skip
+        assert result.exit_code == 0, result.output
+        rows = records("samples.csv", (out / "samples.csv").read_bytes())
+        assert cell in {r["candidate_text"] for r in rows}
+        manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+        assert manifest["cells"] == mode
+    parquet = tmp_path / "parquet"
+    result = cli(
+        "export", "--run", RUN_ID, "--out", parquet, "--format", "parquet",
+        "--database-url", seeded_url,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = records("samples.parquet", (parquet / "samples.parquet").read_bytes())
+    assert formula in {r["candidate_text"] for r in rows}  # typed: never escaped
+    assert json.loads((parquet / "manifest.json").read_text(encoding="utf-8"))["cells"] == "typed"

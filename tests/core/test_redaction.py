@@ -1,4 +1,4 @@
-"""Secrets never reach a store: headers, free text, URLs."""
+"""Secrets never reach a store or a log line: headers, free text, URLs, request targets."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from shadoweval.records import (
 )
 from shadoweval.redaction import (
     redact_exchange_headers,
+    redact_request_target,
     scrub_secrets,
     strip_url_credentials,
 )
@@ -105,3 +106,31 @@ def test_ordinary_text_is_untouched() -> None:
 )
 def test_url_credentials_are_stripped(url: str, expected: str) -> None:
     assert strip_url_credentials(url) == expected
+
+
+@pytest.mark.parametrize(
+    ("target", "expected"),
+    [
+        ("/v1/runs?token=abc&limit=5", "/v1/runs?token=[REDACTED]&limit=5"),
+        ("/v1/runs?access_token=abc", "/v1/runs?access_token=[REDACTED]"),
+        ("/v1/runs?API_KEY=abc", "/v1/runs?API_KEY=[REDACTED]"),
+        (
+            "/v1/runs?x-api-key=abc&api%5Fkey=d",
+            "/v1/runs?x-api-key=[REDACTED]&api%5Fkey=[REDACTED]",
+        ),
+        (
+            "/v1/runs?refresh_token=a&client_secret=b",
+            "/v1/runs?refresh_token=[REDACTED]&client_secret=[REDACTED]",
+        ),
+        (
+            "/v1/runs?q=sk-proj-abcdefghijklmnopqrst",
+            "/v1/runs?q=[REDACTED]",
+        ),  # a key under any name
+        ("/v1/runs/sk-abcdefghijklmnopqrst/verdict", "/v1/runs/[REDACTED:api_key]/verdict"),
+        ("/v1/runs?status=held&limit=3", "/v1/runs?status=held&limit=3"),
+        ("/v1/runs?token&token=", "/v1/runs?token&token="),  # nothing to hide
+        ("/v1/runs", "/v1/runs"),
+    ],
+)
+def test_request_targets_lose_credentials_before_a_log_line(target: str, expected: str) -> None:
+    assert redact_request_target(target) == expected

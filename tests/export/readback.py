@@ -14,6 +14,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from export import EXPORT_COLUMNS
+from export.writer import escape_formula
 from shadoweval.storage.samples import Sample
 
 
@@ -91,3 +92,15 @@ def unzip(archive: bytes) -> dict[str, bytes]:
 
 def files(directory: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+def as_csv_cells(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` (:func:`expected_row`) as a default CSV export holds it: every text cell that
+    starts like a formula with a leading ``'``; numbers and parsed JSON unchanged."""
+    return {k: escape_formula(v) if isinstance(v, str) else v for k, v in row.items()}
+
+
+def expected_rows(name: str, samples: list[Sample]) -> list[dict[str, Any]]:
+    """:func:`expected_row` of each sample, as the file ``name`` holds it (CSV: escaped)."""
+    rows = [expected_row(s) for s in samples]
+    return [as_csv_cells(r) for r in rows] if name.endswith(".csv") else rows

@@ -27,7 +27,14 @@ from shadoweval.errors import ConfigError
 from shadoweval.pair_flags import PairFlag
 from shadoweval.storage import Repository
 from shadoweval.storage.samples import SampleFilter
-from tests.export.readback import decoded, expected_row, files, read_csv, records, unzip
+from tests.export.readback import (
+    decoded,
+    expected_rows,
+    files,
+    read_csv,
+    records,
+    unzip,
+)
 from tests.export.seed import POLICY_HASH, TASK_TYPES, TRICKY, Seeded
 
 FORMATS = ("csv", "jsonl", "parquet")
@@ -55,7 +62,7 @@ def test_every_format_reads_back_to_the_repository_samples(
     ids = lowest_ids(repo, run_id, SampleFilter(), 5)
     assert [r["exchange_id"] for r in rows] == ids
     samples = repo.samples_by_ids(run_id, ids)
-    assert [decoded(r) for r in rows] == [expected_row(s) for s in samples]
+    assert [decoded(r) for r in rows] == expected_rows(paths[0].name, samples)
     assert list(rows[0]) == list(EXPORT_COLUMNS)
     # the hard texts all made it, byte for byte
     texts = {r["baseline_text"] for r in rows} | {r["candidate_text"] for r in rows}

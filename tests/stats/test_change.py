@@ -25,7 +25,7 @@ from shadoweval.records import (
     PairScore,
     ToolChange,
 )
-from stats.change import MIN_NOISE_THRESHOLD, classify_changes
+from stats.change import MIN_NOISE_THRESHOLD, DegenerateNoise, classify_changes
 from stats.frame import pairs_frame
 from stats.gate import evaluate_gate
 from stats.inputs import InvalidDataError
@@ -231,6 +231,31 @@ def test_a_recorded_replica_is_a_degenerate_noise_floor(
     # Changes are measured against divergence_threshold, not against a floor of 0.
     assert result.noise_threshold == {POOLED: 0.1, "chat": 0.1}
     assert int(result.changed.sum()) == 269  # the third with D 0.4; D 0.03 is no change
+
+
+@pytest.mark.parametrize(
+    ("identical", "n", "threshold", "share", "shown"),
+    [
+        (799, 800, 1 - 0.7, "99.8%", "0.3"),  # 1 - 0.7 == 0.30000000000000004
+        (95, 100, 0.1 + 0.2, "95%", "0.3"),
+        (800, 800, 0.125, "100%", "0.125"),
+        (2999, 3000, 1 / 3, "99.9%", "0.333"),
+    ],
+)
+def test_the_degenerate_sentence_has_no_float_noise(
+    identical: int, n: int, threshold: float, share: str, shown: str
+) -> None:
+    sentence = DegenerateNoise(
+        identical=identical,
+        sampled_with_repeat=n,
+        share=identical / n,
+        limit=0.95,
+        divergence_threshold=threshold,
+    ).describe()
+    assert f"on {identical} of {n} sampled requests ({share}):" in sentence
+    assert sentence.endswith(f"divergence_threshold {shown} instead")
+    assert "0000000" not in sentence
+    assert "9999999" not in sentence
 
 
 def test_unsampled_requests_do_not_make_a_floor_degenerate() -> None:
