@@ -219,9 +219,9 @@ def malformed(mutation: Mutation, index: int, *, prefix: str = "mal") -> bytes:
     elif kind == "text":
         return str(mutation[1]).encode("utf-8", "surrogatepass")
     elif kind == "json":
-        return orjson.dumps(mutation[1])
+        return bytes(orjson.dumps(mutation[1]))
     elif kind == "deep":
-        depth = mutation[1]
+        depth = int(mutation[1])
         return b'{"schema_version": 1, "request": ' + b"[" * depth + b"]" * depth + b"}"
     elif kind == "blank":
         return str(mutation[1]).encode()

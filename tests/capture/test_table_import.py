@@ -398,8 +398,8 @@ def test_a_row_the_record_refuses_is_rejected_naming_the_field_and_the_import_go
     tmp_path: Path,
 ) -> None:
     """A row whose cells map but whose exchange the record refuses — a TTFT after the
-    latency makes TPOT negative — is rejected with the field and the value (it used to
-    stop the import with a traceback); the rows around it are written."""
+    latency makes TPOT negative — is rejected with the field and the value (a negative
+    TPOT used to be written to the capture log); the rows around it are written."""
     table = tmp_path / "t.jsonl"
     rows = [
         {"q": "one", "a": "1", "lat": 120, "ttft": 20, "ct": 11},

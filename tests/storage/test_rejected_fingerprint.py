@@ -62,7 +62,7 @@ def test_storing_the_same_rejections_again_stores_nothing(repo: Repository) -> N
     # without a fingerprint, or without a run: always stored (never de-duplicated)
     plain = RejectedRecord(stage="capture_log", reason="x", location="a", run_id="run-1")
     assert repo.save_rejected_many([plain, plain]) == 2
-    orphan = rejection("seg.jsonl:0", "bad 0", run_id=None)  # type: ignore[arg-type]
+    orphan = rejection("seg.jsonl:0", "bad 0", run_id=None)
     assert repo.save_rejected_many([orphan, orphan]) == 2
     stored = repo.list_rejected("run-1", limit=100)
     assert stored[0].fingerprint == batch[0].fingerprint
