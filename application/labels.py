@@ -21,7 +21,7 @@ from export import LabelImport, read_labelled
 from export.labels_import import LABEL_STAGE, MAX_NOTE_CHARS
 from shadoweval.errors import ConfigError
 from shadoweval.records import HumanLabel, LabelValue
-from shadoweval.storage import Repository
+from shadoweval.storage import RejectedRecord, Repository, rejection_fingerprint
 from shadoweval.storage.samples import Sample, SampleFilter
 from stats.labels import label_summary
 
@@ -34,9 +34,6 @@ __all__ = [
     "make_label",
     "save_label",
 ]
-
-REJECTED_PAGE = 1000
-"""Rejected records read per query when looking for ones already stored."""
 
 
 def make_label(
@@ -134,45 +131,29 @@ def run_pairs(repo: Repository, run_id: str) -> dict[str, str]:
     return pairs
 
 
-def stored_rejections(repo: Repository, run_id: str) -> set[tuple[str, str, str, str]]:
-    """``(reason, location, detail, raw)`` of every label-import rejection stored for
-    ``run_id``."""
-    found: set[tuple[str, str, str, str]] = set()
-    offset = 0
-    while True:
-        page = repo.list_rejected(run_id, stage=LABEL_STAGE, limit=REJECTED_PAGE, offset=offset)
-        found.update((r.reason, r.location or "", r.detail or "", r.raw or "") for r in page)
-        if len(page) < REJECTED_PAGE:
-            return found
-        offset += REJECTED_PAGE
-
-
 def store_import(repo: Repository, run_id: str, imported: LabelImport) -> tuple[int, int]:
     """Store the labels and keep the rejected rows.
 
-    A rejected row identical to one already stored for the run at stage ``label_import``
-    (same reason, location, message and row: the same file imported again) is not stored
-    again. Returns how many labels were stored and how many rejected rows were skipped
-    as already stored.
+    A rejected row already stored for the run at stage ``label_import`` under the same
+    fingerprint (:func:`~shadoweval.storage.rejection_fingerprint` of its location and row:
+    the same file imported again) is not stored again. Returns how many labels were
+    stored and how many rejected rows were skipped as already stored.
     """
     stored = repo.save_labels(imported.labels) if imported.labels else 0
-    known = stored_rejections(repo, run_id) if imported.rejected else set()
-    skipped = 0
-    for row in imported.rejected:
-        key = (row.reason, row.location, row.detail, row.raw)
-        if key in known:
-            skipped += 1
-            continue
-        known.add(key)
-        repo.save_rejected(
+    records = [
+        RejectedRecord(
             stage=LABEL_STAGE,
             reason=row.reason,
             location=row.location,
             detail=row.detail,
             raw=row.raw,
             run_id=run_id,
+            fingerprint=rejection_fingerprint(row.location, row.raw),
         )
-    return stored, skipped
+        for row in imported.rejected
+    ]
+    kept = repo.save_rejected_many(records) if records else 0
+    return stored, len(records) - kept
 
 
 def import_labelled_export(

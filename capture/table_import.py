@@ -25,10 +25,14 @@ that prompt:
   request was served), else the import time plus one millisecond per row, so rows keep
   their order and the ULID ``exchange_id`` (built from ``captured_at``) sorts the same way.
 
-Rejected rows (table rows that could not be mapped, or rows that cannot become a
-request) are reported and appended to ``<out>.rejected.jsonl`` beside the capture-log
-directory (not inside it: every ``*.jsonl`` in the directory is read as a segment), one
-JSON object per line with ``location``, ``reason``, ``detail`` and the raw ``row``.
+Rejected rows (table rows that could not be mapped, or rows that cannot become an
+exchange: no model, ``missing_model``; a value the record refuses, such as a negative
+latency, ``invalid_record`` naming the field and the value; any other error building it,
+``unprocessable``) are reported and appended to ``<out>.rejected.jsonl`` beside the
+capture-log directory (not inside it: every ``*.jsonl`` in the directory is read as a
+segment), one JSON object per line with ``location``, ``reason``, ``detail`` and the raw
+``row``; the import goes on with the next row. Rows whose key repeated an earlier row's
+are kept under a renamed key and counted (:attr:`ImportReport.renamed_keys`).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from pydantic import ValidationError
 from ulid import ULID
 
 from shadoweval.capture_log import CaptureLogWriter
@@ -81,6 +86,8 @@ class ImportReport:
         out_dir: the capture-log directory.
         segments: segment files written.
         rejected_path: the file the rejected rows were appended to (``None`` if none).
+        renamed_keys: rows kept under a renamed key because their key repeated an
+            earlier row's (:attr:`~shadoweval.tables.LoadResult.renamed_keys`).
     """
 
     files: tuple[str, ...]
@@ -90,6 +97,7 @@ class ImportReport:
     out_dir: Path
     segments: tuple[Path, ...]
     rejected_path: Path | None
+    renamed_keys: int = 0
 
     def rejected_by_reason(self) -> dict[str, int]:
         """Count rejected rows per reason."""
@@ -270,13 +278,16 @@ def import_rows(
                     row, stream=stream, sampling=sampling, baseline=baseline, captured_at=at
                 )
             except TableMappingError as exc:
-                raw = {
-                    "key": row.key,
-                    "messages": row.messages,
-                    "output_text": row.output_text,
-                    "tool_calls": [call.model_dump() for call in row.tool_calls],
-                }
-                rejected.append(RejectedRow(row.location, "missing_model", str(exc), raw))
+                rejected.append(RejectedRow(row.location, "missing_model", str(exc), _raw(row)))
+                continue
+            except ValidationError as exc:
+                rejected.append(
+                    RejectedRow(row.location, "invalid_record", _record_error(row, exc), _raw(row))
+                )
+                continue
+            except Exception as exc:  # whatever a row does, it is kept, not a crash
+                detail = f"{row.location}: cannot become an exchange: {type(exc).__name__}: {exc}"
+                rejected.append(RejectedRow(row.location, "unprocessable", detail, _raw(row)))
                 continue
             writer.write(exchange)
         written = writer.records_written
@@ -295,7 +306,32 @@ def import_rows(
         out_dir=out_dir,
         segments=segments,
         rejected_path=rejected_path,
+        renamed_keys=loaded.renamed_keys,
     )
+
+
+def _raw(row: RecordedRow) -> dict[str, Any]:
+    """What a rejected mapped row keeps: its key, prompt, answer, timings and tokens."""
+    return {
+        "key": row.key,
+        "messages": row.messages,
+        "output_text": row.output_text,
+        "tool_calls": [call.model_dump() for call in row.tool_calls],
+        "latency_ms": row.latency_ms,
+        "ttft_ms": row.ttft_ms,
+        "ttfc_ms": row.ttfc_ms,
+        "itl_ms": row.itl_ms,
+        "prompt_tokens": row.prompt_tokens,
+        "completion_tokens": row.completion_tokens,
+    }
+
+
+def _record_error(row: RecordedRow, exc: ValidationError) -> str:
+    """A record validation error as ``<location>: field '<dotted>': <message> (value …)``."""
+    first = exc.errors()[0]
+    field = ".".join(str(p) for p in first["loc"]) or exc.title
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return f"{row.location}: field {field!r}: {message} (value {first.get('input')!r:.80})"
 
 
 def import_table(

@@ -36,6 +36,7 @@ from compare.json_parse import canonical_json, parse_json
 from compare.leakage import template_leaks
 from shadoweval.errors import ConfigError
 from shadoweval.records import FinishReason, HarmKind, ResponseRecord, ToolCall, ToolChange
+from shadoweval.text import is_blank
 
 __all__ = [
     "DEFAULT_REFUSAL_PATTERNS",
@@ -542,7 +543,7 @@ def _is_empty(value: Any) -> bool:
     if value is None:
         return True
     if isinstance(value, str):
-        return not value.strip()
+        return is_blank(value)
     if isinstance(value, list):
         return all(_is_empty(item) for item in value)
     if isinstance(value, dict):
@@ -596,8 +597,9 @@ def is_placeholder_json(text: str | None, schema: dict[str, Any] | None) -> bool
     (issue 11); OpenAI structured outputs document ``required`` as the fields every
     answer must contain.
     """
-    if not text or not text.strip():
+    if is_blank(text):
         return False
+    assert text is not None
     parsed, value = _best_json(text)
     if not parsed or not isinstance(value, dict | list):
         return False

@@ -13,7 +13,8 @@ in its own error-rate check.
   HTTP status ≥ 400. **candidate error** — the replay has an ``error_kind``, no response,
   or HTTP status ≥ 400 (``candidate_error_kind`` is then ``http_status`` if the replay
   layer left it unset).
-* **empty** — no error, blank content and no tool calls.
+* **empty** — no error, blank content (:func:`shadoweval.text.is_blank`: white space and
+  invisible format characters such as U+200B only) and no tool calls.
 * **similarity** — cosine of :func:`side_text` of both sides
   (:func:`compare.similarity.pairwise_similarity`), only when neither side errored;
   **noise_similarity** — baseline vs the baseline-repeat replay of the same request,
@@ -107,6 +108,7 @@ from shadoweval.records import (
     is_infra_failure,
     is_infra_status,
 )
+from shadoweval.text import is_blank
 
 __all__ = ["PairInput", "RequestView", "request_view", "score_pairs", "side_text"]
 
@@ -250,7 +252,8 @@ def side_text(response: ResponseRecord | None) -> str:
     if response is None:
         return ""
     lines: list[str] = []
-    if response.text is not None and response.text.strip():
+    if not is_blank(response.text):
+        assert response.text is not None
         lines.append(response.text)
     for call in sorted(response.tool_calls, key=lambda c: c.index):
         parsed = parse_json(call.arguments)
@@ -415,8 +418,8 @@ def _score_one(
         baseline_infra_error=base_error and _baseline_infra_error(exchange),
         candidate_infra_error=_replay_infra_error(candidate),
         candidate_error_kind=_candidate_error_kind(candidate),
-        baseline_empty=not base_error and not base_text.strip(),
-        candidate_empty=not cand_error and not cand_text.strip(),
+        baseline_empty=not base_error and is_blank(base_text),
+        candidate_empty=not cand_error and is_blank(cand_text),
         baseline_finish_reason=_finish(base_resp),
         candidate_finish_reason=_finish(cand_resp),
         output_token_ratio=_ratio(cand_out, base_out),

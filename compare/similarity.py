@@ -13,12 +13,13 @@ the encoder saw only the shared prefix. :class:`SimilarityResult` carries the to
 piece counts; ``truncated`` is true only if a piece still exceeds the window (an encoder
 whose ``split`` breaks its contract), so truncation is reported, never silent.
 
-Edge rules (documented choices): a *blank* text is empty or whitespace only. Two blank
-texts are identical (similarity 1.0); exactly one blank text gives 0.0 (nothing in
-common, and a cosine with a zero vector is undefined). Blank texts are not embedded
-(0 tokens, 0 pieces). Mean pooling follows the sentence-transformers recipe for long
-documents (chunk, embed, average); the token weighting keeps a short trailing piece from
-counting as much as a full one.
+Edge rules (documented choices): a *blank* text is empty or white space and invisible
+format characters only (:func:`shadoweval.text.is_blank`). Two blank texts are identical
+(similarity 1.0); exactly one blank text gives 0.0 (nothing in common, and a cosine with
+a zero vector is undefined). Blank texts are not embedded (0 tokens, 0 pieces). Mean
+pooling follows the sentence-transformers recipe for long documents (chunk, embed,
+average); the token weighting keeps a short trailing piece from counting as much as a
+full one.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import numpy.typing as npt
 
 from compare.encoders import Encoder
 from shadoweval.records import SimilarityDetail
+from shadoweval.text import is_blank
 
 __all__ = ["METHOD", "SimilarityResult", "embed_texts", "pairwise_similarity"]
 
@@ -133,7 +135,7 @@ def embed_texts(
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     capacity = encoder.window_tokens - encoder.special_tokens
-    unique = [text for text in dict.fromkeys(texts) if text.strip()]
+    unique = [text for text in dict.fromkeys(texts) if not is_blank(text)]
     counts = encoder.count_tokens(unique)
 
     plans: dict[str, tuple[list[str], list[int], int]] = {}

@@ -10,22 +10,28 @@ edited or dropped.
 
 A CSV may be separated by ``,`` (as exported), ``;`` or a tab (as spreadsheet programs
 save it in some locales): the separator is the one of the three that the header line holds
-most often. Exchange ids that look like ULIDs (26 Crockford base-32 characters) are read
-case-insensitively and stored in upper case. ``label_note`` may hold at most
-:data:`MAX_NOTE_CHARS` characters (as in the dashboard's form) and the labeller's name at
-most :data:`MAX_LABELLER_CHARS`.
+most often. A CSV row whose cell count differs from the header's (a cell holding the
+separator unquoted, a row cut short) is rejected (``wrong_cell_count``) with its
+``<file>:<line>`` and both counts, never read as another row or as unlabelled; blank lines
+are no rows (counted in :attr:`LabelImport.blank_lines`). Exchange ids that look like
+ULIDs (26 Crockford base-32 characters) are read case-insensitively and stored in upper
+case. ``label_note`` may hold at most :data:`MAX_NOTE_CHARS` characters (as in the
+dashboard's form) and the labeller's name at most :data:`MAX_LABELLER_CHARS`.
 
 Each row ends as exactly one of:
 
 * **unlabelled** — ``label`` empty: skipped and counted;
 * **a label** — a :class:`~shadoweval.records.HumanLabel` (``source="import"``);
-* **rejected** — kept with its location (``<file>#<row>``, or ``<file>:<line>`` in
-  JSONL), a reason (:data:`REJECT_REASONS`), a message naming the field and the value,
-  and the row as JSON; the caller stores it (``Repository.save_rejected``).
+* **rejected** — kept with its location (``<file>:<line>`` in CSV and JSONL, the line
+  where the row starts; ``<file>#<row>`` in Parquet, 1-based), a reason
+  (:data:`REJECT_REASONS`), a message that starts with the location and names the field
+  and the value, and the row as JSON; the caller stores it
+  (``Repository.save_rejected_many``) and goes on with the next row.
 """
 
 from __future__ import annotations
 
+import csv
 import math
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -44,6 +50,8 @@ LABEL_STAGE = "label_import"
 
 REJECT_REASONS: tuple[str, ...] = (
     "invalid_json",
+    "wrong_cell_count",
+    "unreadable_row",
     "missing_exchange_id",
     "wrong_run",
     "unknown_exchange_id",
@@ -51,6 +59,7 @@ REJECT_REASONS: tuple[str, ...] = (
     "bad_label",
     "note_too_long",
     "duplicate_exchange_id",
+    "unprocessable",
 )
 """Why a row is rejected (see :func:`read_labelled`)."""
 
@@ -81,11 +90,13 @@ class RejectedRow:
 
 @dataclass(frozen=True, slots=True)
 class LabelImport:
-    """What a labelled file held: labels, rejected rows, and how many rows were unlabelled."""
+    """What a labelled file held: labels, rejected rows, and how many rows were unlabelled
+    (and how many blank lines, which are no rows, the file had)."""
 
     labels: list[HumanLabel] = field(default_factory=list)
     rejected: list[RejectedRow] = field(default_factory=list)
     unlabelled: int = 0
+    blank_lines: int = 0
 
     @property
     def rows(self) -> int:
@@ -129,7 +140,9 @@ def _format(path: Path) -> str:
     return fmt
 
 
-Rows = Iterator[tuple[str, Mapping[str, Any] | RejectedRow]]
+Rows = Iterator[tuple[str, Mapping[str, Any] | RejectedRow | None]]
+"""``(location, row)`` per row of a file: its cells by column, the rejection of a row that
+cannot be read, or ``None`` for a blank line (no row)."""
 
 
 def csv_separator(path: Path) -> str:
@@ -149,64 +162,86 @@ def csv_separator(path: Path) -> str:
     return max(CSV_SEPARATORS, key=header.count)  # the first of equals: "," on a tie
 
 
-_FIELDS = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
+CSV_FIELD_LIMIT = 2**31 - 1
+"""Longest CSV cell read (an export holds whole answers; the :mod:`csv` default is 128 KiB)."""
 
 
-def _csv_error(path: Path, separator: str, exc: Exception) -> RecordDecodeError:
-    """A pandas CSV error as a message naming the file, the line and the fix."""
-    shown = "tab" if separator == "\t" else repr(separator)
-    found = _FIELDS.search(str(exc))
-    if found is None:
-        return RecordDecodeError(
-            f"cannot read {path} as CSV (separator {shown}): {exc}; save it as a "
-            "comma-separated CSV (UTF-8) and import it again",
-            location=str(path),
-            reason="unreadable",
-        )
-    expected, line, saw = found.groups()
-    return RecordDecodeError(
-        f"cannot read {path} as CSV: line {line} has {saw} fields separated by {shown} where "
-        f"the header has {expected} (a cell holding {shown} must be quoted); save the file "
-        "as a comma-separated CSV (UTF-8) and import it again",
-        location=f"{path}:{line}",
-        reason="unreadable",
-    )
+def _unreadable(path: Path, exc: OSError) -> RecordDecodeError:
+    return RecordDecodeError(f"cannot read {path}: {exc}", location=str(path), reason="unreadable")
 
 
 def _csv_rows(path: Path) -> Rows:
-    import pandas as pd
-
+    """The rows of a labelled CSV by its header, each located at ``<file>:<line>`` (the
+    line where the row starts; 1 is the header). Cells are text, exactly as written."""
     separator = csv_separator(path)
+    shown = "tab" if separator == "\t" else repr(separator)
+    csv.field_size_limit(max(csv.field_size_limit(), CSV_FIELD_LIMIT))
     try:
-        frame = pd.read_csv(
-            path, sep=separator, dtype=str, keep_default_na=False, encoding="utf-8-sig"
-        )
-    except (ValueError, OSError, pd.errors.ParserError) as exc:
-        raise _csv_error(path, separator, exc) from exc
-    for i, record in enumerate(frame.to_dict(orient="records"), start=1):
-        yield f"{path.name}#{i}", {str(k): v for k, v in record.items()}
+        handle = path.open(encoding="utf-8-sig", errors="replace", newline="")
+    except OSError as exc:
+        raise _unreadable(path, exc) from exc
+    with handle:
+        reader = csv.reader(handle, delimiter=separator)
+        try:
+            header = next(reader, None)
+        except (csv.Error, OSError) as exc:
+            raise RecordDecodeError(
+                f"cannot read the header line of {path} as CSV (separator {shown}): {exc}",
+                location=f"{path.name}:1",
+                reason="unreadable",
+            ) from exc
+        if header is None:
+            return
+        start = reader.line_num + 1
+        while True:
+            location = f"{path.name}:{start}"
+            try:
+                cells = next(reader, None)
+            except csv.Error as exc:
+                detail = f"{location}: the row cannot be read as CSV (separator {shown}): {exc}"
+                start = reader.line_num + 1
+                yield location, RejectedRow(location, "unreadable_row", detail, "{}")
+                continue
+            except OSError as exc:
+                raise _unreadable(path, exc) from exc
+            start = reader.line_num + 1
+            if cells is None:
+                return
+            if len(cells) != len(header) and not any(cell.strip() for cell in cells):
+                yield location, None  # a blank line (white space and separators only)
+                continue
+            if len(cells) != len(header):
+                detail = (
+                    f"{location}: {len(cells)} cells separated by {shown} where the header has "
+                    f"{len(header)} (a cell holding {shown} must be quoted; a row cut short "
+                    "lost cells); the row is not read"
+                )
+                raw = _raw({"line_cells": cells, "header": header})
+                yield location, RejectedRow(location, "wrong_cell_count", detail, raw)
+                continue
+            yield location, dict(zip(header, cells, strict=True))
 
 
 def _jsonl_rows(path: Path) -> Rows:
     try:
-        lines = path.read_bytes().splitlines()
+        lines = path.read_bytes().removeprefix(b"\xef\xbb\xbf").splitlines()
     except OSError as exc:
-        raise RecordDecodeError(
-            f"cannot read {path}: {exc}", location=str(path), reason="unreadable"
-        ) from exc
+        raise _unreadable(path, exc) from exc
     for number, line in enumerate(lines, start=1):
         location = f"{path.name}:{number}"
-        if not line.strip():
+        if not line.decode("utf-8", errors="replace").strip():
+            yield location, None
             continue
         try:
             value = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
             raw = line.decode("utf-8", errors="replace")
-            yield location, RejectedRow(location, "invalid_json", f"line {number}: {exc}", raw)
+            detail = f"{location}: the line is not JSON ({exc})"
+            yield location, RejectedRow(location, "invalid_json", detail, raw)
             continue
         if not isinstance(value, dict):
             raw = line.decode("utf-8", errors="replace")
-            detail = f"line {number} is JSON {type(value).__name__}, not an object"
+            detail = f"{location}: the line is JSON {type(value).__name__}, not an object"
             yield location, RejectedRow(location, "invalid_json", detail, raw)
             continue
         yield location, value
@@ -218,7 +253,7 @@ def _parquet_rows(path: Path) -> Rows:
 
     try:
         records = pq.read_table(path).to_pylist()
-    except (pa.ArrowException, OSError) as exc:
+    except (pa.ArrowException, OSError, ValueError) as exc:
         raise RecordDecodeError(
             f"cannot read {path} as Parquet: {exc}", location=str(path), reason="unreadable"
         ) from exc
@@ -257,16 +292,19 @@ def read_labelled(
         clock: ``labelled_at`` of every label.
 
     Returns:
-        The labels, the rejected rows and the count of unlabelled rows. A second row for
-        an exchange id already labelled in this file is rejected
-        (``duplicate_exchange_id``).
+        The labels, the rejected rows and the count of unlabelled rows (and of blank
+        lines). A second row for an exchange id already labelled in this file is rejected
+        (``duplicate_exchange_id``); a CSV row whose cell count is not the header's
+        (``wrong_cell_count``, naming ``<file>:<line>`` and both counts); any other error
+        reading a row (``unprocessable``). Every row read is a label, a rejected row or
+        unlabelled: ``rows == len(labels) + len(rejected) + unlabelled``.
 
     Raises:
         ConfigError: an unknown extension, an empty ``labeller`` or one longer than
             :data:`MAX_LABELLER_CHARS`, or a file without an ``exchange_id`` or ``label``
             column.
-        RecordDecodeError: the file cannot be read in its format (a CSV whose rows do not
-            match its header: the message names the line).
+        RecordDecodeError: the file cannot be read at all in its format (not a file,
+            unreadable, not Parquet; a CSV header that cannot be read).
     """
     if not labeller.strip():
         raise ConfigError("--labeller must not be empty", field="labeller", value=labeller)
@@ -282,9 +320,13 @@ def read_labelled(
     labels: list[HumanLabel] = []
     rejected: list[RejectedRow] = []
     unlabelled = 0
+    blank_lines = 0
     seen: set[str] = set()
     checked_columns = False
     for location, row in reader(path):
+        if row is None:
+            blank_lines += 1
+            continue
         if isinstance(row, RejectedRow):
             rejected.append(row)
             continue
@@ -298,54 +340,76 @@ def read_labelled(
                         value=str(path),
                     )
             checked_columns = True
-        label_text = _cell(row.get("label")).strip()
-        if not label_text:
-            unlabelled += 1
-            continue
-        reject = _check_row(row, location, run_id, known, seen)
-        if reject is not None:
-            rejected.append(reject)
-            continue
-        exchange_id = normalize_exchange_id(_cell(row["exchange_id"]))
         try:
-            value = LabelValue(normalize_label(label_text))
-        except ValueError:
-            rejected.append(
-                RejectedRow(
-                    location,
-                    "bad_label",
-                    f"{location}: label {label_text!r} is not one of {_LABELS}",
-                    _raw(row),
-                )
-            )
-            continue
-        note = _cell(row.get("label_note")).strip()
-        if len(note) > MAX_NOTE_CHARS:
-            rejected.append(
-                RejectedRow(
-                    location,
-                    "note_too_long",
-                    f"{location}: label_note has {len(note)} characters; at most "
-                    f"{MAX_NOTE_CHARS} (exchange_id {exchange_id!r})",
-                    _raw(row),
-                )
-            )
-            continue
-        seen.add(exchange_id)
-        task_type = known[exchange_id] if known is not None else _cell(row.get("task_type"))
-        labels.append(
-            HumanLabel(
-                run_id=run_id,
-                exchange_id=exchange_id,
-                task_type=task_type,
-                label=value,
-                note=note,
-                labeller=labeller.strip(),
-                labelled_at=labelled_at,
-                source="import",
-            )
+            read = _read_row(row, location, run_id, labeller, known, seen, labelled_at)
+        except Exception as exc:  # whatever a row holds, it is kept, not a crash
+            detail = f"{location}: the row cannot be read: {type(exc).__name__}: {exc}"
+            read = RejectedRow(location, "unprocessable", detail, _raw_safely(row))
+        if read is None:
+            unlabelled += 1
+        elif isinstance(read, RejectedRow):
+            rejected.append(read)
+        else:
+            seen.add(read.exchange_id)
+            labels.append(read)
+    return LabelImport(
+        labels=labels, rejected=rejected, unlabelled=unlabelled, blank_lines=blank_lines
+    )
+
+
+def _raw_safely(row: Mapping[str, Any]) -> str:
+    try:
+        return _raw(row)
+    except (TypeError, ValueError):
+        return repr(dict(row))[:100_000]
+
+
+def _read_row(
+    row: Mapping[str, Any],
+    location: str,
+    run_id: str,
+    labeller: str,
+    known: Mapping[str, str] | None,
+    seen: set[str],
+    labelled_at: datetime,
+) -> HumanLabel | RejectedRow | None:
+    """The label of one row, its rejection, or ``None`` when its label cell is empty."""
+    label_text = _cell(row.get("label")).strip()
+    if not label_text:
+        return None
+    reject = _check_row(row, location, run_id, known, seen)
+    if reject is not None:
+        return reject
+    exchange_id = normalize_exchange_id(_cell(row["exchange_id"]))
+    try:
+        value = LabelValue(normalize_label(label_text))
+    except ValueError:
+        return RejectedRow(
+            location,
+            "bad_label",
+            f"{location}: label {label_text!r} is not one of {_LABELS}",
+            _raw(row),
         )
-    return LabelImport(labels=labels, rejected=rejected, unlabelled=unlabelled)
+    note = _cell(row.get("label_note")).strip()
+    if len(note) > MAX_NOTE_CHARS:
+        return RejectedRow(
+            location,
+            "note_too_long",
+            f"{location}: label_note has {len(note)} characters; at most "
+            f"{MAX_NOTE_CHARS} (exchange_id {exchange_id!r})",
+            _raw(row),
+        )
+    task_type = known[exchange_id] if known is not None else _cell(row.get("task_type"))
+    return HumanLabel(
+        run_id=run_id,
+        exchange_id=exchange_id,
+        task_type=task_type,
+        label=value,
+        note=note,
+        labeller=labeller.strip(),
+        labelled_at=labelled_at,
+        source="import",
+    )
 
 
 def _check_row(

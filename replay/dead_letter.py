@@ -1,10 +1,14 @@
 """Dead-letter handling of the Kafka replay worker (:mod:`replay.kafka_worker`).
 
 A fetched record that cannot be replayed — no value, not a capture-log line
-(:func:`decode_record`), or an exchange id already stored with different content — goes to
-``kafka.dead_letter_topic`` with its value and key unchanged and headers saying why
-(:func:`dead_letter_record`), and is stored as a rejected record of the run
-(:class:`DeadLetterQueue`). A record already rejected at the same
+(:func:`decode_record`), an exchange id already stored (or fetched in the same batch)
+with different content, a replay request that cannot be built, or any other exception
+while it is processed — goes to ``kafka.dead_letter_topic`` with its value and key
+unchanged and headers saying why (:func:`dead_letter_record`), and is stored as a rejected
+record of the run (:class:`DeadLetterQueue`); its offset is then finished, so the
+partition moves on. A record whose exchange was stored but whose replay raised
+(``send_failed``) is dead-lettered the same way, stored at stage ``replay`` (the exchange
+already counts as captured). A record already rejected at the same
 ``topic/partition@offset`` for this run (a re-delivery after a crash) is neither produced
 nor stored again.
 """
@@ -24,6 +28,9 @@ from shadoweval.records import Exchange
 from shadoweval.redaction import scrub_secrets
 from shadoweval.storage import RejectedRecord, RejectStage, Repository
 
+REJECTED_STAGES: tuple[RejectStage, ...] = (RejectStage.CAPTURE_LOG, RejectStage.REPLAY)
+"""Stages of the rejected records a dead letter is stored as."""
+
 DLQ_DETAIL_MAX_CHARS = 1000
 """The ``detail`` header of a dead-letter record is cut to this many characters."""
 
@@ -38,14 +45,17 @@ class BadRecord:
     """A fetched record bound for the dead-letter topic.
 
     ``reason``: the rejection reason (``empty``, a :class:`RecordDecodeError` reason,
-    ``conflicting_duplicate``); ``detail``: a human-readable explanation; ``raw``: the text
-    stored with the rejected record.
+    ``conflicting_duplicate``, ``unreplayable``, ``unprocessable``, ``send_failed``);
+    ``detail``: a human-readable explanation; ``raw``: the text stored with the rejected
+    record; ``stage``: the rejected record's stage (``capture_log``, or ``replay`` for an
+    exchange already stored as a member of the run).
     """
 
     record: BusRecord
     reason: str
     detail: str
     raw: str
+    stage: RejectStage = RejectStage.CAPTURE_LOG
 
 
 def decode_record(record: BusRecord) -> Exchange | BadRecord:
@@ -58,7 +68,7 @@ def decode_record(record: BusRecord) -> Exchange | BadRecord:
     if not text.strip():
         return BadRecord(record, "empty", f"{location}: the record has no value", text)
     try:
-        return decode_exchange_line(text.strip(), location)
+        return decode_exchange_line(text.strip().removeprefix("\ufeff"), location)
     except RecordDecodeError as exc:
         return BadRecord(record, exc.reason or "invalid", str(exc), text)
 
@@ -99,20 +109,27 @@ class DeadLetterQueue:
 
     async def load_rejected_locations(self, page: int = 1000) -> None:
         """Remember the ``topic/partition@offset`` locations already rejected for the run
-        (read from storage ``page`` rows at a time)."""
-        offset = 0
-        while True:
-            rows = await asyncio.to_thread(
-                self.repo.list_rejected,
-                self.run_id,
-                stage=RejectStage.CAPTURE_LOG.value,
-                limit=page,
-                offset=offset,
-            )
-            self._rejected_at.update(r.location for r in rows if r.location and "@" in r.location)
-            if len(rows) < page:
-                return
-            offset += page
+        (read from storage ``page`` rows at a time, stages :data:`REJECTED_STAGES`)."""
+        for stage in REJECTED_STAGES:
+            offset = 0
+            while True:
+                rows = await asyncio.to_thread(
+                    self.repo.list_rejected,
+                    self.run_id,
+                    stage=stage.value,
+                    limit=page,
+                    offset=offset,
+                )
+                self._rejected_at.update(
+                    r.location for r in rows if r.location and "@" in r.location
+                )
+                if len(rows) < page:
+                    break
+                offset += page
+
+    def already_rejected(self, record: BusRecord) -> bool:
+        """Whether ``record``'s location was dead-lettered for this run before."""
+        return record_location(record) in self._rejected_at
 
     async def send(self, bad: Sequence[BadRecord]) -> list[BadRecord]:
         """Produce and store the records of ``bad`` not rejected before.
@@ -138,7 +155,9 @@ class DeadLetterQueue:
                     f"{delivery}"
                 )
         rows: list[RejectedRecord] = [
-            rejected_record(self.run_id, record_location(b.record), b.reason, b.detail, b.raw)
+            rejected_record(
+                self.run_id, record_location(b.record), b.reason, b.detail, b.raw, stage=b.stage
+            )
             for b in new
         ]
         await asyncio.to_thread(self.repo.save_rejected_many, rows)

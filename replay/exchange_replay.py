@@ -4,11 +4,15 @@ Used by :class:`replay.runner.ReplayRunner` (capture-log files) and
 :class:`replay.kafka_worker.KafkaReplayWorker` (a Kafka topic), so both behave the same:
 
 * :func:`split_conflicts` / :func:`rejected_record` — a reused exchange id with other
-  content, or a line that does not decode, becomes a rejected record (secrets scrubbed);
+  content, or a line that does not decode, becomes a rejected record (secrets scrubbed,
+  fingerprinted so that a re-read stores it once);
+* :func:`unreplayable` — an exchange whose replay request cannot even be built (an
+  exception, not a :class:`~replay.rewrite.SkipReplay`) is rejected before it is stored;
 * :func:`in_sample` — a target with ``share < 1`` gets a deterministic subset of exchanges
   (SHA-256 of the exchange id, the same across restarts and workers);
 * :class:`ExchangeReplayer` — one exchange to one target → one :class:`ReplayOutcome`,
-  the first N sends per target flagged warm-up;
+  the first N sends per target flagged warm-up; an exception while building or sending
+  becomes a :class:`ReplayFailure` (kept as a rejected record by the caller), never a crash;
 * :class:`OutcomeWriter` — outcomes written in batches, idempotently on
   ``(run_id, exchange_id, target)`` (first write wins);
 * :class:`ReplayReport` — the counts of a pass; nothing read is missing from them.
@@ -25,6 +29,7 @@ from dataclasses import dataclass, field
 
 from replay.client import CandidateClient, ReplayResult
 from replay.rewrite import SkipReplay, build_replay_request
+from shadoweval.errors import ReplayError
 from shadoweval.records import (
     Exchange,
     ModelIdentity,
@@ -34,7 +39,10 @@ from shadoweval.records import (
     Timings,
 )
 from shadoweval.redaction import scrub_secrets
-from shadoweval.storage import RejectedRecord, RejectStage, Repository
+from shadoweval.storage import RejectedRecord, RejectStage, Repository, rejection_fingerprint
+
+DETAIL_MAX_CHARS = 2000
+"""A rejection's ``detail`` built from an exception is cut to this many characters."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +66,12 @@ class TargetSpec:
 class ReplayReport:
     """Counts of one replay pass. Nothing read is missing from these counts.
 
-    ``lines_read``: capture-log lines (or Kafka records) read; ``rejected``: those stored
-    as rejected records, by reason; ``exchanges``: decoded exchanges stored;
+    ``lines_read``: capture-log lines (or Kafka records) read; ``rejected``: those kept
+    as rejected records, by reason (a file replay counts every rejected line of the pass:
+    ``lines_read == exchanges + sum(rejected)``); ``rejected_already_stored``: of those,
+    the ones an earlier pass had stored already (not stored again); ``replay_failed``:
+    (exchange, target) pairs whose replay raised instead of returning an outcome (kept as
+    rejected records of stage ``replay``, by reason); ``exchanges``: decoded exchanges stored;
     ``already_done``: (exchange, target) pairs not sent because an outcome was stored
     before; ``sent``/``skipped``/``ok``: per target; ``errors``: per error kind;
     ``duplicates``: outcomes not written because the same key was stored already;
@@ -70,6 +82,8 @@ class ReplayReport:
     run_id: str
     lines_read: int = 0
     rejected: Counter[str] = field(default_factory=Counter)
+    rejected_already_stored: int = 0
+    replay_failed: Counter[str] = field(default_factory=Counter)
     exchanges: int = 0
     already_done: int = 0
     sent: Counter[str] = field(default_factory=Counter)
@@ -105,6 +119,8 @@ class ReplayReport:
             "run_id": self.run_id,
             "lines_read": self.lines_read,
             "rejected": dict(self.rejected),
+            "rejected_already_stored": self.rejected_already_stored,
+            "replay_failed": dict(self.replay_failed),
             "exchanges": self.exchanges,
             "already_done": self.already_done,
             "sent": dict(self.sent),
@@ -136,23 +152,71 @@ def sampled_targets(exchange_id: str, targets: Sequence[TargetSpec]) -> list[Tar
 
 
 def rejected_record(
-    run_id: str, location: str, reason: str, detail: str, raw: str
+    run_id: str,
+    location: str,
+    reason: str,
+    detail: str,
+    raw: str,
+    *,
+    stage: RejectStage = RejectStage.CAPTURE_LOG,
 ) -> RejectedRecord:
     """A rejected capture-log line or record, with secret-looking substrings scrubbed.
 
-    Stage ``capture_log``: it counts in the run's coverage as captured-but-rejected,
-    whether it came from a file or from a Kafka topic.
+    Stage ``capture_log`` (the default): it counts in the run's coverage as
+    captured-but-rejected, whether it came from a file or from a Kafka topic. Stage
+    ``replay``: an exchange already stored as a member of the run (it counts as captured
+    once) that could not be replayed. The fingerprint
+    (:func:`~shadoweval.storage.rejection_fingerprint` of ``location`` and the scrubbed
+    ``raw``) makes storing it again — a re-read of the same source — a no-op.
     """
     raw_text, _ = scrub_secrets(raw)
     detail_text, _ = scrub_secrets(detail)
     return RejectedRecord(
-        stage=RejectStage.CAPTURE_LOG.value,
+        stage=stage.value,
         reason=reason,
         location=location,
         detail=detail_text,
         raw=raw_text,
         run_id=run_id,
+        fingerprint=rejection_fingerprint(location, raw_text),
     )
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``"<type>: <message>"`` of an exception, cut to :data:`DETAIL_MAX_CHARS`."""
+    return f"{type(exc).__name__}: {exc}"[:DETAIL_MAX_CHARS]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayFailure:
+    """An exchange the replay could not handle for one target: building or sending its
+    request raised (an input no rule foresaw, or a bug) instead of returning an outcome.
+
+    ``reason`` is ``build_failed`` or ``send_failed``; ``detail`` the exception
+    (``"<type>: <message>"``). The caller keeps it as a rejected record of stage
+    ``replay`` (and, on Kafka, a dead letter) and goes on with the next exchange.
+    """
+
+    exchange_id: str
+    target: ReplayTarget
+    reason: str
+    detail: str
+
+
+def unreplayable(exchange: Exchange, targets: Sequence[TargetSpec]) -> str | None:
+    """Why the replay request of ``exchange`` cannot be built, or ``None`` when it can.
+
+    Builds the request for each target it is sampled for (pure and cheap, nothing is
+    sent); an exception there — rather than a :class:`~replay.rewrite.SkipReplay`, which
+    is a stored outcome with its reason — means the exchange could never be replayed, so
+    it is rejected before it is stored. Returns ``"<type>: <message>"``.
+    """
+    for spec in sampled_targets(exchange.exchange_id, targets):
+        try:
+            build_replay_request(exchange, model=spec.model_name, api_key=spec.api_key)
+        except Exception as exc:
+            return describe_exception(exc)
+    return None
 
 
 async def split_conflicts(
@@ -190,7 +254,10 @@ class ExchangeReplayer:
 
     The first ``warmup_requests`` requests *sent* to each target (in dispatch order) are
     flagged ``warmup``; a skipped exchange neither is nor uses up a warm-up request.
-    Candidate failures are returned as outcomes with ``error_kind``, never raised.
+    Candidate failures are returned as outcomes with ``error_kind``, never raised; an
+    exception while building or sending the request is returned as a
+    :class:`ReplayFailure` (only cancellation and :class:`~shadoweval.errors.ReplayError`
+    — a target that cannot be used at all, such as a client not started — propagate).
     """
 
     def __init__(self, run_id: str, *, warmup_requests: int = 0) -> None:
@@ -198,30 +265,47 @@ class ExchangeReplayer:
         self.warmup_requests = warmup_requests
         self._dispatched: Counter[ReplayTarget] = Counter()
 
-    async def replay(self, exchange: Exchange, spec: TargetSpec) -> ReplayOutcome:
-        """Send ``exchange`` to ``spec`` (or skip it with the reason) and return the outcome."""
-        request = build_replay_request(exchange, model=spec.model_name, api_key=spec.api_key)
+    async def replay(self, exchange: Exchange, spec: TargetSpec) -> ReplayOutcome | ReplayFailure:
+        """Send ``exchange`` to ``spec`` (or skip it with the reason) and return the outcome,
+        or the :class:`ReplayFailure` when building or sending raised.
+
+        Raises:
+            ReplayError: the target cannot be used at all (its client is not started).
+        """
+        try:
+            request = build_replay_request(exchange, model=spec.model_name, api_key=spec.api_key)
+        except Exception as exc:
+            return ReplayFailure(
+                exchange.exchange_id, spec.target, "build_failed", describe_exception(exc)
+            )
         if isinstance(request, SkipReplay):
             return skipped_outcome(self.run_id, exchange, spec, request.reason)
         # Counted before the first await, so the order is the dispatch order.
         index = self._dispatched[spec.target]
         self._dispatched[spec.target] += 1
         warmup = index < self.warmup_requests
-        result: ReplayResult = await spec.client.send(request)
-        return ReplayOutcome(
-            run_id=self.run_id,
-            exchange_id=exchange.exchange_id,
-            target=spec.target,
-            attempt=result.attempts,
-            model=spec.model,
-            pinned_params=dict(request.pinned_params),
-            missing_params=request.missing_params,
-            response=result.response,
-            timings=result.timings,
-            error_kind=result.error_kind,
-            error_detail=result.error_detail,
-            warmup=warmup,
-        )
+        try:
+            result: ReplayResult = await spec.client.send(request)
+            return ReplayOutcome(
+                run_id=self.run_id,
+                exchange_id=exchange.exchange_id,
+                target=spec.target,
+                attempt=result.attempts,
+                model=spec.model,
+                pinned_params=dict(request.pinned_params),
+                missing_params=request.missing_params,
+                response=result.response,
+                timings=result.timings,
+                error_kind=result.error_kind,
+                error_detail=result.error_detail,
+                warmup=warmup,
+            )
+        except ReplayError:
+            raise
+        except Exception as exc:
+            return ReplayFailure(
+                exchange.exchange_id, spec.target, "send_failed", describe_exception(exc)
+            )
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,10 +5,13 @@ Flow per fetched record (topic ``shadoweval.exchanges.v1``, value = one capture-
     getmany ──► decode ──► undecodable: dead-letter topic + rejected record ─────────► done
                   │
                   ▼ offloaded stub? read offload_ref (else: skipped, offload_unavailable)
+               request cannot be built, id reused with other content, any exception:
+                  │                       dead-letter topic + rejected record ──────► done
+                  ▼
                store exchange + run membership (headers redacted)
                   ▼
                per sampled target not done yet: replay (bounded concurrency, rate)
-                  ▼
+                  ▼                   raised instead: dead letter (stage replay) ─────► done
                outcomes written in batches (idempotent) ──► record done when all its
                                                             outcomes are persisted
     every commit_interval_s: commit OffsetTracker.committable()
@@ -18,6 +21,10 @@ Decoding and the dead-letter topic are in :mod:`replay.dead_letter`; commit posi
 
 Guarantees (DESIGN §6; reference failure cases 7, 20):
 
+* **Nothing stuck.** Whatever a record holds, it ends as stored outcomes or as a dead
+  letter with its reason (:mod:`replay.dead_letter`); the worker goes on with the next
+  record and the partition's offset moves past it. Only the infrastructure stops the
+  worker: the database or the broker (the dead-letter topic) refusing a write.
 * **At-least-once, no duplicates.** An offset is committed only after its record's
   outcomes (or rejected record) are persisted, and never past an unfinished record; after a
   crash the uncommitted records are re-delivered, and outcomes are unique on
@@ -58,11 +65,14 @@ from replay.dead_letter import (
 from replay.exchange_replay import (
     ExchangeReplayer,
     OutcomeWriter,
+    ReplayFailure,
     ReplayReport,
     TargetSpec,
+    describe_exception,
     sampled_targets,
     skipped_outcome,
     split_conflicts,
+    unreplayable,
 )
 from replay.metrics import WorkerMetrics, partition_label
 from replay.offload import OffloadUnavailable, is_offloaded, resolve_offloaded
@@ -73,7 +83,7 @@ from shadoweval.config import KafkaSettings, WorkerSettings
 from shadoweval.lifecycle import Lifecycle
 from shadoweval.records import Exchange, ReplayErrorKind, ReplayOutcome, ReplayTarget
 from shadoweval.redaction import redact_exchange_headers
-from shadoweval.storage import Repository
+from shadoweval.storage import RejectStage, Repository
 
 __all__ = ["KafkaReplayWorker", "WorkerReport"]
 
@@ -109,10 +119,11 @@ class WorkerReport(ReplayReport):
 
 @dataclass(slots=True, eq=False)
 class _InFlightRecord:
-    """A fetched record until all its outcomes are persisted."""
+    """A fetched record until all its outcomes are persisted (or it is dead-lettered)."""
 
     tp: Partition
     offset: int
+    record: BusRecord
     remaining: int = 0
     """Outcomes of this record not yet persisted."""
 
@@ -308,43 +319,51 @@ class KafkaReplayWorker(Lifecycle):
         return self.buffered >= s.max_buffered and pending >= enough
 
     async def _accept(self, records: list[BusRecord]) -> None:
-        """Track, decode, dead-letter, store and dispatch one fetched batch."""
+        """Track, decode, dead-letter, store and dispatch one fetched batch.
+
+        Every record ends in exactly one place: dispatched (its exchange stored), or a
+        dead letter with its reason — including any exception no rule foresaw while it
+        was decoded, resolved or checked (``unprocessable``).
+        """
         entries: list[tuple[BusRecord, _InFlightRecord]] = []
         for record in records:
             entries.append((record, self._track(record)))
         self.report.lines_read += len(records)
         bad: list[tuple[BadRecord, _InFlightRecord]] = []
-        good: list[tuple[BusRecord, _InFlightRecord, Exchange]] = []
-        for record, state in entries:
-            decoded = decode_record(record)
-            if isinstance(decoded, BadRecord):
-                bad.append((decoded, state))
-            else:
-                good.append((record, state, decoded))
         unavailable: dict[str, OffloadUnavailable] = {}
         resolved: list[tuple[BusRecord, _InFlightRecord, Exchange]] = []
-        for record, state, exchange in good:
-            if is_offloaded(exchange):
-                full = await asyncio.to_thread(
-                    resolve_offloaded, exchange, base_dir=self.offload_base_dir
-                )
-                if isinstance(full, OffloadUnavailable):
-                    unavailable[exchange.exchange_id] = full
-                else:
-                    exchange = full
-            resolved.append((record, state, redact_exchange_headers(exchange)))
+        for record, state in entries:
+            try:
+                admitted = await self._admit(record, unavailable)
+            except Exception as exc:  # whatever a record does, it is dead-lettered
+                location = record_location(record)
+                detail = f"{location}: cannot be processed: {describe_exception(exc)}"
+                text = (record.value or b"").decode("utf-8", errors="replace")
+                admitted = BadRecord(record, "unprocessable", detail, text)
+            if isinstance(admitted, BadRecord):
+                bad.append((admitted, state))
+            else:
+                resolved.append((record, state, admitted))
         _, conflicting = await split_conflicts(self.repo, [e for _, _, e in resolved])
         refused = {e.exchange_id: reason for e, reason in conflicting}
         kept: list[tuple[_InFlightRecord, Exchange]] = []
+        first: dict[str, tuple[Exchange, str]] = {}
         for record, state, exchange in resolved:
-            if exchange.exchange_id in refused:
-                reason = refused[exchange.exchange_id]
+            reason = refused.get(exchange.exchange_id)
+            earlier = first.get(exchange.exchange_id)
+            if reason is None and earlier is not None and earlier[0] != exchange:
+                reason = (
+                    f"exchange_id {exchange.exchange_id} was fetched at {earlier[1]} with "
+                    "different content in the same batch; the first is kept"
+                )
+            if reason is not None:
                 conflict = BadRecord(
                     record, "conflicting_duplicate", reason, exchange.model_dump_json()
                 )
                 bad.append((conflict, state))
-            else:
-                kept.append((state, exchange))
+                continue
+            first.setdefault(exchange.exchange_id, (exchange, record_location(record)))
+            kept.append((state, exchange))
         await self._dead_letter([b for b, _ in bad])
         for _, state in bad:
             self._finish(state)
@@ -353,6 +372,34 @@ class KafkaReplayWorker(Lifecycle):
         self.report.exchanges += len(exchanges)
         for state, exchange in kept:
             self._dispatch(state, exchange, unavailable.get(exchange.exchange_id))
+
+    async def _admit(
+        self, record: BusRecord, unavailable: dict[str, OffloadUnavailable]
+    ) -> Exchange | BadRecord:
+        """The exchange of ``record`` to store (offloaded stubs resolved, headers
+        redacted), or the :class:`BadRecord` that dead-letters it. An offloaded stub whose
+        file cannot be read is kept (its replay is skipped) and noted in ``unavailable``."""
+        decoded = decode_record(record)
+        if isinstance(decoded, BadRecord):
+            return decoded
+        exchange = decoded
+        if is_offloaded(exchange):
+            full = await asyncio.to_thread(
+                resolve_offloaded, exchange, base_dir=self.offload_base_dir
+            )
+            if isinstance(full, OffloadUnavailable):
+                unavailable[exchange.exchange_id] = full
+            else:
+                exchange = full
+        exchange = redact_exchange_headers(exchange)
+        if exchange.exchange_id not in unavailable:
+            problem = unreplayable(exchange, self.targets)
+            if problem is not None:
+                location = record_location(record)
+                detail = f"{location}: the replay request cannot be built: {problem}"
+                text = (record.value or b"").decode("utf-8", errors="replace")
+                return BadRecord(record, "unreplayable", detail, text)
+        return exchange
 
     def _track(self, record: BusRecord) -> _InFlightRecord:
         try:
@@ -367,7 +414,7 @@ class KafkaReplayWorker(Lifecycle):
         self.buffered += 1
         self.report.max_buffered_seen = max(self.report.max_buffered_seen, self.buffered)
         self.metrics.buffered.set(self.buffered)
-        return _InFlightRecord(record.tp, record.offset)
+        return _InFlightRecord(record.tp, record.offset, record)
 
     def _dispatch(
         self, state: _InFlightRecord, exchange: Exchange, unavailable: OffloadUnavailable | None
@@ -407,7 +454,38 @@ class KafkaReplayWorker(Lifecycle):
             finally:
                 self._in_flight -= 1
                 self.metrics.in_flight.set(self._in_flight)
+        if isinstance(outcome, ReplayFailure):
+            await self._replay_failed(exchange, spec, outcome)
+            return
         self._queue(outcome)
+
+    async def _replay_failed(
+        self, exchange: Exchange, spec: TargetSpec, failure: ReplayFailure
+    ) -> None:
+        """A replay raised: dead-letter every record waiting for it (stage ``replay``: the
+        exchange is stored and counts as captured), then finish them — no outcome is
+        stored, the partition moves on."""
+        # Popped first: a delivery of the same exchange fetched meanwhile is replayed (and
+        # kept) on its own instead of being finished without a dead letter.
+        waiting = self._waiting.pop((exchange.exchange_id, spec.target), [])
+        self.report.replay_failed[failure.reason] += len(waiting)
+        letters = []
+        for state in waiting:
+            location = record_location(state.record)
+            detail = (
+                f"{location}: the replay of exchange {exchange.exchange_id} to "
+                f"{spec.target.value} failed: {failure.detail}"
+            )
+            logger.warning("%s", detail)
+            text = (state.record.value or b"").decode("utf-8", errors="replace")
+            letters.append(
+                BadRecord(state.record, failure.reason, detail, text, stage=RejectStage.REPLAY)
+            )
+        await self._dead_letter(letters)
+        for state in waiting:
+            state.remaining -= 1
+            if state.remaining == 0:
+                self._finish(state)
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
@@ -455,7 +533,8 @@ class KafkaReplayWorker(Lifecycle):
                 marked finished, so the records are re-delivered after a restart).
         """
         for b in await self._dead_letters.send(bad):
-            self.report.rejected[b.reason] += 1
+            if b.stage is RejectStage.CAPTURE_LOG:  # a replay-stage one's exchange is stored
+                self.report.rejected[b.reason] += 1
             self.report.dead_letter[b.reason] += 1
             self.metrics.dead_letter.labels(reason=b.reason).inc()
 

@@ -2,15 +2,24 @@
 
 Every line of the source ends somewhere: a decoded exchange is stored (with run
 membership, its sensitive headers removed) and replayed to each target it is sampled for; a
-line that does not decode, or that reuses a stored exchange id with different content, is
-stored as a rejected record with its reason (secret-looking text scrubbed). Outcomes are
-written idempotently — unique ``(run_id, exchange_id, target)`` — so re-running a replay
-resumes: exchanges that already have an outcome for a target are not sent again.
+line that does not decode (or is blank), whose replay request cannot be built
+(``unreplayable``), that reuses an exchange id with different content
+(``conflicting_duplicate``: stored before, or earlier in the same source) or that repeats
+an earlier line of the same source (``duplicate_exchange_id``: not sent twice) is stored as
+a rejected record with its reason (secret-looking text scrubbed) and the runner goes on. An
+exchange whose replay raises instead of returning an outcome is a rejected record of stage
+``replay`` (reason ``send_failed`` / ``build_failed``), never a crash. Rejected records are
+fingerprinted by location and content, so reading the same log again stores none twice.
+
+Outcomes are written idempotently — unique ``(run_id, exchange_id, target)`` — so
+re-running a replay resumes: exchanges that already have an outcome for a target are not
+sent again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 from collections.abc import AsyncIterator, Iterable, Sequence
 
@@ -27,22 +36,28 @@ from rich.progress import (
 from replay.exchange_replay import (
     ExchangeReplayer,
     OutcomeWriter,
+    ReplayFailure,
     ReplayReport,
     TargetSpec,
+    describe_exception,
     in_sample,
     rejected_record,
     sampled_targets,
     split_conflicts,
+    unreplayable,
 )
 from replay.scheduler import run_paced
 from shadoweval.capture_log import LogEntry
 from shadoweval.records import Exchange, ReplayOutcome, ReplayTarget
 from shadoweval.redaction import redact_exchange_headers
-from shadoweval.storage import RejectedRecord, Repository
+from shadoweval.storage import RejectedRecord, RejectStage, Repository
 
 __all__ = ["ReplayReport", "ReplayRunner", "TargetSpec", "in_sample"]
 
 logger = logging.getLogger(__name__)
+
+WorkItem = tuple[Exchange, TargetSpec, str]
+"""An exchange, a target it is sent to, and where the exchange was read (``file:line``)."""
 
 
 class ReplayRunner:
@@ -93,8 +108,15 @@ class ReplayRunner:
         """Replay every entry; return the report. Candidate failures never raise.
 
         ``sent`` counts requests actually sent per target; ``skipped`` counts exchanges not
-        sent (non-replayable route, oversize body), also stored as outcomes with a reason.
-        The progress bar's total grows as the log is read (exchanges × sampled targets).
+        sent (non-replayable route, oversize body), also stored as outcomes with a reason;
+        ``rejected`` counts the lines of this pass kept as rejected records, by reason
+        (``lines_read == exchanges + sum(rejected)``); ``replay_failed`` the sends that
+        raised (rejected records of stage ``replay``). The progress bar's total grows as
+        the log is read (exchanges × sampled targets).
+
+        Raises:
+            StorageError: the database refused a write (not a record's fault).
+            ReplayError: a target cannot be used at all (its client is not started).
         """
         report = ReplayReport(run_id=self.run_id, target_rate_per_s=self.rate_per_s)
         done = {
@@ -114,12 +136,17 @@ class ReplayRunner:
             transient=False,
         )
         task = bar.add_task("replay", total=0, status="")
+        seen: dict[str, tuple[str, str]] = {}
 
-        async def work(item: tuple[Exchange, TargetSpec], index: int) -> ReplayOutcome:
-            exchange, spec = item
+        async def work(item: WorkItem, index: int) -> ReplayOutcome | ReplayFailure:
+            exchange, spec, _ = item
             return await self._replayer.replay(exchange, spec)
 
-        async def on_result(item: tuple[Exchange, TargetSpec], outcome: ReplayOutcome) -> None:
+        async def on_result(item: WorkItem, outcome: ReplayOutcome | ReplayFailure) -> None:
+            if isinstance(outcome, ReplayFailure):
+                await self._keep_failure(item, outcome, report)
+                bar.update(task, advance=1)
+                return
             report.count_outcome(outcome)
             self._writer.add(outcome)
             if self._writer.due():
@@ -130,7 +157,7 @@ class ReplayRunner:
         with bar:
             try:
                 stats = await run_paced(
-                    self._work_items(entries, report, done, bar, task),
+                    self._work_items(entries, report, done, seen, bar, task),
                     work,
                     on_result,
                     concurrency=self.concurrency,
@@ -144,56 +171,123 @@ class ReplayRunner:
         report.achieved_rate_per_s = stats.achieved_rate_per_s
         return report
 
+    async def _keep_failure(
+        self, item: WorkItem, failure: ReplayFailure, report: ReplayReport
+    ) -> None:
+        """Keep a replay that raised as a rejected record of stage ``replay``."""
+        exchange, spec, location = item
+        where = f"{location} [{spec.target.value}]"
+        record = rejected_record(
+            self.run_id,
+            where,
+            failure.reason,
+            f"{where}: the replay of exchange {exchange.exchange_id} to {spec.target.value} "
+            f"failed: {failure.detail}",
+            exchange.model_dump_json(),
+            stage=RejectStage.REPLAY,
+        )
+        report.replay_failed[failure.reason] += 1
+        logger.warning("%s", record.detail)
+        if not await asyncio.to_thread(self.repo.save_rejected_many, [record]):
+            report.rejected_already_stored += 1
+
     async def _work_items(
         self,
         entries: Iterable[LogEntry],
         report: ReplayReport,
         done: dict[ReplayTarget, set[str]],
+        seen: dict[str, tuple[str, str]],
         bar: Progress,
         task: TaskID,
-    ) -> AsyncIterator[tuple[Exchange, TargetSpec]]:
+    ) -> AsyncIterator[WorkItem]:
         batch: list[LogEntry] = []
         for entry in entries:
             batch.append(entry)
             if len(batch) >= self.batch_size:
-                for item in await self._store_batch(batch, report, done, bar, task):
+                for item in await self._store_batch(batch, report, done, seen, bar, task):
                     yield item
                 batch = []
         if batch:
-            for item in await self._store_batch(batch, report, done, bar, task):
+            for item in await self._store_batch(batch, report, done, seen, bar, task):
                 yield item
+
+    def _admit(
+        self, entry: LogEntry, seen: dict[str, tuple[str, str]]
+    ) -> Exchange | RejectedRecord:
+        """The exchange of ``entry`` to store, or the rejected record that keeps it.
+
+        ``seen`` maps the exchange ids read so far in this pass to (content digest,
+        location): a repeated id is a duplicate line (same content) or a conflicting one.
+        """
+        if entry.exchange is None:
+            error = entry.error
+            reason = (error.reason if error is not None else "") or "invalid"
+            detail = str(error) if error is not None else f"{entry.location}: no exchange"
+            return rejected_record(self.run_id, entry.location, reason, detail, entry.raw)
+        exchange = redact_exchange_headers(entry.exchange)
+        raw = entry.raw or exchange.model_dump_json()
+        problem = unreplayable(exchange, self.targets)
+        if problem is not None:
+            detail = f"{entry.location}: the replay request cannot be built: {problem}"
+            return rejected_record(self.run_id, entry.location, "unreplayable", detail, raw)
+        digest = hashlib.sha256(exchange.model_dump_json().encode()).hexdigest()
+        first = seen.get(exchange.exchange_id)
+        if first is None:
+            seen[exchange.exchange_id] = (digest, entry.location)
+            return exchange
+        if first[0] == digest:
+            # The same exchange twice in one source (a sink retried a write): counted and
+            # kept, never sent twice. Stage replay: the exchange counts once as captured.
+            return rejected_record(
+                self.run_id,
+                entry.location,
+                "duplicate_exchange_id",
+                f"{entry.location}: exchange_id {exchange.exchange_id} repeats {first[1]} "
+                "with the same content; replayed once",
+                raw,
+                stage=RejectStage.REPLAY,
+            )
+        return rejected_record(
+            self.run_id,
+            entry.location,
+            "conflicting_duplicate",
+            f"{entry.location}: exchange_id {exchange.exchange_id} was read at {first[1]} "
+            "with different content; the first is kept",
+            raw,
+        )
 
     async def _store_batch(
         self,
         batch: list[LogEntry],
         report: ReplayReport,
         done: dict[ReplayTarget, set[str]],
+        seen: dict[str, tuple[str, str]],
         bar: Progress,
         task: TaskID,
-    ) -> list[tuple[Exchange, TargetSpec]]:
+    ) -> list[WorkItem]:
         exchanges: list[Exchange] = []
+        locations: dict[str, str] = {}
         rejected: list[RejectedRecord] = []
         for entry in batch:
             report.lines_read += 1
-            if entry.exchange is not None:
-                exchanges.append(redact_exchange_headers(entry.exchange))
-                continue
-            assert entry.error is not None
-            rejected.append(
-                rejected_record(
-                    self.run_id,
-                    entry.location,
-                    entry.error.reason or "invalid",
-                    str(entry.error),
-                    entry.raw,
+            try:
+                admitted = self._admit(entry, seen)
+            except Exception as exc:  # whatever a record does, it is kept, not a crash
+                detail = f"{entry.location}: cannot be processed: {describe_exception(exc)}"
+                admitted = rejected_record(
+                    self.run_id, entry.location, "unprocessable", detail, entry.raw
                 )
-            )
+            if isinstance(admitted, RejectedRecord):
+                rejected.append(admitted)
+                continue
+            exchanges.append(admitted)
+            locations[admitted.exchange_id] = entry.location
         exchanges, conflicting = await split_conflicts(self.repo, exchanges)
         for exchange, reason in conflicting:
             rejected.append(
                 rejected_record(
                     self.run_id,
-                    exchange.source or exchange.exchange_id,
+                    locations[exchange.exchange_id],
                     "conflicting_duplicate",
                     reason,
                     exchange.model_dump_json(),
@@ -202,17 +296,18 @@ class ReplayRunner:
         for item in rejected:
             report.rejected[item.reason] += 1
         if rejected:
-            await asyncio.to_thread(self.repo.save_rejected_many, rejected)
+            stored = await asyncio.to_thread(self.repo.save_rejected_many, rejected)
+            report.rejected_already_stored += len(rejected) - stored
         await asyncio.to_thread(self.repo.save_exchanges, self.run_id, exchanges)
         report.exchanges += len(exchanges)
-        items: list[tuple[Exchange, TargetSpec]] = []
+        items: list[WorkItem] = []
         resumed = 0
         for exchange in exchanges:
             for spec in sampled_targets(exchange.exchange_id, self.targets):
                 if exchange.exchange_id in done[spec.target]:
                     resumed += 1
                     continue
-                items.append((exchange, spec))
+                items.append((exchange, spec, locations[exchange.exchange_id]))
         report.already_done += resumed
         known = bar.tasks[task].total or 0
         bar.update(task, total=known + resumed + len(items), advance=resumed)

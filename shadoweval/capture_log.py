@@ -8,8 +8,13 @@ Format (documented for operators in ``docs/capture-log.md``):
   ``exchanges-<UTC yyyymmddThhmmss>-<seq:06d>.jsonl[.gz]``.
 * Each line is one Exchange object with its own ``schema_version``; a reader accepts the
   versions it knows and reports any other line as rejected, with its location and reason.
-* Nothing is lost: a line that does not decode is yielded as a :class:`LogEntry` with an
-  ``error``, so callers can store and count it.
+  A UTF-8 byte-order mark at the start of a segment is ignored.
+* A line must carry ``captured_at``. A line without ``exchange_id`` (absent or ``null``)
+  gets a deterministic one, :func:`content_exchange_id`, so every read of the same line
+  gives the same id (a resumed replay finds it done).
+* Nothing is lost: a line that does not decode — and a blank (white-space-only) line,
+  reason ``blank_line`` — is yielded as a :class:`LogEntry` with an ``error``, so callers
+  can store and count it.
 
 The capture sidecar writes this format; ``shadow-eval import`` produces it from tables;
 ``shadow-eval replay run`` reads it.
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import hashlib
 import os
 import struct
 import zlib
@@ -30,11 +36,14 @@ from types import TracebackType
 from typing import IO, cast
 
 import orjson
-from pydantic import ValidationError
+from pydantic import AwareDatetime, TypeAdapter, ValidationError
+from ulid import ULID
 
 from shadoweval.disk import Opener, open_binary
 from shadoweval.errors import RecordDecodeError
 from shadoweval.records import SCHEMA_VERSION, Exchange
+
+ULID_TIME_MAX_MS = 2**48 - 1
 
 GZIP_MAGIC = b"\x1f\x8b"
 SEGMENT_GLOBS = ("*.jsonl", "*.jsonl.gz", "*.ndjson", "*.ndjson.gz")
@@ -55,12 +64,48 @@ class LogEntry:
     error: RecordDecodeError | None = None
 
 
+def content_exchange_id(payload: dict[str, object], captured_at: datetime) -> str:
+    """The exchange id of a capture-log line that has none: a ULID made of its content.
+
+    The 48-bit time part is ``captured_at`` in milliseconds since the Unix epoch (clamped
+    to the ULID range), so the id sorts by capture time like a sidecar's; the 80 "random"
+    bits are the first 10 bytes of SHA-256 over the line's canonical content: the JSON
+    object without ``exchange_id``, keys sorted at every level, compact separators
+    (``orjson.dumps(..., option=OPT_SORT_KEYS)``). The same line — however its keys are
+    ordered or spaced — gets the same id on every read.
+    """
+    content = {k: v for k, v in payload.items() if k != "exchange_id"}
+    digest = hashlib.sha256(orjson.dumps(content, option=orjson.OPT_SORT_KEYS)).digest()
+    ms = min(max(int(captured_at.timestamp() * 1000), 0), ULID_TIME_MAX_MS)
+    return str(ULID.from_bytes(ms.to_bytes(6, "big") + digest[:10]))
+
+
+_AWARE_DATETIME: TypeAdapter[AwareDatetime] = TypeAdapter(AwareDatetime)
+
+
+def _schema_error(location: str, exc: ValidationError, field: str = "") -> RecordDecodeError:
+    """The first error of ``exc`` as a message naming the field (dotted) and the value."""
+    first = exc.errors()[0]
+    field = ".".join([field, *(str(p) for p in first["loc"])]).strip(".") or "(line)"
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return RecordDecodeError(
+        f"{location}: field {field!r}: {message} (value {first.get('input')!r:.80})",
+        location=location,
+        reason="schema",
+    )
+
+
 def decode_exchange_line(line: str, location: str = "") -> Exchange:
-    """Decode one capture-log line.
+    """Decode one capture-log line (one JSON object; see the module doc).
+
+    A line without ``exchange_id`` (absent or ``null``) gets :func:`content_exchange_id`.
 
     Raises:
         RecordDecodeError: invalid JSON (``reason="invalid_json"``), an unknown
-            ``schema_version`` (``"schema_version"``) or a shape error (``"schema"``).
+            ``schema_version`` (``"schema_version"``) or a shape or value error
+            (``"schema"``: the message names the field and the value — a missing
+            ``captured_at``, a negative duration, a blank task type, a base64 body that
+            does not decode …).
     """
     try:
         payload = orjson.loads(line)
@@ -79,13 +124,28 @@ def decode_exchange_line(line: str, location: str = "") -> Exchange:
             location=location,
             reason="schema_version",
         )
+    if payload.get("captured_at") is None:
+        raise RecordDecodeError(
+            f"{location}: field 'captured_at' is missing: a capture-log line must say when "
+            "it was captured",
+            location=location,
+            reason="schema",
+        )
+    if payload.get("exchange_id") is None:
+        try:
+            at = _AWARE_DATETIME.validate_python(payload["captured_at"])
+        except ValidationError as exc:
+            raise _schema_error(location, exc, field="captured_at") from exc
+        payload["exchange_id"] = content_exchange_id(payload, at)
     try:
         return Exchange.model_validate(payload)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"])
+        raise _schema_error(location, exc) from exc
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+        # A value no validator foresaw (pydantic raises ValidationError for what it
+        # checks): still this line's fault, and still a rejection with its reason.
         raise RecordDecodeError(
-            f"{location}: field {field!r}: {first['msg']} (value {first.get('input')!r:.80})",
+            f"{location}: line cannot be read as an exchange: {type(exc).__name__}: {exc}",
             location=location,
             reason="schema",
         ) from exc
@@ -110,18 +170,21 @@ def segment_files(path: Path) -> list[Path]:
 
 
 def _open_text(path: Path) -> IO[str]:
+    # utf-8-sig: a byte-order mark at the start of the segment is not part of line 1.
     with path.open("rb") as probe:
         head = probe.read(2)
     if head == GZIP_MAGIC:
-        return gzip.open(path, "rt", encoding="utf-8", errors="replace", newline="\n")
-    return path.open("r", encoding="utf-8", errors="replace", newline="\n")
+        return gzip.open(path, "rt", encoding="utf-8-sig", errors="replace", newline="\n")
+    return path.open("r", encoding="utf-8-sig", errors="replace", newline="\n")
 
 
 def read_capture_log(path: str | Path) -> Iterator[LogEntry]:
     """Iterate every line of a capture log in order, decoded or with its error.
 
-    Blank lines are skipped. A truncated gzip member (a segment cut by a crash) yields a
-    final entry with ``reason="truncated_segment"`` instead of raising.
+    Every line yields exactly one entry. A blank (empty or white-space-only) line is an
+    entry with ``reason="blank_line"`` (no writer makes one: it is counted and kept like
+    any other line that holds no exchange). A truncated gzip member (a segment cut by a
+    crash) yields a final entry with ``reason="truncated_segment"`` instead of raising.
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
@@ -132,9 +195,18 @@ def read_capture_log(path: str | Path) -> Iterator[LogEntry]:
             try:
                 for lineno, line in enumerate(fh, start=1):
                     text = line.rstrip("\n")
-                    if not text.strip():
-                        continue
                     location = f"{file.name}:{lineno}"
+                    if not text.strip():
+                        yield LogEntry(
+                            location,
+                            text,
+                            error=RecordDecodeError(
+                                f"{location}: blank line ({len(text)} white-space characters)",
+                                location=location,
+                                reason="blank_line",
+                            ),
+                        )
+                        continue
                     try:
                         yield LogEntry(
                             location, text, exchange=decode_exchange_line(text, location)

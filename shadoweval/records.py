@@ -14,12 +14,24 @@ clock readings end in ``_ns`` and are only comparable inside one process.
 from __future__ import annotations
 
 import base64
+import binascii
 import enum
+import math
+import unicodedata
 from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, model_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from ulid import ULID
 
 SCHEMA_VERSION: Literal[1] = 1
@@ -37,6 +49,71 @@ def new_exchange_id() -> str:
 def utc_now() -> datetime:
     """Return the current wall-clock time as a timezone-aware UTC datetime."""
     return datetime.now(UTC)
+
+
+STORED: dict[str, bool] = {"stored": True}
+"""Validation context for records read back from storage
+(``Exchange.model_validate(row.record, context=STORED)``).
+
+The value rules of this module (non-negative timings and token counts, a body that decodes
+as its ``body_encoding`` says, a non-blank task type, ids without control characters) are
+checked wherever a record enters: a capture-log line, a Kafka record, a record built in
+code. A record already stored was accepted once; reading it back with this context skips
+those rules, so a database written before a rule existed stays readable (its shape is
+still checked)."""
+
+
+def _checks_values(info: ValidationInfo) -> bool:
+    """False when validating with the :data:`STORED` context."""
+    context = info.context
+    return not (isinstance(context, dict) and context.get("stored") is True)
+
+
+def decode_base64_body(body: str) -> bytes:
+    """The bytes of a base64 request body (standard alphabet, padded, no white space).
+
+    Raises:
+        ValueError: ``body`` is not valid base64 (a :class:`binascii.Error`).
+    """
+    return base64.b64decode(body, validate=True)
+
+
+def _control_characters(text: str) -> list[str]:
+    """The control characters (Unicode category ``Cc``: NUL, tab, newline …) in ``text``."""
+    return sorted({ch for ch in text if unicodedata.category(ch) == "Cc"})
+
+
+def _non_negative_ms(value: float | None, info: ValidationInfo) -> float | None:
+    if value is None or not _checks_values(info):
+        return value
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(
+            f"{info.field_name} must be a finite number of milliseconds >= 0, got {value!r}"
+        )
+    return value
+
+
+INT64_MAX = 2**63 - 1
+"""Largest integer a record holds (a database column and every JSON reader take 64 bits)."""
+
+
+def _int64(value: int | None, info: ValidationInfo) -> int | None:
+    if value is None or not _checks_values(info):
+        return value
+    if not -INT64_MAX - 1 <= value <= INT64_MAX:
+        raise ValueError(
+            f"{info.field_name} must fit in 64 bits, got an integer of {len(str(value))} digits"
+        )
+    return value
+
+
+def _non_negative_count(value: int | None, info: ValidationInfo) -> int | None:
+    if value is None or not _checks_values(info):
+        return value
+    if not 0 <= value <= INT64_MAX:
+        shown = value if value < 0 else f"an integer of {len(str(value))} digits"
+        raise ValueError(f"{info.field_name} must be >= 0 and fit in 64 bits, got {shown}")
+    return value
 
 
 class _Record(BaseModel):
@@ -145,6 +222,14 @@ class Usage(_Record):
     reasoning_tokens: int | None = None
     usage_source: UsageSource = UsageSource.MISSING
 
+    _counts = field_validator(
+        "prompt_tokens",
+        "completion_tokens",
+        "total_tokens",
+        "cached_tokens",
+        "reasoning_tokens",
+    )(_non_negative_count)
+
 
 class ToolCall(_Record):
     """One tool call of an assistant message. ``arguments`` is the raw JSON string as sent."""
@@ -155,11 +240,14 @@ class ToolCall(_Record):
     name: str
     arguments: str
 
+    _index = field_validator("index")(_int64)
+
 
 class LatencySummary(_Record):
     """Summary of a response's inter-token latencies (ITL), milliseconds.
 
     ITL is the gap between consecutive token-bearing events (vLLM ``benchmark_serving``).
+    Every value is finite and ``>= 0``.
     """
 
     count: int
@@ -168,6 +256,9 @@ class LatencySummary(_Record):
     p95_ms: float
     p99_ms: float
     max_ms: float
+
+    _count = field_validator("count")(_non_negative_count)
+    _ms = field_validator("mean_ms", "p50_ms", "p95_ms", "p99_ms", "max_ms")(_non_negative_ms)
 
 
 class Timings(_Record):
@@ -187,6 +278,9 @@ class Timings(_Record):
       non-streamed response, the end of the body.
     * ``tpot_ms``: (e2e − TTFT) / (output tokens − 1); ``None`` with ≤ 1 output token or
       unknown token count.
+
+    Every duration is ``None`` or a finite number ``>= 0`` (a negative or infinite one is
+    refused naming the field and the value: a clock cannot run backwards).
     """
 
     ttfb_ms: float | None = None
@@ -196,6 +290,10 @@ class Timings(_Record):
     tpot_ms: float | None = None
     itl: LatencySummary | None = None
     source: TimingSource = TimingSource.MISSING
+
+    _durations = field_validator("ttfb_ms", "ttft_ms", "ttfc_ms", "e2e_ms", "tpot_ms")(
+        _non_negative_ms
+    )
 
 
 class HeaderPair(_Record):
@@ -208,8 +306,10 @@ class HeaderPair(_Record):
 class RequestRecord(_Record):
     """An HTTP request as captured, after redaction.
 
-    ``body`` is the raw body as UTF-8 text, or base64 when ``body_encoding`` says so.
-    :meth:`json_body` gives the parsed view.
+    ``body`` is the raw body as UTF-8 text, or base64 when ``body_encoding`` says so
+    (standard alphabet, padded, no white space: :func:`decode_base64_body`). A base64 body
+    that does not decode is refused when the record is validated, so every record that
+    exists has a body :meth:`body_bytes` can return. :meth:`json_body` gives the parsed view.
     """
 
     method: str = "POST"
@@ -218,10 +318,29 @@ class RequestRecord(_Record):
     body: str
     body_encoding: Literal["utf-8", "base64"] = "utf-8"
 
+    @model_validator(mode="after")
+    def _body_decodes(self, info: ValidationInfo) -> RequestRecord:
+        if self.body_encoding == "base64" and _checks_values(info):
+            try:
+                decode_base64_body(self.body)
+            except (binascii.Error, ValueError) as exc:
+                raise ValueError(
+                    f"request.body is not valid base64 (body_encoding is 'base64'): {exc}; "
+                    f"body {self.body[:40]!r}{'…' if len(self.body) > 40 else ''} "
+                    f"({len(self.body)} characters)"
+                ) from None
+        return self
+
     def body_bytes(self) -> bytes:
-        """Return the raw body bytes."""
+        """Return the raw body bytes.
+
+        Raises:
+            ValueError: a base64 body that does not decode (only in a record read back
+                with the :data:`STORED` context, which skips that check), or a text body
+                holding lone surrogates (not encodable as UTF-8).
+        """
         if self.body_encoding == "base64":
-            return base64.b64decode(self.body)
+            return decode_base64_body(self.body)
         return self.body.encode("utf-8")
 
     @cached_property
@@ -270,6 +389,8 @@ class ResponseRecord(_Record):
     cache_hit: bool = False
     cache_hit_headers: tuple[HeaderPair, ...] = ()
 
+    _ints = field_validator("status_code", "choices_count")(_int64)
+
     @model_validator(mode="after")
     def _cache_hit_has_headers(self) -> ResponseRecord:
         if self.cache_hit != bool(self.cache_hit_headers):
@@ -310,6 +431,8 @@ class OversizeNote(_Record):
     action: Literal["raw_body_dropped", "offloaded"]
     offload_ref: str | None = None
 
+    _sizes = field_validator("original_bytes", "limit_bytes")(_non_negative_count)
+
 
 # ---------------------------------------------------------------------- records
 
@@ -322,6 +445,13 @@ class Exchange(_Record):
     ``response.error_message`` carries it when a response did start.
     ``source`` says where the record came from (``"sidecar:<host>"``,
     ``"import:<file>#<row>"``).
+
+    Value rules (each refusal names the field and the value): ``exchange_id`` is 1–200
+    characters without white space or control characters; ``task_type`` is not blank
+    (empty or white space only: refused, never turned into ``default`` — a record that
+    says nothing about its task type is a broken record) and, like ``route`` and
+    ``source``, holds no control characters (they are database columns, and PostgreSQL
+    text cannot hold NUL).
     """
 
     schema_version: Literal[1] = SCHEMA_VERSION
@@ -340,6 +470,53 @@ class Exchange(_Record):
     source: str | None = None
     oversize: OversizeNote | None = None
     error_detail: str | None = None
+
+    _monotonic = field_validator("monotonic_start_ns")(_int64)
+
+    @field_validator("exchange_id")
+    @classmethod
+    def _valid_id(cls, value: str, info: ValidationInfo) -> str:
+        if not _checks_values(info):
+            return value
+        if not 1 <= len(value) <= MAX_EXCHANGE_ID_CHARS:
+            raise ValueError(
+                f"exchange_id must have 1–{MAX_EXCHANGE_ID_CHARS} characters, got "
+                f"{len(value)} ({value[:40]!r})"
+            )
+        bad = [ch for ch in value if ch.isspace() or unicodedata.category(ch) == "Cc"]
+        if bad:
+            raise ValueError(
+                f"exchange_id {value[:80]!r} holds white space or control characters "
+                f"{sorted(set(bad))!r}"
+            )
+        return value
+
+    @field_validator("task_type")
+    @classmethod
+    def _valid_task_type(cls, value: str, info: ValidationInfo) -> str:
+        if not _checks_values(info):
+            return value
+        if not value.strip():
+            raise ValueError(f"task_type must not be blank, got {value!r}")
+        return _no_control_characters(value, "task_type")
+
+    @field_validator("route", "source")
+    @classmethod
+    def _printable(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None or not _checks_values(info):
+            return value
+        return _no_control_characters(value, info.field_name or "value")
+
+
+MAX_EXCHANGE_ID_CHARS = 200
+"""Longest ``exchange_id`` accepted."""
+
+
+def _no_control_characters(value: str, name: str) -> str:
+    bad = _control_characters(value)
+    if bad:
+        raise ValueError(f"{name} {value[:80]!r} holds control characters {bad!r}")
+    return value
 
 
 class ReplayOutcome(_Record):

@@ -93,6 +93,7 @@ def _print_report(console: Console, report: ImportReport) -> None:
     summary.add_row("rows read", str(report.rows_read))
     summary.add_row("written", str(report.written))
     summary.add_row("rejected", str(len(report.rejected)))
+    summary.add_row("duplicate keys renamed", str(report.renamed_keys))
     summary.add_row("capture log", str(report.out_dir))
     console.print(summary)
     by_reason = report.rejected_by_reason()
@@ -104,6 +105,12 @@ def _print_report(console: Console, report: ImportReport) -> None:
             reasons.add_row(reason, str(count))
         console.print(reasons)
         console.print(f"rejected rows written to {report.rejected_path}", highlight=False)
+    if report.renamed_keys:
+        console.print(
+            f"{report.renamed_keys} rows repeated an earlier row's key (the same prompt, or "
+            "the same --id-col value) and were kept under a renamed key (~2, ~3, …)",
+            highlight=False,
+        )
 
 
 def register(app: typer.Typer) -> None:

@@ -9,8 +9,10 @@
   ``--send-pairs`` it exits 3 and sends nothing. The first judge run freezes the judge
   (endpoint, model, prompt hash — which covers the response format,
   ``SHADOWEVAL_JUDGE__RESPONSE_FORMAT`` — and sampling) with the run; a different judge
-  later exits 3 naming both. Prints per task type: pairs, changed, already judged, selected, judged,
-  better / tie / worse, failures, the judge's tokens, and the endpoint the pairs went to.
+  later exits 3 naming both; it exits 3 too when the run has no changed pair to judge or
+  every judgement sent failed. Prints per task type: pairs, changed, already judged,
+  selected, judged, better / tie / worse, failures, the judge's tokens, and the endpoint
+  the pairs went to.
 * ``judge summary --run-id ID [--json]``: the stored judgements by source, outcomes per
   task type, the frozen judge and endpoint, the judge's tokens, judge–human agreement.
 
@@ -28,6 +30,7 @@ from faces.cli.options import DatabaseUrlOpt, ExistingRunOpt, SendPairsOpt
 from faces.cli.render import print_error
 
 if TYPE_CHECKING:
+    from application.judging import JudgeRunReport
     from shadoweval.records import JudgeIdentity
 
 judge_app = typer.Typer(
@@ -77,9 +80,11 @@ def run_command(
     """Judge the run's changed pairs with the configured LLM judge, both orders each.
 
     Exit 3 on error (sending not allowed, no judge configured, another judge frozen with
-    the run, unknown run, unreachable database) and when every call failed (nothing was
-    judged; the judge this run froze is unfrozen again). Failed judge calls are stored as
-    failed judgements, counted and retried by the next judge run.
+    the run, unknown run, unreachable database), and when the run produced nothing to
+    judge: no changed pair at all, or every pair sent failed. Failed judge calls are kept:
+    stored as failed judgements, counted and retried by the next judge run; when every call
+    of a first judge run failed, the judge it froze is unfrozen again. A run whose changed
+    pairs were all judged before exits 0 (nothing new to do).
     """
     from rich.table import Table
 
@@ -109,9 +114,12 @@ def run_command(
     except ShadowEvalError as exc:
         print_error(err, exc)
         raise typer.Exit(EXIT_ERROR) from None
+    nothing = _nothing_judged(report)
+    if nothing:
+        err.print(f"judge run: {nothing}", highlight=False, markup=False)
     if as_json:
         typer.echo(json.dumps(report.as_dict()))
-        if report.all_failed:
+        if nothing:
             raise typer.Exit(EXIT_ERROR)
         return
     out = wide_console()
@@ -149,14 +157,28 @@ def run_command(
     out.print(table)
     for failure in report.failures:
         err.print(f"failed judgement {failure}", highlight=False, markup=False)
-    if report.all_failed:
-        err.print(
-            f"error: all {report.selected} judge calls failed; nothing was judged"
-            + ("; the judge was not frozen with the run" if report.released else ""),
-            highlight=False,
-            markup=False,
-        )
+    if nothing:
         raise typer.Exit(EXIT_ERROR)
+
+
+def _nothing_judged(report: JudgeRunReport) -> str:
+    """Why a judge run produced nothing (``""`` when it judged, or all was judged before)."""
+    tallies = report.task_types.values()
+    pairs = sum(t.pairs for t in tallies)
+    changed = sum(t.changed for t in tallies)
+    if changed == 0:
+        return (
+            f"nothing to judge: run {report.run_id} has {pairs} scored pairs and none "
+            "changed (score the run first, or there is no divergence to judge)"
+        )
+    sent = report.selected
+    if sent and not sum(t.judged for t in tallies):
+        return (
+            f"every one of the {sent} judgements failed (kept as failed judgements and "
+            "retried by the next judge run); see the errors above"
+            + ("; the judge was not frozen with the run" if report.released else "")
+        )
+    return ""
 
 
 @judge_app.command("summary")

@@ -22,7 +22,10 @@
   worse when only the baseline passes, else tie. Pairs are matched to BFCL items by the
   imported table row; pairs and items that match nothing are counted.
 
-Exit 0 on success, 3 on any error.
+Exit 0 on success, 3 on any error — and 3 when the input produced nothing (``labels
+import``: no row of the file became a label; ``labels import-reference``: no reference
+judgement was stored), with a message saying so: a CI step that imports nothing has
+failed, whatever it counted.
 """
 
 from __future__ import annotations
@@ -98,7 +101,9 @@ def import_command(
     hyphens forgiven). A new label replaces this labeller's earlier label of the pair;
     rows without a label are skipped and counted (a stored label stays). Rows that
     cannot be stored are kept as rejected records with their reason and counted (once,
-    however often the same file is imported). Exit 3 on error.
+    however often the same file is imported); a CSV row whose cell count is not the
+    header's is one of them, named by file:line. Exit 3 on error, and when no row became
+    a label (nothing was imported).
     """
     from application.database import open_repository
     from application.labels import import_labelled_export
@@ -127,6 +132,16 @@ def import_command(
         print_error(err, exc)
         raise typer.Exit(EXIT_ERROR) from None
     _print_import(wide_console(), err, result.imported, result.stored, result.skipped)
+    if result.stored == 0:
+        imported = result.imported
+        err.print(
+            f"labels import: nothing imported: no row of {file.name} became a label "
+            f"({imported.rows} rows: {len(imported.rejected)} rejected, "
+            f"{imported.unlabelled} unlabelled)",
+            highlight=False,
+            markup=False,
+        )
+        raise typer.Exit(EXIT_ERROR)
 
 
 PresetOpt = Annotated[
@@ -162,7 +177,8 @@ def import_reference_command(
     An item passes unless its score file lists it as failed. Each pair of the run is
     matched to its BFCL item by the row its exchange was imported from; pairs without a
     BFCL origin and items without a pair are counted, never dropped silently. Importing
-    again replaces the run's reference judgements. Exit 3 on error.
+    again replaces the run's reference judgements. Exit 3 on error, and when no reference
+    judgement was stored (no pair matched an item with scores on both sides).
     """
     from rich.table import Table
 
@@ -188,10 +204,20 @@ def import_reference_command(
     except ShadowEvalError as exc:
         print_error(err, exc)
         raise typer.Exit(EXIT_ERROR) from None
+    nothing = result.stored == 0
+    if nothing:
+        err.print(
+            f"labels import-reference: nothing imported: none of the {result.pairs} pairs of "
+            f"run {run_id} matched a {preset} item with scores for both models",
+            highlight=False,
+            markup=False,
+        )
     if as_json:
         from dataclasses import asdict
 
         typer.echo(json.dumps(asdict(result), default=str))
+        if nothing:
+            raise typer.Exit(EXIT_ERROR)
         return
     out = wide_console()
     out.print(
@@ -222,6 +248,8 @@ def import_reference_command(
             str(tally.worse),
         )
     out.print(table)
+    if nothing:
+        raise typer.Exit(EXIT_ERROR)
 
 
 def _num(value: Any, fmt: str) -> str:

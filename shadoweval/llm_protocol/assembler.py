@@ -47,6 +47,7 @@ from shadoweval.llm_protocol.models import (
 )
 from shadoweval.llm_protocol.sse import SSEDecoder
 from shadoweval.records import (
+    INT64_MAX,
     HeaderPair,
     LatencySummary,
     ResponseRecord,
@@ -175,16 +176,29 @@ def summarize_itl(itl_ms: tuple[float, ...] | list[float]) -> LatencySummary | N
     )
 
 
+def _count(value: int | None) -> int | None:
+    """A reported token count, or ``None`` when it is no count (negative, or beyond 64 bits:
+    a server bug that must not make the record invalid)."""
+    return value if value is not None and 0 <= value <= INT64_MAX else None
+
+
 def usage_from_model(usage: UsageModel | None) -> Usage:
-    """Convert a server ``usage`` object; ``None`` → ``usage_source = missing``."""
-    if usage is None or (usage.prompt_tokens is None and usage.completion_tokens is None):
+    """Convert a server ``usage`` object; ``None`` → ``usage_source = missing``.
+
+    A count the server reported as negative or beyond 64 bits is read as not reported
+    (``None``), never stored as it came (a :class:`~shadoweval.records.Usage` refuses it).
+    """
+    if usage is None:
+        return Usage(usage_source=UsageSource.MISSING)
+    prompt, completion = _count(usage.prompt_tokens), _count(usage.completion_tokens)
+    if prompt is None and completion is None:
         return Usage(usage_source=UsageSource.MISSING)
     return Usage(
-        prompt_tokens=usage.prompt_tokens,
-        completion_tokens=usage.completion_tokens,
-        total_tokens=usage.total_tokens,
-        cached_tokens=usage.cached_tokens(),
-        reasoning_tokens=usage.reasoning_tokens(),
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        total_tokens=_count(usage.total_tokens),
+        cached_tokens=_count(usage.cached_tokens()),
+        reasoning_tokens=_count(usage.reasoning_tokens()),
         usage_source=UsageSource.REPORTED,
     )
 

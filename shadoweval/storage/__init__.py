@@ -34,6 +34,7 @@ from shadoweval.storage.types import (
     RunInfo,
     RunStatus,
     VerdictEntry,
+    rejection_fingerprint,
 )
 
 __all__ = [
@@ -56,6 +57,7 @@ __all__ = [
     "VerdictEntry",
     "head_revision",
     "judge_identity_sha256",
+    "rejection_fingerprint",
     "require_existing_sqlite",
     "upgrade",
 ]

@@ -17,6 +17,7 @@ from shadoweval.records import Decision, Verdict, utc_now
 from shadoweval.storage import rows as rows_
 from shadoweval.storage.database import Database
 from shadoweval.storage.models import RejectedRecordRow, VerdictRow
+from shadoweval.storage.statements import insert_ignore
 from shadoweval.storage.types import LatestDecision, RejectedRecord, VerdictEntry
 
 
@@ -43,11 +44,15 @@ class HistoryStore:
         raw: str | None = None,
         run_id: str | None = None,
         created_at: datetime | None = None,
+        fingerprint: str | None = None,
     ) -> int:
         """Store one record that could not be processed; returns its id.
 
         ``stage`` is one of :class:`~shadoweval.storage.types.RejectStage` (any string is
-        accepted); ``raw`` is kept whole, however large.
+        accepted); ``raw`` is kept whole, however large. With a ``fingerprint``
+        (:func:`~shadoweval.storage.types.rejection_fingerprint`) a record of the same run
+        and stage already stored under it is kept and its id returned: nothing new is
+        stored.
         """
         record = RejectedRecord(
             stage=stage,
@@ -57,21 +62,46 @@ class HistoryStore:
             raw=raw,
             run_id=run_id,
             created_at=created_at or utc_now(),
+            fingerprint=fingerprint,
         )
         with self._db.session() as session:
+            if fingerprint is not None and run_id is not None:
+                stored = session.scalar(
+                    select(RejectedRecordRow.id).where(
+                        RejectedRecordRow.run_id == run_id,
+                        RejectedRecordRow.stage == str(stage),
+                        RejectedRecordRow.fingerprint == fingerprint,
+                    )
+                )
+                if stored is not None:
+                    return int(stored)
             row = RejectedRecordRow(**rows_.rejected_row(record))
             session.add(row)
             session.flush()
             return row.id
 
     def save_rejected_many(self, records: Iterable[RejectedRecord]) -> int:
-        """Store many rejected records in one batch; returns how many were stored."""
+        """Store many rejected records in one batch; returns how many were newly stored.
+
+        A record with a ``fingerprint`` already stored for its run and stage (or given
+        twice here) is not stored again (insert-or-ignore on ``(run_id, stage,
+        fingerprint)``); records without one are always stored.
+        """
         rows = [rows_.rejected_row(r) for r in records]
         if not rows:
             return 0
+        keyed = [r for r in rows if r["fingerprint"] is not None and r["run_id"] is not None]
+        plain = [r for r in rows if r["fingerprint"] is None or r["run_id"] is None]
+        stored = 0
         with self._db.session() as session:
-            session.execute(insert(RejectedRecordRow), rows)
-        return len(rows)
+            if plain:
+                session.execute(insert(RejectedRecordRow), plain)
+                stored += len(plain)
+            if keyed:
+                stored += insert_ignore(
+                    session, RejectedRecordRow, keyed, ["run_id", "stage", "fingerprint"]
+                )
+        return stored
 
     def count_rejected(self, run_id: str | None = None, stage: str | None = None) -> dict[str, int]:
         """Return ``{reason: count}`` of rejected records.

@@ -5,14 +5,16 @@ Tables are singular snake_case; constraint and index names come from
 that stores a stage record keeps the whole record as JSON in ``record`` (JSONB on
 PostgreSQL, JSON elsewhere) and copies the few fields that queries filter or sort on
 into plain columns. The ``record`` column is the source of truth: rows are turned back
-into :mod:`shadoweval.records` models with ``model_validate(row.record)``.
+into :mod:`shadoweval.records` models with ``model_validate(row.record, context=STORED)``
+(the shape is checked again, the value rules of records written before a rule existed
+are not: :data:`shadoweval.records.STORED`).
 
 ORM rows never leave :mod:`shadoweval.storage`; :class:`~shadoweval.storage.repository.Repository`
 converts them to records.
 
 The migrations (``migrations/versions/0001_initial.py``, ``0002_policy_audit.py``,
-``0003_samples_and_labels.py``, ``0004_pair_judgements.py``, ``0005_ttfc_and_cache_hits.py``)
-must match these models:
+``0003_samples_and_labels.py``, ``0004_pair_judgements.py``, ``0005_ttfc_and_cache_hits.py``,
+``0006_rejected_fingerprint.py``) must match these models:
 ``Database.schema_diff()`` (an ``alembic check`` equivalent) finds no difference after
 ``upgrade``.
 """
@@ -272,10 +274,20 @@ class RejectedRecordRow(Base):
 
     ``run_id`` is deliberately not a foreign key: a rejected record must be storable even
     when it names a run this database does not know.
+
+    ``fingerprint`` (migration 0006) identifies *what* was rejected — a SHA-256 of its
+    location and raw text (:func:`~shadoweval.storage.types.rejection_fingerprint`) — so
+    that reading the same source again stores no second row: it is unique per
+    ``(run_id, stage)``. ``NULL`` for rows written before 0006 and for records stored
+    without one (never de-duplicated; nor are rows without a run, as SQL unique
+    indexes treat ``NULL`` as distinct).
     """
 
     __tablename__ = "rejected_record"
-    __table_args__ = (Index(None, "run_id", "stage"),)
+    __table_args__ = (
+        Index(None, "run_id", "stage"),
+        Index(None, "run_id", "stage", "fingerprint", unique=True),
+    )
 
     id: Mapped[int_pk]
     run_id: Mapped[str | None]
@@ -285,6 +297,7 @@ class RejectedRecordRow(Base):
     detail: Mapped[str | None] = mapped_column(NulSafeText)
     raw: Mapped[str | None] = mapped_column(NulSafeText)
     created_at: Mapped[datetime]
+    fingerprint: Mapped[str | None]
 
     def __repr__(self) -> str:
         return (

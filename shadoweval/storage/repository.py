@@ -30,6 +30,7 @@ from sqlalchemy import select
 
 from shadoweval.errors import StorageError
 from shadoweval.records import (
+    STORED,
     Coverage,
     Exchange,
     ModelIdentity,
@@ -234,7 +235,7 @@ class Repository(HistoryStore, PolicyAuditLog, SampleStore, LabelStore, Judgemen
         """Return one stored exchange, or ``None``."""
         with self._db.session() as session:
             row = session.get(ExchangeRow, exchange_id)
-            return None if row is None else Exchange.model_validate(row.record)
+            return None if row is None else Exchange.model_validate(row.record, context=STORED)
 
     # --------------------------------------------------------------- outcomes
 
@@ -276,7 +277,7 @@ class Repository(HistoryStore, PolicyAuditLog, SampleStore, LabelStore, Judgemen
             stmt = stmt.where(ReplayOutcomeRow.target == target.value)
         with self._db.session() as session:
             records = list(session.scalars(stmt.order_by(ReplayOutcomeRow.id)))
-        return [ReplayOutcome.model_validate(r) for r in records]
+        return [ReplayOutcome.model_validate(r, context=STORED) for r in records]
 
     # ------------------------------------------------------------ pair scores
 
@@ -324,9 +325,11 @@ class Repository(HistoryStore, PolicyAuditLog, SampleStore, LabelStore, Judgemen
             after = (rows[-1].captured_at, rows[-1].exchange_id)
             yield [
                 (
-                    Exchange.model_validate(row.exchange),
-                    ReplayOutcome.model_validate(row.candidate),
-                    None if row.baseline is None else ReplayOutcome.model_validate(row.baseline),
+                    Exchange.model_validate(row.exchange, context=STORED),
+                    ReplayOutcome.model_validate(row.candidate, context=STORED),
+                    None
+                    if row.baseline is None
+                    else ReplayOutcome.model_validate(row.baseline, context=STORED),
                 )
                 for row in rows
             ]

@@ -134,6 +134,7 @@ def rejected_row(record: RejectedRecord) -> dict[str, Any]:
         "detail": record.detail,
         "raw": record.raw,
         "created_at": record.created_at,
+        "fingerprint": record.fingerprint,
     }
 
 
@@ -165,4 +166,5 @@ def rejected_record(row: RejectedRecordRow) -> RejectedRecord:
         detail=row.detail,
         raw=row.raw,
         created_at=row.created_at,
+        fingerprint=row.fingerprint,
     )

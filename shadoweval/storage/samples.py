@@ -34,7 +34,14 @@ from sqlalchemy.orm import Session
 
 from shadoweval.errors import InvalidDataError, RecordDecodeError, StorageError
 from shadoweval.pair_flags import PairFlag, flags_from_mask, flags_mask
-from shadoweval.records import Exchange, HumanLabel, PairScore, ReplayOutcome, ToolCall
+from shadoweval.records import (
+    STORED,
+    Exchange,
+    HumanLabel,
+    PairScore,
+    ReplayOutcome,
+    ToolCall,
+)
 from shadoweval.storage import queries
 from shadoweval.storage import rows as rows_
 from shadoweval.storage.database import Database
@@ -223,9 +230,11 @@ def _request_parts(exchange: Exchange) -> tuple[list[dict[str, Any]], dict[str, 
 
 def _sample(records: Row[Any], label: HumanLabel | None) -> Sample:
     score = PairScore.model_validate(records.score)
-    exchange = Exchange.model_validate(records.exchange)
+    exchange = Exchange.model_validate(records.exchange, context=STORED)
     candidate = (
-        None if records.candidate is None else ReplayOutcome.model_validate(records.candidate)
+        None
+        if records.candidate is None
+        else ReplayOutcome.model_validate(records.candidate, context=STORED)
     )
     messages, params = _request_parts(exchange)
     baseline = exchange.response

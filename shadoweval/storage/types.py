@@ -11,6 +11,7 @@ to a run (:class:`JudgeFreeze`). All are frozen dataclasses.
 from __future__ import annotations
 
 import enum
+import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -72,6 +73,19 @@ class RunInfo:
     settings: dict[str, JsonValue]
 
 
+def rejection_fingerprint(location: str | None, raw: str | None) -> str:
+    """What a rejection is about, as 64 hex digits: SHA-256 of the UTF-8 of
+    ``location``, a NUL, and ``raw`` (``None`` as empty; lone surrogates replaced).
+
+    The same line of the same file (``"seg.jsonl:17"`` and its text), the same Kafka record
+    (``topic/partition@offset`` and its value) or the same labelled row gives the same
+    fingerprint on every read, so a re-read stores no second rejected row; the same text
+    at another location is another rejection.
+    """
+    text = f"{location or ''}\x00{raw or ''}"
+    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
+
+
 @dataclass(frozen=True, slots=True)
 class RejectedRecord:
     """A record that could not be processed, kept with its reason and counted.
@@ -80,7 +94,9 @@ class RejectedRecord:
     came from (``"capture-000001.jsonl:17"``, a Kafka ``topic/partition@offset``);
     ``reason`` a short machine-friendly reason (``"invalid_json"``); ``detail`` the human
     message; ``raw`` the record's text as received (may be large). ``id`` is ``None``
-    until stored.
+    until stored. ``fingerprint`` (:func:`rejection_fingerprint`) makes storing it
+    idempotent: a second record of the same run and stage with the same fingerprint is
+    not stored (``None``: always stored).
     """
 
     stage: str
@@ -91,6 +107,7 @@ class RejectedRecord:
     run_id: str | None = None
     created_at: datetime = field(default_factory=utc_now)
     id: int | None = None
+    fingerprint: str | None = None
 
     @classmethod
     def from_decode_error(

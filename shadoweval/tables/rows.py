@@ -96,11 +96,17 @@ class RejectedRow:
 
 @dataclass(frozen=True, slots=True)
 class LoadResult:
-    """The rows of one or more table files: mapped rows and rejected rows, in file order."""
+    """The rows of one or more table files: mapped rows and rejected rows, in file order.
+
+    ``renamed_keys`` counts rows whose key repeated an earlier row's and was made unique
+    (``"~2"``, ``"~3"``… appended; see :attr:`RecordedRow.key`): the rows are kept, and
+    the count is reported so that a table with repeated ids does not pass unnoticed.
+    """
 
     rows: list[RecordedRow]
     rejected: list[RejectedRow]
     files: list[str]
+    renamed_keys: int = 0
 
     @property
     def rows_read(self) -> int:
@@ -119,17 +125,22 @@ class LoadResult:
         """Concatenate results in order, keeping row keys unique across parts."""
         rows: list[RecordedRow] = []
         seen: dict[str, int] = {}
+        renamed = sum(p.renamed_keys for p in parts)
         for part in parts:
             for row in part.rows:
-                rows.append(_unique(row, seen))
+                unique = _unique(row, seen)
+                renamed += unique is not row
+                rows.append(unique)
         return LoadResult(
             rows=rows,
             rejected=[r for p in parts for r in p.rejected],
             files=[f for p in parts for f in p.files],
+            renamed_keys=renamed,
         )
 
 
 def _unique(row: RecordedRow, seen: dict[str, int]) -> RecordedRow:
+    """``row``, or a copy with ``"~<n>"`` appended to its key when the key was seen."""
     count = seen.get(row.key, 0) + 1
     seen[row.key] = count
     if count == 1:
@@ -256,6 +267,7 @@ def rows_from_frame(
     rows: list[RecordedRow] = []
     rejected: list[RejectedRow] = []
     seen: dict[str, int] = {}
+    renamed = 0
     records = frame.to_dict(orient="records")
     for position, raw in enumerate(records):
         location = locations[position] if locations is not None else f"{file}#{position}"
@@ -265,7 +277,11 @@ def rows_from_frame(
             rejected.append(RejectedRow(location, known[0], known[1], record))
             continue
         try:
-            rows.append(_unique(_row(record, mapping, location), seen))
+            row = _row(record, mapping, location)
         except RowRejected as exc:
             rejected.append(RejectedRow(location, exc.reason, exc.detail, record))
-    return LoadResult(rows=rows, rejected=rejected, files=[file])
+            continue
+        unique = _unique(row, seen)
+        renamed += unique is not row
+        rows.append(unique)
+    return LoadResult(rows=rows, rejected=rejected, files=[file], renamed_keys=renamed)

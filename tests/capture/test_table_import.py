@@ -392,3 +392,53 @@ def test_cli_import_capture_time_column(tmp_path: Path) -> None:
         datetime(2026, 11, 30, 23, 0, tzinfo=UTC),
     ]
     assert sorted(e.exchange_id for e in exchanges) == [e.exchange_id for e in exchanges]
+
+
+def test_a_row_the_record_refuses_is_rejected_naming_the_field_and_the_import_goes_on(
+    tmp_path: Path,
+) -> None:
+    """A row whose cells map but whose exchange the record refuses — a TTFT after the
+    latency makes TPOT negative — is rejected with the field and the value (a negative
+    TPOT used to be written to the capture log); the rows around it are written."""
+    table = tmp_path / "t.jsonl"
+    rows = [
+        {"q": "one", "a": "1", "lat": 120, "ttft": 20, "ct": 11},
+        {"q": "two", "a": "2", "lat": -5, "ttft": 1, "ct": 3},
+        {"q": "three", "a": "3", "lat": 50, "ttft": 80, "ct": 3},
+        {"q": "four", "a": "4", "lat": 90, "ttft": 10, "ct": 4},
+    ]
+    table.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    mapping = TableMapping(
+        prompt_col="q", output_col="a", latency_col="lat", ttft_col="ttft",
+        latency_unit="ms", completion_tokens_col="ct", model="m",
+    )  # fmt: skip
+    report = import_table(table, out=tmp_path / "log", mapping=mapping)
+    assert (report.rows_read, report.written) == (4, 2)
+    assert report.rejected_by_reason() == {"bad_number": 1, "invalid_record": 1}
+    (refused,) = [r for r in report.rejected if r.reason == "invalid_record"]
+    assert refused.detail.startswith(f"{table}#2: field 'tpot_ms'")  # (50 - 80) / 2 < 0
+    assert "-15.0" in refused.detail
+    kept = [orjson.loads(x) for x in rejected_path_for(tmp_path / "log").read_text().splitlines()]
+    assert {x["reason"] for x in kept} == {"bad_number", "invalid_record"}
+    assert [x["row"]["latency_ms"] for x in kept if x["reason"] == "invalid_record"] == [50]
+    assert [e.source for e in _exchanges(tmp_path / "log")] == [
+        f"import:{table}#0",
+        f"import:{table}#3",
+    ]
+
+
+def test_cli_import_counts_and_reports_renamed_duplicate_keys(tmp_path: Path) -> None:
+    """Issue 13: rows whose key repeated an earlier row's were renamed without a word."""
+    table = tmp_path / "t.csv"
+    table.write_text("id,prompt,answer\n1,hi,hello\n1,hi again,hello\n2,bye,ciao\n1,x,y\n")
+    out = tmp_path / "log"
+    result = CliRunner().invoke(
+        _app(),
+        ["import", "--input", str(table), "--prompt-col", "prompt", "--output-col", "answer",
+         "--id-col", "id", "--model", "m", "--out", str(out)],
+        terminal_width=160,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "duplicate keys renamed" in result.output
+    assert "2 rows repeated an earlier row's key" in " ".join(result.output.split())
+    assert len(_exchanges(out)) == 4  # kept, all of them

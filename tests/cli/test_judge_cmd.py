@@ -27,6 +27,8 @@ from simulation.mock_judge import JudgeFaults, JudgeState, create_judge_app
 from simulation.mock_llm import FaultConfig
 from stats.policy import DEFAULT_POLICY_FILE, load_policy
 from tests.judge.seed import (
+    BASELINE,
+    CANDIDATE,
     CHAT_CHANGED,
     CODE_CHANGED,
     EMAIL,
@@ -241,15 +243,14 @@ def test_failures_are_stored_counted_and_retried(
     with BackgroundServer(broken, start_timeout_s=60.0) as server:
         configure(monkeypatch, server.url, send_pairs="true")
         result = cli("judge", "run", "--run", RUN_ID, "--database-url", sqlite_url)
-    # Every call failed: nothing was judged, which is an error for CI, and the judge that
-    # answered nothing was not left frozen with the run.
+    # every judgement failed: the run produced nothing, says so (issue 13), and the judge
+    # that answered nothing was not left frozen with the run.
     assert result.exit_code == 3, result.output
     assert f"chat 18 12 0 {BUDGET} 12 0 0 0 0 0 12" in flat(result.stdout)
     assert "HTTP 500: mock-judge injected fault" in flat(result.stderr)
-    assert (
-        f"all {CHAT_CHANGED + CODE_CHANGED} judge calls failed; nothing was judged; "
-        "the judge was not frozen with the run"
-    ) in flat(result.stderr)
+    sent = CHAT_CHANGED + CODE_CHANGED
+    assert f"judge run: every one of the {sent} judgements failed" in flat(result.stderr)
+    assert "the judge was not frozen with the run" in flat(result.stderr)
     judgements, audit = stored(sqlite_url)
     assert len(judgements) == CHAT_CHANGED + CODE_CHANGED
     assert all(j.outcome is None for j in judgements)
@@ -293,6 +294,27 @@ def test_a_judge_whose_every_call_failed_does_not_bind_the_run(
         PolicyAuditAction.JUDGE_RELEASED,
         PolicyAuditAction.JUDGE_FROZEN,
     ]
+
+
+def test_a_run_without_changed_pairs_has_nothing_to_judge_and_exits_3(
+    sqlite_url: str, judge_server: tuple[str, JudgeState], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 13: ``judge run`` exited 0 when nothing was done."""
+    url, state = judge_server
+    configure(monkeypatch, url, send_pairs="true")
+    with Database(sqlite_url) as db:
+        Repository(db).create_run(
+            run_id="empty-run", name="nothing scored", baseline=BASELINE, candidate=CANDIDATE,
+            policy_hash="0" * 64, policy_yaml="version: 1\n",
+        )  # fmt: skip
+    result = cli("judge", "run", "--run", "empty-run", "--database-url", sqlite_url)
+    assert result.exit_code == 3, result.output
+    assert "judge run: nothing to judge: run empty-run has 0 scored pairs" in flat(result.stderr)
+    assert "Traceback" not in result.output
+    as_json = cli("judge", "run", "--run", "empty-run", "--database-url", sqlite_url, "--json")
+    assert as_json.exit_code == 3
+    assert json.loads(as_json.stdout)["run_id"] == "empty-run"
+    assert state.requests == 0
 
 
 def test_summary_shows_sources_endpoint_tokens_and_agreement(

@@ -240,8 +240,12 @@ def test_blank_labels_on_reimport_leave_stored_labels_alone(
         row["label"] = ""
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     blank = cli(*args, "--database-url", seeded_url)
-    assert blank.exit_code == 0, blank.output
+    # nothing imported is an error for a CI step (issue 13), and stored labels stay
+    assert blank.exit_code == 3, blank.output
     assert "0 labels stored" in flat(blank.stdout)
+    assert "labels import: nothing imported: no row of samples.jsonl became a label" in flat(
+        blank.stderr
+    )
     with Database(seeded_url) as db:
         labels = Repository(db).load_labels(RUN_ID)
     assert {x.exchange_id: (x.label.value, x.note) for x in labels} == expected
@@ -293,11 +297,14 @@ def test_a_semicolon_csv_imports_and_a_broken_one_names_the_line(
         "labels", "import", broken, "--run", RUN_ID, "--labeller", "ana",
         "--database-url", seeded_url,
     )  # fmt: skip
-    assert bad.exit_code == 3
+    # the broken row is rejected naming its line and cell counts; the good one imports
+    assert bad.exit_code == 0, bad.output
+    assert "1 labels stored, 1 rejected (wrong_cell_count 1)" in flat(bad.stdout)
     message = flat(bad.stderr)
-    assert "broken.csv" in message
-    assert "line 3" in message
-    assert "comma-separated CSV" in message
+    assert "broken.csv:3: 7 cells separated by ';' where the header has 4" in message
+    with Database(seeded_url) as db:
+        (stored,) = Repository(db).list_rejected(RUN_ID, reason="wrong_cell_count")
+    assert stored.location == "broken.csv:3"
     assert "Traceback" not in bad.output
 
 

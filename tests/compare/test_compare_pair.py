@@ -29,6 +29,7 @@ from shadoweval.records import (
     Usage,
     UsageSource,
 )
+from shadoweval.text import is_blank
 
 RUN = "run-1"
 CAPTURED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -275,6 +276,31 @@ def test_empty_candidate_scores_zero_against_text() -> None:
     assert s.similarity == 0.0
     assert s.similarity_detail is not None
     assert s.similarity_detail.candidate_chunks == 0
+
+
+@pytest.mark.parametrize("invisible", ["\u200b", " \u200b\u200c\u200d ", "\ufeff", "\u2060\n"])
+def test_an_answer_of_invisible_characters_only_is_empty(invisible: str) -> None:
+    """Issue 13: a zero-width-space-only answer was not empty (``str.strip`` keeps it)."""
+    s = score(PairInput(exchange(), replay(response(invisible))))
+    assert s.candidate_empty
+    assert s.similarity == 0.0
+    assert s.similarity_detail is not None
+    assert s.similarity_detail.candidate_chunks == 0  # not embedded
+    assert side_text(response(invisible)) == ""
+    both = score(PairInput(exchange(response(invisible)), replay(response("\u200b"))))
+    assert both.baseline_empty
+    assert both.candidate_empty
+    assert both.similarity == 1.0
+
+
+def test_is_blank() -> None:
+    assert is_blank(None)
+    assert is_blank("")
+    assert is_blank(" \t\n\u3000\u00a0")
+    assert is_blank("\u200b\u00ad\u200e")
+    assert not is_blank("\u200ba")
+    assert not is_blank("0")
+    assert not is_blank("\u2800")  # braille blank is a visible symbol cell
 
 
 def test_both_empty_score_one() -> None:

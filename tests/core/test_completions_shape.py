@@ -102,3 +102,25 @@ def test_chat_shapes_are_unchanged() -> None:
         {"choices": [{"index": 0, "message": {"role": "assistant", "content": None}}]}
     ).encode()
     assert parse_completion_body(null_content).text is None
+
+
+@pytest.mark.parametrize(
+    ("usage", "prompt", "completion", "source"),
+    [
+        ({"prompt_tokens": -1, "completion_tokens": 3, "total_tokens": 2}, None, 3, "reported"),
+        ({"prompt_tokens": -1, "completion_tokens": -1}, None, None, "missing"),
+        ({"prompt_tokens": 4, "completion_tokens": 2**64 - 1}, 4, None, "reported"),
+    ],
+)
+def test_a_server_reporting_impossible_token_counts_does_not_make_the_record_invalid(
+    usage: dict[str, int], prompt: int | None, completion: int | None, source: str
+) -> None:
+    """Usage refuses negative counts (issue 13); what a server reports is read leniently:
+    an impossible count is not reported, and the answer is still captured."""
+    body = json.dumps(
+        {"choices": [{"index": 0, "message": {"content": "hi"}}], "usage": usage}
+    ).encode()
+    result = parse_completion_body(body)
+    assert result.text == "hi"
+    assert (result.usage.prompt_tokens, result.usage.completion_tokens) == (prompt, completion)
+    assert result.usage.usage_source == UsageSource(source)

@@ -183,17 +183,61 @@ def test_csv_separators(tmp_path: Path, separator: str) -> None:
     ]
 
 
-def test_a_csv_with_a_row_that_does_not_match_its_header_names_the_line(
+def test_a_csv_row_that_does_not_match_its_header_is_rejected_naming_the_line(
     tmp_path: Path,
 ) -> None:
+    """A row holding the separator unquoted is kept as a rejected row naming file:line and
+    both cell counts; the other rows are read (the import goes on)."""
     path = tmp_path / "semi.csv"
     lines = ["exchange_id;run_id;task_type;label"] + [f"e{i};r;chat;same" for i in range(12)]
     lines.append("e12;r;chat;same;note;with;semicolons")
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    with pytest.raises(RecordDecodeError) as caught:
-        read_labelled(path, run_id="r", labeller="ana")
-    message = str(caught.value)
-    assert str(path) in message
-    assert "line 14 has 7 fields separated by ';' where the header has 4" in message
-    assert "comma-separated CSV" in message
-    assert "Expected 4 fields" not in message
+    result = read_labelled(path, run_id="r", labeller="ana")
+    assert len(result.labels) == 12
+    (rejected,) = result.rejected
+    assert (rejected.location, rejected.reason) == ("semi.csv:14", "wrong_cell_count")
+    assert rejected.detail.startswith(
+        "semi.csv:14: 7 cells separated by ';' where the header has 4"
+    )
+    assert "must be quoted" in rejected.detail
+    assert json.loads(rejected.raw)["line_cells"][4:] == ["note", "with", "semicolons"]
+
+
+def test_a_row_with_3_cells_instead_of_15_is_rejected_not_unlabelled(tmp_path: Path) -> None:
+    """Issue 13: a row cut short (3 cells of an export's 15) was read as "unlabelled"."""
+    header = [
+        "run_id", "exchange_id", "task_type", "similarity", "flags", "request",
+        "baseline_text", "candidate_text", "baseline_tool_calls", "candidate_tool_calls",
+        "candidate_error_kind", "baseline_finish_reason", "candidate_finish_reason", "label",
+        "label_note",
+    ]  # fmt: skip
+    full = ["r", "a", "chat", *[""] * 10, "same", ""]
+    path = tmp_path / "samples.csv"
+    path.write_text(
+        ",".join(header) + "\n" + ",".join(full) + "\n" + "r,b,chat\n" + "\n"
+        + '"r","c","multi\nline",' + ",".join([""] * 10) + ",same,\n" + "r,d\n",
+        encoding="utf-8",
+    )  # fmt: skip
+    result = read_labelled(path, run_id="r", labeller="ana")
+    assert [x.exchange_id for x in result.labels] == ["a", "c"]
+    assert [(r.location, r.reason) for r in result.rejected] == [
+        ("samples.csv:3", "wrong_cell_count"),
+        ("samples.csv:7", "wrong_cell_count"),  # the line where the row starts
+    ]
+    assert "samples.csv:3: 3 cells separated by ',' where the header has 15" in (
+        result.rejected[0].detail
+    )
+    assert result.unlabelled == 0
+    assert result.blank_lines == 1
+    assert result.rows == 4
+
+
+def test_jsonl_locations_name_the_line_and_a_bom_is_not_part_of_it(tmp_path: Path) -> None:
+    path = tmp_path / "l.jsonl"
+    row = {"exchange_id": "a", "task_type": "chat", "label": "same"}
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(row).encode() + b"\n\n[1]\n\xe3\x80\x80\n")
+    result = read_labelled(path, run_id="r", labeller="ana")
+    assert [x.exchange_id for x in result.labels] == ["a"]
+    assert [(r.location, r.reason) for r in result.rejected] == [("l.jsonl:3", "invalid_json")]
+    assert result.rejected[0].detail.startswith("l.jsonl:3: ")
+    assert result.blank_lines == 2

@@ -189,6 +189,33 @@ def test_pairs_without_a_bfcl_origin_are_counted(bfcl_run: str, shared_data: Pat
     assert bfcl_item("import:r/gorilla_openfunctions_v1_test_java_result.json#7") == ("java", 7)
 
 
+def test_a_run_whose_pairs_match_no_item_imports_nothing_and_exits_3(
+    bfcl_run: str, shared_data: Path
+) -> None:
+    """Issue 13: ``labels import-reference`` exited 0 when nothing was stored."""
+    live = make_exchange(1, task_type="rest")  # captured by a sidecar: no BFCL item
+    with Database(bfcl_run) as db:
+        repo = Repository(db)
+        repo.create_run(
+            run_id="live-run", name="live", baseline=ModelIdentity(name=BASE),
+            candidate=ModelIdentity(name=CAND), policy_hash="0" * 64, policy_yaml="a: 1\n",
+        )  # fmt: skip
+        repo.save_exchanges("live-run", [live])
+        repo.save_pair_scores([make_pair_score("live-run", live)])
+    args = ["labels", "import-reference", "--preset", "bfcl", "--run", "live-run",
+            "--baseline-scores", str(shared_data / f"bfcl/score/{BASE}"),
+            "--candidate-scores", str(shared_data / f"bfcl/score/{CAND}"),
+            "--database-url", bfcl_run]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 3, result.output
+    message = " ".join(result.stderr.split())
+    assert "nothing imported: none of the 1 pairs of run live-run matched a bfcl item" in message
+    assert "1 pairs in run live-run: 0 reference judgements stored" in " ".join(
+        result.stdout.replace("│", " ").split()
+    )
+    assert CliRunner().invoke(app, [*args, "--json"]).exit_code == 3
+
+
 def test_broken_score_files_are_refused_naming_file_and_line(tmp_path: Path) -> None:
     folder = tmp_path / "score"
     folder.mkdir()

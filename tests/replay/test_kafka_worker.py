@@ -695,3 +695,71 @@ async def test_metrics_endpoint_health_and_readiness() -> None:
     assert f'partition="{TOPIC}/1"' not in text
     for name in ("in_flight", "buffered", "dead_letter_total", "committed_offset"):
         assert f"shadoweval_replay_{name}" in text
+
+
+# ------------------------------------------------------ issue 13: nothing stuck on Kafka
+
+
+async def test_a_base64_record_that_does_not_decode_is_dead_lettered_and_the_partition_moves_on(
+    sqlite_harness: Harness, rows: list[RecordedRow], candidate_url: str
+) -> None:
+    """Issue 13: the worker exited 3 on such a record every time, stored nothing and wrote
+    no dead letter, so the partition never moved on."""
+    h = sqlite_harness
+    exchanges = exchanges_for(rows[:8])
+    payload = exchanges[0].model_dump(mode="json") | {"exchange_id": "ex-b64"}
+    payload["request"] = payload["request"] | {"body": "eyJtb2RlbCI", "body_encoding": "base64"}
+    values = [line(e) for e in exchanges[:4]] + [orjson.dumps(payload)]
+    values += [line(e) for e in exchanges[4:]]
+    ends = await produce(h.broker.bootstrap, values, keys=[b"same-key"] * len(values))
+
+    _, report = await h.run([candidate(candidate_url)])
+
+    assert dict(report.dead_letter) == {"schema": 1}
+    assert dict(report.ok) == {"candidate": 8}
+    assert await committed_offsets(h.broker.bootstrap, h.group) == ends
+    (stored,) = h.repo.list_rejected(h.run_id)
+    assert "request.body is not valid base64" in (stored.detail or "")
+    (dead,) = await read_topic(h.broker.bootstrap, DLQ, 1)
+    assert dict((k, bytes(v)) for k, v in dead.headers)["reason"] == b"schema"
+
+
+async def test_a_replay_that_raises_is_dead_lettered_and_the_partition_moves_on(
+    sqlite_harness: Harness, rows: list[RecordedRow]
+) -> None:
+    """Defence in depth: an exception while sending (here a transport bug) is a dead letter
+    with its reason, stored at stage ``replay`` (the exchange counts once as captured)."""
+    h = sqlite_harness
+    exchanges = exchanges_for(rows[:6])
+    doomed = exchanges[2].exchange_id
+    # two records with one id and different content, fetched in one batch
+    conflicting = exchanges[4].model_copy(update={"task_type": "edited"})
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.headers["x-shadow-eval-exchange-id"] == doomed:
+            raise RuntimeError("a bug in a transport")
+        return httpx.Response(200, json={"choices": [{"message": {"content": "ok"}}]})
+
+    values = [line(e) for e in exchanges] + [line(conflicting)]
+    ends = await produce(h.broker.bootstrap, values, keys=[b"one-partition"] * len(values))
+    client = CandidateClient("http://c", transport=httpx.MockTransport(handler))
+
+    _, report = await h.run([TargetSpec(ReplayTarget.CANDIDATE, client, CANDIDATE)])
+
+    assert dict(report.dead_letter) == {"send_failed": 1, "conflicting_duplicate": 1}
+    assert dict(report.replay_failed) == {"send_failed": 1}
+    assert dict(report.rejected) == {"conflicting_duplicate": 1}
+    assert dict(report.ok) == {"candidate": 5}
+    assert await committed_offsets(h.broker.bootstrap, h.group) == ends
+    stored = {r.reason: r for r in h.repo.list_rejected(h.run_id)}
+    assert stored["send_failed"].stage == "replay"
+    assert "RuntimeError: a bug in a transport" in (stored["send_failed"].detail or "")
+    assert stored["conflicting_duplicate"].stage == "capture_log"
+    assert h.repo.get_exchange(exchanges[4].exchange_id) == exchanges[4]  # the first kept
+    coverage = h.repo.coverage_counts(h.run_id)
+    assert (coverage.captured, coverage.rejected, coverage.replayed) == (7, 1, 5)
+    dead = await read_topic(h.broker.bootstrap, DLQ, 2)
+    assert sorted(dict((k, bytes(v)) for k, v in d.headers)["reason"] for d in dead) == [
+        b"conflicting_duplicate",
+        b"send_failed",
+    ]

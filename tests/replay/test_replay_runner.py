@@ -6,6 +6,7 @@ serving the Llama-3.1-8B answers to the same prompts.
 
 from __future__ import annotations
 
+import base64
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -23,6 +24,7 @@ from replay.runner import ReplayReport, ReplayRunner, TargetSpec, in_sample
 from shadoweval.capture_log import CaptureLogWriter, LogEntry, read_capture_log
 from shadoweval.errors import StorageError
 from shadoweval.records import (
+    STORED,
     Exchange,
     ModelIdentity,
     ReplayErrorKind,
@@ -284,19 +286,35 @@ async def test_interrupted_run_resumes_where_it_stopped(
     assert set(counts.values()) == {1}
 
 
-async def test_duplicate_lines_in_the_log_leave_one_outcome(
+async def test_duplicate_lines_in_the_log_are_sent_once_and_kept_as_rejected(
     repo: Repository, some_rows: list[RecordedRow], candidate_app_rows: list[RecordedRow]
 ) -> None:
+    """A line repeating an earlier one (same id, same content) is counted and kept, not
+    sent again; the same id with other content is a conflicting duplicate (first kept)."""
     exchanges = exchanges_for(some_rows[:5])
-    twice = exchanges + exchanges[:2]
+    edited = exchanges[3].model_copy(update={"task_type": "edited"})
+    twice = [*exchanges, *exchanges[:2], edited]
     entries = [LogEntry(f"mem:{i}", "", exchange=e) for i, e in enumerate(twice)]
     run_id = new_run(repo)
-    report = await replay(repo, run_id, [candidate(asgi(mock_app(candidate_app_rows)))], entries)
-    assert report.duplicates == 2
+    app = mock_app(candidate_app_rows)
+    report = await replay(repo, run_id, [candidate(asgi(app))], entries, batch_size=3)
+    assert app.chat_requests == 5
+    assert dict(report.sent) == {"candidate": 5}
+    assert report.duplicates == 0
+    assert dict(report.rejected) == {"duplicate_exchange_id": 2, "conflicting_duplicate": 1}
+    assert report.lines_read == report.exchanges + sum(report.rejected.values()) == 8
     counts = by_key(repo.load_outcomes(run_id))
     assert len(counts) == 5
     assert set(counts.values()) == {1}
-    assert repo.coverage_counts(run_id).captured == 5
+    stored = {r.location: (r.stage, r.reason) for r in repo.list_rejected(run_id)}
+    assert stored == {
+        "mem:5": ("replay", "duplicate_exchange_id"),
+        "mem:6": ("replay", "duplicate_exchange_id"),
+        "mem:7": ("capture_log", "conflicting_duplicate"),
+    }
+    assert repo.get_exchange(exchanges[3].exchange_id) == exchanges[3]
+    # the repeated lines count once; the conflicting one is a captured line not compared
+    assert repo.coverage_counts(run_id).captured == 6
 
 
 # ------------------------------------------------------------------------ warm-up
@@ -554,3 +572,121 @@ async def test_a_reused_exchange_id_with_other_content_is_rejected_not_replaced(
     assert repo.count_rejected(second) == {"conflicting_duplicate": 1}
     coverage = repo.coverage_counts(second)
     assert (coverage.captured, coverage.rejected, coverage.paired) == (1, 1, 0)
+
+
+# ---------------------------------------------------- issue 13: nothing lost, nothing stuck
+
+
+def with_base64_body(exchange: Exchange, body: str) -> dict[str, Any]:
+    """``exchange``'s line with ``body`` as a base64 request body (valid or not)."""
+    payload = exchange.model_dump(mode="json")
+    payload["request"] = payload["request"] | {"body": body, "body_encoding": "base64"}
+    return payload
+
+
+async def test_a_base64_body_that_does_not_decode_is_rejected_and_the_run_goes_on(
+    repo: Repository, tmp_path: Path, some_rows: list[RecordedRow], candidate_app_rows: Any
+) -> None:
+    """Issue 13: such a line passed validation and crashed the run after 41 outcomes."""
+    exchanges = exchanges_for(some_rows[:40])
+    broken = exchanges[0].model_copy(update={"exchange_id": "ex-b64"})
+    bad = orjson.dumps(with_base64_body(broken, "eyJtb2RlbCI")).decode()  # cut: 11 chars
+    good_b64 = with_base64_body(
+        exchanges[1].model_copy(update={"exchange_id": "ex-b64-ok"}),
+        base64.b64encode(exchanges[1].request.body_bytes()).decode(),
+    )
+    log = write_log(tmp_path / "cap", exchanges[:30], [bad, orjson.dumps(good_b64).decode()])
+    with CaptureLogWriter(log) as writer:  # and more after it, in a later segment
+        for exchange in exchanges[30:]:
+            writer.write(exchange)
+    run_id = new_run(repo)
+    app = mock_app(candidate_app_rows)
+
+    report = await replay(repo, run_id, [candidate(asgi(app))], read_capture_log(log))
+
+    assert dict(report.rejected) == {"schema": 1}
+    assert dict(report.ok) == {"candidate": 41}
+    assert app.chat_requests == 41
+    (stored,) = repo.list_rejected(run_id)
+    assert stored.raw == bad
+    assert "request.body is not valid base64" in (stored.detail or "")
+    assert repo.get_exchange("ex-b64") is None
+    assert repo.coverage_counts(run_id).captured == 42
+
+
+async def test_a_replay_that_raises_is_kept_as_a_rejected_record_and_the_run_goes_on(
+    repo: Repository, some_rows: list[RecordedRow]
+) -> None:
+    """Defence in depth: an exception while building or sending a request is a rejected
+    record with its reason (never a crash), and a resumed run stores it no second time."""
+    exchanges = exchanges_for(some_rows[:6])
+    # read back from storage without the value rules: its body cannot be decoded
+    unbuildable = Exchange.model_validate(
+        with_base64_body(exchanges[0].model_copy(update={"exchange_id": "ex-cut"}), "abc"),
+        context=STORED,
+    )
+    doomed = exchanges[1].exchange_id
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.headers["x-shadow-eval-exchange-id"] == doomed:
+            raise RuntimeError("a bug in a transport")
+        return httpx.Response(200, json={"choices": [{"message": {"content": "ok"}}]})
+
+    entries = [
+        LogEntry(f"mem:{i}", "", exchange=e) for i, e in enumerate([unbuildable, *exchanges])
+    ]
+    run_id = new_run(repo)
+    first = None
+    for _ in range(2):
+        client = CandidateClient("http://c", transport=httpx.MockTransport(handler))
+        report = await replay(repo, run_id, [candidate(client)], entries)
+        first = first or report
+        assert dict(report.rejected) == {"unreplayable": 1}
+        assert dict(report.replay_failed) == {"send_failed": 1}
+    assert first is not None
+    assert dict(first.ok) == {"candidate": 5}
+    assert report.rejected_already_stored == 2  # the second pass stored nothing new
+    stored = {r.location: r for r in repo.list_rejected(run_id)}
+    assert set(stored) == {"mem:0", "mem:2 [candidate]"}
+    assert stored["mem:0"].stage == "capture_log"
+    assert "the replay request cannot be built" in (stored["mem:0"].detail or "")
+    failed = stored["mem:2 [candidate]"]
+    assert (failed.stage, failed.reason) == ("replay", "send_failed")
+    assert "RuntimeError: a bug in a transport" in (failed.detail or "")
+    assert repo.get_exchange("ex-cut") is None
+    coverage = repo.coverage_counts(run_id)
+    assert (coverage.captured, coverage.rejected, coverage.replayed) == (7, 1, 5)
+
+
+async def test_a_resumed_run_replays_no_line_twice_and_stores_no_rejection_twice(
+    repo: Repository, tmp_path: Path, some_rows: list[RecordedRow], candidate_app_rows: Any
+) -> None:
+    """Issue 13: lines without exchange_id were replayed again on a resume (921 → 925
+    exchanges) and rejected lines were stored again on every read (69 → 140)."""
+    exchanges = exchanges_for(some_rows[:12])
+    without_id = [
+        orjson.dumps(
+            {k: v for k, v in e.model_dump(mode="json").items() if k != "exchange_id"}
+        ).decode()
+        for e in exchanges[8:]
+    ]
+    bad = ["{broken", "[1, 2]", "   ", "", orjson.dumps({"schema_version": 7}).decode()]
+    log = write_log(tmp_path / "cap", exchanges[:8], [*without_id, *bad])
+    run_id = new_run(repo)
+    app = mock_app(candidate_app_rows)
+    first = await replay(repo, run_id, [candidate(asgi(app))], read_capture_log(log))
+    sent = app.chat_requests
+    rejected = repo.count_rejected(run_id)
+    coverage = repo.coverage_counts(run_id)
+
+    second = await replay(repo, run_id, [candidate(asgi(app))], read_capture_log(log))
+
+    assert sent == 12
+    assert app.chat_requests == sent  # nothing replayed again
+    assert first.exchanges == second.exchanges == 12
+    assert second.already_done == 12
+    assert rejected == {"invalid_json": 1, "schema": 1, "blank_line": 2, "schema_version": 1}
+    assert repo.count_rejected(run_id) == rejected  # nothing stored twice
+    assert second.rejected_already_stored == 5
+    assert repo.coverage_counts(run_id) == coverage
+    assert (coverage.captured, coverage.rejected) == (17, 5)

@@ -67,6 +67,7 @@ def test_upgrade_runs_from_an_installed_wheel(tmp_path: Path) -> None:
         "migrations/versions/0003_samples_and_labels.py",
         "migrations/versions/0004_pair_judgements.py",
         "migrations/versions/0005_ttfc_and_cache_hits.py",
+        "migrations/versions/0006_rejected_fingerprint.py",
         "shadoweval/storage/models.py",
     ):
         assert expected in names, f"{expected} missing from {wheel.name}"
@@ -89,4 +90,4 @@ def test_upgrade_runs_from_an_installed_wheel(tmp_path: Path) -> None:
         check=False,
     )
     assert run.returncode == 0, run.stderr
-    assert run.stdout.split() == ["OK", "0005", "0005"]
+    assert run.stdout.split() == ["OK", "0006", "0006"]

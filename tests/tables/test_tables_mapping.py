@@ -172,6 +172,7 @@ def test_constants_fill_labels_and_keys_default_to_prompt_hash(tmp_path: Path) -
     assert {r.model for r in rows} == {"m"}
     key_a = "p-" + prompt_key([{"role": "user", "content": "a"}])[:16]
     assert [r.key for r in rows] == [key_a, rows[1].key, key_a + "~2"]
+    assert load_recorded_rows(path, mapping).renamed_keys == 1  # counted, not silent
 
 
 def test_messages_system_openai_tool_calls_and_tools_in_csv(tmp_path: Path) -> None:
