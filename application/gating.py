@@ -78,6 +78,13 @@ def policy_warnings(policy: GatePolicy, coverage: Coverage, pairs: pd.DataFrame)
     return tuple(f"policy {problem.describe()}" for problem in problems)
 
 
+def run_policy_warnings(repo: Repository, run: RunInfo) -> tuple[str, ...]:
+    """:func:`policy_warnings` of ``run`` under its frozen policy, from its stored traffic
+    (captured task types and routes; no pairs needed: a replay can warn before scoring)."""
+    policy = parse_policy_yaml(run.policy_yaml)
+    return policy_warnings(policy, repo.coverage_counts(run.run_id), pd.DataFrame())
+
+
 def gate_run(repo: Repository, run: RunInfo, *, command: str) -> GateResult:
     """Compute, store and return the verdict of ``run`` under its frozen policy.
 

@@ -19,6 +19,7 @@ from typing import Literal
 from rich.console import Console
 
 from application.database import open_repository
+from application.gating import run_policy_warnings
 from application.runs import RunRequest, TargetConfig, prepare_kafka_run, prepare_run
 from replay.client import CandidateClient
 from replay.kafka_worker import KafkaReplayWorker, WorkerReport
@@ -110,10 +111,12 @@ class ReplayRequest:
 @dataclass(frozen=True, slots=True)
 class ReplayResult:
     """The run replayed into and the replay's counts (``report.as_dict()`` is JSON-ready;
-    a Kafka worker's report is a :class:`WorkerReport`)."""
+    a Kafka worker's report is a :class:`WorkerReport`); ``warnings``: the run's policy
+    keys that match none of its traffic (:func:`application.gating.run_policy_warnings`)."""
 
     run: RunInfo
     report: ReplayReport
+    warnings: tuple[str, ...] = ()
 
 
 def replay_pacing(settings: ReplaySettings) -> tuple[ReplayPace, float]:
@@ -341,7 +344,7 @@ def replay(
                     console=console,
                 )
             )
-            return ReplayResult(run, report)
+            return ReplayResult(run, report, run_policy_warnings(repo, run))
         options = request.kafka
         settings = options.apply(settings)
         run, targets = prepare_kafka_run(
@@ -364,4 +367,4 @@ def replay(
                 console=console,
             )
         )
-        return ReplayResult(run, worker_report)
+        return ReplayResult(run, worker_report, run_policy_warnings(repo, run))

@@ -174,7 +174,7 @@ def replay_run(
         print_error(err, exc)
         raise typer.Exit(EXIT_ERROR) from None
     counts = result.report.as_dict()
-    print_warnings(err, load_warnings(counts))
+    print_warnings(err, [*result.warnings, *load_warnings(counts)])
     typer.echo(json.dumps(counts, indent=2))
 
 

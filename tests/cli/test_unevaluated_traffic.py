@@ -215,3 +215,12 @@ def test_a_policy_task_type_typo_holds_and_is_printed_as_a_warning(
     )
     assert gated.exit_code == EXIT_CODES[Decision.HOLD]
     assert warning in " ".join(gated.stderr.split())
+    # and so does a replay into a run under that policy, before anything is scored.
+    replayed = cli(
+        "replay", "run", "--source", workload.capture, "--candidate-url", candidate_url,
+        "--database-url", f"sqlite:///{tmp_path / 'steps.db'}", "--policy", policy,
+        "--run-id", "steps", "--no-progress",
+    )  # fmt: skip
+    assert replayed.exit_code == 0, replayed.stderr
+    assert warning in " ".join(replayed.stderr.split())
+    assert json.loads(replayed.stdout)["measured_starts"] == PAIRS - 5  # 5 warm-up requests
