@@ -25,14 +25,15 @@ from rich.console import Console
 from application.database import open_repository
 from application.gating import GateResult, gate_run
 from application.judging import JudgeRunReport, check_judge_settings, run_judge
-from application.replaying import ReplayReport, replay_capture_log
+from application.replaying import ReplayReport, replay_capture_log, replay_pacing
 from application.reports import json_records
 from application.runs import RunRequest, prepare_run
 from application.scoring import CompareReport, compare_run, make_encoder
 from shadoweval.config import Settings
+from shadoweval.records import Coverage
 from shadoweval.storage import RunInfo
 
-__all__ = ["EvaluationRequest", "EvaluationResult", "StageTimer", "evaluate"]
+__all__ = ["EvaluationRequest", "EvaluationResult", "StageTimer", "coverage_report", "evaluate"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +100,9 @@ class EvaluationResult:
     def report(self) -> dict[str, Any]:
         """The JSON report: run, stage timings, replay and compare counts, the judge run
         (where the pairs went, counts, judge tokens apart from the run's), the judgement
-        summary (sources, judge, judge–human agreement), table, verdict."""
+        summary (sources, judge, judge–human agreement), table, coverage by route and by
+        task type (:func:`coverage_report`), the policy's names that match no traffic,
+        verdict."""
         run = self.run
         return {
             "run": {
@@ -120,6 +123,8 @@ class EvaluationResult:
                 self.gate.judgement.as_dict() if self.gate.judgement is not None else None
             ),
             "per_task_type": json_records(self.gate.summary),
+            "coverage": coverage_report(self.gate.verdict.coverage),
+            "policy_warnings": list(self.gate.warnings),
             "verdict": self.gate.verdict.model_dump(mode="json"),
         }
 
@@ -131,6 +136,34 @@ class EvaluationResult:
         """
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(self.report(), indent=2, ensure_ascii=False) + "\n", "utf-8")
+
+
+def coverage_report(coverage: Coverage) -> dict[str, Any]:
+    """The report's ``coverage`` section: the run's totals; ``by_route`` (captured,
+    replayed, skipped with reasons, paired, ``evaluated``: any pair at all); ``by_task_type``
+    (captured, paired, share); the replay passes with their pace and achieved load."""
+    paired = coverage.paired_per_task_type
+    return {
+        "captured": coverage.captured,
+        "paired": coverage.paired,
+        "share": round(coverage.share, 6),
+        "rejected": coverage.rejected,
+        "by_route": {
+            route: {**counts.model_dump(mode="json"), "evaluated": counts.paired > 0}
+            for route, counts in sorted(coverage.per_route.items())
+        },
+        "by_task_type": {
+            task_type: {
+                "captured": n,
+                "paired": paired.get(task_type, 0),
+                "share": round(paired.get(task_type, 0) / n, 6) if n else 0.0,
+            }
+            for task_type, n in sorted(coverage.per_task_type.items())
+        },
+        "replay_passes": [
+            {**p.model_dump(mode="json"), "shortfall": p.shortfall} for p in coverage.replay_passes
+        ],
+    }
 
 
 def evaluate(
@@ -146,6 +179,7 @@ def evaluate(
         FileNotFoundError: the capture log does not exist.
     """
     timer = StageTimer()
+    replay_pacing(settings.replay)  # a bad pace is refused before a run is created
     if request.judge:
         check_judge_settings(settings.judge, send_pairs=request.send_pairs)
     judged: JudgeRunReport | None = None

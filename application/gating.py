@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from application.judging import JudgementSummary, summarize_judgements
-from shadoweval.records import Decision, Verdict
+from shadoweval.records import Coverage, Decision, Verdict
 from shadoweval.storage import Repository, RunInfo, RunStatus
 from stats.checkpoints import evaluate_poll
 from stats.frame import pairs_frame
@@ -31,6 +31,7 @@ from stats.policy import (
     parse_policy_yaml,
     policy_hash,
     policy_to_yaml,
+    policy_traffic_problems,
 )
 from stats.summary import task_type_summary
 
@@ -47,7 +48,9 @@ class GateResult:
 
     ``judgement`` summarizes the run's quality judgements (sources, the frozen judge and
     its endpoint, judge tokens, judge–human agreement): the report's ``judgement``
-    section (:meth:`JudgementSummary.as_dict`).
+    section (:meth:`JudgementSummary.as_dict`). ``warnings``: the policy's task types and
+    routes that match none of the run's traffic (:func:`policy_warnings`), for the faces
+    to print; a task type among them also holds the verdict.
     """
 
     verdict: Verdict
@@ -56,10 +59,30 @@ class GateResult:
     reused_terminal: bool = False
     reused_look: bool = False
     judgement: JudgementSummary | None = None
+    warnings: tuple[str, ...] = ()
     summary: pd.DataFrame = field(init=False)
 
     def __post_init__(self) -> None:
         self.summary = task_type_summary(self.pairs, self.verdict)
+
+
+def policy_warnings(policy: GatePolicy, coverage: Coverage, pairs: pd.DataFrame) -> tuple[str, ...]:
+    """``policy task_types.extration matches no traffic (…); did you mean 'extraction'?``
+    for every policy key that matches none of the run's task types or routes
+    (:func:`stats.policy.policy_traffic_problems`)."""
+    seen = {t for t, n in coverage.per_task_type.items() if n > 0}
+    if len(pairs):
+        seen |= set(pairs["task_type"].astype(str).unique())
+    routes = set(coverage.per_route) if coverage.per_route else None
+    problems = policy_traffic_problems(policy, task_types=seen, routes=routes)
+    return tuple(f"policy {problem.describe()}" for problem in problems)
+
+
+def run_policy_warnings(repo: Repository, run: RunInfo) -> tuple[str, ...]:
+    """:func:`policy_warnings` of ``run`` under its frozen policy, from its stored traffic
+    (captured task types and routes; no pairs needed: a replay can warn before scoring)."""
+    policy = parse_policy_yaml(run.policy_yaml)
+    return policy_warnings(policy, repo.coverage_counts(run.run_id), pd.DataFrame())
 
 
 def gate_run(repo: Repository, run: RunInfo, *, command: str) -> GateResult:
@@ -84,12 +107,17 @@ def gate_run(repo: Repository, run: RunInfo, *, command: str) -> GateResult:
         run.run_id, judgements, labels, repo.run_judge(run.run_id), resolved
     )
     latest = repo.latest_verdict(run.run_id)
-    if latest is not None and latest.decision in (Decision.PROMOTE, Decision.ROLLBACK):
-        return GateResult(latest, pairs, policy, reused_terminal=True, judgement=judgement)
     coverage = repo.coverage_counts(run.run_id)
+    warnings = policy_warnings(policy, coverage, pairs)
+    if latest is not None and latest.decision in (Decision.PROMOTE, Decision.ROLLBACK):
+        return GateResult(
+            latest, pairs, policy, reused_terminal=True, judgement=judgement, warnings=warnings
+        )
     verdict = evaluate_poll(pairs, policy, run_id=run.run_id, coverage=coverage, previous=latest)
     if latest is not None and verdict is latest:
-        return GateResult(latest, pairs, policy, reused_look=True, judgement=judgement)
+        return GateResult(
+            latest, pairs, policy, reused_look=True, judgement=judgement, warnings=warnings
+        )
     status = {
         Decision.PROMOTE: RunStatus.PROMOTED,
         Decision.ROLLBACK: RunStatus.ROLLED_BACK,
@@ -97,4 +125,4 @@ def gate_run(repo: Repository, run: RunInfo, *, command: str) -> GateResult:
     }[verdict.decision]
     repo.save_verdict(verdict, command)
     repo.set_run_status(run.run_id, status)
-    return GateResult(verdict, pairs, policy, judgement=judgement)
+    return GateResult(verdict, pairs, policy, judgement=judgement, warnings=warnings)

@@ -14,10 +14,12 @@ import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from rich.console import Console
 
 from application.database import open_repository
+from application.gating import run_policy_warnings
 from application.runs import RunRequest, TargetConfig, prepare_kafka_run, prepare_run
 from replay.client import CandidateClient
 from replay.kafka_worker import KafkaReplayWorker, WorkerReport
@@ -27,6 +29,8 @@ from shadoweval.bus import BusConsumer, BusProducer, KafkaSource, ensure_topics
 from shadoweval.bus.url import is_kafka_url, parse_kafka_url
 from shadoweval.capture_log import read_capture_log
 from shadoweval.config import ReplaySettings, Settings
+from shadoweval.errors import ConfigError
+from shadoweval.records import ReplayPace
 from shadoweval.storage import Repository, RunInfo
 
 __all__ = [
@@ -40,6 +44,7 @@ __all__ = [
     "replay",
     "replay_capture_log",
     "replay_kafka",
+    "replay_pacing",
 ]
 
 ReplaySource = Path | KafkaSource
@@ -106,10 +111,43 @@ class ReplayRequest:
 @dataclass(frozen=True, slots=True)
 class ReplayResult:
     """The run replayed into and the replay's counts (``report.as_dict()`` is JSON-ready;
-    a Kafka worker's report is a :class:`WorkerReport`)."""
+    a Kafka worker's report is a :class:`WorkerReport`); ``warnings``: the run's policy
+    keys that match none of its traffic (:func:`application.gating.run_policy_warnings`)."""
 
     run: RunInfo
     report: ReplayReport
+    warnings: tuple[str, ...] = ()
+
+
+def replay_pacing(settings: ReplaySettings) -> tuple[ReplayPace, float]:
+    """The pace of a replay (``rate``: by ``rate_per_s``, unpaced without it; ``capture``:
+    the captured inter-arrival times divided by ``pace_speed``) and its speed.
+
+    Raises:
+        ConfigError: ``pace`` is ``capture`` and ``rate_per_s`` is set too (the two are
+            different schedules; the message names both).
+    """
+    if settings.pace == "capture":
+        if settings.rate_per_s is not None:
+            raise ConfigError(
+                f"replay.pace = 'capture' (--pace capture) and replay.rate_per_s = "
+                f"{settings.rate_per_s:g} (--rate) are two different schedules: give one",
+                field="replay.pace",
+                value=settings.pace,
+            )
+        return ReplayPace.CAPTURE, settings.pace_speed
+    if settings.rate_per_s is not None:
+        return ReplayPace.RATE, settings.pace_speed
+    return ReplayPace.UNPACED, settings.pace_speed
+
+
+def _record_pass(
+    repo: Repository, run_id: str, report: ReplayReport, source: Literal["capture_log", "kafka"]
+) -> None:
+    """Store the pass's pacing and achieved load with the run (when it sent anything), so
+    the gate can say when latency was measured under another load than asked."""
+    if report.measured_starts or report.warmup_starts:
+        repo.record_replay_pass(run_id, report.replay_pass(source))
 
 
 def _target_specs(
@@ -155,14 +193,18 @@ async def replay_capture_log(
 ) -> ReplayReport:
     """Replay every line of ``capture_log`` into run ``run_id`` (resuming what is done).
 
-    Paced by ``settings`` (concurrency, rate, warm-up requests per target); a progress
-    bar on ``console`` (stderr by default) when ``progress``. Candidate failures are not
-    errors: they are stored as outcomes and counted in the report.
+    Paced by ``settings`` (concurrency, rate or the captured pace, warm-up requests per
+    target, sent and completed first); a progress bar on ``console`` (stderr by default)
+    when ``progress``. Candidate failures are not errors: they are stored as outcomes and
+    counted in the report. The pass's pacing and achieved start rate are stored with the
+    run (:meth:`~shadoweval.storage.Repository.record_replay_pass`) for the gate.
 
     Raises:
         FileNotFoundError: the capture log does not exist.
         StorageError: the database failed.
+        ConfigError: ``--pace capture`` together with ``--rate``.
     """
+    pace, speed = replay_pacing(settings)
     clients, specs = _target_specs(targets, settings)
     for client in clients:
         await client.start()
@@ -176,11 +218,15 @@ async def replay_capture_log(
             warmup_requests=settings.warmup_requests,
             progress=progress,
             console=console,
+            pace=pace,
+            pace_speed=speed,
         )
-        return await runner.run(read_capture_log(capture_log))
+        report = await runner.run(read_capture_log(capture_log))
     finally:
         for client in clients:
             await client.stop()
+    await asyncio.to_thread(_record_pass, repo, run_id, report, "capture_log")
+    return report
 
 
 async def replay_kafka(
@@ -200,12 +246,14 @@ async def replay_kafka(
     ``settings.worker.grace_period_s``). The dead-letter topic is created if missing. With
     ``settings.worker.metrics_port`` set, ``/metrics``, ``/healthz`` and ``/readyz`` are
     served on it while the worker runs. Offsets are committed only after the outcomes
-    are stored.
+    are stored. The worker's pacing and achieved start rate are stored with the run when
+    it stops.
 
     Raises:
         BusError: the broker is unreachable or failed.
         StorageError: the database failed (finished work is persisted and committed first).
     """
+    pace, speed = replay_pacing(settings.replay)
     kafka = settings.kafka.model_copy(update={"bootstrap_servers": source.bootstrap_servers})
     group = settings.worker.group_id or f"shadoweval-replay.{run_id}"
     await ensure_topics(
@@ -236,6 +284,8 @@ async def replay_kafka(
         rate_per_s=settings.replay.rate_per_s,
         warmup_requests=settings.replay.warmup_requests,
         metrics=metrics,
+        pace=pace,
+        pace_speed=speed,
     )
     server: MetricsServer | None = None
     if settings.worker.metrics_port is not None:
@@ -252,7 +302,9 @@ async def replay_kafka(
     try:
         for client in clients:
             await client.start()
-        return await worker.run(until_idle_s=until_idle_s)
+        report = await worker.run(until_idle_s=until_idle_s)
+        await asyncio.to_thread(_record_pass, repo, run_id, report, "kafka")
+        return report
     finally:
         for sig in stop_signals:
             loop.remove_signal_handler(sig)
@@ -277,6 +329,7 @@ def replay(
             unreachable).
         FileNotFoundError: the capture log does not exist.
     """
+    replay_pacing(settings.replay)  # a bad pace is refused before a run is created
     with open_repository(settings.database.url) as repo:
         if isinstance(request.source, Path):
             run, targets = prepare_run(repo, request.run, settings, capture_log=request.source)
@@ -291,7 +344,7 @@ def replay(
                     console=console,
                 )
             )
-            return ReplayResult(run, report)
+            return ReplayResult(run, report, run_policy_warnings(repo, run))
         options = request.kafka
         settings = options.apply(settings)
         run, targets = prepare_kafka_run(
@@ -314,4 +367,4 @@ def replay(
                 console=console,
             )
         )
-        return ReplayResult(run, worker_report)
+        return ReplayResult(run, worker_report, run_policy_warnings(repo, run))

@@ -101,8 +101,10 @@ def main() -> None:
         print(f"{name:<14} {seconds:>9.2f} {seconds / total:>7.1%}")
     print(f"{'total':<14} {total:>9.2f}")
     replay = result.replay
+    rate = replay.achieved_rate_per_s
     print(
-        f"replay: {sum(replay.sent.values())} requests at {replay.achieved_rate_per_s:.1f}/s; "
+        f"replay: {sum(replay.sent.values())} requests, measured ones started at "
+        f"{'–' if rate is None else f'{rate:.1f}'}/s; "
         f"compare: {result.compare.scored} pairs"
     )
 

@@ -232,7 +232,7 @@ class ExchangeBuilder:
         body_text = self._request_text(raw, hits)
         parsed = parse_json(body_text)
         tag = self.tagger.tag(
-            route=raw.path,
+            route=raw.route,
             header_value=raw.header(self.settings.task_type_header),
             body=parsed if isinstance(parsed, dict) else None,
         )
@@ -256,7 +256,7 @@ class ExchangeBuilder:
             exchange_id=raw.exchange_id,
             captured_at=_aware(raw),
             monotonic_start_ns=raw.start_ns,
-            route=raw.path,
+            route=raw.route,
             task_type=tag.task_type,
             session_key_hash=raw.session_key_hash,
             request=RequestRecord(
@@ -387,7 +387,7 @@ class ExchangeBuilder:
             exchange_id=raw.exchange_id,
             captured_at=_aware(raw),
             monotonic_start_ns=raw.start_ns,
-            route=raw.path,
+            route=raw.route,
             session_key_hash=raw.session_key_hash,
             request=RequestRecord(method=raw.method, path=raw.path, body=""),
             response=response,

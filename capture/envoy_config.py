@@ -34,7 +34,8 @@ The rendered bootstrap (Envoy v3 API, checked against Envoy 1.40) has:
   requested with the request headers, so the service can tell how far behind it reads,
   and ``response.code_details`` with the response headers, so it can tell an Envoy local
   reply (upstream unreachable: ``503``) from the upstream's own answer;
-* **routes**: ext_proc runs only for ``POST`` to one of ``routes`` (exact path) without
+* **routes**: ext_proc runs only for ``POST`` to one of ``routes`` (exact path, or the
+  path with one trailing slash) without
   the ``x-shadow-eval`` marker — everything else is proxied with the filter disabled per
   route (``ExtProcPerRoute.disabled``), so it costs the processor nothing;
 * **cluster** ``live_model``: the upstream (``STATIC`` for an IP literal, ``LOGICAL_DNS``
@@ -68,6 +69,7 @@ import yaml
 from capture.headers import SHADOW_MARKER
 from shadoweval.config import CaptureSettings, EnvoySettings
 from shadoweval.errors import ConfigError
+from shadoweval.routes import normalize_route
 
 EXT_PROC_FILTER = "envoy.filters.http.ext_proc"
 """The filter's name in the HTTP filter chain (also the key of its attributes)."""
@@ -284,9 +286,12 @@ def render_envoy_config(spec: EnvoyConfigSpec) -> str:
             capture=False,
         )
     ]
-    for path in spec.routes:
-        post = {"name": ":method", "string_match": {"exact": "POST"}}
-        routes.append(_route({"path": path, "headers": [post]}, authority, capture=True))
+    for route in dict.fromkeys(normalize_route(path) for path in spec.routes):
+        # the route and the route with a trailing slash (the service captures both under
+        # the route's name; the path goes upstream as sent)
+        for path in (route, f"{route}/") if route != "/" else (route,):
+            post = {"name": ":method", "string_match": {"exact": "POST"}}
+            routes.append(_route({"path": path, "headers": [post]}, authority, capture=True))
     routes.append(_route({"prefix": "/"}, authority, capture=False))
     ext_proc = {
         "name": EXT_PROC_FILTER,

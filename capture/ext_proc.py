@@ -12,7 +12,7 @@ this message"); the live request is never paused, whatever the service does.
 then the same builder, redaction and sinks as the sidecar.
 
 Capture semantics are the sidecar's (:mod:`capture.proxy`): only ``POST`` to a path in
-``settings.routes`` (exact match, query string apart), never a request carrying
+``settings.routes`` (exact match, query string and trailing slashes apart), never a request carrying
 ``x-shadow-eval``, sticky sampling on the session headers (``unsampled`` counted), the
 response copy cut at ``max_capture_bytes`` (outcome ``truncated``). The Envoy route table
 already sends only ``POST`` to those paths without the marker; the service checks again,
@@ -81,6 +81,7 @@ from capture.raw import RawCapture
 from capture.sampling import StickySampler
 from shadoweval.config import CaptureSettings
 from shadoweval.records import ExchangeOutcome, new_exchange_id, utc_now
+from shadoweval.routes import normalize_route
 
 logger = logging.getLogger(__name__)
 
@@ -240,7 +241,7 @@ class StreamTap:
         metrics: CaptureMetrics,
         ext_metrics: ExtProcMetrics,
     ) -> None:
-        self._routes = frozenset(settings.routes)
+        self._routes = frozenset(normalize_route(route) for route in settings.routes)
         self._max = settings.max_capture_bytes
         self._sampler = sampler
         self._metrics = metrics
@@ -295,7 +296,8 @@ class StreamTap:
         target = pseudo.get(b":path", b"").decode("latin-1")
         path, _, query = target.partition("?")
         self.done = True  # unless captured below
-        if method != "POST" or path not in self._routes:
+        route = normalize_route(path)
+        if method != "POST" or route not in self._routes:
             self._ext.streams.labels(result="not_captured_route").inc()
             return
         if any(name == SHADOW_MARKER for name, _ in regular):
@@ -318,6 +320,7 @@ class StreamTap:
             start_ns=now_ns,
             method=method,
             path=path,
+            matched_route=route,
             query=query,
             request_headers=regular,
             session_key_hash=key_hash,

@@ -123,7 +123,7 @@ class CapturePipeline(AsyncLifecycle):
         Called on the live path: synchronous, constant time, never raises, never waits.
         """
         try:
-            route = raw.path
+            route = raw.route
             self.metrics.captured.labels(route=route, outcome=raw.outcome.value).inc()
             if not self._accepting:
                 self.metrics.dropped.labels(reason="shutdown").inc()
@@ -307,7 +307,7 @@ class CapturePipeline(AsyncLifecycle):
                     result.fallback_reason,
                 )
                 self.metrics.build_fallbacks.inc()
-            self.metrics.built.labels(route=raw.path, outcome=result.outcome.value).inc()
+            self.metrics.built.labels(route=raw.route, outcome=result.outcome.value).inc()
             for rule, count in result.redaction_hits.items():
                 self.metrics.redactions.labels(rule=rule).inc(count)
             if result.cache_hit_headers:

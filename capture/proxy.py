@@ -21,9 +21,11 @@ client's socket buffer is full (a slow client never makes the sidecar buffer a s
 Decoding, reassembly and redaction happen in the builder process, never here.
 
 Capture (DESIGN §2): only ``POST`` to a path in ``settings.routes`` (exact match, on the
-percent-decoded path), never a request carrying ``x-shadow-eval`` (shadow-eval's own replay
-traffic), and only when the sticky sampler says so (decided when the request headers are
-read; unsampled requests count ``shadoweval_capture_unsampled_total``). For a captured
+percent-decoded path with trailing slashes ignored — ``/v1/chat/completions/`` is captured
+as ``/v1/chat/completions``, and still forwarded with its slash), never a request carrying
+``x-shadow-eval`` (shadow-eval's own replay traffic), and only when the sticky sampler says
+so (decided when the request headers are read; unsampled requests count
+``shadoweval_capture_unsampled_total``). For a captured
 request the proxy appends ``(time.perf_counter_ns(), piece)`` per piece to a
 :class:`~capture.raw.RawCapture` — the only per-piece work — up to
 ``settings.max_capture_bytes`` (beyond it the copy stops, ``truncated`` is set and the
@@ -106,6 +108,7 @@ from shadoweval.config import CaptureSettings
 from shadoweval.errors import ConfigError
 from shadoweval.lifecycle import AsyncLifecycle
 from shadoweval.records import ExchangeOutcome, new_exchange_id, utc_now
+from shadoweval.routes import normalize_route
 
 logger = logging.getLogger(__name__)
 
@@ -455,8 +458,9 @@ class _ClientConnection(asyncio.Protocol):
                 expect_continue = not req.http_10
         if expect_continue and self.active is None and not self.queue and self.transport:
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # we read the body
-        if req.local is None and req.path in proxy._routes:
-            req.route = req.path
+        route = normalize_route(req.path) if req.path.endswith("/") else req.path
+        if req.local is None and route in proxy._routes:
+            req.route = route  # decision and name only: the target goes upstream as sent
             if req.method == b"POST":
                 req.raw = proxy._decide_capture(req)
         self._arm("body", proxy._body_timeout_s)
@@ -802,7 +806,7 @@ class CaptureProxy(AsyncLifecycle):
         self._sampler = sampler
         self._on_capture = on_capture
         self._metrics = metrics
-        self._routes = frozenset(settings.routes)
+        self._routes = frozenset(normalize_route(route) for route in settings.routes)
         self._max_capture = settings.max_capture_bytes
         self._tls = base.scheme == "https"
         self._host = base.hostname
@@ -1038,6 +1042,7 @@ class CaptureProxy(AsyncLifecycle):
                 start_ns=_perf_ns(),
                 method="POST",
                 path=req.path,
+                matched_route=req.route,
                 query=query.decode("latin-1"),
                 request_headers=list(headers),
                 session_key_hash=key_hash,

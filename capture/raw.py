@@ -31,7 +31,9 @@ class RawCapture:
     the capture limit the copy stops and ``truncated`` is set (the client still receives
     every byte). ``status_code`` is ``None`` when no response started (connect failure,
     cancelled before headers). ``session_key_hash`` is the salted hash of the sticky
-    sampling key (never the key itself).
+    sampling key (never the key itself). ``path`` is the path as received (percent-decoded,
+    without the query); ``route`` the captured route it was matched as
+    (:func:`shadoweval.routes.normalize_route`: no trailing slash), the path when unset.
     """
 
     exchange_id: str
@@ -52,6 +54,12 @@ class RawCapture:
     outcome: ExchangeOutcome = ExchangeOutcome.DONE
     error: str | None = None
     session_key_hash: str | None = None
+    matched_route: str | None = None
+
+    @property
+    def route(self) -> str:
+        """The captured route (``path`` without a trailing slash), for records and metrics."""
+        return self.matched_route or self.path
 
     def size_bytes(self) -> int:
         """Approximate memory held: request body plus captured response bytes."""

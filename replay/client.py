@@ -281,7 +281,7 @@ class CandidateClient(AsyncLifecycle):
 def _decode_detail(result: AssembledResponse) -> str:
     if result.decode_errors:
         return f"{result.decode_errors} stream event(s) were not valid JSON chunks"
-    return "stream ended without any chat.completion.chunk event"
+    return "stream ended without any completion chunk event (chat or text_completion)"
 
 
 async def _http_error(

@@ -11,8 +11,9 @@ Used by :class:`replay.runner.ReplayRunner` (capture-log files) and
 * :func:`in_sample` — a target with ``share < 1`` gets a deterministic subset of exchanges
   (SHA-256 of the exchange id, the same across restarts and workers);
 * :class:`ExchangeReplayer` — one exchange to one target → one :class:`ReplayOutcome`,
-  the first N sends per target flagged warm-up; an exception while building or sending
-  becomes a :class:`ReplayFailure` (kept as a rejected record by the caller), never a crash;
+  the first N sends per target flagged warm-up and completed before the target's first
+  measured send; an exception while building or sending becomes a :class:`ReplayFailure`
+  (kept as a rejected record by the caller), never a crash;
 * :class:`OutcomeWriter` — outcomes written in batches, idempotently on
   ``(run_id, exchange_id, target)`` (first write wins);
 * :class:`ReplayReport` — the counts of a pass; nothing read is missing from them.
@@ -26,15 +27,19 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from replay.client import CandidateClient, ReplayResult
-from replay.rewrite import SkipReplay, build_replay_request
+from replay.rewrite import ReplayRequest, SkipReplay, build_replay_request
+from replay.scheduler import Dispatch, PacedStats, WarmupBarrier
 from shadoweval.errors import ReplayError
 from shadoweval.records import (
     Exchange,
     ModelIdentity,
     ReplayErrorKind,
     ReplayOutcome,
+    ReplayPace,
+    ReplayPass,
     ReplayTarget,
     Timings,
 )
@@ -77,6 +82,14 @@ class ReplayReport:
     ``duplicates``: outcomes not written because the same key was stored already;
     ``cache_hits``: per target, answers a cache served (``response.cache_hit``: kept, and
     left out of the latency checks by the gate).
+
+    Load: ``pace`` (unpaced, ``rate`` or ``capture`` with ``pace_speed``);
+    ``target_rate_per_s`` the ``--rate`` asked; ``asked_rate_per_s`` the rate asked of the
+    measured requests (``--rate``, or the captured arrival rate × speed);
+    ``achieved_rate_per_s`` their achieved start rate, (n − 1) / (last − first start), on
+    ``measured_starts`` starts (warm-up requests, ``warmup_starts``, and skips do not
+    count); ``rate_shortfall`` when it is below 95% of the asked rate
+    (:attr:`~shadoweval.records.ReplayPass.shortfall`).
     """
 
     run_id: str
@@ -94,8 +107,45 @@ class ReplayReport:
     duplicates: int = 0
     cache_hits: Counter[str] = field(default_factory=Counter)
     wall_s: float = 0.0
-    achieved_rate_per_s: float = 0.0
+    achieved_rate_per_s: float | None = None
     target_rate_per_s: float | None = None
+    pace: ReplayPace = ReplayPace.UNPACED
+    pace_speed: float | None = None
+    asked_rate_per_s: float | None = None
+    measured_starts: int = 0
+    warmup_starts: int = 0
+
+    def __post_init__(self) -> None:
+        if self.pace is ReplayPace.UNPACED and self.target_rate_per_s is not None:
+            self.pace = ReplayPace.RATE
+        if self.pace is ReplayPace.RATE and self.asked_rate_per_s is None:
+            self.asked_rate_per_s = self.target_rate_per_s
+
+    def record_load(self, stats: PacedStats) -> None:
+        """Take the wall time, starts and achieved start rate of a paced run."""
+        self.wall_s = stats.wall_s
+        self.measured_starts = stats.measured_starts
+        self.warmup_starts = stats.warmup_starts
+        self.achieved_rate_per_s = stats.achieved_rate_per_s
+        if self.pace is ReplayPace.CAPTURE:
+            self.asked_rate_per_s = stats.captured_rate_per_s(self.pace_speed or 1.0)
+
+    def replay_pass(self, source: Literal["capture_log", "kafka"]) -> ReplayPass:
+        """This pass's pacing and achieved load, as stored with the run for the gate."""
+        return ReplayPass(
+            source=source,
+            pace=self.pace,
+            pace_speed=self.pace_speed,
+            asked_rate_per_s=self.asked_rate_per_s,
+            achieved_rate_per_s=self.achieved_rate_per_s,
+            measured_starts=self.measured_starts,
+            warmup_starts=self.warmup_starts,
+        )
+
+    @property
+    def rate_shortfall(self) -> bool:
+        """The measured requests started below 95% of the asked rate."""
+        return self.replay_pass("capture_log").shortfall
 
     def count_outcome(self, outcome: ReplayOutcome) -> None:
         """Count one finished replay (sent or skipped, ok or by error kind, warm-up)."""
@@ -131,9 +181,19 @@ class ReplayReport:
             "duplicates": self.duplicates,
             "cache_hits": dict(self.cache_hits),
             "wall_s": round(self.wall_s, 3),
-            "achieved_rate_per_s": round(self.achieved_rate_per_s, 3),
+            "achieved_rate_per_s": _rounded(self.achieved_rate_per_s),
             "target_rate_per_s": self.target_rate_per_s,
+            "pace": self.pace.value,
+            "pace_speed": self.pace_speed,
+            "asked_rate_per_s": _rounded(self.asked_rate_per_s),
+            "measured_starts": self.measured_starts,
+            "warmup_starts": self.warmup_starts,
+            "rate_shortfall": self.rate_shortfall,
         }
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
 
 
 def in_sample(exchange_id: str, share: float) -> bool:
@@ -249,41 +309,95 @@ def skipped_outcome(
     )
 
 
-class ExchangeReplayer:
-    """Replays one exchange to one target; counts sends per target for warm-up flags.
+@dataclass(frozen=True, slots=True)
+class PreparedReplay:
+    """One exchange planned for one target: the request to send (or why it is skipped)
+    and whether it is a warm-up request. :attr:`dispatch` is how the scheduler starts it."""
 
-    The first ``warmup_requests`` requests *sent* to each target (in dispatch order) are
-    flagged ``warmup``; a skipped exchange neither is nor uses up a warm-up request.
-    Candidate failures are returned as outcomes with ``error_kind``, never raised; an
-    exception while building or sending the request is returned as a
-    :class:`ReplayFailure` (only cancellation and :class:`~shadoweval.errors.ReplayError`
-    — a target that cannot be used at all, such as a client not started — propagate).
+    exchange: Exchange
+    spec: TargetSpec
+    request: ReplayRequest | SkipReplay | ReplayFailure
+    warmup: bool
+    barrier: WarmupBarrier
+    location: str = ""
+
+    @property
+    def skipped(self) -> bool:
+        """Not sent (a route that is not replayed, an oversize or unreadable body, or a
+        request that could not be built: :attr:`failure`)."""
+        return not isinstance(self.request, ReplayRequest)
+
+    @property
+    def failure(self) -> ReplayFailure | None:
+        """Why building the request raised, when it did."""
+        return self.request if isinstance(self.request, ReplayFailure) else None
+
+    @property
+    def reason(self) -> str:
+        """Why it is skipped (empty for a request that is sent)."""
+        return self.request.reason if not isinstance(self.request, ReplayRequest) else ""
+
+    @property
+    def dispatch(self) -> Dispatch:
+        """A skip starts at once, unpaced and unmeasured; a warm-up request is paced and
+        not measured; a measured request first waits for its target's warm-up to end."""
+        if self.skipped:
+            return Dispatch(paced=False, measured=False)
+        at = self.exchange.captured_at
+        if self.warmup:
+            return Dispatch(measured=False, at=at)
+        if self.barrier.is_done(self.spec.target):
+            return Dispatch(at=at)
+        target = self.spec.target
+        return Dispatch(ready=lambda: self.barrier.ready(target), at=at)
+
+
+class ExchangeReplayer:
+    """Replays one exchange to one target; warm-up requests go first, per target.
+
+    :meth:`prepare` (called in dispatch order) builds the request and numbers the sends
+    per target: the first ``warmup_requests`` requests *sent* to each target are flagged
+    ``warmup``; a skipped exchange neither is nor uses up a warm-up request. A measured
+    request of a target waits until every warm-up request of that target has completed
+    (:attr:`PreparedReplay.dispatch`, :class:`~replay.scheduler.WarmupBarrier`), so a cold
+    replica's first answers are sent, flagged and out of the way before anything is
+    measured. :meth:`send` returns the outcome. Candidate failures are returned as
+    outcomes with ``error_kind``, never raised; an exception while building or sending the
+    request is returned as a :class:`ReplayFailure` (only cancellation and
+    :class:`~shadoweval.errors.ReplayError` — a target that cannot be used at all, such as
+    a client not started — propagate).
     """
 
     def __init__(self, run_id: str, *, warmup_requests: int = 0) -> None:
         self.run_id = run_id
         self.warmup_requests = warmup_requests
-        self._dispatched: Counter[ReplayTarget] = Counter()
+        self.barrier = WarmupBarrier(warmup_requests)
 
-    async def replay(self, exchange: Exchange, spec: TargetSpec) -> ReplayOutcome | ReplayFailure:
-        """Send ``exchange`` to ``spec`` (or skip it with the reason) and return the outcome,
-        or the :class:`ReplayFailure` when building or sending raised.
+    def prepare(self, exchange: Exchange, spec: TargetSpec, location: str = "") -> PreparedReplay:
+        """Plan ``exchange`` for ``spec``: its request (or skip, or the failure to build it)
+        and warm-up flag. Call it in dispatch order: it numbers the sends per target."""
+        request: ReplayRequest | SkipReplay | ReplayFailure
+        try:
+            request = build_replay_request(exchange, model=spec.model_name, api_key=spec.api_key)
+        except Exception as exc:
+            request = ReplayFailure(
+                exchange.exchange_id, spec.target, "build_failed", describe_exception(exc)
+            )
+        warmup = isinstance(request, ReplayRequest) and self.barrier.assign(spec.target)
+        return PreparedReplay(exchange, spec, request, warmup, self.barrier, location)
+
+    async def send(self, prepared: PreparedReplay) -> ReplayOutcome | ReplayFailure:
+        """Send a prepared replay (or record its skip) and return the outcome, or the
+        :class:`ReplayFailure` when building or sending raised.
 
         Raises:
             ReplayError: the target cannot be used at all (its client is not started).
         """
-        try:
-            request = build_replay_request(exchange, model=spec.model_name, api_key=spec.api_key)
-        except Exception as exc:
-            return ReplayFailure(
-                exchange.exchange_id, spec.target, "build_failed", describe_exception(exc)
-            )
+        exchange, spec, request = prepared.exchange, prepared.spec, prepared.request
+        if isinstance(request, ReplayFailure):
+            return request
         if isinstance(request, SkipReplay):
             return skipped_outcome(self.run_id, exchange, spec, request.reason)
-        # Counted before the first await, so the order is the dispatch order.
-        index = self._dispatched[spec.target]
-        self._dispatched[spec.target] += 1
-        warmup = index < self.warmup_requests
         try:
             result: ReplayResult = await spec.client.send(request)
             return ReplayOutcome(
@@ -298,7 +412,7 @@ class ExchangeReplayer:
                 timings=result.timings,
                 error_kind=result.error_kind,
                 error_detail=result.error_detail,
-                warmup=warmup,
+                warmup=prepared.warmup,
             )
         except ReplayError:
             raise
@@ -306,6 +420,17 @@ class ExchangeReplayer:
             return ReplayFailure(
                 exchange.exchange_id, spec.target, "send_failed", describe_exception(exc)
             )
+        finally:
+            if prepared.warmup:
+                self.barrier.completed(spec.target)
+
+    async def replay(self, exchange: Exchange, spec: TargetSpec) -> ReplayOutcome | ReplayFailure:
+        """Prepare and send at once (a measured request waits for its target's warm-up)."""
+        prepared = self.prepare(exchange, spec)
+        ready = prepared.dispatch.ready
+        if ready is not None:
+            await ready()
+        return await self.send(prepared)
 
 
 @dataclass(frozen=True, slots=True)

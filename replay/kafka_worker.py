@@ -65,6 +65,7 @@ from replay.dead_letter import (
 from replay.exchange_replay import (
     ExchangeReplayer,
     OutcomeWriter,
+    PreparedReplay,
     ReplayFailure,
     ReplayReport,
     TargetSpec,
@@ -77,11 +78,17 @@ from replay.exchange_replay import (
 from replay.metrics import WorkerMetrics, partition_label
 from replay.offload import OffloadUnavailable, is_offloaded, resolve_offloaded
 from replay.offsets import OffsetTracker, Partition
-from replay.scheduler import RatePacer
+from replay.scheduler import CapturePacer, Pacer, RatePacer, StartMeter
 from shadoweval.bus import BusConsumer, BusError, BusProducer, BusRecord
 from shadoweval.config import KafkaSettings, WorkerSettings
 from shadoweval.lifecycle import Lifecycle
-from shadoweval.records import Exchange, ReplayErrorKind, ReplayOutcome, ReplayTarget
+from shadoweval.records import (
+    Exchange,
+    ReplayErrorKind,
+    ReplayOutcome,
+    ReplayPace,
+    ReplayTarget,
+)
 from shadoweval.redaction import redact_exchange_headers
 from shadoweval.storage import RejectStage, Repository
 
@@ -144,7 +151,12 @@ class KafkaReplayWorker(Lifecycle):
         kafka: ``dead_letter_topic``.
         concurrency: requests in flight, all targets together.
         rate_per_s: target start rate (``None``: as fast as concurrency allows).
-        warmup_requests: the first N sends per target (per process) are flagged warm-up.
+        warmup_requests: the first N sends per target (per process) are flagged warm-up,
+            and sent and completed before the target's first measured send.
+        pace: ``capture`` replays at the captured inter-arrival times divided by
+            ``pace_speed`` (a backlog at its captured pace; records of several partitions
+            that arrive out of capture order start at once); else ``rate_per_s``.
+        pacer: a pacer to use instead (tests: one on an injected clock).
         metrics: where to count (a private registry by default).
         offload_base_dir: relative ``offload_ref`` paths are resolved against it.
         fetch_timeout_ms: longest wait of one fetch (also the loop's tick).
@@ -170,6 +182,9 @@ class KafkaReplayWorker(Lifecycle):
         metrics: WorkerMetrics | None = None,
         offload_base_dir: Path | None = None,
         fetch_timeout_ms: int = 200,
+        pace: ReplayPace | None = None,
+        pace_speed: float = 1.0,
+        pacer: Pacer | None = None,
     ) -> None:
         if not targets:
             raise ValueError("at least one replay target is required")
@@ -187,14 +202,24 @@ class KafkaReplayWorker(Lifecycle):
         self.metrics = metrics or WorkerMetrics()
         self.offload_base_dir = offload_base_dir
         self.fetch_timeout_ms = fetch_timeout_ms
-        self.report = WorkerReport(run_id=run_id, target_rate_per_s=rate_per_s)
+        pace = pace or (ReplayPace.RATE if rate_per_s is not None else ReplayPace.UNPACED)
+        capture = pace is ReplayPace.CAPTURE
+        self.report = WorkerReport(
+            run_id=run_id,
+            target_rate_per_s=rate_per_s,
+            pace=pace,
+            pace_speed=pace_speed if capture else None,
+        )
         self.buffered = 0
         consumer.on_revoked = self._on_revoked
         self._replayer = ExchangeReplayer(run_id, warmup_requests=warmup_requests)
         self._writer = OutcomeWriter(repo, batch=64, interval_s=settings.commit_interval_s)
         self._tracker = OffsetTracker()
         self._slots = asyncio.Semaphore(concurrency)
-        self._pacer = RatePacer(rate_per_s)
+        self._pacer: Pacer = pacer or (
+            CapturePacer(pace_speed) if capture else RatePacer(rate_per_s)
+        )
+        self._meter = StartMeter()
         self._done: dict[ReplayTarget, set[str]] = {spec.target: set() for spec in self.targets}
         self._waiting: dict[tuple[str, ReplayTarget], list[_InFlightRecord]] = {}
         self._dead_letters = DeadLetterQueue(repo, run_id, dlq_producer, kafka.dead_letter_topic)
@@ -261,9 +286,9 @@ class KafkaReplayWorker(Lifecycle):
             await self._shutdown(grace_s=self.settings.grace_period_s, failing=False)
         finally:
             self._running = False
-            self.report.wall_s = time.monotonic() - t0
-            if self.report.wall_s > 0:
-                self.report.achieved_rate_per_s = self._sent / self.report.wall_s
+            self.report.record_load(
+                self._meter.stats(started=self._sent, wall_s=time.monotonic() - t0)
+            )
         return self.report
 
     # --------------------------------------------------------------- main loop
@@ -438,24 +463,37 @@ class KafkaReplayWorker(Lifecycle):
             if unavailable is not None:
                 self._queue(skipped_outcome(self.run_id, exchange, spec, unavailable.reason))
                 continue
-            task = asyncio.create_task(self._replay(exchange, spec))
+            # prepared in dispatch order: the first sends per target are the warm-up
+            prepared = self._replayer.prepare(exchange, spec)
+            if prepared.failure is not None:
+                task = asyncio.create_task(self._replay_failed(exchange, spec, prepared.failure))
+                self._tasks.add(task)
+                task.add_done_callback(self._task_done)
+                continue
+            if prepared.skipped:
+                self._queue(skipped_outcome(self.run_id, exchange, spec, prepared.reason))
+                continue
+            task = asyncio.create_task(self._replay(prepared))
             self._tasks.add(task)
             task.add_done_callback(self._task_done)
         if state.remaining == 0:
             self._finish(state)
 
-    async def _replay(self, exchange: Exchange, spec: TargetSpec) -> None:
+    async def _replay(self, prepared: PreparedReplay) -> None:
+        dispatch = prepared.dispatch
+        if dispatch.ready is not None:
+            await dispatch.ready()  # the target's warm-up requests have all completed
         async with self._slots:
-            await self._pacer.wait()
+            self._meter.record(await self._pacer.wait(dispatch.at), dispatch)
             self._in_flight += 1
             self.metrics.in_flight.set(self._in_flight)
             try:
-                outcome = await self._replayer.replay(exchange, spec)
+                outcome = await self._replayer.send(prepared)
             finally:
                 self._in_flight -= 1
                 self.metrics.in_flight.set(self._in_flight)
         if isinstance(outcome, ReplayFailure):
-            await self._replay_failed(exchange, spec, outcome)
+            await self._replay_failed(prepared.exchange, prepared.spec, outcome)
             return
         self._queue(outcome)
 

@@ -2,8 +2,13 @@
 
 Rules (DESIGN §1, failure cases in reference/llm-protocol-and-eval-tools.md §4):
 
-* Only allow-listed inference routes are replayed (``/v1/chat/completions`` by default);
-  anything else is *skipped with a reason*, so coverage shows it (LiteLLM #31888).
+* Only allow-listed inference routes are replayed: ``/v1/chat/completions`` (``messages``
+  → ``choices[].message``) and the legacy ``/v1/completions`` (``prompt`` →
+  ``choices[].text``) by default; anything else is *skipped with a reason*, so coverage
+  shows it (LiteLLM #31888) and the gate names the route (a captured route that is never
+  replayed is a HOLD). ``/v1/responses`` is skipped with its own reason
+  (:data:`NOT_REPLAYED`). The route is the path without its query and trailing slashes
+  (:func:`shadoweval.routes.normalize_route`); a replay is sent to the route.
 * Sampling parameters present in the captured request are replayed unchanged and listed
   as pinned; those it did not set are listed as missing — never invented.
 * Captured headers are never forwarded (they may hold the client's credentials); the
@@ -21,11 +26,29 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from shadoweval.llm_protocol import ChatCompletionRequest
+from shadoweval.llm_protocol import ChatCompletionRequest, CompletionRequest
 from shadoweval.records import Exchange
+from shadoweval.routes import CHAT_COMPLETIONS, COMPLETIONS, RESPONSES, normalize_route
 
-DEFAULT_REPLAY_ROUTES: frozenset[str] = frozenset({"/v1/chat/completions"})
+DEFAULT_REPLAY_ROUTES: frozenset[str] = frozenset({CHAT_COMPLETIONS, COMPLETIONS})
+"""The routes replayed: chat completions and legacy completions."""
 SHADOW_MARKER_HEADER = "x-shadow-eval"
+
+NOT_REPLAYED: Mapping[str, str] = {
+    RESPONSES: (
+        "the Responses API is not replayed: a request may depend on state the live server "
+        "holds (previous_response_id, conversation, stored items) that a shadow does not "
+        "have, and its output items have no reader here; exempt the route in the policy "
+        "(routes: {/v1/responses: {required: false}}) if it need not be evaluated"
+    ),
+}
+"""Inference routes known and deliberately not replayed, with the reason (part of their
+skip reason, so the verdict can say why)."""
+
+_REQUEST_MODELS: Mapping[str, tuple[type[ChatCompletionRequest | CompletionRequest], str]] = {
+    CHAT_COMPLETIONS: (ChatCompletionRequest, "a chat completion"),
+    COMPLETIONS: (CompletionRequest, "a legacy completion"),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,14 +85,18 @@ def build_replay_request(
     Args:
         model: the shadow's model name, written into ``model``; ``None`` keeps the captured one.
         api_key: the shadow's own bearer credential (never the captured client's).
-        routes: replayable routes (exact paths).
+        routes: replayable routes (exact paths, without a trailing slash); a route without
+            a request reader (neither chat nor legacy completions) is skipped.
         max_body_bytes: larger request bodies are skipped with reason ``size``.
     """
     # The route is the path without its query (a captured query may carry masked values
-    # such as ``api_key=[REDACTED...]``; they are never sent to a shadow).
-    route = exchange.request.path.split("?", 1)[0] or exchange.route
-    if route not in routes:
-        return SkipReplay(exchange.exchange_id, f"route not replayable: {route}")
+    # such as ``api_key=[REDACTED...]``; they are never sent to a shadow) and without a
+    # trailing slash (``/v1/chat/completions/`` is the chat route).
+    route = normalize_route(exchange.request.path or exchange.route)
+    if route not in routes or route not in _REQUEST_MODELS:
+        why = NOT_REPLAYED.get(route)
+        detail = f"route not replayable: {route}" + (f" ({why})" if why else "")
+        return SkipReplay(exchange.exchange_id, detail)
     raw = exchange.request.body_bytes()
     if len(raw) > max_body_bytes:
         return SkipReplay(
@@ -78,14 +105,13 @@ def build_replay_request(
     body = exchange.request.json_body()
     if body is None:
         return SkipReplay(exchange.exchange_id, "request body is not a JSON object")
+    reader, what = _REQUEST_MODELS[route]
     try:
-        parsed = ChatCompletionRequest.model_validate(body)
+        parsed = reader.model_validate(body)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        return SkipReplay(
-            exchange.exchange_id, f"request is not a chat completion: {where}: {first['msg']}"
-        )
+        return SkipReplay(exchange.exchange_id, f"request is not {what}: {where}: {first['msg']}")
     pinned, missing = parsed.sampling_params()
     out: dict[str, Any] = dict(body)
     if model is not None:

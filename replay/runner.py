@@ -36,6 +36,7 @@ from rich.progress import (
 from replay.exchange_replay import (
     ExchangeReplayer,
     OutcomeWriter,
+    PreparedReplay,
     ReplayFailure,
     ReplayReport,
     TargetSpec,
@@ -46,9 +47,9 @@ from replay.exchange_replay import (
     split_conflicts,
     unreplayable,
 )
-from replay.scheduler import run_paced
+from replay.scheduler import CapturePacer, Pacer, RatePacer, run_paced
 from shadoweval.capture_log import LogEntry
-from shadoweval.records import Exchange, ReplayOutcome, ReplayTarget
+from shadoweval.records import Exchange, ReplayOutcome, ReplayPace, ReplayTarget
 from shadoweval.redaction import redact_exchange_headers
 from shadoweval.storage import RejectedRecord, RejectStage, Repository
 
@@ -56,7 +57,6 @@ __all__ = ["ReplayReport", "ReplayRunner", "TargetSpec", "in_sample"]
 
 logger = logging.getLogger(__name__)
 
-WorkItem = tuple[Exchange, TargetSpec, str]
 """An exchange, a target it is sent to, and where the exchange was read (``file:line``)."""
 
 
@@ -69,9 +69,14 @@ class ReplayRunner:
         targets: the candidate and, optionally, a baseline-repeat target.
         concurrency: maximum requests in flight (all targets together).
         rate_per_s: target start rate; ``None`` = as fast as concurrency allows.
-        warmup_requests: the first N sends per target are flagged warm-up.
+        warmup_requests: the first N sends per target are flagged warm-up, and sent and
+            completed before the target's first measured send.
         batch_size: exchanges stored per database write.
         progress: show a rich progress bar on ``console``.
+        pace: ``capture`` replays at the captured inter-arrival times divided by
+            ``pace_speed`` (:class:`~replay.scheduler.CapturePacer`); ``rate`` or
+            ``unpaced`` follow ``rate_per_s``.
+        pacer: a pacer to use instead (tests: one on an injected clock).
 
     Finished outcomes are written in batches of ``flush_batch`` (64) or at least every
     ``flush_interval_s`` (1 s), and once more when the run ends or is interrupted.
@@ -89,9 +94,18 @@ class ReplayRunner:
         batch_size: int = 256,
         progress: bool = True,
         console: Console | None = None,
+        pace: ReplayPace | None = None,
+        pace_speed: float = 1.0,
+        pacer: Pacer | None = None,
     ) -> None:
         if not targets:
             raise ValueError("at least one replay target is required")
+        self.pace = pace or (ReplayPace.RATE if rate_per_s is not None else ReplayPace.UNPACED)
+        self.pace_speed = pace_speed
+        if pacer is None:
+            capture = self.pace is ReplayPace.CAPTURE
+            pacer = CapturePacer(pace_speed) if capture else RatePacer(rate_per_s)
+        self.pacer = pacer
         self.repo = repo
         self.run_id = run_id
         self.targets = list(targets)
@@ -118,7 +132,12 @@ class ReplayRunner:
             StorageError: the database refused a write (not a record's fault).
             ReplayError: a target cannot be used at all (its client is not started).
         """
-        report = ReplayReport(run_id=self.run_id, target_rate_per_s=self.rate_per_s)
+        report = ReplayReport(
+            run_id=self.run_id,
+            target_rate_per_s=self.rate_per_s,
+            pace=self.pace,
+            pace_speed=self.pace_speed if self.pace is ReplayPace.CAPTURE else None,
+        )
         done = {
             spec.target: await asyncio.to_thread(
                 self.repo.completed_exchange_ids, self.run_id, spec.target
@@ -138,11 +157,10 @@ class ReplayRunner:
         task = bar.add_task("replay", total=0, status="")
         seen: dict[str, tuple[str, str]] = {}
 
-        async def work(item: WorkItem, index: int) -> ReplayOutcome | ReplayFailure:
-            exchange, spec, _ = item
-            return await self._replayer.replay(exchange, spec)
+        async def work(item: PreparedReplay, index: int) -> ReplayOutcome | ReplayFailure:
+            return await self._replayer.send(item)
 
-        async def on_result(item: WorkItem, outcome: ReplayOutcome | ReplayFailure) -> None:
+        async def on_result(item: PreparedReplay, outcome: ReplayOutcome | ReplayFailure) -> None:
             if isinstance(outcome, ReplayFailure):
                 await self._keep_failure(item, outcome, report)
                 bar.update(task, advance=1)
@@ -161,21 +179,21 @@ class ReplayRunner:
                     work,
                     on_result,
                     concurrency=self.concurrency,
-                    rate_per_s=self.rate_per_s,
+                    pacer=self.pacer,
+                    plan=lambda item: item.dispatch,
                 )
             finally:
                 # Finished replays are stored even when the run is interrupted (Ctrl-C,
                 # SIGTERM, a failure): a resume then sends only what has no outcome.
                 report.duplicates += (await asyncio.shield(self._writer.flush())).duplicates
-        report.wall_s = stats.wall_s
-        report.achieved_rate_per_s = stats.achieved_rate_per_s
+        report.record_load(stats)
         return report
 
     async def _keep_failure(
-        self, item: WorkItem, failure: ReplayFailure, report: ReplayReport
+        self, item: PreparedReplay, failure: ReplayFailure, report: ReplayReport
     ) -> None:
         """Keep a replay that raised as a rejected record of stage ``replay``."""
-        exchange, spec, location = item
+        exchange, spec, location = item.exchange, item.spec, item.location
         where = f"{location} [{spec.target.value}]"
         record = rejected_record(
             self.run_id,
@@ -199,7 +217,7 @@ class ReplayRunner:
         seen: dict[str, tuple[str, str]],
         bar: Progress,
         task: TaskID,
-    ) -> AsyncIterator[WorkItem]:
+    ) -> AsyncIterator[PreparedReplay]:
         batch: list[LogEntry] = []
         for entry in entries:
             batch.append(entry)
@@ -264,7 +282,7 @@ class ReplayRunner:
         seen: dict[str, tuple[str, str]],
         bar: Progress,
         task: TaskID,
-    ) -> list[WorkItem]:
+    ) -> list[PreparedReplay]:
         exchanges: list[Exchange] = []
         locations: dict[str, str] = {}
         rejected: list[RejectedRecord] = []
@@ -300,14 +318,17 @@ class ReplayRunner:
             report.rejected_already_stored += len(rejected) - stored
         await asyncio.to_thread(self.repo.save_exchanges, self.run_id, exchanges)
         report.exchanges += len(exchanges)
-        items: list[WorkItem] = []
+        items: list[PreparedReplay] = []
         resumed = 0
         for exchange in exchanges:
             for spec in sampled_targets(exchange.exchange_id, self.targets):
                 if exchange.exchange_id in done[spec.target]:
                     resumed += 1
                     continue
-                items.append((exchange, spec, locations[exchange.exchange_id]))
+                # prepared in dispatch order: the first sends per target are the warm-up
+                items.append(
+                    self._replayer.prepare(exchange, spec, locations[exchange.exchange_id])
+                )
         report.already_done += resumed
         known = bar.tasks[task].total or 0
         bar.update(task, total=known + resumed + len(items), advance=resumed)

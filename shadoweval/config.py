@@ -128,10 +128,16 @@ class ReplaySettings(BaseModel):
     cache (:class:`CacheHitRule`; default :data:`DEFAULT_CACHE_HIT_RULES`; a JSON list in
     ``SHADOWEVAL_REPLAY__CACHE_HIT_RULES``, ``[]`` turns it off): such an answer is kept,
     marked ``cache_hit``, and left out of the latency checks.
+    ``pace``: ``rate`` spaces starts by ``rate_per_s`` (as fast as concurrency allows
+    without it); ``capture`` replays at the captured inter-arrival times (each exchange's
+    ``captured_at``) divided by ``pace_speed`` (2.0: twice as fast), and excludes
+    ``rate_per_s``. Warm-up requests are sent, and completed, before the measured ones.
     """
 
     concurrency: int = Field(default=16, ge=1, le=4096)
     rate_per_s: float | None = Field(default=None, gt=0)
+    pace: Literal["rate", "capture"] = "rate"
+    pace_speed: float = Field(default=1.0, gt=0, allow_inf_nan=False)
     timeout_s: float = Field(default=120.0, gt=0)
     connect_timeout_s: float = Field(default=10.0, gt=0)
     connect_retries: int = Field(default=3, ge=0, le=20)

@@ -34,7 +34,7 @@ from datetime import datetime
 import pandas as pd
 
 from shadoweval.records import Coverage, Decision, Verdict, utc_now
-from stats.gate import evaluate_gate, judgements_sha256
+from stats.gate import evaluate_gate, judgements_sha256, unevaluated_reasons
 from stats.inputs import InvalidDataError
 from stats.policy import GatePolicy, policy_hash
 from stats.sequential import latest_checkpoint
@@ -59,8 +59,15 @@ def ordered_by_capture(pairs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _waiting(
-    n: int, policy: GatePolicy, run_id: str, coverage: Coverage, decided_at: datetime
+    pairs: pd.DataFrame,
+    policy: GatePolicy,
+    run_id: str,
+    coverage: Coverage,
+    decided_at: datetime,
 ) -> Verdict:
+    """The look-0 HOLD: waiting for the first checkpoint (or no data), followed by what
+    will hold the run at the checkpoint too (:func:`stats.gate.unevaluated_reasons`)."""
+    n = len(pairs)
     first = policy.sequential.first_checkpoint
     reason = (
         f"{WAITING}: {n} of {first} pairs (sequential.first_checkpoint); the gate decides "
@@ -72,7 +79,7 @@ def _waiting(
         run_id=run_id,
         decided_at=decided_at,
         decision=Decision.HOLD,
-        reasons=(reason,),
+        reasons=(reason, *unevaluated_reasons(pairs, policy, coverage)),
         checks=(),
         coverage=coverage,
         policy_hash=policy_hash(policy),
@@ -129,7 +136,7 @@ def evaluate_poll(
     if checkpoint is None:
         if "captured_at" not in pairs.columns:
             raise InvalidDataError("pairs table lacks columns: captured_at")
-        return _waiting(n, policy, run_id, coverage, decided)
+        return _waiting(pairs, policy, run_id, coverage, decided)
     look, n_k = checkpoint
     ordered = ordered_by_capture(pairs)
     judgement_look = 1

@@ -68,11 +68,13 @@ import pandas as pd
 from shadoweval.errors import ShadowEvalError
 from shadoweval.records import (
     POOLED,
+    RATE_SHORTFALL_SHARE,
     Check,
     CheckOutcome,
     Coverage,
     Decision,
     LatencyCacheHits,
+    RouteCoverage,
     Verdict,
     utc_now,
 )
@@ -111,10 +113,22 @@ from stats.net_harm import (
     net_harm_check,
     stratum_names,
 )
-from stats.policy import GatePolicy, TaskTypePolicy, effective, policy_hash
+from stats.policy import (
+    GatePolicy,
+    TaskTypePolicy,
+    effective,
+    policy_hash,
+    policy_traffic_problems,
+)
 from stats.validity import coverage_by_task_type, task_mix_chi2
 
-__all__ = ["INCONCLUSIVE_AT_CAP", "evaluate_gate", "judgements_sha256", "latency_cache_hits"]
+__all__ = [
+    "INCONCLUSIVE_AT_CAP",
+    "evaluate_gate",
+    "judgements_sha256",
+    "latency_cache_hits",
+    "unevaluated_reasons",
+]
 
 INCONCLUSIVE_AT_CAP = "inconclusive at the sample cap"
 """Start of the leading reason of a final HOLD at ``sequential.n_max`` (after the reasons
@@ -590,9 +604,11 @@ def _judge(
     *,
     pooled: _PooledStrata,
     judgement_look: int,
+    load_note: str = "",
 ) -> list[_Judged]:
     """Every check of every unit, decided, in unit order (binary, harm, tool, net harm,
-    similarity, latency, output tokens).
+    similarity, latency, output tokens). ``load_note`` is added to every latency reason
+    (the replay ran below its asked rate: :func:`_load_note`).
 
     The net-harm checks read the look's levels split over its judgement evaluations
     (:func:`stats.net_harm.judgement_levels`); a re-evaluation of a look with new
@@ -652,6 +668,7 @@ def _judge(
             block=view.latency,
             min_pairs=view.min_pairs,
             levels=levels,
+            load_note=load_note,
         )
         if view.output_tokens.enabled:
             others.append(
@@ -683,6 +700,148 @@ def _coverage_problem(coverage: Coverage, policy: GatePolicy) -> str | None:
             "promotion is blocked"
         )
     return None
+
+
+def _skip_reasons(counts: RouteCoverage) -> str:
+    """``reason: <detail>``, or ``reasons: <detail> (n), …`` (at most three, most frequent
+    first); ``no skip reason recorded`` when none was."""
+    reasons = list(counts.skip_reasons.items())
+    if not reasons:
+        return "no skip reason recorded"
+    if len(reasons) == 1:
+        return f"reason: {reasons[0][0]}"
+    shown = ", ".join(f"{detail} ({n})" for detail, n in reasons[:3])
+    more = f", and {len(reasons) - 3} more" if len(reasons) > 3 else ""
+    return f"reasons: {shown}{more}"
+
+
+def _route_shortfall(route: str, counts: RouteCoverage, policy: GatePolicy) -> str:
+    """What was not evaluated on one route: never replayed, replayed but not scored, or
+    replayed below ``min_coverage``."""
+    n = counts.captured
+    noun = "exchange" if n == 1 else "exchanges"
+    if counts.paired == 0 and counts.replayed == 0:
+        return f"{n} {noun} on {route} were captured but not replayed ({_skip_reasons(counts)})"
+    if counts.paired == 0:
+        return (
+            f"{n} {noun} on {route} were captured and {counts.replayed} replayed, but none "
+            "was scored (run shadow-eval compare)"
+        )
+    share = counts.paired / n
+    skipped = f"; {counts.skipped} skipped, {_skip_reasons(counts)}" if counts.skipped else ""
+    return (
+        f"route {route} has replay coverage {share:.1%} ({counts.paired} paired of {n} "
+        f"captured{skipped}), below min_coverage {100 * policy.min_coverage:g}%"
+    )
+
+
+def _route_problems(coverage: Coverage, policy: GatePolicy) -> tuple[list[str], list[str]]:
+    """Routes whose captured traffic was not evaluated (paired / captured below
+    ``min_coverage``; a route with no pair at all is the plain case): HOLD reasons for
+    required routes, notes for those the policy exempts (``routes.<route>.required``)."""
+    blocking: list[str] = []
+    notes: list[str] = []
+    for route, counts in sorted(coverage.per_route.items()):
+        if counts.captured == 0 or counts.paired / counts.captured >= policy.min_coverage:
+            continue
+        what = _route_shortfall(route, counts, policy)
+        if policy.route_required(route):
+            blocking.append(
+                f"{what}; unevaluated traffic is not a pass: promotion is blocked until the "
+                f"route is replayed, or exempted in the policy (routes: {{{route}: "
+                "{required: false}})"
+            )
+        else:
+            notes.append(
+                f"{what}; exempt by the policy (routes.{route}.required false): reported, "
+                "not blocking; those exchanges still count in the coverage"
+            )
+    return blocking, notes
+
+
+def _policy_problems(
+    policy: GatePolicy, coverage: Coverage, pairs: pd.DataFrame
+) -> tuple[list[str], list[str]]:
+    """Policy keys that match no traffic (:func:`stats.policy.policy_traffic_problems`):
+    a task type is a HOLD reason (its thresholds apply to nothing, so a typo would change
+    the verdict silently); a route entry a note (an unmatched route entry exempts
+    nothing, and a required route's traffic is checked anyway)."""
+    seen = {t for t, n in coverage.per_task_type.items() if n > 0}
+    if len(pairs):
+        seen |= set(pairs["task_type"].astype(str).unique())
+    routes = set(coverage.per_route) if coverage.per_route else None
+    blocking: list[str] = []
+    notes: list[str] = []
+    for problem in policy_traffic_problems(policy, task_types=seen, routes=routes):
+        if problem.field.startswith("task_types."):
+            blocking.append(
+                f"policy: {problem.describe()}: its thresholds apply to no pair, so the "
+                "verdict would not be the one the policy asks for; promotion is blocked "
+                "(correct the name: a corrected policy is a new run)"
+            )
+        else:
+            notes.append(f"policy: {problem.describe()}: the entry has no effect")
+    return blocking, notes
+
+
+def _load_note(coverage: Coverage) -> str:
+    """The words every latency reason gets when a replay pass started its measured
+    requests below :data:`~shadoweval.records.RATE_SHORTFALL_SHARE` of the asked rate
+    (the worst pass); empty otherwise."""
+    short = coverage.load_shortfalls()
+    if not short:
+        return ""
+    more = (
+        f" (and {len(short) - 1} more replay pass(es) below the asked rate)"
+        if len(short) > 1
+        else ""
+    )
+    return (
+        f"measured under a different load than asked: measured at {short[0].describe_load()}{more}"
+    )
+
+
+def _coverage_line(coverage: Coverage, paired: Mapping[str, int]) -> str:
+    """``coverage: 200 of 215 captured exchanges paired (93.0%); by route: …; by task
+    type: …`` — every verdict says what it evaluated, per route and per task type."""
+    line = (
+        f"coverage: {coverage.paired} of {coverage.captured} captured exchanges paired "
+        f"({coverage.share:.1%})"
+    )
+    if coverage.per_route:
+        parts = []
+        for route, counts in sorted(coverage.per_route.items()):
+            part = f"{route} {counts.paired} of {counts.captured}"
+            if counts.skipped:
+                part += f" ({counts.skipped} skipped)"
+            parts.append(part)
+        line += "; by route: " + ", ".join(parts)
+    captured = {t: n for t, n in coverage.per_task_type.items() if n > 0}
+    if captured:
+        line += "; by task type: " + ", ".join(
+            f"{t} {paired.get(t, 0)} of {n}" for t, n in sorted(captured.items())
+        )
+    if coverage.rejected:
+        line += f"; {coverage.rejected} unreadable capture lines"
+    return line
+
+
+def unevaluated_reasons(pairs: pd.DataFrame, policy: GatePolicy, coverage: Coverage) -> list[str]:
+    """What a verdict without checks (no data, or before the first checkpoint) still says:
+    routes not evaluated, policy names that match no traffic (blocking ones first, then
+    notes), and the coverage by route and by task type."""
+    route_blocking, route_notes = _route_problems(coverage, policy)
+    policy_blocking, policy_notes = _policy_problems(policy, coverage, pairs)
+    paired: Mapping[str, int] = coverage.paired_per_task_type
+    if len(pairs):
+        paired = {str(t): int(c) for t, c in pairs["task_type"].astype(str).value_counts().items()}
+    return [
+        *route_blocking,
+        *policy_blocking,
+        *route_notes,
+        *policy_notes,
+        _coverage_line(coverage, paired),
+    ]
 
 
 def _task_type_problems(
@@ -832,9 +991,18 @@ def _trailer(levels: LookLevels, n: int, coverage: Coverage, cache_hits: Latency
         f"(checkpoint {levels.n_k}); quantile ratios and Tango at alpha_k "
         f"{levels.alpha_k:.3g}, harm family at alpha_RB_k {levels.alpha_harm_k:.3g}, {means}; "
         f"counted, not dropped: {coverage.errored} errored and {coverage.warmup} warm-up "
-        f"replays, {coverage.skipped} skipped, {coverage.rejected} unreadable capture lines"
+        f"replays, {coverage.skipped} skipped{_skipped_by_route(coverage)}, "
+        f"{coverage.rejected} unreadable capture lines"
         f"{repeats}{_cache_hit_note(cache_hits)}"
     )
+
+
+def _skipped_by_route(coverage: Coverage) -> str:
+    """`` (/v1/responses 15, /v1/chat/completions 1)``: where the skipped replays were."""
+    routes = [(r, c.skipped) for r, c in sorted(coverage.per_route.items()) if c.skipped]
+    if not coverage.skipped or not routes:
+        return ""
+    return " (" + ", ".join(f"{route} {n}" for route, n in routes) + ")"
 
 
 def _cache_hit_note(cache_hits: LatencyCacheHits) -> str:
@@ -895,6 +1063,7 @@ def _decide(
     *,
     window: tuple[float, str | None],
     changes: ChangeResult,
+    extra_notes: list[str] | None = None,
 ) -> tuple[Decision, list[str], int]:
     """The decision, its reasons, and how many leading reasons say why the run is blocked
     (invalid run, failing infrastructure; 0 when it is not).
@@ -925,6 +1094,7 @@ def _decide(
     ]
     if any(UNEQUAL_LOAD in j.check.reason for j in judged):
         notes.append(f"latency checks: {UNEQUAL_LOAD}; treat the latency comparison with care")
+    notes += extra_notes or []
     degenerate = [changes.degenerate.describe()] if changes.degenerate is not None else []
     span, window_problem = window
     if infra:
@@ -1058,18 +1228,30 @@ def evaluate_gate(
         )
 
     coverage_problem = _coverage_problem(coverage, policy)
+    route_blocking, route_notes = _route_problems(coverage, policy)
+    policy_blocking, policy_notes = _policy_problems(policy, coverage, pairs)
     if len(pairs) == 0:
         reasons = ["no data: no scored pairs for this run; nothing can be promoted"]
-        return verdict(
-            Decision.HOLD, reasons + ([coverage_problem] if coverage_problem else []), ()
-        )
+        reasons += [coverage_problem] if coverage_problem else []
+        reasons += unevaluated_reasons(pairs, policy, coverage)
+        return verdict(Decision.HOLD, reasons, ())
     if paired_per_task_type is None:
         paired_per_task_type = {
             str(t): int(c) for t, c in pairs["task_type"].astype(str).value_counts().items()
         }
-    # Per-task-type problems first: they name the task type.
-    validity = _task_type_problems(paired_per_task_type, coverage, policy, levels)
+    # Routes and policy names first (they name what was not evaluated), then per-task-type
+    # problems (they name the task type), then the run's coverage and duplicates.
+    validity = route_blocking + policy_blocking
+    validity += _task_type_problems(paired_per_task_type, coverage, policy, levels)
     validity += [p for p in (coverage_problem, _duplicates_problem(pairs)) if p]
+    load_note = _load_note(coverage)
+    extra_notes = route_notes + policy_notes
+    if load_note:
+        extra_notes.append(
+            f"latency checks: {load_note}: the replay started its measured requests below "
+            f"{100 * RATE_SHORTFALL_SHARE:g}% of the asked rate, so latency was compared at "
+            "that load, not the asked one"
+        )
     groups, changes, pooled = _groups(pairs, policy, coverage)
     repeats = _baseline_repeats(coverage, groups[0].arrays)
     judged = _judge(
@@ -1081,9 +1263,15 @@ def evaluate_gate(
         repeats,
         pooled=pooled,
         judgement_look=judgement_look,
+        load_note=load_note,
     )
     decision, reasons, blocked = _decide(
-        judged, validity, policy, window=_window_problem(pairs, policy), changes=changes
+        judged,
+        validity,
+        policy,
+        window=_window_problem(pairs, policy),
+        changes=changes,
+        extra_notes=extra_notes,
     )
     if decision == Decision.HOLD and levels.final:
         # An invalid run, a failing infrastructure or a failed report-and-block check is
@@ -1100,5 +1288,6 @@ def evaluate_gate(
             f"{INCONCLUSIVE_AT_CAP}: the sample cap n_max {policy.sequential.n_max} is reached "
             f"and the gate is still undecided: final HOLD, never an implicit promote; {advice}",
         )
+    reasons.append(_coverage_line(coverage, paired_per_task_type))
     reasons.append(_trailer(levels, len(pairs), coverage, cache_hits))
     return verdict(decision, reasons, tuple(j.check for j in judged))

@@ -19,6 +19,8 @@ from faces.cli.options import (
     DeviceOpt,
     EncoderOpt,
     JsonOpt,
+    PaceOpt,
+    PaceSpeedOpt,
     PolicyOpt,
     ProgressOpt,
     RateOpt,
@@ -44,6 +46,8 @@ def build_settings(
     rate: float | None,
     timeout_s: float | None,
     warmup: int | None,
+    pace: str | None = None,
+    pace_speed: float | None = None,
 ) -> Settings:
     """Settings from the environment with the command-line overrides applied
     (:func:`shadoweval.config.load_settings`; an option not given is ``None``).
@@ -61,6 +65,8 @@ def build_settings(
                 "rate_per_s": rate,
                 "timeout_s": timeout_s,
                 "warmup_requests": warmup,
+                "pace": pace,
+                "pace_speed": pace_speed,
             },
             "database": {"url": database_url or None},
         }
@@ -110,6 +116,8 @@ def evaluate_command(
     rate: RateOpt = None,
     timeout_s: TimeoutOpt = None,
     warmup: WarmupOpt = None,
+    pace: PaceOpt = None,
+    pace_speed: PaceSpeedOpt = None,
     encoder: EncoderOpt = "minilm",
     device: DeviceOpt = "cpu",
     structured_task_type: StructuredOpt = None,
@@ -135,7 +143,13 @@ def evaluate_command(
     from application.evaluation import EvaluationRequest, evaluate
     from application.runs import RunRequest
     from faces.cli.exit_codes import EXIT_CODES, EXIT_ERROR
-    from faces.cli.render import print_result, wide_console
+    from faces.cli.render import (
+        load_text,
+        load_warnings,
+        print_result,
+        print_warnings,
+        wide_console,
+    )
     from shadoweval.errors import ShadowEvalError
 
     err = Console(stderr=True)
@@ -149,6 +163,8 @@ def evaluate_command(
             rate=rate,
             timeout_s=timeout_s,
             warmup=warmup,
+            pace=pace,
+            pace_speed=pace_speed,
         )
         result = evaluate(
             EvaluationRequest(
@@ -176,13 +192,14 @@ def evaluate_command(
     except (ShadowEvalError, FileNotFoundError) as exc:
         print_error(err, exc)
         raise typer.Exit(EXIT_ERROR) from None
+    print_warnings(err, result.gate.warnings)
     print_result(out, result.gate.summary, result.gate.verdict)
     rep = result.replay
+    load = rep.as_dict()
+    print_warnings(err, load_warnings(load))
     out.print(
         f"replayed {sum(rep.sent.values())} (skipped {sum(rep.skipped.values())}) "
-        f"in {rep.wall_s:.1f}s "
-        f"({rep.achieved_rate_per_s:.1f}/s"
-        + (f", target {rep.target_rate_per_s:g}/s" if rep.target_rate_per_s else "")
+        f"in {rep.wall_s:.1f}s ({load_text(load)}"
         + f"); errors {dict(rep.errors) or 0}; rejected lines {dict(rep.rejected) or 0}; "
         + (f"cache hits {dict(rep.cache_hits)}; " if rep.cache_hits else "")
         + f"stages {result.stages_s}"

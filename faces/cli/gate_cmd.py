@@ -191,7 +191,7 @@ def gate_command(
     from application.runs import check_presented_policy
     from faces.cli.exit_codes import EXIT_CODES, EXIT_ERROR
     from faces.cli.options import database_url as resolve_url
-    from faces.cli.render import print_result, wide_console
+    from faces.cli.render import print_result, print_warnings, wide_console
     from shadoweval.errors import ShadowEvalError
 
     err = wide_console(stderr=True)
@@ -232,6 +232,7 @@ def gate_command(
     except KeyboardInterrupt:
         print_error(err, "interrupted before a decision")
         raise typer.Exit(EXIT_ERROR) from None
+    print_warnings(err, result.warnings)
     print_result(out, result.summary, result.verdict)
     if result.reused_terminal:
         out.print("(terminal verdict: returned as stored)")

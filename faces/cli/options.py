@@ -84,7 +84,28 @@ TimeoutOpt = Annotated[
     float | None, typer.Option("--timeout", help="Limit on one whole request, seconds.")
 ]
 WarmupOpt = Annotated[
-    int | None, typer.Option("--warmup", help="Warm-up requests per target (no latency).")
+    int | None,
+    typer.Option(
+        "--warmup",
+        help="Warm-up requests per target: sent and completed before the measured ones, "
+        "kept out of latency.",
+    ),
+]
+PaceOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--pace",
+        help="rate: starts spaced by --rate (as fast as --concurrency allows without it); "
+        "capture: at the captured inter-arrival times (each exchange's capture time), "
+        "divided by --pace-speed.",
+    ),
+]
+PaceSpeedOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--pace-speed",
+        help="With --pace capture: replay this many times faster than captured (2.0: twice).",
+    ),
 ]
 
 

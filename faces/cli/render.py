@@ -6,6 +6,7 @@ import math
 from collections.abc import Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
@@ -217,6 +218,7 @@ def verdict_panel(verdict: Verdict, max_reasons: int = 6) -> Panel:
         f"coverage: {cov.paired}/{cov.captured} paired ({cov.share:.1%}); "
         f"errored {cov.errored}, skipped {cov.skipped}, warm-up {cov.warmup}"
     )
+    lines += coverage_lines(verdict)
     cached = verdict.latency_cache_hits
     if cached.pairs:
         lines.append(
@@ -225,6 +227,69 @@ def verdict_panel(verdict: Verdict, max_reasons: int = 6) -> Panel:
         )
     lines.append(f"policy {verdict.policy_hash[:12]} · look {verdict.look} · run {verdict.run_id}")
     return Panel("\n".join(lines), title="Verdict", title_align="left")
+
+
+def coverage_lines(verdict: Verdict) -> list[str]:
+    """``  by route: …`` and ``  by task type: …`` lines (paired / captured; skipped), each
+    route that was not evaluated marked; none for a verdict stored before they existed."""
+    cov = verdict.coverage
+    lines: list[str] = []
+    if cov.per_route:
+        parts = []
+        for route, c in sorted(cov.per_route.items()):
+            part = f"{escape(route)} {c.paired}/{c.captured}"
+            if c.skipped:
+                part += f" ({c.skipped} skipped)"
+            if c.captured and not c.paired:
+                part = f"[bold yellow]{part} not evaluated[/]"
+            parts.append(part)
+        lines.append("  by route: " + ", ".join(parts))
+    captured = {t: n for t, n in cov.per_task_type.items() if n > 0}
+    if captured:
+        paired = cov.paired_per_task_type
+        lines.append(
+            "  by task type: "
+            + ", ".join(f"{escape(t)} {paired.get(t, 0)}/{n}" for t, n in sorted(captured.items()))
+        )
+    for replay_pass in cov.load_shortfalls()[:1]:
+        lines.append(
+            f"[bold yellow]  replay load: measured at {replay_pass.describe_load()}[/] "
+            "(latency was compared at that load)"
+        )
+    return lines
+
+
+def load_text(counts: Mapping[str, Any]) -> str:
+    """A replay's pace and achieved start rate from its JSON counts:
+    ``13.9/s of 500/s asked``, ``captured pace ×2: 3.1/s of 3.1/s``, ``12.0/s``."""
+    achieved = counts.get("achieved_rate_per_s")
+    asked = counts.get("asked_rate_per_s")
+    rate = "–" if achieved is None else f"{achieved:.1f}/s"
+    if counts.get("pace") == "capture":
+        speed = counts.get("pace_speed") or 1.0
+        of = f" of {asked:.1f}/s" if asked is not None else ""
+        return f"captured pace ×{speed:g}: {rate}{of}"
+    if asked is not None:
+        return f"{rate} of {asked:g}/s asked"
+    return rate
+
+
+def load_warnings(counts: Mapping[str, Any]) -> list[str]:
+    """The warning a replay's JSON counts call for: its measured requests started below
+    95% of the asked rate (``rate_shortfall``)."""
+    if not counts.get("rate_shortfall"):
+        return []
+    return [
+        f"replay load: the measured requests started at {load_text(counts)} (below 95% of "
+        "the asked rate): the latency checks will say they were measured under a different "
+        "load; lower --rate, raise --concurrency, or check the target"
+    ]
+
+
+def print_warnings(console: Console, warnings: list[str] | tuple[str, ...]) -> None:
+    """Print each warning as ``warning: …`` (escaped, verbatim)."""
+    for warning in warnings:
+        console.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False)
 
 
 CI_WIDTH = 160
@@ -259,6 +324,4 @@ def print_result(console: Console, summary: pd.DataFrame, verdict: Verdict) -> N
 
 def print_error(console: Console, error: object) -> None:
     """Print ``error:`` and the message verbatim (escaped: brackets in paths stay as is)."""
-    from rich.markup import escape
-
     console.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False)

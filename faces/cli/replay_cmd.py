@@ -16,6 +16,8 @@ from faces.cli.options import (
     CandidateUrlOpt,
     ConcurrencyOpt,
     DatabaseUrlOpt,
+    PaceOpt,
+    PaceSpeedOpt,
     PolicyOpt,
     ProgressOpt,
     RateOpt,
@@ -24,7 +26,7 @@ from faces.cli.options import (
     TimeoutOpt,
     WarmupOpt,
 )
-from faces.cli.render import print_error
+from faces.cli.render import load_warnings, print_error, print_warnings
 
 replay_app = typer.Typer(help="Replay captured requests to shadow targets.", no_args_is_help=True)
 
@@ -99,6 +101,8 @@ def replay_run(
     rate: RateOpt = None,
     timeout_s: TimeoutOpt = None,
     warmup: WarmupOpt = None,
+    pace: PaceOpt = None,
+    pace_speed: PaceSpeedOpt = None,
     progress: ProgressOpt = True,
     until_idle: UntilIdleOpt = None,
     metrics_port: MetricsPortOpt = None,
@@ -112,7 +116,10 @@ def replay_run(
     Outcomes are stored idempotently: running it again on the same run resumes, and sends
     only what has no outcome yet. A Kafka worker commits offsets only after the outcomes
     are stored; a restarted worker passes the same --run-id (its group is derived from
-    it). SIGTERM/SIGINT stop a Kafka worker gracefully. Prints the replay counts as JSON.
+    it). SIGTERM/SIGINT stop a Kafka worker gracefully. Warm-up requests (--warmup) are
+    sent and completed before the measured ones; --pace capture replays at the captured
+    inter-arrival times (--pace-speed to speed up). Prints the replay counts as JSON, and a
+    warning on stderr when the measured requests started below 95% of the asked rate.
     Exit 3 on error.
     """
     from rich.console import Console
@@ -137,6 +144,8 @@ def replay_run(
             rate=rate,
             timeout_s=timeout_s,
             warmup=warmup,
+            pace=pace,
+            pace_speed=pace_speed,
         )
         request = ReplayRequest(
             source=replay_source,
@@ -164,7 +173,9 @@ def replay_run(
     except (ShadowEvalError, FileNotFoundError) as exc:
         print_error(err, exc)
         raise typer.Exit(EXIT_ERROR) from None
-    typer.echo(json.dumps(result.report.as_dict(), indent=2))
+    counts = result.report.as_dict()
+    print_warnings(err, [*result.warnings, *load_warnings(counts)])
+    typer.echo(json.dumps(counts, indent=2))
 
 
 def register(app: typer.Typer) -> None:

@@ -1,4 +1,5 @@
-"""OpenAI chat-completions protocol at the edge: lenient models, SSE framing, reassembly.
+"""OpenAI chat-completions (and legacy completions) protocol at the edge: lenient models,
+SSE framing, reassembly.
 
 * :mod:`.models` — tolerant pydantic models of requests, responses and stream chunks.
 * :mod:`.sse` — incremental SSE framing with incremental UTF-8 decoding.
@@ -15,17 +16,20 @@ from shadoweval.llm_protocol.assembler import (
 )
 from shadoweval.llm_protocol.finish_reason import normalize_finish_reason
 from shadoweval.llm_protocol.models import (
+    COMPLETION_SAMPLING_PARAMS,
     SAMPLING_PARAMS,
     ChatCompletionChunk,
     ChatCompletionRequest,
     ChatCompletionResponse,
     ChatMessage,
+    CompletionRequest,
     ResponseFormat,
     ToolDefinition,
 )
 from shadoweval.llm_protocol.sse import SSEDecoder, SSEEvent
 
 __all__ = [
+    "COMPLETION_SAMPLING_PARAMS",
     "SAMPLING_PARAMS",
     "AssembledResponse",
     "ChatCompletionChunk",
@@ -33,6 +37,7 @@ __all__ = [
     "ChatCompletionResponse",
     "ChatMessage",
     "ChatStreamAssembler",
+    "CompletionRequest",
     "ResponseFormat",
     "SSEDecoder",
     "SSEEvent",

@@ -38,6 +38,23 @@ SAMPLING_PARAMS: tuple[str, ...] = (
 )
 """Request fields that change what a model samples; a replay pins each one it finds."""
 
+COMPLETION_SAMPLING_PARAMS: tuple[str, ...] = (
+    *(name for name in SAMPLING_PARAMS if name != "max_completion_tokens"),
+    "best_of",
+)
+"""The same for a legacy ``POST /v1/completions`` request (no ``max_completion_tokens``;
+``best_of`` samples several and returns the best)."""
+
+
+def _split_params(
+    model: BaseModel, names: tuple[str, ...]
+) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """``names`` split into (present name → value, names not set) in ``model``'s fields."""
+    data = model.model_dump(exclude_unset=True)
+    present = {k: data[k] for k in names if k in data and data[k] is not None}
+    missing = tuple(k for k in names if k not in present)
+    return present, missing
+
 
 class OpenAIModel(BaseModel):
     """Base of the lenient models: unknown fields are kept and their names logged."""
@@ -147,10 +164,7 @@ class ChatCompletionRequest(OpenAIModel):
 
     def sampling_params(self) -> tuple[dict[str, Any], tuple[str, ...]]:
         """Split :data:`SAMPLING_PARAMS` into (present name → value, names not set)."""
-        data = self.model_dump(exclude_unset=True)
-        present = {k: data[k] for k in SAMPLING_PARAMS if k in data and data[k] is not None}
-        missing = tuple(k for k in SAMPLING_PARAMS if k not in present)
-        return present, missing
+        return _split_params(self, SAMPLING_PARAMS)
 
     def wants_json(self) -> bool:
         """True when ``response_format`` asks for JSON (``json_object`` or ``json_schema``)."""
@@ -158,6 +172,40 @@ class ChatCompletionRequest(OpenAIModel):
             "json_object",
             "json_schema",
         )
+
+
+class CompletionRequest(OpenAIModel):
+    """A legacy ``POST /v1/completions`` body (``prompt`` → ``choices[].text``), leniently
+    parsed. ``prompt`` is a string, a list of strings, or token ids (a list of integers or
+    of lists of integers), as the API allows."""
+
+    model: str | None = None
+    prompt: str | list[Any]
+    stream: bool | None = None
+    stream_options: StreamOptions | None = None
+    suffix: str | None = None
+    echo: bool | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    n: int | None = None
+    best_of: int | None = None
+
+    def sampling_params(self) -> tuple[dict[str, Any], tuple[str, ...]]:
+        """Split :data:`COMPLETION_SAMPLING_PARAMS` into (present name → value, names
+        not set)."""
+        return _split_params(self, COMPLETION_SAMPLING_PARAMS)
+
+    def prompt_text(self) -> str | None:
+        """The prompt as text: the string, or a list of strings joined by newlines;
+        ``None`` for token ids."""
+        if isinstance(self.prompt, str):
+            return self.prompt
+        if self.prompt and all(isinstance(part, str) for part in self.prompt):
+            return "\n".join(self.prompt)
+        return None
 
 
 class UsageModel(OpenAIModel):

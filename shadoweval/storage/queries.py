@@ -12,15 +12,24 @@ first page costs.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy import ColumnElement, Select, and_, exists, func, or_, select, true
 from sqlalchemy.orm import Session, aliased
 
 from shadoweval.errors import StorageError
-from shadoweval.records import Coverage, ReplayErrorKind, ReplayTarget
+from shadoweval.records import (
+    Coverage,
+    ReplayErrorKind,
+    ReplayPass,
+    ReplayTarget,
+    RouteCoverage,
+)
+from shadoweval.routes import normalize_route
 from shadoweval.storage.models import (
     ExchangeRow,
     HumanLabelRow,
@@ -28,6 +37,7 @@ from shadoweval.storage.models import (
     RejectedRecordRow,
     ReplayOutcomeRow,
     RunExchangeRow,
+    RunRow,
 )
 from shadoweval.storage.types import RejectStage
 
@@ -145,6 +155,15 @@ def coverage(session: Session, run_id: str) -> Coverage:
     )
     captured = sum(per_task_type.values()) + rejected
     paired_count = int(paired or 0)
+    paired_per_task_type = {
+        str(task_type): int(count)
+        for task_type, count in session.execute(
+            select(PairScoreRow.task_type, func.count())
+            .where(PairScoreRow.run_id == run_id)
+            .group_by(PairScoreRow.task_type)
+            .order_by(PairScoreRow.task_type)
+        )
+    }
     return Coverage(
         rejected=rejected,
         captured=captured,
@@ -157,7 +176,111 @@ def coverage(session: Session, run_id: str) -> Coverage:
         per_task_type=per_task_type,
         baseline_repeat_replayed=repeat_replayed,
         baseline_repeat_errored=repeat_errored,
+        per_route=route_coverage(session, run_id),
+        paired_per_task_type=paired_per_task_type,
+        replay_passes=replay_passes(session, run_id),
     )
+
+
+def skip_reason_code(detail: str | None) -> str:
+    """What groups skip details: the text before the first ``": "`` (``size``,
+    ``route not replayable``, ``offload_unavailable``…), the whole detail without one."""
+    text = detail or "skipped"
+    return text.split(": ", 1)[0]
+
+
+def route_coverage(session: Session, run_id: str) -> dict[str, RouteCoverage]:
+    """:class:`~shadoweval.records.RouteCoverage` of each route of the run's members.
+
+    Routes are named without a trailing slash (:func:`shadoweval.routes.normalize_route`).
+    Skip details are grouped by :func:`skip_reason_code`; each group is named by its most
+    frequent detail (so the reason says, e.g., ``route not replayable: /v1/responses
+    (…)``).
+    """
+    skipped = ReplayErrorKind.SKIPPED.value
+    candidate = aliased(ReplayOutcomeRow, name="route_candidate")
+    scored = aliased(PairScoreRow, name="route_scored")
+    rows = session.execute(
+        select(
+            ExchangeRow.route,
+            func.count(),
+            func.count(candidate.id).filter(
+                or_(candidate.error_kind.is_(None), candidate.error_kind != skipped)
+            ),
+            func.count(candidate.id).filter(candidate.error_kind == skipped),
+            func.count(scored.id),
+        )
+        .select_from(RunExchangeRow)
+        .join(ExchangeRow, ExchangeRow.exchange_id == RunExchangeRow.exchange_id)
+        .outerjoin(
+            candidate,
+            and_(
+                candidate.exchange_id == RunExchangeRow.exchange_id,
+                candidate.run_id == run_id,
+                candidate.target == ReplayTarget.CANDIDATE.value,
+            ),
+        )
+        .outerjoin(
+            scored,
+            and_(scored.exchange_id == RunExchangeRow.exchange_id, scored.run_id == run_id),
+        )
+        .where(RunExchangeRow.run_id == run_id)
+        .group_by(ExchangeRow.route)
+    ).all()
+    counts: dict[str, list[int]] = {}
+    for route, captured, replayed, skip_count, paired in rows:
+        total = counts.setdefault(normalize_route(str(route)), [0, 0, 0, 0])
+        for i, value in enumerate((captured, replayed, skip_count, paired)):
+            total[i] += int(value)
+    details: dict[str, dict[str, Counter[str]]] = {}
+    detail_column = candidate.record["error_detail"].as_string()
+    for route, detail, count in session.execute(
+        select(ExchangeRow.route, detail_column, func.count())
+        .select_from(candidate)
+        .join(ExchangeRow, ExchangeRow.exchange_id == candidate.exchange_id)
+        .where(
+            candidate.run_id == run_id,
+            candidate.target == ReplayTarget.CANDIDATE.value,
+            candidate.error_kind == skipped,
+        )
+        .group_by(ExchangeRow.route, detail_column)
+    ):
+        by_code = details.setdefault(normalize_route(str(route)), {})
+        by_code.setdefault(skip_reason_code(detail), Counter())[detail or "skipped"] += int(count)
+    result: dict[str, RouteCoverage] = {}
+    for route in sorted(counts):
+        captured, replayed, skip_count, paired = counts[route]
+        reasons = {
+            group.most_common(1)[0][0]: sum(group.values())
+            for group in details.get(route, {}).values()
+        }
+        result[route] = RouteCoverage(
+            captured=captured,
+            replayed=replayed,
+            skipped=skip_count,
+            paired=paired,
+            skip_reasons=dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
+        )
+    return result
+
+
+REPLAY_PASSES_KEY = "replay_passes"
+"""Key of a run's ``settings`` under which its replay passes are kept
+(:meth:`~shadoweval.storage.Repository.record_replay_pass`)."""
+
+
+def replay_passes(session: Session, run_id: str) -> tuple[ReplayPass, ...]:
+    """The run's recorded replay passes, oldest first (a stored pass that no longer
+    validates is left out)."""
+    settings = session.scalar(select(RunRow.settings).where(RunRow.run_id == run_id)) or {}
+    stored = settings.get(REPLAY_PASSES_KEY) if isinstance(settings, dict) else None
+    passes: list[ReplayPass] = []
+    for item in stored if isinstance(stored, list) else ():
+        try:
+            passes.append(ReplayPass.model_validate(item))
+        except ValidationError:
+            continue
+    return tuple(passes)
 
 
 # ------------------------------------------------------------------ samples

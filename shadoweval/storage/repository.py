@@ -36,6 +36,7 @@ from shadoweval.records import (
     ModelIdentity,
     PairScore,
     ReplayOutcome,
+    ReplayPass,
     ReplayTarget,
     new_exchange_id,
     utc_now,
@@ -58,6 +59,9 @@ from shadoweval.storage.statements import insert_ignore, upsert
 from shadoweval.storage.types import PolicyAuditAction, RunInfo, RunStatus
 
 logger = logging.getLogger(__name__)
+
+MAX_REPLAY_PASSES = 200
+"""Replay passes kept per run (the latest; a long-lived Kafka deployment restarts workers)."""
 
 PairInput = tuple[Exchange, ReplayOutcome, ReplayOutcome | None]
 """(captured exchange, candidate outcome, baseline-repeat outcome if any)."""
@@ -383,7 +387,31 @@ class Repository(HistoryStore, PolicyAuditLog, SampleStore, LabelStore, Judgemen
           captured); ``per_task_type``: members per task type;
         * ``baseline_repeat_replayed`` / ``baseline_repeat_errored``: baseline-repeat
           outcomes sent (not skipped) / failed — the run's design: when it sent any, the
-          gate judges similarity against the noise floor, never the absolute limit.
+          gate judges similarity against the noise floor, never the absolute limit;
+        * ``per_route``: members, candidate replays sent and skipped (with the skip
+          reasons) and pairs per route; ``paired_per_task_type``: pairs per task type;
+        * ``replay_passes``: the passes recorded by :meth:`record_replay_pass`.
         """
         with self._db.session() as session:
             return queries.coverage(session, run_id)
+
+    def record_replay_pass(self, run_id: str, replay_pass: ReplayPass) -> None:
+        """Append one replay pass (its pacing and achieved load) to the run.
+
+        Kept in the run's ``settings`` (key ``replay_passes``, the latest
+        :data:`MAX_REPLAY_PASSES`), read back by :meth:`coverage_counts`; the row is locked
+        while it is updated, so concurrent Kafka workers do not lose each other's passes.
+
+        Raises:
+            StorageError: unknown run.
+        """
+        with self._db.session() as session:
+            row = session.get(RunRow, run_id, with_for_update=True)
+            if row is None:
+                raise StorageError(f"unknown run {run_id!r}")
+            settings = dict(row.settings or {})
+            stored = settings.get(queries.REPLAY_PASSES_KEY)
+            passes = list(stored) if isinstance(stored, list) else []
+            passes.append(replay_pass.model_dump(mode="json"))
+            settings[queries.REPLAY_PASSES_KEY] = passes[-MAX_REPLAY_PASSES:]
+            row.settings = settings

@@ -178,7 +178,8 @@ class Sample:
     """One pair as an analyst reads it.
 
     ``request_messages`` are the captured request's ``messages`` as stored (after capture
-    redaction; empty when the body is not a JSON object with a message list);
+    redaction; for a legacy ``/v1/completions`` request its text ``prompt`` as one user
+    message; empty when the body is not a JSON object with either);
     ``request_params`` is the rest of the parsed request body (model, temperature,
     max_tokens, tools, response_format, …). ``baseline_text`` is the live answer's
     reassembled text and ``candidate_text`` the candidate replay's ("" when absent);
@@ -224,6 +225,14 @@ def _request_parts(exchange: Exchange) -> tuple[list[dict[str, Any]], dict[str, 
     params = {key: value for key, value in body.items() if key != "messages"}
     messages = body.get("messages")
     if not isinstance(messages, list):
+        # A legacy /v1/completions request: its prompt is the one user turn (the judge and
+        # the Samples page show it as such); token-id prompts stay in the parameters.
+        prompt = body.get("prompt")
+        if isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
+            prompt = "\n".join(prompt)
+        if isinstance(prompt, str):
+            params.pop("prompt")
+            return [{"role": "user", "content": prompt}], params
         return [], params
     return [m if isinstance(m, dict) else {"content": m} for m in messages], params
 

@@ -5,7 +5,9 @@ Lookup (:class:`RecordedIndex`): by the request's prompt key (roles and text con
 question in two categories with different tools), the row whose tools equal the
 request's tools wins, then the row with the same tool names, then the first row.
 
-Payloads (:class:`Answer`) follow the OpenAI chat-completions wire format:
+Payloads (:class:`Answer`) follow the OpenAI chat-completions wire format (and, for the
+legacy ``/v1/completions``, ``text_completion`` objects whose ``choices[].text`` carries the
+recorded text: :meth:`Answer.text_completion`, :meth:`Answer.text_chunk`):
 
 * non-streamed: one ``chat.completion`` object with ``usage``;
 * streamed: a role-only first chunk (``{"role": "assistant", "content": ""}``), one chunk
@@ -233,6 +235,43 @@ class Answer:
             "model": self.model,
             "choices": [],
             "usage": self.usage(),
+        }
+
+    # -- legacy /v1/completions ------------------------------------------------------
+
+    @property
+    def text_pieces(self) -> tuple[str, ...]:
+        """The content pieces of the answer (a legacy completion has no tool calls)."""
+        return tuple(d["content"] for d in self.deltas if "content" in d)
+
+    def text_completion(self) -> dict[str, Any]:
+        """The non-streamed legacy ``text_completion`` object (``choices[0].text``)."""
+        return {
+            "id": self.completion_id.replace("chatcmpl-", "cmpl-", 1),
+            "object": "text_completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "text": self.text or "",
+                    "logprobs": None,
+                    "finish_reason": "stop" if self.tool_calls else self.finish_reason,
+                }
+            ],
+            "usage": self.usage(),
+        }
+
+    def text_chunk(self, text: str, finish_reason: str | None = None) -> dict[str, Any]:
+        """One streamed ``text_completion`` event (``choices[0].text`` is the piece)."""
+        return {
+            "id": self.completion_id.replace("chatcmpl-", "cmpl-", 1),
+            "object": "text_completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [
+                {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
+            ],
         }
 
 

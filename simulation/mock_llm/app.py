@@ -11,6 +11,10 @@ Endpoints:
   (:mod:`simulation.mock_llm.latency`), with seeded injected faults
   (:mod:`simulation.mock_llm.faults`). The request's ``model`` is not checked; responses
   name ``model_name``.
+* ``POST /v1/completions`` — the legacy completions API: the ``prompt`` (a string, or a
+  list of strings joined by newlines) is looked up as one user message, and the recorded
+  text comes back as a ``text_completion`` (streamed or not; tool calls are left out),
+  paced like chat, with the injected error and hang faults.
 * ``GET /health`` — ``{"status": "ok", "rows": N}``.
 
 Errors use OpenAI's shape ``{"error": {"message", "type", "param", "code"}}``: a body that is
@@ -39,7 +43,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from shadoweval.llm_protocol import ChatCompletionRequest
+from shadoweval.llm_protocol import ChatCompletionRequest, CompletionRequest
 from shadoweval.tables import RecordedRow, prompt_key
 from simulation.mock_llm.answers import SSE_DONE, Answer, RecordedIndex, prompt_excerpt, sse
 from simulation.mock_llm.faults import FaultConfig, FaultKind, seeded_int, seeded_unit
@@ -229,6 +233,82 @@ async def _chat(request: Request) -> Response:
     return Response(body, media_type="application/json", headers={MOCK_HEADER[0]: MOCK_HEADER[1]})
 
 
+def _stream_text(answer: Answer, delays: Delays, *, include_usage: bool) -> Response:
+    async def events() -> AsyncIterator[bytes]:
+        start = anyio.current_time()
+        pieces = answer.text_pieces
+        for i, piece in enumerate(pieces):
+            await _sleep_until(start + delays.ttft_s + i * delays.itl_s)
+            yield sse(answer.text_chunk(piece))
+        if not pieces:
+            await _sleep(delays.ttft_s)
+        yield sse(answer.text_chunk("", answer.text_completion()["choices"][0]["finish_reason"]))
+        if include_usage:
+            yield sse(answer.usage_chunk() | {"object": "text_completion"})
+        yield SSE_DONE
+
+    return StreamingResponse(
+        events(),
+        media_type="text/event-stream",
+        headers={"cache-control": "no-cache", MOCK_HEADER[0]: MOCK_HEADER[1]},
+    )
+
+
+async def _completions(request: Request) -> Response:
+    state: MockState = request.app.state.mock
+    raw = await request.body()
+    try:
+        payload = orjson.loads(raw)
+        parsed = CompletionRequest.model_validate(payload)
+    except (orjson.JSONDecodeError, ValidationError) as exc:
+        return error_json(
+            400,
+            f"invalid completion request: {exc}",
+            type_="invalid_request_error",
+            code="invalid_request",
+            param="prompt",
+        )
+    prompt = parsed.prompt_text()
+    if prompt is None:
+        return error_json(
+            400,
+            "mock-llm answers text prompts only (not token ids)",
+            type_="invalid_request_error",
+            code="invalid_request",
+            param="prompt",
+        )
+    messages = [{"role": "user", "content": prompt}]
+    key = prompt_key(messages)
+    attempt = state.next_attempt(key)
+    fault = state.fault(key, attempt)
+    if fault is FaultKind.ERROR:
+        return error_json(
+            500, "mock-llm injected fault", type_="server_error", code="injected_error"
+        )
+    if fault is FaultKind.HANG:
+        return await _hang(request, state.faults.hang_limit_s)
+    row = state.index.lookup(messages, None)
+    if row is None:
+        return error_json(
+            404,
+            f"mock-llm: this prompt is not in the recorded table: {prompt[:80]!r}",
+            type_="invalid_request_error",
+            code="prompt_not_recorded",
+            param="prompt",
+        )
+    answer = Answer.build(row, messages, model=state.model_name, attempt=attempt)
+    delays = state.delays(key, row, max(len(answer.text_pieces), 1))
+    if parsed.stream:
+        include_usage = bool(parsed.stream_options and parsed.stream_options.include_usage)
+        return _stream_text(answer, delays, include_usage=include_usage)
+    await _sleep(delays.total_s(max(len(answer.text_pieces), 1)))
+    return Response(
+        orjson.dumps(answer.text_completion()),
+        media_type="application/json",
+        headers={MOCK_HEADER[0]: MOCK_HEADER[1]},
+    )
+
+
 async def _models(request: Request) -> Response:
     state: MockState = request.app.state.mock
     return JSONResponse(
@@ -284,6 +364,7 @@ def create_app(
     app = Starlette(
         routes=[
             Route("/v1/chat/completions", _chat, methods=["POST"]),
+            Route("/v1/completions", _completions, methods=["POST"]),
             Route("/v1/models", _models, methods=["GET"]),
             Route("/health", _health, methods=["GET"]),
         ],

@@ -5,6 +5,8 @@
 * :mod:`stats.policy.loading` — :func:`parse_policy`, :func:`parse_policy_yaml`,
   :func:`load_policy` (strict YAML, :class:`~shadoweval.errors.ConfigError` naming the
   field), :func:`policy_hash`, :func:`policy_to_yaml`, :data:`DEFAULT_POLICY_FILE`.
+* :mod:`stats.policy.traffic` — :func:`policy_traffic_problems`: policy task types and
+  routes that match no traffic of a run, with the closest name.
 
 This package re-exports both, so callers import from :mod:`stats.policy`.
 """
@@ -33,6 +35,7 @@ from stats.policy.schema import (
     NetHarmPolicy,
     ObservationPolicy,
     OutputTokensPolicy,
+    RoutePolicy,
     SequentialPolicy,
     SimilarityPolicy,
     SpendingKind,
@@ -41,6 +44,7 @@ from stats.policy.schema import (
     ValidityPolicy,
     effective,
 )
+from stats.policy.traffic import policy_traffic_problems
 
 __all__ = [
     "DEFAULT_POLICY_FILE",
@@ -57,6 +61,7 @@ __all__ = [
     "NetHarmPolicy",
     "ObservationPolicy",
     "OutputTokensPolicy",
+    "RoutePolicy",
     "SequentialPolicy",
     "SimilarityPolicy",
     "SpendingKind",
@@ -69,4 +74,5 @@ __all__ = [
     "parse_policy_yaml",
     "policy_hash",
     "policy_to_yaml",
+    "policy_traffic_problems",
 ]

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from shadoweval.errors import ConfigError
-from stats.policy.schema import GatePolicy, TaskTypePolicy
+from stats.policy.schema import GatePolicy, RoutePolicy, TaskTypePolicy
 
 __all__ = [
     "DEFAULT_POLICY_FILE",
@@ -83,6 +83,10 @@ def _allowed_fields(loc: tuple[int | str, ...]) -> list[str] | None:
         if len(parts) < 2:
             return None
         model, parts = TaskTypePolicy, parts[2:]
+    elif parts and parts[0] == "routes":
+        if len(parts) < 2:
+            return None
+        model, parts = RoutePolicy, parts[2:]
     for part in parts:
         info = model.model_fields.get(str(part))
         annotation = getattr(info, "annotation", None) if info else None
@@ -199,7 +203,12 @@ def load_policy(path: str | Path) -> GatePolicy:
 
 
 def _canonical(policy: GatePolicy) -> dict[str, Any]:
-    return policy.model_dump(mode="json")
+    dumped = policy.model_dump(mode="json")
+    if not dumped["routes"]:
+        # Left out when empty: a policy without per-route entries hashes (and dumps) as it
+        # did before the key existed, so runs frozen then keep their hash.
+        del dumped["routes"]
+    return dumped
 
 
 def policy_hash(policy: GatePolicy) -> str:

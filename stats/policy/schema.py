@@ -50,6 +50,7 @@ __all__ = [
     "NetHarmPolicy",
     "ObservationPolicy",
     "OutputTokensPolicy",
+    "RoutePolicy",
     "SequentialPolicy",
     "SimilarityPolicy",
     "SpendingKind",
@@ -509,6 +510,20 @@ _METRIC_BLOCKS = (
 )
 
 
+class RoutePolicy(_Block):
+    """What the gate asks of one captured route (``routes: {"/v1/responses": {...}}``).
+
+    Attributes:
+        required: traffic captured on the route must be replayed and scored before a
+            PROMOTE (default ``true``): a captured route with no pair, or with replay
+            coverage below ``min_coverage``, is a HOLD naming the route. ``false`` exempts
+            it: the verdict still names the route and its unevaluated exchanges, as a
+            note, and they still count in the run's and their task types' coverage.
+    """
+
+    required: StrictBool = True
+
+
 def _as_mapping(value: object) -> dict[str, Any] | None:
     if isinstance(value, BaseModel):
         return value.model_dump()
@@ -543,7 +558,12 @@ class GatePolicy(_Block):
         error_rate, infra_error_rate, format_parse, similarity, latency, output_tokens:
             metric blocks.
         task_types: per-task-type overrides of any metric block and of ``min_pairs``,
-            resolved on validation into full :class:`TaskTypePolicy` views.
+            resolved on validation into full :class:`TaskTypePolicy` views. A name that
+            matches no task type of the run's traffic is a HOLD naming it (a typo must
+            not change the verdict silently; :mod:`stats.policy.traffic`).
+        routes: per-route requirements (:class:`RoutePolicy`), keyed by the route as
+            captured, without a trailing slash (``/v1/responses``); every captured route
+            is required unless listed here with ``required: false``.
     """
 
     version: Annotated[Literal[1], BeforeValidator(_strict_integer)] = 1
@@ -568,6 +588,7 @@ class GatePolicy(_Block):
     net_harm: NetHarmPolicy = NetHarmPolicy()
     observation: ObservationPolicy = ObservationPolicy()
     task_types: dict[str, TaskTypePolicy] = Field(default_factory=dict)
+    routes: dict[str, RoutePolicy] = Field(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
@@ -614,6 +635,26 @@ class GatePolicy(_Block):
             if name == POOLED:
                 raise ValueError(f"{POOLED!r} is reserved for the pooled analysis")
         return value
+
+    @field_validator("routes")
+    @classmethod
+    def _route_names(cls, value: dict[str, RoutePolicy]) -> dict[str, RoutePolicy]:
+        for route in value:
+            if not route.startswith("/") or "?" in route:
+                raise ValueError(
+                    f"route {route!r} must be a path starting with '/', without a query"
+                )
+            if route != "/" and route.endswith("/"):
+                raise ValueError(
+                    f"route {route!r}: write it without the trailing slash "
+                    f"({route.rstrip('/') or '/'!r}); requests with one are captured under it"
+                )
+        return value
+
+    def route_required(self, route: str) -> bool:
+        """Whether captured traffic on ``route`` must be evaluated (not exempted here)."""
+        listed = self.routes.get(route)
+        return True if listed is None else listed.required
 
 
 def effective(policy: GatePolicy, task_type: str) -> TaskTypePolicy:

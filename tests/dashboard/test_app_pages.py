@@ -23,6 +23,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from faces.dashboard.banner import NO_VERDICT
+from faces.dashboard.coverage_view import TASK_TYPE_COLUMNS, route_table, task_type_table
 from shadoweval.pair_flags import PairFlag, pair_flags
 from shadoweval.records import (
     POOLED,
@@ -34,6 +35,9 @@ from shadoweval.records import (
     LabelValue,
     PairJudgement,
     QualityOutcome,
+    ReplayPace,
+    ReplayPass,
+    RouteCoverage,
 )
 from shadoweval.storage.samples import SampleFilter
 from simulation.pair_seeding import SECRET_EMAIL, SECRET_KEY, TASK_MIX
@@ -147,6 +151,15 @@ def assert_overview_matches(app: AppTest, seeded: Seeded) -> None:
     metrics = {m.label: m.value for m in app.metric}
     assert metrics["Decision"] == "HOLD"
     assert metrics["Look"] == str(verdict.look)
+    routes = frame_with(app, "skip reasons")
+    pd.testing.assert_frame_equal(
+        routes.reset_index(drop=True), route_table(verdict), check_dtype=False
+    )
+    assert list(routes["evaluated"]) == ["yes"]  # every seeded pair is on the chat route
+    [task_types] = [d.value for d in app.dataframe if tuple(d.value.columns) == TASK_TYPE_COLUMNS]
+    pd.testing.assert_frame_equal(
+        task_types.reset_index(drop=True), task_type_table(verdict), check_dtype=False
+    )
 
     pairs = pairs_of(repo, run_id)
     summary = task_type_summary(pairs, verdict)
@@ -265,6 +278,50 @@ def test_overview_without_a_verdict_says_so_and_never_gates(tmp_path, open_app: 
         assert set(table["similarity check"]) == {"–"}
         assert data.repo.latest_verdict(data.run_id) is None  # the dashboard never gates
         assert any("No pairs of this run are labelled" in i.value for i in app.info)
+    finally:
+        data.repo.database.dispose()
+
+
+def test_overview_names_a_route_that_was_not_evaluated_and_a_replay_shortfall(
+    tmp_path, open_app: OpenApp
+) -> None:
+    data = seed_database(f"sqlite:///{tmp_path / 'routes.db'}", labels=False, judged=False)
+    try:
+        stored = data.repo.latest_verdict(data.run_id)
+        assert stored is not None
+        coverage = stored.coverage
+        skip = "route not replayable: /v1/responses (the Responses API is not replayed: …)"
+        routes = {
+            **coverage.per_route,
+            "/v1/responses": RouteCoverage(captured=15, skipped=15, skip_reasons={skip: 15}),
+        }
+        slow = ReplayPass(
+            source="capture_log",
+            pace=ReplayPace.RATE,
+            asked_rate_per_s=500.0,
+            achieved_rate_per_s=13.9,
+            measured_starts=300,
+        )
+        verdict = stored.model_copy(
+            update={
+                "decided_at": stored.decided_at + timedelta(minutes=1),
+                "coverage": coverage.model_copy(
+                    update={"per_route": routes, "replay_passes": (slow,)}
+                ),
+            }
+        )
+        data.repo.save_verdict(verdict, "test")
+        app = open_app(data.url)
+        assert not app.exception
+        warnings = [unescape(w.value) for w in app.warning]
+        [route_warning] = [w for w in warnings if "Captured but not evaluated" in w]
+        assert "`/v1/responses`" in route_warning
+        assert "routes: {<route>: {required: false}}" in route_warning
+        assert any("measured at 13.9 req/s of 500 asked" in w for w in warnings)
+        shown = rows_by(frame_with(app, "skip reasons"), "route")
+        assert shown[("/v1/responses",)]["evaluated"] == "NO"
+        assert shown[("/v1/responses",)]["skip reasons"] == f"{skip} (15)"
+        assert shown[("/v1/responses",)]["coverage"] == 0.0
     finally:
         data.repo.database.dispose()
 

@@ -763,3 +763,35 @@ async def test_a_replay_that_raises_is_dead_lettered_and_the_partition_moves_on(
         b"conflicting_duplicate",
         b"send_failed",
     ]
+
+
+# ------------------------------------------------------------------ warm-up first (issue 13)
+
+
+async def test_warmup_answers_are_in_before_the_first_measured_record_is_sent(
+    harness: Harness, rows: list[RecordedRow], llama31_rows: list[RecordedRow]
+) -> None:
+    """A cold replica holds its first two answers: the worker sends nothing else until
+    they are in (records of all partitions, dispatch order)."""
+    from tests.replay.test_replay_routes_and_load import ColdReplica
+
+    exchanges = exchanges_for(rows[:20])
+    await produce(harness.broker.bootstrap, [line(e) for e in exchanges])
+    replica = ColdReplica(mock_app(llama31_rows, model_name=CANDIDATE.name), cold=2)
+    target = candidate("http://candidate", transport=httpx.ASGITransport(app=replica))
+    task = asyncio.ensure_future(harness.run([target], warmup_requests=2, concurrency=8))
+    await asyncio.wait_for(replica.all_held.wait(), 60)
+    for _ in range(50):  # room for measured requests to go out, were they not held back
+        await asyncio.sleep(0)
+    assert [kind for kind, _ in replica.events] == ["arrive", "arrive"]
+    replica.warm.set()
+    _, report = await task
+    warm_ids = {exchange_id for _, exchange_id in replica.events[:2]}
+    last_warm_answer = max(i for i, e in enumerate(replica.events) if e[1] in warm_ids)
+    first_measured = min(
+        i for i, e in enumerate(replica.events) if e[0] == "arrive" and e[1] not in warm_ids
+    )
+    assert first_measured > last_warm_answer
+    flagged = {o.exchange_id for o in harness.repo.load_outcomes(harness.run_id) if o.warmup}
+    assert flagged == warm_ids
+    assert (report.warmup_starts, report.measured_starts) == (2, 18)

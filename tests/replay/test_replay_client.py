@@ -371,7 +371,9 @@ async def test_empty_event_stream_is_decode() -> None:
     async with mock_client(handler) as client:
         result = await client.send(plain_request(stream=True))
     assert result.error_kind is ReplayErrorKind.DECODE
-    assert result.error_detail == "stream ended without any chat.completion.chunk event"
+    assert result.error_detail == (
+        "stream ended without any completion chunk event (chat or text_completion)"
+    )
 
 
 async def test_bad_content_encoding_is_decode_not_a_crash() -> None:

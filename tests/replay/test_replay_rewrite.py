@@ -10,12 +10,13 @@ import pytest
 
 from replay.rewrite import (
     DEFAULT_REPLAY_ROUTES,
+    NOT_REPLAYED,
     SHADOW_MARKER_HEADER,
     ReplayRequest,
     SkipReplay,
     build_replay_request,
 )
-from shadoweval.llm_protocol import SAMPLING_PARAMS
+from shadoweval.llm_protocol import COMPLETION_SAMPLING_PARAMS, SAMPLING_PARAMS
 from shadoweval.records import RequestRecord
 from tests.replay.conftest import chat_body, make_exchange
 
@@ -42,20 +43,31 @@ def _body(result: ReplayRequest | SkipReplay) -> dict[str, Any]:
 # ------------------------------------------------------------------ allow-list, skips
 
 
-@pytest.mark.parametrize(
-    "path", ["/v1/files", "/v1/fine_tuning/jobs", "/v1/responses", "/v1/embeddings"]
-)
+@pytest.mark.parametrize("path", ["/v1/files", "/v1/fine_tuning/jobs", "/v1/embeddings"])
 def test_route_outside_allow_list_is_skipped_with_reason(path: str) -> None:
     exchange = make_exchange(chat_body(), path=path)
     result = build_replay_request(exchange)
     assert result == SkipReplay(exchange.exchange_id, f"route not replayable: {path}")
 
 
+def test_responses_api_is_skipped_with_its_named_reason() -> None:
+    body = {"model": "m", "input": "Say hi.", "previous_response_id": "resp_1"}
+    exchange = make_exchange(body, path="/v1/responses")
+    result = build_replay_request(exchange)
+    assert isinstance(result, SkipReplay)
+    assert result.reason == f"route not replayable: /v1/responses ({NOT_REPLAYED['/v1/responses']})"
+    assert "previous_response_id" in result.reason
+    assert "routes: {/v1/responses: {required: false}}" in result.reason
+    # Even when a caller lists it as replayable, there is no request reader for it.
+    widened = build_replay_request(exchange, routes=DEFAULT_REPLAY_ROUTES | {"/v1/responses"})
+    assert isinstance(widened, SkipReplay)
+
+
 def test_allow_list_is_configurable_and_exact() -> None:
-    exchange = make_exchange(chat_body(), path="/v1/completions")
-    assert isinstance(build_replay_request(exchange), SkipReplay)
-    routes = DEFAULT_REPLAY_ROUTES | {"/v1/completions"}
-    assert _request(build_replay_request(exchange, routes=routes)).path == "/v1/completions"
+    exchange = make_exchange({"model": "m", "prompt": "Say hi."}, path="/v1/completions")
+    assert _request(build_replay_request(exchange)).path == "/v1/completions"
+    only_chat = frozenset({"/v1/chat/completions"})
+    assert isinstance(build_replay_request(exchange, routes=only_chat), SkipReplay)
     # Exact paths: a prefix does not match.
     extra = make_exchange(chat_body(), path="/v1/chat/completions/extra")
     assert isinstance(build_replay_request(extra), SkipReplay)
@@ -63,6 +75,49 @@ def test_allow_list_is_configurable_and_exact() -> None:
     # may hold masked credentials).
     queried = make_exchange(chat_body(), path="/v1/chat/completions?api_key=[REDACTED:x]")
     assert _request(build_replay_request(queried)).path == "/v1/chat/completions"
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions/", "/v1/chat/completions//?x=1"])
+def test_trailing_slash_is_the_route_and_the_replay_goes_to_the_route(path: str) -> None:
+    exchange = make_exchange(chat_body(), path=path)
+    assert _request(build_replay_request(exchange)).path == "/v1/chat/completions"
+
+
+# ------------------------------------------------------------------ legacy completions
+
+
+def test_legacy_completion_is_replayed_with_its_prompt_and_pinned_params() -> None:
+    body = {"model": "live", "prompt": "Once upon a time", "max_tokens": 16, "temperature": 0.2}
+    request = _request(build_replay_request(make_exchange(body, path="/v1/completions")))
+    assert request.path == "/v1/completions"
+    assert not request.stream
+    assert orjson.loads(request.body) == body
+    assert request.pinned_params == {"temperature": 0.2, "max_tokens": 16}
+    assert "max_completion_tokens" not in request.missing_params  # not a completions field
+    assert set(request.missing_params) == set(COMPLETION_SAMPLING_PARAMS) - {
+        "temperature",
+        "max_tokens",
+    }
+
+
+def test_streamed_legacy_completion_asks_for_usage() -> None:
+    body = {"model": "live", "prompt": ["a", "b"], "stream": True}
+    request = _request(
+        build_replay_request(make_exchange(body, path="/v1/completions"), model="cand")
+    )
+    sent = orjson.loads(request.body)
+    assert request.stream
+    assert request.headers["accept"] == "text/event-stream"
+    assert sent["stream_options"] == {"include_usage": True}
+    assert sent["model"] == "cand"
+    assert sent["prompt"] == ["a", "b"]
+
+
+def test_completion_without_a_prompt_is_skipped_naming_the_field() -> None:
+    exchange = make_exchange(chat_body(), path="/v1/completions")
+    result = build_replay_request(exchange)
+    assert isinstance(result, SkipReplay)
+    assert result.reason.startswith("request is not a legacy completion: prompt:")
 
 
 @pytest.mark.parametrize(

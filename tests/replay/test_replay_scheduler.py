@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from replay.scheduler import PacedStats, RatePacer, run_paced
+from replay.scheduler import Dispatch, PacedStats, RatePacer, StartMeter, run_paced
 
 pytestmark = pytest.mark.anyio
 
@@ -167,7 +167,7 @@ async def test_empty_source() -> None:
     tracker = Tracker()
     stats = await run_paced([], tracker.work, tracker.on_result, concurrency=2)
     assert stats.started == 0
-    assert stats.achieved_rate_per_s >= 0.0
+    assert stats.achieved_rate_per_s is None  # no start, no rate
 
 
 # ----------------------------------------------------------------------- pacing
@@ -197,7 +197,9 @@ async def test_rate_pacing_spaces_starts(rate: float) -> None:
     # The starts span (n - 1) intervals: the achieved start rate matches the target.
     span_rate = (n - 1) / (starts[-1] - starts[0])
     assert 0.7 <= span_rate / rate <= 1.05
-    assert 0.6 <= stats.achieved_rate_per_s / rate <= 1.1
+    # The achieved rate is the start rate of the measured requests, on the pacer's clock.
+    assert stats.achieved_rate_per_s == pytest.approx(rate)
+    assert stats.measured_starts == n
 
 
 @pytest.mark.usefixtures("virtual_time")
@@ -224,6 +226,7 @@ async def test_slow_target_lowers_the_achieved_rate_and_is_never_caught_up() -> 
 
     stats = await run_paced(range(20), work, tracker.on_result, concurrency=1, rate_per_s=rate)
     starts = sorted(tracker.starts)
+    assert stats.achieved_rate_per_s is not None
     assert stats.achieved_rate_per_s < 0.75 * rate
     stall_gaps = [b - a for a, b in itertools.pairwise(starts[:5])]
     assert min(stall_gaps) >= 0.05 - 1e-9  # a float's rounding, no more
@@ -260,9 +263,20 @@ async def test_concurrency_must_be_positive() -> None:
         await run_paced([1], tracker.work, tracker.on_result, concurrency=0)
 
 
-def test_achieved_rate() -> None:
-    assert PacedStats(started=10, wall_s=2.0).achieved_rate_per_s == 5.0
-    assert PacedStats(started=0, wall_s=0.0).achieved_rate_per_s == 0.0
+def test_start_meter_counts_measured_starts_only() -> None:
+    meter = StartMeter()
+    meter.record(0.0, Dispatch(measured=False))  # a warm-up request: counted apart
+    meter.record(5.0, Dispatch(paced=False, measured=False))  # a skip: not a start at all
+    assert meter.achieved_rate_per_s is None
+    for k in range(11):
+        meter.record(10.0 + 0.5 * k, Dispatch())
+    assert (meter.count, meter.warmups) == (11, 1)
+    assert meter.achieved_rate_per_s == pytest.approx(2.0)  # 10 gaps over 5 s
+    same_instant = StartMeter()
+    same_instant.record(1.0, Dispatch())
+    same_instant.record(1.0, Dispatch())
+    assert same_instant.achieved_rate_per_s is None
+    assert PacedStats(started=0, wall_s=0.0).achieved_rate_per_s is None
 
 
 # ----------------------------------------------------------------------- errors

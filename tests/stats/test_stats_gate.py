@@ -285,7 +285,8 @@ def test_too_few_pairs_in_a_blocking_task_type_holds(
     [few] = [r for r in v.reasons if r.startswith("task type 'rare', error_rate")]
     assert "too few pairs: 120 < min pairs" in few
     assert "(power 80% at the observed discordance" in few
-    assert all("'rare'" in r for r in v.reasons[:-1])
+    assert all("'rare'" in r for r in v.reasons[:-2])
+    assert v.reasons[-2].startswith("coverage:")  # what was evaluated, then the context
     assert v.reasons[-1].startswith("sequential:")
 
 

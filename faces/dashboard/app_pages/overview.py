@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from faces.dashboard import loaders
+from faces.dashboard import coverage_view, loaders
 from faces.dashboard.banner import BANNER_REASONS, reasons_markdown, verdict_banner
 from faces.dashboard.check_cells import checks_table, style_checks_table
 from faces.dashboard.context import current
@@ -54,6 +54,47 @@ if verdict is not None:
         f" · {coverage.errored:,} errored, {coverage.skipped:,} skipped, "
         f"{count_noun(coverage.warmup, 'warm-up replay')}, "
         f"{count_noun(coverage.rejected, 'unreadable capture line')}"
+    )
+
+st.subheader("Coverage")
+routes = coverage_view.route_table(verdict)
+if verdict is None:
+    st.info("No verdict yet: coverage is counted when the run is gated.")
+elif routes.empty:
+    st.caption("This verdict was stored before coverage by route was counted.")
+else:
+    unevaluated = routes.loc[routes["evaluated"] == "NO", "route"].tolist()
+    if unevaluated:
+        st.warning(
+            "**Captured but not evaluated:** "
+            + ", ".join(f"`{md_escape(r)}`" for r in unevaluated)
+            + " — the verdict holds on such a route unless the policy exempts it "
+            "(`routes: {<route>: {required: false}}`)."
+        )
+    st.dataframe(
+        routes,
+        hide_index=True,
+        placeholder="–",
+        key="coverage_routes",
+        column_config={"coverage": st.column_config.NumberColumn(format="percent")},
+    )
+    st.dataframe(
+        coverage_view.task_type_table(verdict),
+        hide_index=True,
+        placeholder="–",
+        key="coverage_task_types",
+        column_config={"coverage": st.column_config.NumberColumn(format="percent")},
+    )
+    note = coverage_view.load_note(verdict)
+    if note is not None:
+        st.warning(
+            f"**Replay load:** {md_escape(note)} — the latency checks were measured at that "
+            "load, not the asked one."
+        )
+    st.caption(
+        "Coverage = paired / captured, by route (the path without a trailing slash) and by "
+        "task type, from the stored verdict. Skipped exchanges were not sent (the reason "
+        "says why: e.g. /v1/responses is not replayed)."
     )
 
 st.subheader("Per task type")
