@@ -42,6 +42,7 @@ from typing import Any
 
 import orjson
 
+from export.writer import unescape_formula
 from shadoweval.errors import ConfigError, RecordDecodeError
 from shadoweval.records import HumanLabel, LabelValue, utc_now
 
@@ -172,7 +173,8 @@ def _unreadable(path: Path, exc: OSError) -> RecordDecodeError:
 
 def _csv_rows(path: Path) -> Rows:
     """The rows of a labelled CSV by its header, each located at ``<file>:<line>`` (the
-    line where the row starts; 1 is the header). Cells are text, exactly as written."""
+    line where the row starts; 1 is the header). Cells are text, as written, less the
+    export's formula escape (:func:`~export.writer.unescape_formula`)."""
     separator = csv_separator(path)
     shown = "tab" if separator == "\t" else repr(separator)
     csv.field_size_limit(max(csv.field_size_limit(), CSV_FIELD_LIMIT))
@@ -219,7 +221,9 @@ def _csv_rows(path: Path) -> Rows:
                 raw = _raw({"line_cells": cells, "header": header})
                 yield location, RejectedRow(location, "wrong_cell_count", detail, raw)
                 continue
-            yield location, dict(zip(header, cells, strict=True))
+            # A cell the export escaped (a run id or note starting like a formula) is read
+            # as it was before the escape, so a round trip keeps every value.
+            yield location, dict(zip(header, map(unescape_formula, cells), strict=True))
 
 
 def _jsonl_rows(path: Path) -> Rows:

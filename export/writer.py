@@ -84,6 +84,14 @@ def escape_formula(text: str) -> str:
     return FORMULA_ESCAPE + text if text.startswith(FORMULA_PREFIXES) else text
 
 
+def unescape_formula(text: str) -> str:
+    """The inverse of :func:`escape_formula`: ``'=x`` → ``=x``; any other text unchanged
+    (a ``'`` before a character that starts no formula was not put there by the export)."""
+    if text.startswith(FORMULA_ESCAPE) and text[1:].startswith(FORMULA_PREFIXES):
+        return text[1:]
+    return text
+
+
 def csv_bytes(rows: pd.DataFrame, *, raw_cells: bool = False) -> bytes:
     """The rows as CSV (see the module doc): formula-safe text cells unless ``raw_cells``.
 

@@ -15,6 +15,7 @@ the tables (:func:`faces.cli.render.wide_console`). ``COLUMNS`` is honoured when
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import os
@@ -52,6 +53,13 @@ class ShadowEvalGroup(TyperGroup):
             raise
         except (typer.Exit, typer.Abort):
             raise
+        except BrokenPipeError:
+            # The reader of stdout went away (``… | head``): nothing more can be shown, and
+            # that is no crash. Point stdout at /dev/null so the interpreter's own flush at
+            # exit does not raise again (the recipe of Python's signal module docs).
+            with contextlib.suppress(OSError, ValueError):  # stdout may be no file (tests)
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise typer.Exit(EXIT_ERROR) from None
         except Exception:
             logger.exception("shadow-eval failed unexpectedly")
             import traceback

@@ -80,13 +80,22 @@ def _check_properties(check: Check) -> list[tuple[str, str]]:
         ("p_value", check.p_value),
         ("critical", "true" if check.critical else "false"),
     ]
-    return [(name, str(value)) for name, value in values if value is not None]
+    return [(name, _number(value)) for name, value in values if value is not None]
+
+
+def _number(value: float | int | str | None) -> str:
+    """A value as text; a float to 12 significant digits, so binary noise does not show
+    (``1 - 0.7`` is ``0.3``, not ``0.30000000000000004``) and nothing a reader needs is cut."""
+    return f"{value:.12g}" if isinstance(value, float) else str(value)
 
 
 def _details(
     estimate: float | None, low: float | None, high: float | None, margin: float | None
 ) -> str:
-    return f"estimate={estimate} interval=[{low}, {high}] margin={margin}"
+    return (
+        f"estimate={_number(estimate)} interval=[{_number(low)}, {_number(high)}] "
+        f"margin={_number(margin)}"
+    )
 
 
 def write_junit(verdict: Verdict, path: Path) -> None:

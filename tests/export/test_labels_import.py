@@ -110,6 +110,28 @@ def test_csv_with_a_byte_order_mark_reads(tmp_path: Path) -> None:
     assert result.rejected == []
 
 
+def test_a_formula_escaped_csv_round_trips(tmp_path: Path) -> None:
+    """The export writes a run id or note that starts like a formula with a leading ``'``
+    (OWASP); the import reads it back as it was, so the labels belong to the run."""
+    from export.writer import escape_formula, unescape_formula
+
+    path = tmp_path / "escaped.csv"
+    row = ["a", escape_formula("-canary"), "chat", "same", escape_formula("=looks better")]
+    path.write_text(
+        "exchange_id,run_id,task_type,label,label_note\n" + ",".join(row) + "\n"
+        "b,-canary,chat,same,'plain quote\n",
+        encoding="utf-8",
+    )
+    result = read_labelled(path, run_id="-canary", labeller="ana")
+    assert result.rejected == []
+    assert [(x.exchange_id, x.note) for x in result.labels] == [
+        ("a", "=looks better"),
+        ("b", "'plain quote"),  # a quote before no formula character is the analyst's
+    ]
+    for text in ("=1", "+x", "-1", "@a", "\tt", "plain", "'", ""):
+        assert unescape_formula(escape_formula(text)) == text
+
+
 @pytest.mark.parametrize(
     ("typed", "value"),
     [("candidate_better", "candidate_better"), (" Candidate-Worse ", "candidate_worse"),
