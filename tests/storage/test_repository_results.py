@@ -8,7 +8,7 @@ import pytest
 import sqlalchemy as sa
 
 from shadoweval.errors import StorageError
-from shadoweval.records import Coverage, ReplayErrorKind, ReplayTarget
+from shadoweval.records import Coverage, ReplayErrorKind, ReplayTarget, RouteCoverage
 from shadoweval.storage import Repository
 from shadoweval.storage.statements import CHUNK_ROWS
 
@@ -267,6 +267,18 @@ def test_coverage_counts(repo: Repository, run_id: str) -> None:
         per_task_type={"chat": 6, "summarize": 4},
         baseline_repeat_replayed=2,
         baseline_repeat_errored=1,
+        # by route (issue 13): the candidate's sent and skipped outcomes (with the skip
+        # detail, read from the stored record), the pairs
+        per_route={
+            "/v1/chat/completions": RouteCoverage(
+                captured=10,
+                replayed=6,
+                skipped=1,
+                paired=4,
+                skip_reasons={"skipped: ⏱ nach 30 s": 1},
+            )
+        },
+        paired_per_task_type={"chat": 4},
     )
 
 
