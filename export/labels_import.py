@@ -179,7 +179,9 @@ def _csv_rows(path: Path) -> Rows:
     shown = "tab" if separator == "\t" else repr(separator)
     csv.field_size_limit(max(csv.field_size_limit(), CSV_FIELD_LIMIT))
     try:
-        handle = path.open(encoding="utf-8-sig", errors="replace", newline="")
+        # surrogateescape: a byte that is not UTF-8 is kept apart (a lone surrogate) and
+        # its row refused (invalid_utf8) instead of read with a replacement character.
+        handle = path.open(encoding="utf-8-sig", errors="surrogateescape", newline="")
     except OSError as exc:
         raise _unreadable(path, exc) from exc
     with handle:
@@ -221,9 +223,28 @@ def _csv_rows(path: Path) -> Rows:
                 raw = _raw({"line_cells": cells, "header": header})
                 yield location, RejectedRow(location, "wrong_cell_count", detail, raw)
                 continue
+            if any(_not_utf8(cell) for cell in cells):
+                detail = f"{location}: the row is not valid UTF-8 (save the file as UTF-8)"
+                raw = _raw({"line_cells": [_shown(cell) for cell in cells]})
+                yield location, RejectedRow(location, "invalid_utf8", detail, raw)
+                continue
             # A cell the export escaped (a run id or note starting like a formula) is read
             # as it was before the escape, so a round trip keeps every value.
             yield location, dict(zip(header, map(unescape_formula, cells), strict=True))
+
+
+def _not_utf8(cell: str) -> bool:
+    """Whether a cell read with ``surrogateescape`` held bytes that are not UTF-8."""
+    try:
+        cell.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _shown(cell: str) -> str:
+    """A cell for the rejected record: bytes that are not UTF-8 as U+FFFD."""
+    return cell.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def _jsonl_rows(path: Path) -> Rows:

@@ -118,7 +118,7 @@ def decode_exchange_line(line: str, location: str = "") -> Exchange:
             f"{location}: line is not a JSON object", location=location, reason="schema"
         )
     version = payload.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if type(version) is not int or version != SCHEMA_VERSION:  # not True, not 1.0
         raise RecordDecodeError(
             f"{location}: schema_version={version!r} is not supported (expected {SCHEMA_VERSION})",
             location=location,
@@ -171,11 +171,31 @@ def segment_files(path: Path) -> list[Path]:
 
 def _open_text(path: Path) -> IO[str]:
     # utf-8-sig: a byte-order mark at the start of the segment is not part of line 1.
+    # surrogateescape: a byte that is not UTF-8 becomes a lone surrogate, which no valid
+    # line can hold, so the reader refuses that line (``invalid_utf8``) instead of
+    # storing a replacement character the client never sent.
     with path.open("rb") as probe:
         head = probe.read(2)
     if head == GZIP_MAGIC:
-        return gzip.open(path, "rt", encoding="utf-8-sig", errors="replace", newline="\n")
-    return path.open("r", encoding="utf-8-sig", errors="replace", newline="\n")
+        return gzip.open(path, "rt", encoding="utf-8-sig", errors="surrogateescape", newline="\n")
+    return path.open("r", encoding="utf-8-sig", errors="surrogateescape", newline="\n")
+
+
+def _first_bad_byte(text: str) -> str:
+    """``0xFF at character 12``: the first byte of ``text`` that was not UTF-8."""
+    for index, char in enumerate(text):
+        if "\udc80" <= char <= "\udcff":
+            return f"0x{ord(char) - 0xDC00:02X} at character {index + 1}"
+    return "unknown"
+
+
+def _invalid_utf8(text: str) -> bool:
+    """Whether a line read with ``surrogateescape`` held bytes that are not UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def read_capture_log(path: str | Path) -> Iterator[LogEntry]:
@@ -183,8 +203,10 @@ def read_capture_log(path: str | Path) -> Iterator[LogEntry]:
 
     Every line yields exactly one entry. A blank (empty or white-space-only) line is an
     entry with ``reason="blank_line"`` (no writer makes one: it is counted and kept like
-    any other line that holds no exchange). A truncated gzip member (a segment cut by a
-    crash) yields a final entry with ``reason="truncated_segment"`` instead of raising.
+    any other line that holds no exchange); a line with bytes that are not UTF-8 is an
+    entry with ``reason="invalid_utf8"`` naming the first such byte. A truncated gzip
+    member (a segment cut by a crash) yields a final entry with
+    ``reason="truncated_segment"`` instead of raising.
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
@@ -204,6 +226,19 @@ def read_capture_log(path: str | Path) -> Iterator[LogEntry]:
                                 f"{location}: blank line ({len(text)} white-space characters)",
                                 location=location,
                                 reason="blank_line",
+                            ),
+                        )
+                        continue
+                    if _invalid_utf8(text):
+                        shown = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+                        yield LogEntry(
+                            location,
+                            shown,
+                            error=RecordDecodeError(
+                                f"{location}: the line is not valid UTF-8 (byte "
+                                f"{_first_bad_byte(text)}); a capture log is UTF-8 JSON Lines",
+                                location=location,
+                                reason="invalid_utf8",
                             ),
                         )
                         continue

@@ -34,6 +34,8 @@ from pydantic import (
 )
 from ulid import ULID
 
+from shadoweval.text import is_blank
+
 SCHEMA_VERSION: Literal[1] = 1
 """Version of every record shape in this module; bump on incompatible change."""
 
@@ -496,7 +498,7 @@ class Exchange(_Record):
     def _valid_task_type(cls, value: str, info: ValidationInfo) -> str:
         if not _checks_values(info):
             return value
-        if not value.strip():
+        if is_blank(value):  # also a zero width space alone: it would print as nothing
             raise ValueError(f"task_type must not be blank, got {value!r}")
         return _no_control_characters(value, "task_type")
 

@@ -97,6 +97,9 @@ SENSITIVE_NAME_WORDS: frozenset[str] = frozenset(
         "signature",
         "sig",
         "session",
+        "bearer",
+        "jwt",
+        "pwd",
     }
 )
 """Words (of a header or query-parameter name split on ``-``/``_``) that mark it sensitive."""

@@ -764,8 +764,9 @@ def _policy_problems(
 ) -> tuple[list[str], list[str]]:
     """Policy keys that match no traffic (:func:`stats.policy.policy_traffic_problems`):
     a task type is a HOLD reason (its thresholds apply to nothing, so a typo would change
-    the verdict silently); a route entry a note (an unmatched route entry exempts
-    nothing, and a required route's traffic is checked anyway)."""
+    the verdict silently); a route listed as required a HOLD reason too (nothing on it
+    was evaluated); a route listed with ``required: false`` a note (an unmatched
+    exemption exempts nothing)."""
     seen = {t for t, n in coverage.per_task_type.items() if n > 0}
     if len(pairs):
         seen |= set(pairs["task_type"].astype(str).unique())
@@ -778,6 +779,14 @@ def _policy_problems(
                 f"policy: {problem.describe()}: its thresholds apply to no pair, so the "
                 "verdict would not be the one the policy asks for; promotion is blocked "
                 "(correct the name: a corrected policy is a new run)"
+            )
+        elif policy.route_required(problem.name):
+            # Listed as required: the operator expects traffic there, and none came (a
+            # typo, or traffic that goes elsewhere) — nothing on it was evaluated.
+            blocking.append(
+                f"policy: {problem.describe()}: the policy requires this route to be "
+                "evaluated and no exchange on it was captured; promotion is blocked "
+                "(correct the route, or list it with required: false)"
             )
         else:
             notes.append(f"policy: {problem.describe()}: the entry has no effect")

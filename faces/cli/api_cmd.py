@@ -77,7 +77,7 @@ def serve_command(
     from shadoweval.api_settings import ApiSettings, required_token
     from shadoweval.errors import ConfigError, ShadowEvalError
 
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
     try:
         try:
             settings = ApiSettings()

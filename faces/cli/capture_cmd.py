@@ -70,7 +70,7 @@ def capture_serve(
     from faces.cli.render import print_error
     from shadoweval.errors import ShadowEvalError
 
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
     try:
         settings = capture_settings(
             CaptureOverrides(
@@ -100,8 +100,10 @@ def capture_serve(
     logging.getLogger("httpx").setLevel(logging.WARNING)
     cap = settings.capture
     err.print(
-        f"shadow-eval capture: proxy http://{cap.host}:{cap.port} → {cap.upstream_url}; "
-        f"admin http://{cap.host}:{cap.admin_port}; sinks {', '.join(cap.sinks)}"
+        f"shadow-eval capture: starting proxy http://{cap.host}:{cap.port} → "
+        f"{cap.upstream_url}; admin http://{cap.host}:{cap.admin_port}; "
+        f"sinks {', '.join(cap.sinks)}",
+        soft_wrap=True,
     )
     try:
         serve_capture(settings)

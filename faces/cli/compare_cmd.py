@@ -44,7 +44,7 @@ def compare_run_command(
     from shadoweval.config import load_settings
     from shadoweval.errors import ShadowEvalError
 
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
     try:
         compare_settings = load_settings().compare
         with open_repository(resolve_url(database_url), upgrade=False) as repo:

@@ -48,7 +48,7 @@ def demo_command(
     from shadoweval.errors import ShadowEvalError
 
     console = wide_console()
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
 
     def workload_ready(paths: DemoPaths, counts: dict[str, int]) -> None:
         mix = ", ".join(f"{task} {n}" for task, n in counts.items())

@@ -56,7 +56,7 @@ def capture_envoy_config(
     from faces.cli.render import print_error
     from shadoweval.errors import ShadowEvalError
 
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
     try:
         settings = envoy_settings(
             CaptureOverrides(upstream=upstream, host=host, port=port),
@@ -154,7 +154,7 @@ def capture_envoy(
     from faces.cli.render import print_error
     from shadoweval.errors import ShadowEvalError
 
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
     try:
         settings = envoy_settings(
             CaptureOverrides(

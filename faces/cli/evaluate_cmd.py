@@ -152,7 +152,7 @@ def evaluate_command(
     )
     from shadoweval.errors import ShadowEvalError
 
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
     out = wide_console(stderr=as_json)
     try:
         if report is not None:

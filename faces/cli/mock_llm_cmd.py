@@ -80,7 +80,7 @@ def mock_llm_command(
     from application.mock_llm import MockLlmRequest, build_mock_llm, serve_mock_llm
     from shadoweval.errors import ShadowEvalError
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)
     try:
         server = build_mock_llm(
             MockLlmRequest(

@@ -289,7 +289,9 @@ def load_warnings(counts: Mapping[str, Any]) -> list[str]:
 def print_warnings(console: Console, warnings: list[str] | tuple[str, ...]) -> None:
     """Print each warning as ``warning: …`` (escaped, verbatim)."""
     for warning in warnings:
-        console.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False)
+        console.print(
+            f"[bold yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True
+        )
 
 
 CI_WIDTH = 160
@@ -323,5 +325,6 @@ def print_result(console: Console, summary: pd.DataFrame, verdict: Verdict) -> N
 
 
 def print_error(console: Console, error: object) -> None:
-    """Print ``error:`` and the message verbatim (escaped: brackets in paths stay as is)."""
-    console.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False)
+    """Print ``error:`` and the message verbatim (escaped: brackets in paths stay as is) on
+    one line, never wrapped at the console's width (a CI log grep finds it whole)."""
+    console.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False, soft_wrap=True)

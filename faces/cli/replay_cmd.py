@@ -135,7 +135,7 @@ def replay_run(
     from faces.cli.exit_codes import EXIT_ERROR
     from shadoweval.errors import ShadowEvalError
 
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
     try:
         replay_source = parse_replay_source(source)
         settings = build_settings(

@@ -34,7 +34,11 @@ class PolicyTrafficProblem:
         'extraction'?``"""
         kind = "task types" if self.field.startswith("task_types.") else "routes"
         seen = ", ".join(self.seen) if self.seen else "none"
-        text = f"{self.field} matches no traffic ({kind} seen: {seen})"
+        field = self.field
+        if self.name != self.name.strip() or not self.name.isprintable():
+            # A trailing space or an invisible character is the whole problem: show it.
+            field = f"{self.field.split('.', 1)[0]}.{self.name!r}"
+        text = f"{field} matches no traffic ({kind} seen: {seen})"
         if self.closest is not None:
             text += f"; did you mean {self.closest!r}?"
         return text

@@ -204,7 +204,7 @@ def test_negative_token_counts_and_huge_integers_are_rejected(tmp_path: Path) ->
     assert "64 bits" in str(second.error)
 
 
-@pytest.mark.parametrize("task_type", ["", " ", "\t"])
+@pytest.mark.parametrize("task_type", ["", " ", "\t", "\u200b", " \ufeff"])
 def test_a_blank_task_type_is_rejected_not_stored(tmp_path: Path, task_type: str) -> None:
     path = write_lines(tmp_path / "b.jsonl", line_of(exchange(1), task_type=task_type))
     (entry,) = read_capture_log(path)
@@ -291,6 +291,40 @@ def test_white_space_only_lines_are_kept_as_blank_line_entries(tmp_path: Path) -
     ]
     assert entries[2].raw == "   "
     assert "blank line" in str(entries[2].error)
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_a_line_with_bytes_that_are_not_utf8_is_rejected_not_replaced(
+    tmp_path: Path, compress: bool
+) -> None:
+    """Found by the trial: the reader decoded with ``errors="replace"``, so a prompt with a
+    stray byte was stored and replayed as a prompt nobody sent (and a task type
+    ``\ufffdstem`` became a gate unit of its own)."""
+    good = orjson.dumps(exchange(1).model_dump(mode="json"))
+    bad_prompt = good.replace(b"q1", b"\xff\xfeq1")
+    bad_type = orjson.dumps(line_of(exchange(2), task_type="stem")).replace(
+        b'"stem"', b'"\xffstem"'
+    )
+    path = write_lines(tmp_path / "u.jsonl", good, bad_prompt, bad_type)
+    if compress:
+        path.write_bytes(gzip.compress(path.read_bytes()))
+    entries = list(read_capture_log(path))
+    assert [(e.location, e.error.reason if e.error else "ok") for e in entries] == [
+        ("u.jsonl:1", "ok"),
+        ("u.jsonl:2", "invalid_utf8"),
+        ("u.jsonl:3", "invalid_utf8"),
+    ]
+    assert "not valid UTF-8 (byte 0xFF at character" in str(entries[1].error)
+    assert "\ufffd" in entries[1].raw  # the kept raw text is storable
+    assert not any("\udcff" in e.raw for e in entries)
+
+
+@pytest.mark.parametrize("version", [True, 1.0, "1"])
+def test_schema_version_must_be_the_integer_1(tmp_path: Path, version: object) -> None:
+    path = write_lines(tmp_path / "v.jsonl", line_of(exchange(1), schema_version=version))
+    (entry,) = read_capture_log(path)
+    assert entry.error is not None
+    assert entry.error.reason == "schema_version"
 
 
 def test_a_base64_body_that_does_not_decode_is_rejected_when_the_line_is_decoded(

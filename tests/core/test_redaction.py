@@ -127,6 +127,7 @@ def test_url_credentials_are_stripped(url: str, expected: str) -> None:
             "/v1/runs?q=[REDACTED]",
         ),  # a key under any name
         ("/v1/runs/sk-abcdefghijklmnopqrst/verdict", "/v1/runs/[REDACTED:api_key]/verdict"),
+        ("/v1/runs?bearer=QLEAK10&jwt=x", "/v1/runs?bearer=[REDACTED]&jwt=[REDACTED]"),
         ("/v1/runs?status=held&limit=3", "/v1/runs?status=held&limit=3"),
         ("/v1/runs?token&token=", "/v1/runs?token&token="),  # nothing to hide
         ("/v1/runs", "/v1/runs"),

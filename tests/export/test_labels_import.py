@@ -132,6 +132,18 @@ def test_a_formula_escaped_csv_round_trips(tmp_path: Path) -> None:
         assert unescape_formula(escape_formula(text)) == text
 
 
+def test_a_csv_row_with_bytes_that_are_not_utf8_is_rejected(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.csv"
+    path.write_bytes(
+        b"exchange_id,task_type,label,label_note\na,chat,same,caf\xe9\nb,chat,same,ok\n"
+    )
+    result = read_labelled(path, run_id="r", labeller="ana")
+    assert [x.exchange_id for x in result.labels] == ["b"]
+    (rejected,) = result.rejected
+    assert (rejected.location, rejected.reason) == ("latin1.csv:2", "invalid_utf8")
+    assert "\ufffd" in rejected.raw
+
+
 @pytest.mark.parametrize(
     ("typed", "value"),
     [("candidate_better", "candidate_better"), (" Candidate-Worse ", "candidate_worse"),

@@ -229,6 +229,25 @@ def test_a_policy_route_that_matches_no_traffic_is_a_note(aa: list[PairScore], t
     assert any(r.startswith("policy: routes./v1/respones matches no traffic") for r in v.reasons)
 
 
+def test_a_required_policy_route_that_matches_no_traffic_holds(
+    aa: list[PairScore], ties: Ties
+) -> None:
+    """A route listed as required that got no traffic at all (found by the trial: it
+    promoted with a note): nothing the operator asked to see evaluated was."""
+    policy = parse_policy({"routes": {"/v1/completions": {"required": True}}})
+    v = gate(aa, coverage_of(aa), ties, policy)
+    assert v.decision is Decision.HOLD
+    assert v.reasons[0].startswith("policy: routes./v1/completions matches no traffic")
+    assert "the policy requires this route to be evaluated" in v.reasons[0]
+
+
+def test_a_name_with_invisible_edges_is_shown_quoted(aa: list[PairScore], ties: Ties) -> None:
+    policy = parse_policy({"task_types": {"chat ": {}}})
+    v = gate(aa, coverage_of(aa), ties, policy)
+    assert v.decision is Decision.HOLD
+    assert v.reasons[0].startswith("policy: task_types.'chat ' matches no traffic")
+
+
 def test_policy_traffic_problems_suggest_the_closest_name() -> None:
     policy = parse_policy({"task_types": {"Extration": {}, "zzz": {}, "chat": {}}})
     problems = policy_traffic_problems(policy, task_types={"chat", "extraction", "summary"})
