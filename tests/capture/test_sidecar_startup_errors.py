@@ -36,7 +36,11 @@ def _free_port() -> int:
 
 
 def _serve(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SHADOWEVAL_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("SHADOWEVAL_") and k not in ("COLUMNS", "TERMINAL_WIDTH")
+    }
     return subprocess.run(
         [
             *(sys.executable, "-m", "faces.cli", "capture", "serve"),
@@ -46,7 +50,8 @@ def _serve(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=120,
         cwd=tmp_path,
-        env={**env, "COLUMNS": "200", "PYTHONPATH": os.getcwd()},
+        # COLUMNS unset and stderr a pipe, as in CI: the error must still be one line.
+        env={**env, "PYTHONPATH": os.getcwd()},
     )
 
 
@@ -61,6 +66,8 @@ def test_a_port_in_use_is_an_error_naming_the_setting(
     assert f"capture.{which} = {busy_port}: cannot listen on 127.0.0.1:{busy_port}" in result.stderr
     assert "in use" in result.stderr
     assert "Traceback" not in result.stderr
+    (error,) = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert error.lower().endswith("address already in use)")  # one line, not wrapped at 80
 
 
 def test_a_capture_directory_that_cannot_be_written_stops_the_start(tmp_path: Path) -> None:
