@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from shadoweval.capture_log import read_capture_log
 from tests.malformed import malformed, mutations, one_line
 
-REASONS = {"invalid_json", "schema", "schema_version", "blank_line"}
+REASONS = {"invalid_json", "invalid_utf8", "schema", "schema_version", "blank_line"}
 EXAMPLES = 40
 MUTATIONS_PER_EXAMPLE = 50
 LINES_PER_MUTATION = 6
