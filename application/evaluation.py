@@ -199,7 +199,11 @@ def evaluate(
                 )
             )
         with timer.stage("load_encoder"):
-            encoder = make_encoder(request.run.encoder, device=request.device)
+            encoder = make_encoder(
+                request.run.encoder,
+                device=request.device,
+                model_path=settings.compare.model_path,
+            )
         with timer.stage("compare"):
             compared = compare_run(
                 repo,
@@ -207,6 +211,7 @@ def evaluate(
                 encoder,
                 structured_task_types=request.run.structured_task_types,
                 refusal_patterns=settings.compare.refusal_patterns,
+                covered_scripts=settings.compare.covered_scripts(),
             )
         if request.judge:
             with timer.stage("judge"):

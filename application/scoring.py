@@ -10,6 +10,7 @@ the run was created with.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from compare.encoders import Encoder, HashingEncoder, MiniLMEncoder
 from compare.harms import compile_refusal_patterns
@@ -20,17 +21,27 @@ from shadoweval.storage import Repository
 __all__ = ["CompareReport", "Encoder", "compare_run", "make_encoder", "score_stored_run"]
 
 
-def make_encoder(name: str, *, device: str = "cpu", batch_size: int = 64) -> Encoder:
+def make_encoder(
+    name: str, *, device: str = "cpu", batch_size: int = 64, model_path: Path | None = None
+) -> Encoder:
     """Build the similarity encoder: ``minilm`` (bundled all-MiniLM-L6-v2) or ``hashing``.
 
     ``device`` is a torch device (``cpu``, ``cuda``); ``batch_size`` pieces per forward
-    pass (MiniLM only).
+    pass; ``model_path`` a local sentence-transformers model directory used instead of the
+    bundled weights (``compare.model_path``; MiniLM only).
 
     Raises:
-        ConfigError: an unknown encoder name, or the model cannot be loaded.
+        ConfigError: an unknown encoder name, the model cannot be loaded, or
+            ``model_path`` is given with the hashing encoder.
     """
     if name == "minilm":
-        return MiniLMEncoder(device=device, batch_size=batch_size)
+        return MiniLMEncoder(model_path, device=device, batch_size=batch_size)
+    if name == "hashing" and model_path is not None:
+        raise ConfigError(
+            "the hashing encoder has no model: compare.model_path applies to minilm only",
+            field="compare.model_path",
+            value=str(model_path),
+        )
     if name == "hashing":
         return HashingEncoder()
     raise ConfigError(
@@ -46,13 +57,15 @@ def compare_run(
     structured_task_types: frozenset[str] = frozenset(),
     rescore: bool = False,
     refusal_patterns: Sequence[str] | None = None,
+    covered_scripts: frozenset[str] | None = None,
 ) -> CompareReport:
     """Score the run's replayed pairs not scored yet (all of them with ``rescore``).
 
     See :func:`compare.worker.run_compare`; ``structured_task_types`` are task types whose
     outputs must be JSON even when the requests do not say so; ``refusal_patterns`` the
     refusal detector's patterns (``CompareSettings.refusal_patterns``; ``None``: the
-    defaults of :mod:`compare.harms`).
+    defaults of :mod:`compare.harms`); ``covered_scripts`` the scripts the embedding model
+    covers (``CompareSettings.covered_scripts()``; ``None``: any, no script warnings).
 
     Raises:
         ConfigError: a refusal pattern is invalid (nothing is scored).
@@ -65,6 +78,7 @@ def compare_run(
         structured_task_types=structured_task_types,
         rescore=rescore,
         refusal_patterns=refusal_patterns,
+        covered_scripts=covered_scripts,
     )
 
 
@@ -77,11 +91,14 @@ def score_stored_run(
     structured_task_types: frozenset[str] = frozenset(),
     rescore: bool = False,
     refusal_patterns: Sequence[str] | None = None,
+    model_path: Path | None = None,
+    covered_scripts: frozenset[str] | None = None,
 ) -> CompareReport:
     """Score a stored run with the named encoder (:func:`make_encoder`).
 
     The structured task types are ``structured_task_types`` plus those recorded in the
-    run's settings when it was created; ``refusal_patterns`` as in :func:`compare_run`.
+    run's settings when it was created; ``refusal_patterns`` and ``covered_scripts`` as
+    in :func:`compare_run`; ``model_path`` as in :func:`make_encoder`.
 
     Raises:
         ShadowEvalError: the run does not exist (checked before the encoder is loaded).
@@ -100,8 +117,9 @@ def score_stored_run(
     return compare_run(
         repo,
         run_id,
-        make_encoder(encoder, device=device),
+        make_encoder(encoder, device=device, model_path=model_path),
         structured_task_types=frozenset(structured),
         rescore=rescore,
         refusal_patterns=refusal_patterns,
+        covered_scripts=covered_scripts,
     )

@@ -101,6 +101,7 @@ from shadoweval.records import (
     ReplayTarget,
     ResponseRecord,
     SidePair,
+    SimilarityDetail,
     Timings,
     TimingSource,
     ToolCallFlags,
@@ -108,7 +109,7 @@ from shadoweval.records import (
     is_infra_failure,
     is_infra_status,
 )
-from shadoweval.text import is_blank
+from shadoweval.text import dominant_script, is_blank
 
 __all__ = ["PairInput", "RequestView", "request_view", "score_pairs", "side_text"]
 
@@ -270,6 +271,7 @@ def score_pairs(
     structured_task_types: frozenset[str] = frozenset(),
     batch_size: int = 64,
     refusal_patterns: Sequence[str] | None = None,
+    covered_scripts: frozenset[str] | None = None,
 ) -> list[PairScore]:
     """Score each exchange against its candidate replay (rules in the module docstring).
 
@@ -284,6 +286,9 @@ def score_pairs(
         refusal_patterns: the refusal detector's regular expressions
             (:func:`compare.harms.compile_refusal_patterns`); ``None`` for
             :data:`compare.harms.DEFAULT_REFUSAL_PATTERNS`.
+        covered_scripts: the scripts the embedding model covers (``compare.model_scripts``:
+            ``{"Latin"}`` for the English-only default); an answer in another script is
+            listed in ``SimilarityDetail.uncovered_scripts``. ``None``: any script.
 
     Returns:
         One :class:`~shadoweval.records.PairScore` per item.
@@ -334,9 +339,25 @@ def score_pairs(
                 similarity=main_result,
                 noise=noise_result,
                 refusal=refusal,
+                covered_scripts=covered_scripts,
             )
         )
     return scores
+
+
+def _similarity_detail(
+    similarity: SimilarityResult, base_text: str, cand_text: str, covered: frozenset[str] | None
+) -> SimilarityDetail:
+    """The record form of ``similarity`` with each answer's script and those not covered."""
+    scripts = (dominant_script(base_text), dominant_script(cand_text))
+    uncovered = () if covered is None else sorted({s for s in scripts if s and s not in covered})
+    return similarity.detail().model_copy(
+        update={
+            "baseline_script": scripts[0],
+            "candidate_script": scripts[1],
+            "uncovered_scripts": tuple(uncovered),
+        }
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,6 +376,7 @@ def _score_one(
     similarity: SimilarityResult | None,
     noise: SimilarityResult | None,
     refusal: RefusalPatterns,
+    covered_scripts: frozenset[str] | None,
 ) -> PairScore:
     base_text, cand_text = texts.baseline, texts.candidate
     exchange, candidate = item.exchange, item.candidate
@@ -405,7 +427,11 @@ def _score_one(
         task_type=exchange.task_type,
         captured_at=exchange.captured_at,
         similarity=similarity.similarity if similarity is not None else None,
-        similarity_detail=similarity.detail() if similarity is not None else None,
+        similarity_detail=(
+            _similarity_detail(similarity, base_text, cand_text, covered_scripts)
+            if similarity is not None
+            else None
+        ),
         noise_similarity=noise.similarity if noise is not None else None,
         streamed=view.stream,
         format_expected=view.wants_json or bool(view.tools) or structured,

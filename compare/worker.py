@@ -58,6 +58,7 @@ def run_compare(
     batch_size: int = 256,
     encode_batch_size: int = 64,
     refusal_patterns: Sequence[str] | None = None,
+    covered_scripts: frozenset[str] | None = None,
 ) -> CompareReport:
     """Score every replayed pair of ``run_id`` (only unscored ones unless ``rescore``).
 
@@ -71,6 +72,8 @@ def run_compare(
         encode_batch_size: pieces per encoder forward pass.
         refusal_patterns: the refusal detector's patterns (``None``: the defaults of
             :mod:`compare.harms`); compiled once, before any pair is read.
+        covered_scripts: the scripts the embedding model covers (``None``: any); see
+            :func:`compare.pair.score_pairs`.
 
     Raises:
         ConfigError: a refusal pattern is invalid (nothing is scored).
@@ -90,6 +93,7 @@ def run_compare(
             structured_task_types=structured_task_types,
             batch_size=encode_batch_size,
             refusal_patterns=patterns,
+            covered_scripts=covered_scripts,
         )
 
     for batch in repo.iter_pair_inputs(run_id, only_unscored=not rescore, batch_size=batch_size):

@@ -9,6 +9,7 @@ constructor arguments.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
@@ -157,6 +158,15 @@ class CompareSettings(BaseModel):
     ``compare.harms.DEFAULT_REFUSAL_PATTERNS``, an empty list turns the detector off. A
     blank pattern, one that does not compile or one that matches the empty text is
     refused, naming the pattern.
+
+    ``model_path``: a local sentence-transformers model directory to embed with instead of
+    the bundled all-MiniLM-L6-v2 (``SHADOWEVAL_COMPARE__MODEL_PATH``; loaded from disk only,
+    never from the network). ``model_scripts``: the scripts that model covers (Unicode
+    script names as :func:`shadoweval.text.dominant_script` gives them: ``Latin``, ``Han``,
+    ``Kana``, ``Hangul``, ``Cyrillic``, ``Arabic`` …; ``["*"]`` any). The default is
+    ``["Latin"]``: all-MiniLM-L6-v2 was trained on English. A pair with an answer in
+    another script gets ``uncovered_scripts`` and the verdict's reasons warn about it;
+    declare the scripts of a multilingual model here when you configure one.
     """
 
     encoder: str = "minilm"
@@ -164,6 +174,24 @@ class CompareSettings(BaseModel):
     batch_size: int = Field(default=64, ge=1)
     structured_task_types: tuple[str, ...] = ()
     refusal_patterns: tuple[str, ...] | None = None
+    model_path: Path | None = None
+    model_scripts: tuple[str, ...] = ("Latin",)
+
+    @field_validator("model_scripts")
+    @classmethod
+    def _scripts_named(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            raise ValueError('list at least one script (["Latin"], or ["*"] for any)')
+        for script in value:
+            if script != "*" and (not script.strip() or not script.isalpha()):
+                raise ValueError(
+                    f"script {script!r} is not a Unicode script name (Latin, Han, Cyrillic …)"
+                )
+        return value
+
+    def covered_scripts(self) -> frozenset[str] | None:
+        """The declared ``model_scripts`` as a set, ``None`` when ``*`` (any) is listed."""
+        return None if "*" in self.model_scripts else frozenset(self.model_scripts)
 
     @field_validator("refusal_patterns")
     @classmethod

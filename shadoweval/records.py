@@ -580,6 +580,13 @@ class SimilarityDetail(_Record):
 
     Outputs longer than the encoder's window are chunked and mean-pooled, never silently
     truncated; ``truncated`` is true only if some text was cut (it should stay false).
+
+    ``baseline_script`` / ``candidate_script``: the script most of that answer's letters
+    are in (:func:`shadoweval.text.dominant_script`: ``Latin``, ``Han``, ``Cyrillic`` …;
+    ``None`` for an answer too short to tell). ``uncovered_scripts``: those of the two
+    that the embedding model is not declared to cover (``compare.model_scripts``), sorted;
+    the gate warns about such pairs, since their similarity may not measure change.
+    ``None`` / ``()`` in scores stored before scripts were detected.
     """
 
     baseline_tokens: int
@@ -588,6 +595,9 @@ class SimilarityDetail(_Record):
     candidate_chunks: int
     truncated: bool = False
     method: str = "cosine_mean_pooled_chunks"
+    baseline_script: str | None = None
+    candidate_script: str | None = None
+    uncovered_scripts: tuple[str, ...] = ()
 
 
 class HarmKind(enum.StrEnum):

@@ -115,6 +115,7 @@ PAIRS_COLUMNS: dict[str, str] = {
     "noise_identical": "float64",
     "quality": "float64",
     "quality_source": "object",
+    "uncovered_scripts": "object",
 }
 """Columns of :func:`pairs_frame` and their pandas dtypes (NaN marks a missing float).
 
@@ -132,6 +133,9 @@ The direction columns (issue 11):
   the other side's and at least ``harm.min_runaway_chars`` characters.
 * ``baseline_output_chars`` / ``candidate_output_chars``: answer length in characters
   (``PairScore.output_chars``), NaN when unknown.
+* ``uncovered_scripts``: the scripts of the pair's answers that the embedding model is not
+  declared to cover, comma-separated (``SimilarityDetail.uncovered_scripts``; ``""``
+  none): the gate warns, as such a pair's similarity may not measure change (issue 14).
 * ``baseline_tool_text`` / ``candidate_tool_text``: where the request offered tools and
   the side answered (it has tool flags: not errored), 1.0 when it answered in text without
   a call, 0.0 when it called a tool; NaN where no tools were offered, the side errored,
@@ -158,6 +162,12 @@ _RUNAWAY = list(HarmKind).index(HarmKind.RUNAWAY_LENGTH)
 
 def _value(x: float | None) -> float:
     return math.nan if x is None else float(x)
+
+
+def _uncovered_scripts(score: PairScore) -> str:
+    """``"Cyrillic,Han"``: the pair's answer scripts the embedding model does not cover."""
+    detail = score.similarity_detail
+    return "" if detail is None else ",".join(detail.uncovered_scripts)
 
 
 def _tristate(x: bool | None) -> float:
@@ -244,6 +254,7 @@ def pairs_frame(
             "captured_at": score.captured_at,
             "similarity": _value(score.similarity),
             "noise_similarity": _value(score.noise_similarity),
+            "uncovered_scripts": _uncovered_scripts(score),
             "streamed": score.streamed,
             "baseline_fail": (score.baseline_error or score.baseline_empty) and not baseline_infra,
             "candidate_fail": (score.candidate_error or score.candidate_empty)

@@ -793,6 +793,34 @@ def _policy_problems(
     return blocking, notes
 
 
+def _script_notes(pairs: pd.DataFrame) -> list[str]:
+    """A note when some pairs have an answer in a script the embedding model is not
+    declared to cover (``uncovered_scripts``): their similarity may not measure change
+    (an English-only model such as the default all-MiniLM-L6-v2 maps most Chinese text
+    close together), so the similarity checks say less about those pairs. A warning,
+    not a HOLD: the direction checks (harms, judged and labelled pairs) still apply."""
+    if "uncovered_scripts" not in pairs.columns or not len(pairs):
+        return []
+    marked = pairs["uncovered_scripts"].fillna("").astype(str)
+    affected = int((marked != "").sum())
+    if not affected:
+        return []
+    per_script: dict[str, int] = {}
+    for value in marked[marked != ""]:
+        for script in value.split(","):
+            per_script[script] = per_script.get(script, 0) + 1
+    shown = ", ".join(
+        f"{script} {n}" for script, n in sorted(per_script.items(), key=lambda i: (-i[1], i[0]))
+    )
+    share = 100.0 * affected / len(pairs)
+    return [
+        f"similarity: {affected} of {len(pairs)} pairs ({share:.1f}%) have an answer in a "
+        f"script the embedding model is not declared to cover ({shown}; "
+        "compare.model_scripts): their similarity may not measure how much changed; score "
+        "with a model that covers them (compare.model_path) or read the direction checks"
+    ]
+
+
 def _load_note(coverage: Coverage) -> str:
     """The words every latency reason gets when a replay pass started its measured
     requests below :data:`~shadoweval.records.RATE_SHORTFALL_SHARE` of the asked rate
@@ -1254,7 +1282,7 @@ def evaluate_gate(
     validity += _task_type_problems(paired_per_task_type, coverage, policy, levels)
     validity += [p for p in (coverage_problem, _duplicates_problem(pairs)) if p]
     load_note = _load_note(coverage)
-    extra_notes = route_notes + policy_notes
+    extra_notes = route_notes + policy_notes + _script_notes(pairs)
     if load_note:
         extra_notes.append(
             f"latency checks: {load_note}: the replay started its measured requests below "

@@ -33,7 +33,10 @@ def compare_run_command(
     """Score every replayed pair of a run not scored yet (similarity, formats, harms, latency).
 
     The refusal detector's patterns come from ``SHADOWEVAL_COMPARE__REFUSAL_PATTERNS``
-    (default: the built-in set). Prints the counts as JSON. Exit 3 on error.
+    (default: the built-in set); another local sentence-transformers model from
+    ``SHADOWEVAL_COMPARE__MODEL_PATH``, with the scripts it covers in
+    ``SHADOWEVAL_COMPARE__MODEL_SCRIPTS`` (default ``["Latin"]``). Prints the counts as JSON.
+    Exit 3 on error.
     """
     from rich.console import Console
 
@@ -56,6 +59,8 @@ def compare_run_command(
                 structured_task_types=frozenset(structured_task_type or ()),
                 rescore=rescore,
                 refusal_patterns=compare_settings.refusal_patterns,
+                model_path=compare_settings.model_path,
+                covered_scripts=compare_settings.covered_scripts(),
             )
     except ShadowEvalError as exc:
         print_error(err, exc)
