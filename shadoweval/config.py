@@ -157,6 +157,13 @@ class CompareSettings(BaseModel):
     ``compare.harms.DEFAULT_REFUSAL_PATTERNS``, an empty list turns the detector off. A
     blank pattern, one that does not compile or one that matches the empty text is
     refused, naming the pattern.
+
+    ``embedding_cache`` (``SHADOWEVAL_COMPARE__EMBEDDING_CACHE``, default true): keep
+    pooled text embeddings in the results database, keyed by the encoder's identity and
+    the text's SHA-256, so no text is embedded twice (``compare run
+    --no-embedding-cache`` turns it off for one pass). ``workers``
+    (``SHADOWEVAL_COMPARE__WORKERS``, default 1): compare processes on one machine
+    (``compare run --workers``), each with ``max(1, cores // workers)`` torch threads.
     """
 
     encoder: str = "minilm"
@@ -164,6 +171,8 @@ class CompareSettings(BaseModel):
     batch_size: int = Field(default=64, ge=1)
     structured_task_types: tuple[str, ...] = ()
     refusal_patterns: tuple[str, ...] | None = None
+    embedding_cache: bool = True
+    workers: int = Field(default=1, ge=1)
 
     @field_validator("refusal_patterns")
     @classmethod
