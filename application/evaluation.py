@@ -212,6 +212,7 @@ def evaluate(
                 structured_task_types=request.run.structured_task_types,
                 refusal_patterns=settings.compare.refusal_patterns,
                 covered_scripts=settings.compare.covered_scripts(),
+                embedding_cache=settings.compare.embedding_cache,
             )
         if request.judge:
             with timer.stage("judge"):

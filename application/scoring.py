@@ -4,21 +4,42 @@ The encoder is named by the face (``minilm``: the bundled all-MiniLM-L6-v2 weigh
 ``hashing``: a non-semantic hashing encoder for smoke tests) and built here
 (:func:`make_encoder`); :func:`compare_run` scores what is not scored yet and
 :func:`score_stored_run` does the same for a stored run, adding the structured task types
-the run was created with.
+the run was created with. :func:`score_stored_run_in_processes` splits a stored run's
+pairs over several processes on one machine (``compare run --workers N``), each scoring
+one contiguous range of the run's exchange ids.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from pathlib import Path
 
+from application.database import open_repository
 from compare.encoders import Encoder, HashingEncoder, MiniLMEncoder
 from compare.harms import compile_refusal_patterns
-from compare.worker import CompareReport, run_compare
+from compare.worker import (
+    CompareReport,
+    check_shard,
+    limit_torch_threads,
+    run_compare,
+    shard_of,
+)
 from shadoweval.errors import ConfigError, ShadowEvalError
-from shadoweval.storage import Repository
+from shadoweval.storage import Repository, is_memory_sqlite_url
 
-__all__ = ["CompareReport", "Encoder", "compare_run", "make_encoder", "score_stored_run"]
+__all__ = [
+    "CompareReport",
+    "Encoder",
+    "compare_run",
+    "make_encoder",
+    "score_stored_run",
+    "score_stored_run_in_processes",
+]
 
 
 def make_encoder(
@@ -58,6 +79,9 @@ def compare_run(
     rescore: bool = False,
     refusal_patterns: Sequence[str] | None = None,
     covered_scripts: frozenset[str] | None = None,
+    embedding_cache: bool = True,
+    shard: tuple[int, int] | None = None,
+    exchange_ids: tuple[str, str] | None = None,
 ) -> CompareReport:
     """Score the run's replayed pairs not scored yet (all of them with ``rescore``).
 
@@ -65,7 +89,10 @@ def compare_run(
     outputs must be JSON even when the requests do not say so; ``refusal_patterns`` the
     refusal detector's patterns (``CompareSettings.refusal_patterns``; ``None``: the
     defaults of :mod:`compare.harms`); ``covered_scripts`` the scripts the embedding model
-    covers (``CompareSettings.covered_scripts()``; ``None``: any, no script warnings).
+    covers (``CompareSettings.covered_scripts()``; ``None``: any, no script warnings);
+    ``embedding_cache`` reads and writes the database's embedding cache; ``shard``
+    ``(I, N)`` scores only the exchanges of shard I of N (:func:`compare.worker.shard_of`);
+    ``exchange_ids`` an inclusive id range.
 
     Raises:
         ConfigError: a refusal pattern is invalid (nothing is scored).
@@ -79,6 +106,9 @@ def compare_run(
         rescore=rescore,
         refusal_patterns=refusal_patterns,
         covered_scripts=covered_scripts,
+        embedding_cache=embedding_cache,
+        shard=shard,
+        exchange_ids=exchange_ids,
     )
 
 
@@ -93,12 +123,16 @@ def score_stored_run(
     refusal_patterns: Sequence[str] | None = None,
     model_path: Path | None = None,
     covered_scripts: frozenset[str] | None = None,
+    embedding_cache: bool = True,
+    shard: tuple[int, int] | None = None,
+    exchange_ids: tuple[str, str] | None = None,
 ) -> CompareReport:
     """Score a stored run with the named encoder (:func:`make_encoder`).
 
     The structured task types are ``structured_task_types`` plus those recorded in the
-    run's settings when it was created; ``refusal_patterns`` and ``covered_scripts`` as
-    in :func:`compare_run`; ``model_path`` as in :func:`make_encoder`.
+    run's settings when it was created; ``refusal_patterns``, ``covered_scripts``,
+    ``embedding_cache``, ``shard`` and ``exchange_ids`` as in :func:`compare_run`;
+    ``model_path`` as in :func:`make_encoder`.
 
     Raises:
         ShadowEvalError: the run does not exist (checked before the encoder is loaded).
@@ -106,20 +140,213 @@ def score_stored_run(
             pattern is invalid.
         StorageError: the database failed.
     """
-    run = repo.get_run(run_id)
-    if run is None:
-        raise ShadowEvalError(f"run {run_id!r} not found")
+    structured = _run_structured_types(repo, run_id, structured_task_types)
     compile_refusal_patterns(refusal_patterns)  # a bad pattern fails before the encoder loads
-    stored = run.settings.get("structured_task_types")
-    structured = set(structured_task_types)
-    if isinstance(stored, list):
-        structured.update(str(s) for s in stored)
+    if shard is not None:
+        check_shard(shard)
     return compare_run(
         repo,
         run_id,
         make_encoder(encoder, device=device, model_path=model_path),
-        structured_task_types=frozenset(structured),
+        structured_task_types=structured,
+        covered_scripts=covered_scripts,
         rescore=rescore,
         refusal_patterns=refusal_patterns,
-        covered_scripts=covered_scripts,
+        embedding_cache=embedding_cache,
+        shard=shard,
+        exchange_ids=exchange_ids,
     )
+
+
+def _run_structured_types(
+    repo: Repository, run_id: str, structured_task_types: frozenset[str]
+) -> frozenset[str]:
+    """``structured_task_types`` plus the run's own; raises ShadowEvalError for no run."""
+    run = repo.get_run(run_id)
+    if run is None:
+        raise ShadowEvalError(f"run {run_id!r} not found")
+    stored = run.settings.get("structured_task_types")
+    structured = set(structured_task_types)
+    if isinstance(stored, list):
+        structured.update(str(s) for s in stored)
+    return frozenset(structured)
+
+
+@dataclass(frozen=True, slots=True)
+class _WorkerJob:
+    """What one compare process scores (picklable: it crosses a ``spawn``)."""
+
+    database_url: str
+    run_id: str
+    encoder: str
+    device: str
+    structured_task_types: frozenset[str]
+    rescore: bool
+    refusal_patterns: tuple[str, ...] | None
+    embedding_cache: bool
+    shard: tuple[int, int] | None
+    exchange_ids: tuple[str, str]
+    torch_threads: int
+    model_path: Path | None = None
+    covered_scripts: frozenset[str] | None = None
+
+
+def _worker_main(job: _WorkerJob, connection: Connection) -> None:
+    """Body of one compare process: score its range, send back its report or its error.
+
+    Exits 0 after sending ``("ok", report)``; on any error sends ``("error", message)``
+    and exits 1 (the parent reports the exit code and the range).
+    """
+    try:
+        limit_torch_threads(job.torch_threads)  # before the model loads
+        with open_repository(job.database_url, upgrade=False) as repo:
+            report = score_stored_run(
+                repo,
+                job.run_id,
+                encoder=job.encoder,
+                device=job.device,
+                structured_task_types=job.structured_task_types,
+                rescore=job.rescore,
+                refusal_patterns=job.refusal_patterns,
+                model_path=job.model_path,
+                covered_scripts=job.covered_scripts,
+                embedding_cache=job.embedding_cache,
+                shard=job.shard,
+                exchange_ids=job.exchange_ids,
+            )
+        connection.send(("ok", report))
+    except BaseException as exc:  # reported to the parent, then this process fails
+        connection.send(("error", f"{type(exc).__name__}: {exc}"[:2000]))
+        connection.close()
+        raise SystemExit(1) from None
+    connection.close()
+
+
+def split_ranges(exchange_ids: Sequence[str], parts: int) -> list[tuple[str, str]]:
+    """Cut ordered ``exchange_ids`` into at most ``parts`` contiguous ``(first, last)`` ranges.
+
+    Sizes differ by at most one; no range is empty (fewer ids than ``parts`` give fewer
+    ranges). The ids must be in the database's order (:meth:`Repository.pair_exchange_ids`).
+
+    Raises:
+        ConfigError: ``parts`` < 1.
+    """
+    if parts < 1:
+        raise ConfigError("workers must be >= 1", field="workers", value=parts)
+    count = min(parts, len(exchange_ids))
+    ranges: list[tuple[str, str]] = []
+    start = 0
+    for index in range(count):
+        size = len(exchange_ids) // count + (1 if index < len(exchange_ids) % count else 0)
+        ranges.append((exchange_ids[start], exchange_ids[start + size - 1]))
+        start += size
+    return ranges
+
+
+def score_stored_run_in_processes(
+    database_url: str,
+    run_id: str,
+    *,
+    workers: int,
+    encoder: str,
+    device: str = "cpu",
+    structured_task_types: frozenset[str] = frozenset(),
+    rescore: bool = False,
+    refusal_patterns: Sequence[str] | None = None,
+    model_path: Path | None = None,
+    covered_scripts: frozenset[str] | None = None,
+    embedding_cache: bool = True,
+    shard: tuple[int, int] | None = None,
+    cpu_count: int | None = None,
+) -> CompareReport:
+    """Score a stored run in ``workers`` processes, each on its own range of exchange ids.
+
+    The run's pairs to score (unscored ones, all with ``rescore``; only shard ``I/N``
+    with ``shard``) are listed in exchange-id order and cut into ``workers`` contiguous
+    ranges (:func:`split_ranges`); each process (``spawn``, so no model or connection is
+    shared) opens the database, loads its own encoder with
+    ``max(1, cpu_count // workers)`` torch threads (``cpu_count``: ``os.cpu_count()``),
+    scores its range and writes its scores. The processes' reports are summed
+    (``workers`` = processes started); ``wall_s`` is the whole pass. The other arguments
+    are as in :func:`score_stored_run`.
+
+    SQLite is safe with several writer processes (WAL and a busy timeout:
+    :data:`shadoweval.storage.database.SQLITE_BUSY_TIMEOUT_MS`); an in-memory SQLite
+    database is private to one process and is refused.
+
+    Raises:
+        ConfigError: ``workers`` < 1, an in-memory SQLite URL, an invalid shard or
+            refusal pattern.
+        ShadowEvalError: the run does not exist, or a worker process failed: the message
+            names each failed process, its exchange-id range and exit code, and its
+            error (the other processes' scores are kept; a re-run scores the rest).
+        StorageError: the database failed.
+    """
+    if workers < 1:
+        raise ConfigError("workers must be >= 1", field="workers", value=workers)
+    if is_memory_sqlite_url(database_url):
+        raise ConfigError(
+            "an in-memory SQLite database cannot be shared by compare processes; "
+            "use a SQLite file or PostgreSQL",
+            field="database_url",
+            value=database_url,
+        )
+    compile_refusal_patterns(refusal_patterns)
+    if shard is not None:
+        check_shard(shard)
+    started = time.perf_counter()
+    with open_repository(database_url, upgrade=False) as repo:
+        structured = _run_structured_types(repo, run_id, structured_task_types)
+        ids = repo.pair_exchange_ids(run_id, only_unscored=not rescore)
+    if shard is not None:
+        ids = [i for i in ids if shard_of(i, shard[1]) == shard[0]]
+    ranges = split_ranges(ids, workers)
+    threads = max(1, (cpu_count or os.cpu_count() or 1) // max(1, len(ranges)))
+    context = multiprocessing.get_context("spawn")
+    started_jobs = []
+    for first_last in ranges:
+        job = _WorkerJob(
+            database_url=database_url,
+            run_id=run_id,
+            encoder=encoder,
+            device=device,
+            structured_task_types=structured,
+            rescore=rescore,
+            refusal_patterns=tuple(refusal_patterns) if refusal_patterns is not None else None,
+            embedding_cache=embedding_cache,
+            shard=shard,
+            exchange_ids=first_last,
+            torch_threads=threads,
+            model_path=model_path,
+            covered_scripts=covered_scripts,
+        )
+        receive, send = context.Pipe(duplex=False)
+        process = context.Process(target=_worker_main, args=(job, send), daemon=True)
+        process.start()
+        send.close()  # the child holds the only writing end: EOF when it dies
+        started_jobs.append((job, process, receive))
+    report = CompareReport(run_id=run_id, workers=len(ranges))
+    failures: list[str] = []
+    for index, (job, process, receive) in enumerate(started_jobs, start=1):
+        message: tuple[str, object] | None = None
+        try:
+            message = receive.recv()
+        except EOFError:  # died without a word (killed, out of memory)
+            message = None
+        process.join()
+        receive.close()
+        first, last = job.exchange_ids
+        where = f"compare worker {index} of {len(ranges)} (exchange ids {first} … {last})"
+        if message is not None and message[0] == "ok" and process.exitcode == 0:
+            assert isinstance(message[1], CompareReport)
+            report.merge(message[1])
+            continue
+        detail = str(message[1]) if message is not None else "no report"
+        failures.append(f"{where} exited with code {process.exitcode}: {detail}")
+    report.wall_s = time.perf_counter() - started
+    if failures:
+        raise ShadowEvalError(
+            f"{len(failures)} of {len(ranges)} compare processes failed "
+            f"({report.scored} pairs were scored and kept): " + "; ".join(failures)
+        )
+    return report

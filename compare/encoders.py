@@ -54,6 +54,17 @@ class Encoder(Protocol):
         ...
 
     @property
+    def cache_key(self) -> str:
+        """Identity of the vectors this encoder makes, for the embedding cache.
+
+        Two encoders with the same key must give the same pooled vector for the same text:
+        the key names the model, its weights (a content hash), the backend and any setting
+        that changes the pooled vector (the window), so a model or weights swap never
+        reads another model's cached vectors.
+        """
+        ...
+
+    @property
     def special_tokens(self) -> int:
         """Tokens the encoder adds to every pass (``[CLS]`` and ``[SEP]``: 2)."""
         ...
@@ -165,6 +176,7 @@ class MiniLMEncoder:
             )
         self._dim = int(dimension)
         self._name = name or (_BUNDLED_NAME if bundled else f"sentence-transformers/{path.name}")
+        self._weights_sha256: str | None = None
 
     @property
     def name(self) -> str:
@@ -190,6 +202,34 @@ class MiniLMEncoder:
     def model_path(self) -> Path:
         """Directory the weights were loaded from."""
         return self._path
+
+    @property
+    def weights_sha256(self) -> str:
+        """SHA-256 (hex) of the model directory's weight, tokenizer and config files.
+
+        The files (``*.safetensors``, ``*.bin``, ``*.onnx``, ``*.json``, ``*.txt``,
+        ``*.model`` anywhere under :attr:`model_path`) are hashed in sorted order of their
+        relative path, each as its path, a NUL byte, then its bytes. Computed on first
+        use (about 0.2 s for the 90 MB of all-MiniLM-L6-v2) and kept.
+        """
+        if self._weights_sha256 is None:
+            self._weights_sha256 = _directory_sha256(self._path)
+        return self._weights_sha256
+
+    @property
+    def backend_id(self) -> str:
+        """The inference backend: ``torch-fp32-<device type>`` (``torch-fp32-cpu``)."""
+        return f"torch-fp32-{self._model.device.type}"
+
+    @property
+    def cache_key(self) -> str:
+        """``<name>@<first 16 hex of weights_sha256>:<backend_id>``.
+
+        A ``:w<window>`` suffix is added when ``max_seq_length`` is not 256 (the window
+        changes where long texts are cut, hence their pooled vectors).
+        """
+        key = f"{self._name}@{self.weights_sha256[:16]}:{self.backend_id}"
+        return key if self._window == 256 else f"{key}:w{self._window}"
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Wordpieces per text, special tokens excluded, without truncation."""
@@ -266,6 +306,12 @@ class HashingEncoder:
         return self._window
 
     @property
+    def cache_key(self) -> str:
+        """``hashing-<dimension>:v1`` (``:w<window>`` added when the window is not 256)."""
+        key = f"hashing-{self._dim}:v1"
+        return key if self._window == 256 else f"{key}:w{self._window}"
+
+    @property
     def special_tokens(self) -> int:
         """0: no special tokens."""
         return 0
@@ -300,6 +346,24 @@ class HashingEncoder:
             else:
                 out[row] /= norm
         return out.astype(np.float32)
+
+
+_WEIGHT_SUFFIXES: Final = (".safetensors", ".bin", ".onnx", ".json", ".txt", ".model")
+
+
+def _directory_sha256(root: Path) -> str:
+    """SHA-256 over ``root``'s weight/tokenizer/config files, sorted by relative path."""
+    digest = hashlib.sha256()
+    files = sorted(
+        (p for p in root.rglob("*") if p.is_file() and p.name.endswith(_WEIGHT_SUFFIXES)),
+        key=lambda p: p.relative_to(root).as_posix(),
+    )
+    for path in files:
+        digest.update(path.relative_to(root).as_posix().encode("utf-8") + b"\0")
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
 
 
 def _tokenize_words(text: str) -> Tokenized:

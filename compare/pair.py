@@ -82,7 +82,7 @@ from compare.harms import (
 )
 from compare.json_parse import canonical_json, parse_json
 from compare.leakage import template_leaks
-from compare.similarity import SimilarityResult, pairwise_similarity
+from compare.similarity import EmbeddingCache, SimilarityResult, pairwise_similarity
 from compare.tool_calls import tool_call_flags
 from shadoweval.llm_protocol.models import (
     ChatCompletionRequest,
@@ -272,6 +272,7 @@ def score_pairs(
     batch_size: int = 64,
     refusal_patterns: Sequence[str] | None = None,
     covered_scripts: frozenset[str] | None = None,
+    embedding_cache: EmbeddingCache | None = None,
 ) -> list[PairScore]:
     """Score each exchange against its candidate replay (rules in the module docstring).
 
@@ -289,6 +290,8 @@ def score_pairs(
         covered_scripts: the scripts the embedding model covers (``compare.model_scripts``:
             ``{"Latin"}`` for the English-only default); an answer in another script is
             listed in ``SimilarityDetail.uncovered_scripts``. ``None``: any script.
+        embedding_cache: pooled text embeddings kept across calls and runs
+            (:class:`~compare.similarity.EmbeddingCache`; ``None``: embed every text).
 
     Returns:
         One :class:`~shadoweval.records.PairScore` per item.
@@ -323,7 +326,7 @@ def score_pairs(
             pairs.append((base_text, repeat_text))
         pair_index.append((main, noise))
 
-    similarities = pairwise_similarity(encoder, pairs, batch_size=batch_size)
+    similarities = pairwise_similarity(encoder, pairs, batch_size=batch_size, cache=embedding_cache)
     scores: list[PairScore] = []
     for item, (base_text, cand_text, repeat_text), (main, noise) in zip(
         items, texts, pair_index, strict=True

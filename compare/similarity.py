@@ -20,12 +20,25 @@ a zero vector is undefined). Blank texts are not embedded (0 tokens, 0 pieces). 
 pooling follows the sentence-transformers recipe for long documents (chunk, embed,
 average); the token weighting keeps a short trailing piece from counting as much as a
 full one.
+
+Doing less work (issue 14): an *identical pair* (both texts equal, character for character)
+scores exactly 1.0 without being embedded — its token and piece counts are still computed
+(``count_tokens``/``split``, cheap). Distinct texts are embedded once per call
+(``dict.fromkeys``) and, with an :class:`EmbeddingCache`, once per encoder identity
+(:attr:`Encoder.cache_key`) across calls and runs: the cache is keyed by that identity and
+the SHA-256 of the text's UTF-8 bytes, and a cached :class:`TextEmbedding` is used as is
+(same vector bytes, so a cached score equals the uncached one bit for bit). Pieces are
+embedded in *length buckets*: sorted by (token count, text) before being cut into batches,
+so a batch pads to similar lengths, and mapped back to their texts afterwards; the batches
+depend only on the set of pieces, not on the order the texts came in.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -34,7 +47,15 @@ from compare.encoders import Encoder
 from shadoweval.records import SimilarityDetail
 from shadoweval.text import is_blank
 
-__all__ = ["METHOD", "SimilarityResult", "embed_texts", "pairwise_similarity"]
+__all__ = [
+    "METHOD",
+    "EmbeddingCache",
+    "SimilarityResult",
+    "TextEmbedding",
+    "embed_texts",
+    "pairwise_similarity",
+    "text_sha256",
+]
 
 METHOD = "cosine_mean_pooled_chunks"
 """Method label; :attr:`SimilarityResult.method` appends ``:<encoder name>``."""
@@ -84,8 +105,35 @@ class TextEmbedding:
     truncated: bool
 
 
+class EmbeddingCache(Protocol):
+    """Where pooled text embeddings are kept between calls (the results database in
+    :mod:`compare.worker`; a dict in tests).
+
+    Keys are ``(cache_key, text_hash)``: :attr:`Encoder.cache_key` and
+    :func:`text_sha256` of the text. Only non-blank texts (``vector`` not ``None``) are
+    stored. Implementations must return exactly what was stored (vector bytes included).
+    """
+
+    def lookup(self, cache_key: str, text_hashes: Sequence[str]) -> dict[str, TextEmbedding]:
+        """Return the stored embeddings of those ``text_hashes`` that are cached."""
+        ...
+
+    def store(self, cache_key: str, items: Mapping[str, TextEmbedding]) -> None:
+        """Keep ``items`` (text hash → embedding); an already stored hash keeps its value."""
+        ...
+
+
+def text_sha256(text: str) -> str:
+    """SHA-256 (hex) of ``text`` as UTF-8 (lone surrogates passed through, never an error)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def pairwise_similarity(
-    encoder: Encoder, pairs: Sequence[tuple[str, str]], batch_size: int = 64
+    encoder: Encoder,
+    pairs: Sequence[tuple[str, str]],
+    batch_size: int = 64,
+    *,
+    cache: EmbeddingCache | None = None,
 ) -> list[SimilarityResult]:
     """Cosine similarity of each pair of texts, long texts chunked and pooled.
 
@@ -93,6 +141,7 @@ def pairwise_similarity(
         encoder: any :class:`~compare.encoders.Encoder`.
         pairs: ``(first, second)`` texts; results come back in the same order.
         batch_size: most pieces per :meth:`Encoder.embed` call (memory bound); ≥ 1.
+        cache: pooled embeddings kept between calls (``None``: embed every text).
 
     Returns:
         One :class:`SimilarityResult` per pair.
@@ -101,13 +150,37 @@ def pairwise_similarity(
         ValueError: ``batch_size`` < 1, or the encoder returned embeddings of the wrong
             shape or with non-finite values.
 
-    Identical texts (across all pairs) and identical pieces are embedded once.
+    Identical texts (across all pairs) and identical pieces are embedded once; a pair of
+    two equal texts scores 1.0 and its texts are not embedded (unless another pair needs
+    them), only counted.
     """
-    texts = list(dict.fromkeys(text for pair in pairs for text in pair))
-    embedded = embed_texts(encoder, texts, batch_size=batch_size)
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    needed = list(
+        dict.fromkeys(t for first, second in pairs if first != second for t in (first, second))
+    )
+    embedded = embed_texts(encoder, needed, batch_size=batch_size, cache=cache)
+    identical_only = [
+        text
+        for text in dict.fromkeys(first for first, second in pairs if first == second)
+        if text not in embedded
+    ]
+    measured = _measure(encoder, identical_only)
     method = f"{METHOD}:{encoder.name}"
     results: list[SimilarityResult] = []
     for first, second in pairs:
+        if first == second:
+            a = embedded.get(first) or measured[first]
+            results.append(
+                SimilarityResult(
+                    similarity=1.0,
+                    tokens=(a.tokens, a.tokens),
+                    chunks=(a.chunks, a.chunks),
+                    truncated=a.truncated,
+                    method=method,
+                )
+            )
+            continue
         a, b = embedded[first], embedded[second]
         if a.vector is None or b.vector is None:
             value = 1.0 if a.vector is None and b.vector is None else 0.0
@@ -125,68 +198,129 @@ def pairwise_similarity(
     return results
 
 
-def embed_texts(
-    encoder: Encoder, texts: Sequence[str], batch_size: int = 64
-) -> dict[str, TextEmbedding]:
-    """Embed distinct texts, each as the token-weighted mean of its pieces (unit norm).
+_BLANK = TextEmbedding(vector=None, tokens=0, chunks=0, truncated=False)
 
-    Returns a mapping text → :class:`TextEmbedding`. Raises as :func:`pairwise_similarity`.
-    """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """How one non-blank text is embedded: its pieces, their token counts, its count."""
+
+    pieces: list[str]
+    piece_tokens: list[int]
+    tokens: int
+    truncated: bool
+
+
+def _plans(encoder: Encoder, texts: Sequence[str]) -> dict[str, _Plan]:
+    """Count and (when longer than one pass) split each distinct non-blank text."""
     capacity = encoder.window_tokens - encoder.special_tokens
     unique = [text for text in dict.fromkeys(texts) if not is_blank(text)]
-    counts = encoder.count_tokens(unique)
-
-    plans: dict[str, tuple[list[str], list[int], int]] = {}
-    for text, count in zip(unique, counts, strict=True):
+    plans: dict[str, _Plan] = {}
+    for text, count in zip(unique, encoder.count_tokens(unique), strict=True):
         if count <= capacity:
-            plans[text] = ([text], [count], count)
+            pieces, piece_tokens = [text], [count]
         else:
             pieces = [piece for piece in encoder.split(text) if piece]
-            plans[text] = (pieces, encoder.count_tokens(pieces), count)
+            piece_tokens = encoder.count_tokens(pieces)
+        truncated = "".join(pieces) != text or any(c > capacity for c in piece_tokens)
+        plans[text] = _Plan(pieces, piece_tokens, count, truncated)
+    return plans
 
-    rows: dict[str, int] = {}
-    for pieces, _, _ in plans.values():
-        for piece in pieces:
-            rows.setdefault(piece, len(rows))
-    matrix = _embed_batched(encoder, list(rows), batch_size)
 
+def _measure(encoder: Encoder, texts: Sequence[str]) -> dict[str, TextEmbedding]:
+    """Token and piece counts of texts, without embedding them (``vector`` is ``None``)."""
+    plans = _plans(encoder, texts)
     out: dict[str, TextEmbedding] = {}
     for text in texts:
-        if text in out:
-            continue
         plan = plans.get(text)
-        if plan is None:
-            out[text] = TextEmbedding(vector=None, tokens=0, chunks=0, truncated=False)
-            continue
-        pieces, piece_counts, count = plan
-        truncated = "".join(pieces) != text or any(c > capacity for c in piece_counts)
-        weights = np.array([max(c, 1) for c in piece_counts], dtype=np.float64)
-        stacked = matrix[[rows[piece] for piece in pieces]].astype(np.float64)
-        pooled = weights @ stacked
-        norm = float(np.linalg.norm(pooled))
-        vector = (pooled / norm if norm > 0.0 else pooled).astype(np.float32)
-        out[text] = TextEmbedding(
-            vector=vector, tokens=count, chunks=len(pieces), truncated=truncated
+        out[text] = (
+            _BLANK
+            if plan is None
+            else TextEmbedding(
+                vector=None, tokens=plan.tokens, chunks=len(plan.pieces), truncated=plan.truncated
+            )
         )
     return out
 
 
-def _embed_batched(encoder: Encoder, pieces: list[str], batch_size: int) -> npt.NDArray[np.float32]:
-    blocks: list[npt.NDArray[np.float32]] = []
-    for start in range(0, len(pieces), batch_size):
-        batch = pieces[start : start + batch_size]
+def embed_texts(
+    encoder: Encoder,
+    texts: Sequence[str],
+    batch_size: int = 64,
+    *,
+    cache: EmbeddingCache | None = None,
+) -> dict[str, TextEmbedding]:
+    """Embed distinct texts, each as the token-weighted mean of its pieces (unit norm).
+
+    Returns a mapping text → :class:`TextEmbedding` (``vector`` ``None`` for a blank
+    text). With ``cache``, texts found under ``encoder.cache_key`` are not embedded, and
+    those embedded here are stored. Raises as :func:`pairwise_similarity`.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    unique = [text for text in dict.fromkeys(texts) if not is_blank(text)]
+    cached: dict[str, TextEmbedding] = {}
+    hashes: dict[str, str] = {}
+    if cache is not None and unique:
+        hashes = {text: text_sha256(text) for text in unique}
+        found = cache.lookup(encoder.cache_key, list(hashes.values()))
+        cached = {text: found[h] for text, h in hashes.items() if h in found}
+    plans = _plans(encoder, [text for text in unique if text not in cached])
+
+    rows: dict[str, int] = {}
+    row_tokens: list[int] = []
+    for plan in plans.values():
+        for piece, tokens in zip(plan.pieces, plan.piece_tokens, strict=True):
+            if piece not in rows:
+                rows[piece] = len(rows)
+                row_tokens.append(tokens)
+    matrix = _embed_batched(encoder, list(rows), row_tokens, batch_size)
+
+    fresh: dict[str, TextEmbedding] = {}
+    for text, plan in plans.items():
+        weights = np.array([max(c, 1) for c in plan.piece_tokens], dtype=np.float64)
+        stacked = matrix[[rows[piece] for piece in plan.pieces]].astype(np.float64)
+        pooled = weights @ stacked
+        norm = float(np.linalg.norm(pooled))
+        vector = (pooled / norm if norm > 0.0 else pooled).astype(np.float32)
+        fresh[text] = TextEmbedding(
+            vector=vector, tokens=plan.tokens, chunks=len(plan.pieces), truncated=plan.truncated
+        )
+    if cache is not None and fresh:
+        cache.store(encoder.cache_key, {hashes[text]: emb for text, emb in fresh.items()})
+
+    out: dict[str, TextEmbedding] = {}
+    for text in texts:
+        if text not in out:
+            out[text] = cached.get(text) or fresh.get(text) or _BLANK
+    return out
+
+
+def _embed_batched(
+    encoder: Encoder, pieces: list[str], piece_tokens: list[int], batch_size: int
+) -> npt.NDArray[np.float32]:
+    """Embed ``pieces`` in length buckets; row ``i`` of the result is ``pieces[i]``.
+
+    Pieces are sorted by (token count, text) and cut into batches of ``batch_size``, so a
+    batch pads to nearly one length and the batches do not depend on the input order.
+    """
+    order = sorted(range(len(pieces)), key=lambda i: (piece_tokens[i], pieces[i]))
+    matrix: npt.NDArray[np.float32] | None = None
+    for start in range(0, len(order), batch_size):
+        index = order[start : start + batch_size]
+        batch = [pieces[i] for i in index]
         block = np.asarray(encoder.embed(batch), dtype=np.float32)
         if block.ndim != 2 or block.shape[0] != len(batch):
             raise ValueError(
                 f"encoder {encoder.name} returned shape {block.shape} for {len(batch)} texts"
             )
-        if blocks and block.shape[1] != blocks[0].shape[1]:
+        if matrix is None:
+            matrix = np.zeros((len(pieces), block.shape[1]), dtype=np.float32)
+        elif block.shape[1] != matrix.shape[1]:
             raise ValueError(f"encoder {encoder.name} changed embedding width mid-run")
         if not np.all(np.isfinite(block)):
             raise ValueError(f"encoder {encoder.name} returned non-finite embeddings")
-        blocks.append(block)
-    if not blocks:
+        matrix[index] = block
+    if matrix is None:
         return np.zeros((0, 0), dtype=np.float32)
-    return np.concatenate(blocks, axis=0)
+    return matrix

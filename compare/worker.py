@@ -10,33 +10,59 @@ never dropped silently — and the worker moves on. The rejection is fingerprint
 exchange id, so a re-run (which reads the pair again: it is still unscored) stores it once.
 When *every* pair of a batch fails on its own, the fault is not the records' (an encoder
 that cannot run): the error propagates instead of rejecting the whole run.
+
+Doing less work: pooled text embeddings are cached in the results database
+(:class:`StorageEmbeddingCache`, keyed by :attr:`Encoder.cache_key` and the text's
+SHA-256), so a text seen in an earlier batch, run or rescore is not embedded again; the
+report counts hits and misses. Splitting the work: ``exchange_ids`` limits a pass to one
+contiguous range of exchange ids (one of several processes on a machine:
+:func:`application.scoring.score_stored_run`), ``shard`` ``(index, count)`` to the
+exchanges whose :func:`shard_of` is ``index`` (one of several machines).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import os
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from compare.encoders import Encoder
 from compare.harms import compile_refusal_patterns
 from compare.pair import PairInput, score_pairs
+from compare.similarity import TextEmbedding
+from shadoweval.errors import ConfigError
 from shadoweval.records import PairScore
-from shadoweval.storage import RejectedRecord, Repository, rejection_fingerprint
+from shadoweval.storage import CachedEmbedding, RejectedRecord, Repository, rejection_fingerprint
 
 logger = logging.getLogger(__name__)
 
 
+_F32LE = np.dtype("<f4")
+
+
 @dataclass(slots=True)
 class CompareReport:
-    """What one compare pass did: pairs scored, pairs rejected by reason, wall seconds."""
+    """What one compare pass did.
+
+    ``scored``: pairs scored; ``rejected``: pairs rejected, by reason; ``wall_s``: wall
+    seconds; ``embedding_cache_hits`` / ``embedding_cache_misses``: distinct non-blank
+    texts (per scoring batch) found / not found in the embedding cache (both 0 with the
+    cache off); ``workers``: compare processes that did the pass.
+    """
 
     run_id: str
     scored: int = 0
     rejected: Counter[str] = field(default_factory=Counter)
     wall_s: float = 0.0
+    embedding_cache_hits: int = 0
+    embedding_cache_misses: int = 0
+    workers: int = 1
 
     def as_dict(self) -> dict[str, object]:
         """A JSON-ready view."""
@@ -45,7 +71,116 @@ class CompareReport:
             "scored": self.scored,
             "rejected": dict(self.rejected),
             "wall_s": round(self.wall_s, 3),
+            "embedding_cache": {
+                "hits": self.embedding_cache_hits,
+                "misses": self.embedding_cache_misses,
+            },
+            "workers": self.workers,
         }
+
+    def merge(self, other: CompareReport) -> None:
+        """Add another process's counts to this report (``wall_s`` is left to the caller)."""
+        self.scored += other.scored
+        self.rejected.update(other.rejected)
+        self.embedding_cache_hits += other.embedding_cache_hits
+        self.embedding_cache_misses += other.embedding_cache_misses
+
+
+class StorageEmbeddingCache:
+    """:class:`~compare.similarity.EmbeddingCache` over the results database.
+
+    Vectors are stored as float32 little-endian bytes and read back with
+    ``np.frombuffer``, so a cached vector is bit-identical to the one stored. Counts
+    ``hits`` and ``misses`` over every lookup.
+
+    Raises (from ``lookup``/``store``):
+        StorageError: the database failed.
+    """
+
+    def __init__(self, repo: Repository) -> None:
+        self._repo = repo
+        self.hits = 0
+        self.misses = 0
+
+    def lookup(self, cache_key: str, text_hashes: Sequence[str]) -> dict[str, TextEmbedding]:
+        """Return the cached embeddings among ``text_hashes`` (by hash), counting hits."""
+        found = self._repo.lookup_embeddings(cache_key, text_hashes)
+        out = {
+            h: TextEmbedding(
+                vector=np.frombuffer(item.vector_f32le, dtype=_F32LE).astype(np.float32),
+                tokens=item.tokens,
+                chunks=item.chunks,
+                truncated=item.truncated,
+            )
+            for h, item in found.items()
+        }
+        distinct = len(set(text_hashes))
+        self.hits += len(out)
+        self.misses += distinct - len(out)
+        return out
+
+    def store(self, cache_key: str, items: Mapping[str, TextEmbedding]) -> None:
+        """Store embeddings with a vector (blank texts have none); first write wins."""
+        rows = [
+            CachedEmbedding(
+                text_sha256=h,
+                dimension=int(emb.vector.shape[0]),
+                vector_f32le=emb.vector.astype(_F32LE).tobytes(),
+                tokens=emb.tokens,
+                chunks=emb.chunks,
+                truncated=emb.truncated,
+            )
+            for h, emb in items.items()
+            if emb.vector is not None
+        ]
+        self._repo.save_embeddings(cache_key, rows)
+
+
+def limit_torch_threads(threads: int) -> None:
+    """Use at most ``threads`` CPU threads for the encoder in this process.
+
+    Sets ``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` (read when torch loads) and calls
+    ``torch.set_num_threads``; call it before the model loads (several compare processes
+    on one machine share its cores: ``max(1, cores // processes)`` each).
+
+    Raises:
+        ValueError: ``threads`` < 1.
+    """
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[name] = str(threads)
+    try:
+        import torch
+    except ImportError:  # the hashing encoder needs no torch
+        return
+    torch.set_num_threads(threads)
+
+
+def shard_of(exchange_id: str, count: int) -> int:
+    """The shard (0 … ``count``-1) an exchange belongs to: a stable split by id.
+
+    First 8 bytes of SHA-256 of the id (UTF-8), big-endian, modulo ``count``: the same
+    on every machine and Python version, so ``count`` machines each scoring one shard
+    cover a run exactly once.
+    """
+    digest = hashlib.sha256(exchange_id.encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "big") % count
+
+
+def check_shard(shard: tuple[int, int]) -> None:
+    """Refuse a shard that is not ``(index, count)`` with ``0 <= index < count``.
+
+    Raises:
+        ConfigError: naming the field ``shard`` and the value ``index/count``.
+    """
+    index, count = shard
+    if count < 1 or not 0 <= index < count:
+        raise ConfigError(
+            f"shard {index}/{count} is out of range: use I/N with N >= 1 and 0 <= I < N",
+            field="shard",
+            value=f"{index}/{count}",
+        )
 
 
 def run_compare(
@@ -59,6 +194,9 @@ def run_compare(
     encode_batch_size: int = 64,
     refusal_patterns: Sequence[str] | None = None,
     covered_scripts: frozenset[str] | None = None,
+    embedding_cache: bool = True,
+    exchange_ids: tuple[str, str] | None = None,
+    shard: tuple[int, int] | None = None,
 ) -> CompareReport:
     """Score every replayed pair of ``run_id`` (only unscored ones unless ``rescore``).
 
@@ -74,15 +212,24 @@ def run_compare(
             :mod:`compare.harms`); compiled once, before any pair is read.
         covered_scripts: the scripts the embedding model covers (``None``: any); see
             :func:`compare.pair.score_pairs`.
+        embedding_cache: look up and store pooled text embeddings in the database
+            (:class:`StorageEmbeddingCache`); ``False`` embeds every text.
+        exchange_ids: only pairs whose exchange id is in this inclusive ``(first, last)``
+            range (:meth:`Repository.pair_exchange_ids` slices).
+        shard: ``(index, count)``: only pairs with ``shard_of(exchange_id, count) ==
+            index``.
 
     Raises:
-        ConfigError: a refusal pattern is invalid (nothing is scored).
+        ConfigError: a refusal pattern or the shard is invalid (nothing is scored).
         Exception: whatever the scorers raised when every pair of a batch of several
             failed on its own (an encoder that cannot run; nothing is rejected then).
         StorageError: the database refused a write.
     """
     patterns = compile_refusal_patterns(refusal_patterns).patterns
+    if shard is not None:
+        check_shard(shard)
     report = CompareReport(run_id=run_id)
+    cache = StorageEmbeddingCache(repo) if embedding_cache else None
     started = time.perf_counter()
 
     def score(group: list[PairInput]) -> list[PairScore]:
@@ -94,10 +241,20 @@ def run_compare(
             batch_size=encode_batch_size,
             refusal_patterns=patterns,
             covered_scripts=covered_scripts,
+            embedding_cache=cache,
         )
 
-    for batch in repo.iter_pair_inputs(run_id, only_unscored=not rescore, batch_size=batch_size):
-        items = [PairInput(exchange=e, candidate=c, baseline_repeat=b) for e, c, b in batch]
+    batches = repo.iter_pair_inputs(
+        run_id, only_unscored=not rescore, batch_size=batch_size, exchange_ids=exchange_ids
+    )
+    for batch in batches:
+        items = [
+            PairInput(exchange=e, candidate=c, baseline_repeat=b)
+            for e, c, b in batch
+            if shard is None or shard_of(e.exchange_id, shard[1]) == shard[0]
+        ]
+        if not items:
+            continue
         try:
             scores = score(items)
         except Exception:
@@ -105,6 +262,9 @@ def run_compare(
             scores = _score_one_by_one(repo, run_id, items, score, report)
         repo.save_pair_scores(scores)
         report.scored += len(scores)
+    if cache is not None:
+        report.embedding_cache_hits = cache.hits
+        report.embedding_cache_misses = cache.misses
     report.wall_s = time.perf_counter() - started
     return report
 

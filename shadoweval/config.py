@@ -167,6 +167,12 @@ class CompareSettings(BaseModel):
     ``["Latin"]``: all-MiniLM-L6-v2 was trained on English. A pair with an answer in
     another script gets ``uncovered_scripts`` and the verdict's reasons warn about it;
     declare the scripts of a multilingual model here when you configure one.
+    ``embedding_cache`` (``SHADOWEVAL_COMPARE__EMBEDDING_CACHE``, default true): keep
+    pooled text embeddings in the results database, keyed by the encoder's identity and
+    the text's SHA-256, so no text is embedded twice (``compare run
+    --no-embedding-cache`` turns it off for one pass). ``workers``
+    (``SHADOWEVAL_COMPARE__WORKERS``, default 1): compare processes on one machine
+    (``compare run --workers``), each with ``max(1, cores // workers)`` torch threads.
     """
 
     encoder: str = "minilm"
@@ -192,6 +198,9 @@ class CompareSettings(BaseModel):
     def covered_scripts(self) -> frozenset[str] | None:
         """The declared ``model_scripts`` as a set, ``None`` when ``*`` (any) is listed."""
         return None if "*" in self.model_scripts else frozenset(self.model_scripts)
+
+    embedding_cache: bool = True
+    workers: int = Field(default=1, ge=1)
 
     @field_validator("refusal_patterns")
     @classmethod

@@ -29,19 +29,46 @@ def compare_run_command(
     rescore: Annotated[
         bool, typer.Option("--rescore", help="Score every pair again, not only new ones.")
     ] = False,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            min=1,
+            help="Compare processes on this machine, each scoring a contiguous range of "
+            "exchange ids (default SHADOWEVAL_COMPARE__WORKERS, 1).",
+        ),
+    ] = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            "--shard",
+            metavar="I/N",
+            help="Score only shard I of N (0 <= I < N, a stable split by exchange id): "
+            "N machines running shards 0/N … N-1/N cover the run exactly once.",
+        ),
+    ] = None,
+    no_embedding_cache: Annotated[
+        bool,
+        typer.Option(
+            "--no-embedding-cache",
+            help="Embed every text; neither read nor write the database's embedding cache.",
+        ),
+    ] = False,
 ) -> None:
     """Score every replayed pair of a run not scored yet (similarity, formats, harms, latency).
 
     The refusal detector's patterns come from ``SHADOWEVAL_COMPARE__REFUSAL_PATTERNS``
     (default: the built-in set); another local sentence-transformers model from
     ``SHADOWEVAL_COMPARE__MODEL_PATH``, with the scripts it covers in
-    ``SHADOWEVAL_COMPARE__MODEL_SCRIPTS`` (default ``["Latin"]``). Prints the counts as JSON.
-    Exit 3 on error.
+    ``SHADOWEVAL_COMPARE__MODEL_SCRIPTS`` (default ``["Latin"]``); the embedding cache is on unless
+    ``--no-embedding-cache`` or ``SHADOWEVAL_COMPARE__EMBEDDING_CACHE=false``. Prints the
+    counts as JSON (``embedding_cache`` hits and misses, ``workers``). Exit 3 on error,
+    including a failed worker process (named with its exchange-id range and exit code).
     """
     from rich.console import Console
 
     from application.database import open_repository
-    from application.scoring import score_stored_run
+    from application.scoring import score_stored_run, score_stored_run_in_processes
     from faces.cli.exit_codes import EXIT_ERROR
     from faces.cli.options import database_url as resolve_url
     from shadoweval.config import load_settings
@@ -50,22 +77,67 @@ def compare_run_command(
     err = Console(stderr=True, soft_wrap=True)
     try:
         compare_settings = load_settings().compare
-        with open_repository(resolve_url(database_url), upgrade=False) as repo:
-            report = score_stored_run(
-                repo,
+        parsed_shard = parse_shard(shard) if shard is not None else None
+        processes = workers if workers is not None else compare_settings.workers
+        use_cache = compare_settings.embedding_cache and not no_embedding_cache
+        url = resolve_url(database_url)
+        structured = frozenset(structured_task_type or ())
+        if processes > 1:
+            report = score_stored_run_in_processes(
+                url,
                 run_id,
+                workers=processes,
                 encoder=encoder,
                 device=device,
-                structured_task_types=frozenset(structured_task_type or ()),
+                structured_task_types=structured,
                 rescore=rescore,
                 refusal_patterns=compare_settings.refusal_patterns,
                 model_path=compare_settings.model_path,
                 covered_scripts=compare_settings.covered_scripts(),
+                embedding_cache=use_cache,
+                shard=parsed_shard,
             )
+        else:
+            with open_repository(url, upgrade=False) as repo:
+                report = score_stored_run(
+                    repo,
+                    run_id,
+                    encoder=encoder,
+                    device=device,
+                    structured_task_types=structured,
+                    rescore=rescore,
+                    refusal_patterns=compare_settings.refusal_patterns,
+                    model_path=compare_settings.model_path,
+                    covered_scripts=compare_settings.covered_scripts(),
+                    embedding_cache=use_cache,
+                    shard=parsed_shard,
+                )
     except ShadowEvalError as exc:
         print_error(err, exc)
         raise typer.Exit(EXIT_ERROR) from None
     typer.echo(json.dumps(report.as_dict(), indent=2))
+
+
+def parse_shard(value: str) -> tuple[int, int]:
+    """Read ``--shard I/N`` as ``(I, N)``.
+
+    Raises:
+        ConfigError: not two integers ``I/N`` with ``N >= 1`` and ``0 <= I < N``.
+    """
+    from shadoweval.errors import ConfigError
+
+    index, sep, count = value.strip().partition("/")
+    try:
+        parsed = (int(index), int(count))
+    except ValueError:
+        parsed = None
+    if not sep or parsed is None or parsed[1] < 1 or not 0 <= parsed[0] < parsed[1]:
+        raise ConfigError(
+            f"--shard {value!r} is not I/N with N >= 1 and 0 <= I < N (e.g. 0/4)",
+            field="shard",
+            value=value,
+        )
+    return parsed
 
 
 def register(app: typer.Typer) -> None:

@@ -13,18 +13,26 @@ Modules: ``models`` (ORM tables), ``database`` (engine, sessions, migrations),
 ``repository`` (records in, records out), ``queries`` (read-side statements),
 ``history`` (verdicts, rejected records), ``audit`` (the policy audit log), ``samples``
 (filtered, keyset-paged pairs for people to read), ``labels`` (human labels),
-``judgements`` (pair judgements, the run's frozen judge), ``rows``
-(record <-> row conversion), ``statements`` (dialect upserts), ``types`` (RunInfo,
-RejectedRecord, VerdictEntry, LatestDecision, PolicyAuditEntry, JudgeFreeze).
+``judgements`` (pair judgements, the run's frozen judge), ``embeddings`` (the embedding
+cache), ``rows`` (record <-> row conversion), ``statements`` (dialect upserts), ``types``
+(RunInfo, RejectedRecord, VerdictEntry, LatestDecision, PolicyAuditEntry, JudgeFreeze,
+CachedEmbedding).
 """
 
 from __future__ import annotations
 
-from shadoweval.storage.database import Database, head_revision, require_existing_sqlite, upgrade
+from shadoweval.storage.database import (
+    Database,
+    head_revision,
+    is_memory_sqlite_url,
+    require_existing_sqlite,
+    upgrade,
+)
 from shadoweval.storage.judgements import ScoredPairOrigin, judge_identity_sha256
 from shadoweval.storage.repository import PairInput, Repository
 from shadoweval.storage.samples import Sample, SampleCursor, SampleFilter, SamplePage
 from shadoweval.storage.types import (
+    CachedEmbedding,
     JudgeFreeze,
     LatestDecision,
     PolicyAuditAction,
@@ -38,6 +46,7 @@ from shadoweval.storage.types import (
 )
 
 __all__ = [
+    "CachedEmbedding",
     "Database",
     "JudgeFreeze",
     "LatestDecision",
@@ -56,6 +65,7 @@ __all__ = [
     "ScoredPairOrigin",
     "VerdictEntry",
     "head_revision",
+    "is_memory_sqlite_url",
     "judge_identity_sha256",
     "rejection_fingerprint",
     "require_existing_sqlite",

@@ -48,6 +48,13 @@ logger = logging.getLogger(__name__)
 MIGRATIONS_PACKAGE = "migrations"
 """Import name of the package that holds ``env.py``, ``script.py.mako`` and ``versions/``."""
 
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+"""How long a SQLite connection waits for another process's write lock before failing.
+
+With WAL, readers never block writers; writers queue on one lock. Several compare
+processes writing scores and cached embeddings to one file wait their turn (each write
+transaction is short) instead of failing with ``database is locked``."""
+
 _MAX_ERROR_CHARS = 500
 _UPGRADE_LOCK_KEY = 0x5E_0A1E_3B1C
 """PostgreSQL advisory-lock key held while migrations run (any fixed 64-bit number)."""
@@ -126,6 +133,19 @@ def require_existing_sqlite(database_url: str) -> None:
         )
 
 
+def is_memory_sqlite_url(database_url: str) -> bool:
+    """True for an in-memory SQLite URL (one process's private database).
+
+    Raises:
+        StorageError: the URL does not parse.
+    """
+    try:
+        url = make_url(database_url)
+    except ArgumentError as exc:
+        raise StorageError(f"invalid database URL {database_url!r}: {exc}") from exc
+    return url.get_backend_name() == "sqlite" and _is_memory_sqlite(url)
+
+
 def describe_error(exc: BaseException) -> str:
     """One line describing a database error, without the (possibly huge) parameters."""
     orig = getattr(exc, "orig", None)
@@ -157,6 +177,7 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
     try:
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
     finally:
         cursor.close()
 
@@ -169,10 +190,11 @@ def _is_memory_sqlite(url: URL) -> bool:
 class Database:
     """A database reached through one SQLAlchemy engine.
 
-    SQLite (the default, ``sqlite:///path.db``) gets ``PRAGMA foreign_keys=ON`` and WAL
-    journaling on every connection; an in-memory SQLite URL shares one connection so that
-    every session sees the same data. PostgreSQL URLs use psycopg 3
-    (``postgresql+psycopg://user@host/db``).
+    SQLite (the default, ``sqlite:///path.db``) gets ``PRAGMA foreign_keys=ON``, WAL
+    journaling and a busy timeout (:data:`SQLITE_BUSY_TIMEOUT_MS`, so several processes
+    may write one file: multi-process compare) on every connection; an in-memory SQLite
+    URL shares one connection so that every session sees the same data.
+    PostgreSQL URLs use psycopg 3 (``postgresql+psycopg://user@host/db``).
 
     Raises:
         StorageError: the URL cannot be parsed or names an unavailable driver.

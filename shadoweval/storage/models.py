@@ -14,7 +14,7 @@ converts them to records.
 
 The migrations (``migrations/versions/0001_initial.py``, ``0002_policy_audit.py``,
 ``0003_samples_and_labels.py``, ``0004_pair_judgements.py``, ``0005_ttfc_and_cache_hits.py``,
-``0006_rejected_fingerprint.py``) must match these models:
+``0006_rejected_fingerprint.py``, ``0007_embedding_cache.py``) must match these models:
 ``Database.schema_diff()`` (an ``alembic check`` equivalent) finds no difference after
 ``upgrade``.
 """
@@ -32,6 +32,7 @@ from sqlalchemy import (
     ForeignKeyConstraint,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     Text,
     UniqueConstraint,
@@ -419,3 +420,33 @@ class RunJudgeRow(Base):
 
     def __repr__(self) -> str:
         return f"RunJudgeRow(run_id={self.run_id!r}, judge_sha256={self.judge_sha256[:12]!r})"
+
+
+class EmbeddingCacheRow(Base):
+    """One pooled text embedding, kept so the same text is never embedded twice.
+
+    Keyed by ``cache_key`` (the encoder's identity: model name, weights hash, backend,
+    e.g. ``sentence-transformers/all-MiniLM-L6-v2@<sha16>:torch-fp32-cpu``) and
+    ``text_sha256`` (hex SHA-256 of the text's UTF-8 bytes), so another model or other
+    weights never read these vectors. ``vector`` is the unit vector as ``dimension``
+    float32 values, little-endian (``4 * dimension`` bytes); ``tokens`` and ``chunks``
+    are the text's encoder tokens and passes, ``truncated`` as in the similarity detail.
+    Rows are written insert-or-ignore (the first write wins) and never updated.
+    """
+
+    __tablename__ = "embedding_cache"
+
+    cache_key: Mapped[str] = mapped_column(primary_key=True)
+    text_sha256: Mapped[str] = mapped_column(primary_key=True)
+    dimension: Mapped[int]
+    vector: Mapped[bytes] = mapped_column(LargeBinary)
+    tokens: Mapped[int]
+    chunks: Mapped[int]
+    truncated: Mapped[bool]
+    created_at: Mapped[datetime]
+
+    def __repr__(self) -> str:
+        return (
+            f"EmbeddingCacheRow(cache_key={self.cache_key!r}, "
+            f"text_sha256={self.text_sha256[:12]!r}, dimension={self.dimension})"
+        )

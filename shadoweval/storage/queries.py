@@ -43,7 +43,11 @@ from shadoweval.storage.types import RejectStage
 
 
 def pair_inputs(
-    run_id: str, *, only_unscored: bool, after: tuple[datetime, str] | None
+    run_id: str,
+    *,
+    only_unscored: bool,
+    after: tuple[datetime, str] | None,
+    exchange_ids: tuple[str, str] | None = None,
 ) -> Select[*tuple[Any, ...]]:
     """Build the pair-input query: exchange, candidate and baseline-repeat records.
 
@@ -52,7 +56,9 @@ def pair_inputs(
 
     Result columns: ``exchange``, ``candidate``, ``baseline`` (JSON records, ``baseline``
     may be ``None``), ``captured_at``, ``exchange_id``; ordered by
-    ``(captured_at, exchange_id)`` and starting strictly after ``after`` (keyset).
+    ``(captured_at, exchange_id)`` and starting strictly after ``after`` (keyset); with
+    ``exchange_ids`` ``(first, last)`` only exchange ids in that inclusive range (in the
+    database's own string order).
     """
     candidate = aliased(ReplayOutcomeRow, name="candidate_outcome")
     baseline = aliased(ReplayOutcomeRow, name="baseline_outcome")
@@ -91,6 +97,8 @@ def pair_inputs(
             PairScoreRow.run_id == run_id, PairScoreRow.exchange_id == ExchangeRow.exchange_id
         )
         stmt = stmt.where(~scored)
+    if exchange_ids is not None:
+        stmt = stmt.where(ExchangeRow.exchange_id.between(*exchange_ids))
     if after is not None:
         captured_at, exchange_id = after
         stmt = stmt.where(

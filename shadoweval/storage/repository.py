@@ -13,6 +13,7 @@ repeated):
   wins and a repeat is counted as a duplicate;
 * pair scores: upsert on ``(run_id, exchange_id)``; rescoring replaces;
 * human labels: upsert on ``(run_id, exchange_id, labeller)``; relabelling replaces;
+* cached embeddings: insert-or-ignore on ``(cache_key, text_sha256)``; the first wins;
 * pair judgements: one per ``(run_id, exchange_id, source)``; a judge's first successful
   judgement wins (a failed one is replaced), reference and human ones replace.
 
@@ -44,6 +45,7 @@ from shadoweval.records import (
 from shadoweval.storage import queries
 from shadoweval.storage import rows as rows_
 from shadoweval.storage.audit import PolicyAuditLog, add_audit_row, audit_row
+from shadoweval.storage.embeddings import EmbeddingStore
 from shadoweval.storage.history import HistoryStore
 from shadoweval.storage.judgements import JudgementStore
 from shadoweval.storage.labels import LabelStore
@@ -67,7 +69,9 @@ PairInput = tuple[Exchange, ReplayOutcome, ReplayOutcome | None]
 """(captured exchange, candidate outcome, baseline-repeat outcome if any)."""
 
 
-class Repository(HistoryStore, PolicyAuditLog, SampleStore, LabelStore, JudgementStore):
+class Repository(
+    HistoryStore, PolicyAuditLog, SampleStore, LabelStore, JudgementStore, EmbeddingStore
+):
     """Records in, records out, over one :class:`~shadoweval.storage.database.Database`.
 
     The database must already be at the head revision (``db.upgrade()`` or
@@ -79,7 +83,9 @@ class Repository(HistoryStore, PolicyAuditLog, SampleStore, LabelStore, Judgemen
     (``save_labels``, ``load_labels``) from :class:`~shadoweval.storage.labels.LabelStore`;
     pair judgements and the run's frozen judge (``save_judgements``, ``list_judgements``,
     ``freeze_judge``, ``run_judge``, ``scored_pair_origins``) from
-    :class:`~shadoweval.storage.judgements.JudgementStore`.
+    :class:`~shadoweval.storage.judgements.JudgementStore`; the embedding cache
+    (``lookup_embeddings``, ``save_embeddings``, ``count_embeddings``) from
+    :class:`~shadoweval.storage.embeddings.EmbeddingStore`.
     """
 
     # ------------------------------------------------------------------- runs
@@ -299,14 +305,21 @@ class Repository(HistoryStore, PolicyAuditLog, SampleStore, LabelStore, Judgemen
             return upsert(session, PairScoreRow, rows, ["run_id", "exchange_id"])
 
     def iter_pair_inputs(
-        self, run_id: str, *, only_unscored: bool = False, batch_size: int = 256
+        self,
+        run_id: str,
+        *,
+        only_unscored: bool = False,
+        batch_size: int = 256,
+        exchange_ids: tuple[str, str] | None = None,
     ) -> Iterator[list[PairInput]]:
         """Yield batches of (exchange, candidate outcome, baseline-repeat outcome or None).
 
         Only exchanges with a candidate outcome in this run are yielded, ordered by
         ``(captured_at, exchange_id)``. Each batch is read in its own short transaction
         (keyset pagination), so the caller may write scores between batches; with
-        ``only_unscored`` exchanges that already have a pair score are left out.
+        ``only_unscored`` exchanges that already have a pair score are left out; with
+        ``exchange_ids`` ``(first, last)`` only ids in that inclusive range (the ranges of
+        :meth:`pair_exchange_ids`: one per compare process).
 
         Raises:
             ValueError: ``batch_size`` < 1.
@@ -314,14 +327,39 @@ class Repository(HistoryStore, PolicyAuditLog, SampleStore, LabelStore, Judgemen
         """
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        return self._pair_input_batches(run_id, only_unscored, batch_size)
+        return self._pair_input_batches(run_id, only_unscored, batch_size, exchange_ids)
+
+    def pair_exchange_ids(self, run_id: str, *, only_unscored: bool = False) -> list[str]:
+        """The exchange ids :meth:`iter_pair_inputs` would yield, in the database's order.
+
+        Ordered by ``exchange_id`` as the database compares strings (its collation), so
+        consecutive slices of this list are disjoint ``(first, last)`` ranges for
+        ``iter_pair_inputs(exchange_ids=...)``.
+
+        Raises:
+            StorageError: on database failure.
+        """
+        stmt = (
+            queries.pair_inputs(run_id, only_unscored=only_unscored, after=None)
+            .with_only_columns(ExchangeRow.exchange_id)
+            .order_by(None)
+            .order_by(ExchangeRow.exchange_id)
+        )
+        with self._db.session() as session:
+            return list(session.scalars(stmt))
 
     def _pair_input_batches(
-        self, run_id: str, only_unscored: bool, batch_size: int
+        self,
+        run_id: str,
+        only_unscored: bool,
+        batch_size: int,
+        exchange_ids: tuple[str, str] | None,
     ) -> Iterator[list[PairInput]]:
         after: tuple[datetime, str] | None = None
         while True:
-            stmt = queries.pair_inputs(run_id, only_unscored=only_unscored, after=after)
+            stmt = queries.pair_inputs(
+                run_id, only_unscored=only_unscored, after=after, exchange_ids=exchange_ids
+            )
             with self._db.session() as session:
                 rows = session.execute(stmt.limit(batch_size)).all()
             if not rows:

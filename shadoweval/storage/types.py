@@ -5,7 +5,8 @@ Stage records (Exchange, ReplayOutcome, PairScore, Verdict, Coverage) come from
 (:class:`RunInfo`), a rejected record (:class:`RejectedRecord`), a verdict with its
 bookkeeping (:class:`VerdictEntry`), a run's latest decision (:class:`LatestDecision`),
 one use of a run's policy (:class:`PolicyAuditEntry`) and the outcome of presenting a judge
-to a run (:class:`JudgeFreeze`). All are frozen dataclasses.
+to a run (:class:`JudgeFreeze`) and one cached text embedding (:class:`CachedEmbedding`).
+All are frozen dataclasses.
 """
 
 from __future__ import annotations
@@ -208,3 +209,21 @@ class JudgeFreeze:
     def accepted(self) -> bool:
         """True unless the presented judge was refused."""
         return self.action is not PolicyAuditAction.JUDGE_REFUSED
+
+
+@dataclass(frozen=True, slots=True)
+class CachedEmbedding:
+    """One text's pooled embedding as the embedding cache keeps it.
+
+    ``text_sha256``: hex SHA-256 of the text's UTF-8 bytes; ``vector_f32le``: the unit
+    vector as ``dimension`` float32 values, little-endian (``4 * dimension`` bytes);
+    ``tokens`` and ``chunks``: the text's encoder tokens and passes; ``truncated``: some
+    piece exceeded the encoder window.
+    """
+
+    text_sha256: str
+    dimension: int
+    vector_f32le: bytes
+    tokens: int
+    chunks: int
+    truncated: bool

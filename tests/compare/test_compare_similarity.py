@@ -29,6 +29,10 @@ class CountingEncoder:
         return self.inner.window_tokens
 
     @property
+    def cache_key(self) -> str:
+        return self.inner.cache_key
+
+    @property
     def special_tokens(self) -> int:
         return self.inner.special_tokens
 

@@ -29,13 +29,14 @@ TABLES = {
     "human_label",
     "pair_judgement",
     "run_judge",
+    "embedding_cache",
 }
 
 
 def test_exactly_one_head() -> None:
     script = ScriptDirectory.from_config(alembic_config())
-    assert script.get_heads() == ["0006"]
-    assert head_revision() == "0006"
+    assert script.get_heads() == ["0007"]
+    assert head_revision() == "0007"
 
 
 def test_script_location_is_the_installed_package() -> None:
@@ -49,6 +50,7 @@ def test_script_location_is_the_installed_package() -> None:
     assert (location / "versions" / "0004_pair_judgements.py").is_file()
     assert (location / "versions" / "0005_ttfc_and_cache_hits.py").is_file()
     assert (location / "versions" / "0006_rejected_fingerprint.py").is_file()
+    assert (location / "versions" / "0007_embedding_cache.py").is_file()
 
 
 def test_models_cover_every_table() -> None:
@@ -89,7 +91,7 @@ def test_check_schema_names_revisions_and_the_fix(empty_url: str) -> None:
         with pytest.raises(StorageError) as info:
             db.check_schema()
         message = str(info.value)
-        assert "is at revision none (empty database), expected head 0006" in message
+        assert "is at revision none (empty database), expected head 0007" in message
         assert "run `shadow-eval db upgrade`" in message
         assert db.safe_url in message
     finally:

@@ -68,6 +68,7 @@ def test_upgrade_runs_from_an_installed_wheel(tmp_path: Path) -> None:
         "migrations/versions/0004_pair_judgements.py",
         "migrations/versions/0005_ttfc_and_cache_hits.py",
         "migrations/versions/0006_rejected_fingerprint.py",
+        "migrations/versions/0007_embedding_cache.py",
         "shadoweval/storage/models.py",
     ):
         assert expected in names, f"{expected} missing from {wheel.name}"
@@ -90,4 +91,4 @@ def test_upgrade_runs_from_an_installed_wheel(tmp_path: Path) -> None:
         check=False,
     )
     assert run.returncode == 0, run.stderr
-    assert run.stdout.split() == ["OK", "0006", "0006"]
+    assert run.stdout.split() == ["OK", "0007", "0007"]
