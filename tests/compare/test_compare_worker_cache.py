@@ -23,7 +23,7 @@ from tests.storage.factories import BASELINE, CANDIDATE, make_exchange, make_out
 
 
 @pytest.fixture
-def url(empty_url: str) -> Iterator[str]:
+def url(empty_url: str) -> str:
     with Database(empty_url) as db:
         db.upgrade()
     return empty_url
