@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from shadoweval.storage import Database, Repository
 from tests.kafka_broker import TansuBroker, broker_binary
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -107,6 +108,21 @@ def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         return
     pg_url: str = request.getfixturevalue("pg_url")
     yield from fresh_pg_schema_url(pg_url)
+
+
+@pytest.fixture
+def db_url(empty_url: str) -> str:
+    """An upgraded, empty database (SQLite file or fresh PostgreSQL schema)."""
+    with Database(empty_url) as db:
+        db.upgrade()
+    return empty_url
+
+
+@pytest.fixture
+def repo(db_url: str) -> Iterator[Repository]:
+    """A repository on :func:`db_url` (directories with their own ``repo`` override it)."""
+    with Database(db_url) as db:
+        yield Repository(db)
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ check of cached scores. Multi-process passes spawn real processes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,22 +16,9 @@ from compare.encoders import HashingEncoder, MiniLMEncoder
 from compare.worker import run_compare, shard_of
 from shadoweval.errors import ConfigError, ShadowEvalError
 from shadoweval.records import PairScore
-from shadoweval.storage import Database, Repository
+from shadoweval.storage import Repository
 from tests.compare.test_compare_similarity import CountingEncoder
 from tests.storage.factories import BASELINE, CANDIDATE, make_exchange, make_outcome
-
-
-@pytest.fixture
-def url(empty_url: str) -> str:
-    with Database(empty_url) as db:
-        db.upgrade()
-    return empty_url
-
-
-@pytest.fixture
-def repo(url: str) -> Iterator[Repository]:
-    with Database(url) as db:
-        yield Repository(db)
 
 
 def seed(repo: Repository, n: int = 12, *, identical_every: int = 4) -> str:
@@ -143,34 +129,36 @@ def test_split_ranges_are_contiguous_and_balanced() -> None:
     assert split_ranges([], 2) == []
 
 
-def test_two_worker_processes_give_the_same_scores_as_one(url: str, repo: Repository) -> None:
+def test_two_worker_processes_give_the_same_scores_as_one(db_url: str, repo: Repository) -> None:
     run_id = seed(repo, n=20)
-    one = score_stored_run_in_processes(url, run_id, workers=1, encoder="hashing")
+    one = score_stored_run_in_processes(db_url, run_id, workers=1, encoder="hashing")
     single = comparable(repo.load_pair_scores(run_id))
     assert (one.scored, one.workers) == (20, 1)
     two = score_stored_run_in_processes(
-        url, run_id, workers=2, encoder="hashing", rescore=True, embedding_cache=False
+        db_url, run_id, workers=2, encoder="hashing", rescore=True, embedding_cache=False
     )
     assert (two.scored, two.workers) == (20, 2)  # each pair scored once: 20, not 40
     assert comparable(repo.load_pair_scores(run_id)) == single
-    again = score_stored_run_in_processes(url, run_id, workers=2, encoder="hashing")
+    again = score_stored_run_in_processes(db_url, run_id, workers=2, encoder="hashing")
     assert again.scored == 0  # nothing left unscored
 
 
-def test_worker_processes_with_a_shard_score_only_that_shard(url: str, repo: Repository) -> None:
+def test_worker_processes_with_a_shard_score_only_that_shard(db_url: str, repo: Repository) -> None:
     run_id = seed(repo, n=16)
-    report = score_stored_run_in_processes(url, run_id, workers=2, encoder="hashing", shard=(1, 2))
+    report = score_stored_run_in_processes(
+        db_url, run_id, workers=2, encoder="hashing", shard=(1, 2)
+    )
     ids = {s.exchange_id for s in repo.load_pair_scores(run_id)}
     assert report.scored == len(ids) > 0
     assert all(shard_of(e, 2) == 1 for e in ids)
 
 
 def test_a_failing_worker_process_is_reported_with_its_range_and_exit_code(
-    url: str, repo: Repository
+    db_url: str, repo: Repository
 ) -> None:
     run_id = seed(repo, n=4)
     with pytest.raises(ShadowEvalError) as caught:
-        score_stored_run_in_processes(url, run_id, workers=2, encoder="no-such-encoder")
+        score_stored_run_in_processes(db_url, run_id, workers=2, encoder="no-such-encoder")
     message = str(caught.value)
     assert "2 of 2 compare processes failed" in message
     assert "compare worker 1 of 2 (exchange ids ex-00000 … ex-00001) exited with code 1" in message
