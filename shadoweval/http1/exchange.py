@@ -111,6 +111,7 @@ class Http1Exchange:
         "_done",
         "_error",
         "_head_future",
+        "_keep_alive",
         "_pieces",
         "_waiter",
         "_want_pieces",
@@ -132,6 +133,7 @@ class Http1Exchange:
         self._done = False
         self._error: ResponseLostError | None = None
         self._close_delimited = False
+        self._keep_alive = False
         self._head_future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiter: asyncio.Future[None] | None = None
         self._want_pieces = False
@@ -164,6 +166,8 @@ class Http1Exchange:
             self._wake()
 
     def on_response_complete(self, conn: UpstreamConnection) -> None:
+        # asked inside the callback: llhttp resets the message's flags once it returns
+        self._keep_alive = conn.parser.should_keep_alive()
         self._complete = True
         self._wake()
 
@@ -246,7 +250,7 @@ class Http1Exchange:
             and not self._close_delimited
             and not conn.closed
             and not conn.eof
-            and conn.parser.should_keep_alive()
+            and self._keep_alive
         ):
             self.pool.release(conn)
         else:
