@@ -11,7 +11,8 @@ ms/replay (the nginx worker's utime+stime from ``/proc/<pid>/stat``).
 
 Usage::
 
-    PYTHONPATH=. python -m benchmarks.replay_throughput [--requests 2000] [--concurrency 32,256,1024]
+    PYTHONPATH=. python -m benchmarks.replay_throughput \\
+        [--requests 2000] [--concurrency 32,256,1024]
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ import orjson
 
 from replay.client import CandidateClient
 from replay.rewrite import ReplayRequest
-from shadoweval.http1.exchange import ResponseLostError  # noqa: F401  (the path under test)
 
 EVENTS = 24
 _CLK = os.sysconf("SC_CLK_TCK")
@@ -173,7 +173,7 @@ def main() -> None:
     parser.add_argument("--concurrency", default="32,256,1024")
     args = parser.parse_args()
     levels = [int(c) for c in args.concurrency.split(",")]
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     with tempfile.TemporaryDirectory() as tmpdir:
         proc, port, worker_pid = start_nginx(Path(tmpdir))

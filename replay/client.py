@@ -43,6 +43,7 @@ from shadoweval.config import DEFAULT_CACHE_HIT_RULES, CacheHitRule
 from shadoweval.errors import RecordDecodeError, ReplayError
 from shadoweval.http1.decoding import BodyDecoder, ContentDecodingError, supported_codings
 from shadoweval.http1.exchange import Http1Exchange, ResponseLostError, encode_request
+from shadoweval.http1.fd_limit import ensure_fd_limit
 from shadoweval.http1.pool import UpstreamError, UpstreamPool
 from shadoweval.lifecycle import AsyncLifecycle
 from shadoweval.llm_protocol import ChatStreamAssembler, parse_completion_body
@@ -150,11 +151,14 @@ class CandidateClient(AsyncLifecycle):
 
         Raises:
             LifecycleError: called twice, or after :meth:`stop`.
+            ConfigError: ``max_connections`` does not fit the open-file limit even after
+                raising the soft limit to the hard one (:func:`ensure_fd_limit`).
         """
         with self._starting():
             if self._use_httpx:
                 self._client = httpx.AsyncClient(**self._client_kwargs)  # type: ignore[arg-type]
             else:
+                ensure_fd_limit(self.max_connections)
                 tls = ssl.create_default_context() if self._tls else None
                 self._pool = UpstreamPool(
                     self._host,

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import gzip
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
 
 import orjson
 
@@ -46,6 +47,8 @@ def _sse_events(n: int) -> list[bytes]:
     events.append(b"data: [DONE]\n\n")
     return events
 
+
+T = TypeVar("T")
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, "Server"], Awaitable[None]]
 
@@ -118,8 +121,8 @@ def request(stream: bool = False) -> ReplayRequest:
     )
 
 
-def run(coro: Awaitable[object]) -> object:
-    return asyncio.run(coro)  # type: ignore[arg-type]
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coro)
 
 
 async def _send(
@@ -142,7 +145,7 @@ def test_keepalive_reuses_one_connection() -> None:
             results = await _send(url, 5)
         return results, server.connections
 
-    results, connections = run(main())  # type: ignore[misc]
+    results, connections = run(main())
     assert [r.error_kind for r in results] == [None] * 5
     assert all(r.response is not None and r.response.text == "hi" for r in results)
     assert connections == 1
@@ -164,7 +167,7 @@ def test_stale_idle_connection_is_not_used() -> None:
             second = await client.send(request())
         return [first, second], server.connections
 
-    results, connections = run(main())  # type: ignore[misc]
+    results, connections = run(main())
     assert [r.error_kind for r in results] == [None, None]
     assert connections == 2
 
@@ -201,9 +204,10 @@ def test_chunked_content_length_and_close_delimited_bodies() -> None:
             async with Server(_framing_handler(framing)) as url:
                 return await _send(url)
 
-        (result,) = run(main())  # type: ignore[misc]
+        (result,) = run(main())
         assert result.error_kind is None, (framing, result.error_detail)
-        assert result.response is not None and result.response.text == "hi", framing
+        assert result.response is not None, framing
+        assert result.response.text == "hi", framing
 
 
 def test_incremental_sse_timings() -> None:
@@ -228,14 +232,16 @@ def test_incremental_sse_timings() -> None:
         async with Server(handler) as url:
             return await _send(url, stream=True)
 
-    (result,) = run(main())  # type: ignore[misc]
+    (result,) = run(main())
     assert result.error_kind is None, result.error_detail
     assert result.response is not None
     assert result.response.text == "".join(f"t{i} " for i in range(6))
     timings = result.timings
-    assert timings.ttft_ms is not None and timings.e2e_ms is not None
+    assert timings.ttft_ms is not None
+    assert timings.e2e_ms is not None
     assert timings.ttft_ms < timings.e2e_ms
-    assert timings.itl is not None and timings.itl.count == 5
+    assert timings.itl is not None
+    assert timings.itl.count == 5
 
 
 def test_gzip_body_is_decoded() -> None:
@@ -243,16 +249,18 @@ def test_gzip_body_is_decoded() -> None:
         reader: asyncio.StreamReader, writer: asyncio.StreamWriter, s: Server
     ) -> None:
         req = await read_request(reader)
-        assert req is not None and b"accept-encoding: gzip" in req.lower()
+        assert req is not None
+        assert b"accept-encoding: gzip" in req.lower()
         writer.write(response(gzip.compress(COMPLETION), extra=b"content-encoding: gzip\r\n"))
 
     async def main() -> list[ReplayResult]:
         async with Server(handler) as url:
             return await _send(url)
 
-    (result,) = run(main())  # type: ignore[misc]
+    (result,) = run(main())
     assert result.error_kind is None, result.error_detail
-    assert result.response is not None and result.response.text == "hi"
+    assert result.response is not None
+    assert result.response.text == "hi"
 
 
 def test_corrupt_gzip_is_a_decode_error() -> None:
@@ -266,7 +274,7 @@ def test_corrupt_gzip_is_a_decode_error() -> None:
         async with Server(handler) as url:
             return await _send(url)
 
-    (result,) = run(main())  # type: ignore[misc]
+    (result,) = run(main())
     assert result.error_kind is ReplayErrorKind.DECODE
 
 
@@ -278,7 +286,7 @@ def test_connection_refused_is_connect_after_retries() -> None:
         await server.wait_closed()
         return await _send(f"http://127.0.0.1:{port}", connect_retries=2, backoff_s=0.001)
 
-    (result,) = run(main())  # type: ignore[misc]
+    (result,) = run(main())
     assert result.error_kind is ReplayErrorKind.CONNECT
     assert result.attempts == 3
 
@@ -294,7 +302,7 @@ def test_server_that_never_answers_is_a_timeout() -> None:
         async with Server(handler) as url:
             return await _send(url, timeout_s=0.3)
 
-    (result,) = run(main())  # type: ignore[misc]
+    (result,) = run(main())
     assert result.error_kind is ReplayErrorKind.TIMEOUT
 
 
@@ -314,7 +322,7 @@ def test_mid_body_drop_is_connection_lost() -> None:
         async with Server(handler) as url:
             return await _send(url, connect_retries=0)
 
-    (result,) = run(main())  # type: ignore[misc]
+    (result,) = run(main())
     assert result.error_kind is ReplayErrorKind.CONNECT
     assert result.error_detail is not None
     assert result.error_detail.startswith("connection lost mid-response")
@@ -334,7 +342,7 @@ def test_max_connections_is_respected() -> None:
             results = await asyncio.gather(*(client.send(request()) for _ in range(40)))
         return list(results), server
 
-    results, server = run(main())  # type: ignore[misc]
+    results, server = run(main())
     assert [r.error_kind for r in results] == [None] * 40
     assert server.connections <= 3
     assert server.max_open <= 3
@@ -355,9 +363,10 @@ def test_interim_responses_are_skipped() -> None:
         async with Server(handler) as url:
             return await _send(url)
 
-    (result,) = run(main())  # type: ignore[misc]
+    (result,) = run(main())
     assert result.error_kind is None, result.error_detail
-    assert result.response is not None and result.response.status_code == 200
+    assert result.response is not None
+    assert result.response.status_code == 200
     assert result.response.text == "hi"
 
 
@@ -374,8 +383,9 @@ def test_http_500_keeps_the_error_body() -> None:
         async with Server(handler) as url:
             return await _send(url)
 
-    (result,) = run(main())  # type: ignore[misc]
+    (result,) = run(main())
     assert result.error_kind is ReplayErrorKind.HTTP_STATUS
-    assert result.response is not None and result.response.status_code == 500
+    assert result.response is not None
+    assert result.response.status_code == 500
     assert result.response.body == body.decode()
     assert result.error_detail == "HTTP 500: engine overloaded"
