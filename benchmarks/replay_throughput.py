@@ -126,7 +126,7 @@ def _client_cpu_s() -> float:
 
 
 async def _one_row(
-    base_url: str, old: bool, stream: bool, concurrency: int, n: int
+    base_url: str, old: bool, stream: bool, concurrency: int, n: int, warm: bool
 ) -> tuple[float, int]:
     transport = None
     if old:
@@ -161,6 +161,8 @@ async def _one_row(
                 ):
                     errors += 1
 
+        if warm:  # one untimed request per worker first: every connection is open
+            await asyncio.gather(*(client.send(req) for _ in range(concurrency)))
         start = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         elapsed = time.perf_counter() - start
@@ -171,6 +173,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--concurrency", default="32,256,1024")
+    parser.add_argument(
+        "--warm",
+        action="store_true",
+        help="open every connection with one untimed request per worker before timing "
+        "(steady state; CPU columns then include the warm-up requests' share)",
+    )
     args = parser.parse_args()
     levels = [int(c) for c in args.concurrency.split(",")]
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -190,7 +198,9 @@ def main() -> None:
                         base = f"http://127.0.0.1:{port}/{'s' if stream else 'ns'}"
                         n = args.requests if not stream else args.requests // 2
                         c0, s0 = _client_cpu_s(), _server_cpu_s(worker_pid)
-                        elapsed, errors = asyncio.run(_one_row(base, old, stream, concurrency, n))
+                        elapsed, errors = asyncio.run(
+                            _one_row(base, old, stream, concurrency, n, args.warm)
+                        )
                         c1, s1 = _client_cpu_s(), _server_cpu_s(worker_pid)
                         print(
                             f"| {'httpx (old)' if old else 'http1 (new)'} "
