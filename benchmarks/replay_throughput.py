@@ -33,6 +33,16 @@ import orjson
 
 from replay.client import CandidateClient
 from replay.rewrite import ReplayRequest
+from replay.runner import ReplayRunner, TargetSpec
+from shadoweval.capture_log import LogEntry
+from shadoweval.records import (
+    Exchange,
+    HeaderPair,
+    ModelIdentity,
+    ReplayTarget,
+    RequestRecord,
+)
+from shadoweval.storage import Database, Repository
 
 EVENTS = 24
 _CLK = os.sysconf("SC_CLK_TCK")
@@ -169,10 +179,59 @@ async def _one_row(
     return elapsed, errors
 
 
+async def _runner_row(
+    base_url: str, stream: bool, concurrency: int, n: int, db_dir: Path
+) -> tuple[float, int]:
+    """The product path: :class:`ReplayRunner` over ``n`` exchanges into a SQLite store."""
+    db = Database(f"sqlite:///{db_dir / f'runner-{stream}-{concurrency}.db'}")
+    db.upgrade()
+    repo = Repository(db)
+    baseline, cand = ModelIdentity(name="baseline"), ModelIdentity(name="bench")
+    run_id = repo.create_run(
+        name="bench",
+        baseline=baseline,
+        candidate=cand,
+        policy_hash="0" * 64,
+        policy_yaml="version: 1\n",
+    ).run_id
+    body = orjson.dumps(
+        {"model": "baseline", "messages": [{"role": "user", "content": "hi"}], "stream": stream}
+    ).decode()
+    entries = [
+        LogEntry(
+            f"mem:{i}",
+            "",
+            exchange=Exchange(
+                route="/v1/chat/completions",
+                task_type="default",
+                request=RequestRecord(
+                    path="/v1/chat/completions",
+                    headers=(HeaderPair(name="content-type", value="application/json"),),
+                    body=body,
+                ),
+                baseline_model=baseline,
+            ),
+        )
+        for i in range(n)
+    ]
+    client = CandidateClient(base_url, max_connections=concurrency, connect_retries=0)
+    target = TargetSpec(ReplayTarget.CANDIDATE, client, cand, model_name="bench", api_key="k")
+    async with client:
+        runner = ReplayRunner(repo, run_id, [target], concurrency=concurrency, progress=False)
+        start = time.perf_counter()
+        report = await runner.run(entries)
+        elapsed = time.perf_counter() - start
+    db.dispose()
+    failed = n - sum(report.ok.values())
+    return elapsed, failed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--concurrency", default="32,256,1024")
+    parser.add_argument("--runner", action="store_true", help="add ReplayRunner rows")
+    parser.add_argument("--only-runner", action="store_true", help="ReplayRunner rows only")
     parser.add_argument(
         "--warm",
         action="store_true",
@@ -192,7 +251,7 @@ def main() -> None:
                 "| server CPU ms/replay | errors |"
             )
             print("|---|---|---:|---:|---:|---:|---:|")
-            for concurrency in levels:
+            for concurrency in levels if not args.only_runner else ():
                 for stream in (False, True):
                     for old in (True, False):
                         base = f"http://127.0.0.1:{port}/{'s' if stream else 'ns'}"
@@ -207,6 +266,23 @@ def main() -> None:
                             f"| {'stream 24 ev' if stream else 'json'} | {concurrency} "
                             f"| {n / elapsed:,.0f} | {(c1 - c0) * 1e3 / n:.2f} "
                             f"| {(s1 - s0) * 1e3 / n:.3f} | {errors} |",
+                            flush=True,
+                        )
+            if args.runner or args.only_runner:
+                for concurrency in levels:
+                    for stream in (False, True):
+                        base = f"http://127.0.0.1:{port}/{'s' if stream else 'ns'}"
+                        n = args.requests if not stream else args.requests // 2
+                        c0, s0 = _client_cpu_s(), _server_cpu_s(worker_pid)
+                        elapsed, failed = asyncio.run(
+                            _runner_row(base, stream, concurrency, n, Path(tmpdir))
+                        )
+                        c1, s1 = _client_cpu_s(), _server_cpu_s(worker_pid)
+                        print(
+                            f"| ReplayRunner + SQLite (new) "
+                            f"| {'stream 24 ev' if stream else 'json'} | {concurrency} "
+                            f"| {n / elapsed:,.0f} | {(c1 - c0) * 1e3 / n:.2f} "
+                            f"| {(s1 - s0) * 1e3 / n:.3f} | {failed} |",
                             flush=True,
                         )
             print(f"load after: {os.getloadavg()[0]:.2f} (1-min)")
