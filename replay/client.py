@@ -227,9 +227,10 @@ class CandidateClient(AsyncLifecycle):
     async def _send_http1(self, pool: UpstreamPool, request: ReplayRequest) -> ReplayResult:
         """:meth:`send` over the core's HTTP/1.1 pool (the default transport)."""
         headers = dict(request.headers)
-        if not any(k.lower() == "accept-encoding" for k in headers):
+        names = {k.lower() for k in headers}
+        if "accept-encoding" not in names:  # httpx's default: the codings decoded here
             headers["accept-encoding"] = self._accept_encoding
-        if not any(k.lower() == "accept" for k in headers):
+        if "accept" not in names:
             headers["accept"] = "*/*"
         wire = encode_request(
             "POST", self._path_prefix + request.path, self._host_header, headers, request.body
