@@ -296,15 +296,16 @@ class UpstreamPool:
             try:
                 async with asyncio.timeout(self.pool_timeout_s):
                     handed = await future
-            except TimeoutError:
-                raise UpstreamError(
-                    "pool_timeout",
-                    f"all {self.max_connections} upstream connections busy for "
-                    f"{self.pool_timeout_s} s",
-                ) from None
+            except BaseException as exc:
+                self._abandon(future)
+                if isinstance(exc, TimeoutError):
+                    raise UpstreamError(
+                        "pool_timeout",
+                        f"all {self.max_connections} upstream connections busy for "
+                        f"{self.pool_timeout_s} s",
+                    ) from None
+                raise
             finally:
-                if not future.done():
-                    future.cancel()
                 with contextlib.suppress(ValueError):
                     self._waiters.remove(future)
             if handed is not None:
@@ -351,6 +352,27 @@ class UpstreamPool:
                 return
         conn.idle_since = _monotonic()
         self._idle.append(conn)
+
+    def _abandon(self, future: asyncio.Future[UpstreamConnection | None]) -> None:
+        """A waiter gave up (timeout, cancellation): what it was handed goes to the next one.
+
+        Without this a connection (or a free slot) handed to a waiter in the same loop
+        iteration as its timeout or cancellation would be lost for good.
+        """
+        if not future.done():
+            future.cancel()
+            return
+        if future.cancelled():
+            return
+        handed = future.result()
+        if handed is not None:
+            self.release(handed)
+            return
+        while self._waiters:  # the freed slot passes to the next waiter
+            waiter = self._waiters.popleft()
+            if waiter is not future and not waiter.done():
+                waiter.set_result(None)
+                return
 
     def discard(self, conn: UpstreamConnection) -> None:
         """Close a connection that must not be reused (its slot is freed when it closes)."""

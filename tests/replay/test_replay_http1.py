@@ -7,6 +7,7 @@ stale connections, interim responses and failures are under the test's control.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
@@ -389,3 +390,39 @@ def test_http_500_keeps_the_error_body() -> None:
     assert result.response.status_code == 500
     assert result.response.body == body.decode()
     assert result.error_detail == "HTTP 500: engine overloaded"
+
+
+def test_a_connection_handed_to_a_cancelled_waiter_is_not_lost() -> None:
+    from shadoweval.http1.pool import UpstreamPool
+
+    async def handler(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, s: Server
+    ) -> None:
+        await reader.read()
+
+    async def main() -> tuple[int, int]:
+        async with Server(handler) as url:
+            port = int(url.rsplit(":", 1)[1])
+            pool = UpstreamPool(
+                "127.0.0.1",
+                port,
+                tls=None,
+                server_hostname=None,
+                max_connections=1,
+                connect_timeout_s=5.0,
+                keepalive_expiry_s=60.0,
+            )
+            held = await pool.acquire()
+            waiter = asyncio.ensure_future(pool.acquire())
+            await asyncio.sleep(0)  # one loop turn: the waiter runs up to its queueing
+            assert pool._waiters
+            pool.release(held)  # handed to the waiter ...
+            waiter.cancel()  # ... which is cancelled before it runs
+            with contextlib.suppress(asyncio.CancelledError):
+                await waiter
+            idle, open_ = pool.idle_connections, pool.open_connections
+            await pool.aclose()
+            return idle, open_
+
+    idle, open_ = run(main())
+    assert (idle, open_) == (1, 1)
