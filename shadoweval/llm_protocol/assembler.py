@@ -30,9 +30,12 @@ non-streamed body shows everything at once: TTFC = e2e there.
 
 from __future__ import annotations
 
+import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import orjson
@@ -59,6 +62,7 @@ from shadoweval.records import (
 )
 
 Clock = Callable[[], int]
+_models_logger = logging.getLogger("shadoweval.llm_protocol.models")
 
 
 @dataclass(slots=True)
@@ -160,20 +164,85 @@ class AssembledResponse:
         )
 
 
+_NO_CHOICES: list[Any] = []
+_DELTA_STR_FIELDS = ("role", "content", "name", "tool_call_id", "reasoning_content")
+
+
+def _fast_path_ok(payload: object) -> bool:
+    """Whether a decoded event may skip the model (a dict; debug logging of unknown
+    fields, which the model does, is off)."""
+    return type(payload) is dict and not _models_logger.isEnabledFor(logging.DEBUG)
+
+
+def _plain_delta(delta: object) -> bool:
+    """A delta whose known fields are strings or null, without tool calls or ``reasoning``."""
+    if type(delta) is not dict:
+        return False
+    for key in _DELTA_STR_FIELDS:
+        value = delta.get(key)
+        if value is not None and type(value) is not str:
+            return False
+    return delta.get("tool_calls") is None and "reasoning" not in delta
+
+
+def _quantile_sorted(values: list[float], q: float) -> float:
+    """numpy's default (``linear``) quantile of sorted ``values``, with its lerp."""
+    h = (len(values) - 1) * q
+    lo = math.floor(h)
+    hi = min(lo + 1, len(values) - 1)
+    t = h - lo
+    a, b = values[lo], values[hi]
+    diff = b - a
+    return b - diff * (1 - t) if t >= 0.5 else a + diff * t
+
+
 def summarize_itl(itl_ms: tuple[float, ...] | list[float]) -> LatencySummary | None:
     """Summarize inter-token latencies (ms): count, mean, p50/p95/p99 (linear), max."""
     if len(itl_ms) == 0:
         return None
-    arr = np.asarray(itl_ms, dtype=float)
-    p50, p95, p99 = np.quantile(arr, [0.5, 0.95, 0.99])
+    if len(itl_ms) > _NUMPY_FROM:
+        arr = np.asarray(itl_ms, dtype=float)
+        p50, p95, p99 = np.quantile(arr, [0.5, 0.95, 0.99])
+        mean, top = float(arr.mean()), float(arr.max())
+    else:  # a short list: numpy's call overhead is most of the cost; same figures
+        ordered = sorted(float(x) for x in itl_ms)
+        p50, p95, p99 = (_quantile_sorted(ordered, q) for q in (0.5, 0.95, 0.99))
+        mean, top = _pairwise_mean(itl_ms), ordered[-1]
     return LatencySummary(
-        count=int(arr.size),
-        mean_ms=float(arr.mean()),
+        count=len(itl_ms),
+        mean_ms=float(mean),
         p50_ms=float(p50),
         p95_ms=float(p95),
         p99_ms=float(p99),
-        max_ms=float(arr.max()),
+        max_ms=top,
     )
+
+
+_NUMPY_FROM = 128
+"""Up to this many ITLs the figures are computed in Python with numpy's own arithmetic
+(its pairwise summation is one 8-accumulator block up to 128 values), so they are the same
+bits as numpy's, without numpy's per-call overhead."""
+
+
+def _pairwise_mean(values: tuple[float, ...] | list[float]) -> float:
+    """numpy's ``mean`` of at most 128 floats: the same summation order (``pairwise_sum``)."""
+    a = [float(x) for x in values]
+    n = len(a)
+    if n < 8:
+        total = 0.0
+        for x in a:
+            total += x
+        return total / n
+    r = a[:8]
+    i = 8
+    while i < n - (n % 8):
+        for j in range(8):
+            r[j] += a[i + j]
+        i += 8
+    total = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+    for x in a[i:]:
+        total += x
+    return total / n
 
 
 def _count(value: int | None) -> int | None:
@@ -275,6 +344,8 @@ class ChatStreamAssembler:
             err = payload["error"]
             self._error = str(err.get("message", err)) if isinstance(err, dict) else str(err)
             return
+        if _fast_path_ok(payload) and self._apply_plain_chunk(payload, now):
+            return
         try:
             chunk = ChatCompletionChunk.model_validate(payload)
         except ValidationError:
@@ -302,6 +373,66 @@ class ChatStreamAssembler:
             self._token_ns.append(now)
         if content_bearing and self._content_ns is None:
             self._content_ns = now
+
+    def _apply_plain_chunk(self, payload: dict[str, Any], now: int) -> bool:
+        """Apply a chunk of the common plain shape straight from the decoded JSON.
+
+        The same result as validating it into :class:`ChatCompletionChunk` and applying
+        that (a pydantic model per event was most of the stream's parse cost,
+        ``docs/benchmarks.md``), for chunks whose known fields all have their exact types,
+        no ``usage`` object, no tool calls and no legacy ``text``; anything else returns
+        ``False`` before changing any state, and goes through the model.
+        """
+        choices = payload.get("choices", _NO_CHOICES)
+        if type(choices) is not list:
+            return False
+        for key in ("id", "object", "model"):
+            value = payload.get(key)
+            if value is not None and type(value) is not str:
+                return False
+        created = payload.get("created")
+        if (created is not None and type(created) is not int) or payload.get("usage") is not None:
+            return False
+        for choice in choices:
+            if type(choice) is not dict:
+                return False
+            index = choice.get("index", 0)
+            finish = choice.get("finish_reason")
+            delta = choice.get("delta")
+            if (
+                type(index) is not int
+                or (finish is not None and type(finish) is not str)
+                or choice.get("text") is not None
+                or (delta is not None and not _plain_delta(delta))
+            ):
+                return False
+        model = payload.get("model")
+        if model:
+            self._model = model
+        token_bearing = False
+        for choice in choices:
+            buf = self._choices.setdefault(choice.get("index", 0), _ChoiceBuffer())
+            delta = choice.get("delta")
+            if delta is not None:
+                content = delta.get("content")
+                if content:
+                    buf.content.append(content)
+                    token_bearing = True
+                reasoning = delta.get("reasoning_content")
+                if reasoning:
+                    buf.reasoning.append(reasoning)
+                    token_bearing = True
+            finish = choice.get("finish_reason")
+            if finish is not None:
+                buf.finish_reason_raw = finish
+                buf.finish_seen = True
+        if token_bearing:
+            self._token_ns.append(now)
+            if self._content_ns is None and any(
+                (c.get("delta") or {}).get("content") for c in choices
+            ):
+                self._content_ns = now
+        return True
 
     @staticmethod
     def _apply_delta(buf: _ChoiceBuffer, delta: ChatMessage) -> tuple[bool, bool]:
