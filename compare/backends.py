@@ -102,9 +102,7 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def check_backend(
-    backend: str, device_type: str, *, flags: frozenset[str] | None = None
-) -> None:
+def check_backend(backend: str, device_type: str, *, flags: frozenset[str] | None = None) -> None:
     """Refuse a backend the device cannot run.
 
     Args:
@@ -183,10 +181,14 @@ def _versions() -> dict[str, str]:
     import onnxruntime
     import torch
 
-    return {"torch": torch.__version__, "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__}
+    return {
+        "torch": torch.__version__,
+        "onnx": onnx.__version__,
+        "onnxruntime": onnxruntime.__version__,
+    }
 
 
-def _atomic_write_bytes(path: Path, write: Callable[[Path], None]) -> None:
+def _atomic_write_bytes(path: Path, write: Callable[[Path], object]) -> None:
     """Call ``write(tmp)`` on a temporary file next to ``path``, then rename it to ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -315,9 +317,7 @@ def ensure_onnx_export(
         "weights_sha256": weights_sha256,
         "versions": versions,
         "opset": _OPSET,
-        "files": {
-            name: _file_sha256(folder / name) for name in ("model.onnx", "model-int8.onnx")
-        },
+        "files": {name: _file_sha256(folder / name) for name in ("model.onnx", "model-int8.onnx")},
     }
     _atomic_write_bytes(
         folder / "manifest.json",
@@ -366,14 +366,18 @@ class OnnxRunner:
         mask = feeds["attention_mask"][..., None].astype(np.float32)
         pooled = (hidden * mask).sum(axis=1) / np.clip(mask.sum(axis=1), 1e-9, None)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+        unit: npt.NDArray[np.float32] = (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+        return unit
 
 
 # ----------------------------------------------------------------- auto choice
 
 
 def sample_texts() -> list[str]:
-    """The fixed sample ``auto`` measures on: 48 paragraphs of this project's docs (package data)."""
+    """The fixed sample ``auto`` measures on: 48 paragraphs of this project's docs.
+
+    Package data ``compare/data/backend_sample.json``; never the evaluation data.
+    """
     raw = resources.files("compare.data").joinpath("backend_sample.json").read_text("utf-8")
     texts = json.loads(raw)["texts"]
     return [str(t) for t in texts]
@@ -511,11 +515,13 @@ def pick_backend(measurements: Sequence[BackendMeasurement]) -> str:
     return best
 
 
-def fingerprint(device_type: str, threads: int, flags: frozenset[str] | None = None) -> dict[str, Any]:
+def fingerprint(
+    device_type: str, threads: int, flags: frozenset[str] | None = None
+) -> dict[str, Any]:
     """What the cached choice depends on: CPU model and flags, library versions, threads."""
     import torch
 
-    versions = {"torch": torch.__version__}
+    versions: dict[str, str] = {"torch": str(torch.__version__)}
     with contextlib.suppress(ImportError):
         versions = _versions()
     return {

@@ -273,7 +273,7 @@ class MiniLMEncoder:
 
     @property
     def backend_id(self) -> str:
-        """``<backend>-<device type>``: ``torch-fp32-cpu``, ``torch-bf16-cpu``, ``onnx-int8-cpu`` …"""
+        """``<backend>-<device type>``: ``torch-fp32-cpu``, ``onnx-int8-cpu`` …"""
         return f"{self._backend}-{self._model.device.type}"
 
     @property
@@ -298,11 +298,11 @@ class MiniLMEncoder:
         return split_to_fit(text, self._window - self._specials, self._tokenize)
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        """Embed with normalized mean pooling through :attr:`backend`: ``(len(texts), 384)``, float32."""
+        """Embed through :attr:`backend` (normalized mean pooling): ``(n, 384)`` float32."""
         return self.embed_with(self._backend, texts)
 
     def embed_with(self, backend: str, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        """Embed through a named backend (not ``auto``): shape ``(len(texts), d)``, float32, unit norm.
+        """Embed through a named backend (not ``auto``): ``(len(texts), d)``, float32, unit norm.
 
         The same tokenizer, window and batch size for every backend; ONNX backends export the
         model on first use (:func:`compare.backends.ensure_onnx_export`).
@@ -351,7 +351,8 @@ class MiniLMEncoder:
             vectors = out.float().cpu().numpy()
         vectors = np.asarray(vectors, dtype=np.float32).reshape(len(texts), self._dim)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        return (vectors / np.clip(norms, 1e-12, None)).astype(np.float32)
+        unit: npt.NDArray[np.float32] = (vectors / np.clip(norms, 1e-12, None)).astype(np.float32)
+        return unit
 
     def _fp16_model(self) -> Any:
         if self._half_model is None:
@@ -367,7 +368,10 @@ class MiniLMEncoder:
         if runner is None:
             check_backend(backend, str(self._model.device.type), flags=self._flags)
             folder = ensure_onnx_export(
-                self._model[0].auto_model, self._model.tokenizer, self.weights_sha256, self.cache_dir
+                self._model[0].auto_model,
+                self._model.tokenizer,
+                self.weights_sha256,
+                self.cache_dir,
             )
             file = "model-int8.onnx" if backend == "onnx-int8" else "model.onnx"
             runner = self._runners[backend] = OnnxRunner(folder / file)
