@@ -69,6 +69,16 @@ class ScoringOptions:
     covered_scripts: frozenset[str] | None = None
     embedding_cache: bool = True
 
+    def __post_init__(self) -> None:
+        """Refuse a backend the hashing encoder cannot take before any database work.
+
+        Raises:
+            ConfigError: (field ``compare.backend``) a backend other than ``auto`` or
+                ``torch-fp32`` with ``encoder="hashing"``.
+        """
+        if self.encoder == "hashing":
+            _check_hashing_backend(self.backend)
+
     @classmethod
     def from_settings(cls, compare: CompareSettings, **overrides: Any) -> ScoringOptions:
         """Options from ``compare`` settings (encoder, device, batch size, model path, backend,
@@ -125,17 +135,21 @@ def make_encoder(
             value=str(model_path),
         )
     if name == "hashing":
-        if backend not in ("auto", "torch-fp32"):
-            raise ConfigError(
-                f"the hashing encoder has no inference backend: compare.backend {backend!r} "
-                "applies to minilm only (use auto or torch-fp32)",
-                field="compare.backend",
-                value=backend,
-            )
+        _check_hashing_backend(backend)
         return HashingEncoder()
     raise ConfigError(
         f"encoder {name!r} is not known: use minilm or hashing", field="encoder", value=name
     )
+
+
+def _check_hashing_backend(backend: str) -> None:
+    if backend not in ("auto", "torch-fp32"):
+        raise ConfigError(
+            f"the hashing encoder has no inference backend: compare.backend {backend!r} "
+            "applies to minilm only (use auto or torch-fp32)",
+            field="compare.backend",
+            value=backend,
+        )
 
 
 def compare_run(
