@@ -206,3 +206,16 @@ def test_cli_refuses_an_unknown_backend_naming_it(tmp_path: Path) -> None:
         result = CliRunner().invoke(app, command)
         assert result.exit_code == 3, result.output
         assert command[-1] in " ".join(result.stderr.split())
+
+
+def test_evaluate_takes_backend_and_refuses_an_unknown_one(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app,
+        [
+            "evaluate", "--capture-log", str(tmp_path / "none.jsonl"),
+            "--candidate-url", "http://127.0.0.1:9", "--database-url",
+            f"sqlite:///{tmp_path / 'r.db'}", "--backend", "turbo", "--no-progress",
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 3, result.output
+    assert "turbo" in " ".join(result.stderr.split())
