@@ -203,6 +203,8 @@ def evaluate(
                 request.run.encoder,
                 device=request.device,
                 model_path=settings.compare.model_path,
+                backend=settings.compare.backend,
+                cache_dir=settings.compare.cache_dir,
             )
         with timer.stage("compare"):
             compared = compare_run(

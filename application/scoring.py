@@ -15,9 +15,10 @@ import multiprocessing
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
 from application.database import open_repository
 from compare.encoders import Encoder, HashingEncoder, MiniLMEncoder
@@ -29,12 +30,14 @@ from compare.worker import (
     run_compare,
     shard_of,
 )
+from shadoweval.config import CompareSettings
 from shadoweval.errors import ConfigError, ShadowEvalError
 from shadoweval.storage import Repository, is_memory_sqlite_url
 
 __all__ = [
     "CompareReport",
     "Encoder",
+    "ScoringOptions",
     "compare_run",
     "make_encoder",
     "score_stored_run",
@@ -42,21 +45,89 @@ __all__ = [
 ]
 
 
+@dataclass(frozen=True, slots=True)
+class ScoringOptions:
+    """How a stored run is scored: one value for :func:`score_stored_run`, the multi-process
+    path and each worker process (picklable: it crosses a ``spawn``).
+
+    ``encoder``/``device``/``batch_size``/``model_path``/``backend``/``cache_dir`` as in
+    :func:`make_encoder`; ``structured_task_types``, ``rescore``, ``refusal_patterns``,
+    ``covered_scripts`` and ``embedding_cache`` as in :func:`compare_run`. ``backend``
+    defaults to the reference ``torch-fp32`` here; :meth:`from_settings` carries the
+    settings' default ``auto``.
+    """
+
+    encoder: str = "minilm"
+    device: str = "cpu"
+    batch_size: int = 64
+    model_path: Path | None = None
+    backend: str = "torch-fp32"
+    cache_dir: Path | None = None
+    structured_task_types: frozenset[str] = frozenset()
+    rescore: bool = False
+    refusal_patterns: tuple[str, ...] | None = None
+    covered_scripts: frozenset[str] | None = None
+    embedding_cache: bool = True
+
+    def __post_init__(self) -> None:
+        """Refuse a backend the hashing encoder cannot take before any database work.
+
+        Raises:
+            ConfigError: (field ``compare.backend``) a backend other than ``auto`` or
+                ``torch-fp32`` with ``encoder="hashing"``.
+        """
+        if self.encoder == "hashing":
+            _check_hashing_backend(self.backend)
+
+    @classmethod
+    def from_settings(cls, compare: CompareSettings, **overrides: Any) -> ScoringOptions:
+        """Options from ``compare`` settings (encoder, device, batch size, model path, backend,
+        cache dir, refusal patterns, covered scripts, embedding cache, structured types),
+        then ``overrides`` (e.g. the CLI's flags)."""
+        values: dict[str, Any] = {
+            "encoder": compare.encoder,
+            "device": compare.device,
+            "batch_size": compare.batch_size,
+            "model_path": compare.model_path,
+            "backend": compare.backend,
+            "cache_dir": compare.cache_dir,
+            "structured_task_types": frozenset(compare.structured_task_types),
+            "refusal_patterns": compare.refusal_patterns,
+            "covered_scripts": compare.covered_scripts(),
+            "embedding_cache": compare.embedding_cache,
+        }
+        values.update(overrides)
+        return cls(**values)
+
+
 def make_encoder(
-    name: str, *, device: str = "cpu", batch_size: int = 64, model_path: Path | None = None
+    name: str,
+    *,
+    device: str = "cpu",
+    batch_size: int = 64,
+    model_path: Path | None = None,
+    backend: str = "torch-fp32",
+    cache_dir: Path | None = None,
 ) -> Encoder:
     """Build the similarity encoder: ``minilm`` (bundled all-MiniLM-L6-v2) or ``hashing``.
 
     ``device`` is a torch device (``cpu``, ``cuda``); ``batch_size`` pieces per forward
     pass; ``model_path`` a local sentence-transformers model directory used instead of the
-    bundled weights (``compare.model_path``; MiniLM only).
+    bundled weights (``compare.model_path``; MiniLM only); ``backend`` the inference backend
+    (:data:`compare.backends.BACKENDS`; ``auto`` measures and picks, DESIGN §6) and
+    ``cache_dir`` where ONNX exports and the ``auto`` choice are kept (default
+    :func:`compare.backends.default_cache_dir`). The hashing encoder has no inference
+    backend: it accepts ``auto`` and ``torch-fp32`` (nothing to choose) and refuses the others.
 
     Raises:
-        ConfigError: an unknown encoder name, the model cannot be loaded, or
-            ``model_path`` is given with the hashing encoder.
+        ConfigError: an unknown encoder name or backend, a backend this device cannot run,
+            the model cannot be loaded, or ``model_path``/another backend is given with the
+            hashing encoder.
     """
     if name == "minilm":
-        return MiniLMEncoder(model_path, device=device, batch_size=batch_size)
+        return MiniLMEncoder(
+            model_path, device=device, batch_size=batch_size, backend=backend, cache_dir=cache_dir
+        )
     if name == "hashing" and model_path is not None:
         raise ConfigError(
             "the hashing encoder has no model: compare.model_path applies to minilm only",
@@ -64,10 +135,21 @@ def make_encoder(
             value=str(model_path),
         )
     if name == "hashing":
+        _check_hashing_backend(backend)
         return HashingEncoder()
     raise ConfigError(
         f"encoder {name!r} is not known: use minilm or hashing", field="encoder", value=name
     )
+
+
+def _check_hashing_backend(backend: str) -> None:
+    if backend not in ("auto", "torch-fp32"):
+        raise ConfigError(
+            f"the hashing encoder has no inference backend: compare.backend {backend!r} "
+            "applies to minilm only (use auto or torch-fp32)",
+            field="compare.backend",
+            value=backend,
+        )
 
 
 def compare_run(
@@ -98,7 +180,7 @@ def compare_run(
         ConfigError: a refusal pattern is invalid (nothing is scored).
         StorageError: the database failed.
     """
-    return run_compare(
+    report = run_compare(
         repo,
         run_id,
         encoder,
@@ -110,49 +192,54 @@ def compare_run(
         shard=shard,
         exchange_ids=exchange_ids,
     )
+    backend_id = getattr(encoder, "backend_id", None)
+    report.backend = str(backend_id) if backend_id is not None else None
+    choice = getattr(encoder, "backend_choice", None)
+    report.backend_choice = choice.as_dict() if choice is not None else None
+    return report
 
 
 def score_stored_run(
     repo: Repository,
     run_id: str,
+    options: ScoringOptions,
     *,
-    encoder: str,
-    device: str = "cpu",
-    structured_task_types: frozenset[str] = frozenset(),
-    rescore: bool = False,
-    refusal_patterns: Sequence[str] | None = None,
-    model_path: Path | None = None,
-    covered_scripts: frozenset[str] | None = None,
-    embedding_cache: bool = True,
     shard: tuple[int, int] | None = None,
     exchange_ids: tuple[str, str] | None = None,
 ) -> CompareReport:
-    """Score a stored run with the named encoder (:func:`make_encoder`).
+    """Score a stored run with the encoder ``options`` name (:func:`make_encoder`).
 
-    The structured task types are ``structured_task_types`` plus those recorded in the
-    run's settings when it was created; ``refusal_patterns``, ``covered_scripts``,
-    ``embedding_cache``, ``shard`` and ``exchange_ids`` as in :func:`compare_run`;
-    ``model_path`` as in :func:`make_encoder`.
+    The structured task types are ``options.structured_task_types`` plus those recorded in
+    the run's settings when it was created; the other options, ``shard`` and
+    ``exchange_ids`` as in :func:`compare_run` and :func:`make_encoder`.
 
     Raises:
         ShadowEvalError: the run does not exist (checked before the encoder is loaded).
-        ConfigError: an unknown encoder name, the model cannot be loaded, or a refusal
-            pattern is invalid.
+        ConfigError: an unknown encoder name or backend, the model cannot be loaded, or a
+            refusal pattern is invalid.
         StorageError: the database failed.
     """
-    structured = _run_structured_types(repo, run_id, structured_task_types)
-    compile_refusal_patterns(refusal_patterns)  # a bad pattern fails before the encoder loads
+    structured = _run_structured_types(repo, run_id, options.structured_task_types)
+    compile_refusal_patterns(options.refusal_patterns)  # a bad pattern fails before loading
     if shard is not None:
         check_shard(shard)
+    encoder = make_encoder(
+        options.encoder,
+        device=options.device,
+        batch_size=options.batch_size,
+        model_path=options.model_path,
+        backend=options.backend,
+        cache_dir=options.cache_dir,
+    )
     return compare_run(
         repo,
         run_id,
-        make_encoder(encoder, device=device, model_path=model_path),
+        encoder,
         structured_task_types=structured,
-        covered_scripts=covered_scripts,
-        rescore=rescore,
-        refusal_patterns=refusal_patterns,
-        embedding_cache=embedding_cache,
+        covered_scripts=options.covered_scripts,
+        rescore=options.rescore,
+        refusal_patterns=options.refusal_patterns,
+        embedding_cache=options.embedding_cache,
         shard=shard,
         exchange_ids=exchange_ids,
     )
@@ -178,17 +265,10 @@ class _WorkerJob:
 
     database_url: str
     run_id: str
-    encoder: str
-    device: str
-    structured_task_types: frozenset[str]
-    rescore: bool
-    refusal_patterns: tuple[str, ...] | None
-    embedding_cache: bool
+    options: ScoringOptions
     shard: tuple[int, int] | None
     exchange_ids: tuple[str, str]
     torch_threads: int
-    model_path: Path | None = None
-    covered_scripts: frozenset[str] | None = None
 
 
 def _worker_main(job: _WorkerJob, connection: Connection) -> None:
@@ -201,18 +281,7 @@ def _worker_main(job: _WorkerJob, connection: Connection) -> None:
         limit_torch_threads(job.torch_threads)  # before the model loads
         with open_repository(job.database_url, upgrade=False) as repo:
             report = score_stored_run(
-                repo,
-                job.run_id,
-                encoder=job.encoder,
-                device=job.device,
-                structured_task_types=job.structured_task_types,
-                rescore=job.rescore,
-                refusal_patterns=job.refusal_patterns,
-                model_path=job.model_path,
-                covered_scripts=job.covered_scripts,
-                embedding_cache=job.embedding_cache,
-                shard=job.shard,
-                exchange_ids=job.exchange_ids,
+                repo, job.run_id, job.options, shard=job.shard, exchange_ids=job.exchange_ids
             )
         connection.send(("ok", report))
     except BaseException as exc:  # reported to the parent, then this process fails
@@ -246,16 +315,9 @@ def split_ranges(exchange_ids: Sequence[str], parts: int) -> list[tuple[str, str
 def score_stored_run_in_processes(
     database_url: str,
     run_id: str,
+    options: ScoringOptions,
     *,
     workers: int,
-    encoder: str,
-    device: str = "cpu",
-    structured_task_types: frozenset[str] = frozenset(),
-    rescore: bool = False,
-    refusal_patterns: Sequence[str] | None = None,
-    model_path: Path | None = None,
-    covered_scripts: frozenset[str] | None = None,
-    embedding_cache: bool = True,
     shard: tuple[int, int] | None = None,
     cpu_count: int | None = None,
 ) -> CompareReport:
@@ -267,8 +329,10 @@ def score_stored_run_in_processes(
     shared) opens the database, loads its own encoder with
     ``max(1, cpu_count // workers)`` torch threads (``cpu_count``: ``os.cpu_count()``),
     scores its range and writes its scores. The processes' reports are summed
-    (``workers`` = processes started); ``wall_s`` is the whole pass. The other arguments
-    are as in :func:`score_stored_run`.
+    (``workers`` = processes started); ``wall_s`` is the whole pass. ``options`` and
+    ``shard`` are as in :func:`score_stored_run`. With ``backend="auto"`` each process
+    resolves the choice itself; the first measures and caches it
+    (``<cache_dir>/backend-choice-*.json``), the thread count is part of the choice's key.
 
     SQLite is safe with several writer processes (WAL and a busy timeout:
     :data:`shadoweval.storage.database.SQLITE_BUSY_TIMEOUT_MS`); an in-memory SQLite
@@ -291,13 +355,14 @@ def score_stored_run_in_processes(
             field="database_url",
             value=database_url,
         )
-    compile_refusal_patterns(refusal_patterns)
+    compile_refusal_patterns(options.refusal_patterns)
     if shard is not None:
         check_shard(shard)
     started = time.perf_counter()
     with open_repository(database_url, upgrade=False) as repo:
-        structured = _run_structured_types(repo, run_id, structured_task_types)
-        ids = repo.pair_exchange_ids(run_id, only_unscored=not rescore)
+        structured = _run_structured_types(repo, run_id, options.structured_task_types)
+        ids = repo.pair_exchange_ids(run_id, only_unscored=not options.rescore)
+    job_options = replace(options, structured_task_types=structured)
     if shard is not None:
         ids = [i for i in ids if shard_of(i, shard[1]) == shard[0]]
     ranges = split_ranges(ids, workers)
@@ -308,17 +373,10 @@ def score_stored_run_in_processes(
         job = _WorkerJob(
             database_url=database_url,
             run_id=run_id,
-            encoder=encoder,
-            device=device,
-            structured_task_types=structured,
-            rescore=rescore,
-            refusal_patterns=tuple(refusal_patterns) if refusal_patterns is not None else None,
-            embedding_cache=embedding_cache,
+            options=job_options,
             shard=shard,
             exchange_ids=first_last,
             torch_threads=threads,
-            model_path=model_path,
-            covered_scripts=covered_scripts,
         )
         receive, send = context.Pipe(duplex=False)
         process = context.Process(target=_worker_main, args=(job, send), daemon=True)

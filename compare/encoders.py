@@ -16,6 +16,7 @@ injected through seams). Two implementations:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 from collections.abc import Sequence
@@ -30,6 +31,8 @@ from shadoweval.errors import ConfigError
 
 if TYPE_CHECKING:
     import tokenizers
+
+    from compare.backends import BackendChoice, MeasureFn
 
 __all__ = ["Encoder", "HashingEncoder", "MiniLMEncoder"]
 
@@ -99,11 +102,19 @@ class MiniLMEncoder:
             the model was trained with (model card), longer inputs are split, not cut.
         name: the encoder's :attr:`name`; default ``sentence-transformers/all-MiniLM-L6-v2``
             for the bundled weights, else ``sentence-transformers/<directory name>``.
+        backend: one of :data:`compare.backends.BACKENDS`; ``auto`` measures and picks
+            (:func:`compare.backends.choose_backend`, the choice is cached).
+        cache_dir: where ONNX exports and the ``auto`` choice live; default
+            :func:`compare.backends.default_cache_dir`.
+        measure: the ``auto`` measurement (seam for tests; default
+            :func:`compare.backends.measure_backends`).
+        cpu_flags: the CPU flags the bf16 check reads (seam for tests; default
+            ``/proc/cpuinfo``).
 
     Raises:
         ConfigError: the model cannot be loaded from ``model_path``, its tokenizer is not a
-            fast (Rust) tokenizer (offsets are needed to split), or an argument is out of
-            range.
+            fast (Rust) tokenizer (offsets are needed to split), an argument is out of
+            range, or the backend cannot run here (field ``compare.backend``).
 
     Source: https://huggingface.co/sentence-transformers/all-MiniLM-L6-v2 (mean pooling,
     normalized embeddings, 384 dimensions).
@@ -117,7 +128,15 @@ class MiniLMEncoder:
         batch_size: int = 32,
         max_seq_length: int = 256,
         name: str | None = None,
+        backend: str = "torch-fp32",
+        cache_dir: str | Path | None = None,
+        measure: MeasureFn | None = None,
+        cpu_flags: frozenset[str] | None = None,
     ) -> None:
+        from compare import backends as _backends
+
+        if backend not in _backends.BACKENDS:
+            _backends.check_backend(backend, "cpu")  # raises ConfigError naming the value
         if batch_size < 1:
             raise ConfigError("batch_size must be >= 1", field="batch_size", value=batch_size)
         if max_seq_length < 3:
@@ -144,8 +163,8 @@ class MiniLMEncoder:
                 value=str(path),
             ) from exc
         model.max_seq_length = max_seq_length
-        backend = getattr(model.tokenizer, "backend_tokenizer", None)
-        if backend is None:
+        fast_tokenizer = getattr(model.tokenizer, "backend_tokenizer", None)
+        if fast_tokenizer is None:
             raise ConfigError(
                 "the model's tokenizer is not a fast tokenizer; offsets are needed to split",
                 field="model_path",
@@ -155,7 +174,7 @@ class MiniLMEncoder:
         # (tokenizer.json of this model truncates at 128), so counts are never cut.
         import tokenizers
 
-        counter: tokenizers.Tokenizer = tokenizers.Tokenizer.from_str(backend.to_str())
+        counter: tokenizers.Tokenizer = tokenizers.Tokenizer.from_str(fast_tokenizer.to_str())
         counter.no_truncation()
         counter.no_padding()
         self._model: Any = model
@@ -177,6 +196,28 @@ class MiniLMEncoder:
         self._dim = int(dimension)
         self._name = name or (_BUNDLED_NAME if bundled else f"sentence-transformers/{path.name}")
         self._weights_sha256: str | None = None
+        self._cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self._flags = cpu_flags
+        self._runners: dict[str, Any] = {}
+        self._half_model: Any = None
+        device_type = str(model.device.type)
+        self.backend_choice: BackendChoice | None = None
+        if backend == "auto":
+            import torch
+
+            self.backend_choice = _backends.choose_backend(
+                self.weights_sha256,
+                device_type,
+                self.embed_with,
+                self.count_tokens,
+                cache_dir=self.cache_dir,
+                threads=torch.get_num_threads(),
+                measure=measure,
+                flags=cpu_flags,
+            )
+            backend = self.backend_choice.backend
+        _backends.check_backend(backend, device_type, flags=cpu_flags)
+        self._backend = backend
 
     @property
     def name(self) -> str:
@@ -217,9 +258,23 @@ class MiniLMEncoder:
         return self._weights_sha256
 
     @property
+    def backend(self) -> str:
+        """The backend in use (``auto`` resolved): ``torch-fp32``, ``onnx-int8`` …"""
+        return self._backend
+
+    @property
+    def cache_dir(self) -> Path:
+        """Where ONNX exports and the ``auto`` choice are kept (:func:`default_cache_dir`)."""
+        if self._cache_dir is None:
+            from compare.backends import default_cache_dir
+
+            self._cache_dir = default_cache_dir()
+        return self._cache_dir
+
+    @property
     def backend_id(self) -> str:
-        """The inference backend: ``torch-fp32-<device type>`` (``torch-fp32-cpu``)."""
-        return f"torch-fp32-{self._model.device.type}"
+        """``<backend>-<device type>``: ``torch-fp32-cpu``, ``onnx-int8-cpu`` …"""
+        return f"{self._backend}-{self._model.device.type}"
 
     @property
     def cache_key(self) -> str:
@@ -243,17 +298,101 @@ class MiniLMEncoder:
         return split_to_fit(text, self._window - self._specials, self._tokenize)
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        """Embed with normalized mean pooling: shape ``(len(texts), 384)``, float32."""
+        """Embed through :attr:`backend` (normalized mean pooling): ``(n, 384)`` float32."""
+        return self.embed_with(self._backend, texts)
+
+    def embed_with(self, backend: str, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Embed through a named backend (not ``auto``): ``(len(texts), d)``, float32, unit norm.
+
+        The same tokenizer, window and batch size for every backend; ONNX backends export the
+        model on first use (:func:`compare.backends.ensure_onnx_export`).
+
+        Raises:
+            ConfigError: the backend cannot run here (:func:`compare.backends.check_backend`)
+                or its export failed.
+        """
         if not texts:
             return np.zeros((0, self._dim), dtype=np.float32)
-        vectors = self._model.encode(
-            list(texts),
-            batch_size=self._batch_size,
-            convert_to_numpy=True,
-            normalize_embeddings=True,
-            show_progress_bar=False,
-        )
-        return np.asarray(vectors, dtype=np.float32).reshape(len(texts), self._dim)
+        if backend == "torch-fp32":  # the reference path, unchanged
+            reference = self._model.encode(
+                list(texts),
+                batch_size=self._batch_size,
+                convert_to_numpy=True,
+                normalize_embeddings=True,
+                show_progress_bar=False,
+            )
+            return np.asarray(reference, dtype=np.float32).reshape(len(texts), self._dim)
+        if backend.startswith("onnx-"):
+            vectors = self._embed_onnx(backend, list(texts))
+        else:
+            model = self._model
+            context: Any = contextlib.nullcontext()
+            if backend == "torch-bf16":
+                from compare.backends import bf16_autocast
+
+                context = bf16_autocast()
+            elif backend == "torch-fp16":
+                model = self._fp16_model()
+            else:
+                from compare.backends import check_backend
+
+                check_backend(backend, str(self._model.device.type), flags=self._flags)
+                raise ConfigError(
+                    f"backend {backend!r} cannot embed", field="compare.backend", value=backend
+                )
+            with context:
+                out = model.encode(
+                    list(texts),
+                    batch_size=self._batch_size,
+                    convert_to_tensor=True,
+                    normalize_embeddings=False,
+                    show_progress_bar=False,
+                )
+            vectors = out.float().cpu().numpy()
+        vectors = np.asarray(vectors, dtype=np.float32).reshape(len(texts), self._dim)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        unit: npt.NDArray[np.float32] = (vectors / np.clip(norms, 1e-12, None)).astype(np.float32)
+        return unit
+
+    def _fp16_model(self) -> Any:
+        if self._half_model is None:
+            import copy
+
+            self._half_model = copy.deepcopy(self._model).half()
+        return self._half_model
+
+    def _embed_onnx(self, backend: str, texts: list[str]) -> npt.NDArray[np.float32]:
+        from compare.backends import OnnxRunner, check_backend, ensure_onnx_export
+
+        runner = self._runners.get(backend)
+        if runner is None:
+            check_backend(backend, str(self._model.device.type), flags=self._flags)
+            folder = ensure_onnx_export(
+                self._model[0].auto_model,
+                self._model.tokenizer,
+                self.weights_sha256,
+                self.cache_dir,
+            )
+            file = "model-int8.onnx" if backend == "onnx-int8" else "model.onnx"
+            runner = self._runners[backend] = OnnxRunner(folder / file)
+        # Longest first, as sentence-transformers batches, so padding stays small.
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        out = np.zeros((len(texts), self._dim), dtype=np.float32)
+        for start in range(0, len(order), self._batch_size):
+            rows = order[start : start + self._batch_size]
+            features = self._model.tokenizer(
+                [texts[i] for i in rows],
+                padding=True,
+                truncation=True,
+                max_length=self._window,
+                return_tensors="np",
+            )
+            feeds = {k: features[k] for k in ("input_ids", "attention_mask")}
+            feeds["token_type_ids"] = features.get(
+                "token_type_ids", np.zeros_like(features["input_ids"])
+            )
+            out[rows] = runner.embed(feeds)
+        return out
 
     def _tokenize(self, text: str) -> Tokenized:
         encoding = self._counter.encode(text, add_special_tokens=False)

@@ -53,7 +53,9 @@ class CompareReport:
     ``scored``: pairs scored; ``rejected``: pairs rejected, by reason; ``wall_s``: wall
     seconds; ``embedding_cache_hits`` / ``embedding_cache_misses``: distinct non-blank
     texts (per scoring batch) found / not found in the embedding cache (both 0 with the
-    cache off); ``workers``: compare processes that did the pass.
+    cache off); ``workers``: compare processes that did the pass; ``backend``: the
+    encoder's backend id (``torch-bf16-cpu`` …; ``None`` for an encoder without one) and
+    ``backend_choice`` what ``auto`` measured (:meth:`compare.backends.BackendChoice.as_dict`).
     """
 
     run_id: str
@@ -63,10 +65,12 @@ class CompareReport:
     embedding_cache_hits: int = 0
     embedding_cache_misses: int = 0
     workers: int = 1
+    backend: str | None = None
+    backend_choice: dict[str, object] | None = None
 
     def as_dict(self) -> dict[str, object]:
-        """A JSON-ready view."""
-        return {
+        """A JSON-ready view (``backend``/``backend_choice`` only when known)."""
+        out: dict[str, object] = {
             "run_id": self.run_id,
             "scored": self.scored,
             "rejected": dict(self.rejected),
@@ -77,6 +81,11 @@ class CompareReport:
             },
             "workers": self.workers,
         }
+        if self.backend is not None:
+            out["backend"] = self.backend
+        if self.backend_choice is not None:
+            out["backend_choice"] = self.backend_choice
+        return out
 
     def merge(self, other: CompareReport) -> None:
         """Add another process's counts to this report (``wall_s`` is left to the caller)."""
@@ -84,6 +93,8 @@ class CompareReport:
         self.rejected.update(other.rejected)
         self.embedding_cache_hits += other.embedding_cache_hits
         self.embedding_cache_misses += other.embedding_cache_misses
+        self.backend = self.backend or other.backend
+        self.backend_choice = self.backend_choice or other.backend_choice
 
 
 class StorageEmbeddingCache:

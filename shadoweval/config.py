@@ -173,6 +173,12 @@ class CompareSettings(BaseModel):
     --no-embedding-cache`` turns it off for one pass). ``workers``
     (``SHADOWEVAL_COMPARE__WORKERS``, default 1): compare processes on one machine
     (``compare run --workers``), each with ``max(1, cores // workers)`` torch threads.
+    ``backend`` (``SHADOWEVAL_COMPARE__BACKEND``, default ``auto``): the MiniLM inference
+    backend, one of ``auto``, ``torch-fp32``, ``torch-bf16``, ``torch-fp16``, ``onnx-fp32``,
+    ``onnx-int8`` (``compare.backends``; ``auto`` measures the available ones once per
+    machine and keeps the fastest that agrees with fp32, DESIGN §6). ``cache_dir``
+    (``SHADOWEVAL_COMPARE__CACHE_DIR``; default ``$SHADOWEVAL_CACHE_DIR`` or
+    ``~/.cache/shadow-eval``): where ONNX exports and the ``auto`` choice are kept.
     """
 
     encoder: str = "minilm"
@@ -201,6 +207,16 @@ class CompareSettings(BaseModel):
 
     embedding_cache: bool = True
     workers: int = Field(default=1, ge=1)
+    backend: str = "auto"
+    cache_dir: Path | None = None
+
+    @field_validator("backend")
+    @classmethod
+    def _backend_known(cls, value: str) -> str:
+        known = ("auto", "torch-fp32", "torch-bf16", "torch-fp16", "onnx-fp32", "onnx-int8")
+        if value not in known:
+            raise ValueError(f"backend {value!r} is not known: use one of {', '.join(known)}")
+        return value
 
     @field_validator("refusal_patterns")
     @classmethod

@@ -42,10 +42,16 @@ def need(condition: bool, reason: str) -> None:
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No SHADOWEVAL_* variable from the developer's shell leaks into a test."""
+    """No SHADOWEVAL_* variable from the developer's shell leaks into a test.
+
+    ``SHADOWEVAL_COMPARE__BACKEND=torch-fp32``: the product default ``auto`` measures the
+    backends (tens of seconds, timing-dependent); tests name a backend, or delete this
+    variable, where they test ``auto`` (through its ``measure`` seam).
+    """
     for key in list(os.environ):
         if key.startswith("SHADOWEVAL_") and key != "SHADOWEVAL_TEST_DATABASE_URL":
             monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("SHADOWEVAL_COMPARE__BACKEND", "torch-fp32")
 
 
 @pytest.fixture(scope="session")

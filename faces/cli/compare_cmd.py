@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from faces.cli.options import (
+    BackendOpt,
     DatabaseUrlOpt,
     DeviceOpt,
     EncoderOpt,
@@ -25,6 +26,7 @@ def compare_run_command(
     database_url: DatabaseUrlOpt = None,
     encoder: EncoderOpt = "minilm",
     device: DeviceOpt = "cpu",
+    backend: BackendOpt = None,
     structured_task_type: StructuredOpt = None,
     rescore: Annotated[
         bool, typer.Option("--rescore", help="Score every pair again, not only new ones.")
@@ -62,13 +64,18 @@ def compare_run_command(
     ``SHADOWEVAL_COMPARE__MODEL_PATH``, with the scripts it covers in
     ``SHADOWEVAL_COMPARE__MODEL_SCRIPTS`` (default ``["Latin"]``); the embedding cache is on unless
     ``--no-embedding-cache`` or ``SHADOWEVAL_COMPARE__EMBEDDING_CACHE=false``. Prints the
-    counts as JSON (``embedding_cache`` hits and misses, ``workers``). Exit 3 on error,
+    counts as JSON (``embedding_cache`` hits and misses, ``workers``, the ``backend`` used
+    and, for ``--backend auto``, ``backend_choice``: what was measured). Exit 3 on error,
     including a failed worker process (named with its exchange-id range and exit code).
     """
     from rich.console import Console
 
     from application.database import open_repository
-    from application.scoring import score_stored_run, score_stored_run_in_processes
+    from application.scoring import (
+        ScoringOptions,
+        score_stored_run,
+        score_stored_run_in_processes,
+    )
     from faces.cli.exit_codes import EXIT_ERROR
     from faces.cli.options import database_url as resolve_url
     from shadoweval.config import load_settings
@@ -76,42 +83,26 @@ def compare_run_command(
 
     err = Console(stderr=True, soft_wrap=True)
     try:
-        compare_settings = load_settings().compare
+        overrides: dict[str, object] = {"backend": backend} if backend is not None else {}
+        compare_settings = load_settings({"compare": overrides}).compare
         parsed_shard = parse_shard(shard) if shard is not None else None
         processes = workers if workers is not None else compare_settings.workers
-        use_cache = compare_settings.embedding_cache and not no_embedding_cache
         url = resolve_url(database_url)
-        structured = frozenset(structured_task_type or ())
+        options = ScoringOptions.from_settings(
+            compare_settings,
+            encoder=encoder,
+            device=device,
+            structured_task_types=frozenset(structured_task_type or ()),
+            rescore=rescore,
+            embedding_cache=compare_settings.embedding_cache and not no_embedding_cache,
+        )
         if processes > 1:
             report = score_stored_run_in_processes(
-                url,
-                run_id,
-                workers=processes,
-                encoder=encoder,
-                device=device,
-                structured_task_types=structured,
-                rescore=rescore,
-                refusal_patterns=compare_settings.refusal_patterns,
-                model_path=compare_settings.model_path,
-                covered_scripts=compare_settings.covered_scripts(),
-                embedding_cache=use_cache,
-                shard=parsed_shard,
+                url, run_id, options, workers=processes, shard=parsed_shard
             )
         else:
             with open_repository(url, upgrade=False) as repo:
-                report = score_stored_run(
-                    repo,
-                    run_id,
-                    encoder=encoder,
-                    device=device,
-                    structured_task_types=structured,
-                    rescore=rescore,
-                    refusal_patterns=compare_settings.refusal_patterns,
-                    model_path=compare_settings.model_path,
-                    covered_scripts=compare_settings.covered_scripts(),
-                    embedding_cache=use_cache,
-                    shard=parsed_shard,
-                )
+                report = score_stored_run(repo, run_id, options, shard=parsed_shard)
     except ShadowEvalError as exc:
         print_error(err, exc)
         raise typer.Exit(EXIT_ERROR) from None

@@ -65,7 +65,9 @@ def demo_command(
     def evaluated(name: str, result: EvaluationResult) -> None:
         console.rule(f"{name} candidate: {result.run.candidate.name}")
         print_result(console, result.gate.summary, result.gate.verdict)
-        console.print(f"stages (s): {result.stages_s}")
+        console.print(
+            f"stages (s): {result.stages_s}; embedding backend: {result.compare.backend or '-'}"
+        )
 
     console.rule("shadow-eval demo")
     try:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from faces.cli.options import (
+    BackendOpt,
     BaselineRepeatModelOpt,
     BaselineRepeatShareOpt,
     BaselineRepeatUrlOpt,
@@ -48,6 +49,7 @@ def build_settings(
     warmup: int | None,
     pace: str | None = None,
     pace_speed: float | None = None,
+    backend: str | None = None,
 ) -> Settings:
     """Settings from the environment with the command-line overrides applied
     (:func:`shadoweval.config.load_settings`; an option not given is ``None``).
@@ -69,6 +71,7 @@ def build_settings(
                 "pace_speed": pace_speed,
             },
             "database": {"url": database_url or None},
+            "compare": {"backend": backend},
         }
     )
 
@@ -120,6 +123,7 @@ def evaluate_command(
     pace_speed: PaceSpeedOpt = None,
     encoder: EncoderOpt = "minilm",
     device: DeviceOpt = "cpu",
+    backend: BackendOpt = None,
     structured_task_type: StructuredOpt = None,
     progress: ProgressOpt = True,
     as_json: JsonOpt = False,
@@ -165,6 +169,7 @@ def evaluate_command(
             warmup=warmup,
             pace=pace,
             pace_speed=pace_speed,
+            backend=backend,
         )
         result = evaluate(
             EvaluationRequest(
@@ -202,7 +207,7 @@ def evaluate_command(
         f"in {rep.wall_s:.1f}s ({load_text(load)}"
         + f"); errors {dict(rep.errors) or 0}; rejected lines {dict(rep.rejected) or 0}; "
         + (f"cache hits {dict(rep.cache_hits)}; " if rep.cache_hits else "")
-        + f"stages {result.stages_s}"
+        + f"stages {result.stages_s}; embedding backend {result.compare.backend or '-'}"
     )
     if report is not None:
         try:

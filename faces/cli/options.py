@@ -36,6 +36,16 @@ EncoderOpt = Annotated[
     ),
 ]
 DeviceOpt = Annotated[str, typer.Option("--device", help="Torch device for the encoder.")]
+BackendOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--backend",
+        help="MiniLM inference backend: auto (measure once per machine, keep the fastest that "
+        "agrees with fp32), torch-fp32, torch-bf16, torch-fp16 (cuda), onnx-fp32, onnx-int8 "
+        "(default SHADOWEVAL_COMPARE__BACKEND, auto). The hashing encoder takes auto or "
+        "torch-fp32 only.",
+    ),
+]
 StructuredOpt = Annotated[
     list[str] | None,
     typer.Option(

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from application.scoring import score_stored_run_in_processes, split_ranges
+from application.scoring import ScoringOptions, score_stored_run_in_processes, split_ranges
 from compare.encoders import HashingEncoder, MiniLMEncoder
 from compare.worker import run_compare, shard_of
 from shadoweval.errors import ConfigError, ShadowEvalError
@@ -19,6 +19,8 @@ from shadoweval.records import PairScore
 from shadoweval.storage import Repository
 from tests.compare.test_compare_similarity import CountingEncoder
 from tests.storage.factories import BASELINE, CANDIDATE, make_exchange, make_outcome
+
+HASHING = ScoringOptions(encoder="hashing")
 
 
 def seed(repo: Repository, n: int = 12, *, identical_every: int = 4) -> str:
@@ -131,23 +133,24 @@ def test_split_ranges_are_contiguous_and_balanced() -> None:
 
 def test_two_worker_processes_give_the_same_scores_as_one(db_url: str, repo: Repository) -> None:
     run_id = seed(repo, n=20)
-    one = score_stored_run_in_processes(db_url, run_id, workers=1, encoder="hashing")
+    one = score_stored_run_in_processes(db_url, run_id, HASHING, workers=1)
     single = comparable(repo.load_pair_scores(run_id))
     assert (one.scored, one.workers) == (20, 1)
     two = score_stored_run_in_processes(
-        db_url, run_id, workers=2, encoder="hashing", rescore=True, embedding_cache=False
+        db_url,
+        run_id,
+        ScoringOptions(encoder="hashing", rescore=True, embedding_cache=False),
+        workers=2,
     )
     assert (two.scored, two.workers) == (20, 2)  # each pair scored once: 20, not 40
     assert comparable(repo.load_pair_scores(run_id)) == single
-    again = score_stored_run_in_processes(db_url, run_id, workers=2, encoder="hashing")
+    again = score_stored_run_in_processes(db_url, run_id, HASHING, workers=2)
     assert again.scored == 0  # nothing left unscored
 
 
 def test_worker_processes_with_a_shard_score_only_that_shard(db_url: str, repo: Repository) -> None:
     run_id = seed(repo, n=16)
-    report = score_stored_run_in_processes(
-        db_url, run_id, workers=2, encoder="hashing", shard=(1, 2)
-    )
+    report = score_stored_run_in_processes(db_url, run_id, HASHING, workers=2, shard=(1, 2))
     ids = {s.exchange_id for s in repo.load_pair_scores(run_id)}
     assert report.scored == len(ids) > 0
     assert all(shard_of(e, 2) == 1 for e in ids)
@@ -158,7 +161,9 @@ def test_a_failing_worker_process_is_reported_with_its_range_and_exit_code(
 ) -> None:
     run_id = seed(repo, n=4)
     with pytest.raises(ShadowEvalError) as caught:
-        score_stored_run_in_processes(db_url, run_id, workers=2, encoder="no-such-encoder")
+        score_stored_run_in_processes(
+            db_url, run_id, ScoringOptions(encoder="no-such-encoder"), workers=2
+        )
     message = str(caught.value)
     assert "2 of 2 compare processes failed" in message
     assert "compare worker 1 of 2 (exchange ids ex-00000 … ex-00001) exited with code 1" in message
@@ -168,5 +173,5 @@ def test_a_failing_worker_process_is_reported_with_its_range_and_exit_code(
 
 def test_in_memory_sqlite_is_refused_for_worker_processes() -> None:
     with pytest.raises(ConfigError, match="in-memory SQLite") as caught:
-        score_stored_run_in_processes("sqlite://", "r", workers=2, encoder="hashing")
+        score_stored_run_in_processes("sqlite://", "r", HASHING, workers=2)
     assert caught.value.field == "database_url"
