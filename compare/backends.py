@@ -16,7 +16,7 @@ Backends (:data:`BACKENDS`):
 
 Exported files live in ``<cache_dir>/onnx/<weights sha256[:16]>/`` (``model.onnx``,
 ``model-int8.onnx``, ``manifest.json``); :func:`default_cache_dir` is
-``$SHADOWEVAL_CACHE_DIR`` or ``~/.cache/shadow-eval``. Every file is written to a temporary
+``$XDG_CACHE_HOME/shadow-eval`` or ``~/.cache/shadow-eval``. Every file is written to a temporary
 name and renamed, so a concurrent reader sees a whole file or none.
 """
 
@@ -74,9 +74,14 @@ _CHOICE_ROUNDS: Final = 2
 
 
 def default_cache_dir() -> Path:
-    """``$SHADOWEVAL_CACHE_DIR`` when set and not blank, else ``~/.cache/shadow-eval``."""
-    value = os.environ.get("SHADOWEVAL_CACHE_DIR", "").strip()
-    return Path(value) if value else Path.home() / ".cache" / "shadow-eval"
+    """``$XDG_CACHE_HOME/shadow-eval`` if that variable is set, else ``~/.cache/shadow-eval``.
+
+    (XDG Base Directory Specification.) ``compare.cache_dir``
+    (``SHADOWEVAL_COMPARE__CACHE_DIR``) overrides it; a ``SHADOWEVAL_*`` variable that names no
+    setting is refused by the settings loader, so there is no separate variable for it.
+    """
+    value = os.environ.get("XDG_CACHE_HOME", "").strip()
+    return (Path(value) if value else Path.home() / ".cache") / "shadow-eval"
 
 
 def cpu_flags() -> frozenset[str]:

@@ -58,7 +58,7 @@ __all__ = [
 ]
 
 METHOD = "cosine_mean_pooled_chunks"
-"""Method label; :attr:`SimilarityResult.method` appends ``:<encoder name>``."""
+"""Method label; :attr:`SimilarityResult.method` appends ``:<encoder cache key>``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +70,8 @@ class SimilarityResult:
         tokens: encoder tokens of (first, second), special tokens excluded, uncut.
         chunks: encoder passes of (first, second); 0 for a blank text.
         truncated: some piece of either text exceeded the encoder window.
-        method: ``cosine_mean_pooled_chunks:<encoder name>``.
+        method: ``cosine_mean_pooled_chunks:<encoder cache key>`` (model, weights hash and
+            backend: which vectors scored the pair).
     """
 
     similarity: float
@@ -166,7 +167,7 @@ def pairwise_similarity(
         if text not in embedded
     ]
     measured = _measure(encoder, identical_only)
-    method = f"{METHOD}:{encoder.name}"
+    method = f"{METHOD}:{encoder.cache_key}"
     results: list[SimilarityResult] = []
     for first, second in pairs:
         if first == second:

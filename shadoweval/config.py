@@ -177,7 +177,7 @@ class CompareSettings(BaseModel):
     backend, one of ``auto``, ``torch-fp32``, ``torch-bf16``, ``torch-fp16``, ``onnx-fp32``,
     ``onnx-int8`` (``compare.backends``; ``auto`` measures the available ones once per
     machine and keeps the fastest that agrees with fp32, DESIGN §6). ``cache_dir``
-    (``SHADOWEVAL_COMPARE__CACHE_DIR``; default ``$SHADOWEVAL_CACHE_DIR`` or
+    (``SHADOWEVAL_COMPARE__CACHE_DIR``; default ``$XDG_CACHE_HOME/shadow-eval`` or
     ``~/.cache/shadow-eval``): where ONNX exports and the ``auto`` choice are kept.
     """
 

@@ -180,7 +180,7 @@ def test_identical_outputs() -> None:
     assert s.similarity_detail is not None
     assert s.similarity_detail.baseline_tokens == 7
     assert s.similarity_detail.baseline_chunks == 1
-    assert s.similarity_detail.method == "cosine_mean_pooled_chunks:hashing-256"
+    assert s.similarity_detail.method == "cosine_mean_pooled_chunks:hashing-256:v1"
     assert s.noise_similarity is None
     assert not s.format_expected
     assert s.baseline_format is s.candidate_format is None

@@ -112,7 +112,7 @@ def test_blank_texts() -> None:
 def test_identical_texts_score_one_and_record_method() -> None:
     [r] = pairwise_similarity(HashingEncoder(), [("a b c", "a b c")])
     assert r.similarity == pytest.approx(1.0)
-    assert r.method == f"{METHOD}:hashing-256"
+    assert r.method == f"{METHOD}:hashing-256:v1"
     detail = r.detail()
     assert (detail.baseline_tokens, detail.candidate_tokens) == (3, 3)
     assert (detail.baseline_chunks, detail.candidate_chunks) == (1, 1)
