@@ -138,7 +138,7 @@ def make_encoder(
         _check_hashing_backend(backend)
         return HashingEncoder()
     raise ConfigError(
-        f"encoder {name!r} is not known: use minilm or hashing", field="encoder", value=name
+        f"encoder {name!r} is not known: use minilm or hashing", field="compare.encoder", value=name
     )
 
 
