@@ -1,0 +1,232 @@
+"""docker-compose.yml and the Dockerfile, checked against the code they would run.
+
+No Docker engine runs here, so the files are read as data: the compose file parses, every
+shadow-eval command and flag it runs exists in the CLI, every SHADOWEVAL_* variable is a
+valid setting, every image is pinned, healthchecks probe the ports the commands listen on,
+and the Dockerfile ships every package the wheel declares.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+from tests.deploy.manifests import (
+    REPO,
+    check_settings_environment,
+    command_line,
+    exact_image,
+    interpolate,
+)
+
+COMPOSE = REPO / "docker-compose.yml"
+DOCKERFILE = REPO / "Dockerfile"
+ENV = {"API_TOKEN": "t" * 40}
+"""What an operator must set (the one required variable); everything else has a default."""
+
+
+def _resolve(node: Any, env: dict[str, str]) -> Any:
+    if isinstance(node, str):
+        return interpolate(node, env)
+    if isinstance(node, list):
+        return [_resolve(item, env) for item in node]
+    if isinstance(node, dict):
+        return {key: _resolve(value, env) for key, value in node.items()}
+    return node
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    loaded = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))
+    assert isinstance(loaded, dict)
+    resolved = _resolve(loaded, ENV)
+    assert isinstance(resolved, dict)
+    return resolved
+
+
+def _services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    services = compose["services"]
+    assert isinstance(services, dict)
+    return services
+
+
+def _ours(compose: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    for name, service in _services(compose).items():
+        if str(service.get("image", "")).startswith("shadow-eval:"):
+            yield name, service
+
+
+def _command(service: dict[str, Any]) -> list[str]:
+    command = service["command"]
+    assert isinstance(command, list), "commands are lists (no shell word splitting)"
+    return [str(part) for part in command]
+
+
+def _project() -> dict[str, Any]:
+    return tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def test_the_topology_is_complete(compose: dict[str, Any]) -> None:
+    services = _services(compose)
+    assert {
+        "kafka", "postgres", "migrate", "live-model", "candidate-model", "front", "sidecar",
+        "replay", "compare", "api", "dashboard",
+    } <= set(services)  # fmt: skip
+    assert _command(services["front"])[:2] == ["capture", "envoy"]
+    assert _command(services["sidecar"])[:2] == ["capture", "serve"]
+    assert services["sidecar"]["profiles"] == ["sidecar"]
+    assert services["replay"]["deploy"]["replicas"] == 2
+    assert services["compare"]["deploy"]["replicas"] == 2
+    assert "controller" in services["kafka"]["environment"]["KAFKA_PROCESS_ROLES"]  # KRaft
+
+
+def test_every_command_and_flag_exists_in_the_cli(compose: dict[str, Any]) -> None:
+    ran = []
+    for name, service in _ours(compose):
+        params = command_line(_command(service))
+        ran.append((name, params))
+    assert len(ran) >= 9
+    replay = dict(ran)["replay"]
+    assert replay["source"].startswith("kafka://kafka:9092/")
+
+
+def test_every_environment_variable_is_a_setting(
+    compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for _name, service in _ours(compose):
+        env = {key: str(value) for key, value in service.get("environment", {}).items()}
+        with monkeypatch.context() as patch:
+            check_settings_environment(env, patch)
+    assert interpolate("${POSTGRES_PASSWORD:-shadoweval}", {}) == "shadoweval"
+
+
+def test_a_missing_api_token_stops_compose() -> None:
+    raw = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))
+    with pytest.raises(KeyError, match="API_TOKEN"):
+        _resolve(raw, {})
+
+
+def test_images_are_pinned(compose: dict[str, Any]) -> None:
+    version = _project()["project"]["version"]
+    for name, service in _services(compose).items():
+        image = str(service["image"])
+        if image.startswith("shadow-eval:"):
+            assert image == f"shadow-eval:{version}", name
+            assert service["build"]["dockerfile"] == "Dockerfile"
+        else:
+            assert exact_image(image), f"{name}: image {image!r} is not pinned to a release"
+
+
+def _listening_ports(service: dict[str, Any]) -> set[int]:
+    command = _command(service) if "command" in service else []
+    ports = set()
+    for flag in ("--port", "--admin-port", "--metrics-port"):
+        if flag in command:
+            ports.add(int(command[command.index(flag) + 1]))
+    return ports
+
+
+def test_healthchecks_probe_what_the_service_serves(compose: dict[str, Any]) -> None:
+    services = _services(compose)
+    for name, service in services.items():
+        if name == "migrate":
+            assert service["restart"] == "no"
+            continue
+        check = service.get("healthcheck")
+        if name == "compare":
+            continue  # no port: its health is the process (restart: unless-stopped)
+        assert check, f"{name} has no healthcheck"
+        probe = " ".join(check["test"])
+        urls = re.findall(r"http://127\.0\.0\.1:(\d+)/", probe)
+        if urls:
+            assert int(urls[0]) in _listening_ports(service), (name, probe)
+    for name, service in services.items():
+        for dependency, rule in service.get("depends_on", {}).items():
+            assert dependency in services, (name, dependency)
+            if rule["condition"] == "service_healthy":
+                assert "healthcheck" in services[dependency], (name, dependency)
+
+
+def test_upstreams_and_volumes_are_wired(compose: dict[str, Any]) -> None:
+    services = _services(compose)
+    front = _command(services["front"])
+    upstream = urlsplit(front[front.index("--upstream") + 1])
+    assert upstream.hostname in services
+    assert upstream.port in _listening_ports(services[str(upstream.hostname)])
+    replay = _command(services["replay"])
+    candidate = urlsplit(replay[replay.index("--candidate-url") + 1])
+    assert candidate.hostname == "candidate-model"
+    declared = set(compose["volumes"])
+    for name, service in services.items():
+        for mount in service.get("volumes", []):
+            source = str(mount).split(":", 1)[0]
+            assert source in declared, (name, mount)
+    # The example tables answer the same prompts, so every captured request can be replayed.
+    live = (REPO / "deploy/compose/live.jsonl").read_text(encoding="utf-8").splitlines()
+    cand = (REPO / "deploy/compose/candidate.jsonl").read_text(encoding="utf-8").splitlines()
+    prompt = re.compile(r'"prompt": "([^"]*)"')
+    assert [prompt.findall(x) for x in live] == [prompt.findall(x) for x in cand]
+
+
+def test_stop_grace_covers_the_capture_grace_period(compose: dict[str, Any]) -> None:
+    for name in ("front", "sidecar"):
+        service = _services(compose)[name]
+        command = _command(service)
+        grace_s = float(command[command.index("--grace-period") + 1])
+        stop_s = float(str(service["stop_grace_period"]).removesuffix("s"))
+        assert stop_s >= grace_s + 15, name  # + capture.flush_deadline_s
+
+
+def _dockerfile() -> list[tuple[str, str]]:
+    lines: list[tuple[str, str]] = []
+    text = DOCKERFILE.read_text(encoding="utf-8").replace("\\\n", " ")
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line and not line.startswith("#"):
+            instruction, _, rest = line.partition(" ")
+            lines.append((instruction.upper(), rest.strip()))
+    return lines
+
+
+def test_the_dockerfile_ships_every_package_and_runs_the_cli() -> None:
+    lines = _dockerfile()
+    froms = [rest for op, rest in lines if op == "FROM"]
+    assert froms
+    assert all(exact_image(image) for image in froms), froms
+    copied = {rest.split()[0] for op, rest in lines if op == "COPY"}
+    for source in copied:
+        assert (REPO / source).exists(), f"COPY {source}: not in the repository"
+    packages = _project()["tool"]["setuptools"]["packages"]["find"]["include"]
+    for pattern in packages:
+        assert pattern.rstrip("*") in copied, f"the image would miss package {pattern}"
+    ignored = {
+        line.strip()
+        for line in (REPO / ".dockerignore").read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    }
+    assert not copied & ignored
+    assert ("WORKDIR", "/app") in lines
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    torch_spec = re.search(r"TORCH_SPEC \?= (\S+)", makefile)
+    assert torch_spec is not None
+    assert any(torch_spec[1] in rest for op, rest in lines if op == "RUN")
+    user = [rest for op, rest in lines if op == "USER"][-1]
+    assert user.isdigit()
+    assert int(user) != 0
+    entry = [rest for op, rest in lines if op == "ENTRYPOINT"][-1]
+    assert entry == '["shadow-eval"]'
+    assert "shadow-eval" in _project()["project"]["scripts"]
+
+
+def test_the_compose_tables_are_small_and_own(compose: dict[str, Any]) -> None:
+    for name in ("live-model", "candidate-model"):
+        command = _command(_services(compose)[name])
+        table = Path(command[command.index("--input") + 1].replace("/app/", f"{REPO}/", 1))
+        assert table.stat().st_size < 10_000
