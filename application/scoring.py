@@ -6,13 +6,16 @@ The encoder is named by the face (``minilm``: the bundled all-MiniLM-L6-v2 weigh
 :func:`score_stored_run` does the same for a stored run, adding the structured task types
 the run was created with. :func:`score_stored_run_in_processes` splits a stored run's
 pairs over several processes on one machine (``compare run --workers N``), each scoring
-one contiguous range of the run's exchange ids.
+one contiguous range of the run's exchange ids. :func:`follow_stored_run` keeps scoring
+a run as its pairs arrive (``compare run --follow``), splitting the work with other
+follow workers by bucket locks (:func:`compare.worker.follow_compare`).
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -26,19 +29,21 @@ from compare.harms import compile_refusal_patterns
 from compare.worker import (
     CompareReport,
     check_shard,
+    follow_compare,
     limit_torch_threads,
     run_compare,
     shard_of,
 )
 from shadoweval.config import CompareSettings
 from shadoweval.errors import ConfigError, ShadowEvalError
-from shadoweval.storage import Repository, is_memory_sqlite_url
+from shadoweval.storage import Repository, WorkLocks, is_memory_sqlite_url
 
 __all__ = [
     "CompareReport",
     "Encoder",
     "ScoringOptions",
     "compare_run",
+    "follow_stored_run",
     "make_encoder",
     "score_stored_run",
     "score_stored_run_in_processes",
@@ -243,6 +248,66 @@ def score_stored_run(
         shard=shard,
         exchange_ids=exchange_ids,
     )
+
+
+def follow_stored_run(
+    repo: Repository,
+    run_id: str,
+    options: ScoringOptions,
+    stop: threading.Event,
+    *,
+    poll_interval_s: float,
+    until_idle_s: float | None = None,
+) -> CompareReport:
+    """Score a stored run's pairs as they arrive, until ``stop`` is set or it stays idle.
+
+    The encoder and structured task types as in :func:`score_stored_run` (``rescore`` is
+    refused: a follow worker scores new pairs only); the loop, the bucket locks and when
+    it returns as in :func:`compare.worker.follow_compare` (``poll_interval_s`` seconds
+    between empty polls; ``until_idle_s``: return after that many seconds with nothing
+    new, ``None``: only when ``stop`` is set). On PostgreSQL several workers split the run
+    by bucket locks; on SQLite run one (a second is safe, pair scores being upserts, but
+    may repeat work). ``report.backend`` as in :func:`compare_run`.
+
+    Raises:
+        ShadowEvalError: the run does not exist (checked before the encoder is loaded).
+        ConfigError: ``options.rescore``, an invalid ``poll_interval_s``/``until_idle_s``,
+            an unknown encoder or backend, or an invalid refusal pattern.
+        StorageError: the database or the lock connection failed.
+    """
+    if options.rescore:
+        raise ConfigError(
+            "--rescore cannot be combined with --follow: a follow worker scores new pairs only",
+            field="rescore",
+            value=True,
+        )
+    structured = _run_structured_types(repo, run_id, options.structured_task_types)
+    compile_refusal_patterns(options.refusal_patterns)
+    encoder = make_encoder(
+        options.encoder,
+        device=options.device,
+        batch_size=options.batch_size,
+        model_path=options.model_path,
+        backend=options.backend,
+        cache_dir=options.cache_dir,
+    )
+    with WorkLocks(repo.database, run_id) as locks:
+        report = follow_compare(
+            repo,
+            run_id,
+            encoder,
+            locks,
+            stop,
+            poll_interval_s=poll_interval_s,
+            until_idle_s=until_idle_s,
+            structured_task_types=structured,
+            refusal_patterns=options.refusal_patterns,
+            covered_scripts=options.covered_scripts,
+            embedding_cache=options.embedding_cache,
+        )
+    backend_id = getattr(encoder, "backend_id", None)
+    report.backend = str(backend_id) if backend_id is not None else None
+    return report
 
 
 def _run_structured_types(
