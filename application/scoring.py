@@ -26,6 +26,7 @@ from typing import Any
 from application.database import open_repository
 from compare.encoders import Encoder, HashingEncoder, MiniLMEncoder
 from compare.harms import compile_refusal_patterns
+from compare.metrics import FollowMetrics
 from compare.worker import (
     CompareReport,
     check_shard,
@@ -36,6 +37,8 @@ from compare.worker import (
 )
 from shadoweval.config import CompareSettings
 from shadoweval.errors import ConfigError, ShadowEvalError
+from shadoweval.probes import probe_app
+from shadoweval.serving import BackgroundServer
 from shadoweval.storage import Repository, WorkLocks, is_memory_sqlite_url
 
 __all__ = [
@@ -258,6 +261,7 @@ def follow_stored_run(
     *,
     poll_interval_s: float,
     until_idle_s: float | None = None,
+    metrics_port: int | None = None,
 ) -> CompareReport:
     """Score a stored run's pairs as they arrive, until ``stop`` is set or it stays idle.
 
@@ -267,13 +271,18 @@ def follow_stored_run(
     between empty polls; ``until_idle_s``: return after that many seconds with nothing
     new, ``None``: only when ``stop`` is set). On PostgreSQL several workers split the run
     by bucket locks; on SQLite run one (a second is safe, pair scores being upserts, but
-    may repeat work). ``report.backend`` as in :func:`compare_run`.
+    may repeat work). ``report.backend`` as in :func:`compare_run`. With ``metrics_port``
+    (``0``: any free port) ``/metrics`` (:mod:`compare.metrics`), ``/healthz`` and
+    ``/readyz`` (200 from the first listing of the run's pairs; text bodies as the replay
+    worker's)
+    are served on every interface while the worker runs.
 
     Raises:
         ShadowEvalError: the run does not exist (checked before the encoder is loaded).
         ConfigError: ``options.rescore``, an invalid ``poll_interval_s``/``until_idle_s``,
             an unknown encoder or backend, or an invalid refusal pattern.
         StorageError: the database or the lock connection failed.
+        RuntimeError: the metrics port could not be bound.
     """
     if options.rescore:
         raise ConfigError(
@@ -291,23 +300,62 @@ def follow_stored_run(
         backend=options.backend,
         cache_dir=options.cache_dir,
     )
-    with WorkLocks(repo.database, run_id) as locks:
-        report = follow_compare(
-            repo,
-            run_id,
-            encoder,
-            locks,
-            stop,
-            poll_interval_s=poll_interval_s,
-            until_idle_s=until_idle_s,
-            structured_task_types=structured,
-            refusal_patterns=options.refusal_patterns,
-            covered_scripts=options.covered_scripts,
-            embedding_cache=options.embedding_cache,
-        )
+    metrics = FollowMetrics()
+    server: BackgroundServer | None = None
+    if metrics_port is not None:
+        app = probe_app(metrics.registry, lambda: (metrics.ready, ""), style="text")
+        server = BackgroundServer(
+            app, host="0.0.0.0", port=metrics_port, thread_name="shadoweval-compare-metrics"
+        ).start()
+    try:
+        with WorkLocks(repo.database, run_id) as locks:
+            report = _follow(
+                repo,
+                run_id,
+                encoder,
+                locks,
+                stop,
+                structured,
+                options,
+                metrics,
+                poll_interval_s,
+                until_idle_s,
+            )
+    finally:
+        if server is not None:
+            server.stop()
     backend_id = getattr(encoder, "backend_id", None)
     report.backend = str(backend_id) if backend_id is not None else None
     return report
+
+
+def _follow(
+    repo: Repository,
+    run_id: str,
+    encoder: Encoder,
+    locks: WorkLocks,
+    stop: threading.Event,
+    structured: frozenset[str],
+    options: ScoringOptions,
+    metrics: FollowMetrics,
+    poll_interval_s: float,
+    until_idle_s: float | None,
+) -> CompareReport:
+    """:func:`compare.worker.follow_compare` with ``options``' scoring settings."""
+    return follow_compare(
+        repo,
+        run_id,
+        encoder,
+        locks,
+        stop,
+        poll_interval_s=poll_interval_s,
+        until_idle_s=until_idle_s,
+        structured_task_types=structured,
+        refusal_patterns=options.refusal_patterns,
+        covered_scripts=options.covered_scripts,
+        embedding_cache=options.embedding_cache,
+        metrics=metrics,
+    )
 
 
 def _run_structured_types(

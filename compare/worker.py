@@ -45,6 +45,7 @@ import numpy as np
 
 from compare.encoders import Encoder
 from compare.harms import compile_refusal_patterns
+from compare.metrics import FollowMetrics
 from compare.pair import PairInput, score_pairs
 from compare.similarity import TextEmbedding
 from shadoweval.errors import ConfigError
@@ -311,6 +312,7 @@ def follow_compare(
     embedding_cache: bool = True,
     first_bucket: int | None = None,
     clock: Callable[[], float] = time.monotonic,
+    metrics: FollowMetrics | None = None,
 ) -> CompareReport:
     """Keep scoring ``run_id``'s new pairs until ``stop`` is set or the run stays idle.
 
@@ -327,7 +329,9 @@ def follow_compare(
     Stops, returning the report (``polls`` counted): when ``stop`` is set (after the batch
     in hand is written; between batches, buckets and polls), or when ``until_idle_s`` is
     given and no pair was scored or rejected for that many seconds (``clock``: monotonic
-    seconds). The other arguments are as in :func:`run_compare`.
+    seconds). ``metrics`` (optional) is updated after each poll and marked ready from the
+    first successful listing of the run's unscored pairs until the loop ends. The other
+    arguments are as in :func:`run_compare`.
 
     Raises:
         ConfigError: a refusal pattern is invalid, ``poll_interval_s`` <= 0 or
@@ -369,6 +373,7 @@ def follow_compare(
     rejected_ids: set[str] = set()
     last_progress = clock()
     last_busy = 0
+    scored_before, rejected_before = 0, Counter[str]()
     while not stop.is_set():
         report.polls = (report.polls or 0) + 1
         done_before = report.scored + sum(report.rejected.values())
@@ -376,6 +381,8 @@ def follow_compare(
         for exchange_id in repo.pair_exchange_ids(run_id, only_unscored=True):
             if exchange_id not in rejected_ids:
                 by_bucket[shard_of(exchange_id, WORK_BUCKETS)].append(exchange_id)
+        if metrics is not None:
+            metrics.ready = True  # the database answered and the encoder is loaded
         busy = 0
         for step in range(WORK_BUCKETS):
             bucket = (offset + step) % WORK_BUCKETS
@@ -403,6 +410,9 @@ def follow_compare(
             logger.info("run %s: %d buckets with work are held by other workers", run_id, busy)
             last_busy = busy
         progressed = report.scored + sum(report.rejected.values()) > done_before
+        if metrics is not None:
+            _update_metrics(metrics, report, scored_before, rejected_before, by_bucket, busy)
+            scored_before, rejected_before = report.scored, Counter(report.rejected)
         if progressed:
             last_progress = clock()
             logger.info(
@@ -412,11 +422,31 @@ def follow_compare(
         if until_idle_s is not None and clock() - last_progress >= until_idle_s:
             break
         stop.wait(poll_interval_s)
+    if metrics is not None:
+        metrics.ready = False
     if cache is not None:
         report.embedding_cache_hits = cache.hits
         report.embedding_cache_misses = cache.misses
     report.wall_s = time.perf_counter() - started
     return report
+
+
+def _update_metrics(
+    metrics: FollowMetrics,
+    report: CompareReport,
+    scored_before: int,
+    rejected_before: Counter[str],
+    by_bucket: Mapping[int, list[str]],
+    busy: int,
+) -> None:
+    """Add one poll's counts to ``metrics``."""
+    metrics.polls.inc()
+    metrics.scored.inc(report.scored - scored_before)
+    for reason, count in report.rejected.items():
+        if count > rejected_before[reason]:
+            metrics.rejected.labels(reason=reason).inc(count - rejected_before[reason])
+    metrics.unscored.set(sum(len(ids) for ids in by_bucket.values()))
+    metrics.buckets_held_elsewhere.set(busy)
 
 
 def _score_and_save(

@@ -181,6 +181,8 @@ class CompareSettings(BaseModel):
     ``~/.cache/shadow-eval``): where ONNX exports and the ``auto`` choice are kept.
     ``poll_interval_s`` (``SHADOWEVAL_COMPARE__POLL_INTERVAL_S``, default 2.0, > 0): how
     long a follow worker (``compare run --follow``) waits after a poll that found nothing.
+    ``metrics_port`` (``SHADOWEVAL_COMPARE__METRICS_PORT``, default none): where a follow
+    worker serves ``/metrics``, ``/healthz`` and ``/readyz``.
     """
 
     encoder: str = "minilm"
@@ -212,6 +214,7 @@ class CompareSettings(BaseModel):
     backend: str = "auto"
     cache_dir: Path | None = None
     poll_interval_s: float = Field(default=2.0, gt=0)
+    metrics_port: int | None = Field(default=None, ge=0, le=65535)
 
     @field_validator("backend")
     @classmethod

@@ -84,6 +84,16 @@ def compare_run_command(
             "(default: run until signalled).",
         ),
     ] = None,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            "--metrics-port",
+            min=0,
+            max=65535,
+            help="--follow: serve /metrics, /healthz and /readyz on this port "
+            "(default: SHADOWEVAL_COMPARE__METRICS_PORT, else none).",
+        ),
+    ] = None,
 ) -> None:
     """Score every replayed pair of a run not scored yet (similarity, formats, harms, latency).
 
@@ -142,10 +152,13 @@ def compare_run_command(
                 until_idle_s=until_idle_s,
                 workers=workers,
                 shard=shard,
+                metrics_port=(
+                    metrics_port if metrics_port is not None else compare_settings.metrics_port
+                ),
             )
-        elif poll_interval_s is not None or until_idle_s is not None:
+        elif poll_interval_s is not None or until_idle_s is not None or metrics_port is not None:
             raise ConfigError(
-                "--poll-interval-s and --until-idle-s apply to --follow only",
+                "--poll-interval-s, --until-idle-s and --metrics-port apply to --follow only",
                 field="follow",
                 value=False,
             )
@@ -171,6 +184,7 @@ def _follow(
     until_idle_s: float | None,
     workers: int | None,
     shard: str | None,
+    metrics_port: int | None,
 ) -> CompareReport:
     """Run one follow worker until SIGTERM/SIGINT or idle; the handlers only set a flag.
 
@@ -210,6 +224,7 @@ def _follow(
                 stop,
                 poll_interval_s=poll_interval_s,
                 until_idle_s=until_idle_s,
+                metrics_port=metrics_port,
             )
     finally:
         for sig, handler in previous.items():

@@ -14,12 +14,14 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from compare.encoders import HashingEncoder
 from compare.worker import CompareReport, follow_compare, shard_of
 from shadoweval.storage import WORK_BUCKETS, Database, Repository, WorkLocks
 from tests.compare.test_compare_worker import POISON, PoisonedEncoder
+from tests.kafka_broker import free_port
 from tests.storage.factories import BASELINE, CANDIDATE, make_exchange, make_outcome
 from tests.waiting import wait_until
 
@@ -285,6 +287,45 @@ def test_one_of_two_workers_sigkilled_mid_run_the_other_finishes(
         assert int(str(report["scored"])) <= 500
         ids = scored_ids(repo, run_id)
         assert len(ids) == len(set(ids)) == 500
+
+
+@pytest.mark.postgres
+def test_sigterm_mid_run_writes_what_was_scored_and_exits_0(
+    pg_schema_url: str, tmp_path: Path, workers: list[FollowWorker]
+) -> None:
+    """SIGTERM while a backlog is being scored: the worker finishes the batch in hand,
+    writes it and exits 0; what it reports is exactly what is stored. Its probes and
+    metrics answer while it runs."""
+    port = free_port()
+    with Database(pg_schema_url) as db:
+        db.upgrade()
+        repo = Repository(db)
+        run_id = new_run(repo)
+        add_pairs(repo, run_id, range(3000))
+        worker = FollowWorker(
+            pg_schema_url, run_id, tmp_path, "sigterm", "--metrics-port", str(port)
+        )
+        workers.append(worker)
+        base = f"http://127.0.0.1:{port}"
+
+        def ready() -> bool:
+            assert worker.process.poll() is None, worker.stderr()[-3000:]
+            try:
+                return httpx.get(f"{base}/readyz", timeout=5).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_until(ready, "the worker's /readyz", WAIT_S)
+        wait_until(lambda: len(scored_ids(repo, run_id)) > 0, "the first scores", WAIT_S)
+        assert httpx.get(f"{base}/healthz", timeout=5).text == "ok\n"
+        scraped = httpx.get(f"{base}/metrics", timeout=5).text
+        assert "shadoweval_compare_scored_total" in scraped
+        assert "shadoweval_compare_unscored_pairs" in scraped
+        report = worker.stop()
+        stored = len(scored_ids(repo, run_id))
+        assert report["scored"] == stored
+        print(f"stored at SIGTERM: {stored} of 3000")
+        assert 0 < stored <= 3000
 
 
 def test_a_single_follow_worker_on_sqlite_exits_when_idle(
