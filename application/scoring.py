@@ -17,8 +17,9 @@ import multiprocessing
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from compare.worker import (
     run_compare,
     shard_of,
 )
+from replay.exchange_replay import in_sample
 from shadoweval.config import CompareSettings
 from shadoweval.errors import ConfigError, ShadowEvalError
 from shadoweval.probes import probe_app
@@ -271,8 +273,10 @@ def follow_stored_run(
     between empty polls; ``until_idle_s``: return after that many seconds with nothing
     new, ``None``: only when ``stop`` is set). On PostgreSQL several workers split the run
     by bucket locks; on SQLite run one (a second is safe, pair scores being upserts, but
-    may repeat work). ``report.backend`` as in :func:`compare_run`. With ``metrics_port``
-    (``0``: any free port) ``/metrics`` (:mod:`compare.metrics`), ``/healthz`` and
+    may repeat work). A pair the run also replays to a baseline replica (its
+    ``baseline_repeat_url`` and ``baseline_repeat_share``) is scored once its
+    baseline-repeat outcome is stored. ``report.backend`` as in :func:`compare_run`. With
+    ``metrics_port`` (``0``: any free port) ``/metrics`` (:mod:`compare.metrics`), ``/healthz`` and
     ``/readyz`` (200 from the first listing of the run's pairs; text bodies as the replay
     worker's)
     are served on every interface while the worker runs.
@@ -291,6 +295,7 @@ def follow_stored_run(
             value=True,
         )
     structured = _run_structured_types(repo, run_id, options.structured_task_types)
+    expects_repeat = _repeat_sample(repo, run_id)
     compile_refusal_patterns(options.refusal_patterns)
     encoder = make_encoder(
         options.encoder,
@@ -320,6 +325,7 @@ def follow_stored_run(
                 metrics,
                 poll_interval_s,
                 until_idle_s,
+                expects_repeat,
             )
     finally:
         if server is not None:
@@ -340,6 +346,7 @@ def _follow(
     metrics: FollowMetrics,
     poll_interval_s: float,
     until_idle_s: float | None,
+    expects_repeat: Callable[[str], bool] | None,
 ) -> CompareReport:
     """:func:`compare.worker.follow_compare` with ``options``' scoring settings."""
     return follow_compare(
@@ -355,7 +362,22 @@ def _follow(
         covered_scripts=options.covered_scripts,
         embedding_cache=options.embedding_cache,
         metrics=metrics,
+        expects_repeat=expects_repeat,
     )
+
+
+def _repeat_sample(repo: Repository, run_id: str) -> Callable[[str], bool] | None:
+    """Which exchanges the run also replays to a baseline replica (its frozen settings
+    ``baseline_repeat_url`` and ``baseline_repeat_share``, the replay worker's
+    :func:`replay.exchange_replay.in_sample`); ``None`` when it has no replica."""
+    run = repo.get_run(run_id)
+    settings = run.settings if run is not None else {}
+    share = settings.get("baseline_repeat_share")
+    if not settings.get("baseline_repeat_url") or not isinstance(share, int | float):
+        return None
+    if share <= 0:
+        return None
+    return partial(in_sample, share=float(share))
 
 
 def _run_structured_types(

@@ -8,7 +8,9 @@ Metrics (one registry per worker):
 * ``shadoweval_compare_unscored_pairs`` — the run's unscored pairs listed at the start of
   this worker's last poll (every worker's backlog, not only its own);
 * ``shadoweval_compare_buckets_held_elsewhere`` — buckets with work that other workers held
-  at the last poll.
+  at the last poll;
+* ``shadoweval_compare_waiting_for_repeat`` — pairs left unscored at the last poll because
+  their baseline-repeat outcome is not stored yet.
 
 ``ready`` is what ``/readyz`` answers (the application layer serves the registry with
 :func:`shadoweval.probes.probe_app`): true from the worker's first successful listing of
@@ -47,5 +49,10 @@ class FollowMetrics:
         self.buckets_held_elsewhere = Gauge(
             "shadoweval_compare_buckets_held_elsewhere",
             "Buckets with work held by other workers at the last poll.",
+            registry=r,
+        )
+        self.waiting_for_repeat = Gauge(
+            "shadoweval_compare_waiting_for_repeat",
+            "Pairs left unscored at the last poll: their baseline-repeat outcome is not stored.",
             registry=r,
         )

@@ -313,6 +313,7 @@ def follow_compare(
     first_bucket: int | None = None,
     clock: Callable[[], float] = time.monotonic,
     metrics: FollowMetrics | None = None,
+    expects_repeat: Callable[[str], bool] | None = None,
 ) -> CompareReport:
     """Keep scoring ``run_id``'s new pairs until ``stop`` is set or the run stays idle.
 
@@ -324,7 +325,11 @@ def follow_compare(
     of ``batch_size`` and releases the lock. A poll that scored something is followed by
     another at once; otherwise the worker waits ``poll_interval_s`` seconds (``stop``
     wakes it). A pair that cannot be scored is kept as a rejected record (as in
-    :func:`run_compare`) and not retried by this worker.
+    :func:`run_compare`) and not retried by this worker. A pair for which
+    ``expects_repeat(exchange_id)`` is true (the run replays it to a baseline replica too)
+    waits, unscored, until its baseline-repeat outcome is stored (the replay worker stores
+    one even when that replay fails): the replay worker writes each target's outcome as it
+    finishes, and a pair scored before its repeat would lose its noise estimate for good.
 
     Stops, returning the report (``polls`` counted): when ``stop`` is set (after the batch
     in hand is written; between batches, buckets and polls), or when ``until_idle_s`` is
@@ -383,7 +388,7 @@ def follow_compare(
                 by_bucket[shard_of(exchange_id, WORK_BUCKETS)].append(exchange_id)
         if metrics is not None:
             metrics.ready = True  # the database answered and the encoder is loaded
-        busy = 0
+        busy = waiting = 0
         for step in range(WORK_BUCKETS):
             bucket = (offset + step) % WORK_BUCKETS
             if stop.is_set():
@@ -399,6 +404,15 @@ def follow_compare(
                     for e, c, b in repo.pair_inputs_for(run_id, by_bucket[bucket])
                     if e.exchange_id not in rejected_ids
                 ]
+                if expects_repeat is not None:
+                    ready = [
+                        p
+                        for p in pairs
+                        if p.baseline_repeat is not None
+                        or not expects_repeat(p.exchange.exchange_id)
+                    ]
+                    waiting += len(pairs) - len(ready)
+                    pairs = ready
                 for start in range(0, len(pairs), batch_size):
                     batch = pairs[start : start + batch_size]
                     _score_and_save(repo, run_id, batch, score, report, rejected_ids)
@@ -412,6 +426,7 @@ def follow_compare(
         progressed = report.scored + sum(report.rejected.values()) > done_before
         if metrics is not None:
             _update_metrics(metrics, report, scored_before, rejected_before, by_bucket, busy)
+            metrics.waiting_for_repeat.set(waiting)
             scored_before, rejected_before = report.scored, Counter(report.rejected)
         if progressed:
             last_progress = clock()

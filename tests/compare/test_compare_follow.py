@@ -19,6 +19,7 @@ import pytest
 
 from compare.encoders import HashingEncoder
 from compare.worker import CompareReport, follow_compare, shard_of
+from shadoweval.records import ReplayTarget
 from shadoweval.storage import WORK_BUCKETS, Database, Repository, WorkLocks
 from tests.compare.test_compare_worker import POISON, PoisonedEncoder
 from tests.kafka_broker import free_port
@@ -365,3 +366,64 @@ def test_follow_refuses_what_it_cannot_do(
     workers.append(worker)
     assert worker.process.wait(WAIT_S) == 3
     assert message in " ".join(worker.stderr().split())
+
+
+# ------------------------------------------------------------ baseline repeats
+
+
+def test_a_pair_sampled_for_a_baseline_repeat_waits_for_the_repeat(repo: Repository) -> None:
+    """The replay worker stores each target's outcome as it finishes: a pair scored before
+    its baseline repeat arrived would lose its noise estimate, so it waits."""
+    run_id = new_run(repo)
+    add_pairs(repo, run_id, range(20))
+    sampled = {"ex-00003", "ex-00007"}
+    stop = threading.Event()
+    result: list[CompareReport] = []
+    locks = WorkLocks(repo.database, run_id)
+    worker = threading.Thread(
+        target=lambda: result.append(
+            follow_compare(
+                repo, run_id, HashingEncoder(), locks, stop, poll_interval_s=0.05,
+                expects_repeat=sampled.__contains__,
+            )
+        )
+    )  # fmt: skip
+    worker.start()
+    try:
+        wait_until(lambda: len(scored_ids(repo, run_id)) == 18, "the 18 pairs without a repeat")
+        assert sampled.isdisjoint(scored_ids(repo, run_id))
+        repo.save_outcomes(
+            make_outcome(run_id, i, target=ReplayTarget.BASELINE_REPEAT, text="Hallo 👋 zurück")
+            for i in sorted(sampled)
+        )
+        wait_until(lambda: len(scored_ids(repo, run_id)) == 20, "the two repeated pairs")
+    finally:
+        stop.set()
+        worker.join(WAIT_S)
+        locks.close()
+    assert result[0].scored == 20
+    noise = {s.exchange_id: s.noise_similarity for s in repo.load_pair_scores(run_id)}
+    assert all(noise[i] is not None for i in sampled)
+
+
+def test_follow_stored_run_reads_the_runs_replica_sample(repo: Repository) -> None:
+    from application.scoring import ScoringOptions, follow_stored_run
+
+    run_id = repo.create_run(
+        name="follow", baseline=BASELINE, candidate=CANDIDATE, policy_hash="0" * 64,
+        policy_yaml="version: 1\n",
+        settings={"baseline_repeat_url": "http://replica:8000", "baseline_repeat_share": 1.0},
+    ).run_id  # fmt: skip
+    add_pairs(repo, run_id, range(6))
+    options = ScoringOptions(encoder="hashing")
+
+    def follow_until_idle() -> CompareReport:
+        return follow_stored_run(
+            repo, run_id, options, threading.Event(), poll_interval_s=0.01, until_idle_s=0.0
+        )
+
+    assert follow_until_idle().scored == 0  # share 1.0: every pair waits for its repeat
+    repo.save_outcomes(
+        make_outcome(run_id, f"ex-{n:05d}", target=ReplayTarget.BASELINE_REPEAT) for n in range(6)
+    )
+    assert follow_until_idle().scored == 6
