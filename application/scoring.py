@@ -6,16 +6,20 @@ The encoder is named by the face (``minilm``: the bundled all-MiniLM-L6-v2 weigh
 :func:`score_stored_run` does the same for a stored run, adding the structured task types
 the run was created with. :func:`score_stored_run_in_processes` splits a stored run's
 pairs over several processes on one machine (``compare run --workers N``), each scoring
-one contiguous range of the run's exchange ids.
+one contiguous range of the run's exchange ids. :func:`follow_stored_run` keeps scoring
+a run as its pairs arrive (``compare run --follow``), splitting the work with other
+follow workers by bucket locks (:func:`compare.worker.follow_compare`).
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -23,22 +27,28 @@ from typing import Any
 from application.database import open_repository
 from compare.encoders import Encoder, HashingEncoder, MiniLMEncoder
 from compare.harms import compile_refusal_patterns
+from compare.metrics import FollowMetrics
 from compare.worker import (
     CompareReport,
     check_shard,
+    follow_compare,
     limit_torch_threads,
     run_compare,
     shard_of,
 )
+from replay.exchange_replay import in_sample
 from shadoweval.config import CompareSettings
 from shadoweval.errors import ConfigError, ShadowEvalError
-from shadoweval.storage import Repository, is_memory_sqlite_url
+from shadoweval.probes import probe_app
+from shadoweval.serving import BackgroundServer
+from shadoweval.storage import Repository, WorkLocks, is_memory_sqlite_url
 
 __all__ = [
     "CompareReport",
     "Encoder",
     "ScoringOptions",
     "compare_run",
+    "follow_stored_run",
     "make_encoder",
     "score_stored_run",
     "score_stored_run_in_processes",
@@ -243,6 +253,131 @@ def score_stored_run(
         shard=shard,
         exchange_ids=exchange_ids,
     )
+
+
+def follow_stored_run(
+    repo: Repository,
+    run_id: str,
+    options: ScoringOptions,
+    stop: threading.Event,
+    *,
+    poll_interval_s: float,
+    until_idle_s: float | None = None,
+    metrics_port: int | None = None,
+) -> CompareReport:
+    """Score a stored run's pairs as they arrive, until ``stop`` is set or it stays idle.
+
+    The encoder and structured task types as in :func:`score_stored_run` (``rescore`` is
+    refused: a follow worker scores new pairs only); the loop, the bucket locks and when
+    it returns as in :func:`compare.worker.follow_compare` (``poll_interval_s`` seconds
+    between empty polls; ``until_idle_s``: return after that many seconds with nothing
+    new, ``None``: only when ``stop`` is set). On PostgreSQL several workers split the run
+    by bucket locks; on SQLite run one (a second is safe, pair scores being upserts, but
+    may repeat work). A pair the run also replays to a baseline replica (its
+    ``baseline_repeat_url`` and ``baseline_repeat_share``) is scored once its
+    baseline-repeat outcome is stored. ``report.backend`` as in :func:`compare_run`. With
+    ``metrics_port`` (``0``: any free port) ``/metrics`` (:mod:`compare.metrics`), ``/healthz`` and
+    ``/readyz`` (200 from the first listing of the run's pairs; text bodies as the replay
+    worker's)
+    are served on every interface while the worker runs.
+
+    Raises:
+        ShadowEvalError: the run does not exist (checked before the encoder is loaded).
+        ConfigError: ``options.rescore``, an invalid ``poll_interval_s``/``until_idle_s``,
+            an unknown encoder or backend, or an invalid refusal pattern.
+        StorageError: the database or the lock connection failed.
+        RuntimeError: the metrics port could not be bound.
+    """
+    if options.rescore:
+        raise ConfigError(
+            "--rescore cannot be combined with --follow: a follow worker scores new pairs only",
+            field="rescore",
+            value=True,
+        )
+    structured = _run_structured_types(repo, run_id, options.structured_task_types)
+    expects_repeat = _repeat_sample(repo, run_id)
+    compile_refusal_patterns(options.refusal_patterns)
+    encoder = make_encoder(
+        options.encoder,
+        device=options.device,
+        batch_size=options.batch_size,
+        model_path=options.model_path,
+        backend=options.backend,
+        cache_dir=options.cache_dir,
+    )
+    metrics = FollowMetrics()
+    server: BackgroundServer | None = None
+    if metrics_port is not None:
+        app = probe_app(metrics.registry, lambda: (metrics.ready, ""), style="text")
+        server = BackgroundServer(
+            app, host="0.0.0.0", port=metrics_port, thread_name="shadoweval-compare-metrics"
+        ).start()
+    try:
+        with WorkLocks(repo.database, run_id) as locks:
+            report = _follow(
+                repo,
+                run_id,
+                encoder,
+                locks,
+                stop,
+                structured,
+                options,
+                metrics,
+                poll_interval_s,
+                until_idle_s,
+                expects_repeat,
+            )
+    finally:
+        if server is not None:
+            server.stop()
+    backend_id = getattr(encoder, "backend_id", None)
+    report.backend = str(backend_id) if backend_id is not None else None
+    return report
+
+
+def _follow(
+    repo: Repository,
+    run_id: str,
+    encoder: Encoder,
+    locks: WorkLocks,
+    stop: threading.Event,
+    structured: frozenset[str],
+    options: ScoringOptions,
+    metrics: FollowMetrics,
+    poll_interval_s: float,
+    until_idle_s: float | None,
+    expects_repeat: Callable[[str], bool] | None,
+) -> CompareReport:
+    """:func:`compare.worker.follow_compare` with ``options``' scoring settings."""
+    return follow_compare(
+        repo,
+        run_id,
+        encoder,
+        locks,
+        stop,
+        poll_interval_s=poll_interval_s,
+        until_idle_s=until_idle_s,
+        structured_task_types=structured,
+        refusal_patterns=options.refusal_patterns,
+        covered_scripts=options.covered_scripts,
+        embedding_cache=options.embedding_cache,
+        metrics=metrics,
+        expects_repeat=expects_repeat,
+    )
+
+
+def _repeat_sample(repo: Repository, run_id: str) -> Callable[[str], bool] | None:
+    """Which exchanges the run also replays to a baseline replica (its frozen settings
+    ``baseline_repeat_url`` and ``baseline_repeat_share``, the replay worker's
+    :func:`replay.exchange_replay.in_sample`); ``None`` when it has no replica."""
+    run = repo.get_run(run_id)
+    settings = run.settings if run is not None else {}
+    share = settings.get("baseline_repeat_share")
+    if not settings.get("baseline_repeat_url") or not isinstance(share, int | float):
+        return None
+    if share <= 0:
+        return None
+    return partial(in_sample, share=float(share))
 
 
 def _run_structured_types(

@@ -18,6 +18,15 @@ report counts hits and misses. Splitting the work: ``exchange_ids`` limits a pas
 contiguous range of exchange ids (one of several processes on a machine:
 :func:`application.scoring.score_stored_run`), ``shard`` ``(index, count)`` to the
 exchanges whose :func:`shard_of` is ``index`` (one of several machines).
+
+Following a run (:func:`follow_compare`, ``compare run --follow``): a long-running worker
+polls for unscored pairs, scores them, waits ``poll_interval_s`` and polls again, until
+told to stop (it finishes the batch in hand and writes it) or until nothing new came for
+``until_idle_s``. Several follow workers split a run by :data:`WORK_BUCKETS` buckets of
+the exchange id (``shard_of(id, 64)``): a worker scores a bucket only while it holds the
+bucket's lock (:class:`~shadoweval.storage.WorkLocks`: PostgreSQL advisory locks, which
+die with a dead worker's connection), and reads the bucket's unscored pairs after taking
+it, so no pair is scored by two workers.
 """
 
 from __future__ import annotations
@@ -25,8 +34,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import random
+import threading
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -34,11 +45,19 @@ import numpy as np
 
 from compare.encoders import Encoder
 from compare.harms import compile_refusal_patterns
+from compare.metrics import FollowMetrics
 from compare.pair import PairInput, score_pairs
 from compare.similarity import TextEmbedding
 from shadoweval.errors import ConfigError
 from shadoweval.records import PairScore
-from shadoweval.storage import CachedEmbedding, RejectedRecord, Repository, rejection_fingerprint
+from shadoweval.storage import (
+    WORK_BUCKETS,
+    CachedEmbedding,
+    RejectedRecord,
+    Repository,
+    WorkLocks,
+    rejection_fingerprint,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +70,8 @@ class CompareReport:
     """What one compare pass did.
 
     ``scored``: pairs scored; ``rejected``: pairs rejected, by reason; ``wall_s``: wall
-    seconds; ``embedding_cache_hits`` / ``embedding_cache_misses``: distinct non-blank
+    seconds; ``polls``: database polls of a follow worker (``None`` for one pass);
+    ``embedding_cache_hits`` / ``embedding_cache_misses``: distinct non-blank
     texts (per scoring batch) found / not found in the embedding cache (both 0 with the
     cache off); ``workers``: compare processes that did the pass; ``backend``: the
     encoder's backend id (``torch-bf16-cpu`` …; ``None`` for an encoder without one) and
@@ -67,6 +87,7 @@ class CompareReport:
     workers: int = 1
     backend: str | None = None
     backend_choice: dict[str, object] | None = None
+    polls: int | None = None
 
     def as_dict(self) -> dict[str, object]:
         """A JSON-ready view (``backend``/``backend_choice`` only when known)."""
@@ -85,6 +106,8 @@ class CompareReport:
             out["backend"] = self.backend
         if self.backend_choice is not None:
             out["backend_choice"] = self.backend_choice
+        if self.polls is not None:
+            out["polls"] = self.polls
         return out
 
     def merge(self, other: CompareReport) -> None:
@@ -264,20 +287,204 @@ def run_compare(
             for e, c, b in batch
             if shard is None or shard_of(e.exchange_id, shard[1]) == shard[0]
         ]
-        if not items:
-            continue
-        try:
-            scores = score(items)
-        except Exception:
-            logger.warning("scoring a batch of %d failed; scoring pair by pair", len(items))
-            scores = _score_one_by_one(repo, run_id, items, score, report)
-        repo.save_pair_scores(scores)
-        report.scored += len(scores)
+        _score_and_save(repo, run_id, items, score, report)
     if cache is not None:
         report.embedding_cache_hits = cache.hits
         report.embedding_cache_misses = cache.misses
     report.wall_s = time.perf_counter() - started
     return report
+
+
+def follow_compare(
+    repo: Repository,
+    run_id: str,
+    encoder: Encoder,
+    locks: WorkLocks,
+    stop: threading.Event,
+    *,
+    poll_interval_s: float,
+    until_idle_s: float | None = None,
+    structured_task_types: frozenset[str] = frozenset(),
+    batch_size: int = 256,
+    encode_batch_size: int = 64,
+    refusal_patterns: Sequence[str] | None = None,
+    covered_scripts: frozenset[str] | None = None,
+    embedding_cache: bool = True,
+    first_bucket: int | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    metrics: FollowMetrics | None = None,
+    expects_repeat: Callable[[str], bool] | None = None,
+) -> CompareReport:
+    """Keep scoring ``run_id``'s new pairs until ``stop`` is set or the run stays idle.
+
+    Each poll lists the run's unscored pairs, groups them into :data:`WORK_BUCKETS`
+    buckets (``shard_of(exchange_id, 64)``) and walks the buckets from ``first_bucket``
+    (default: a random one, so workers start apart): for each bucket with work it tries the
+    bucket's lock (``locks.try_acquire``; a bucket another worker holds is left to it),
+    re-reads the bucket's unscored pairs under the lock, scores and writes them in batches
+    of ``batch_size`` and releases the lock. A poll that scored something is followed by
+    another at once; otherwise the worker waits ``poll_interval_s`` seconds (``stop``
+    wakes it). A pair that cannot be scored is kept as a rejected record (as in
+    :func:`run_compare`) and not retried by this worker. A pair for which
+    ``expects_repeat(exchange_id)`` is true (the run replays it to a baseline replica too)
+    waits, unscored, until its baseline-repeat outcome is stored (the replay worker stores
+    one even when that replay fails): the replay worker writes each target's outcome as it
+    finishes, and a pair scored before its repeat would lose its noise estimate for good.
+
+    Stops, returning the report (``polls`` counted): when ``stop`` is set (after the batch
+    in hand is written; between batches, buckets and polls), or when ``until_idle_s`` is
+    given and no pair was scored or rejected for that many seconds (``clock``: monotonic
+    seconds). ``metrics`` (optional) is updated after each poll and marked ready from the
+    first successful listing of the run's unscored pairs until the loop ends. The other
+    arguments are as in :func:`run_compare`.
+
+    Raises:
+        ConfigError: a refusal pattern is invalid, ``poll_interval_s`` <= 0 or
+            ``until_idle_s`` < 0 (nothing is scored).
+        StorageError: the database or the lock connection failed (the batch in hand is
+            not written; its bucket's lock is gone with the connection or released).
+        Exception: as :func:`run_compare`, when every pair of a batch fails on its own.
+    """
+    if not poll_interval_s > 0:
+        raise ConfigError(
+            f"poll_interval_s must be > 0, got {poll_interval_s}",
+            field="compare.poll_interval_s",
+            value=poll_interval_s,
+        )
+    if until_idle_s is not None and not until_idle_s >= 0:
+        raise ConfigError(
+            f"until_idle_s must be >= 0, got {until_idle_s}",
+            field="until_idle_s",
+            value=until_idle_s,
+        )
+    patterns = compile_refusal_patterns(refusal_patterns).patterns
+    report = CompareReport(run_id=run_id, polls=0)
+    cache = StorageEmbeddingCache(repo) if embedding_cache else None
+    started = time.perf_counter()
+    offset = random.randrange(WORK_BUCKETS) if first_bucket is None else first_bucket
+
+    def score(group: list[PairInput]) -> list[PairScore]:
+        return score_pairs(
+            group,
+            encoder,
+            run_id=run_id,
+            structured_task_types=structured_task_types,
+            batch_size=encode_batch_size,
+            refusal_patterns=patterns,
+            covered_scripts=covered_scripts,
+            embedding_cache=cache,
+        )
+
+    rejected_ids: set[str] = set()
+    last_progress = clock()
+    last_busy = 0
+    scored_before, rejected_before = 0, Counter[str]()
+    while not stop.is_set():
+        report.polls = (report.polls or 0) + 1
+        done_before = report.scored + sum(report.rejected.values())
+        by_bucket: defaultdict[int, list[str]] = defaultdict(list)
+        for exchange_id in repo.pair_exchange_ids(run_id, only_unscored=True):
+            if exchange_id not in rejected_ids:
+                by_bucket[shard_of(exchange_id, WORK_BUCKETS)].append(exchange_id)
+        if metrics is not None:
+            metrics.ready = True  # the database answered and the encoder is loaded
+        busy = waiting = 0
+        for step in range(WORK_BUCKETS):
+            bucket = (offset + step) % WORK_BUCKETS
+            if stop.is_set():
+                break
+            if bucket not in by_bucket:
+                continue
+            if not locks.try_acquire(bucket):
+                busy += 1
+                continue
+            try:
+                pairs = [
+                    PairInput(exchange=e, candidate=c, baseline_repeat=b)
+                    for e, c, b in repo.pair_inputs_for(run_id, by_bucket[bucket])
+                    if e.exchange_id not in rejected_ids
+                ]
+                if expects_repeat is not None:
+                    ready = [
+                        p
+                        for p in pairs
+                        if p.baseline_repeat is not None
+                        or not expects_repeat(p.exchange.exchange_id)
+                    ]
+                    waiting += len(pairs) - len(ready)
+                    pairs = ready
+                for start in range(0, len(pairs), batch_size):
+                    batch = pairs[start : start + batch_size]
+                    _score_and_save(repo, run_id, batch, score, report, rejected_ids)
+                    if stop.is_set():
+                        break
+            finally:
+                locks.release(bucket)
+        if busy != last_busy:
+            logger.info("run %s: %d buckets with work are held by other workers", run_id, busy)
+            last_busy = busy
+        progressed = report.scored + sum(report.rejected.values()) > done_before
+        if metrics is not None:
+            _update_metrics(metrics, report, scored_before, rejected_before, by_bucket, busy)
+            metrics.waiting_for_repeat.set(waiting)
+            scored_before, rejected_before = report.scored, Counter(report.rejected)
+        if progressed:
+            last_progress = clock()
+            logger.info(
+                "run %s: %d pairs scored so far (poll %d)", run_id, report.scored, report.polls
+            )
+            continue
+        if until_idle_s is not None and clock() - last_progress >= until_idle_s:
+            break
+        stop.wait(poll_interval_s)
+    if metrics is not None:
+        metrics.ready = False
+    if cache is not None:
+        report.embedding_cache_hits = cache.hits
+        report.embedding_cache_misses = cache.misses
+    report.wall_s = time.perf_counter() - started
+    return report
+
+
+def _update_metrics(
+    metrics: FollowMetrics,
+    report: CompareReport,
+    scored_before: int,
+    rejected_before: Counter[str],
+    by_bucket: Mapping[int, list[str]],
+    busy: int,
+) -> None:
+    """Add one poll's counts to ``metrics``."""
+    metrics.polls.inc()
+    metrics.scored.inc(report.scored - scored_before)
+    for reason, count in report.rejected.items():
+        if count > rejected_before[reason]:
+            metrics.rejected.labels(reason=reason).inc(count - rejected_before[reason])
+    metrics.unscored.set(sum(len(ids) for ids in by_bucket.values()))
+    metrics.buckets_held_elsewhere.set(busy)
+
+
+def _score_and_save(
+    repo: Repository,
+    run_id: str,
+    items: list[PairInput],
+    score: Callable[[list[PairInput]], list[PairScore]],
+    report: CompareReport,
+    rejected_ids: set[str] | None = None,
+) -> None:
+    """Score one batch (pair by pair when the batch fails), write the scores, count them.
+
+    ``rejected_ids`` collects the exchange ids of pairs kept as rejected records.
+    """
+    if not items:
+        return
+    try:
+        scores = score(items)
+    except Exception:
+        logger.warning("scoring a batch of %d failed; scoring pair by pair", len(items))
+        scores = _score_one_by_one(repo, run_id, items, score, report, rejected_ids)
+    repo.save_pair_scores(scores)
+    report.scored += len(scores)
 
 
 def _score_one_by_one(
@@ -286,6 +493,7 @@ def _score_one_by_one(
     items: list[PairInput],
     score: Callable[[list[PairInput]], list[PairScore]],
     report: CompareReport,
+    rejected_ids: set[str] | None = None,
 ) -> list[PairScore]:
     """Score ``items`` one at a time; keep each that fails as a rejected record.
 
@@ -305,6 +513,8 @@ def _score_one_by_one(
     if last is not None and not scores and len(items) > 1:
         raise last
     report.rejected["score_failed"] += len(failed)
+    if rejected_ids is not None:
+        rejected_ids.update(r.location for r in failed if r.location is not None)
     if failed:
         repo.save_rejected_many(failed)
     return scores

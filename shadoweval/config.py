@@ -179,6 +179,10 @@ class CompareSettings(BaseModel):
     machine and keeps the fastest that agrees with fp32, DESIGN §6). ``cache_dir``
     (``SHADOWEVAL_COMPARE__CACHE_DIR``; default ``$XDG_CACHE_HOME/shadow-eval`` or
     ``~/.cache/shadow-eval``): where ONNX exports and the ``auto`` choice are kept.
+    ``poll_interval_s`` (``SHADOWEVAL_COMPARE__POLL_INTERVAL_S``, default 2.0, > 0): how
+    long a follow worker (``compare run --follow``) waits after a poll that found nothing.
+    ``metrics_port`` (``SHADOWEVAL_COMPARE__METRICS_PORT``, default none): where a follow
+    worker serves ``/metrics``, ``/healthz`` and ``/readyz``.
     """
 
     encoder: str = "minilm"
@@ -209,6 +213,8 @@ class CompareSettings(BaseModel):
     workers: int = Field(default=1, ge=1)
     backend: str = "auto"
     cache_dir: Path | None = None
+    poll_interval_s: float = Field(default=2.0, gt=0)
+    metrics_port: int | None = Field(default=None, ge=0, le=65535)
 
     @field_validator("backend")
     @classmethod

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -16,6 +16,9 @@ from faces.cli.options import (
     StructuredOpt,
 )
 from faces.cli.render import print_error
+
+if TYPE_CHECKING:
+    from application.scoring import CompareReport, ScoringOptions
 
 compare_app = typer.Typer(help="Score replayed pairs.", no_args_is_help=True)
 
@@ -56,6 +59,41 @@ def compare_run_command(
             help="Embed every text; neither read nor write the database's embedding cache.",
         ),
     ] = False,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow",
+            help="Keep running: score new pairs as they are replayed, poll again, until "
+            "SIGTERM/SIGINT (the batch in hand is written, exit 0) or --until-idle-s. "
+            "Several --follow workers on PostgreSQL split the run by bucket locks.",
+        ),
+    ] = False,
+    poll_interval_s: Annotated[
+        float | None,
+        typer.Option(
+            "--poll-interval-s",
+            help="--follow: seconds to wait after a poll that found nothing "
+            "(default SHADOWEVAL_COMPARE__POLL_INTERVAL_S, 2.0).",
+        ),
+    ] = None,
+    until_idle_s: Annotated[
+        float | None,
+        typer.Option(
+            "--until-idle-s",
+            help="--follow: exit 0 after this many seconds with nothing new to score "
+            "(default: run until signalled).",
+        ),
+    ] = None,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            "--metrics-port",
+            min=0,
+            max=65535,
+            help="--follow: serve /metrics, /healthz and /readyz on this port "
+            "(default: SHADOWEVAL_COMPARE__METRICS_PORT, else none).",
+        ),
+    ] = None,
 ) -> None:
     """Score every replayed pair of a run not scored yet (similarity, formats, harms, latency).
 
@@ -67,6 +105,11 @@ def compare_run_command(
     counts as JSON (``embedding_cache`` hits and misses, ``workers``, the ``backend`` used
     and, for ``--backend auto``, ``backend_choice``: what was measured). Exit 3 on error,
     including a failed worker process (named with its exchange-id range and exit code).
+
+    ``--follow`` runs one long-lived worker (``polls`` is added to the counts printed at
+    exit); ``--workers``, ``--shard`` and ``--rescore`` are refused with it (run more
+    follow workers instead: on PostgreSQL they split the run by 64 bucket locks and take
+    over a dead worker's share; on SQLite run one).
     """
     from rich.console import Console
 
@@ -79,7 +122,7 @@ def compare_run_command(
     from faces.cli.exit_codes import EXIT_ERROR
     from faces.cli.options import database_url as resolve_url
     from shadoweval.config import load_settings
-    from shadoweval.errors import ShadowEvalError
+    from shadoweval.errors import ConfigError, ShadowEvalError
 
     err = Console(stderr=True, soft_wrap=True)
     try:
@@ -96,7 +139,30 @@ def compare_run_command(
             rescore=rescore,
             embedding_cache=compare_settings.embedding_cache and not no_embedding_cache,
         )
-        if processes > 1:
+        if follow:
+            report = _follow(
+                url,
+                run_id,
+                options,
+                poll_interval_s=(
+                    poll_interval_s
+                    if poll_interval_s is not None
+                    else compare_settings.poll_interval_s
+                ),
+                until_idle_s=until_idle_s,
+                workers=workers,
+                shard=shard,
+                metrics_port=(
+                    metrics_port if metrics_port is not None else compare_settings.metrics_port
+                ),
+            )
+        elif poll_interval_s is not None or until_idle_s is not None or metrics_port is not None:
+            raise ConfigError(
+                "--poll-interval-s, --until-idle-s and --metrics-port apply to --follow only",
+                field="follow",
+                value=False,
+            )
+        elif processes > 1:
             report = score_stored_run_in_processes(
                 url, run_id, options, workers=processes, shard=parsed_shard
             )
@@ -107,6 +173,62 @@ def compare_run_command(
         print_error(err, exc)
         raise typer.Exit(EXIT_ERROR) from None
     typer.echo(json.dumps(report.as_dict(), indent=2))
+
+
+def _follow(
+    url: str,
+    run_id: str,
+    options: ScoringOptions,
+    *,
+    poll_interval_s: float,
+    until_idle_s: float | None,
+    workers: int | None,
+    shard: str | None,
+    metrics_port: int | None,
+) -> CompareReport:
+    """Run one follow worker until SIGTERM/SIGINT or idle; the handlers only set a flag.
+
+    Raises:
+        ConfigError: ``--workers`` > 1 or ``--shard`` with ``--follow``, or what
+            :func:`application.scoring.follow_stored_run` refuses.
+        ShadowEvalError: as :func:`application.scoring.follow_stored_run`.
+    """
+    import logging
+    import signal
+    import threading
+
+    from application.database import open_repository
+    from application.scoring import follow_stored_run
+    from shadoweval.errors import ConfigError
+
+    if (workers is not None and workers > 1) or shard is not None:
+        raise ConfigError(
+            "--workers and --shard cannot be combined with --follow: start more "
+            "--follow workers instead (they split the run by bucket locks)",
+            field="follow",
+            value=True,
+        )
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        with open_repository(url, upgrade=False) as repo:
+            return follow_stored_run(
+                repo,
+                run_id,
+                options,
+                stop,
+                poll_interval_s=poll_interval_s,
+                until_idle_s=until_idle_s,
+                metrics_port=metrics_port,
+            )
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def parse_shard(value: str) -> tuple[int, int]:

@@ -14,8 +14,9 @@ Modules: ``models`` (ORM tables), ``database`` (engine, sessions, migrations),
 ``history`` (verdicts, rejected records), ``audit`` (the policy audit log), ``samples``
 (filtered, keyset-paged pairs for people to read), ``labels`` (human labels),
 ``judgements`` (pair judgements, the run's frozen judge), ``embeddings`` (the embedding
-cache), ``rows`` (record <-> row conversion), ``statements`` (dialect upserts), ``types``
-(RunInfo, RejectedRecord, VerdictEntry, LatestDecision, PolicyAuditEntry, JudgeFreeze,
+cache), ``rows`` (record <-> row conversion), ``statements`` (dialect upserts),
+``work_locks`` (the bucket locks of follow compare workers), ``types`` (RunInfo,
+RejectedRecord, VerdictEntry, LatestDecision, PolicyAuditEntry, JudgeFreeze,
 CachedEmbedding).
 """
 
@@ -44,8 +45,10 @@ from shadoweval.storage.types import (
     VerdictEntry,
     rejection_fingerprint,
 )
+from shadoweval.storage.work_locks import WORK_BUCKETS, WorkLocks
 
 __all__ = [
+    "WORK_BUCKETS",
     "CachedEmbedding",
     "Database",
     "JudgeFreeze",
@@ -64,6 +67,7 @@ __all__ = [
     "SamplePage",
     "ScoredPairOrigin",
     "VerdictEntry",
+    "WorkLocks",
     "head_revision",
     "is_memory_sqlite_url",
     "judge_identity_sha256",

@@ -48,6 +48,7 @@ def pair_inputs(
     only_unscored: bool,
     after: tuple[datetime, str] | None,
     exchange_ids: tuple[str, str] | None = None,
+    id_list: Sequence[str] | None = None,
 ) -> Select[*tuple[Any, ...]]:
     """Build the pair-input query: exchange, candidate and baseline-repeat records.
 
@@ -58,7 +59,7 @@ def pair_inputs(
     may be ``None``), ``captured_at``, ``exchange_id``; ordered by
     ``(captured_at, exchange_id)`` and starting strictly after ``after`` (keyset); with
     ``exchange_ids`` ``(first, last)`` only exchange ids in that inclusive range (in the
-    database's own string order).
+    database's own string order); with ``id_list`` only those exchange ids.
     """
     candidate = aliased(ReplayOutcomeRow, name="candidate_outcome")
     baseline = aliased(ReplayOutcomeRow, name="baseline_outcome")
@@ -99,6 +100,8 @@ def pair_inputs(
         stmt = stmt.where(~scored)
     if exchange_ids is not None:
         stmt = stmt.where(ExchangeRow.exchange_id.between(*exchange_ids))
+    if id_list is not None:
+        stmt = stmt.where(ExchangeRow.exchange_id.in_(list(id_list)))
     if after is not None:
         captured_at, exchange_id = after
         stmt = stmt.where(

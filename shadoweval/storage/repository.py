@@ -23,8 +23,9 @@ Errors: every database failure raises :class:`~shadoweval.errors.StorageError`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 from pydantic import JsonValue
 from sqlalchemy import select
@@ -67,6 +68,20 @@ MAX_REPLAY_PASSES = 200
 
 PairInput = tuple[Exchange, ReplayOutcome, ReplayOutcome | None]
 """(captured exchange, candidate outcome, baseline-repeat outcome if any)."""
+
+PAIR_ID_CHUNK = 500
+"""Exchange ids per ``IN (...)`` read of :meth:`Repository.pair_inputs_for`."""
+
+
+def _pair_input(row: Any) -> PairInput:
+    """One row of :func:`queries.pair_inputs` as a :data:`PairInput`."""
+    return (
+        Exchange.model_validate(row.exchange, context=STORED),
+        ReplayOutcome.model_validate(row.candidate, context=STORED),
+        None
+        if row.baseline is None
+        else ReplayOutcome.model_validate(row.baseline, context=STORED),
+    )
 
 
 class Repository(
@@ -348,6 +363,35 @@ class Repository(
         with self._db.session() as session:
             return list(session.scalars(stmt))
 
+    def pair_inputs_for(
+        self, run_id: str, exchange_ids: Sequence[str], *, only_unscored: bool = True
+    ) -> list[PairInput]:
+        """The pairs of ``run_id`` among ``exchange_ids`` (unscored ones by default).
+
+        Same tuples and order as :meth:`iter_pair_inputs` (``(captured_at,
+        exchange_id)``); ids that are not pairs of the run (no sent candidate outcome) or
+        already scored (with ``only_unscored``) are left out. Read in chunks of
+        :data:`PAIR_ID_CHUNK` ids, each in its own transaction. A follow worker calls it
+        after taking a bucket's lock (:class:`~shadoweval.storage.work_locks.WorkLocks`),
+        so it reads what is unscored *now*.
+
+        Raises:
+            StorageError: on database failure.
+        """
+        ids = list(dict.fromkeys(exchange_ids))
+        rows: list[Any] = []
+        for start in range(0, len(ids), PAIR_ID_CHUNK):
+            stmt = queries.pair_inputs(
+                run_id,
+                only_unscored=only_unscored,
+                after=None,
+                id_list=ids[start : start + PAIR_ID_CHUNK],
+            )
+            with self._db.session() as session:
+                rows.extend(session.execute(stmt).all())
+        rows.sort(key=lambda row: (row.captured_at, row.exchange_id))
+        return [_pair_input(row) for row in rows]
+
     def _pair_input_batches(
         self,
         run_id: str,
@@ -365,16 +409,7 @@ class Repository(
             if not rows:
                 return
             after = (rows[-1].captured_at, rows[-1].exchange_id)
-            yield [
-                (
-                    Exchange.model_validate(row.exchange, context=STORED),
-                    ReplayOutcome.model_validate(row.candidate, context=STORED),
-                    None
-                    if row.baseline is None
-                    else ReplayOutcome.model_validate(row.baseline, context=STORED),
-                )
-                for row in rows
-            ]
+            yield [_pair_input(row) for row in rows]
             if len(rows) < batch_size:
                 return
 

@@ -1,0 +1,1 @@
+"""Deployment tests: the compose topology as processes (issue 15)."""
