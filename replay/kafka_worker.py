@@ -268,6 +268,7 @@ class KafkaReplayWorker(Lifecycle):
         self._wake = asyncio.Event()
         self._failure: BaseException | None = None
         self._reload_done = False
+        self._assigned: frozenset[Partition] = frozenset()
         self._running = False
         self._in_flight = 0
         self._sent = 0
@@ -349,6 +350,12 @@ class KafkaReplayWorker(Lifecycle):
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self.fetch_timeout_ms / 1000)
+            assigned = frozenset(self.consumer.assignment())
+            if assigned - self._assigned:
+                # Partitions came (maybe inside that fetch): their previous owner may have
+                # stored outcomes since this worker last looked.
+                self._reload_done = True
+            self._assigned = assigned
             if self._reload_done:  # a rebalance happened (maybe inside that fetch)
                 await self._load_done()
             if records:
