@@ -42,7 +42,9 @@ Guarantees (DESIGN §6; reference failure cases 7, 20):
   partitions that have not been sent yet (waiting for a slot, the pacer, the warm-up or
   their session's previous turn: nothing reached the candidate, and the new owner reads
   them from the committed position), waits up to ``grace_period_s`` for the ones being
-  sent, persists what is finished, commits it and forgets the partitions. A replay still
+  sent, persists what is finished, commits it and forgets the partitions. Records of
+  those partitions fetched before the revoke and not dispatched yet (the batch was being
+  stored) are dropped too, never dispatched after it. A replay still
   running after that finishes and is stored; a copy re-delivered to this worker waits for
   it instead of being sent again, one re-delivered to another worker may be sent again
   (at-least-once) but its outcome is stored once.
@@ -116,8 +118,9 @@ class WorkerReport(ReplayReport):
     records produced to the dead-letter topic, by reason; ``cancelled``: replays cancelled
     when the grace period ended (their records are re-delivered); ``committed``: the last
     committed position per ``topic/partition``; ``max_buffered_seen``: the most records
-    ever fetched and unfinished at once; ``abandoned``: replays not sent yet when their
-    partition was revoked (dropped here, read again by the partition's new owner);
+    ever fetched and unfinished at once; ``abandoned``: replays not sent yet, and records
+    fetched but not yet dispatched, when their partition was revoked (dropped here, read
+    again by the partition's new owner);
     ``session_model_changes``: per target, turns replayed against another candidate
     version than their session's first turn on this worker (:mod:`replay.sessions`).
     """
@@ -151,6 +154,8 @@ class _InFlightRecord:
     record: BusRecord
     remaining: int = 0
     """Outcomes of this record not yet persisted."""
+    epoch: int | None = None
+    """Revocations of its partition when it was fetched (see ``_stale``)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -269,6 +274,8 @@ class KafkaReplayWorker(Lifecycle):
         self._failure: BaseException | None = None
         self._reload_done = False
         self._assigned: frozenset[Partition] = frozenset()
+        self._revoking: set[Partition] = set()
+        self._revocations: Counter[Partition] = Counter()
         self._running = False
         self._in_flight = 0
         self._sent = 0
@@ -350,6 +357,7 @@ class KafkaReplayWorker(Lifecycle):
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self.fetch_timeout_ms / 1000)
+            epochs = self._epochs(records)  # before any await: a revoke may come in one
             assigned = frozenset(self.consumer.assignment())
             if assigned - self._assigned:
                 # Partitions came (maybe inside that fetch): their previous owner may have
@@ -359,7 +367,7 @@ class KafkaReplayWorker(Lifecycle):
             if self._reload_done:  # a rebalance happened (maybe inside that fetch)
                 await self._load_done()
             if records:
-                await self._accept(records)
+                await self._accept(records, epochs)
             if self._flush_wanted():
                 await self._flush()
             now = time.monotonic()
@@ -389,17 +397,21 @@ class KafkaReplayWorker(Lifecycle):
         enough = min(self._writer.batch, s.fetch_max_records, s.max_buffered)
         return self.buffered >= s.max_buffered and pending >= enough
 
-    async def _accept(self, records: list[BusRecord]) -> None:
+    async def _accept(self, records: list[BusRecord], epochs: dict[Partition, int | None]) -> None:
         """Track, decode, dead-letter, store and dispatch one fetched batch.
 
         Every record ends in exactly one place: dispatched (its exchange stored), or a
         dead letter with its reason — including any exception no rule foresaw while it
-        was decoded, resolved or checked (``unprocessable``).
+        was decoded, resolved or checked (``unprocessable``) — or, when its partition was
+        revoked since the fetch (``epochs``, taken when the fetch returned), dropped
+        unreplayed: the partition's new owner reads it again.
         """
-        entries: list[tuple[BusRecord, _InFlightRecord]] = []
-        for record in records:
-            entries.append((record, self._track(record)))
         self.report.lines_read += len(records)
+        fresh = [r for r in records if not self._stale(r.tp, epochs[r.tp])]
+        self.report.abandoned += len(records) - len(fresh)
+        entries: list[tuple[BusRecord, _InFlightRecord]] = []
+        for record in fresh:
+            entries.append((record, self._track(record, epochs[record.tp])))
         bad: list[tuple[BadRecord, _InFlightRecord]] = []
         unavailable: dict[str, OffloadUnavailable] = {}
         resolved: list[tuple[BusRecord, _InFlightRecord, Exchange]] = []
@@ -435,14 +447,25 @@ class KafkaReplayWorker(Lifecycle):
                 continue
             first.setdefault(exchange.exchange_id, (exchange, record_location(record)))
             kept.append((state, exchange))
+        bad = [(b, state) for b, state in bad if not self._dropped_if_stale(state)]
         await self._dead_letter([b for b, _ in bad])
         for _, state in bad:
             self._finish(state)
+        kept = [(state, e) for state, e in kept if not self._dropped_if_stale(state)]
         exchanges = [e for _, e in kept]
         await asyncio.to_thread(self.repo.save_exchanges, self.run_id, exchanges)
         self.report.exchanges += len(exchanges)
         for state, exchange in kept:
+            if self._dropped_if_stale(state):  # revoked while the exchanges were stored
+                continue
             self._dispatch(state, exchange, unavailable.get(exchange.exchange_id))
+
+    def _dropped_if_stale(self, state: _InFlightRecord) -> bool:
+        """Drop ``state`` when its partition was revoked since the fetch; say so."""
+        if not self._stale(state.tp, state.epoch):
+            return False
+        self._drop_stale(state)
+        return True
 
     async def _admit(
         self, record: BusRecord, unavailable: dict[str, OffloadUnavailable]
@@ -472,7 +495,25 @@ class KafkaReplayWorker(Lifecycle):
                 return BadRecord(record, "unreplayable", detail, text)
         return exchange
 
-    def _track(self, record: BusRecord) -> _InFlightRecord:
+    def _epochs(self, records: list[BusRecord]) -> dict[Partition, int | None]:
+        """Each fetched partition's revocation count now; ``None`` while it is being
+        revoked (its records are stale from the start)."""
+        return {r.tp: None if r.tp in self._revoking else self._revocations[r.tp] for r in records}
+
+    def _stale(self, tp: Partition, epoch: int | None) -> bool:
+        """The partition was revoked (or is being revoked) since its records were fetched:
+        they belong to its new owner, which reads them from the committed position."""
+        return epoch is None or tp in self._revoking or self._revocations[tp] != epoch
+
+    def _drop_stale(self, state: _InFlightRecord) -> None:
+        """Forget a fetched record of a revoked partition without replaying it (the
+        revoke already forgot its offset, so it never counts as done)."""
+        self.buffered -= 1
+        self.metrics.buffered.set(self.buffered)
+        self.report.abandoned += 1
+        self._wake.set()
+
+    def _track(self, record: BusRecord, epoch: int | None = None) -> _InFlightRecord:
         try:
             self._tracker.add(record.tp, record.offset)
         except ValueError:
@@ -485,7 +526,7 @@ class KafkaReplayWorker(Lifecycle):
         self.buffered += 1
         self.report.max_buffered_seen = max(self.report.max_buffered_seen, self.buffered)
         self.metrics.buffered.set(self.buffered)
-        return _InFlightRecord(record.tp, record.offset, record)
+        return _InFlightRecord(record.tp, record.offset, record, epoch=epoch)
 
     def _dispatch(
         self, state: _InFlightRecord, exchange: Exchange, unavailable: OffloadUnavailable | None
@@ -696,6 +737,7 @@ class KafkaReplayWorker(Lifecycle):
         forget the partitions."""
         logger.info("partitions revoked: %s", [partition_label(tp) for tp in partitions])
         revoked = set(partitions)
+        self._revoking |= revoked  # records of these fetched from now on are stale
         dropped: list[_InFlightRecord] = []
         try:
             dropped = await self._abandon_unsent(revoked)
@@ -704,8 +746,10 @@ class KafkaReplayWorker(Lifecycle):
             await self._commit(partitions)
         finally:
             self._tracker.forget(partitions)
+            self._revoking -= revoked
             for tp in partitions:
                 self._committed.pop(tp, None)
+                self._revocations[tp] += 1  # records fetched before now are stale
             # Forgotten first: a dropped record must never count as done for a commit.
             for state in dropped:
                 state.remaining -= 1
