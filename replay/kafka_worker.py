@@ -38,11 +38,23 @@ Guarantees (DESIGN §6; reference failure cases 7, 20):
   SIGINT to it) stops fetching, lets in-flight replays finish within
   ``grace_period_s``, cancels the rest (their offsets stay uncommitted, so they are
   re-delivered), persists, commits and closes the consumer and producer.
-* **Rebalance.** Before partitions are revoked the worker persists what is finished,
-  commits it and forgets the partitions. Replays still running for them finish and are
-  stored; a copy re-delivered to this worker waits for them instead of being sent again,
-  one re-delivered to another worker may be sent again (at-least-once) but its outcome
-  is stored once.
+* **Rebalance.** Before partitions are revoked the worker drops the replays of those
+  partitions that have not been sent yet (waiting for a slot, the pacer, the warm-up or
+  their session's previous turn: nothing reached the candidate, and the new owner reads
+  them from the committed position), waits up to ``grace_period_s`` for the ones being
+  sent, persists what is finished, commits it and forgets the partitions. Records of
+  those partitions fetched before the revoke and not dispatched yet (the batch was being
+  stored) are dropped too, never dispatched after it. A replay still
+  running after that finishes and is stored; a copy re-delivered to this worker waits for
+  it instead of being sent again, one re-delivered to another worker may be sent again
+  (at-least-once) but its outcome is stored once.
+* **Session order.** Turns of one session (``Exchange.session_key_hash``; the capture
+  sinks key records by it, so they share a partition and arrive in capture order) are
+  replayed one after the other per target: turn n+1 is not sent before turn n's replay
+  has finished (answered, timed out or failed). Different sessions, and exchanges without
+  a session key, are replayed concurrently. The candidate version each session met is
+  tracked (:mod:`replay.sessions`); a turn that meets another one than its session's
+  first is counted in ``session_model_changes`` and logged.
 """
 
 from __future__ import annotations
@@ -79,6 +91,7 @@ from replay.metrics import WorkerMetrics, partition_label
 from replay.offload import OffloadUnavailable, is_offloaded, resolve_offloaded
 from replay.offsets import OffsetTracker, Partition
 from replay.scheduler import CapturePacer, Pacer, RatePacer, StartMeter
+from replay.sessions import SessionVersionTracker
 from shadoweval.bus import BusConsumer, BusError, BusProducer, BusRecord
 from shadoweval.config import KafkaSettings, WorkerSettings
 from shadoweval.lifecycle import Lifecycle
@@ -105,13 +118,19 @@ class WorkerReport(ReplayReport):
     records produced to the dead-letter topic, by reason; ``cancelled``: replays cancelled
     when the grace period ended (their records are re-delivered); ``committed``: the last
     committed position per ``topic/partition``; ``max_buffered_seen``: the most records
-    ever fetched and unfinished at once.
+    ever fetched and unfinished at once; ``abandoned``: replays not sent yet, and records
+    fetched but not yet dispatched, when their partition was revoked (dropped here, read
+    again by the partition's new owner);
+    ``session_model_changes``: per target, turns replayed against another candidate
+    version than their session's first turn on this worker (:mod:`replay.sessions`).
     """
 
     dead_letter: Counter[str] = field(default_factory=Counter)
     cancelled: int = 0
     committed: dict[str, int] = field(default_factory=dict)
     max_buffered_seen: int = 0
+    abandoned: int = 0
+    session_model_changes: Counter[str] = field(default_factory=Counter)
 
     def as_dict(self) -> dict[str, object]:
         """A JSON-ready view (the file runner's keys plus the Kafka ones)."""
@@ -121,6 +140,8 @@ class WorkerReport(ReplayReport):
             "cancelled": self.cancelled,
             "committed": dict(sorted(self.committed.items())),
             "max_buffered_seen": self.max_buffered_seen,
+            "abandoned": self.abandoned,
+            "session_model_changes": dict(self.session_model_changes),
         }
 
 
@@ -133,6 +154,26 @@ class _InFlightRecord:
     record: BusRecord
     remaining: int = 0
     """Outcomes of this record not yet persisted."""
+    epoch: int | None = None
+    """Revocations of its partition when it was fetched (see ``_stale``)."""
+
+
+@dataclass(slots=True, eq=False)
+class _Replay:
+    """One replay task of this worker: one exchange to one target.
+
+    ``after``: the replay of the same session's previous turn to the same target, awaited
+    before this one takes a slot (``None``: nothing to wait for). ``started``: it is being
+    sent (from then on a revoke waits for it instead of dropping it). ``finished`` is set
+    when the task ends, however it ends.
+    """
+
+    key: tuple[str, ReplayTarget]
+    session: tuple[str, ReplayTarget] | None
+    after: _Replay | None
+    started: bool = False
+    finished: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
 
 
 class KafkaReplayWorker(Lifecycle):
@@ -222,6 +263,9 @@ class KafkaReplayWorker(Lifecycle):
         self._meter = StartMeter()
         self._done: dict[ReplayTarget, set[str]] = {spec.target: set() for spec in self.targets}
         self._waiting: dict[tuple[str, ReplayTarget], list[_InFlightRecord]] = {}
+        self._replays: dict[tuple[str, ReplayTarget], _Replay] = {}
+        self._session_tail: dict[tuple[str, ReplayTarget], _Replay] = {}
+        self._versions = SessionVersionTracker()
         self._dead_letters = DeadLetterQueue(repo, run_id, dlq_producer, kafka.dead_letter_topic)
         self._tasks: set[asyncio.Task[None]] = set()
         self._committed: dict[Partition, int] = {}
@@ -229,6 +273,9 @@ class KafkaReplayWorker(Lifecycle):
         self._wake = asyncio.Event()
         self._failure: BaseException | None = None
         self._reload_done = False
+        self._assigned: frozenset[Partition] = frozenset()
+        self._revoking: set[Partition] = set()
+        self._revocations: Counter[Partition] = Counter()
         self._running = False
         self._in_flight = 0
         self._sent = 0
@@ -310,10 +357,17 @@ class KafkaReplayWorker(Lifecycle):
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self.fetch_timeout_ms / 1000)
+            epochs = self._epochs(records)  # before any await: a revoke may come in one
+            assigned = frozenset(self.consumer.assignment())
+            if assigned - self._assigned:
+                # Partitions came (maybe inside that fetch): their previous owner may have
+                # stored outcomes since this worker last looked.
+                self._reload_done = True
+            self._assigned = assigned
             if self._reload_done:  # a rebalance happened (maybe inside that fetch)
                 await self._load_done()
             if records:
-                await self._accept(records)
+                await self._accept(records, epochs)
             if self._flush_wanted():
                 await self._flush()
             now = time.monotonic()
@@ -343,17 +397,21 @@ class KafkaReplayWorker(Lifecycle):
         enough = min(self._writer.batch, s.fetch_max_records, s.max_buffered)
         return self.buffered >= s.max_buffered and pending >= enough
 
-    async def _accept(self, records: list[BusRecord]) -> None:
+    async def _accept(self, records: list[BusRecord], epochs: dict[Partition, int | None]) -> None:
         """Track, decode, dead-letter, store and dispatch one fetched batch.
 
         Every record ends in exactly one place: dispatched (its exchange stored), or a
         dead letter with its reason — including any exception no rule foresaw while it
-        was decoded, resolved or checked (``unprocessable``).
+        was decoded, resolved or checked (``unprocessable``) — or, when its partition was
+        revoked since the fetch (``epochs``, taken when the fetch returned), dropped
+        unreplayed: the partition's new owner reads it again.
         """
-        entries: list[tuple[BusRecord, _InFlightRecord]] = []
-        for record in records:
-            entries.append((record, self._track(record)))
         self.report.lines_read += len(records)
+        fresh = [r for r in records if not self._stale(r.tp, epochs[r.tp])]
+        self.report.abandoned += len(records) - len(fresh)
+        entries: list[tuple[BusRecord, _InFlightRecord]] = []
+        for record in fresh:
+            entries.append((record, self._track(record, epochs[record.tp])))
         bad: list[tuple[BadRecord, _InFlightRecord]] = []
         unavailable: dict[str, OffloadUnavailable] = {}
         resolved: list[tuple[BusRecord, _InFlightRecord, Exchange]] = []
@@ -389,14 +447,25 @@ class KafkaReplayWorker(Lifecycle):
                 continue
             first.setdefault(exchange.exchange_id, (exchange, record_location(record)))
             kept.append((state, exchange))
+        bad = [(b, state) for b, state in bad if not self._dropped_if_stale(state)]
         await self._dead_letter([b for b, _ in bad])
         for _, state in bad:
             self._finish(state)
+        kept = [(state, e) for state, e in kept if not self._dropped_if_stale(state)]
         exchanges = [e for _, e in kept]
         await asyncio.to_thread(self.repo.save_exchanges, self.run_id, exchanges)
         self.report.exchanges += len(exchanges)
         for state, exchange in kept:
+            if self._dropped_if_stale(state):  # revoked while the exchanges were stored
+                continue
             self._dispatch(state, exchange, unavailable.get(exchange.exchange_id))
+
+    def _dropped_if_stale(self, state: _InFlightRecord) -> bool:
+        """Drop ``state`` when its partition was revoked since the fetch; say so."""
+        if not self._stale(state.tp, state.epoch):
+            return False
+        self._drop_stale(state)
+        return True
 
     async def _admit(
         self, record: BusRecord, unavailable: dict[str, OffloadUnavailable]
@@ -426,7 +495,25 @@ class KafkaReplayWorker(Lifecycle):
                 return BadRecord(record, "unreplayable", detail, text)
         return exchange
 
-    def _track(self, record: BusRecord) -> _InFlightRecord:
+    def _epochs(self, records: list[BusRecord]) -> dict[Partition, int | None]:
+        """Each fetched partition's revocation count now; ``None`` while it is being
+        revoked (its records are stale from the start)."""
+        return {r.tp: None if r.tp in self._revoking else self._revocations[r.tp] for r in records}
+
+    def _stale(self, tp: Partition, epoch: int | None) -> bool:
+        """The partition was revoked (or is being revoked) since its records were fetched:
+        they belong to its new owner, which reads them from the committed position."""
+        return epoch is None or tp in self._revoking or self._revocations[tp] != epoch
+
+    def _drop_stale(self, state: _InFlightRecord) -> None:
+        """Forget a fetched record of a revoked partition without replaying it (the
+        revoke already forgot its offset, so it never counts as done)."""
+        self.buffered -= 1
+        self.metrics.buffered.set(self.buffered)
+        self.report.abandoned += 1
+        self._wake.set()
+
+    def _track(self, record: BusRecord, epoch: int | None = None) -> _InFlightRecord:
         try:
             self._tracker.add(record.tp, record.offset)
         except ValueError:
@@ -439,7 +526,7 @@ class KafkaReplayWorker(Lifecycle):
         self.buffered += 1
         self.report.max_buffered_seen = max(self.report.max_buffered_seen, self.buffered)
         self.metrics.buffered.set(self.buffered)
-        return _InFlightRecord(record.tp, record.offset, record)
+        return _InFlightRecord(record.tp, record.offset, record, epoch=epoch)
 
     def _dispatch(
         self, state: _InFlightRecord, exchange: Exchange, unavailable: OffloadUnavailable | None
@@ -473,29 +560,74 @@ class KafkaReplayWorker(Lifecycle):
             if prepared.skipped:
                 self._queue(skipped_outcome(self.run_id, exchange, spec, prepared.reason))
                 continue
-            task = asyncio.create_task(self._replay(prepared))
+            session = (
+                None
+                if exchange.session_key_hash is None
+                else (exchange.session_key_hash, spec.target)
+            )
+            # Turns of a session reach this point in partition (capture) order: each one
+            # waits for the replay of the turn dispatched before it.
+            after = None if session is None else self._session_tail.get(session)
+            handle = _Replay(key, session, after)
+            if session is not None:
+                self._session_tail[session] = handle
+            self._replays[key] = handle
+            task = asyncio.create_task(self._replay(prepared, handle))
+            handle.task = task
             self._tasks.add(task)
             task.add_done_callback(self._task_done)
         if state.remaining == 0:
             self._finish(state)
 
-    async def _replay(self, prepared: PreparedReplay) -> None:
+    async def _replay(self, prepared: PreparedReplay, handle: _Replay) -> None:
         dispatch = prepared.dispatch
-        if dispatch.ready is not None:
-            await dispatch.ready()  # the target's warm-up requests have all completed
-        async with self._slots:
-            self._meter.record(await self._pacer.wait(dispatch.at), dispatch)
-            self._in_flight += 1
-            self.metrics.in_flight.set(self._in_flight)
-            try:
-                outcome = await self._replayer.send(prepared)
-            finally:
-                self._in_flight -= 1
+        try:
+            if handle.after is not None:
+                await handle.after.finished.wait()  # the session's previous turn is done
+            if dispatch.ready is not None:
+                await dispatch.ready()  # the target's warm-up requests have all completed
+            async with self._slots:
+                self._meter.record(await self._pacer.wait(dispatch.at), dispatch)
+                handle.started = True
+                self._in_flight += 1
                 self.metrics.in_flight.set(self._in_flight)
-        if isinstance(outcome, ReplayFailure):
-            await self._replay_failed(prepared.exchange, prepared.spec, outcome)
+                try:
+                    outcome = await self._replayer.send(prepared)
+                finally:
+                    self._in_flight -= 1
+                    self.metrics.in_flight.set(self._in_flight)
+            if isinstance(outcome, ReplayFailure):
+                await self._replay_failed(prepared.exchange, prepared.spec, outcome)
+                return
+            self._note_version(prepared.exchange, outcome)
+            self._queue(outcome)
+        finally:
+            if prepared.warmup and not handle.started:
+                # dropped before it was sent: measured requests must not wait for it
+                self._replayer.barrier.completed(prepared.spec.target)
+            handle.after = None  # a long session does not keep a chain of handles alive
+            handle.finished.set()
+            if self._replays.get(handle.key) is handle:
+                del self._replays[handle.key]
+            if handle.session is not None and self._session_tail.get(handle.session) is handle:
+                del self._session_tail[handle.session]
+
+    def _note_version(self, exchange: Exchange, outcome: ReplayOutcome) -> None:
+        """Count a turn that met another candidate version than its session's first."""
+        change = self._versions.observe(exchange, outcome)
+        if change is None:
             return
-        self._queue(outcome)
+        self.report.session_model_changes[outcome.target.value] += 1
+        self.metrics.session_model_changes.labels(target=outcome.target.value).inc()
+        logger.warning(
+            "session %s: exchange %s was replayed to %s against %r, its session's first "
+            "turn against %r",
+            change.session_key_hash,
+            change.exchange_id,
+            outcome.target.value,
+            change.version,
+            change.first_version,
+        )
 
     async def _replay_failed(
         self, exchange: Exchange, spec: TargetSpec, failure: ReplayFailure
@@ -600,17 +732,76 @@ class KafkaReplayWorker(Lifecycle):
             self.report.committed[partition_label(tp)] = offset
 
     async def _on_revoked(self, partitions: list[Partition]) -> None:
-        """Rebalance: persist what is finished, commit it, forget the partitions."""
+        """Rebalance: drop the replays of these partitions not sent yet, let those being
+        sent finish (up to ``grace_period_s``), persist what is finished, commit it,
+        forget the partitions."""
         logger.info("partitions revoked: %s", [partition_label(tp) for tp in partitions])
+        revoked = set(partitions)
+        self._revoking |= revoked  # records of these fetched from now on are stale
+        dropped: list[_InFlightRecord] = []
         try:
+            dropped = await self._abandon_unsent(revoked)
+            await self._await_sending(revoked)
             await self._flush()
             await self._commit(partitions)
         finally:
             self._tracker.forget(partitions)
+            self._revoking -= revoked
             for tp in partitions:
                 self._committed.pop(tp, None)
+                self._revocations[tp] += 1  # records fetched before now are stale
+            # Forgotten first: a dropped record must never count as done for a commit.
+            for state in dropped:
+                state.remaining -= 1
+                if state.remaining == 0:
+                    self._finish(state)
             # Another worker may have replayed these partitions' records meanwhile.
             self._reload_done = True
+
+    def _of(self, revoked: set[Partition], key: tuple[str, ReplayTarget]) -> bool:
+        """Every record waiting for replay ``key`` is of a revoked partition."""
+        waiting = self._waiting.get(key, [])
+        return bool(waiting) and all(state.tp in revoked for state in waiting)
+
+    async def _abandon_unsent(self, revoked: set[Partition]) -> list[_InFlightRecord]:
+        """Cancel the replays of ``revoked`` partitions that have not been sent; return
+        the records that waited for them (one entry per replay dropped)."""
+        cancelled: list[asyncio.Task[None]] = []
+        dropped: list[_InFlightRecord] = []
+        for key, handle in list(self._replays.items()):
+            if handle.started or handle.task is None or not self._of(revoked, key):
+                continue
+            handle.task.cancel()
+            cancelled.append(handle.task)
+            dropped.extend(self._waiting.pop(key))
+        if cancelled:
+            await asyncio.gather(*cancelled, return_exceptions=True)
+            self.report.abandoned += len(cancelled)
+            logger.info(
+                "%d replay(s) of revoked partitions were not sent yet; the new owner reads "
+                "them again",
+                len(cancelled),
+            )
+        return dropped
+
+    async def _await_sending(self, revoked: set[Partition]) -> None:
+        """Wait up to ``grace_period_s`` for the replays of ``revoked`` partitions that
+        are being sent (their outcomes are then persisted and committed before the
+        partitions go to another worker)."""
+        sending = {
+            handle.task
+            for key, handle in self._replays.items()
+            if handle.started and handle.task is not None and self._of(revoked, key)
+        }
+        if sending:
+            _, late = await asyncio.wait(sending, timeout=self.settings.grace_period_s)
+            if late:
+                logger.warning(
+                    "%d replay(s) of revoked partitions still running after %.1f s; the "
+                    "new owner may send them again (their outcome is stored once)",
+                    len(late),
+                    self.settings.grace_period_s,
+                )
 
     async def _load_done(self) -> None:
         self._reload_done = False

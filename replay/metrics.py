@@ -12,6 +12,9 @@ Metrics (one registry per worker; names follow Prometheus conventions):
 * ``shadoweval_replay_in_flight`` — requests being sent to shadow targets now;
 * ``shadoweval_replay_buffered`` — records fetched and not yet finished (≤ ``max_buffered``);
 * ``shadoweval_replay_committed_offset{partition}`` — the last committed position.
+* ``shadoweval_replay_session_model_changes_total{target}`` — turns replayed against
+  another candidate version (the model the response reported) than their session's first
+  turn on this worker (:mod:`replay.sessions`).
 
 :func:`metrics_app` serves ``/metrics`` (Prometheus text format), ``/healthz`` (200 while
 the process runs) and ``/readyz`` (200 once the worker consumes, 503 before and while it
@@ -75,6 +78,12 @@ class WorkerMetrics:
             "shadoweval_replay_committed_offset",
             "Last committed position (next offset to read), per partition.",
             ["partition"],
+            registry=r,
+        )
+        self.session_model_changes = Counter(
+            "shadoweval_replay_session_model_changes_total",
+            "Turns replayed against another candidate version than their session's first.",
+            ["target"],
             registry=r,
         )
 
