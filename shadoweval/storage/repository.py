@@ -30,6 +30,7 @@ from pydantic import JsonValue
 from sqlalchemy import select
 
 from shadoweval.errors import StorageError
+from shadoweval.pair_facts import PairFacts, pack_pair_facts, unpack_pair_facts
 from shadoweval.records import (
     STORED,
     Coverage,
@@ -410,6 +411,56 @@ class Repository(
         if not rows:
             return [], after_row_id
         return [PairScore.model_validate(r.record) for r in rows], int(rows[-1].id)
+
+    def load_pair_facts_after(self, run_id: str, after_row_id: int = 0) -> tuple[PairFacts, int]:
+        """The run's pairs stored after row ``after_row_id`` as packed facts, and the last id.
+
+        What :func:`stats.frame.pairs_frame_from_facts` builds the pairs table from: the
+        columns ``exchange_id``, ``task_type``, ``uncovered_scripts`` and ``facts``
+        (:mod:`shadoweval.pair_facts`), never the ``record`` JSON — except for a row
+        whose ``facts`` is ``NULL`` or of another layout, whose record is read and
+        packed here (the table is the same either way). Rows in storage order
+        (``pair_score.id``), as :meth:`load_pair_scores_after`; the second element is the
+        highest id read, or ``after_row_id`` when nothing is new.
+
+        Raises:
+            StorageError: on database failure.
+            pydantic.ValidationError: a row without facts whose record does not validate
+                (as :meth:`load_pair_scores_after` would raise).
+        """
+        stmt = (
+            select(
+                PairScoreRow.id,
+                PairScoreRow.exchange_id,
+                PairScoreRow.task_type,
+                PairScoreRow.uncovered_scripts,
+                PairScoreRow.facts,
+            )
+            .where(PairScoreRow.run_id == run_id, PairScoreRow.id > after_row_id)
+            .order_by(PairScoreRow.id)
+        )
+        with self._db.session() as session:
+            rows = session.execute(stmt).all()
+            packed = [row.facts for row in rows]
+            stale = [
+                i for i, blob in enumerate(packed) if blob is None or not rows_.facts_current(blob)
+            ]
+            if stale:
+                ids = [rows[i].id for i in stale]
+                records = dict(
+                    session.execute(
+                        select(PairScoreRow.id, PairScoreRow.record).where(PairScoreRow.id.in_(ids))
+                    ).tuples()
+                )
+                for i in stale:
+                    packed[i] = pack_pair_facts(PairScore.model_validate(records[rows[i].id]))
+        facts = PairFacts(
+            exchange_ids=tuple(row.exchange_id for row in rows),
+            task_types=tuple(row.task_type for row in rows),
+            uncovered_scripts=tuple(row.uncovered_scripts or "" for row in rows),
+            values=unpack_pair_facts(packed),
+        )
+        return facts, int(rows[-1].id) if rows else after_row_id
 
     # ---------------------------------------------------------------- coverage
 

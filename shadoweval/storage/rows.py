@@ -9,6 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from shadoweval.pair_facts import (
+    PAIR_FACTS_BYTES,
+    PAIR_FACTS_LAYOUT,
+    pack_pair_facts,
+    uncovered_scripts,
+)
 from shadoweval.pair_flags import flags_mask, pair_flags
 from shadoweval.records import (
     Exchange,
@@ -66,7 +72,8 @@ def outcome_row(outcome: ReplayOutcome) -> dict[str, Any]:
 
 
 def pair_score_row(score: PairScore) -> dict[str, Any]:
-    """Column values of ``score`` for the ``pair_score`` table."""
+    """Column values of ``score`` for the ``pair_score`` table (``facts``: its packed
+    :mod:`shadoweval.pair_facts`)."""
     return {
         "run_id": score.run_id,
         "exchange_id": score.exchange_id,
@@ -78,7 +85,14 @@ def pair_score_row(score: PairScore) -> dict[str, Any]:
         "flags": flags_mask(pair_flags(score)),
         "scored_at": score.scored_at,
         "record": score.model_dump(mode="json"),
+        "facts": pack_pair_facts(score),
+        "uncovered_scripts": uncovered_scripts(score) or None,
     }
+
+
+def facts_current(packed: bytes) -> bool:
+    """True when ``packed`` is a row of the current layout (``PAIR_FACTS_LAYOUT``)."""
+    return len(packed) == PAIR_FACTS_BYTES and packed[0] == PAIR_FACTS_LAYOUT
 
 
 def label_row(label: HumanLabel) -> dict[str, Any]:
