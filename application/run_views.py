@@ -163,13 +163,17 @@ class PairsCache:
             return self._frame
 
 
-def task_summary(pairs: pd.DataFrame, verdict: Verdict | None) -> pd.DataFrame:
+def task_summary(
+    pairs: pd.DataFrame, verdict: Verdict | None, *, latency: bool = True
+) -> pd.DataFrame:
     """Per task type and pooled: n, similarity, noise floor, rates, the verdict's outcome.
 
     :func:`stats.summary.task_type_summary` of a :class:`PairsCache` table; ``verdict`` is
-    the run's stored latest verdict (``None``: no check columns filled).
+    the run's stored latest verdict (``None``: no check columns filled); ``latency=False``
+    leaves the latency columns NaN (:data:`stats.summary.LATENCY_COLUMNS`; the overview
+    shows none of them).
     """
-    return task_type_summary(pairs, verdict)
+    return task_type_summary(pairs, verdict, latency=latency)
 
 
 def task_type_rows(pairs: pd.DataFrame, task_type: str) -> pd.DataFrame:

@@ -59,6 +59,7 @@ __all__ = [
     "labels",
     "labels_changed",
     "latest_verdict",
+    "overview_summary",
     "pairs",
     "policy_audit",
     "repository",
@@ -182,6 +183,17 @@ def summary(database_url: str, run_id: str, version: DataVersion) -> pd.DataFram
     return task_summary(
         pairs(database_url, run_id, version.pairs),
         latest_verdict(database_url, run_id, version.verdict),
+    )
+
+
+@st.cache_data(ttl=PAIRS_TTL_S, max_entries=MAX_RUNS_CACHED * 4, show_spinner=False)
+def overview_summary(database_url: str, run_id: str, version: DataVersion) -> pd.DataFrame:
+    """:func:`summary` without its latency columns (the overview's table shows none of
+    them: :data:`stats.summary.LATENCY_COLUMNS` are NaN); every other column the same."""
+    return task_summary(
+        pairs(database_url, run_id, version.pairs),
+        latest_verdict(database_url, run_id, version.verdict),
+        latency=False,
     )
 
 

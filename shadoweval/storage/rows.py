@@ -9,12 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shadoweval.pair_facts import (
-    PAIR_FACTS_BYTES,
-    PAIR_FACTS_LAYOUT,
-    pack_pair_facts,
-    uncovered_scripts,
-)
+from shadoweval.pair_facts import pack_pair_facts, uncovered_scripts
 from shadoweval.pair_flags import flags_mask, pair_flags
 from shadoweval.records import (
     Exchange,
@@ -88,11 +83,6 @@ def pair_score_row(score: PairScore) -> dict[str, Any]:
         "facts": pack_pair_facts(score),
         "uncovered_scripts": uncovered_scripts(score) or None,
     }
-
-
-def facts_current(packed: bytes) -> bool:
-    """True when ``packed`` is a row of the current layout (``PAIR_FACTS_LAYOUT``)."""
-    return len(packed) == PAIR_FACTS_BYTES and packed[0] == PAIR_FACTS_LAYOUT
 
 
 def label_row(label: HumanLabel) -> dict[str, Any]:
