@@ -36,8 +36,8 @@ from typing import Any, get_args
 import numpy as np
 import numpy.typing as npt
 
-from shadoweval.pair_flags import FormatSuccessFlag, format_ok
-from shadoweval.records import HarmKind, PairScore, ToolCallFlags, ToolChange
+from shadoweval.pair_flags import FormatSuccessFlag
+from shadoweval.records import FormatFlags, HarmKind, PairScore, ToolCallFlags, ToolChange
 
 __all__ = [
     "FACT_BITS",
@@ -163,21 +163,39 @@ def tool_text(tools: ToolCallFlags | None, empty: bool) -> float:
     return math.nan if empty else 1.0
 
 
-def _format_codes(score: PairScore, side: str) -> list[int]:
-    return [
-        _tri(
-            format_ok(
-                format_expected=score.format_expected,
-                errored=getattr(score, f"{side}_error"),
-                empty=getattr(score, f"{side}_empty"),
-                flags=getattr(score, f"{side}_format"),
-                tools=getattr(score, f"{side}_tools"),
-                success_flag=flag,
-                infra_error=getattr(score, f"{side}_infra_error"),
-            )
-        )
-        for flag in FORMAT_SUCCESS_FLAGS
-    ]
+def _format_codes(
+    *,
+    format_expected: bool,
+    errored: bool,
+    empty: bool,
+    flags: FormatFlags | None,
+    tools: ToolCallFlags | None,
+    infra_error: bool,
+) -> tuple[int, ...]:
+    """:func:`~shadoweval.pair_flags.format_ok` of one side under every
+    :data:`FORMAT_SUCCESS_FLAGS` flag, as tri-state codes.
+
+    The same rules in the same order; only the last (format flags present) depends on the
+    flag, so the others are decided once (this runs for every pair written; the tests
+    compare the result with ``format_ok`` on every branch).
+    """
+    if infra_error:
+        return _ALL_MISSING
+    if errored and format_expected:
+        return _ALL_FAILED
+    if tools is not None and tools.calls > 0:
+        return _ALL_PASSED if tools.schema_valid else _ALL_FAILED
+    if empty and format_expected:
+        return _ALL_FAILED
+    if flags is not None:
+        valid = flags.schema_valid is not False
+        return tuple(1 if valid and getattr(flags, name) else 0 for name in FORMAT_SUCCESS_FLAGS)
+    return _ALL_MISSING
+
+
+_ALL_MISSING = (TRI_MISSING,) * len(FORMAT_SUCCESS_FLAGS)
+_ALL_FAILED = (0,) * len(FORMAT_SUCCESS_FLAGS)
+_ALL_PASSED = (1,) * len(FORMAT_SUCCESS_FLAGS)
 
 
 def _mask(values: Iterable[object], table: Mapping[Any, int]) -> int:
@@ -194,9 +212,10 @@ def pack_pair_facts(score: PairScore) -> bytes:
         ValueError: ``score.latency_baseline_source`` is not one of
             :data:`LATENCY_SOURCES` (the record model allows no other).
     """
+    values = score.__dict__  # the fields' values (pydantic keeps them there)
     bits = 0
     for name, bit in FACT_BITS.items():
-        if getattr(score, name):
+        if values[name]:
             bits |= bit
     captured_us = (score.captured_at - _EPOCH) // timedelta(microseconds=1)
     return _STRUCT.pack(
@@ -218,8 +237,22 @@ def pack_pair_facts(score: PairScore) -> bytes:
         _mask(score.baseline_harms, _HARM_BIT),
         _mask(score.candidate_harms, _HARM_BIT),
         _mask(score.tool_changes, _TOOL_BIT),
-        *_format_codes(score, "baseline"),
-        *_format_codes(score, "candidate"),
+        *_format_codes(
+            format_expected=score.format_expected,
+            errored=score.baseline_error,
+            empty=score.baseline_empty,
+            flags=score.baseline_format,
+            tools=score.baseline_tools,
+            infra_error=score.baseline_infra_error,
+        ),
+        *_format_codes(
+            format_expected=score.format_expected,
+            errored=score.candidate_error,
+            empty=score.candidate_empty,
+            flags=score.candidate_format,
+            tools=score.candidate_tools,
+            infra_error=score.candidate_infra_error,
+        ),
         _tri(tool_text(score.baseline_tools, score.baseline_empty)),
         _tri(tool_text(score.candidate_tools, score.candidate_empty)),
         _tri(score.sampled),

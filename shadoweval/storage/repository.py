@@ -31,6 +31,7 @@ from pydantic import JsonValue
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 from sqlalchemy.sql import ClauseElement
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from shadoweval.errors import StorageError
 from shadoweval.pair_facts import (
@@ -56,6 +57,7 @@ from shadoweval.records import (
 from shadoweval.storage import queries
 from shadoweval.storage import rows as rows_
 from shadoweval.storage.audit import PolicyAuditLog, add_audit_row, audit_row
+from shadoweval.storage.database import describe_error
 from shadoweval.storage.embeddings import EmbeddingStore
 from shadoweval.storage.history import HistoryStore
 from shadoweval.storage.judgements import JudgementStore
@@ -88,16 +90,23 @@ def _current(packed: bytes) -> bool:
 def _driver_rows(session: Session, stmt: ClauseElement) -> list[tuple[Any, ...]]:
     """``stmt``'s rows as the driver's tuples (no SQLAlchemy row objects or processors).
 
+    Raises:
+        StorageError: the driver's error, described.
+
     At 200,000 rows SQLAlchemy's result rows cost more than the query; the statement is
     compiled for the session's dialect (its paramstyle) and run on the DBAPI cursor.
     Only for columns whose driver values are already the Python values wanted (text,
     integers, bytes).
     """
     connection = session.connection()
-    compiled = stmt.compile(dialect=connection.dialect, compile_kwargs={"render_postcompile": True})
+    compiled = cast(
+        SQLCompiler,
+        stmt.compile(dialect=connection.dialect, compile_kwargs={"render_postcompile": True}),
+    )
     dbapi = connection.connection.dbapi_connection
     if dbapi is None:  # pragma: no cover - a connection just checked out has one
         raise StorageError("the database connection was closed")
+    driver_error = connection.dialect.loaded_dbapi.Error
     cursor = dbapi.cursor()
     try:
         params = compiled.params
@@ -106,6 +115,8 @@ def _driver_rows(session: Session, stmt: ClauseElement) -> list[tuple[Any, ...]]
         else:
             cursor.execute(str(compiled), params)
         return list(cursor.fetchall())
+    except driver_error as exc:
+        raise StorageError(f"reading pair facts failed: {describe_error(exc)}") from exc
     finally:
         cursor.close()
 

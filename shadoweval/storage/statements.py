@@ -100,14 +100,22 @@ def upsert(
     if not deduplicated:
         return 0
     columns = [name for name in deduplicated[0] if name not in conflict]
-    marker = table.c[conflict[0]]
-    written = 0
     base = _insert(session, table)
     stmt = base.on_conflict_do_update(
         index_elements=list(conflict),
         set_={name: base.excluded[name] for name in columns},
         where=replace_where,
-    ).returning(marker)
+    )
+    if replace_where is None:
+        # Every row is inserted or replaced, so the count needs no RETURNING, and without
+        # it the driver's own executemany runs (psycopg 3: one prepared statement, rows
+        # pipelined) instead of SQLAlchemy's multi-row VALUES, whose long query text
+        # psycopg re-parses for every chunk (a third of the write time at 5,000 rows).
+        for chunk in _chunks(deduplicated):
+            session.execute(stmt, list(chunk))
+        return len(deduplicated)
+    marker = table.c[conflict[0]]
+    written = 0
     for chunk in _chunks(deduplicated):
-        written += len(session.execute(stmt, list(chunk)).all())
+        written += len(session.execute(stmt.returning(marker), list(chunk)).all())
     return written
