@@ -402,8 +402,23 @@ def pairs_frame_from_facts(
     n = len(facts)
     if n == 0:
         return pairs_frame([], policy)
-    values = facts.values
-    task_types = np.asarray(facts.task_types, dtype=object)
+    # Put the rows in table order first (one take of the packed records), so the frame is
+    # built sorted instead of reordering its 50-odd columns afterwards.
+    exchange_ids = np.asarray(facts.exchange_ids, dtype=object)
+    order = (
+        pd.DataFrame(
+            {
+                "captured_at": facts.values["captured_at_us"].astype(np.int64),
+                "exchange_id": pd.Series(exchange_ids, dtype=object),
+            }
+        )
+        .sort_values(["captured_at", "exchange_id"], kind="mergesort")
+        .index.to_numpy()
+    )
+    values = facts.values[order]
+    exchange_ids = exchange_ids[order]
+    task_types = np.asarray(facts.task_types, dtype=object)[order]
+    scripts = np.asarray(facts.uncovered_scripts, dtype=object)[order]
     codes, names = pd.factorize(task_types)
     bits = values["bits"].astype(np.int64)
 
@@ -412,8 +427,8 @@ def pairs_frame_from_facts(
         return flags
 
     columns: dict[str, object] = {
-        "exchange_id": np.asarray(facts.exchange_ids, dtype=object),
-        "task_type": task_types,
+        "exchange_id": pd.Series(exchange_ids, dtype=object),
+        "task_type": pd.Series(task_types, dtype=object),
         "captured_at": pd.to_datetime(
             values["captured_at_us"].astype(np.int64), unit="us", utc=True
         ),
@@ -442,22 +457,25 @@ def pairs_frame_from_facts(
     columns["baseline_cache_hit"] = bit("baseline_cache_hit")
     columns["candidate_cache_hit"] = bit("candidate_cache_hit")
     columns["candidate_warmup"] = bit("candidate_warmup")
-    columns["latency_baseline_source"] = np.asarray(LATENCY_SOURCES, dtype=object)[
-        values["latency_baseline_source"].astype(np.int64)
-    ]
+    columns["latency_baseline_source"] = pd.Series(
+        np.asarray(LATENCY_SOURCES, dtype=object)[
+            values["latency_baseline_source"].astype(np.int64)
+        ],
+        dtype=object,
+    )
     for name in _TRI_FACTS:
         columns[name] = _tri_floats(values[name])
     judged = judgements or {}
     quality = np.full(n, math.nan)
     source = np.full(n, "", dtype=object)
     if judged:
-        for i, exchange_id in enumerate(facts.exchange_ids):
+        for i, exchange_id in enumerate(exchange_ids):
             found = judged.get(exchange_id)
             if found is not None:
                 quality[i], source[i] = _quality(found)
     columns["quality"] = quality
-    columns["quality_source"] = source
-    columns["uncovered_scripts"] = np.asarray(facts.uncovered_scripts, dtype=object)
+    columns["quality_source"] = pd.Series(source, dtype=object)
+    columns["uncovered_scripts"] = pd.Series(scripts, dtype=object)
     frame = pd.DataFrame(columns)
     base = _unpack_array(values["baseline_harms"], len(HarmKind))
     cand = _unpack_array(values["candidate_harms"], len(HarmKind))
@@ -471,9 +489,7 @@ def pairs_frame_from_facts(
         **{name: tools[:, j] for j, name in enumerate(TOOL_CHANGE_COLUMNS)},
     }
     frame = pd.concat([frame, pd.DataFrame(flags, index=frame.index)], axis=1)
-    frame = frame[list(PAIRS_COLUMNS)].astype(PAIRS_COLUMNS)
-    frame = frame.sort_values(["captured_at", "exchange_id"], kind="mergesort")
-    return frame.reset_index(drop=True)
+    return frame[list(PAIRS_COLUMNS)].astype(PAIRS_COLUMNS)
 
 
 def _unpack_array(masks: npt.NDArray[np.int32], width: int) -> npt.NDArray[np.bool_]:

@@ -107,7 +107,10 @@ def _driver_rows(session: Session, stmt: ClauseElement) -> list[tuple[Any, ...]]
     if dbapi is None:  # pragma: no cover - a connection just checked out has one
         raise StorageError("the database connection was closed")
     driver_error = connection.dialect.loaded_dbapi.Error
-    cursor = dbapi.cursor()
+    # psycopg: the binary protocol sends bytea as bytes, not as hex text to decode
+    cursor = (
+        dbapi.cursor(binary=True) if connection.dialect.name == "postgresql" else dbapi.cursor()
+    )
     try:
         params = compiled.params
         if compiled.positional:  # SQLite's qmark style
