@@ -82,6 +82,10 @@ PairInput = tuple[Exchange, ReplayOutcome, ReplayOutcome | None]
 """(captured exchange, candidate outcome, baseline-repeat outcome if any)."""
 
 
+_STALE_CHUNK_ROWS = 1000
+"""Records read per query for rows without current facts (bind-parameter limits)."""
+
+
 def _current(packed: bytes) -> bool:
     """True when ``packed`` is a facts row of the current layout."""
     return len(packed) == PAIR_FACTS_BYTES and packed[0] == PAIR_FACTS_LAYOUT
@@ -90,13 +94,13 @@ def _current(packed: bytes) -> bool:
 def _driver_rows(session: Session, stmt: ClauseElement) -> list[tuple[Any, ...]]:
     """``stmt``'s rows as the driver's tuples (no SQLAlchemy row objects or processors).
 
-    Raises:
-        StorageError: the driver's error, described.
-
     At 200,000 rows SQLAlchemy's result rows cost more than the query; the statement is
     compiled for the session's dialect (its paramstyle) and run on the DBAPI cursor.
     Only for columns whose driver values are already the Python values wanted (text,
     integers, bytes).
+
+    Raises:
+        StorageError: the driver's error, described.
     """
     connection = session.connection()
     compiled = cast(
@@ -502,10 +506,13 @@ class Repository(
             stale = [i for i, blob in enumerate(packed) if blob is None or not _current(blob)]
             if stale:
                 wanted = [row_ids[i] for i in stale]
-                found = session.execute(
-                    select(PairScoreRow.id, PairScoreRow.record).where(PairScoreRow.id.in_(wanted))
-                )
-                records = {row.id: row.record for row in found}
+                records: dict[int, Any] = {}
+                for start in range(0, len(wanted), _STALE_CHUNK_ROWS):
+                    ids = wanted[start : start + _STALE_CHUNK_ROWS]
+                    found = session.execute(
+                        select(PairScoreRow.id, PairScoreRow.record).where(PairScoreRow.id.in_(ids))
+                    )
+                    records.update((row.id, row.record) for row in found)
                 for i in stale:
                     score = PairScore.model_validate(records[row_ids[i]])
                     packed[i] = pack_pair_facts(score)
