@@ -51,7 +51,7 @@ from shadoweval.storage import Repository, RunInfo
 from shadoweval.storage.samples import Sample
 from stats.change import classify_changes
 from stats.checks import infra_pairs
-from stats.frame import pairs_frame
+from stats.frame import pairs_frame_from_facts
 from stats.judgements import Agreement, judge_human_agreement, resolve_judgements
 from stats.net_harm import estimate_net_harm, pooled_strata
 from stats.policy import GatePolicy, effective, parse_policy_yaml, policy_hash
@@ -87,13 +87,13 @@ __all__ = [
 class PairsCache:
     """One run's pairs table, extended incrementally; safe to share between sessions.
 
-    Reading and validating every stored :class:`~shadoweval.records.PairScore` costs tens
-    of microseconds per pair (38 s for 200,000 pairs on the development machine):
-    rebuilding the table whenever a live run's pair count moves would keep the overview
-    cold. A cache reads everything once, then only the rows stored after the last row it
-    read (:meth:`Repository.load_pair_scores_after`), and re-reads everything every
-    ``full_reload_s`` seconds so pairs rescored in place (which keep their row id) show up
-    too.
+    The table is built from the pairs' packed facts
+    (:meth:`Repository.load_pair_facts_after`, :func:`stats.frame.pairs_frame_from_facts`:
+    no record is decoded or validated; about 1 s for 200,000 pairs instead of 21 s), and
+    rebuilding it whenever a live run's pair count moves would still cost that. A cache
+    reads everything once, then only the rows stored after the last row it read, and
+    re-reads everything every ``full_reload_s`` seconds so pairs rescored in place (which
+    keep their row id) show up too.
 
     The table is always exactly :func:`stats.frame.pairs_frame` of the pairs read so far:
     ordered by capture time, then exchange id, index 0..n−1.
@@ -146,15 +146,15 @@ class PairsCache:
         with self._lock:
             now = self._clock()
             if self._frame is None or now - self._loaded_at >= self.full_reload_s:
-                scores, last = repo.load_pair_scores_after(self.run_id, 0)
-                self._frame = pairs_frame(scores, self.policy)
+                facts, last = repo.load_pair_facts_after(self.run_id, 0)
+                self._frame = pairs_frame_from_facts(facts, self.policy)
                 self._last_row_id, self._loaded_at = last, now
                 self.full_reads += 1
                 return self._frame
-            scores, last = repo.load_pair_scores_after(self.run_id, self._last_row_id)
+            facts, last = repo.load_pair_facts_after(self.run_id, self._last_row_id)
             self.incremental_reads += 1
-            if scores:
-                new = pairs_frame(scores, self.policy)
+            if len(facts):
+                new = pairs_frame_from_facts(facts, self.policy)
                 merged = new if self._frame.empty else pd.concat([self._frame, new])
                 self._frame = merged.sort_values(
                     ["captured_at", "exchange_id"], kind="stable"
@@ -163,13 +163,17 @@ class PairsCache:
             return self._frame
 
 
-def task_summary(pairs: pd.DataFrame, verdict: Verdict | None) -> pd.DataFrame:
+def task_summary(
+    pairs: pd.DataFrame, verdict: Verdict | None, *, latency: bool = True
+) -> pd.DataFrame:
     """Per task type and pooled: n, similarity, noise floor, rates, the verdict's outcome.
 
     :func:`stats.summary.task_type_summary` of a :class:`PairsCache` table; ``verdict`` is
-    the run's stored latest verdict (``None``: no check columns filled).
+    the run's stored latest verdict (``None``: no check columns filled); ``latency=False``
+    leaves the latency columns NaN (:data:`stats.summary.LATENCY_COLUMNS`; the overview
+    shows none of them).
     """
-    return task_type_summary(pairs, verdict)
+    return task_type_summary(pairs, verdict, latency=latency)
 
 
 def task_type_rows(pairs: pd.DataFrame, task_type: str) -> pd.DataFrame:
@@ -496,7 +500,8 @@ def direction_of(
 
 
 def _run_pairs(repo: Repository, run: RunInfo, policy: GatePolicy) -> pd.DataFrame:
-    return pairs_frame(repo.load_pair_scores(run.run_id), policy)
+    facts, _ = repo.load_pair_facts_after(run.run_id, 0)
+    return pairs_frame_from_facts(facts, policy)
 
 
 def direction_summary(

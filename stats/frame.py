@@ -29,6 +29,15 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from shadoweval.pair_facts import (
+    FACT_BITS,
+    FORMAT_SUCCESS_FLAGS,
+    LATENCY_SOURCES,
+    TRI_MISSING,
+    PairFacts,
+    tool_text,
+    uncovered_scripts,
+)
 from shadoweval.pair_flags import FormatSuccessFlag, format_ok
 from shadoweval.records import (
     HarmKind,
@@ -49,6 +58,7 @@ __all__ = [
     "format_ok",
     "harm_column",
     "pairs_frame",
+    "pairs_frame_from_facts",
     "tool_change_column",
 ]
 
@@ -164,12 +174,6 @@ def _value(x: float | None) -> float:
     return math.nan if x is None else float(x)
 
 
-def _uncovered_scripts(score: PairScore) -> str:
-    """``"Cyrillic,Han"``: the pair's answer scripts the embedding model does not cover."""
-    detail = score.similarity_detail
-    return "" if detail is None else ",".join(detail.uncovered_scripts)
-
-
 def _tristate(x: bool | None) -> float:
     return math.nan if x is None else (1.0 if x else 0.0)
 
@@ -254,7 +258,7 @@ def pairs_frame(
             "captured_at": score.captured_at,
             "similarity": _value(score.similarity),
             "noise_similarity": _value(score.noise_similarity),
-            "uncovered_scripts": _uncovered_scripts(score),
+            "uncovered_scripts": uncovered_scripts(score),
             "streamed": score.streamed,
             "baseline_fail": (score.baseline_error or score.baseline_empty) and not baseline_infra,
             "candidate_fail": (score.candidate_error or score.candidate_empty)
@@ -294,8 +298,8 @@ def pairs_frame(
             "candidate_output_tokens": _value(score.output_tokens.candidate),
             "baseline_output_chars": _value(score.output_chars.baseline),
             "candidate_output_chars": _value(score.output_chars.candidate),
-            "baseline_tool_text": _tool_text(score.baseline_tools, score.baseline_empty),
-            "candidate_tool_text": _tool_text(score.candidate_tools, score.candidate_empty),
+            "baseline_tool_text": tool_text(score.baseline_tools, score.baseline_empty),
+            "candidate_tool_text": tool_text(score.candidate_tools, score.candidate_empty),
             "sampled": _tristate(score.sampled),
             "noise_identical": _tristate(score.noise_identical),
             "quality": quality,
@@ -330,16 +334,6 @@ def pairs_frame(
     return frame.reset_index(drop=True)
 
 
-def _tool_text(tools: object, empty: bool) -> float:
-    """1.0 answered in text with tools offered, 0.0 called a tool, NaN otherwise."""
-    calls = getattr(tools, "calls", None)
-    if calls is None:
-        return math.nan
-    if calls > 0:
-        return 0.0
-    return math.nan if empty else 1.0
-
-
 def _runaway_by_ratio(
     frame: pd.DataFrame, policy: GatePolicy
 ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
@@ -358,3 +352,148 @@ def _runaway_by_ratio(
         base_long = (base >= floor) & (base > ratio * cand)
         cand_long = (cand >= floor) & (cand > ratio * base)
     return base_long, cand_long
+
+
+_FLOAT_FACTS = (
+    "similarity",
+    "noise_similarity",
+    "baseline_e2e_ms",
+    "candidate_e2e_ms",
+    "baseline_ttft_ms",
+    "candidate_ttft_ms",
+    "baseline_ttfc_ms",
+    "candidate_ttfc_ms",
+    "baseline_output_tokens",
+    "candidate_output_tokens",
+    "baseline_output_chars",
+    "candidate_output_chars",
+)
+_TRI_FACTS = ("baseline_tool_text", "candidate_tool_text", "sampled", "noise_identical")
+
+
+def _tri_floats(codes: npt.NDArray[np.int8]) -> npt.NDArray[np.float64]:
+    out = codes.astype(np.float64)
+    out[codes == TRI_MISSING] = math.nan
+    return out
+
+
+def pairs_frame_from_facts(
+    facts: PairFacts,
+    policy: GatePolicy,
+    judgements: Mapping[str, PairJudgement] | None = None,
+) -> pd.DataFrame:
+    """:func:`pairs_frame` from packed pair facts, without reading a record.
+
+    The same table :func:`pairs_frame` builds from the pairs' records (the same columns,
+    dtypes, values and order; ``tests/dashboard/test_pair_facts_frame.py`` compares the
+    two), vectorised: one numpy pass per column instead of one Python dict per pair.
+    ``*_format_ok`` takes, per task type, the stored result under its
+    ``format_parse.success_flag``; the runaway length ratio is applied as in
+    :func:`pairs_frame`.
+
+    Args:
+        facts: the run's pairs (:meth:`Repository.load_pair_facts_after`; any order).
+        policy: the gate policy (success flag and harm block per task type).
+        judgements: exchange id → resolved judgement, as in :func:`pairs_frame`.
+
+    Returns:
+        A DataFrame sorted by ``captured_at`` then ``exchange_id``, index 0..n−1.
+    """
+    n = len(facts)
+    if n == 0:
+        return pairs_frame([], policy)
+    # Put the rows in table order first (one take of the packed records), so the frame is
+    # built sorted instead of reordering its 50-odd columns afterwards.
+    exchange_ids = np.asarray(facts.exchange_ids, dtype=object)
+    order = (
+        pd.DataFrame(
+            {
+                "captured_at": facts.values["captured_at_us"].astype(np.int64),
+                "exchange_id": pd.Series(exchange_ids, dtype=object),
+            }
+        )
+        .sort_values(["captured_at", "exchange_id"], kind="mergesort")
+        .index.to_numpy()
+    )
+    values = facts.values[order]
+    exchange_ids = exchange_ids[order]
+    task_types = np.asarray(facts.task_types, dtype=object)[order]
+    scripts = np.asarray(facts.uncovered_scripts, dtype=object)[order]
+    codes, names = pd.factorize(task_types)
+    bits = values["bits"].astype(np.int64)
+
+    def bit(name: str) -> npt.NDArray[np.bool_]:
+        flags: npt.NDArray[np.bool_] = (bits & FACT_BITS[name]) != 0
+        return flags
+
+    columns: dict[str, object] = {
+        "exchange_id": pd.Series(exchange_ids, dtype=object),
+        "task_type": pd.Series(task_types, dtype=object),
+        "captured_at": pd.to_datetime(
+            values["captured_at_us"].astype(np.int64), unit="us", utc=True
+        ),
+    }
+    for name in _FLOAT_FACTS:
+        columns[name] = values[name].astype(np.float64)
+    columns["streamed"] = bit("streamed")
+    base_infra = bit("baseline_infra_error")
+    cand_infra = bit("candidate_infra_error")
+    columns["baseline_fail"] = (bit("baseline_error") | bit("baseline_empty")) & ~base_infra
+    columns["candidate_fail"] = (bit("candidate_error") | bit("candidate_empty")) & ~cand_infra
+    columns["baseline_infra_error"] = base_infra
+    columns["candidate_infra_error"] = cand_infra
+    columns["format_expected"] = bit("format_expected")
+    flag_index = np.array(
+        [
+            FORMAT_SUCCESS_FLAGS.index(effective(policy, str(t)).format_parse.success_flag)
+            for t in names
+        ],
+        dtype=np.int64,
+    )[codes]
+    rows = np.arange(n)
+    for side in ("baseline", "candidate"):
+        chosen = values[f"{side}_format_ok"][rows, flag_index]
+        columns[f"{side}_format_ok"] = _tri_floats(chosen)
+    columns["baseline_cache_hit"] = bit("baseline_cache_hit")
+    columns["candidate_cache_hit"] = bit("candidate_cache_hit")
+    columns["candidate_warmup"] = bit("candidate_warmup")
+    columns["latency_baseline_source"] = pd.Series(
+        np.asarray(LATENCY_SOURCES, dtype=object)[
+            values["latency_baseline_source"].astype(np.int64)
+        ],
+        dtype=object,
+    )
+    for name in _TRI_FACTS:
+        columns[name] = _tri_floats(values[name])
+    judged = judgements or {}
+    quality = np.full(n, math.nan)
+    source = np.full(n, "", dtype=object)
+    if judged:
+        for i, exchange_id in enumerate(exchange_ids):
+            found = judged.get(exchange_id)
+            if found is not None:
+                quality[i], source[i] = _quality(found)
+    columns["quality"] = quality
+    columns["quality_source"] = pd.Series(source, dtype=object)
+    columns["uncovered_scripts"] = pd.Series(scripts, dtype=object)
+    frame = pd.DataFrame(columns)
+    base = _unpack_array(values["baseline_harms"], len(HarmKind))
+    cand = _unpack_array(values["candidate_harms"], len(HarmKind))
+    base_long, cand_long = _runaway_by_ratio(frame, policy)
+    base[:, _RUNAWAY] |= base_long
+    cand[:, _RUNAWAY] |= cand_long
+    tools = _unpack_array(values["tool_changes"], len(ToolChange))
+    flags = {
+        **{name: base[:, j] for j, name in enumerate(BASELINE_HARM_COLUMNS)},
+        **{name: cand[:, j] for j, name in enumerate(CANDIDATE_HARM_COLUMNS)},
+        **{name: tools[:, j] for j, name in enumerate(TOOL_CHANGE_COLUMNS)},
+    }
+    frame = pd.concat([frame, pd.DataFrame(flags, index=frame.index)], axis=1)
+    return frame[list(PAIRS_COLUMNS)].astype(PAIRS_COLUMNS)
+
+
+def _unpack_array(masks: npt.NDArray[np.int32], width: int) -> npt.NDArray[np.bool_]:
+    """Bit masks as a boolean array of shape ``(n, width)``."""
+    packed = masks.astype(np.int64)
+    bits: npt.NDArray[np.bool_] = (packed[:, None] >> np.arange(width, dtype=np.int64)) & 1 == 1
+    return bits

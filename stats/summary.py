@@ -30,7 +30,7 @@ from shadoweval.records import POOLED, CheckOutcome, Verdict
 from stats.checks import infra_pairs
 from stats.report_only import cles, hodges_lehmann_shift, mann_whitney
 
-__all__ = ["REPORT_ONLY_PAIRS", "SUMMARY_COLUMNS", "task_type_summary"]
+__all__ = ["LATENCY_COLUMNS", "REPORT_ONLY_PAIRS", "SUMMARY_COLUMNS", "task_type_summary"]
 
 REPORT_ONLY_PAIRS = 20_000
 """Latency pairs per row used by the report-only statistics (the first, by capture time)."""
@@ -115,7 +115,21 @@ def _rate(values: pd.Series) -> float:
     return float(values.astype(float).mean()) if len(values) else math.nan
 
 
-def _row(task_type: str, all_rows: pd.DataFrame, outcome: str) -> dict[str, object]:
+LATENCY_COLUMNS = (
+    "e2e_p50_ratio",
+    "e2e_p95_ratio",
+    "ttft_p50_ratio",
+    "ttfc_p50_ratio",
+    "e2e_mann_whitney_p",
+    "e2e_hodges_lehmann_ms",
+    "e2e_cles",
+)
+"""The latency columns of :data:`SUMMARY_COLUMNS` (NaN with ``latency=False``)."""
+
+
+def _row(
+    task_type: str, all_rows: pd.DataFrame, outcome: str, *, latency: bool = True
+) -> dict[str, object]:
     n = len(all_rows)
     infra = infra_pairs(all_rows)
     rows = all_rows[~infra]
@@ -123,7 +137,7 @@ def _row(task_type: str, all_rows: pd.DataFrame, outcome: str) -> dict[str, obje
     fmt = rows[rows["format_expected"]]
     fmt = fmt[fmt["baseline_format_ok"].notna() & fmt["candidate_format_ok"].notna()]
     noise = rows["noise_similarity"].dropna().to_numpy(dtype=float)
-    mw_p, hl_shift, effect = _report_only(rows)
+    mw_p, hl_shift, effect = _report_only(rows) if latency else (math.nan,) * 3
     base_tok = rows["baseline_output_tokens"].sum(min_count=1)
     cand_tok = rows.loc[rows["baseline_output_tokens"].notna(), "candidate_output_tokens"].sum(
         min_count=1
@@ -145,10 +159,10 @@ def _row(task_type: str, all_rows: pd.DataFrame, outcome: str) -> dict[str, obje
         "candidate_format_ok_rate": (
             float(fmt["candidate_format_ok"].mean()) if len(fmt) else math.nan
         ),
-        "e2e_p50_ratio": _quantile_ratio(rows, "e2e_ms", 0.5),
-        "e2e_p95_ratio": _quantile_ratio(rows, "e2e_ms", 0.95),
-        "ttft_p50_ratio": _quantile_ratio(rows, "ttft_ms", 0.5),
-        "ttfc_p50_ratio": _quantile_ratio(rows, "ttfc_ms", 0.5),
+        "e2e_p50_ratio": _quantile_ratio(rows, "e2e_ms", 0.5) if latency else math.nan,
+        "e2e_p95_ratio": _quantile_ratio(rows, "e2e_ms", 0.95) if latency else math.nan,
+        "ttft_p50_ratio": _quantile_ratio(rows, "ttft_ms", 0.5) if latency else math.nan,
+        "ttfc_p50_ratio": _quantile_ratio(rows, "ttfc_ms", 0.5) if latency else math.nan,
         "output_tokens_ratio": (
             float(cand_tok / base_tok) if pd.notna(base_tok) and base_tok > 0 else math.nan
         ),
@@ -168,12 +182,18 @@ def _worst(verdict: Verdict | None, task_type: str) -> str:
     return min(outcomes, key=lambda o: _ORDER[o]).value
 
 
-def task_type_summary(pairs: pd.DataFrame, verdict: Verdict | None = None) -> pd.DataFrame:
+def task_type_summary(
+    pairs: pd.DataFrame, verdict: Verdict | None = None, *, latency: bool = True
+) -> pd.DataFrame:
     """One row per task type plus a pooled row (``task_type = POOLED``), last.
 
     Args:
         pairs: the table from :func:`stats.frame.pairs_frame`.
         verdict: when given, ``outcome`` holds the worst check outcome of each task type.
+        latency: ``False`` leaves the :data:`LATENCY_COLUMNS` NaN and skips computing
+            them (the report-only statistics cost about half a second at 200,000
+            pairs; the dashboard's overview shows none of them); every other column is
+            the same.
 
     Returns:
         A DataFrame with :data:`SUMMARY_COLUMNS`; quantile ratios use linear quantiles over
@@ -181,8 +201,8 @@ def task_type_summary(pairs: pd.DataFrame, verdict: Verdict | None = None) -> pd
         was not warming up.
     """
     rows = [
-        _row(str(task), group, _worst(verdict, str(task)))
+        _row(str(task), group, _worst(verdict, str(task)), latency=latency)
         for task, group in pairs.groupby("task_type", sort=True)
     ]
-    rows.append(_row(POOLED, pairs, _worst(verdict, POOLED)))
+    rows.append(_row(POOLED, pairs, _worst(verdict, POOLED), latency=latency))
     return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))

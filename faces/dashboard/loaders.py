@@ -11,8 +11,11 @@ Caching (Streamlit's ``st.cache_resource`` / ``st.cache_data``):
   latest verdict's time, decision and look, itself cached for
   :data:`VERSION_TTL_S` seconds). New pairs or a new verdict change the token, so they
   show up within that time without recomputing anything else;
-* the pairs table and its summary are the expensive entries (seconds at 200,000 pairs);
-  they are keyed by the pair count only, so a new verdict does not reload them. The table
+* the pairs table and its summary are the expensive entries (about a second at 200,000
+  pairs on PostgreSQL, read from the packed pair facts: migration 0008); they are keyed by
+  the pair count only, so a new verdict does not reload them. The overview's summary
+  (:func:`overview_summary`, without the latency columns it does not show) and the
+  direction read the table itself rather than :func:`pairs`' pickled copy. The table
   is kept per run in a :class:`~application.run_views.PairsCache` (``cache_resource``)
   that reads only the pairs scored since its last read, so a live run whose count moves
   every few seconds stays warm; it re-reads everything after :data:`PAIRS_TTL_S`, when
@@ -59,6 +62,7 @@ __all__ = [
     "labels",
     "labels_changed",
     "latest_verdict",
+    "overview_summary",
     "pairs",
     "policy_audit",
     "repository",
@@ -168,6 +172,17 @@ def pairs(database_url: str, run_id: str, pair_count: int) -> pd.DataFrame:
     return _pairs_cache(database_url, run_id).table(repository(database_url))
 
 
+def _shared_pairs(database_url: str, run_id: str) -> pd.DataFrame:
+    """The run's pairs table itself, not :func:`pairs`' pickled copy (read-only use).
+
+    ``cache_data`` pickles what a function returns and unpickles a copy for every caller:
+    at 200,000 pairs each copy costs tenths of a second, so loaders that only read the
+    table (and cache their own result) take the :class:`PairsCache` table directly; it
+    is brought up to date (the pairs scored since) on every call.
+    """
+    return _pairs_cache(database_url, run_id).table(repository(database_url))
+
+
 @st.cache_data(show_spinner=False, max_entries=64)
 def latest_verdict(database_url: str, run_id: str, verdict_token: str) -> Verdict | None:
     """The run's stored latest verdict (``verdict_token``: :attr:`DataVersion.verdict`)."""
@@ -182,6 +197,17 @@ def summary(database_url: str, run_id: str, version: DataVersion) -> pd.DataFram
     return task_summary(
         pairs(database_url, run_id, version.pairs),
         latest_verdict(database_url, run_id, version.verdict),
+    )
+
+
+@st.cache_data(ttl=PAIRS_TTL_S, max_entries=MAX_RUNS_CACHED * 4, show_spinner=False)
+def overview_summary(database_url: str, run_id: str, version: DataVersion) -> pd.DataFrame:
+    """:func:`summary` without its latency columns (the overview's table shows none of
+    them: :data:`stats.summary.LATENCY_COLUMNS` are NaN); every other column the same."""
+    return task_summary(
+        _shared_pairs(database_url, run_id),
+        latest_verdict(database_url, run_id, version.verdict),
+        latency=False,
     )
 
 
@@ -243,7 +269,7 @@ def direction(database_url: str, run_id: str, pair_count: int) -> RunDirection:
     if info is None:
         raise StorageError(f"run {run_id!r} not found")
     return direction_summary(
-        repository(database_url), info, pairs=pairs(database_url, run_id, pair_count)
+        repository(database_url), info, pairs=_shared_pairs(database_url, run_id)
     )
 
 

@@ -14,9 +14,9 @@ converts them to records.
 
 The migrations (``migrations/versions/0001_initial.py``, ``0002_policy_audit.py``,
 ``0003_samples_and_labels.py``, ``0004_pair_judgements.py``, ``0005_ttfc_and_cache_hits.py``,
-``0006_rejected_fingerprint.py``, ``0007_embedding_cache.py``) must match these models:
-``Database.schema_diff()`` (an ``alembic check`` equivalent) finds no difference after
-``upgrade``.
+``0006_rejected_fingerprint.py``, ``0007_embedding_cache.py``, ``0008_pair_facts.py``) must
+match these models: ``Database.schema_diff()`` (an ``alembic check`` equivalent) finds no
+difference after ``upgrade``.
 """
 
 from __future__ import annotations
@@ -224,6 +224,13 @@ class PairScoreRow(Base):
     checked on the index alone (a flag that matches nothing among 200,000 pairs scans the
     index in tens of milliseconds instead of reading every row). The first also serves
     every ``run_id`` lookup, the second every ``(run_id, task_type)`` one.
+
+    ``facts`` (migration 0008) is :func:`shadoweval.pair_facts.pack_pair_facts` of the
+    record and ``uncovered_scripts`` its uncovered answer scripts (comma-separated,
+    ``NULL`` for none), written with the score by the same upsert (so a rescore replaces
+    them): the pairs table is built from them without reading ``record``. ``facts`` is
+    ``NULL`` only where the 0008 backfill could not validate the record (a reader falls
+    back to the record there).
     """
 
     __tablename__ = "pair_score"
@@ -244,6 +251,8 @@ class PairScoreRow(Base):
     flags: Mapped[int]
     scored_at: Mapped[datetime]
     record: Mapped[JsonDict]
+    facts: Mapped[bytes | None] = mapped_column(LargeBinary)
+    uncovered_scripts: Mapped[str | None]
 
     def __repr__(self) -> str:
         return (

@@ -25,12 +25,23 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from pydantic import JsonValue
 from sqlalchemy import select
+from sqlalchemy.orm import Session
+from sqlalchemy.sql import ClauseElement
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from shadoweval.errors import StorageError
+from shadoweval.pair_facts import (
+    PAIR_FACTS_BYTES,
+    PAIR_FACTS_LAYOUT,
+    PairFacts,
+    pack_pair_facts,
+    uncovered_scripts,
+    unpack_pair_facts,
+)
 from shadoweval.records import (
     STORED,
     Coverage,
@@ -46,6 +57,7 @@ from shadoweval.records import (
 from shadoweval.storage import queries
 from shadoweval.storage import rows as rows_
 from shadoweval.storage.audit import PolicyAuditLog, add_audit_row, audit_row
+from shadoweval.storage.database import describe_error
 from shadoweval.storage.embeddings import EmbeddingStore
 from shadoweval.storage.history import HistoryStore
 from shadoweval.storage.judgements import JudgementStore
@@ -82,6 +94,52 @@ def _pair_input(row: Any) -> PairInput:
         if row.baseline is None
         else ReplayOutcome.model_validate(row.baseline, context=STORED),
     )
+
+
+_STALE_CHUNK_ROWS = 1000
+"""Records read per query for rows without current facts (bind-parameter limits)."""
+
+
+def _current(packed: bytes) -> bool:
+    """True when ``packed`` is a facts row of the current layout."""
+    return len(packed) == PAIR_FACTS_BYTES and packed[0] == PAIR_FACTS_LAYOUT
+
+
+def _driver_rows(session: Session, stmt: ClauseElement) -> list[tuple[Any, ...]]:
+    """``stmt``'s rows as the driver's tuples (no SQLAlchemy row objects or processors).
+
+    At 200,000 rows SQLAlchemy's result rows cost more than the query; the statement is
+    compiled for the session's dialect (its paramstyle) and run on the DBAPI cursor.
+    Only for columns whose driver values are already the Python values wanted (text,
+    integers, bytes).
+
+    Raises:
+        StorageError: the driver's error, described.
+    """
+    connection = session.connection()
+    compiled = cast(
+        SQLCompiler,
+        stmt.compile(dialect=connection.dialect, compile_kwargs={"render_postcompile": True}),
+    )
+    dbapi = connection.connection.dbapi_connection
+    if dbapi is None:  # pragma: no cover - a connection just checked out has one
+        raise StorageError("the database connection was closed")
+    driver_error = connection.dialect.loaded_dbapi.Error
+    # psycopg: the binary protocol sends bytea as bytes, not as hex text to decode
+    cursor = (
+        dbapi.cursor(binary=True) if connection.dialect.name == "postgresql" else dbapi.cursor()
+    )
+    try:
+        params = compiled.params
+        if compiled.positional:  # SQLite's qmark style
+            cursor.execute(str(compiled), [params[name] for name in compiled.positiontup or ()])
+        else:
+            cursor.execute(str(compiled), params)
+        return list(cursor.fetchall())
+    except driver_error as exc:
+        raise StorageError(f"reading pair facts failed: {describe_error(exc)}") from exc
+    finally:
+        cursor.close()
 
 
 class Repository(
@@ -445,6 +503,61 @@ class Repository(
         if not rows:
             return [], after_row_id
         return [PairScore.model_validate(r.record) for r in rows], int(rows[-1].id)
+
+    def load_pair_facts_after(self, run_id: str, after_row_id: int = 0) -> tuple[PairFacts, int]:
+        """The run's pairs stored after row ``after_row_id`` as packed facts, and the last id.
+
+        What :func:`stats.frame.pairs_frame_from_facts` builds the pairs table from: the
+        columns ``exchange_id``, ``task_type``, ``uncovered_scripts`` and ``facts``
+        (:mod:`shadoweval.pair_facts`), never the ``record`` JSON — except for a row
+        whose ``facts`` is ``NULL`` or of another layout, whose record is read and
+        packed here (the table is the same either way). Rows in no particular order (the
+        table builder sorts them; a sort here would cost a tenth of a second at 200,000
+        pairs); the second element is the highest id read, or ``after_row_id`` when
+        nothing is new.
+
+        Raises:
+            StorageError: on database failure.
+            pydantic.ValidationError: a row without facts whose record does not validate
+                (as :meth:`load_pair_scores_after` would raise).
+        """
+        stmt = select(
+            PairScoreRow.id,
+            PairScoreRow.exchange_id,
+            PairScoreRow.task_type,
+            PairScoreRow.uncovered_scripts,
+            PairScoreRow.facts,
+        ).where(PairScoreRow.run_id == run_id, PairScoreRow.id > after_row_id)
+        with self._db.session() as session:
+            rows = _driver_rows(session, stmt)
+            if not rows:
+                return PairFacts.of_scores([]), after_row_id
+            row_ids = [row[0] for row in rows]
+            exchange_ids = tuple(row[1] for row in rows)
+            task_types = tuple(row[2] for row in rows)
+            scripts = [row[3] for row in rows]
+            packed = [bytes(row[4]) if row[4] is not None else None for row in rows]
+            stale = [i for i, blob in enumerate(packed) if blob is None or not _current(blob)]
+            if stale:
+                wanted = [row_ids[i] for i in stale]
+                records: dict[int, Any] = {}
+                for start in range(0, len(wanted), _STALE_CHUNK_ROWS):
+                    ids = wanted[start : start + _STALE_CHUNK_ROWS]
+                    found = session.execute(
+                        select(PairScoreRow.id, PairScoreRow.record).where(PairScoreRow.id.in_(ids))
+                    )
+                    records.update((row.id, row.record) for row in found)
+                for i in stale:
+                    score = PairScore.model_validate(records[row_ids[i]])
+                    packed[i] = pack_pair_facts(score)
+                    scripts[i] = uncovered_scripts(score)
+        facts = PairFacts(
+            exchange_ids=exchange_ids,
+            task_types=task_types,
+            uncovered_scripts=tuple(text or "" for text in scripts),
+            values=unpack_pair_facts(cast(list[bytes], packed)),  # every None was packed
+        )
+        return facts, int(max(row_ids))
 
     # ---------------------------------------------------------------- coverage
 

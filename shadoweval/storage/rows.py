@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from shadoweval.pair_facts import pack_pair_facts, uncovered_scripts
 from shadoweval.pair_flags import flags_mask, pair_flags
 from shadoweval.records import (
     Exchange,
@@ -66,7 +67,8 @@ def outcome_row(outcome: ReplayOutcome) -> dict[str, Any]:
 
 
 def pair_score_row(score: PairScore) -> dict[str, Any]:
-    """Column values of ``score`` for the ``pair_score`` table."""
+    """Column values of ``score`` for the ``pair_score`` table (``facts``: its packed
+    :mod:`shadoweval.pair_facts`)."""
     return {
         "run_id": score.run_id,
         "exchange_id": score.exchange_id,
@@ -78,6 +80,8 @@ def pair_score_row(score: PairScore) -> dict[str, Any]:
         "flags": flags_mask(pair_flags(score)),
         "scored_at": score.scored_at,
         "record": score.model_dump(mode="json"),
+        "facts": pack_pair_facts(score),
+        "uncovered_scripts": uncovered_scripts(score) or None,
     }
 
 

@@ -13,7 +13,7 @@ from alembic.config import Config
 from alembic.script import ScriptDirectory
 
 from shadoweval.errors import StorageError
-from shadoweval.storage import Database, head_revision
+from shadoweval.storage import Database, Repository, head_revision
 from shadoweval.storage.database import alembic_config, migrations_location
 from shadoweval.storage.models import Base
 
@@ -35,8 +35,8 @@ TABLES = {
 
 def test_exactly_one_head() -> None:
     script = ScriptDirectory.from_config(alembic_config())
-    assert script.get_heads() == ["0007"]
-    assert head_revision() == "0007"
+    assert script.get_heads() == ["0008"]
+    assert head_revision() == "0008"
 
 
 def test_script_location_is_the_installed_package() -> None:
@@ -51,6 +51,7 @@ def test_script_location_is_the_installed_package() -> None:
     assert (location / "versions" / "0005_ttfc_and_cache_hits.py").is_file()
     assert (location / "versions" / "0006_rejected_fingerprint.py").is_file()
     assert (location / "versions" / "0007_embedding_cache.py").is_file()
+    assert (location / "versions" / "0008_pair_facts.py").is_file()
 
 
 def test_models_cover_every_table() -> None:
@@ -91,7 +92,7 @@ def test_check_schema_names_revisions_and_the_fix(empty_url: str) -> None:
         with pytest.raises(StorageError) as info:
             db.check_schema()
         message = str(info.value)
-        assert "is at revision none (empty database), expected head 0007" in message
+        assert "is at revision none (empty database), expected head 0008" in message
         assert "run `shadow-eval db upgrade`" in message
         assert db.safe_url in message
     finally:
@@ -209,3 +210,149 @@ def test_concurrent_upgrades_on_postgresql_are_serialized(
     with Database(url) as db:
         assert db.current_revision() == head_revision()
         assert db.schema_diff() == []
+
+
+# --- every step down and up, with data ---------------------------------------------------
+
+REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008")
+"""Every revision, oldest first (the last is head)."""
+
+KEPT_FROM: dict[str, str] = {
+    "run": "0001",
+    "exchange": "0001",
+    "run_exchange": "0001",
+    "replay_outcome": "0001",
+    "pair_score": "0001",
+    "verdict": "0001",
+    "rejected_record": "0001",
+    "policy_audit": "0002",
+    "human_label": "0003",
+    "pair_judgement": "0004",
+    "embedding_cache": "0007",
+}
+"""Table → the revision that creates it: at that revision and above its rows must survive
+every downgrade step (below it the table is gone)."""
+
+
+def _seed_every_table(repo: Repository) -> str:
+    from shadoweval.records import JudgementSource, PairJudgement, QualityOutcome
+    from shadoweval.storage import CachedEmbedding
+    from simulation.pair_seeding import add_labels, seed_run
+    from tests.storage.factories import make_verdict
+
+    run = seed_run(
+        repo,
+        policy_yaml="{}\n",
+        policy_hash="sha256:policy",
+        mix={"chat": 30, "extraction": 20, "code": 10},
+    )
+    add_labels(repo, run, stride=5)
+    scores = repo.load_pair_scores(run.run_id)
+    repo.save_judgements(
+        [
+            PairJudgement(
+                run_id=run.run_id,
+                exchange_id=s.exchange_id,
+                task_type=s.task_type,
+                source=JudgementSource.REFERENCE,
+                outcome=QualityOutcome.TIE,
+                baseline_pass=True,
+                candidate_pass=True,
+                checker="exact",
+            )
+            for s in scores[:7]
+        ]
+    )
+    first = scores[0].captured_at
+    repo.save_verdict(make_verdict(run.run_id, decided_at=first), command="shadow-eval gate")
+    repo.save_rejected(stage="capture_log", reason="invalid_json", raw="{", run_id=run.run_id)
+    repo.save_embeddings(
+        "model@sha:backend",
+        [
+            CachedEmbedding(
+                text_sha256="ab" * 32,
+                dimension=2,
+                vector_f32le=b"\x00" * 8,
+                tokens=1,
+                chunks=1,
+                truncated=False,
+            )
+        ],
+    )
+    return run.run_id
+
+
+def _counts(db: Database) -> dict[str, int]:
+    present = set(sa.inspect(db.engine).get_table_names())
+    with db.connect() as conn:
+        return {
+            table: int(conn.execute(sa.text(f"SELECT count(*) FROM {table}")).scalar_one())
+            for table in KEPT_FROM
+            if table in present
+        }
+
+
+def _flags(db: Database) -> dict[str, int]:
+    with db.connect() as conn:
+        rows = conn.execute(sa.text("SELECT exchange_id, flags FROM pair_score"))
+        return {row.exchange_id: row.flags for row in rows}
+
+
+def _step(db: Database, direction: str, target: str) -> None:
+    with db.connect() as conn:
+        config = alembic_config(conn)
+        if direction == "down":
+            command.downgrade(config, target)
+        else:
+            command.upgrade(config, target)
+
+
+def test_every_step_down_keeps_the_data_and_up_again_restores_it(database: Database) -> None:
+    """Head → each revision in turn → 0001 with data, then back to head over that data,
+    then → base (empty) → head: every ``downgrade()`` runs on SQLite and PostgreSQL, rows
+    survive wherever their table still exists, and the upgrade over kept rows backfills
+    them again (flags, facts) so that the models match and the pairs table is the same."""
+    import pandas as pd
+
+    from stats.frame import pairs_frame, pairs_frame_from_facts
+    from stats.policy import parse_policy_yaml
+
+    repo = Repository(database)
+    run_id = _seed_every_table(repo)
+    seeded = _counts(database)
+    assert all(seeded[table] > 0 for table in KEPT_FROM), seeded
+    flags_before = _flags(database)
+
+    for below, revision in zip(REVISIONS[-2::-1], REVISIONS[:0:-1], strict=True):
+        _step(database, "down", below)
+        assert database.current_revision() == below, f"downgrade of {revision}"
+        kept = {t: n for t, n in seeded.items() if KEPT_FROM[t] <= below}
+        assert _counts(database) == kept, f"after the downgrade of {revision}"
+
+    _step(database, "up", "head")
+    assert database.current_revision() == head_revision()
+    assert database.schema_diff() == []
+    after = _counts(database)
+    for table, created in KEPT_FROM.items():
+        if created == "0001":
+            assert after[table] == seeded[table], table
+        elif table != "policy_audit":  # 0002 may audit the kept runs again
+            assert after[table] == 0, table
+    flags_after = _flags(database)
+    assert flags_after == flags_before
+    policy = parse_policy_yaml("{}\n")
+    facts, _ = repo.load_pair_facts_after(run_id, 0)
+    pd.testing.assert_frame_equal(
+        pairs_frame_from_facts(facts, policy),
+        pairs_frame(repo.load_pair_scores(run_id), policy),
+        check_exact=True,
+    )
+    with database.connect() as conn:
+        missing = conn.execute(sa.text("SELECT count(*) FROM pair_score WHERE facts IS NULL"))
+        assert missing.scalar_one() == 0
+
+    _step(database, "down", "base")
+    assert set(sa.inspect(database.engine).get_table_names()) <= {"alembic_version"}
+    _step(database, "up", "head")
+    assert database.schema_diff() == []
+    assert set(_counts(database).values()) == {0}

@@ -101,7 +101,7 @@ st.subheader("Per task type")
 if ctx.version.pairs == 0:
     st.info("This run has no scored pairs yet (run `shadow-eval compare`).")
 else:
-    summary = loaders.summary(ctx.database_url, ctx.run_id, ctx.version)
+    summary = loaders.overview_summary(ctx.database_url, ctx.run_id, ctx.version)
     table = overview_table(summary, verdict)
     st.dataframe(
         style_overview_table(table), hide_index=True, placeholder="–", key="overview_table"
