@@ -447,10 +447,7 @@ class ChatStreamAssembler:
                 buf.content.append(text)
                 bearing = True
         visible = bearing
-        reasoning = delta.reasoning_content
-        if reasoning is None and delta.model_extra:
-            extra_reasoning = delta.model_extra.get("reasoning")
-            reasoning = extra_reasoning if isinstance(extra_reasoning, str) else None
+        reasoning = delta.reasoning()
         if reasoning:
             buf.reasoning.append(reasoning)
             bearing = True
@@ -573,7 +570,7 @@ def parse_completion_body(
         text = msg.text() if msg.content is not None else ("" if tools else None)
     return AssembledResponse(
         text=text,
-        reasoning_text=msg.reasoning_content,
+        reasoning_text=msg.reasoning(),
         tool_calls=tools,
         finish_reason_raw=first.finish_reason,
         usage=usage_from_model(resp.usage),
