@@ -10,7 +10,9 @@ stream (or a legacy ``/v1/completions`` ``text_completion`` stream, whose choice
 * the *last* usage seen (vLLM ``continuous_usage_stats`` sends cumulative usage on every
   chunk: take the last, never sum), including a final usage-only chunk with ``choices: []``;
 * raw and normalized ``finish_reason``;
-* ``data: [DONE]``, comment/ping lines, and undecodable events (counted, never fatal).
+* ``data: [DONE]``, comment/ping lines, and undecodable events (counted, never fatal);
+* error events: ``{"error": {...}}`` (OpenAI, vLLM), ``{"error": "...", "error_type"}``
+  (TGI) and the unwrapped ``{"object": "error", "message"}`` (vLLM < 0.10.2, SGLang).
 
 Timings use a monotonic nanosecond clock (``time.perf_counter_ns`` by default) from the
 moment the request was sent (``start_ns``). Definitions follow vLLM's
@@ -343,6 +345,13 @@ class ChatStreamAssembler:
         if isinstance(payload, dict) and "error" in payload and "choices" not in payload:
             err = payload["error"]
             self._error = str(err.get("message", err)) if isinstance(err, dict) else str(err)
+            return
+        if (
+            isinstance(payload, dict)
+            and payload.get("object") == "error"
+            and "choices" not in payload
+        ):  # vLLM < 0.10.2 / SGLang ErrorResponse, not wrapped in {"error": ...}
+            self._error = str(payload.get("message", payload))
             return
         if _fast_path_ok(payload) and self._apply_plain_chunk(payload, now):
             return

@@ -316,6 +316,17 @@ def test_the_assembler_reads_the_dialect(d: Dialect) -> None:
     )
 
 
+def test_an_unwrapped_error_response_event_is_an_error() -> None:
+    """vLLM < 0.10.2 and SGLang model their ErrorResponse with the message at the top
+    level (``object: error``); sent as a stream event it must not read as an empty chunk."""
+    event = {"object": "error", "message": "boom", "type": "BadRequestError", "code": 400}
+    asm = ChatStreamAssembler(start_ns=0)
+    asm.feed(b"data: " + orjson.dumps(event) + b"\n\ndata: [DONE]\n\n", now_ns=1)
+    result = asm.finish(now_ns=2)
+    assert result.error_message == "boom"
+    assert result.done_seen
+
+
 # ------------------------------------------------------------------ capture side
 
 
