@@ -7,7 +7,9 @@ body bytes a real server (vLLM, SGLang, TGI, llama-cpp-python, Ollama) sends. Th
 * to :class:`~shadoweval.llm_protocol.ChatStreamAssembler` /
   :func:`~shadoweval.llm_protocol.parse_completion_body`, whole and cut into 7-byte reads
   (the result must not depend on where reads fall);
-* to :class:`capture.response_assembly.ResponseAssembler` as a recorded capture;
+* to :class:`capture.response_assembly.ResponseAssembler` as a recorded capture, and end to
+  end through the real capture proxy (a uvicorn upstream serving the bytes, the client
+  must receive them unchanged, the builder must record the expected response);
 * to :class:`replay.client.CandidateClient` twice: through an ``httpx.MockTransport`` (a
   broken stream raises httpx's own ``RemoteProtocolError``, as httpcore does on a cut
   chunked body) and through the default HTTP/1.1 pool against a local socket server that
@@ -31,26 +33,31 @@ import httpx
 import orjson
 import pytest
 import yaml
+from starlette.types import Receive, Scope, Send
 
+from capture.builder import ExchangeBuilder
 from capture.raw import RawCapture
 from capture.response_assembly import ResponseAssembler, error_text
 from replay.client import CandidateClient, ReplayResult
 from replay.rewrite import ReplayRequest
 from shadoweval.body_redaction import BodyRedactor, RedactionHits
-from shadoweval.config import BodyRedactionSettings
+from shadoweval.config import BodyRedactionSettings, CaptureSettings
 from shadoweval.llm_protocol import ChatStreamAssembler, parse_completion_body
 from shadoweval.llm_protocol.assembler import AssembledResponse
 from shadoweval.llm_protocol.finish_reason import normalize_finish_reason
 from shadoweval.records import (
     ExchangeOutcome,
     HeaderPair,
+    ModelIdentity,
     ResponseRecord,
     ToolCall,
     Usage,
     UsageSource,
     utc_now,
 )
+from tests.capture.upstreams import ProxyHarness, ServerThread, running_proxy
 
+LIVE = ModelIdentity(name="live-model", weights_hash="sha256:w")
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "dialects"
 SERVERS = ("vllm", "sglang", "tgi", "llama_cpp", "ollama")
 FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "abort", "unknown")
@@ -367,6 +374,70 @@ def test_the_capture_records_the_dialect(d: Dialect) -> None:
     else:
         assert parts.response.error_message is not None
         assert d.expect["error_contains"] in parts.response.error_message
+
+
+BY_NAME = {d.name: d for d in DIALECTS}
+DIALECT_HEADER = "x-dialect-fixture"
+
+
+async def dialect_upstream(scope: Scope, receive: Receive, send: Send) -> None:
+    """An ASGI upstream answering with the fixture named by :data:`DIALECT_HEADER`, in
+    :data:`WIRE_PIECE_BYTES` pieces; a broken fixture returns before the end of its body
+    (uvicorn then closes the connection mid-body)."""
+    if scope["type"] != "http":
+        return
+    while (await receive()).get("more_body", False):
+        pass
+    name = dict(scope["headers"])[DIALECT_HEADER.encode()].decode()
+    d = BY_NAME[name]
+    headers = [(k.lower().encode(), v.encode()) for k, v in d.headers]
+    await send({"type": "http.response.start", "status": d.status, "headers": headers})
+    for piece in pieces(d.body, WIRE_PIECE_BYTES):
+        await send({"type": "http.response.body", "body": piece, "more_body": True})
+    if not d.broken:
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+@pytest.fixture(scope="module")
+def proxy() -> Iterator[ProxyHarness]:
+    with (
+        ServerThread(dialect_upstream, log_level="critical") as upstream,
+        running_proxy(upstream.url) as harness,
+    ):
+        yield harness
+
+
+@pytest.mark.parametrize("d", dialect_params())
+def test_the_capture_proxy_passes_and_records_the_dialect(d: Dialect, proxy: ProxyHarness) -> None:
+    before = len(proxy.collector.captures)
+    received: list[bytes] = []
+    broke = False
+    with httpx.Client(base_url=proxy.url, timeout=60.0) as client:
+        headers = {"content-type": "application/json", DIALECT_HEADER: d.name}
+        body = orjson.dumps(d.request["body"])
+        with client.stream("POST", d.request["path"], content=body, headers=headers) as response:
+            assert response.status_code == d.status
+            try:
+                for piece in response.iter_raw():
+                    received.append(piece)
+            except httpx.RemoteProtocolError:
+                broke = True
+    assert broke is d.broken
+    assert b"".join(received) == d.body  # the live path passes every byte unchanged
+    raw = proxy.collector.wait(before + 1)[before]
+    built = ExchangeBuilder(CaptureSettings(), LIVE, "sidecar:dialects").build(raw)
+    record = orjson.loads(built.built.payload)
+    check_record(ResponseRecord.model_validate(record["response"]), d)
+    if d.expect["error_kind"] is None:
+        assert built.outcome is ExchangeOutcome.DONE
+        assert record["response"]["error_message"] is None
+    else:
+        message = record["response"]["error_message"]
+        if d.broken:
+            assert built.outcome is ExchangeOutcome.ERROR
+            assert "upstream failed mid-response" in message
+        else:
+            assert d.expect["error_contains"] in message
 
 
 # ------------------------------------------------------------------ replay client
