@@ -12,7 +12,8 @@ stream (or a legacy ``/v1/completions`` ``text_completion`` stream, whose choice
 * raw and normalized ``finish_reason``;
 * ``data: [DONE]``, comment/ping lines, and undecodable events (counted, never fatal);
 * error events: ``{"error": {...}}`` (OpenAI, vLLM), ``{"error": "...", "error_type"}``
-  (TGI) and the unwrapped ``{"object": "error", "message"}`` (vLLM < 0.10.2, SGLang).
+  (TGI), the unwrapped ``{"object": "error", "message"}`` (vLLM < 0.10.2, SGLang) and
+  llama.cpp ``llama-server``'s ``error: {...}`` SSE field (:class:`~.sse.SSEEvent` ``error``).
 
 Timings use a monotonic nanosecond clock (``time.perf_counter_ns`` by default) from the
 moment the request was sent (``start_ns``). Definitions follow vLLM's
@@ -313,6 +314,8 @@ class ChatStreamAssembler:
         if self._first_byte_ns is None:
             self._first_byte_ns = now
         for event in self._sse.feed(data):
+            if event.error is not None:
+                self._on_error_field(event.error)
             self._on_event(event.data, now)
 
     def finish(self, now_ns: int | None = None) -> AssembledResponse:
@@ -321,6 +324,8 @@ class ChatStreamAssembler:
             return self._finished
         now = self._clock() if now_ns is None else now_ns
         for event in self._sse.close():
+            if event.error is not None:
+                self._on_error_field(event.error)
             self._on_event(event.data, now)
         self._finished = self._result()
         return self._finished
@@ -329,6 +334,24 @@ class ChatStreamAssembler:
 
     def _ms(self, ns: int | None) -> float | None:
         return None if ns is None else (ns - self._start_ns) / 1e6
+
+    def _on_error_field(self, text: str) -> None:
+        """An ``error:`` SSE field (llama.cpp ``llama-server``): its JSON ``message`` (or
+        ``error.message``), else the text itself, becomes the stream's error."""
+        try:
+            payload = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            payload = None
+        message: object = text
+        if isinstance(payload, dict):
+            inner = payload.get("error")
+            if isinstance(inner, dict):
+                payload = inner
+            elif isinstance(inner, str):
+                message = inner
+            if isinstance(payload, dict) and isinstance(payload.get("message"), str):
+                message = payload["message"]
+        self._error = str(message)
 
     def _on_event(self, data: str, now: int) -> None:
         if data == "":

@@ -269,7 +269,7 @@ def test_streamed_fixtures_are_raw_sse() -> None:
     """Stream bodies are SSE as sent: data lines and blank-line separators."""
     for d in DIALECTS:
         if d.streamed_body:
-            assert d.body.startswith((b"data:", b":")), d.name
+            assert d.body.startswith((b"data:", b":", b"error:")), d.name
             assert b"\n\n" in d.body, d.name
             assert d.expect["streamed"], d.name
 
