@@ -486,8 +486,16 @@ class ChatStreamAssembler:
         for fragment in delta.tool_calls or ():
             index = fragment.index
             if index is None:
-                # No index: a fragment with a new id starts a call, else it continues the last.
-                if fragment.id is not None or buf.last_tool_index is None:
+                # No index: a fragment with a new id starts a call, one repeating a known id
+                # (llama.cpp-style servers repeat it on every fragment) continues that call,
+                # one with no id continues the last.
+                known = next(
+                    (i for i, t in buf.tools.items() if fragment.id and t.id == fragment.id),
+                    None,
+                )
+                if known is not None:
+                    index = known
+                elif fragment.id is not None or buf.last_tool_index is None:
                     index = len(buf.tools)
                 else:
                     index = buf.last_tool_index

@@ -376,3 +376,20 @@ def test_an_error_field_is_kept_apart_from_data_and_split_anywhere():
     asm = ChatStreamAssembler(start_ns=0)
     asm.feed(raw, now_ns=1)
     assert asm.finish(now_ns=2).error_message == "too long"
+
+
+def test_tool_fragments_without_index_repeating_their_id_stay_one_call():
+    """A server that repeats the call id (and name) on every fragment but sends no index:
+    one call, the name kept once, the arguments joined."""
+    events = [
+        chunk(
+            {
+                "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "f", "arguments": part}}
+                ]
+            }
+        )
+        for part in ('{"a"', ": 1", "}")
+    ]
+    r = assemble_split(sse(*events, chunk({}, finish="tool_calls")), [])
+    assert [(t.id, t.name, t.arguments) for t in r.tool_calls] == [("c1", "f", '{"a": 1}')]
