@@ -552,8 +552,8 @@ def _decode_all(decoder: BodyDecoder | None, body: bytes) -> bytes:
 
 def _error_message(body: str) -> str:
     """The message of an HTTP error body, in each model server's shape: OpenAI
-    ``{"error": {"message"}}`` (llama-cpp-python, Ollama, vLLM >= 0.10.2), TGI's
-    ``{"error": "...", "error_type"}``, vLLM < 0.10.2 / SGLang ``{"object": "error",
+    ``{"error": {"message"}}`` (llama-cpp-python, Ollama, recent vLLM), TGI's
+    ``{"error": "...", "error_type"}``, older vLLM / SGLang ``{"object": "error",
     "message"}``, FastAPI's ``{"detail"}``; else the body's text (cut to 200 characters).
     """
     import orjson

@@ -12,7 +12,7 @@ stream (or a legacy ``/v1/completions`` ``text_completion`` stream, whose choice
 * raw and normalized ``finish_reason``;
 * ``data: [DONE]``, comment/ping lines, and undecodable events (counted, never fatal);
 * error events: ``{"error": {...}}`` (OpenAI, vLLM), ``{"error": "...", "error_type"}``
-  (TGI), the unwrapped ``{"object": "error", "message"}`` (vLLM < 0.10.2, SGLang) and
+  (TGI), the unwrapped ``{"object": "error", "message"}`` (older vLLM, SGLang) and
   llama.cpp ``llama-server``'s ``error: {...}`` SSE field (:class:`~.sse.SSEEvent` ``error``).
 
 Timings use a monotonic nanosecond clock (``time.perf_counter_ns`` by default) from the
@@ -373,7 +373,7 @@ class ChatStreamAssembler:
             isinstance(payload, dict)
             and payload.get("object") == "error"
             and "choices" not in payload
-        ):  # vLLM < 0.10.2 / SGLang ErrorResponse, not wrapped in {"error": ...}
+        ):  # older vLLM / SGLang ErrorResponse, not wrapped in {"error": ...}
             self._error = str(payload.get("message", payload))
             return
         if _fast_path_ok(payload) and self._apply_plain_chunk(payload, now):

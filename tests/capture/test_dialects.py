@@ -326,7 +326,7 @@ def test_the_assembler_reads_the_dialect(d: Dialect) -> None:
 
 
 def test_an_unwrapped_error_response_event_is_an_error() -> None:
-    """vLLM < 0.10.2 and SGLang model their ErrorResponse with the message at the top
+    """Older vLLM releases and SGLang model their ErrorResponse with the message at the top
     level (``object: error``); sent as a stream event it must not read as an empty chunk."""
     event = {"object": "error", "message": "boom", "type": "BadRequestError", "code": 400}
     asm = ChatStreamAssembler(start_ns=0)
