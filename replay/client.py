@@ -551,14 +551,27 @@ def _decode_all(decoder: BodyDecoder | None, body: bytes) -> bytes:
 
 
 def _error_message(body: str) -> str:
+    """The message of an HTTP error body, in each model server's shape: OpenAI
+    ``{"error": {"message"}}`` (llama-cpp-python, Ollama, recent vLLM), TGI's
+    ``{"error": "...", "error_type"}``, older vLLM / SGLang ``{"object": "error",
+    "message"}``, FastAPI's ``{"detail"}``; else the body's text (cut to 200 characters).
+    """
     import orjson
 
     try:
         payload = orjson.loads(body)
     except orjson.JSONDecodeError:
         return " ".join(body.split())[:200] or "(empty body)"
-    if isinstance(payload, dict) and isinstance(payload.get("error"), dict):
-        return str(payload["error"].get("message", payload["error"]))[:500]
+    if isinstance(payload, dict):
+        err = payload.get("error")
+        if isinstance(err, dict):
+            return str(err.get("message", err))[:500]
+        if isinstance(err, str) and err:
+            return err[:500]
+        for key in ("message", "detail"):
+            value = payload.get(key)
+            if isinstance(value, str) and value:
+                return value[:500]
     return body[:200]
 
 

@@ -10,7 +10,10 @@ stream (or a legacy ``/v1/completions`` ``text_completion`` stream, whose choice
 * the *last* usage seen (vLLM ``continuous_usage_stats`` sends cumulative usage on every
   chunk: take the last, never sum), including a final usage-only chunk with ``choices: []``;
 * raw and normalized ``finish_reason``;
-* ``data: [DONE]``, comment/ping lines, and undecodable events (counted, never fatal).
+* ``data: [DONE]``, comment/ping lines, and undecodable events (counted, never fatal);
+* error events: ``{"error": {...}}`` (OpenAI, vLLM), ``{"error": "...", "error_type"}``
+  (TGI), the unwrapped ``{"object": "error", "message"}`` (older vLLM, SGLang) and
+  llama.cpp ``llama-server``'s ``error: {...}`` SSE field (:class:`~.sse.SSEEvent` ``error``).
 
 Timings use a monotonic nanosecond clock (``time.perf_counter_ns`` by default) from the
 moment the request was sent (``start_ns``). Definitions follow vLLM's
@@ -311,6 +314,8 @@ class ChatStreamAssembler:
         if self._first_byte_ns is None:
             self._first_byte_ns = now
         for event in self._sse.feed(data):
+            if event.error is not None:
+                self._on_error_field(event.error)
             self._on_event(event.data, now)
 
     def finish(self, now_ns: int | None = None) -> AssembledResponse:
@@ -319,6 +324,8 @@ class ChatStreamAssembler:
             return self._finished
         now = self._clock() if now_ns is None else now_ns
         for event in self._sse.close():
+            if event.error is not None:
+                self._on_error_field(event.error)
             self._on_event(event.data, now)
         self._finished = self._result()
         return self._finished
@@ -327,6 +334,24 @@ class ChatStreamAssembler:
 
     def _ms(self, ns: int | None) -> float | None:
         return None if ns is None else (ns - self._start_ns) / 1e6
+
+    def _on_error_field(self, text: str) -> None:
+        """An ``error:`` SSE field (llama.cpp ``llama-server``): its JSON ``message`` (or
+        ``error.message``), else the text itself, becomes the stream's error."""
+        try:
+            payload = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            payload = None
+        message: object = text
+        if isinstance(payload, dict):
+            inner = payload.get("error")
+            if isinstance(inner, dict):
+                payload = inner
+            elif isinstance(inner, str):
+                message = inner
+            if isinstance(payload, dict) and isinstance(payload.get("message"), str):
+                message = payload["message"]
+        self._error = str(message)
 
     def _on_event(self, data: str, now: int) -> None:
         if data == "":
@@ -343,6 +368,13 @@ class ChatStreamAssembler:
         if isinstance(payload, dict) and "error" in payload and "choices" not in payload:
             err = payload["error"]
             self._error = str(err.get("message", err)) if isinstance(err, dict) else str(err)
+            return
+        if (
+            isinstance(payload, dict)
+            and payload.get("object") == "error"
+            and "choices" not in payload
+        ):  # older vLLM / SGLang ErrorResponse, not wrapped in {"error": ...}
+            self._error = str(payload.get("message", payload))
             return
         if _fast_path_ok(payload) and self._apply_plain_chunk(payload, now):
             return
@@ -447,18 +479,23 @@ class ChatStreamAssembler:
                 buf.content.append(text)
                 bearing = True
         visible = bearing
-        reasoning = delta.reasoning_content
-        if reasoning is None and delta.model_extra:
-            extra_reasoning = delta.model_extra.get("reasoning")
-            reasoning = extra_reasoning if isinstance(extra_reasoning, str) else None
+        reasoning = delta.reasoning()
         if reasoning:
             buf.reasoning.append(reasoning)
             bearing = True
         for fragment in delta.tool_calls or ():
             index = fragment.index
             if index is None:
-                # No index: a fragment with a new id starts a call, else it continues the last.
-                if fragment.id is not None or buf.last_tool_index is None:
+                # No index: a fragment with a new id starts a call, one repeating a known id
+                # (llama.cpp-style servers repeat it on every fragment) continues that call,
+                # one with no id continues the last.
+                known = next(
+                    (i for i, t in buf.tools.items() if fragment.id and t.id == fragment.id),
+                    None,
+                )
+                if known is not None:
+                    index = known
+                elif fragment.id is not None or buf.last_tool_index is None:
                     index = len(buf.tools)
                 else:
                     index = buf.last_tool_index
@@ -573,7 +610,7 @@ def parse_completion_body(
         text = msg.text() if msg.content is not None else ("" if tools else None)
     return AssembledResponse(
         text=text,
-        reasoning_text=msg.reasoning_content,
+        reasoning_text=msg.reasoning(),
         tool_calls=tools,
         finish_reason_raw=first.finish_reason,
         usage=usage_from_model(resp.usage),

@@ -17,7 +17,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, model_validator
+import orjson
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 logger = logging.getLogger(__name__)
 
@@ -70,10 +71,25 @@ class OpenAIModel(BaseModel):
 
 
 class FunctionCall(OpenAIModel):
-    """``{"name": ..., "arguments": "<json string>"}``; both optional in stream deltas."""
+    """``{"name": ..., "arguments": "<json string>"}``; both optional in stream deltas.
+
+    ``arguments`` sent as a JSON value instead of a string (TGI's Messages API up to 3.0,
+    huggingface/text-generation-inference#2461; llama.cpp's server in
+    ggml-org/llama.cpp#20198) is kept as its compact JSON text, so the call is not lost.
+    """
 
     name: str | None = None
     arguments: str | None = None
+
+    @field_validator("arguments", mode="before")
+    @classmethod
+    def _arguments_as_text(cls, value: Any) -> Any:
+        if value is None or isinstance(value, str):
+            return value
+        try:
+            return orjson.dumps(value).decode()
+        except TypeError:
+            return value  # not JSON-serializable: let validation report it
 
 
 class ToolCallModel(OpenAIModel):
@@ -94,6 +110,15 @@ class ChatMessage(OpenAIModel):
     tool_calls: list[ToolCallModel] | None = None
     tool_call_id: str | None = None
     reasoning_content: str | None = None
+
+    def reasoning(self) -> str | None:
+        """The reasoning text: ``reasoning_content`` (DeepSeek, SGLang, vLLM < 0.11) or,
+        when absent, ``reasoning`` (vLLM >= 0.11, Ollama's OpenAI compatibility,
+        OpenRouter); ``None`` when the message carries neither as a string."""
+        if self.reasoning_content is not None:
+            return self.reasoning_content
+        other = (self.model_extra or {}).get("reasoning")
+        return other if isinstance(other, str) else None
 
     def text(self) -> str:
         """Return the message's text: the string content, or its text parts joined."""

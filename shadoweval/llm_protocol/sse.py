@@ -8,7 +8,10 @@ are replaced), buffers to event boundaries and yields complete events.
 Framing follows the WHATWG HTML "server-sent events" parsing rules: lines end in CRLF,
 LF or CR (a CR at the end of one read may be followed by LF in the next); a blank line
 dispatches the event; ``:`` lines are comments (keep-alive pings); ``data`` fields of one
-event are joined with ``\\n``; one leading space after the colon is dropped. vLLM's
+event are joined with ``\\n``; one leading space after the colon is dropped. One field
+outside the standard is kept: ``error:`` lines, which llama.cpp's ``llama-server`` sends for
+an error inside a stream (``server_sent_event(sink, "error", ...)`` in
+tools/server/server.cpp) and which a standard reader would drop. vLLM's
 benchmark client uses the same buffer-to-boundary approach
 (vllm/benchmarks/lib/endpoint_request_func.py).
 """
@@ -26,12 +29,14 @@ _EOL = re.compile(r"\r\n|\r|\n")
 
 @dataclass(frozen=True, slots=True)
 class SSEEvent:
-    """One dispatched event: ``data`` joined from its data lines, ``event`` name if any."""
+    """One dispatched event: ``data`` joined from its data lines, ``event`` name if any,
+    ``error`` joined from its ``error:`` lines (llama.cpp's non-standard field), if any."""
 
     data: str
     event: str | None = None
     id: str | None = None
     retry_ms: int | None = None
+    error: str | None = None
 
 
 @dataclass(slots=True)
@@ -49,6 +54,7 @@ class SSEDecoder:
     )
     _pending: str = ""
     _data: list[str] = field(default_factory=list)
+    _error: list[str] = field(default_factory=list)
     _event: str | None = None
     _id: str | None = None
     _retry: int | None = None
@@ -100,6 +106,8 @@ class SSEDecoder:
         self._has_field = True
         if name == "data":
             self._data.append(value)
+        elif name == "error":
+            self._error.append(value)
         elif name == "event":
             self._event = value
         elif name == "id":
@@ -109,8 +117,10 @@ class SSEDecoder:
         return None
 
     def _dispatch(self) -> SSEEvent:
-        event = SSEEvent("\n".join(self._data), self._event, self._id, self._retry)
+        error = "\n".join(self._error) if self._error else None
+        event = SSEEvent("\n".join(self._data), self._event, self._id, self._retry, error)
         self._data = []
+        self._error = []
         self._event = None
         self._retry = None
         self._has_field = False

@@ -359,3 +359,37 @@ def test_non_streamed_body():
     assert r.ttft_ms is None
     assert r.e2e_ms == 9.0
     assert not r.streamed
+
+
+def test_an_error_field_is_kept_apart_from_data_and_split_anywhere():
+    """llama.cpp's llama-server sends a stream error as an ``error:`` field (not
+    ``data:``); it is kept on the event, whatever the read boundaries."""
+    raw = b'data: {"a": 1}\n\nerror: {"code": 400, "message": "too long"}\n\ndata: [DONE]\n\n'
+    for cut in range(1, len(raw)):
+        dec = SSEDecoder()
+        events = dec.feed(raw[:cut]) + dec.feed(raw[cut:]) + dec.close()
+        assert [(e.data, e.error) for e in events] == [
+            ('{"a": 1}', None),
+            ("", '{"code": 400, "message": "too long"}'),
+            ("[DONE]", None),
+        ]
+    asm = ChatStreamAssembler(start_ns=0)
+    asm.feed(raw, now_ns=1)
+    assert asm.finish(now_ns=2).error_message == "too long"
+
+
+def test_tool_fragments_without_index_repeating_their_id_stay_one_call():
+    """A server that repeats the call id (and name) on every fragment but sends no index:
+    one call, the name kept once, the arguments joined."""
+    events = [
+        chunk(
+            {
+                "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "f", "arguments": part}}
+                ]
+            }
+        )
+        for part in ('{"a"', ": 1", "}")
+    ]
+    r = assemble_split(sse(*events, chunk({}, finish="tool_calls")), [])
+    assert [(t.id, t.name, t.arguments) for t in r.tool_calls] == [("c1", "f", '{"a": 1}')]
