@@ -114,6 +114,33 @@ def test_otel_spans_that_are_not_imported_are_kept_with_a_reason() -> None:
     assert "RateLimitError" in by_span["eee19b7ec3c1b177"].detail
 
 
+def test_otel_message_events_without_bodies_are_no_content(tmp_path: Path) -> None:
+    """Content capture off: the instrumentation still emits the events, with no content."""
+    span = {
+        "spanId": "00f067aa0ba902b7",
+        "name": "chat gpt-4o-mini",
+        "startTimeUnixNano": "1733220000000000000",
+        "endTimeUnixNano": "1733220000500000000",
+        "attributes": [
+            {"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
+            {"key": "gen_ai.request.model", "value": {"stringValue": "gpt-4o-mini"}},
+        ],
+        "events": [
+            {"name": "gen_ai.user.message", "attributes": []},
+            {"name": "gen_ai.choice", "attributes": [
+                {"key": "index", "value": {"intValue": "0"}},
+                {"key": "finish_reason", "value": {"stringValue": "stop"}},
+            ]},
+        ],
+    }  # fmt: skip
+    export = {"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}
+    path = tmp_path / "spans.json"
+    path.write_bytes(orjson.dumps(export))
+    result = load_recorded_rows(path, preset="otel_genai")
+    assert result.rows == []
+    assert [r.reason for r in result.rejected] == ["no_content"]
+
+
 # ------------------------------------- otel_genai: gen_ai.input/output.messages
 
 

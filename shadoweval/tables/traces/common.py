@@ -162,7 +162,8 @@ def chat_messages(value: Any, field: str) -> list[dict[str, Any]]:
     ``tool_calls`` and a tool message ``tool_call_id``).
 
     Raises:
-        RowRejected: ``no_content`` (null or empty), ``bad_messages`` (wrong shape).
+        RowRejected: ``no_content`` (null, empty, or messages without any text or tool
+            call), ``bad_messages`` (wrong shape).
     """
     value = maybe_json(value)
     if value is None or value == "" or value == []:
@@ -172,10 +173,15 @@ def chat_messages(value: Any, field: str) -> list[dict[str, Any]]:
     elif isinstance(value, dict) and isinstance(value.get("role"), str):
         value = [value]
     try:
-        return messages_cell(value, field)
+        messages = messages_cell(value, field)
     except RowRejected as exc:
         reason = exc.reason if exc.reason != "missing_prompt" else "no_content"
         raise RowRejected(reason, exc.detail) from None
+    if not any(m.get("content") or m.get("tool_calls") for m in messages):
+        # the instrumentations still emit the message events, with empty bodies, when
+        # content capture is off: roles without any text are no prompt
+        raise RowRejected("no_content", f"{field}: the messages carry no content")
+    return messages
 
 
 def message_output(message: Any, field: str) -> tuple[str | None, tuple[ToolCall, ...]]:
