@@ -300,3 +300,19 @@ def test_cli_import_then_replay_run_reads_the_capture_log(
     assert counts["run_id"] == "traces"
     assert counts["lines_read"] == 4
     assert sum(counts["sent"].values()) == 4
+
+
+def test_redact_applies_the_capture_rules_to_a_table_import_too(tmp_path: Path) -> None:
+    table = tmp_path / "table.jsonl"
+    table.write_text(
+        '{"prompt": "mail me at kim@example.com", "answer": "ok", "model": "m"}\n',
+        encoding="utf-8",
+    )
+    common = ("--input", table, "--prompt-col", "prompt", "--output-col", "answer",
+              "--model-col", "model")  # fmt: skip
+    plain = cli("import", *common, "--out", tmp_path / "plain")
+    redacted = cli("import", *common, "--out", tmp_path / "redacted", "--redact")
+    assert plain.exit_code == redacted.exit_code == 0
+    assert "kim@example.com" in written_text(tmp_path / "plain")  # a table: as published
+    assert "kim@example.com" not in written_text(tmp_path / "redacted")
+    assert "[REDACTED:email]" in written_text(tmp_path / "redacted")

@@ -7,6 +7,7 @@ LiteLLM's ``StandardLoggingPayload``); none is a copy of ``/work/shared/data``.
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 import orjson
@@ -325,3 +326,51 @@ def test_finish_reason_of_trace_rows_normalizes() -> None:
 
     row = load("otel_genai", "otel_events.json").rows[0]
     assert normalize_finish_reason(row.finish_reason) is FinishReason.STOP
+
+
+def test_otel_span_events_with_the_body_as_json_in_gen_ai_event_content(tmp_path: Path) -> None:
+    """The form of instrumentations that put the whole event body in one attribute."""
+
+    def event(name: str, body: dict[str, object]) -> dict[str, object]:
+        content = {"stringValue": orjson.dumps(body).decode()}
+        return {"name": name, "attributes": [{"key": "gen_ai.event.content", "value": content}]}
+
+    span = {
+        "spanId": "00f067aa0ba902b8",
+        "name": "chat gpt-4o",
+        "startTimeUnixNano": 1733220000000000000,
+        "endTimeUnixNano": 1733220000250000000,
+        "attributes": [
+            {"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
+            {"key": "gen_ai.request.model", "value": {"stringValue": "gpt-4o"}},
+        ],
+        "events": [
+            event("gen_ai.user.message", {"role": "user", "content": "2+2?"}),
+            event("gen_ai.choice", {"index": 0, "finish_reason": "stop",
+                                    "message": {"role": "assistant", "content": "4"}}),
+        ],
+    }  # fmt: skip
+    path = tmp_path / "spans.json.gz"
+    path.write_bytes(
+        gzip.compress(orjson.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}))
+    )
+    (row,) = load_recorded_rows(path, preset="otel_genai").rows
+    assert row.messages == [{"role": "user", "content": "2+2?"}]
+    assert row.output_text == "4"
+    assert row.latency_ms == 250.0  # numeric nanoseconds accepted too
+
+
+def test_langfuse_end_before_start_is_rejected_naming_the_field(tmp_path: Path) -> None:
+    record = {
+        "id": "obs-1",
+        "type": "GENERATION",
+        "startTime": "2024-12-03T09:15:02.000Z",
+        "endTime": "2024-12-03T09:15:01.000Z",
+        "input": "hi",
+        "output": "hello",
+    }
+    path = tmp_path / "observations.jsonl"
+    path.write_bytes(orjson.dumps(record) + b"\n")
+    (rejected,) = load_recorded_rows(path, preset="langfuse").rejected
+    assert rejected.reason == "bad_timing"
+    assert "endTime" in rejected.detail
