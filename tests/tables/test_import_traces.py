@@ -374,3 +374,68 @@ def test_langfuse_end_before_start_is_rejected_naming_the_field(tmp_path: Path) 
     (rejected,) = load_recorded_rows(path, preset="langfuse").rejected
     assert rejected.reason == "bad_timing"
     assert "endTime" in rejected.detail
+
+
+def test_malformed_otlp_structure_is_reported_not_dropped(tmp_path: Path) -> None:
+    path = tmp_path / "spans.jsonl"
+    lines = [
+        {"resourceSpans": "oops"},
+        {"resourceSpans": [{"scopeSpans": [{"spans": [7]}]}]},
+        {"resourceLogs": [{"scopeLogs": 3}]},
+    ]
+    path.write_bytes(b"\n".join(orjson.dumps(line) for line in lines))
+    result = load_recorded_rows(path, preset="otel_genai")
+    assert result.rows == []
+    assert [r.reason for r in result.rejected] == ["not_otlp", "not_otlp", "not_otlp"]
+
+
+_MUTATIONS: list[object] = [None, 1, -3, 2.5, "x", "", "[1", [], {}, [1], {"a": 1}, True]
+
+
+def _paths(value: object, path: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    out = [path]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            out += _paths(item, (*path, key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            out += _paths(item, (*path, i))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("preset", "name"),
+    [
+        ("otel_genai", "otel_events.json"),
+        ("langfuse", "langfuse_observations.json"),
+        ("litellm", "litellm.jsonl"),
+    ],
+)
+def test_any_malformed_record_is_a_row_or_a_rejection_never_a_crash(
+    preset: str, name: str, tmp_path: Path
+) -> None:
+    """Seeded mutations of the fixtures: a value anywhere replaced by one of another type."""
+    import copy
+    import random
+
+    text = (FIXTURES / name).read_bytes()
+    if name.endswith(".jsonl"):
+        base: list[object] = [
+            orjson.loads(line) for line in text.splitlines() if line.strip()[-1:] == b"}"
+        ]
+    else:
+        base = [orjson.loads(text)]
+    rng = random.Random(7)
+    for attempt in range(150):
+        documents = copy.deepcopy(base)
+        target = rng.randrange(len(documents))
+        path = rng.choice(_paths(documents[target]))
+        if path:
+            parent: object = documents[target]
+            for step in path[:-1]:
+                parent = parent[step]  # type: ignore[index]
+            parent[path[-1]] = copy.deepcopy(rng.choice(_MUTATIONS))  # type: ignore[index]
+        file = tmp_path / f"mutated{attempt}.jsonl"
+        file.write_bytes(b"\n".join(orjson.dumps(d) for d in documents))
+        result = load_recorded_rows(file, preset=preset)
+        assert "unprocessable" not in result.rejected_by_reason(), (path, result.rejected)

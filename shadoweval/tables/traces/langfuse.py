@@ -221,4 +221,7 @@ def load_langfuse(path: Path, prompts: Path | None, fmt: TableFormat | None) -> 
                     collected.add(_observation_row(record, trace, location))
                 except RowRejected as exc:
                     collected.reject(location, exc.reason, exc.detail, dict(record))
+                except Exception as exc:  # whatever a record holds, it is kept, not a crash
+                    detail = f"cannot be mapped: {type(exc).__name__}: {exc}"
+                    collected.reject(location, "unprocessable", detail, dict(record))
     return collected.result()

@@ -187,4 +187,7 @@ def load_litellm(path: Path, prompts: Path | None, fmt: TableFormat | None) -> L
                     collected.add(_payload_row(record, location))
                 except RowRejected as exc:
                     collected.reject(location, exc.reason, exc.detail, dict(record))
+                except Exception as exc:  # whatever a record holds, it is kept, not a crash
+                    detail = f"cannot be mapped: {type(exc).__name__}: {exc}"
+                    collected.reject(location, "unprocessable", detail, dict(record))
     return collected.result()

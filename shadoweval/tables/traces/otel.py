@@ -138,13 +138,39 @@ def any_value(value: Any) -> Any:
     if "boolValue" in value:
         return bool(value["boolValue"])
     if "arrayValue" in value:
-        items = (value["arrayValue"] or {}).get("values") or []
-        return [any_value(item) for item in items]
+        items = _get(value["arrayValue"], "values")
+        return [any_value(item) for item in items] if isinstance(items, list) else None
     if "kvlistValue" in value:
-        return attributes((value["kvlistValue"] or {}).get("values"))
+        return attributes(_get(value["kvlistValue"], "values"))
     if "bytesValue" in value:
         return value["bytesValue"]
     return None if not value else dict(value)
+
+
+def _get(parent: Any, key: str) -> Any:
+    """``parent[key]`` of an object, ``None`` for anything else."""
+    return parent.get(key) if isinstance(parent, Mapping) else None
+
+
+class _Problems:
+    """Parts of an export that are not OTLP's shape, each reported as ``not_otlp``."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, str, Any]] = []
+
+    def children(self, parent: Any, key: str, location: str) -> list[Any]:
+        """``parent[key]`` when it is a list; a missing key is no children; any other
+        shape (the parent not an object, the value not a list) is a problem."""
+        if not isinstance(parent, Mapping):
+            self.items.append((location, f"expected an object holding {key!r}", parent))
+            return []
+        value = parent.get(key)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            self.items.append((location, f"{key!r} is not a list", dict(parent)))
+            return []
+        return value
 
 
 def attributes(pairs: Any) -> dict[str, Any]:
@@ -405,7 +431,10 @@ def _span_row(
     if status.get("code") in _STATUS_ERROR or attrs.get("error.type") is not None:
         detail = label(attrs.get("error.type")) or label(status.get("message")) or "status ERROR"
         raise RowRejected("failed_call", f"span ended in an error: {detail}")
-    for event in span.get("events") or []:
+    span_events = span.get("events")
+    if span_events is not None and not isinstance(span_events, list):
+        raise RowRejected("not_otlp", "the span's events is not a list")
+    for event in span_events or []:
         if isinstance(event, Mapping) and isinstance(event.get("name"), str):
             name = event["name"]
             if name in MESSAGE_EVENTS or name == CHOICE_EVENT:
@@ -464,21 +493,25 @@ def _span_row(
     )
 
 
-def _log_events(documents: list[Any]) -> dict[str, _Events]:
+def _log_events(documents: list[tuple[str, Any]], problems: _Problems) -> dict[str, _Events]:
     """Content events carried by log records, by span id."""
     by_span: dict[str, _Events] = {}
-    for document in documents:
+    for location, document in documents:
         if not isinstance(document, Mapping):
             continue
-        for resource_logs in document.get("resourceLogs") or []:
-            for scope_logs in (resource_logs or {}).get("scopeLogs") or []:
-                for record in (scope_logs or {}).get("logRecords") or []:
+        for r, resource_logs in enumerate(problems.children(document, "resourceLogs", location)):
+            where = f"{location}/logs{r}"
+            for scope_logs in problems.children(resource_logs, "scopeLogs", where):
+                for record in problems.children(scope_logs, "logRecords", where):
                     if not isinstance(record, Mapping):
+                        problems.items.append((where, "a log record is not an object", record))
                         continue
                     attrs = attributes(record.get("attributes"))
                     name = record.get("eventName") or attrs.get("event.name")
                     sid = span_id(record.get("spanId"))
-                    if sid is None or not (name in MESSAGE_EVENTS or name == CHOICE_EVENT):
+                    if not isinstance(name, str) or sid is None:
+                        continue
+                    if not (name in MESSAGE_EVENTS or name == CHOICE_EVENT):
                         continue
                     body = any_value(record.get("body"))
                     body = maybe_json(body) if isinstance(body, str) else body
@@ -488,7 +521,7 @@ def _log_events(documents: list[Any]) -> dict[str, _Events]:
                         time_ns = unix_nano(record.get("timeUnixNano"), "timeUnixNano")
                     except RowRejected:
                         time_ns = None
-                    by_span.setdefault(sid, _Events()).add(time_ns, str(name), body)
+                    by_span.setdefault(sid, _Events()).add(time_ns, name, body)
     return by_span
 
 
@@ -506,7 +539,8 @@ def load_otel(path: Path, prompts: Path | None, fmt: TableFormat | None) -> Load
     for file in export_files(path):
         collected.files.append(str(file))
         documents = list(read_documents(file))
-        log_events = _log_events([d.value for d in documents])
+        problems = _Problems()
+        log_events = _log_events([(d.location, d.value) for d in documents], problems)
         for document in documents:
             if document.error is not None:
                 collected.reject(document.location, "invalid_json", document.error, document.raw)
@@ -523,12 +557,11 @@ def load_otel(path: Path, prompts: Path | None, fmt: TableFormat | None) -> Load
                 )
                 continue
             position = 0
-            for resource_spans in value.get("resourceSpans") or []:
-                resource = attributes(
-                    ((resource_spans or {}).get("resource") or {}).get("attributes")
-                )
-                for scope_spans in (resource_spans or {}).get("scopeSpans") or []:
-                    for span in (scope_spans or {}).get("spans") or []:
+            where = document.location
+            for resource_spans in problems.children(value, "resourceSpans", where):
+                resource = attributes(_get(_get(resource_spans, "resource"), "attributes"))
+                for scope_spans in problems.children(resource_spans, "scopeSpans", where):
+                    for span in problems.children(scope_spans, "spans", where):
                         location = f"{document.location}/span{position}"
                         position += 1
                         if not isinstance(span, Mapping):
@@ -540,4 +573,9 @@ def load_otel(path: Path, prompts: Path | None, fmt: TableFormat | None) -> Load
                             collected.add(_span_row(span, resource, events, location))
                         except RowRejected as exc:
                             collected.reject(location, exc.reason, exc.detail, dict(span))
+                        except Exception as exc:  # whatever a record holds, it is kept, not a crash
+                            detail = f"cannot be mapped: {type(exc).__name__}: {exc}"
+                            collected.reject(location, "unprocessable", detail, dict(span))
+        for location, detail, raw in problems.items:
+            collected.reject(location, "not_otlp", detail, raw)
     return collected.result()
