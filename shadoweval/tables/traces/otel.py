@@ -268,20 +268,21 @@ def _arguments(value: Any) -> str:
     return "" if value is None else orjson.dumps(value).decode("utf-8")
 
 
-def parts_message(message: Any, field: str) -> dict[str, Any]:
+def parts_messages(message: Any, field: str) -> list[dict[str, Any]]:
     """One ``gen_ai.input.messages`` / ``gen_ai.output.messages`` message (``role``,
-    ``parts``) as an OpenAI chat message.
+    ``parts``) as OpenAI chat messages: one message with the text parts joined and the
+    ``tool_call`` parts as ``tool_calls``, after one ``tool`` message per
+    ``tool_call_response`` part (OpenAI gives each tool result its own message).
 
     Raises:
         RowRejected: ``bad_messages`` (no role or no parts list), ``unsupported_part``
-            (a part that is not text, a tool call or a tool response).
+            (a part that is not text, a tool call, a tool response or reasoning).
     """
     if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
         raise RowRejected("bad_messages", f"{field} has no string role")
     parts = message.get("parts")
     if not isinstance(parts, list):
         raise RowRejected("bad_messages", f"{field} has no parts list")
-    role = message["role"]
     texts: list[str] = []
     calls: list[dict[str, Any]] = []
     responses: list[dict[str, Any]] = []
@@ -310,23 +311,13 @@ def parts_message(message: Any, field: str) -> dict[str, Any]:
                 "unsupported_part", f"{field}.parts[{i}] has type {kind!r}: cannot be replayed"
             )
     if responses and not texts and not calls:
-        if len(responses) == 1:
-            return {**responses[0]}
-        return {"role": "tool", "_many": responses}
-    out: dict[str, Any] = {"role": role, "content": "".join(texts) if texts else None}
+        return responses
+    out: dict[str, Any] = {"role": message["role"], "content": "".join(texts) if texts else None}
     if calls:
         out["tool_calls"] = calls
-    if not texts and not calls:
+    elif not texts:
         out["content"] = ""
-    return out
-
-
-def _flatten(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for message in messages:
-        many = message.get("_many")
-        out.extend(many if isinstance(many, list) else [message])
-    return out
+    return [*responses, out]
 
 
 def _system_message(value: Any) -> dict[str, Any] | None:
@@ -372,14 +363,14 @@ def _prompt_and_answer(
         if not isinstance(raw_input, list):
             raise RowRejected("bad_messages", "gen_ai.input.messages is not a list of messages")
         system = _system_message(attrs.get("gen_ai.system_instructions"))
-        messages = ([system] if system else []) + _flatten(
-            [parts_message(m, f"gen_ai.input.messages[{i}]") for i, m in enumerate(raw_input)]
-        )
+        messages = [system] if system else []
+        for i, item in enumerate(raw_input):
+            messages.extend(parts_messages(item, f"gen_ai.input.messages[{i}]"))
     if raw_output is not None:
         if not isinstance(raw_output, list):
             raise RowRejected("bad_output", "gen_ai.output.messages is not a list of messages")
         if raw_output:
-            answer = parts_message(raw_output[0], "gen_ai.output.messages[0]")
+            answer = parts_messages(raw_output[0], "gen_ai.output.messages[0]")[-1]
             reason = (
                 raw_output[0].get("finish_reason") if isinstance(raw_output[0], Mapping) else None
             )
