@@ -6,6 +6,14 @@ explicit column mapping (:class:`TableSource`, :func:`shadoweval.tables.load_rec
 :func:`import_table` writes its rows as a capture log, as if the sidecar had captured the
 model answering them (:func:`capture.table_import.import_rows`). ``shadow-eval import``
 and the demo import through here; ``shadow-eval mock-llm`` only loads.
+
+Trace presets (``otel_genai``, ``langfuse``, ``litellm``: logs of live traffic) are
+imported as the capture sidecar would have captured that traffic: redacted with the
+configured body rules (``capture.body_redaction``), tagged with the configured task-type
+rules (``capture.task_type_header``, ``capture.task_type_rules``) and with session ids
+stored as hashes salted with ``capture.session_salt``
+(:class:`capture.table_import.CaptureRules`). Benchmark tables and explicit mappings are
+stored as they are unless redaction is asked for (``ImportRequest.redact``).
 """
 
 from __future__ import annotations
@@ -14,10 +22,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from capture.table_import import ImportReport, import_rows
-from shadoweval.tables import LoadResult, TableFormat, TableMapping, load_recorded_rows
+from capture.table_import import CaptureRules, ImportReport, import_rows
+from capture.tagging import TaskTagger
+from shadoweval.body_redaction import BodyRedactor
+from shadoweval.config import load_settings
+from shadoweval.tables import (
+    PRESETS,
+    LoadResult,
+    TableFormat,
+    TableMapping,
+    load_recorded_rows,
+)
 
-__all__ = ["ImportReport", "ImportRequest", "TableSource", "import_table", "load_table"]
+__all__ = [
+    "ImportReport",
+    "ImportRequest",
+    "TableSource",
+    "capture_rules",
+    "import_table",
+    "is_trace_preset",
+    "load_table",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +53,8 @@ class TableSource:
         input: the outputs table: a file (JSON array, JSON Lines, CSV, Parquet) or a
             directory of them.
         mapping: an explicit column mapping; exactly one of ``mapping`` and ``preset``.
-        preset: a built-in mapping (``alpaca_eval``, ``mt_bench``, ``bfcl``).
+        preset: a built-in mapping (``alpaca_eval``, ``mt_bench``, ``bfcl``) or trace
+            format (``otel_genai``, ``langfuse``, ``litellm``).
         prompts: the prompts table joined to the outputs (presets that use one).
         format: force the file format; ``None``: from the file name.
     """
@@ -52,6 +78,9 @@ class ImportRequest:
             invented): ``temperature``, ``top_p``, ``max_tokens`` …; ``None`` values are
             dropped.
         compress: gzip the segments.
+        redact: apply the capture's body redaction; ``None``: on for a trace preset, off
+            for a table (a benchmark's prompts are replayed as published).
+        limit: write at most this many exchanges (``None``: all).
     """
 
     table: TableSource
@@ -59,6 +88,29 @@ class ImportRequest:
     stream: bool = True
     sampling: dict[str, Any] = field(default_factory=dict)
     compress: bool = False
+    redact: bool | None = None
+    limit: int | None = None
+
+
+def is_trace_preset(name: str | None) -> bool:
+    """Whether ``name`` is a trace preset (logs of live traffic), not a table preset."""
+    chosen = PRESETS.get(name) if name is not None else None
+    return chosen is not None and chosen.kind == "trace"
+
+
+def capture_rules(*, redact: bool) -> CaptureRules:
+    """The capture's rules from the settings: body redaction (when ``redact``), the
+    task-type rules and the session salt (``SHADOWEVAL_CAPTURE__*``).
+
+    Raises:
+        ConfigError: invalid settings (an unknown redaction rule, a bad pattern).
+    """
+    capture = load_settings().capture
+    return CaptureRules(
+        redactor=BodyRedactor(capture.body_redaction) if redact else None,
+        tagger=TaskTagger(capture.task_type_header, capture.task_type_rules),
+        session_salt=capture.session_salt.get_secret_value().encode("utf-8"),
+    )
 
 
 def load_table(source: TableSource) -> LoadResult:
@@ -88,10 +140,21 @@ def import_table(request: ImportRequest) -> ImportReport:
 
     Raises:
         TableMappingError, FileNotFoundError, RecordDecodeError: as :func:`load_table`.
-        ConfigError: an unknown sampling parameter (before anything is written).
+        ConfigError: an unknown sampling parameter, a ``limit`` < 1 or invalid capture
+            settings (before anything is written).
     """
+    trace = is_trace_preset(request.table.preset)
+    redact = trace if request.redact is None else request.redact
+    # a table's rows carry their own task types: the rules are only read when needed
+    rules = capture_rules(redact=redact) if trace or redact else None
     rows = load_table(request.table)
     sampling = {k: v for k, v in request.sampling.items() if v is not None}
     return import_rows(
-        rows, out=request.out, stream=request.stream, sampling=sampling, compress=request.compress
+        rows,
+        out=request.out,
+        stream=request.stream,
+        sampling=sampling,
+        compress=request.compress,
+        rules=rules,
+        limit=request.limit,
     )

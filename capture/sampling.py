@@ -14,6 +14,12 @@ from collections.abc import Iterable
 from shadoweval.config import CaptureSettings
 
 
+def hash_session_key(salt: bytes, value: bytes) -> str:
+    """The session key hash records carry: SHA-256 of ``salt + b"\\0" + value``, the
+    first 32 hex digits (the sidecar's, and an import's of a recorded session id)."""
+    return hashlib.sha256(salt + b"\0" + value).hexdigest()[:32]
+
+
 class StickySampler:
     """Bernoulli(``percent``/100) per session key, deterministic for a given salt.
 
@@ -49,7 +55,7 @@ class StickySampler:
                 found[lname] = value
         for name in self.session_headers:
             if name in found:
-                return hashlib.sha256(self._salt + b"\0" + found[name]).hexdigest()[:32]
+                return hash_session_key(self._salt, found[name])
         return None
 
     def sampled(self, session_key_hash: str | None, exchange_id: str) -> bool:

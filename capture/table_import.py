@@ -25,6 +25,25 @@ that prompt:
   request was served), else the import time plus one millisecond per row, so rows keep
   their order and the ULID ``exchange_id`` (built from ``captured_at``) sorts the same way.
 
+Rows of a trace preset (``otel_genai``, ``langfuse``, ``litellm``: logs of live traffic)
+are imported **as the capture sidecar would have captured them** when :class:`CaptureRules`
+are given (the application layer passes the configured ones):
+
+* **redaction**: the request body goes through
+  :meth:`~shadoweval.body_redaction.BodyRedactor.redact_request_body`, the answer's text
+  and tool-call arguments through ``redact_text`` (locations ``response.text``,
+  ``response.tool_calls[i].arguments``), with the hits in ``Exchange.redaction``; a
+  rejected row's raw record and detail are redacted too before they are written beside
+  the log;
+* **task type**: a row the loader could not label (``RecordedRow.untagged``) is tagged
+  by :class:`~capture.tagging.TaskTagger` with the row's ``metadata.task_type`` in place of
+  the task-type header and the request body (plus the recorded ``metadata``) for the
+  rules, from the original (unredacted) request, as the builder does;
+* **session**: a recorded session id is stored only as its salted hash
+  (``session_key_hash``, :func:`capture.sampling.hash_session_key`);
+* the route (``/v1/completions`` for a recorded text completion, whose request holds
+  ``prompt``), the response's own model name and a cache hit are kept.
+
 Rejected rows (table rows that could not be mapped, or rows that cannot become an
 exchange: no model, ``missing_model``; a value the record refuses, such as a negative
 latency, ``invalid_record`` naming the field and the value; any other error building it,
@@ -47,12 +66,17 @@ import orjson
 from pydantic import ValidationError
 from ulid import ULID
 
+from capture.sampling import hash_session_key
+from capture.tagging import TaskTagger, valid_task_type
+from shadoweval.body_redaction import BodyRedactor, RedactionHits
 from shadoweval.capture_log import CaptureLogWriter
 from shadoweval.errors import ConfigError, TableMappingError
 from shadoweval.llm_protocol import SAMPLING_PARAMS, normalize_finish_reason
 from shadoweval.records import (
     Exchange,
+    HeaderPair,
     ModelIdentity,
+    RedactionReport,
     RequestRecord,
     ResponseRecord,
     Timings,
@@ -69,9 +93,33 @@ from shadoweval.tables import (
     TableFormat,
     TableMapping,
     load_recorded_rows,
+    message_text,
 )
 
 REJECTED_SUFFIX = ".rejected.jsonl"
+
+COMPLETIONS_ROUTE = "/v1/completions"
+
+IMPORTED_CACHE_HIT = HeaderPair(name="x-shadow-eval-imported-cache-hit", value="true")
+"""What an imported cache hit names as its matched header: the log's own cache-hit field
+(LiteLLM ``cache_hit``), since an import records no response headers."""
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureRules:
+    """What an import applies as the capture sidecar does (see the module doc).
+
+    Attributes:
+        redactor: the body rules (``capture.body_redaction``); ``None``: no redaction.
+        tagger: the task-type rules (``capture.task_type_header``/``task_type_rules``)
+            for rows without a task type of their own; ``None``: such rows are
+            ``default`` unless their metadata names a valid task type.
+        session_salt: the salt of session key hashes (``capture.session_salt``).
+    """
+
+    redactor: BodyRedactor | None = None
+    tagger: TaskTagger | None = None
+    session_salt: bytes = b"shadow-eval"
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +136,8 @@ class ImportReport:
         rejected_path: the file the rejected rows were appended to (``None`` if none).
         renamed_keys: rows kept under a renamed key because their key repeated an
             earlier row's (:attr:`~shadoweval.tables.LoadResult.renamed_keys`).
+        over_limit: mapped rows not written because ``limit`` exchanges were written.
+        redacted: exchanges on which a body redaction rule fired.
     """
 
     files: tuple[str, ...]
@@ -98,6 +148,8 @@ class ImportReport:
     segments: tuple[Path, ...]
     rejected_path: Path | None
     renamed_keys: int = 0
+    over_limit: int = 0
+    redacted: int = 0
 
     def rejected_by_reason(self) -> dict[str, int]:
         """Count rejected rows per reason."""
@@ -176,8 +228,15 @@ def _timings(row: RecordedRow, *, stream: bool) -> Timings:
 def request_body(
     row: RecordedRow, *, model: str, stream: bool, sampling: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
-    """Return the chat-completions request body an import records for ``row``."""
-    body: dict[str, Any] = {"model": model, "messages": row.messages}
+    """Return the request body an import records for ``row``: a chat-completions body,
+    or for a row on ``/v1/completions`` a legacy completions body whose ``prompt`` is the
+    text of its messages (one message: its text; several: joined by newlines)."""
+    body: dict[str, Any]
+    if row.route == COMPLETIONS_ROUTE:
+        texts = [message_text(m.get("content")) for m in row.messages]
+        body = {"model": model, "prompt": "\n".join(texts)}
+    else:
+        body = {"model": model, "messages": row.messages}
     if row.tools:
         body["tools"] = row.tools
     if row.request_fields:
@@ -196,6 +255,7 @@ def row_to_exchange(
     sampling: dict[str, Any] | None,
     baseline: ModelIdentity | None,
     captured_at: datetime | None = None,
+    rules: CaptureRules | None = None,
 ) -> Exchange:
     """Build the :class:`Exchange` an import writes for one recorded row.
 
@@ -207,6 +267,8 @@ def row_to_exchange(
             :data:`~shadoweval.llm_protocol.SAMPLING_PARAMS`); ``None`` = none.
         baseline: identity of the model that produced the table; default: the row's model.
         captured_at: capture time to record (default now); the exchange id is a ULID of it.
+        rules: redaction, task-type rules and session salt applied as capture does
+            (module doc); ``None``: the row as it is.
 
     Raises:
         TableMappingError: the row has no model and no ``baseline`` was given.
@@ -220,30 +282,70 @@ def row_to_exchange(
             )
         identity = ModelIdentity(name=row.model)
     body = request_body(row, model=row.model or identity.name, stream=stream, sampling=sampling)
+    rules = rules or CaptureRules()
+    task_type = _task_type(row, body, rules.tagger)  # from the original request, as capture
     at = captured_at or utc_now()
     tool_only = row.output_text is None and bool(row.tool_calls)
+    # A tool-call-only answer has content null; its text is "" as when a real
+    # response is parsed (shadoweval.llm_protocol.parse_completion_body).
+    text = "" if tool_only else row.output_text
+    calls = row.tool_calls
+    body_text = orjson.dumps(body).decode("utf-8")
+    hits = RedactionHits()
+    if rules.redactor is not None:
+        redact = rules.redactor.redact_text
+        body_text = rules.redactor.redact_request_body(body_text, hits, body)
+        text = None if text is None else redact(text, "response.text", hits)
+        calls = tuple(
+            call.model_copy(
+                update={
+                    "arguments": redact(call.arguments, f"response.tool_calls[{i}].arguments", hits)
+                }
+            )
+            for i, call in enumerate(calls)
+        )
     response = ResponseRecord(
         status_code=200,
         streamed=False,
-        model=row.model or identity.name,
-        # A tool-call-only answer has content null; its text is "" as when a real
-        # response is parsed (shadoweval.llm_protocol.parse_completion_body).
-        text="" if tool_only else row.output_text,
-        tool_calls=row.tool_calls,
+        model=row.response_model or row.model or identity.name,
+        text=text,
+        tool_calls=calls,
         finish_reason_raw=row.finish_reason,
         finish_reason=normalize_finish_reason(row.finish_reason),
         usage=_usage(row),
+        cache_hit=row.cache_hit,
+        # a cache hit names what said so; an import has no headers, so the log's field
+        cache_hit_headers=(IMPORTED_CACHE_HIT,) if row.cache_hit else (),
     )
+    session = None
+    if row.session_id is not None:
+        session = hash_session_key(rules.session_salt, row.session_id.encode("utf-8"))
     return Exchange(
         exchange_id=str(ULID.from_datetime(at)),
         captured_at=at,
-        task_type=row.task_type,
-        request=RequestRecord(body=orjson.dumps(body).decode("utf-8")),
+        route=row.route,
+        task_type=task_type,
+        session_key_hash=session,
+        request=RequestRecord(path=row.route, body=body_text),
         response=response,
         timings=_timings(row, stream=stream),
         baseline_model=identity,
+        redaction=RedactionReport(hits=hits.to_hits()),
         source=f"import:{row.location}",
     )
+
+
+def _task_type(row: RecordedRow, body: dict[str, Any], tagger: TaskTagger | None) -> str:
+    """The row's task type; for an untagged row the capture's rules (module doc)."""
+    if not row.untagged:
+        return row.task_type
+    metadata = row.metadata or {}
+    hint = metadata.get("task_type")
+    header = hint if isinstance(hint, str) else None
+    if tagger is None:
+        return header.strip() if header and valid_task_type(header.strip()) else row.task_type
+    tag_body = {**body, "metadata": metadata} if metadata else body
+    return tagger.tag(route=row.route, header_value=header, body=tag_body).task_type
 
 
 def _reject_line(item: RejectedRow) -> bytes:
@@ -264,32 +366,58 @@ def import_rows(
     sampling: dict[str, Any] | None = None,
     baseline: ModelIdentity | None = None,
     compress: bool = False,
+    rules: CaptureRules | None = None,
+    limit: int | None = None,
 ) -> ImportReport:
-    """Write already-loaded rows to the capture log at ``out`` (see :func:`import_table`)."""
+    """Write already-loaded rows to the capture log at ``out`` (see :func:`import_table`).
+
+    ``rules``: applied as capture does (module doc); ``limit``: write at most this many
+    exchanges, count the further mapped rows as :attr:`ImportReport.over_limit`.
+
+    Raises:
+        ConfigError: an unknown sampling parameter, or ``limit`` < 1.
+    """
     _check_sampling(sampling)
+    if limit is not None and limit < 1:
+        raise ConfigError(f"limit must be at least 1, got {limit}", field="limit", value=limit)
     out_dir = Path(out)
-    rejected = list(loaded.rejected)
+    redactor = rules.redactor if rules is not None else None
+    rejected = [_redacted_reject(item, redactor) for item in loaded.rejected]
     start = utc_now()
+    over_limit = 0
+    redacted = 0
     with CaptureLogWriter(out_dir, compress=compress) as writer:
         for i, row in enumerate(loaded.rows):
+            if limit is not None and writer.records_written >= limit:
+                over_limit += 1
+                continue
             at = row.captured_at or start + timedelta(milliseconds=i)
             try:
                 exchange = row_to_exchange(
-                    row, stream=stream, sampling=sampling, baseline=baseline, captured_at=at
+                    row,
+                    stream=stream,
+                    sampling=sampling,
+                    baseline=baseline,
+                    captured_at=at,
+                    rules=rules,
                 )
             except TableMappingError as exc:
-                rejected.append(RejectedRow(row.location, "missing_model", str(exc), _raw(row)))
+                item = RejectedRow(row.location, "missing_model", str(exc), _raw(row))
+                rejected.append(_redacted_reject(item, redactor))
                 continue
             except ValidationError as exc:
-                rejected.append(
-                    RejectedRow(row.location, "invalid_record", _record_error(row, exc), _raw(row))
+                item = RejectedRow(
+                    row.location, "invalid_record", _record_error(row, exc), _raw(row)
                 )
+                rejected.append(_redacted_reject(item, redactor))
                 continue
             except Exception as exc:  # whatever a row does, it is kept, not a crash
                 detail = f"{row.location}: cannot become an exchange: {type(exc).__name__}: {exc}"
-                rejected.append(RejectedRow(row.location, "unprocessable", detail, _raw(row)))
+                item = RejectedRow(row.location, "unprocessable", detail, _raw(row))
+                rejected.append(_redacted_reject(item, redactor))
                 continue
             writer.write(exchange)
+            redacted += bool(exchange.redaction.hits)
         written = writer.records_written
         segments = tuple(writer.segments)
     rejected_path = None
@@ -307,7 +435,19 @@ def import_rows(
         segments=segments,
         rejected_path=rejected_path,
         renamed_keys=loaded.renamed_keys,
+        over_limit=over_limit,
+        redacted=redacted,
     )
+
+
+def _redacted_reject(item: RejectedRow, redactor: BodyRedactor | None) -> RejectedRow:
+    """``item`` with its detail and raw record redacted (as is without a redactor)."""
+    if redactor is None:
+        return item
+    hits = RedactionHits()
+    raw = redactor.redact_json(item.raw, "rejected", hits)
+    detail = redactor.redact_text(item.detail, "rejected.detail", hits)
+    return RejectedRow(item.location, item.reason, detail, raw)
 
 
 def _raw(row: RecordedRow) -> dict[str, Any]:
@@ -346,6 +486,8 @@ def import_table(
     sampling: dict[str, Any] | None = None,
     baseline: ModelIdentity | None = None,
     compress: bool = False,
+    rules: CaptureRules | None = None,
+    limit: int | None = None,
 ) -> ImportReport:
     """Read a recorded table and write it as a capture log.
 
@@ -357,6 +499,8 @@ def import_table(
         sampling: sampling parameters to record in every request (only these).
         baseline: model identity to record (default: each row's model).
         compress: gzip the segments.
+        rules: redaction, task-type rules and session salt applied as capture does.
+        limit: write at most this many exchanges.
 
     Returns:
         :class:`ImportReport`; rejected rows are also appended to
@@ -369,5 +513,12 @@ def import_table(
     _check_sampling(sampling)
     loaded = load_recorded_rows(path, mapping, preset=preset, prompts=prompts, format=format)
     return import_rows(
-        loaded, out=out, stream=stream, sampling=sampling, baseline=baseline, compress=compress
+        loaded,
+        out=out,
+        stream=stream,
+        sampling=sampling,
+        baseline=baseline,
+        compress=compress,
+        rules=rules,
+        limit=limit,
     )

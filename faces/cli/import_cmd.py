@@ -28,6 +28,11 @@ IMPORT_HELP = (
     "Rows that cannot be mapped are counted by reason and appended to OUT.rejected.jsonl "
     "beside the capture log. Sampling parameters are recorded only when given here."
     "\n\n"
+    "Existing LLM logs import through trace presets: --preset otel_genai (OpenTelemetry "
+    "GenAI spans, OTLP/JSON), --preset langfuse (Langfuse generations), --preset litellm "
+    "(LiteLLM StandardLoggingPayload JSON Lines). They are redacted, tagged and their "
+    "session ids hashed with the capture settings, as the sidecar would have done."
+    "\n\n"
     "Exit status: 0 = rows written; 3 = nothing written, bad options or an unreadable table."
 )
 
@@ -57,6 +62,18 @@ def import_command(
         int | None, typer.Option("--max-tokens", help="Record this max_tokens in every request.")
     ] = None,
     gzip: Annotated[bool, typer.Option("--gzip", help="Gzip the capture-log segments.")] = False,
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", min=1, help="Write at most N exchanges (the first N mapped)."),
+    ] = None,
+    redact: Annotated[
+        bool | None,
+        typer.Option(
+            "--redact/--no-redact",
+            help="Apply the capture's body redaction (SHADOWEVAL_CAPTURE__BODY_REDACTION__*). "
+            "Default: on for trace presets (otel_genai, langfuse, litellm), off for tables.",
+        ),
+    ] = None,
 ) -> None:
     """Import a recorded table as a capture log (see ``IMPORT_HELP``)."""
     from rich.console import Console
@@ -73,6 +90,8 @@ def import_command(
                 stream=stream,
                 sampling={"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens},
                 compress=gzip,
+                redact=redact,
+                limit=limit,
             )
         )
     except (ShadowEvalError, FileNotFoundError) as exc:
@@ -93,6 +112,9 @@ def _print_report(console: Console, report: ImportReport) -> None:
     summary.add_row("rows read", str(report.rows_read))
     summary.add_row("written", str(report.written))
     summary.add_row("rejected", str(len(report.rejected)))
+    if report.over_limit:
+        summary.add_row("not written (over --limit)", str(report.over_limit))
+    summary.add_row("redacted", str(report.redacted))
     summary.add_row("duplicate keys renamed", str(report.renamed_keys))
     summary.add_row("capture log", str(report.out_dir))
     console.print(summary)

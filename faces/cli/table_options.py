@@ -58,7 +58,8 @@ class TableOptions:
         default=None,
         metadata=_option(
             "--preset",
-            help="Built-in mapping: alpaca_eval, mt_bench (first turns) or bfcl.",
+            help="Built-in mapping: alpaca_eval, mt_bench (first turns) or bfcl; or a "
+            "trace format: otel_genai (OTLP/JSON spans), langfuse, litellm.",
             panel=TABLE_PANEL,
         ),
     )

@@ -23,6 +23,16 @@ an explicit :class:`~shadoweval.tables.mapping.TableMapping`, or with a preset:
 
 A row of an outputs table without a matching prompt is rejected (``unmatched_id``), never
 dropped; a duplicated join key in a prompts table is a :class:`TableMappingError`.
+
+Trace presets (``kind = "trace"``: logs of live traffic, :mod:`shadoweval.tables.traces`):
+
+* ``otel_genai`` — OpenTelemetry GenAI spans, OTLP/JSON (``resourceSpans``), both content
+  conventions (content events, or ``gen_ai.input.messages``/``gen_ai.output.messages``);
+* ``langfuse`` — Langfuse generations (API pages, trace exports, UI JSON/JSONL exports);
+* ``litellm`` — LiteLLM ``StandardLoggingPayload`` JSON Lines.
+
+They read JSON themselves (no column mapping), and an import redacts their rows with the
+capture's body rules and tags their task type with the capture's rules.
 """
 
 from __future__ import annotations
@@ -31,7 +41,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 
@@ -40,6 +50,7 @@ from shadoweval.tables.bfcl_schema import BfclLanguage
 from shadoweval.tables.mapping import TableMapping
 from shadoweval.tables.reader import TableFormat, read_table, table_files
 from shadoweval.tables.rows import LoadResult, require_columns, rows_from_frame
+from shadoweval.tables.traces import load_langfuse, load_litellm, load_otel
 from shadoweval.tables.values import to_python
 
 Loader = Callable[[Path, Path | None, TableFormat | None], LoadResult]
@@ -50,14 +61,18 @@ class Preset:
     """A named way of reading a public benchmark's files.
 
     ``mapping`` is the column mapping applied to the outputs table (after the preset's
-    join, if any); ``uses_prompts`` tells whether a separate prompts table is joined.
+    join, if any; ``None`` for a trace preset, which reads JSON records itself);
+    ``uses_prompts`` tells whether a separate prompts table is joined. ``kind`` is
+    ``table`` (benchmark or exported outputs) or ``trace`` (logs of live traffic: an
+    import redacts them as the capture sidecar would).
     """
 
     name: str
     description: str
-    mapping: TableMapping
+    mapping: TableMapping | None
     uses_prompts: bool
     loader: Loader
+    kind: Literal["table", "trace"] = "table"
 
     def load(
         self,
@@ -325,6 +340,31 @@ PRESETS: dict[str, Preset] = {
         mapping=BFCL_MAPPING,
         uses_prompts=True,
         loader=_load_bfcl,
+    ),
+    "otel_genai": Preset(
+        name="otel_genai",
+        description="OpenTelemetry GenAI chat spans, OTLP/JSON (resourceSpans), one export "
+        "per file or per line",
+        mapping=None,
+        uses_prompts=False,
+        loader=load_otel,
+        kind="trace",
+    ),
+    "langfuse": Preset(
+        name="langfuse",
+        description="Langfuse GENERATION observations (API pages, traces, UI JSON/JSONL export)",
+        mapping=None,
+        uses_prompts=False,
+        loader=load_langfuse,
+        kind="trace",
+    ),
+    "litellm": Preset(
+        name="litellm",
+        description="LiteLLM StandardLoggingPayload JSON Lines (callbacks, spend logs)",
+        mapping=None,
+        uses_prompts=False,
+        loader=load_litellm,
+        kind="trace",
     ),
 }
 """The built-in presets, by name."""

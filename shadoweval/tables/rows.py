@@ -53,6 +53,20 @@ class RecordedRow:
         finish_reason: the recorded raw ``finish_reason``, when mapped.
         request_fields: further recorded request fields (``response_format`` …), or ``None``.
         captured_at: when the request was served (UTC), when ``captured_at_col`` is mapped.
+        response_model: the model name the response reported (trace presets), when it
+            differs from or adds to the requested ``model``.
+        session_id: the recorded conversation or session id (trace presets); an import
+            stores only its salted hash (``Exchange.session_key_hash``), as capture does.
+        metadata: the recorded request metadata (trace presets), used only to tag the
+            task type (a ``task_type`` key, then the capture's task-type rules); never
+            written to the capture log.
+        untagged: the loader found no task type of its own: an import tags the row with
+            the capture's task-type rules (:class:`capture.tagging.TaskTagger`).
+        route: the API route the request went to: ``/v1/chat/completions``, or
+            ``/v1/completions`` for a recorded text completion (the request then holds
+            ``prompt``, the last user message's text).
+        cache_hit: the log says a cache answered (LiteLLM ``cache_hit``): the gate
+            leaves the pair out of latency.
     """
 
     key: str
@@ -72,6 +86,12 @@ class RecordedRow:
     request_fields: dict[str, Any] | None = None
     captured_at: datetime | None = None
     ttfc_ms: float | None = None
+    response_model: str | None = None
+    session_id: str | None = None
+    metadata: dict[str, Any] | None = None
+    untagged: bool = False
+    route: str = "/v1/chat/completions"
+    cache_hit: bool = False
 
     @property
     def prompt_key(self) -> str:

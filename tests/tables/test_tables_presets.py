@@ -38,8 +38,13 @@ BFCL_CATEGORIES = {
 BFCL_TEXT_REPLIES = {"gpt-4o-2024-05-13-FC": 206, "gpt-4o-2024-08-06-FC": 280}
 
 
-def test_registry_names_the_three_presets() -> None:
-    assert set(PRESETS) == {"alpaca_eval", "mt_bench", "bfcl"}
+def test_registry_names_the_table_and_trace_presets() -> None:
+    assert set(PRESETS) == {"alpaca_eval", "mt_bench", "bfcl", "otel_genai", "langfuse", "litellm"}
+    assert {name for name, p in PRESETS.items() if p.kind == "trace"} == {
+        "otel_genai",
+        "langfuse",
+        "litellm",
+    }
     assert preset("bfcl").uses_prompts
     assert not preset("alpaca_eval").uses_prompts
 
