@@ -20,8 +20,8 @@ What it runs, every process started here and killed at the end (SIGTERM, then SI
    through the sidecar, one request at a time (llama-cpp-python's server ends a running
    stream when another request arrives): ``--prompts`` AlpacaEval prompts from
    ``../shared/data`` (round-robin over its 5 task types, alternately streamed with
-   ``stream_options.include_usage`` and not), two forced tool calls on BFCL functions
-   (streamed and not), and one request over the context size;
+   ``stream_options.include_usage`` and not), one request over the context size, not
+   streamed and streamed, then two forced tool calls on BFCL functions (streamed and not);
 6. the sidecar is stopped (SIGTERM: it flushes its sinks), its capture log read back;
 7. ``shadow-eval replay run`` against the candidate (the live server as the baseline replica
    for ``--replica-share`` of the exchanges), ``compare run`` (MiniLM), ``gate --json``.
@@ -410,6 +410,25 @@ def send_traffic(base_url: str, n_prompts: int, max_tokens: int, n_ctx: int) -> 
             f"ok={sent[-1].ok} {sent[-1].elapsed_ms / 1000:.1f} s",
             flush=True,
         )
+    for stream in (False, True):
+        # over the context: non-streamed HTTP 400; streamed HTTP 200 and an empty stream,
+        # after which the server closes the connection (the tool calls come after it)
+        sent.append(
+            send_chat(
+                client,
+                "overflow",
+                "long_context",
+                [{"role": "user", "content": overflow_prompt(n_ctx + 200)}],
+                stream=stream,
+                max_tokens=max_tokens,
+            )
+        )
+        last = sent[-1]
+        print(
+            f"  {len(sent):3d} overflow  stream={stream!s:5s} status={last.status_code} "
+            f"finish={last.finish_reason} {last.error}",
+            flush=True,
+        )
     for j, (question, tool) in enumerate(bfcl_tools(2)):
         sent.append(
             send_chat(
@@ -427,17 +446,6 @@ def send_traffic(base_url: str, n_prompts: int, max_tokens: int, n_ctx: int) -> 
             f"tool_calls={sent[-1].tool_calls}",
             flush=True,
         )
-    sent.append(
-        send_chat(
-            client,
-            "overflow",
-            "long_context",
-            [{"role": "user", "content": overflow_prompt(n_ctx + 200)}],
-            stream=False,
-            max_tokens=max_tokens,
-        )
-    )
-    print(f"  {len(sent):3d} overflow  status={sent[-1].status_code} {sent[-1].error}", flush=True)
     return sent
 
 
@@ -775,6 +783,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--n-ctx", type=int, default=2048)
     parser.add_argument("--replica-share", type=float, default=1.0)
+    parser.add_argument(
+        "--first-checkpoint",
+        type=int,
+        default=None,
+        help="the run's policy: the shipped one with sequential.first_checkpoint set to this "
+        "(default: the number of requests sent, so that the gate evaluates them; 0: the "
+        "shipped policy unchanged, whose first checkpoint is 200 pairs)",
+    )
     parser.add_argument("--record-fixtures", type=Path, default=None)
     parser.add_argument(
         "--only-record",
@@ -895,11 +911,18 @@ def main(argv: list[str] | None = None) -> int:
             name: read_metric(admin, f"shadoweval_capture_{name}_total")
             for name in ("captured", "built", "produced", "dropped")
         }
+        for name in ("upstream_stale", "upstream_errors"):
+            result.captured["metrics"][name] = read_metric(admin, f"shadoweval_proxy_{name}_total")
         code = procs.stop("sidecar", timeout_s=90)
         result.captured["sidecar_exit"] = code
         result.captured.update(summarise_capture(capture_dir))
 
         db = f"sqlite:///{work / 'shadow-eval.db'}"
+        policy_args: list[str] = []
+        first = len(result.sent) if args.first_checkpoint is None else args.first_checkpoint
+        if first > 0:
+            policy_args = ["--policy", str(write_policy(work / "policy.yaml", first))]
+        result.versions["policy"] = {"first_checkpoint": first or "shipped (200)"}
         rc, out, secs = run_stage(
             cli(
                 "replay",
@@ -922,6 +945,7 @@ def main(argv: list[str] | None = None) -> int:
                 str(args.warmup),
                 "--name",
                 "acceptance-real",
+                *policy_args,
                 "--no-progress",
             ),
             env,
@@ -967,6 +991,20 @@ def main(argv: list[str] | None = None) -> int:
     (work / "result.json").write_text(json.dumps(asdict(result), indent=2, default=str))
     print_table(result)
     return 1 if result.losses else 0
+
+
+def write_policy(path: Path, first_checkpoint: int) -> Path:
+    """The shipped gate policy with ``sequential.first_checkpoint`` replaced; its path.
+
+    Raises:
+        ValueError: the shipped policy has no ``first_checkpoint: 200`` line to replace.
+    """
+    shipped = (REPO / "stats" / "default_policy.yaml").read_text()
+    line = "\n  first_checkpoint: 200\n"
+    if line not in shipped:
+        raise ValueError("stats/default_policy.yaml: no 'first_checkpoint: 200' line to replace")
+    path.write_text(shipped.replace(line, f"\n  first_checkpoint: {first_checkpoint}\n"))
+    return path
 
 
 def check_losses(result: Result) -> None:
@@ -1038,6 +1076,17 @@ def print_table(result: Result) -> None:
     )
     rows.append(
         (
+            "200 answers without a finish_reason",
+            ", ".join(
+                f"{s.kind} ({'stream' if s.streamed else 'json'})"
+                for s in sent
+                if s.ok and s.finish_reason is None
+            )
+            or "none",
+        )
+    )
+    rows.append(
+        (
             "tool calls seen by the client",
             ", ".join(
                 f"{'stream' if s.streamed else 'json'}: {s.tool_calls}"
@@ -1064,29 +1113,32 @@ def print_table(result: Result) -> None:
     )
     rows.append(("usage in the capture (reported)", str(cap.get("usage_reported"))))
     rows.append(("sidecar metrics", str(cap.get("metrics"))))
+    rep = result.replay
     rows.append(
         (
-            "replay",
-            json.dumps({k: v for k, v in result.replay.items() if not isinstance(v, dict | list)})[
-                :600
-            ],
+            "replayed",
+            f"exchanges {rep.get('exchanges')}, sent {rep.get('sent')}, ok {rep.get('ok')}, "
+            f"errors {rep.get('errors')}, skipped {rep.get('skipped')}, "
+            f"rejected {rep.get('rejected')}, warm-up {rep.get('warmup')}, "
+            f"wall {rep.get('wall_s')} s",
         )
     )
+    comp = result.compare
     rows.append(
-        (
-            "compare",
-            json.dumps({k: v for k, v in result.compare.items() if not isinstance(v, dict | list)})[
-                :400
-            ],
-        )
+        ("scored", f"{comp.get('scored')} (backend {comp.get('backend')}, {comp.get('wall_s')} s)")
     )
     gate = result.gate
+    statuses = Counter(str(c.get("status", c.get("outcome"))) for c in gate.get("checks") or [])
     rows.append(
-        ("gate verdict", f"{gate.get('decision', gate.get('verdict'))} (exit {gate.get('exit')})")
+        (
+            "gate verdict",
+            f"{gate.get('decision')} (exit {gate.get('exit')}), look {gate.get('look')}, "
+            f"first checkpoint {result.versions.get('policy', {}).get('first_checkpoint')}, "
+            f"checks {dict(statuses)}",
+        )
     )
-    reasons = gate.get("reasons") or []
-    for reason in reasons[:4]:
-        rows.append(("  reason", str(reason)[:300]))
+    for reason in (gate.get("reasons") or [])[:8]:
+        rows.append(("  reason", str(reason)[:400]))
     rows.append(("timings (s)", ", ".join(f"{k} {v:.1f}" for k, v in result.timings_s.items())))
     rows.append(("lost / failed", "; ".join(result.losses) or "nothing"))
     width = max(len(k) for k, _ in rows)
