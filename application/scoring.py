@@ -13,6 +13,7 @@ follow workers by bucket locks (:func:`compare.worker.follow_compare`).
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import threading
@@ -42,6 +43,8 @@ from shadoweval.errors import ConfigError, ShadowEvalError
 from shadoweval.probes import probe_app
 from shadoweval.serving import BackgroundServer
 from shadoweval.storage import Repository, WorkLocks, is_memory_sqlite_url
+
+_log = logging.getLogger(__name__)
 
 __all__ = [
     "CompareReport",
@@ -294,6 +297,7 @@ def follow_stored_run(
             field="rescore",
             value=True,
         )
+    _wait_for_run(repo, run_id, stop, poll_interval_s, until_idle_s)
     structured = _run_structured_types(repo, run_id, options.structured_task_types)
     expects_repeat = _repeat_sample(repo, run_id)
     compile_refusal_patterns(options.refusal_patterns)
@@ -333,6 +337,30 @@ def follow_stored_run(
     backend_id = getattr(encoder, "backend_id", None)
     report.backend = str(backend_id) if backend_id is not None else None
     return report
+
+
+def _wait_for_run(
+    repo: Repository,
+    run_id: str,
+    stop: threading.Event,
+    poll_interval_s: float,
+    until_idle_s: float | None,
+) -> None:
+    """Wait until the run exists: a deployment starts compare workers beside the replay
+    workers, and the first replay worker creates the run when its first record arrives.
+
+    Returns when the run exists, when ``stop`` is set, or after ``until_idle_s`` seconds
+    (the caller then reports the missing run); logs once while it waits.
+    """
+    started = time.monotonic()
+    logged = False
+    while repo.get_run(run_id) is None and not stop.is_set():
+        if until_idle_s is not None and time.monotonic() - started >= until_idle_s:
+            return
+        if not logged:
+            _log.info("run %r does not exist yet: waiting for a replay worker to create it", run_id)
+            logged = True
+        stop.wait(poll_interval_s)
 
 
 def _follow(

@@ -396,13 +396,10 @@ class CandidateClient(AsyncLifecycle):
                 attempt,
             )
         if result.decode_errors or (result.events == 0 and not result.done_seen):
-            return ReplayResult(
-                record,
-                timings,
-                ReplayErrorKind.DECODE,
-                _decode_detail(result),
-                attempt,
-            )
+            detail = _decode_detail(result)
+            # The record says why, as the capture side's record of the same stream does.
+            record = record.model_copy(update={"error_message": detail})
+            return ReplayResult(record, timings, ReplayErrorKind.DECODE, detail, attempt)
         return ReplayResult(record, timings, None, None, attempt)
 
     async def _read_body(

@@ -269,8 +269,10 @@ def test_streamed_fixtures_are_raw_sse() -> None:
     """Stream bodies are SSE as sent: data lines and blank-line separators."""
     for d in DIALECTS:
         if d.streamed_body:
-            assert d.body.startswith((b"data:", b":", b"error:")), d.name
-            assert b"\n\n" in d.body, d.name
+            # An empty body is a real answer too (llama-cpp-python's over-context stream).
+            if d.body:
+                assert d.body.startswith((b"data:", b":", b"error:")), d.name
+                assert b"\n\n" in d.body, d.name
             assert d.expect["streamed"], d.name
         if d.status < 400:  # the replay client reads SSE only for a streamed request
             assert d.request.get("stream") is d.streamed_body, d.name

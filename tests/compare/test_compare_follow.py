@@ -427,3 +427,43 @@ def test_follow_stored_run_reads_the_runs_replica_sample(repo: Repository) -> No
         make_outcome(run_id, f"ex-{n:05d}", target=ReplayTarget.BASELINE_REPEAT) for n in range(6)
     )
     assert follow_until_idle().scored == 6
+
+
+def test_a_follow_worker_started_before_its_run_waits_for_it(repo: Repository) -> None:
+    """Compose and Kubernetes start compare workers beside the replay workers: the run is
+    created by the first replay worker later, and the compare worker must not crash-loop."""
+    from application.scoring import ScoringOptions, follow_stored_run
+
+    stop = threading.Event()
+    result: list[CompareReport] = []
+    worker = threading.Thread(
+        target=lambda: result.append(
+            follow_stored_run(
+                repo, "later-run", ScoringOptions(encoder="hashing"), stop, poll_interval_s=0.05
+            )
+        )
+    )
+    worker.start()
+    try:
+        repo.create_run(
+            name="follow", baseline=BASELINE, candidate=CANDIDATE, policy_hash="0" * 64,
+            policy_yaml="version: 1\n", run_id="later-run",
+        )  # fmt: skip
+        add_pairs(repo, "later-run", range(8))
+        wait_until(lambda: len(scored_ids(repo, "later-run")) == 8, "the late run's pairs scored")
+    finally:
+        stop.set()
+        worker.join(WAIT_S)
+    assert not worker.is_alive()
+    assert result[0].scored == 8
+
+
+def test_a_run_that_never_appears_is_reported_after_the_idle_time(repo: Repository) -> None:
+    from application.scoring import ScoringOptions, follow_stored_run
+    from shadoweval.errors import ShadowEvalError
+
+    with pytest.raises(ShadowEvalError, match="run 'absent' not found"):
+        follow_stored_run(
+            repo, "absent", ScoringOptions(encoder="hashing"), threading.Event(),
+            poll_interval_s=0.01, until_idle_s=0.05,
+        )  # fmt: skip

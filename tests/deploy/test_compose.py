@@ -140,8 +140,6 @@ def test_healthchecks_probe_what_the_service_serves(compose: dict[str, Any]) -> 
             assert service["restart"] == "no"
             continue
         check = service.get("healthcheck")
-        if name == "compare":
-            continue  # no port: its health is the process (restart: unless-stopped)
         assert check, f"{name} has no healthcheck"
         probe = " ".join(check["test"])
         urls = re.findall(r"http://127\.0\.0\.1:(\d+)/", probe)
