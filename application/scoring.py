@@ -31,6 +31,7 @@ from compare.harms import compile_refusal_patterns
 from compare.metrics import FollowMetrics
 from compare.worker import (
     CompareReport,
+    check_follow_timing,
     check_shard,
     follow_compare,
     limit_torch_threads,
@@ -226,8 +227,13 @@ def score_stored_run(
     the run's settings when it was created; the other options, ``shard`` and
     ``exchange_ids`` as in :func:`compare_run` and :func:`make_encoder`.
 
+    A worker started before its run exists (the replay worker that creates it has not had
+    a record yet) waits for it, serving its probes; stopped while waiting, it returns an
+    empty report.
+
     Raises:
-        ShadowEvalError: the run does not exist (checked before the encoder is loaded).
+        ShadowEvalError: the run still does not exist after ``until_idle_s`` (checked
+            before the encoder is loaded).
         ConfigError: an unknown encoder name or backend, the model cannot be loaded, or a
             refusal pattern is invalid.
         StorageError: the database failed.
@@ -297,26 +303,31 @@ def follow_stored_run(
             field="rescore",
             value=True,
         )
-    _wait_for_run(repo, run_id, stop, poll_interval_s, until_idle_s)
-    structured = _run_structured_types(repo, run_id, options.structured_task_types)
-    expects_repeat = _repeat_sample(repo, run_id)
-    compile_refusal_patterns(options.refusal_patterns)
-    encoder = make_encoder(
-        options.encoder,
-        device=options.device,
-        batch_size=options.batch_size,
-        model_path=options.model_path,
-        backend=options.backend,
-        cache_dir=options.cache_dir,
-    )
+    check_follow_timing(poll_interval_s, until_idle_s)
     metrics = FollowMetrics()
     server: BackgroundServer | None = None
     if metrics_port is not None:
+        # Up before the wait for the run and the encoder's load (tens of seconds): liveness
+        # answers at once, readiness stays 503 until the first listing of the run's pairs.
         app = probe_app(metrics.registry, lambda: (metrics.ready, ""), style="text")
         server = BackgroundServer(
             app, host="0.0.0.0", port=metrics_port, thread_name="shadoweval-compare-metrics"
         ).start()
     try:
+        _wait_for_run(repo, run_id, stop, poll_interval_s, until_idle_s)
+        if stop.is_set() and repo.get_run(run_id) is None:
+            return CompareReport(run_id=run_id, polls=0)  # stopped before there was work
+        structured = _run_structured_types(repo, run_id, options.structured_task_types)
+        expects_repeat = _repeat_sample(repo, run_id)
+        compile_refusal_patterns(options.refusal_patterns)
+        encoder = make_encoder(
+            options.encoder,
+            device=options.device,
+            batch_size=options.batch_size,
+            model_path=options.model_path,
+            backend=options.backend,
+            cache_dir=options.cache_dir,
+        )
         with WorkLocks(repo.database, run_id) as locks:
             report = _follow(
                 repo,

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import platform
 import tempfile
@@ -39,6 +40,8 @@ import numpy as np
 import numpy.typing as npt
 
 from shadoweval.errors import ConfigError
+
+_log = logging.getLogger(__name__)
 
 __all__ = [
     "BACKENDS",
@@ -257,7 +260,14 @@ def ensure_onnx_export(
     versions = _versions()
     if _manifest_ok(folder, weights_sha256, versions):
         return folder
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a read-only or root-owned cache: name it, never crash
+        raise ConfigError(
+            f"cannot create the ONNX export folder {folder}: {exc}",
+            field="compare.backend",
+            value="onnx",
+        ) from exc
 
     class _LastHidden(torch.nn.Module):
         def __init__(self, model: Any) -> None:
@@ -457,18 +467,31 @@ def measure_backends(
     up); then ``rounds`` round-robin passes over the backends embed the sample texts again
     and the best pass counts (wordpieces/s = ``sum(token_counts)`` / seconds). Pairs are
     consecutive sample texts and each text with its edited copy; |Δcos| is against the
-    first backend (``torch-fp32``).
+    first backend (``torch-fp32``). A backend whose ``embed`` raises ConfigError (an ONNX
+    export that cannot be written: a read-only cache) is logged and left out; the first
+    backend's ConfigError is raised.
     """
     sample = list(texts) if texts is not None else sample_texts()
     edited = [_edited(t) for t in sample]
     n = len(sample)
     pair_cos: dict[str, npt.NDArray[np.float64]] = {}
+    usable: list[str] = []
     for backend in backends:
-        vectors = np.asarray(embed(backend, sample + edited), dtype=np.float64)
+        try:
+            vectors = np.asarray(embed(backend, sample + edited), dtype=np.float64)
+        except ConfigError as exc:
+            if not usable:  # the fp32 reference itself: nothing to compare against
+                raise
+            # An ONNX backend whose export cannot be written (a read-only cache) is left
+            # out of the choice rather than failing the worker.
+            _log.warning("backend %s left out of the auto choice: %s", backend, exc)
+            continue
+        usable.append(backend)
         a, b = vectors[:n], vectors[n:]
         consecutive = (a[:-1] * a[1:]).sum(axis=1)
         self_edit = (a * b).sum(axis=1)
         pair_cos[backend] = np.concatenate([consecutive, self_edit])
+    backends = usable
     best_s = dict.fromkeys(backends, float("inf"))
     for _ in range(rounds):
         for backend in backends:

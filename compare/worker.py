@@ -295,6 +295,27 @@ def run_compare(
     return report
 
 
+def check_follow_timing(poll_interval_s: float, until_idle_s: float | None) -> None:
+    """Refuse a follow worker's timing before it waits for anything.
+
+    Raises:
+        ConfigError: ``poll_interval_s`` <= 0 (field ``compare.poll_interval_s``) or
+            ``until_idle_s`` < 0 (field ``until_idle_s``); NaN is refused too.
+    """
+    if not poll_interval_s > 0:
+        raise ConfigError(
+            f"poll_interval_s must be > 0, got {poll_interval_s}",
+            field="compare.poll_interval_s",
+            value=poll_interval_s,
+        )
+    if until_idle_s is not None and not until_idle_s >= 0:
+        raise ConfigError(
+            f"until_idle_s must be >= 0, got {until_idle_s}",
+            field="until_idle_s",
+            value=until_idle_s,
+        )
+
+
 def follow_compare(
     repo: Repository,
     run_id: str,
@@ -345,18 +366,7 @@ def follow_compare(
             not written; its bucket's lock is gone with the connection or released).
         Exception: as :func:`run_compare`, when every pair of a batch fails on its own.
     """
-    if not poll_interval_s > 0:
-        raise ConfigError(
-            f"poll_interval_s must be > 0, got {poll_interval_s}",
-            field="compare.poll_interval_s",
-            value=poll_interval_s,
-        )
-    if until_idle_s is not None and not until_idle_s >= 0:
-        raise ConfigError(
-            f"until_idle_s must be >= 0, got {until_idle_s}",
-            field="until_idle_s",
-            value=until_idle_s,
-        )
+    check_follow_timing(poll_interval_s, until_idle_s)
     patterns = compile_refusal_patterns(refusal_patterns).patterns
     report = CompareReport(run_id=run_id, polls=0)
     cache = StorageEmbeddingCache(repo) if embedding_cache else None

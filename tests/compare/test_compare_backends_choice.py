@@ -219,3 +219,37 @@ def test_evaluate_takes_backend_and_refuses_an_unknown_one(tmp_path: Path) -> No
     )  # fmt: skip
     assert result.exit_code == 3, result.output
     assert "turbo" in " ".join(result.stderr.split())
+
+
+def test_a_backend_whose_export_cannot_be_written_is_left_out_of_auto() -> None:
+    """A root-owned or read-only cache (a container's mount point) costs the ONNX backends,
+    not the worker: auto measures the others."""
+
+    def embed(backend: str, texts: Sequence[str]) -> np.ndarray:
+        if backend.startswith("onnx"):
+            raise ConfigError("cannot create the ONNX export folder", field="compare.backend")
+        rng = np.random.default_rng(len(texts))
+        vectors = rng.normal(size=(len(texts), 8))
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+    texts = ["one text", "another text", "a third one"]
+    found = backends.measure_backends(
+        ["torch-fp32", "onnx-fp32", "onnx-int8"], embed, [3, 3, 4], rounds=1, texts=texts
+    )
+    assert [x.backend for x in found] == ["torch-fp32"]
+    assert backends.pick_backend(found) == "torch-fp32"
+
+
+def test_the_reference_backend_failing_is_an_error() -> None:
+    def embed(backend: str, texts: Sequence[str]) -> np.ndarray:
+        raise ConfigError("no", field="compare.backend")
+
+    with pytest.raises(ConfigError):
+        backends.measure_backends(["torch-fp32", "onnx-fp32"], embed, [1], rounds=1, texts=["a"])
+
+
+def test_an_unwritable_cache_folder_names_the_folder(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    with pytest.raises(ConfigError, match="cannot create the ONNX export folder"):
+        backends.ensure_onnx_export(object(), object(), "f" * 64, blocker / "cache")

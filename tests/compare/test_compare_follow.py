@@ -467,3 +467,30 @@ def test_a_run_that_never_appears_is_reported_after_the_idle_time(repo: Reposito
             repo, "absent", ScoringOptions(encoder="hashing"), threading.Event(),
             poll_interval_s=0.01, until_idle_s=0.05,
         )  # fmt: skip
+
+
+def test_a_worker_waiting_for_its_run_is_live_not_ready_and_stops_with_0(
+    tmp_path: Path, workers: list[FollowWorker]
+) -> None:
+    """Kubernetes probes a compare pod long before the first record creates the run: the
+    worker must answer liveness at once, refuse readiness, and exit 0 on SIGTERM."""
+    url = f"sqlite:///{tmp_path / 'waiting.db'}"
+    with Database(url) as db:
+        db.upgrade()
+    port = free_port()
+    worker = FollowWorker(url, "not-yet", tmp_path, "waiting", "--metrics-port", str(port))
+    workers.append(worker)
+    base = f"http://127.0.0.1:{port}"
+
+    def live() -> bool:
+        assert worker.process.poll() is None, worker.stderr()[-3000:]
+        try:
+            return httpx.get(f"{base}/healthz", timeout=5).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_until(live, "the waiting worker's /healthz", WAIT_S)
+    assert httpx.get(f"{base}/readyz", timeout=5).status_code == 503
+    wait_until(lambda: "does not exist yet" in worker.stderr(), "the waiting log line", WAIT_S)
+    report = worker.stop()
+    assert report["scored"] == 0
