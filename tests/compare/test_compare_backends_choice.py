@@ -230,7 +230,8 @@ def test_a_backend_whose_export_cannot_be_written_is_left_out_of_auto() -> None:
             raise ConfigError("cannot create the ONNX export folder", field="compare.backend")
         rng = np.random.default_rng(len(texts))
         vectors = rng.normal(size=(len(texts), 8))
-        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        normalised: np.ndarray = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        return normalised
 
     texts = ["one text", "another text", "a third one"]
     found = backends.measure_backends(
