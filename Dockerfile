@@ -2,7 +2,9 @@
 # workers, API, dashboard, mock model server) is one `shadow-eval` subcommand.
 #   docker build -t shadow-eval:0.1.0 .
 # tests/deploy/test_compose.py checks this file against the repository (pinned base image,
-# every package the wheel ships is copied, the entrypoint exists, a non-root user).
+# every package the wheel ships is copied, the entrypoint exists, a non-root user, and
+# every volume mount point of docker-compose.yml exists in the image, owned by that user:
+# Docker would create a missing one owned by root).
 FROM python:3.11.13-slim-bookworm
 
 ENV PYTHONUNBUFFERED=1 \
@@ -31,10 +33,10 @@ COPY migrations ./migrations
 COPY deploy ./deploy
 RUN pip install . \
     && useradd --create-home --uid 10001 shadoweval \
-    && mkdir -p /var/lib/shadow-eval/spool \
-    && chown -R shadoweval /var/lib/shadow-eval
+    && mkdir -p /var/lib/shadow-eval/spool /home/shadoweval/.cache \
+    && chown -R shadoweval /var/lib/shadow-eval /home/shadoweval/.cache
 
 USER 10001
-EXPOSE 8080 8081 8787 8501 9464 9470
+EXPOSE 8080 8081 8787 8501 9464 9470 9471
 ENTRYPOINT ["shadow-eval"]
 CMD ["--help"]

@@ -28,8 +28,8 @@ from tests.deploy.manifests import (
 
 COMPOSE = REPO / "docker-compose.yml"
 DOCKERFILE = REPO / "Dockerfile"
-ENV = {"API_TOKEN": "t" * 40}
-"""What an operator must set (the one required variable); everything else has a default."""
+ENV = {"API_TOKEN": "t" * 40, "SESSION_SALT": "s" * 40}
+"""What an operator must set (the required variables); everything else has a default."""
 
 
 def _resolve(node: Any, env: dict[str, str]) -> Any:
@@ -107,10 +107,32 @@ def test_every_environment_variable_is_a_setting(
     assert interpolate("${POSTGRES_PASSWORD:-shadoweval}", {}) == "shadoweval"
 
 
-def test_a_missing_api_token_stops_compose() -> None:
+@pytest.mark.parametrize("missing", ["API_TOKEN", "SESSION_SALT"])
+def test_a_missing_secret_stops_compose(missing: str) -> None:
     raw = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))
-    with pytest.raises(KeyError, match="API_TOKEN"):
-        _resolve(raw, {})
+    with pytest.raises(KeyError, match=missing):
+        _resolve(raw, {k: v for k, v in ENV.items() if k != missing})
+
+
+def test_the_front_ends_hash_sessions_with_the_operators_salt(compose: dict[str, Any]) -> None:
+    for name in ("front", "sidecar"):
+        env = _services(compose)[name]["environment"]
+        assert env["SHADOWEVAL_CAPTURE__SESSION_SALT"] == ENV["SESSION_SALT"], name
+
+
+def test_every_volume_mount_point_exists_in_the_image_for_its_user(
+    compose: dict[str, Any],
+) -> None:
+    """A mount point missing from the image is created by Docker owned by root, and the
+    non-root user cannot write a cache or a spool there."""
+    steps = [step.split() for op, rest in _dockerfile() if op == "RUN" for step in rest.split("&&")]
+    made = {p for words in steps if words[:2] == ["mkdir", "-p"] for p in words[2:]}
+    owned = {p for words in steps if words[:3] == ["chown", "-R", "shadoweval"] for p in words[3:]}
+    for name, service in _ours(compose):
+        for mount in service.get("volumes", []):
+            target = str(mount).split(":")[1]
+            assert target in made, f"{name}: {target} is not created in the image"
+            assert any(target == o or target.startswith(o + "/") for o in owned), (name, target)
 
 
 def test_images_are_pinned(compose: dict[str, Any]) -> None:

@@ -28,12 +28,13 @@ MAX_TOKENS = 2048
 PLACEHOLDER_SECRETS = {
     "SHADOWEVAL_DATABASE__URL": "postgresql+psycopg://u:p@db.example:5432/shadoweval",
     "SHADOWEVAL_API__TOKEN": "t" * 40,
+    "SHADOWEVAL_CAPTURE__SESSION_SALT": "s" * 40,
 }
 
 
 def _documents() -> list[tuple[Path, dict[str, Any]]]:
     docs = []
-    for path in sorted(K8S.glob("*.yaml")):
+    for path in sorted([*K8S.glob("*.yaml"), *K8S.glob("keda/*.yaml")]):
         for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
             if doc:
                 docs.append((path, doc))
@@ -117,6 +118,14 @@ def test_the_sidecar_sits_beside_vllm_with_probes_on_its_admin_port() -> None:
     containers = {c["name"]: c for c in pod["containers"]}
     vllm, capture = containers["vllm"], containers["capture"]
     assert vllm["image"].startswith("vllm/vllm-openai:")
+    # vLLM on the loopback only (no client can bypass the capture), so its probes must run
+    # inside the container: an httpGet probe goes to the pod IP and would never pass.
+    assert _flag(vllm["args"], "--host") == "127.0.0.1"
+    for probe in ("startupProbe", "livenessProbe"):
+        assert "httpGet" not in vllm[probe], probe
+        assert "http://127.0.0.1:8000/health" in " ".join(vllm[probe]["exec"]["command"])
+    salt = {e["name"]: e for e in capture["env"]}["SHADOWEVAL_CAPTURE__SESSION_SALT"]
+    assert salt["valueFrom"]["secretKeyRef"]["name"] == "shadoweval-secrets"
     args = capture["args"]
     assert _flag(args, "--upstream") == f"http://127.0.0.1:{_ports(vllm)['vllm']}"
     ports = _ports(capture)
