@@ -56,6 +56,7 @@ are kept under a renamed key and counted (:attr:`ImportReport.renamed_keys`).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -161,7 +162,9 @@ class ImportReport:
 
 def rejected_path_for(out_dir: str | Path) -> Path:
     """Return where rejected rows of an import into ``out_dir`` go: ``<out_dir>.rejected.jsonl``."""
-    out = Path(out_dir)
+    out = Path(out_dir).resolve()  # "." or "dir/.." have no name of their own
+    if not out.name:  # the file-system root
+        return out / ("import" + REJECTED_SUFFIX)
     return out.with_name(out.name + REJECTED_SUFFIX)
 
 
@@ -248,6 +251,19 @@ def request_body(
     return body
 
 
+def imported_exchange_id(key: str, captured_at: datetime) -> str:
+    """The exchange id of an imported row: a ULID whose time part is ``captured_at`` (ms)
+    and whose 80 random bits are the first 10 bytes of SHA-256 of the row's key and time.
+
+    Importing the same log twice gives the same ids, so a replay of overlapping exports
+    counts each span, observation or log record once (its duplicates are dropped on the
+    id) instead of inflating the sample. ULID spec: https://github.com/ulid/spec.
+    """
+    ms = int(captured_at.timestamp() * 1000)
+    digest = hashlib.sha256(f"{key}\x00{captured_at.isoformat()}".encode()).digest()
+    return str(ULID.from_bytes(ms.to_bytes(6, "big") + digest[:10]))
+
+
 def row_to_exchange(
     row: RecordedRow,
     *,
@@ -266,7 +282,8 @@ def row_to_exchange(
         sampling: sampling parameters to put in the request (names from
             :data:`~shadoweval.llm_protocol.SAMPLING_PARAMS`); ``None`` = none.
         baseline: identity of the model that produced the table; default: the row's model.
-        captured_at: capture time to record (default now); the exchange id is a ULID of it.
+        captured_at: capture time to record (default now); the exchange id is a ULID of it
+            and the row's key (:func:`imported_exchange_id`).
         rules: redaction, task-type rules and session salt applied as capture does
             (module doc); ``None``: the row as it is.
 
@@ -321,7 +338,7 @@ def row_to_exchange(
     if row.session_id is not None:
         session = hash_session_key(rules.session_salt, row.session_id.encode("utf-8"))
     return Exchange(
-        exchange_id=str(ULID.from_datetime(at)),
+        exchange_id=imported_exchange_id(row.key, at),
         captured_at=at,
         route=row.route,
         task_type=task_type,

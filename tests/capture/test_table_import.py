@@ -442,3 +442,25 @@ def test_cli_import_counts_and_reports_renamed_duplicate_keys(tmp_path: Path) ->
     assert "duplicate keys renamed" in result.output
     assert "2 rows repeated an earlier row's key" in " ".join(result.output.split())
     assert len(_exchanges(out)) == 4  # kept, all of them
+
+
+def test_importing_a_trace_log_twice_gives_the_same_exchange_ids(tmp_path: Path) -> None:
+    """Overlapping daily exports must not count a span twice: the id is a function of the
+    record's key and capture time (imported_exchange_id), so replay drops the repeat."""
+    log = Path(__file__).parents[1] / "tables" / "fixtures" / "traces" / "litellm.jsonl"
+    first = import_table(log, out=tmp_path / "a", mapping=None, preset="litellm")
+    second = import_table(log, out=tmp_path / "b", mapping=None, preset="litellm")
+    assert first.written == second.written > 0
+    ids = [[e.exchange_id for e in _exchanges(tmp_path / d)] for d in ("a", "b")]
+    assert ids[0] == ids[1]
+    assert len(set(ids[0])) == len(ids[0])
+
+
+def test_the_rejected_file_of_an_import_into_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    assert rejected_path_for(".") == tmp_path / "here.rejected.jsonl"
+    assert rejected_path_for("/") == Path("/import.rejected.jsonl")

@@ -439,3 +439,15 @@ def test_any_malformed_record_is_a_row_or_a_rejection_never_a_crash(
         file.write_bytes(b"\n".join(orjson.dumps(d) for d in documents))
         result = load_recorded_rows(file, preset=preset)
         assert "unprocessable" not in result.rejected_by_reason(), (path, result.rejected)
+
+
+@pytest.mark.parametrize(("value", "hit"), [(True, True), ("True", True), ("false", False), (None, False), (1, False)])  # fmt: skip
+def test_litellm_spend_log_cache_hit_text_counts(tmp_path: Path, value: object, hit: bool) -> None:
+    """``LiteLLM_SpendLogs`` stores ``cache_hit`` as text: "True" is a hit (its
+    millisecond latency must stay out of the latency checks)."""
+    line = orjson.loads((FIXTURES / "litellm.jsonl").read_text().splitlines()[0])
+    line["cache_hit"] = value
+    path = tmp_path / "one.jsonl"
+    path.write_bytes(orjson.dumps(line) + b"\n")
+    (row,) = load("litellm", str(path)).rows
+    assert row.cache_hit is hit

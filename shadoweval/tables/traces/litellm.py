@@ -159,7 +159,7 @@ def _payload_row(record: Mapping[str, Any], location: str) -> RecordedRow:
         metadata=tag_metadata or None,
         untagged=True,
         route=route,
-        cache_hit=record.get("cache_hit") is True,
+        cache_hit=_cache_hit(record.get("cache_hit")),
     )
 
 
@@ -191,3 +191,11 @@ def load_litellm(path: Path, prompts: Path | None, fmt: TableFormat | None) -> L
                     detail = f"cannot be mapped: {type(exc).__name__}: {exc}"
                     collected.reject(location, "unprocessable", detail, dict(record))
     return collected.result()
+
+
+def _cache_hit(value: object) -> bool:
+    """``cache_hit`` as a bool: ``StandardLoggingPayload`` has a bool, the spend-log table
+    (``LiteLLM_SpendLogs``) the text ``"True"``/``"False"``; anything else is no hit."""
+    if isinstance(value, str):
+        return value.strip().lower() == "true"
+    return value is True
