@@ -441,7 +441,10 @@ def test_any_malformed_record_is_a_row_or_a_rejection_never_a_crash(
         assert "unprocessable" not in result.rejected_by_reason(), (path, result.rejected)
 
 
-@pytest.mark.parametrize(("value", "hit"), [(True, True), ("True", True), ("false", False), (None, False), (1, False)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("value", "hit"),
+    [(True, True), ("True", True), ("false", False), (None, False), (1, False)],
+)
 def test_litellm_spend_log_cache_hit_text_counts(tmp_path: Path, value: object, hit: bool) -> None:
     """``LiteLLM_SpendLogs`` stores ``cache_hit`` as text: "True" is a hit (its
     millisecond latency must stay out of the latency checks)."""
