@@ -98,8 +98,14 @@ class HistoryStore:
                 session.execute(insert(RejectedRecordRow), plain)
                 stored += len(plain)
             if keyed:
+                # Kept in the order found (a capture log's line order): the records of one
+                # source have one writer (a partition's worker, a file's runner).
                 stored += insert_ignore(
-                    session, RejectedRecordRow, keyed, ["run_id", "stage", "fingerprint"]
+                    session,
+                    RejectedRecordRow,
+                    keyed,
+                    ["run_id", "stage", "fingerprint"],
+                    key_order=False,
                 )
         return stored
 

@@ -50,13 +50,20 @@ def _sort_key(key: tuple[Any, ...]) -> tuple[tuple[bool, str], ...]:
 
 
 def insert_ignore(
-    session: Session, entity: type[Base], rows: Sequence[Row], conflict: Sequence[str]
+    session: Session,
+    entity: type[Base],
+    rows: Sequence[Row],
+    conflict: Sequence[str],
+    *,
+    key_order: bool = True,
 ) -> int:
     """Insert ``rows``, skipping those whose ``conflict`` columns already exist.
 
     Returns the number of rows newly inserted (rows repeated inside ``rows`` count once).
     Rows are inserted in key order (see :func:`upsert`: concurrent writers do not
-    deadlock).
+    deadlock); ``key_order=False`` keeps the given order, for rows whose stored order
+    means something (rejected records: the order they were found in) and that one writer
+    owns.
     """
     table = _table(entity)
     marker = table.c[conflict[0]]
@@ -66,7 +73,11 @@ def insert_ignore(
         .on_conflict_do_nothing(index_elements=list(conflict))
         .returning(marker)
     )
-    ordered = sorted(rows, key=lambda row: _sort_key(tuple(row[name] for name in conflict)))
+    ordered = (
+        sorted(rows, key=lambda row: _sort_key(tuple(row[name] for name in conflict)))
+        if key_order
+        else list(rows)
+    )
     for chunk in _chunks(ordered):
         inserted += len(session.execute(stmt, list(chunk)).all())
     return inserted
