@@ -40,6 +40,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -266,17 +267,16 @@ def run_compare(
     cache = StorageEmbeddingCache(repo) if embedding_cache else None
     started = time.perf_counter()
 
-    def score(group: list[PairInput]) -> list[PairScore]:
-        return score_pairs(
-            group,
-            encoder,
-            run_id=run_id,
-            structured_task_types=structured_task_types,
-            batch_size=encode_batch_size,
-            refusal_patterns=patterns,
-            covered_scripts=covered_scripts,
-            embedding_cache=cache,
-        )
+    score = partial(
+        score_pairs,
+        encoder=encoder,
+        run_id=run_id,
+        structured_task_types=structured_task_types,
+        batch_size=encode_batch_size,
+        refusal_patterns=patterns,
+        covered_scripts=covered_scripts,
+        embedding_cache=cache,
+    )
 
     batches = repo.iter_pair_inputs(
         run_id, only_unscored=not rescore, batch_size=batch_size, exchange_ids=exchange_ids
@@ -373,17 +373,16 @@ def follow_compare(
     started = time.perf_counter()
     offset = random.randrange(WORK_BUCKETS) if first_bucket is None else first_bucket
 
-    def score(group: list[PairInput]) -> list[PairScore]:
-        return score_pairs(
-            group,
-            encoder,
-            run_id=run_id,
-            structured_task_types=structured_task_types,
-            batch_size=encode_batch_size,
-            refusal_patterns=patterns,
-            covered_scripts=covered_scripts,
-            embedding_cache=cache,
-        )
+    score = partial(
+        score_pairs,
+        encoder=encoder,
+        run_id=run_id,
+        structured_task_types=structured_task_types,
+        batch_size=encode_batch_size,
+        refusal_patterns=patterns,
+        covered_scripts=covered_scripts,
+        embedding_cache=cache,
+    )
 
     rejected_ids: set[str] = set()
     last_progress = clock()

@@ -41,11 +41,13 @@ from shadoweval.records import FormatFlags, HarmKind, PairScore, ToolCallFlags, 
 
 __all__ = [
     "FACT_BITS",
+    "FLOAT_FACTS",
     "FORMAT_SUCCESS_FLAGS",
     "LATENCY_SOURCES",
     "PAIR_FACTS_BYTES",
     "PAIR_FACTS_DTYPE",
     "PAIR_FACTS_LAYOUT",
+    "TRI_FACTS",
     "TRI_MISSING",
     "PairFacts",
     "pack_pair_facts",
@@ -86,7 +88,7 @@ FACT_BITS: dict[str, int] = {
 }
 """Bit of each boolean :class:`~shadoweval.records.PairScore` field in ``bits``."""
 
-_FLOATS = (
+FLOAT_FACTS: tuple[str, ...] = (
     "similarity",
     "noise_similarity",
     "baseline_e2e_ms",
@@ -100,20 +102,27 @@ _FLOATS = (
     "baseline_output_chars",
     "candidate_output_chars",
 )
-_TRIS = ("baseline_tool_text", "candidate_tool_text", "sampled", "noise_identical")
+TRI_FACTS: tuple[str, ...] = (
+    "baseline_tool_text",
+    "candidate_tool_text",
+    "sampled",
+    "noise_identical",
+)
+"""The float and three-valued :class:`~shadoweval.records.PairScore` fields a packed row holds
+(in this order); readers of the packed rows (``stats.frame``) iterate the same tuples."""
 
 PAIR_FACTS_DTYPE = np.dtype(
     [
         ("layout", "u1"),
         ("captured_at_us", "<i8"),
-        *((name, "<f8") for name in _FLOATS),
+        *((name, "<f8") for name in FLOAT_FACTS),
         ("bits", "<i8"),
         ("baseline_harms", "<i4"),
         ("candidate_harms", "<i4"),
         ("tool_changes", "<i4"),
         ("baseline_format_ok", "i1", (len(FORMAT_SUCCESS_FLAGS),)),
         ("candidate_format_ok", "i1", (len(FORMAT_SUCCESS_FLAGS),)),
-        *((name, "i1") for name in _TRIS),
+        *((name, "i1") for name in TRI_FACTS),
         ("latency_baseline_source", "i1"),
     ]
 )
@@ -125,11 +134,11 @@ of that side; ``latency_baseline_source`` indexes :data:`LATENCY_SOURCES`."""
 
 _STRUCT = struct.Struct(
     "<Bq"
-    + "d" * len(_FLOATS)
+    + "d" * len(FLOAT_FACTS)
     + "q"
     + "iii"
     + "b" * (2 * len(FORMAT_SUCCESS_FLAGS))
-    + "b" * len(_TRIS)
+    + "b" * len(TRI_FACTS)
     + "b"
 )
 PAIR_FACTS_BYTES = _STRUCT.size

@@ -31,8 +31,10 @@ import pandas as pd
 
 from shadoweval.pair_facts import (
     FACT_BITS,
+    FLOAT_FACTS,
     FORMAT_SUCCESS_FLAGS,
     LATENCY_SOURCES,
+    TRI_FACTS,
     TRI_MISSING,
     PairFacts,
     tool_text,
@@ -354,23 +356,6 @@ def _runaway_by_ratio(
     return base_long, cand_long
 
 
-_FLOAT_FACTS = (
-    "similarity",
-    "noise_similarity",
-    "baseline_e2e_ms",
-    "candidate_e2e_ms",
-    "baseline_ttft_ms",
-    "candidate_ttft_ms",
-    "baseline_ttfc_ms",
-    "candidate_ttfc_ms",
-    "baseline_output_tokens",
-    "candidate_output_tokens",
-    "baseline_output_chars",
-    "candidate_output_chars",
-)
-_TRI_FACTS = ("baseline_tool_text", "candidate_tool_text", "sampled", "noise_identical")
-
-
 def _tri_floats(codes: npt.NDArray[np.int8]) -> npt.NDArray[np.float64]:
     out = codes.astype(np.float64)
     out[codes == TRI_MISSING] = math.nan
@@ -433,7 +418,7 @@ def pairs_frame_from_facts(
             values["captured_at_us"].astype(np.int64), unit="us", utc=True
         ),
     }
-    for name in _FLOAT_FACTS:
+    for name in FLOAT_FACTS:
         columns[name] = values[name].astype(np.float64)
     columns["streamed"] = bit("streamed")
     base_infra = bit("baseline_infra_error")
@@ -463,7 +448,7 @@ def pairs_frame_from_facts(
         ],
         dtype=object,
     )
-    for name in _TRI_FACTS:
+    for name in TRI_FACTS:
         columns[name] = _tri_floats(values[name])
     judged = judgements or {}
     quality = np.full(n, math.nan)

@@ -27,7 +27,6 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from capture.metrics import CaptureMetrics
 from capture.sampling import StickySampler
@@ -38,7 +37,6 @@ from replay.metrics import WorkerMetrics
 from replay.runner import TargetSpec
 from replay.sessions import SessionVersionTracker, candidate_version, session_versions
 from shadoweval.bus import BusConsumer, BusProducer, ensure_topics
-from shadoweval.bus.producer import Delivery, OutgoingRecord
 from shadoweval.config import CaptureSettings, KafkaSettings, WorkerSettings
 from shadoweval.records import Exchange, ReplayOutcome, ReplayTarget, ResponseRecord
 from shadoweval.storage import Database, Repository
@@ -56,6 +54,8 @@ from tests.conftest import fresh_pg_schema_url
 from tests.kafka_broker import TansuBroker
 from tests.replay.conftest import make_exchange
 from tests.replay.test_kafka_worker import CANDIDATE, DLQ, TOPIC, line, new_run
+from tests.replay.test_kafka_worker import committed_offsets as committed_positions
+from tests.replay.test_kafka_worker import produce as produce_values
 from tests.replay.test_replay_runner import exchanges_for
 from tests.waiting import eventually
 
@@ -104,32 +104,17 @@ def key_of(exchange: Exchange) -> bytes:
 
 async def produce(bootstrap: str, exchanges: Sequence[Exchange]) -> dict[Partition, int]:
     """Produce ``exchanges`` keyed like the capture sinks; the end offset per partition."""
-    await ensure_topics(bootstrap, [TOPIC, DLQ], partitions=PARTITIONS)
-    records = [OutgoingRecord(value=line(e), key=key_of(e)) for e in exchanges]
-    async with BusProducer(KafkaSettings(bootstrap_servers=bootstrap)) as producer:
-        deliveries = await producer.send_many(TOPIC, records)
-    ends: dict[Partition, int] = {}
-    for d in deliveries:
-        assert isinstance(d, Delivery), d
-        ends[(d.topic, d.partition)] = max(ends.get((d.topic, d.partition), 0), d.offset + 1)
-    return ends
+    return await produce_values(
+        bootstrap,
+        [line(e) for e in exchanges],
+        keys=[key_of(e) for e in exchanges],
+        partitions=PARTITIONS,
+    )
 
 
 async def committed_offsets(bootstrap: str, group: str) -> dict[Partition, int]:
     """The group's committed positions on ``TOPIC`` (partitions with none are left out)."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False
-    )
-    await consumer.start()
-    try:
-        out: dict[Partition, int] = {}
-        for p in range(PARTITIONS):
-            position = await consumer.committed(TopicPartition(TOPIC, p))
-            if position is not None:
-                out[(TOPIC, p)] = position
-        return out
-    finally:
-        await consumer.stop()
+    return await committed_positions(bootstrap, group, partitions=PARTITIONS)
 
 
 # ------------------------------------------------------------------ candidate double

@@ -81,10 +81,15 @@ def line(exchange: Exchange) -> bytes:
 
 
 async def produce(
-    bootstrap: str, values: Sequence[bytes], *, topic: str = TOPIC, keys: Sequence[bytes] = ()
+    bootstrap: str,
+    values: Sequence[bytes],
+    *,
+    topic: str = TOPIC,
+    keys: Sequence[bytes] = (),
+    partitions: int = PARTITIONS,
 ) -> dict[Partition, int]:
     """Create the topics, produce ``values``; return the end offset per partition."""
-    await ensure_topics(bootstrap, [topic, DLQ], partitions=PARTITIONS)
+    await ensure_topics(bootstrap, [topic, DLQ], partitions=partitions)
     records = [
         OutgoingRecord(value=v, key=keys[i] if keys else f"k{i}".encode())
         for i, v in enumerate(values)
@@ -98,7 +103,9 @@ async def produce(
     return ends
 
 
-async def committed_offsets(bootstrap: str, group: str) -> dict[Partition, int]:
+async def committed_offsets(
+    bootstrap: str, group: str, *, partitions: int = PARTITIONS
+) -> dict[Partition, int]:
     """The group's committed positions on ``TOPIC`` (partitions with none are left out)."""
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False
@@ -106,7 +113,7 @@ async def committed_offsets(bootstrap: str, group: str) -> dict[Partition, int]:
     await consumer.start()
     try:
         out: dict[Partition, int] = {}
-        for p in range(PARTITIONS):
+        for p in range(partitions):
             position = await consumer.committed(TopicPartition(TOPIC, p))
             if position is not None:
                 out[(TOPIC, p)] = position
