@@ -370,7 +370,7 @@ def pairs_frame_from_facts(
     """:func:`pairs_frame` from packed pair facts, without reading a record.
 
     The same table :func:`pairs_frame` builds from the pairs' records (the same columns,
-    dtypes, values and order; ``tests/dashboard/test_pair_facts_frame.py`` compares the
+    dtypes, values and order; ``tests/storage/test_pair_facts.py`` compares the
     two), vectorised: one numpy pass per column instead of one Python dict per pair.
     ``*_format_ok`` takes, per task type, the stored result under its
     ``format_parse.success_flag``; the runaway length ratio is applied as in
