@@ -11,7 +11,8 @@ Public API::
 
 Modules: ``models`` (ORM tables), ``database`` (engine, sessions, migrations),
 ``repository`` (records in, records out), ``queries`` (read-side statements),
-``history`` (verdicts, rejected records), ``audit`` (the policy audit log), ``samples``
+``history`` (verdicts, rejected records), ``audit`` (the policy audit log), ``canary``
+(canary rollouts: steps, observations, spot-check ratings), ``samples``
 (filtered, keyset-paged pairs for people to read), ``labels`` (human labels),
 ``judgements`` (pair judgements, the run's frozen judge), ``embeddings`` (the embedding
 cache), ``rows`` (record <-> row conversion), ``statements`` (dialect upserts),
@@ -22,6 +23,7 @@ CachedEmbedding).
 
 from __future__ import annotations
 
+from shadoweval.storage.canary import AuditNote
 from shadoweval.storage.database import (
     Database,
     head_revision,
@@ -34,6 +36,11 @@ from shadoweval.storage.repository import PairInput, Repository
 from shadoweval.storage.samples import Sample, SampleCursor, SampleFilter, SamplePage
 from shadoweval.storage.types import (
     CachedEmbedding,
+    CanaryInfo,
+    CanaryObservation,
+    CanaryRating,
+    CanaryState,
+    CanaryStepInfo,
     JudgeFreeze,
     LatestDecision,
     PolicyAuditAction,
@@ -49,7 +56,13 @@ from shadoweval.storage.work_locks import WORK_BUCKETS, WorkLocks
 
 __all__ = [
     "WORK_BUCKETS",
+    "AuditNote",
     "CachedEmbedding",
+    "CanaryInfo",
+    "CanaryObservation",
+    "CanaryRating",
+    "CanaryState",
+    "CanaryStepInfo",
     "Database",
     "JudgeFreeze",
     "LatestDecision",

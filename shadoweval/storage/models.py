@@ -14,7 +14,8 @@ converts them to records.
 
 The migrations (``migrations/versions/0001_initial.py``, ``0002_policy_audit.py``,
 ``0003_samples_and_labels.py``, ``0004_pair_judgements.py``, ``0005_ttfc_and_cache_hits.py``,
-``0006_rejected_fingerprint.py``, ``0007_embedding_cache.py``, ``0008_pair_facts.py``) must
+``0006_rejected_fingerprint.py``, ``0007_embedding_cache.py``, ``0008_pair_facts.py``,
+``0009_canary.py``) must
 match these models: ``Database.schema_diff()`` (an ``alembic check`` equivalent) finds no
 difference after ``upgrade``.
 """
@@ -458,4 +459,144 @@ class EmbeddingCacheRow(Base):
         return (
             f"EmbeddingCacheRow(cache_key={self.cache_key!r}, "
             f"text_sha256={self.text_sha256[:12]!r}, dimension={self.dimension})"
+        )
+
+
+class CanaryRow(Base):
+    """One canary rollout of a run's candidate on live traffic (issue 16, docs/canary.md).
+
+    The canary belongs to a run (``run_id``: the shadow run whose candidate it rolls out,
+    or one created for it); its policy (``stats.canary.policy.CanaryPolicy``) is frozen
+    here as YAML with its hash, and every change is audited in that run's
+    ``policy_audit``. ``state`` is ``running``, ``completed`` (share 1.0 reached) or
+    ``rolled_back``; ``step_index``/``candidate_share`` the current step and the share of
+    sessions the split gives the candidate (0.0 after a rollback); ``split_revision`` the
+    last split revision written to ``split_dir`` (the directory the Envoy front watches);
+    ``step_started_at`` when the current step's observation window began;
+    ``error_breach_since`` when the error-rate excess was first seen without a break
+    (``None`` when it does not hold); ``ingest_state`` how far each capture-log file was
+    read (file name → lines consumed).
+    """
+
+    __tablename__ = "canary"
+
+    canary_id: Mapped[str] = mapped_column(primary_key=True)
+    run_id: Mapped[run_fk] = mapped_column(index=True)
+    name: Mapped[str]
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+    policy_hash: Mapped[str]
+    policy_yaml: Mapped[long_text]
+    split_dir: Mapped[str]
+    state: Mapped[str] = mapped_column(index=True)
+    step_index: Mapped[int]
+    candidate_share: Mapped[float]
+    split_revision: Mapped[int]
+    step_started_at: Mapped[datetime]
+    error_breach_since: Mapped[datetime | None]
+    ingest_state: Mapped[JsonDict]
+
+    def __repr__(self) -> str:
+        return (
+            f"CanaryRow(canary_id={self.canary_id!r}, state={self.state!r}, "
+            f"step_index={self.step_index}, candidate_share={self.candidate_share})"
+        )
+
+
+class CanaryStepRow(Base):
+    """One step of a canary: its share, window and the latest verdict judged on it.
+
+    Unique per ``(canary_id, step_index)``. ``outcome`` is ``None`` while the step runs,
+    then ``promoted`` (the next step began), ``completed`` (the last step, share 1.0, was
+    reached) or ``rolled_back``. ``last_verdict`` is the JSON of the latest
+    ``stats.canary.verdict.StepVerdict`` (``last_decision`` its decision), from the
+    ``evaluations``-th evaluation at ``last_evaluated_at``.
+    """
+
+    __tablename__ = "canary_step"
+    __table_args__ = (UniqueConstraint("canary_id", "step_index"),)
+
+    id: Mapped[int_pk]
+    canary_id: Mapped[str] = mapped_column(ForeignKey("canary.canary_id", ondelete="CASCADE"))
+    step_index: Mapped[int]
+    share: Mapped[float]
+    started_at: Mapped[datetime]
+    ended_at: Mapped[datetime | None]
+    outcome: Mapped[str | None]
+    evaluations: Mapped[int]
+    last_decision: Mapped[str | None]
+    last_verdict: Mapped[JsonDict | None]
+    last_evaluated_at: Mapped[datetime | None]
+
+    def __repr__(self) -> str:
+        return (
+            f"CanaryStepRow(canary_id={self.canary_id!r}, step_index={self.step_index}, "
+            f"share={self.share}, outcome={self.outcome!r})"
+        )
+
+
+class CanaryObservationRow(Base):
+    """One live request seen during a canary step, with the facts its verdict reads.
+
+    Unique per ``(canary_id, exchange_id)`` (a capture log read twice stores it once).
+    ``arm`` is ``baseline`` or ``candidate`` (the version that served it, from the
+    exchange's ``served_by``); ``session`` the salted session-key hash (``None``: no key);
+    ``error`` the request failed; ``format_ok`` is ``None`` when no format was expected or
+    the request failed; ``harmed`` at least one harm detector fired; ``e2e_ms``/``ttft_ms``
+    ``None`` when unknown (TTFT: not streamed); ``cache_hit`` a cache answered (left out of
+    latency); ``detail``: status code, harm kinds, model.
+    """
+
+    __tablename__ = "canary_observation"
+    __table_args__ = (
+        UniqueConstraint("canary_id", "exchange_id"),
+        Index("ix_canary_observation_canary_id_step_index", "canary_id", "step_index"),
+    )
+
+    id: Mapped[int_pk]
+    canary_id: Mapped[str] = mapped_column(ForeignKey("canary.canary_id", ondelete="CASCADE"))
+    exchange_id: Mapped[str]
+    step_index: Mapped[int]
+    arm: Mapped[str]
+    observed_at: Mapped[datetime]
+    session: Mapped[str | None]
+    error: Mapped[bool]
+    format_expected: Mapped[bool]
+    format_ok: Mapped[bool | None]
+    harmed: Mapped[bool]
+    cache_hit: Mapped[bool]
+    e2e_ms: Mapped[float | None]
+    ttft_ms: Mapped[float | None]
+    detail: Mapped[JsonDict]
+
+    def __repr__(self) -> str:
+        return (
+            f"CanaryObservationRow(canary_id={self.canary_id!r}, "
+            f"exchange_id={self.exchange_id!r}, arm={self.arm!r})"
+        )
+
+
+class CanaryRatingRow(Base):
+    """A spot check of one canary-served output: a 1–10 rating by one rater (upsert).
+
+    Unique per ``(canary_id, exchange_id, rater)``; rating again replaces. The rating is
+    on MT-Bench's single-answer grading scale (1–10); the canary policy's
+    ``rating_bad_at_or_below`` says which ratings count as bad.
+    """
+
+    __tablename__ = "canary_rating"
+    __table_args__ = (UniqueConstraint("canary_id", "exchange_id", "rater"),)
+
+    id: Mapped[int_pk]
+    canary_id: Mapped[str] = mapped_column(ForeignKey("canary.canary_id", ondelete="CASCADE"))
+    exchange_id: Mapped[str]
+    rater: Mapped[str]
+    rating: Mapped[float]
+    note: Mapped[long_text]
+    rated_at: Mapped[datetime]
+
+    def __repr__(self) -> str:
+        return (
+            f"CanaryRatingRow(canary_id={self.canary_id!r}, exchange_id={self.exchange_id!r}, "
+            f"rater={self.rater!r}, rating={self.rating})"
         )

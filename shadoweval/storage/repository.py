@@ -57,6 +57,7 @@ from shadoweval.records import (
 from shadoweval.storage import queries
 from shadoweval.storage import rows as rows_
 from shadoweval.storage.audit import PolicyAuditLog, add_audit_row, audit_row
+from shadoweval.storage.canary import CanaryStore
 from shadoweval.storage.database import describe_error
 from shadoweval.storage.embeddings import EmbeddingStore
 from shadoweval.storage.history import HistoryStore
@@ -143,7 +144,13 @@ def _driver_rows(session: Session, stmt: ClauseElement) -> list[tuple[Any, ...]]
 
 
 class Repository(
-    HistoryStore, PolicyAuditLog, SampleStore, LabelStore, JudgementStore, EmbeddingStore
+    HistoryStore,
+    PolicyAuditLog,
+    SampleStore,
+    LabelStore,
+    JudgementStore,
+    EmbeddingStore,
+    CanaryStore,
 ):
     """Records in, records out, over one :class:`~shadoweval.storage.database.Database`.
 

@@ -167,6 +167,20 @@ class PolicyAuditAction(enum.StrEnum):
     JUDGE_RELEASED = "judge_released"
     """The judge frozen by a ``judge run`` whose every call failed was unfrozen: it judged
     nothing, so the run may be judged by a corrected one (``detail["reason"]``)."""
+    CANARY_STARTED = "canary_started"
+    """A canary of the run began (``detail``: canary id, step, share, split revision, why);
+    ``policy_hash`` is the canary policy's."""
+    CANARY_ADVANCED = "canary_advanced"
+    """A canary moved to its next step (``detail``: from and to step and share, revision,
+    the verdict's reasons)."""
+    CANARY_HELD = "canary_held"
+    """A canary step's verdict became HOLD (written when the decision changes, not at every
+    evaluation; ``detail``: reasons)."""
+    CANARY_ROLLED_BACK = "canary_rolled_back"
+    """A canary's split was set to share 0: by its verdict (ROLLBACK) or on request
+    (``detail``: reasons or the operator's why, revision)."""
+    CANARY_COMPLETED = "canary_completed"
+    """A canary reached its last step: every session goes to the candidate."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,3 +241,99 @@ class CachedEmbedding:
     tokens: int
     chunks: int
     truncated: bool
+
+
+class CanaryState(enum.StrEnum):
+    """Lifecycle of a canary (``canary.state``); ``completed`` and ``rolled_back`` are final."""
+
+    RUNNING = "running"
+    COMPLETED = "completed"
+    """The last step (share 1.0) was reached: the candidate serves every session."""
+    ROLLED_BACK = "rolled_back"
+    """The split gives the candidate nothing; the canary is over."""
+
+    @property
+    def terminal(self) -> bool:
+        """True when the canary may no longer change."""
+        return self is not CanaryState.RUNNING
+
+
+@dataclass(frozen=True, slots=True)
+class CanaryInfo:
+    """One canary (a row of ``canary``; see :class:`~shadoweval.storage.models.CanaryRow`).
+
+    ``candidate_share`` is the share of sessions the split gives the candidate (0..1);
+    ``ingest_state`` maps a capture-log file name to the lines already read.
+    """
+
+    canary_id: str
+    run_id: str
+    name: str
+    created_at: datetime
+    updated_at: datetime
+    policy_hash: str
+    policy_yaml: str
+    split_dir: str
+    state: CanaryState
+    step_index: int
+    candidate_share: float
+    split_revision: int
+    step_started_at: datetime
+    error_breach_since: datetime | None
+    ingest_state: dict[str, JsonValue]
+
+
+@dataclass(frozen=True, slots=True)
+class CanaryStepInfo:
+    """One step of a canary (a row of ``canary_step``).
+
+    ``outcome``: ``None`` while it runs, else ``promoted``, ``completed`` or
+    ``rolled_back``; ``last_verdict`` the JSON of the latest step verdict.
+    """
+
+    canary_id: str
+    step_index: int
+    share: float
+    started_at: datetime
+    ended_at: datetime | None
+    outcome: str | None
+    evaluations: int
+    last_decision: str | None
+    last_verdict: dict[str, JsonValue] | None
+    last_evaluated_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class CanaryObservation:
+    """One live request seen during a canary step, as the step verdict reads it.
+
+    ``arm``: ``baseline`` or ``candidate``; ``session``: the salted session-key hash;
+    ``format_ok``: ``None`` when no format was expected or the request failed;
+    ``e2e_ms``/``ttft_ms``: milliseconds, ``None`` when unknown.
+    """
+
+    exchange_id: str
+    step_index: int
+    arm: str
+    observed_at: datetime
+    session: str | None
+    error: bool
+    format_expected: bool
+    format_ok: bool | None
+    harmed: bool
+    cache_hit: bool
+    e2e_ms: float | None
+    ttft_ms: float | None
+    detail: dict[str, JsonValue] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CanaryRating:
+    """A spot-check rating (1–10, MT-Bench single-answer scale) of one canary-served output."""
+
+    canary_id: str
+    exchange_id: str
+    rater: str
+    rating: float
+    rated_at: datetime
+    note: str = ""

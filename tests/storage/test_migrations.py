@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import logging
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -30,13 +31,17 @@ TABLES = {
     "pair_judgement",
     "run_judge",
     "embedding_cache",
+    "canary",
+    "canary_step",
+    "canary_observation",
+    "canary_rating",
 }
 
 
 def test_exactly_one_head() -> None:
     script = ScriptDirectory.from_config(alembic_config())
-    assert script.get_heads() == ["0008"]
-    assert head_revision() == "0008"
+    assert script.get_heads() == ["0009"]
+    assert head_revision() == "0009"
 
 
 def test_script_location_is_the_installed_package() -> None:
@@ -92,7 +97,7 @@ def test_check_schema_names_revisions_and_the_fix(empty_url: str) -> None:
         with pytest.raises(StorageError) as info:
             db.check_schema()
         message = str(info.value)
-        assert "is at revision none (empty database), expected head 0008" in message
+        assert "is at revision none (empty database), expected head 0009" in message
         assert "run `shadow-eval db upgrade`" in message
         assert db.safe_url in message
     finally:
@@ -214,7 +219,7 @@ def test_concurrent_upgrades_on_postgresql_are_serialized(
 
 # --- every step down and up, with data ---------------------------------------------------
 
-REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008")
+REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009")
 """Every revision, oldest first (the last is head)."""
 
 KEPT_FROM: dict[str, str] = {
@@ -229,6 +234,10 @@ KEPT_FROM: dict[str, str] = {
     "human_label": "0003",
     "pair_judgement": "0004",
     "embedding_cache": "0007",
+    "canary": "0009",
+    "canary_step": "0009",
+    "canary_observation": "0009",
+    "canary_rating": "0009",
 }
 """Table → the revision that creates it: at that revision and above its rows must survive
 every downgrade step (below it the table is gone)."""
@@ -279,7 +288,52 @@ def _seed_every_table(repo: Repository) -> str:
             )
         ],
     )
+    _seed_canary(repo, run.run_id, first)
     return run.run_id
+
+
+def _seed_canary(repo: Repository, run_id: str, at: datetime) -> None:
+    from shadoweval.storage import (
+        AuditNote,
+        CanaryObservation,
+        CanaryRating,
+        PolicyAuditAction,
+    )
+
+    repo.create_canary(
+        canary_id="canary-1",
+        run_id=run_id,
+        name="seeded",
+        policy_hash="sha256:canary",
+        policy_yaml="steps: []\n",
+        split_dir="/tmp/split",
+        first_share=0.05,
+        split_revision=1,
+        note=AuditNote(PolicyAuditAction.CANARY_STARTED, "test"),
+        started_at=at,
+    )
+    repo.save_canary_observations(
+        "canary-1",
+        [
+            CanaryObservation(
+                exchange_id="ex-1",
+                step_index=0,
+                arm="candidate",
+                observed_at=at,
+                session=None,
+                error=False,
+                format_expected=False,
+                format_ok=None,
+                harmed=False,
+                cache_hit=False,
+                e2e_ms=12.5,
+                ttft_ms=None,
+            )
+        ],
+    )
+    repo.save_canary_ratings(
+        [CanaryRating(canary_id="canary-1", exchange_id="ex-1", rater="a", rating=7, rated_at=at)]
+    )
 
 
 def _counts(db: Database) -> dict[str, int]:

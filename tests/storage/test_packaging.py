@@ -91,4 +91,4 @@ def test_upgrade_runs_from_an_installed_wheel(tmp_path: Path) -> None:
         check=False,
     )
     assert run.returncode == 0, run.stderr
-    assert run.stdout.split() == ["OK", "0008", "0008"]
+    assert run.stdout.split() == ["OK", "0009", "0009"]
