@@ -166,8 +166,7 @@ def render_split_routes(spec: EnvoyConfigSpec, split: Split) -> str:
     candidate_host = upstream_authority(canary.candidate_url, "envoy.canary.candidate_url")
     weight = split.candidate_weight
     hash_policy = [
-        {"header": {"header_name": name.lower()}, "terminal": True}
-        for name in spec.session_headers
+        {"header": {"header_name": name.lower()}, "terminal": True} for name in spec.session_headers
     ]
 
     def action(cluster: str | None) -> dict[str, Any]:
@@ -344,8 +343,7 @@ def read_split(split_dir: Path) -> Split:
     share, revision = found[0]
     if revision != int(version):
         raise bad(
-            f"filter_metadata.{METADATA_KEY}.revision {revision!r} is not version_info "
-            f"{version}",
+            f"filter_metadata.{METADATA_KEY}.revision {revision!r} is not version_info {version}",
             f"filter_metadata.{METADATA_KEY}.revision",
             revision,
         )
@@ -385,9 +383,14 @@ async def applied_revision(admin_url: str, *, timeout_s: float = 5.0) -> int | N
     for entry in data.get("configs", ()) if isinstance(data, dict) else ():
         version = entry.get("version_info") if isinstance(entry, dict) else None
         config = entry.get("route_config") or {} if isinstance(entry, dict) else {}
-        if isinstance(version, str) and version.isdigit() and config.get("name") in (
-            ROUTE_CONFIG_NAME,
-            None,
+        if (
+            isinstance(version, str)
+            and version.isdigit()
+            and config.get("name")
+            in (
+                ROUTE_CONFIG_NAME,
+                None,
+            )
         ):
             return int(version)
     return None

@@ -406,9 +406,7 @@ def render_envoy_config(spec: EnvoyConfigSpec) -> str:
         )
         router_port = _port("envoy.canary.router_port", canary.router_port)
         if not spec.routes:
-            raise ConfigError(
-                "capture.routes is empty: nothing to capture", field="capture.routes"
-            )
+            raise ConfigError("capture.routes is empty: nothing to capture", field="capture.routes")
     else:
         routes = route_table(
             spec, lambda match, capture: [forward_route(match, authority, capture=capture)]
@@ -438,7 +436,7 @@ def render_envoy_config(spec: EnvoyConfigSpec) -> str:
             "response.code_details",
             "xds.cluster_name",
         ]
-    hcm = {
+    hcm: dict[str, Any] = {
         "@type": _HCM_TYPE,
         "stat_prefix": LIVE_STAT_PREFIX,
         "codec_type": "AUTO",
@@ -549,9 +547,7 @@ def render_envoy_config(spec: EnvoyConfigSpec) -> str:
             },
             *hcm["http_filters"],
         ]
-        clusters.append(
-            _model_cluster(CANDIDATE_CLUSTER, cand_scheme, cand_host, cand_port, spec)
-        )
+        clusters.append(_model_cluster(CANDIDATE_CLUSTER, cand_scheme, cand_host, cand_port, spec))
     capture = _grpc_cluster(CAPTURE_CLUSTER, spec.ext_proc_host, ext_proc_port)
     streams = spec.max_capture_streams
     capture["circuit_breakers"] = {
@@ -559,7 +555,7 @@ def render_envoy_config(spec: EnvoyConfigSpec) -> str:
             {"max_connections": 64, "max_pending_requests": streams, "max_requests": streams}
         ]
     }
-    bootstrap = {
+    bootstrap: dict[str, Any] = {
         "admin": {"address": _address("127.0.0.1", admin_port)},
         "overload_manager": {
             "resource_monitors": [

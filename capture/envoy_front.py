@@ -270,7 +270,8 @@ class EnvoyFrontEnd(AsyncLifecycle):
         directory has no split file, start the session router's gRPC server; the spec
         with the router's bound port."""
         canary = self.envoy.canary
-        assert canary is not None and spec.canary is not None
+        assert canary is not None
+        assert spec.canary is not None
         split_dir = Path(canary.split_dir)
         if not (split_dir / SPLIT_FILE).exists():
             write_split(split_dir, spec, Split(candidate_share=0.0, revision=0))

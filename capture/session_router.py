@@ -87,15 +87,15 @@ def stable_bucket(key: str | bytes) -> int:
 
 
 def session_key(headers: Iterable[tuple[bytes, bytes]], names: Sequence[str]) -> bytes | None:
-    """The first of ``names`` (case-insensitive) present with a non-empty value in
-    ``headers`` (lower-case names), as bytes; ``None`` when none is — the same key as
-    :class:`capture.sampling.StickySampler` uses."""
+    """The value of the first of ``names`` (case-insensitive) present in ``headers``, as
+    bytes; ``None`` when none is — the same key as
+    :meth:`capture.sampling.StickySampler.session_key_hash` hashes."""
     found: dict[bytes, bytes] = {}
-    for name, value in headers:
-        found.setdefault(name.lower(), value)
+    for header, raw in headers:
+        found.setdefault(header.lower(), raw)
     for name in names:
         value = found.get(name.lower().encode("latin-1"))
-        if value:
+        if value is not None:
             return value
     return None
 
@@ -125,7 +125,9 @@ class PinTable:
             )
         if not idle_s > 0:
             raise ConfigError(
-                f"pin_idle_s must be > 0, got {idle_s}", field="envoy.canary.pin_idle_s", value=idle_s
+                f"pin_idle_s must be > 0, got {idle_s}",
+                field="envoy.canary.pin_idle_s",
+                value=idle_s,
             )
         self.max_entries = max_entries
         self.idle_s = idle_s
@@ -262,7 +264,9 @@ class SessionRouter(ext_proc_grpc.ExternalProcessorServicer):  # type: ignore[mi
         except ConfigError as exc:
             self._stamp = stamp  # counted once per bad file, not per poll
             self.metrics.reload_errors.inc()
-            logger.warning("split file not applied (keeping revision %d): %s", self.split.revision, exc)
+            logger.warning(
+                "split file not applied (keeping revision %d): %s", self.split.revision, exc
+            )
             return False
         self._stamp = stamp
         changed = split != self.split
@@ -327,9 +331,7 @@ class SessionRouter(ext_proc_grpc.ExternalProcessorServicer):  # type: ignore[mi
                 arm, reason = pinned, "pinned"
             else:
                 arm = (
-                    "candidate"
-                    if stable_bucket(key) < self.split.candidate_weight
-                    else "baseline"
+                    "candidate" if stable_bucket(key) < self.split.candidate_weight else "baseline"
                 )
                 reason = "new"
         if pin_key is not None and reason != "pinned":

@@ -85,7 +85,9 @@ class SlowStoryLatency(LatencyProfile):
 
 
 def _mock(model: str) -> ServerThread:
-    app = create_app(ROWS, latency=SlowStoryLatency(), faults=FaultConfig(), seed=0, model_name=model)
+    app = create_app(
+        ROWS, latency=SlowStoryLatency(), faults=FaultConfig(), seed=0, model_name=model
+    )
     return ServerThread(app)
 
 
@@ -214,9 +216,10 @@ def test_share_0_all_baseline_share_1_all_candidate(canary: CanaryFront) -> None
     assert {ex.response.model for ex in exchanges if ex.response} == {BASELINE, CANDIDATE}
     # the router's decisions are counted on the front end's registry
     harness = canary.harness
-    assert harness.metric(
-        "shadoweval_canary_decisions_total", arm="baseline", reason="rolled_back"
-    ) == 20
+    assert (
+        harness.metric("shadoweval_canary_decisions_total", arm="baseline", reason="rolled_back")
+        == 20
+    )
     assert harness.metric("shadoweval_canary_decisions_total", arm="candidate", reason="full") == 25
 
 
@@ -247,9 +250,7 @@ def test_sessions_stay_on_their_version_while_the_share_rises(canary: CanaryFron
         assert all(len(models) == 1 for models in seen.values()), seen
         first = {s: next(iter(m)) for s, m in seen.items()}
         # ...and they landed by the monotone rule at the share they were first seen at
-        assert first == {
-            s: CANDIDATE if stable_bucket(s) < 1000 else BASELINE for s in sessions
-        }
+        assert first == {s: CANDIDATE if stable_bucket(s) < 1000 else BASELINE for s in sessions}
         exchanges = canary.captured(turns)
         # ...nor by the captured records
         by_session: dict[str | None, set[str]] = {}
@@ -293,7 +294,8 @@ def test_a_stream_in_flight_at_a_switch_completes_on_its_version(canary: CanaryF
     streamed = next(ex for ex in exchanges if ex.response and ex.response.streamed)
     assert streamed.served_by == CANDIDATE_CLUSTER
     assert streamed.outcome is ExchangeOutcome.DONE
-    assert streamed.response is not None and streamed.response.text == ROWS[1].output_text
+    assert streamed.response is not None
+    assert streamed.response.text == ROWS[1].output_text
     other = next(ex for ex in exchanges if ex is not streamed)
     assert other.served_by == BASELINE_CLUSTER
 
