@@ -233,6 +233,7 @@ class SessionRouter(ext_proc_grpc.ExternalProcessorServicer):  # type: ignore[mi
     ) -> None:
         self.split_dir = Path(split_dir)
         self.session_headers = tuple(session_headers)
+        self.registry = registry
         self.metrics = RouterMetrics(registry)
         self.pins = PinTable(max_pinned_sessions, pin_idle_s)
         self.reload_interval_s = reload_interval_s

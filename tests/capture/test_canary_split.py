@@ -121,6 +121,10 @@ def _router(tmp_path: Path, share: float) -> SessionRouter:
     return router
 
 
+def _sample(router: SessionRouter, name: str, **labels: str) -> float:
+    return router.registry.get_sample_value(name, labels) or 0.0
+
+
 def _set(router: SessionRouter, share: float, revision: int) -> None:
     write_split(router.split_dir, _spec(router.split_dir), Split(share, revision))
     assert router.reload()
