@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import socket
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -354,3 +355,23 @@ def test_the_arm_header_never_reaches_an_upstream(models: tuple[str, str], tmp_p
         for request in app.log.requests:
             names = {name.lower() for name, _ in request["headers"]}
             assert ARM_HEADER not in names, request["headers"]
+
+
+def test_an_unreachable_candidate_is_captured_as_its_error(
+    models: tuple[str, str], tmp_path: Path
+) -> None:
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    with CanaryFront(models[0], closed, tmp_path) as front, httpx.Client(timeout=30) as client:
+        front.set_share(1.0)
+        body = orjson.dumps({"model": "m", "messages": HELLO})
+        resp = client.post(
+            f"{front.harness.url}{CHAT}", content=body, headers={"x-session-id": "u"}
+        )
+        assert resp.status_code == 503
+        (ex,) = front.captured(1)
+        assert ex.outcome is ExchangeOutcome.ERROR
+        assert ex.served_by == CANDIDATE_CLUSTER
+        front.set_share(0.0)  # the rollback serves the session again
+        assert front.chat(client, "u") == BASELINE
