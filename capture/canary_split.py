@@ -64,6 +64,7 @@ from capture.envoy_config import (
     upstream_authority,
 )
 from capture.envoy_config import UPSTREAM_CLUSTER as BASELINE_CLUSTER
+from capture.envoy_process import EnvoyProcess
 from shadoweval.errors import ConfigError
 
 __all__ = [
@@ -353,13 +354,13 @@ def read_split(split_dir: Path) -> Split:
         raise bad(str(exc), f"filter_metadata.{METADATA_KEY}.{exc.field}", exc.value) from exc
 
 
-async def applied_revision(admin_url: str, *, timeout_s: float = 5.0) -> int | None:
+async def applied_revision(envoy: str | EnvoyProcess, *, timeout_s: float = 5.0) -> int | None:
     """The split revision Envoy serves now: ``version_info`` of the dynamic route
     configuration in its admin ``/config_dump?resource=dynamic_route_configs``.
 
     Args:
-        admin_url: Envoy's admin, ``http://127.0.0.1:PORT``
-            (:attr:`capture.envoy_process.EnvoyProcess.admin_url`).
+        envoy: Envoy's admin URL, ``http://127.0.0.1:PORT``, or the
+            :class:`~capture.envoy_process.EnvoyProcess` (its ``admin_url``).
         timeout_s: limit on the admin request.
 
     Returns:
@@ -370,6 +371,9 @@ async def applied_revision(admin_url: str, *, timeout_s: float = 5.0) -> int | N
     ``update_rejected`` (a file Envoy refused: it keeps the previous routes) and
     ``update_failure`` (admin ``/stats``).
     """
+    admin_url = envoy if isinstance(envoy, str) else envoy.admin_url
+    if not admin_url:
+        return None
     try:
         async with httpx.AsyncClient(timeout=timeout_s) as client:
             resp = await client.get(

@@ -195,6 +195,9 @@ def test_canary_config_is_valid_for_the_real_envoy(tmp_path: Path) -> None:
 
 def test_front_writes_revision_0_all_baseline(canary: CanaryFront) -> None:
     assert canary.applied() == 0
+    proc = canary.harness.front.envoy_process
+    assert proc is not None
+    assert asyncio.run(applied_revision(proc)) == 0
     assert (canary.split_dir / "split.yaml").exists()
     assert (canary.split_dir / "split.0.yaml").exists()
 
@@ -310,7 +313,7 @@ def test_router_down_requests_are_still_served_by_the_weighted_fallback(
     canary.set_share(0.5)
     front = canary.harness.front
     assert front.router_grpc is not None
-    canary.harness._loop.run(front.router_grpc.stop(grace=0))
+    canary.harness.run(front.router_grpc.stop(grace=0))
     sessions = [f"down-{i}" for i in range(60)]
     with httpx.Client(timeout=30) as client:
         first = {s: canary.chat(client, s) for s in sessions}
@@ -335,7 +338,7 @@ def test_a_client_sent_arm_header_does_not_choose_the_arm(canary: CanaryFront) -
         # with the router down too (the early header mutation removed it before routing)
         front = canary.harness.front
         assert front.router_grpc is not None
-        canary.harness._loop.run(front.router_grpc.stop(grace=0))
+        canary.harness.run(front.router_grpc.stop(grace=0))
         canary.set_share(0.0)
         assert canary.chat(client, "c3", {ARM_HEADER: "candidate"}) == BASELINE
 
