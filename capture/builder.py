@@ -259,6 +259,7 @@ class ExchangeBuilder:
             route=raw.route,
             task_type=tag.task_type,
             session_key_hash=raw.session_key_hash,
+            served_by=raw.served_by,
             request=RequestRecord(
                 method=raw.method,
                 path=f"{raw.path}?{query}" if query else raw.path,
@@ -389,6 +390,7 @@ class ExchangeBuilder:
             monotonic_start_ns=raw.start_ns,
             route=raw.route,
             session_key_hash=raw.session_key_hash,
+            served_by=raw.served_by,
             request=RequestRecord(method=raw.method, path=raw.path, body=""),
             response=response,
             outcome=ExchangeOutcome.ERROR,

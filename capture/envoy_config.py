@@ -44,6 +44,19 @@ The rendered bootstrap (Envoy v3 API, checked against Envoy 1.40) has:
 * **cluster** ``shadow_eval_capture``: the capture service's gRPC port, HTTP/2, circuit
   breakers at ``max_capture_streams`` (over it the processor stream cannot open: the
   request is served, not captured, and ``ext_proc.streams_failed`` counts it);
+* **the canary split** (only with ``canary``; :mod:`capture.canary_split`): the routes
+  come from the file ``split_dir/split.yaml`` (``rds`` with ``path_config_source`` and
+  ``watched_directory``: reloaded when a file is renamed into ``split_dir``) instead of
+  the static ``route_config``; a cluster ``candidate_model`` with the same options as
+  ``live_model``; a client's own ``x-shadow-eval-arm`` header removed before the route
+  is matched (the HCM's ``early_header_mutation_extensions``); first in the filter chain
+  the session router (an ext_proc filter, *not* in observability mode: request headers
+  only, every other part skipped, ``failure_mode_allow``, ``message_timeout`` =
+  ``router_timeout_ms``, its counters under ``http.live.ext_proc.shadow_eval_router.``)
+  on cluster ``shadow_eval_router``, which sets the arm header and clears the route
+  cache; the capture filter also asks for ``xds.cluster_name`` with the response headers
+  (the serving version of each exchange); a bootstrap ``node`` (a file resource needs
+  one). Without ``canary`` the rendered config is exactly what it was before;
 * **admin** on loopback only (``/stats``, ``/stats/prometheus``, ``/ready``);
 * **a connection limit**: the overload manager's ``global_downstream_max_connections``
   at ``max_downstream_connections``.
@@ -57,7 +70,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -79,6 +92,26 @@ LIVE_STAT_PREFIX = "live"
 
 CAPTURE_CLUSTER = "shadow_eval_capture"
 UPSTREAM_CLUSTER = "live_model"
+"""The live model's cluster (the baseline of a canary split)."""
+
+CANDIDATE_CLUSTER = "candidate_model"
+"""The candidate model's cluster (only with a canary split)."""
+
+ROUTER_CLUSTER = "shadow_eval_router"
+"""The session router's gRPC cluster (only with a canary split)."""
+
+ROUTER_FILTER = "shadow_eval.session_router"
+"""The session router's ext_proc filter's name in the HTTP filter chain."""
+
+ARM_HEADER = "x-shadow-eval-arm"
+"""The request header the session router sets to choose the arm (``baseline`` or
+``candidate``); a client's own is removed first, and it never reaches an upstream."""
+
+SPLIT_FILE = "split.yaml"
+"""The route file Envoy watches in the split directory (filesystem RDS)."""
+
+ROUTE_CONFIG_NAME = "live"
+"""The route configuration's name (the one the HTTP connection manager's ``rds`` asks for)."""
 
 _EXT_PROC_TYPE = "type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor"
 _EXT_PROC_ROUTE_TYPE = (
@@ -96,6 +129,30 @@ _CONNECTIONS_TYPE = (
     "DownstreamConnectionsConfig"
 )
 _TLS_TYPE = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext"
+_EARLY_HEADER_MUTATION_TYPE = (
+    "type.googleapis.com/envoy.extensions.http.early_header_mutation.header_mutation.v3."
+    "HeaderMutation"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CanarySpec:
+    """The canary split part of the rendered config (:class:`EnvoyConfigSpec.canary`).
+
+    Attributes:
+        candidate_url: the candidate model server, ``http(s)://HOST[:PORT]`` (no path).
+        split_dir: the directory Envoy watches; the routes are in ``split_dir/split.yaml``
+            (:mod:`capture.canary_split`).
+        router_port: the session router's gRPC port on ``ext_proc_host`` (``1``-``65535``:
+            the bound one).
+        router_timeout_ms: Envoy's wait for the router's decision, milliseconds (ext_proc
+            ``message_timeout``); past it the weighted fallback of the route file decides.
+    """
+
+    candidate_url: str
+    split_dir: Path
+    router_port: int = 9466
+    router_timeout_ms: int = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +183,10 @@ class EnvoyConfigSpec:
         max_request_header_bytes, max_request_body_bytes: the live-port limits (seconds,
             bytes), as ``capture.*`` defines them for the built-in sidecar (Envoy's header
             limit is in KiB: rounded up, at most 8,192).
+        session_headers: the session key's headers, first present wins (the canary
+            split's fallback hashes on them; ``capture.session_headers``).
+        canary: the canary split (``None``: every request goes to ``upstream_url`` and
+            the route table is static, as without it).
     """
 
     upstream_url: str
@@ -146,10 +207,20 @@ class EnvoyConfigSpec:
     client_keepalive_timeout_s: float = 75.0
     max_request_header_bytes: int = 64 * 1024
     max_request_body_bytes: int = 32 * 1024 * 1024
+    session_headers: Sequence[str] = field(default=("x-session-id", "x-tenant-id"))
+    canary: CanarySpec | None = None
 
     @classmethod
     def from_settings(cls, capture: CaptureSettings, envoy: EnvoySettings) -> EnvoyConfigSpec:
         """The spec for a front end run with these settings (ports as configured)."""
+        canary = None
+        if envoy.canary is not None:
+            canary = CanarySpec(
+                candidate_url=envoy.canary.candidate_url,
+                split_dir=Path(envoy.canary.split_dir),
+                router_port=envoy.canary.router_port,
+                router_timeout_ms=envoy.canary.router_timeout_ms,
+            )
         return cls(
             upstream_url=capture.upstream_url,
             listen_host=capture.host,
@@ -169,6 +240,8 @@ class EnvoyConfigSpec:
             client_keepalive_timeout_s=capture.client_keepalive_timeout_s,
             max_request_header_bytes=capture.max_request_header_bytes,
             max_request_body_bytes=capture.max_request_body_bytes,
+            session_headers=tuple(capture.session_headers),
+            canary=canary,
         )
 
 
@@ -207,40 +280,88 @@ def _port(name: str, value: int, *, allow_zero: bool = False) -> int:
     return value
 
 
-def _upstream(url: str) -> tuple[str, str, int]:
-    """``(scheme, host, port)`` of the upstream URL.
+def _upstream(url: str, name: str = "capture.upstream_url") -> tuple[str, str, int]:
+    """``(scheme, host, port)`` of the upstream URL (setting ``name``).
 
     Raises:
         ConfigError: not an absolute http(s) URL, or it has a base path.
     """
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(
-            "capture.upstream_url must be an absolute http(s) URL",
-            field="capture.upstream_url",
-            value=url,
-        )
+        raise ConfigError(f"{name} must be an absolute http(s) URL", field=name, value=url)
     if parts.path not in ("", "/") or parts.query:
         raise ConfigError(
-            "capture.upstream_url must have no path for the Envoy front end (Envoy forwards "
+            f"{name} must have no path for the Envoy front end (Envoy forwards "
             "the client's path unchanged)",
-            field="capture.upstream_url",
+            field=name,
             value=url,
         )
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
-        raise ConfigError(
-            "capture.upstream_url has an invalid port", field="capture.upstream_url", value=url
-        ) from None
+        raise ConfigError(f"{name} has an invalid port", field=name, value=url) from None
     return parts.scheme, parts.hostname, port
 
 
-def _route(match: dict[str, Any], authority: str, *, capture: bool) -> dict[str, Any]:
+def _authority(scheme: str, host: str, port: int) -> str:
+    """The ``Host`` an upstream expects: ``host[:port]`` (port left out when the default)."""
+    default_port = 443 if scheme == "https" else 80
+    if ":" in host:  # an IPv6 literal
+        return f"[{host}]" if port == default_port else f"[{host}]:{port}"
+    return host if port == default_port else f"{host}:{port}"
+
+
+RouteMaker = Callable[[dict[str, Any], bool], list[dict[str, Any]]]
+"""``(match, capture) -> routes``: the route(s) forwarding what ``match`` matches."""
+
+
+def route_table(spec: EnvoyConfigSpec, make: RouteMaker) -> list[dict[str, Any]]:
+    """The live virtual host's routes, in order: shadow-eval's own (marked) traffic, each
+    captured route (``POST``, with and without one trailing slash), everything else;
+    ``make(match, capture)`` turns each match into its forwarding route(s) (``capture``:
+    the capture ext_proc runs for it).
+
+    Raises:
+        ConfigError: no captured route.
+    """
+    if not spec.routes:
+        raise ConfigError("capture.routes is empty: nothing to capture", field="capture.routes")
+    marker = SHADOW_MARKER.decode("ascii")
+    # shadow-eval's own replay traffic: proxied, never captured
+    routes = make({"prefix": "/", "headers": [{"name": marker, "present_match": True}]}, False)
+    for route in dict.fromkeys(normalize_route(path) for path in spec.routes):
+        # the route and the route with a trailing slash (the service captures both under
+        # the route's name; the path goes upstream as sent)
+        for path in (route, f"{route}/") if route != "/" else (route,):
+            post = {"name": ":method", "string_match": {"exact": "POST"}}
+            routes.extend(make({"path": path, "headers": [post]}, True))
+    routes.extend(make({"prefix": "/"}, False))
+    return routes
+
+
+def upstream_authority(url: str, name: str = "capture.upstream_url") -> str:
+    """The authority (``Host``) Envoy sends to the model server at ``url``.
+
+    Raises:
+        ConfigError: ``url`` is not ``http(s)://HOST[:PORT]`` (field ``name``).
+    """
+    return _authority(*_upstream(url, name))
+
+
+def forward_route(
+    match: dict[str, Any],
+    authority: str,
+    *,
+    capture: bool,
+    cluster: str = UPSTREAM_CLUSTER,
+) -> dict[str, Any]:
+    """A route forwarding what ``match`` matches to ``cluster`` (no route timeout, ``Host``
+    rewritten to ``authority``, the client's in ``X-Forwarded-Host``); the capture ext_proc
+    is disabled for it unless ``capture``."""
     route: dict[str, Any] = {
         "match": match,
         "route": {
-            "cluster": UPSTREAM_CLUSTER,
+            "cluster": cluster,
             # no limit on the whole response (Envoy's default 15 s would cut long LLM
             # streams); stream_idle_timeout still resets a stream that stops flowing
             "timeout": "0s",
@@ -251,10 +372,15 @@ def _route(match: dict[str, Any], authority: str, *, capture: bool) -> dict[str,
         },
     }
     if not capture:
-        route["typed_per_filter_config"] = {
-            EXT_PROC_FILTER: {"@type": _EXT_PROC_ROUTE_TYPE, "disabled": True}
-        }
+        disable_capture(route)
     return route
+
+
+def disable_capture(route: dict[str, Any]) -> None:
+    """Turn the capture ext_proc filter off for ``route`` (``ExtProcPerRoute.disabled``)."""
+    route["typed_per_filter_config"] = {
+        EXT_PROC_FILTER: {"@type": _EXT_PROC_ROUTE_TYPE, "disabled": True}
+    }
 
 
 def render_envoy_config(spec: EnvoyConfigSpec) -> str:
@@ -271,29 +397,21 @@ def render_envoy_config(spec: EnvoyConfigSpec) -> str:
     listen_port = _port("capture.port", spec.listen_port, allow_zero=True)
     ext_proc_port = _port("envoy.ext_proc_port", spec.ext_proc_port)
     admin_port = _port("envoy.admin_port", spec.admin_port, allow_zero=True)
-    if not spec.routes:
-        raise ConfigError("capture.routes is empty: nothing to capture", field="capture.routes")
-    marker = SHADOW_MARKER.decode("ascii")
-    default_port = 443 if scheme == "https" else 80
-    authority = up_host if up_port == default_port else f"{up_host}:{up_port}"
-    if ":" in up_host:  # an IPv6 literal
-        authority = f"[{up_host}]" if up_port == default_port else f"[{up_host}]:{up_port}"
-    routes = [
-        # shadow-eval's own replay traffic: proxied, never captured
-        _route(
-            {"prefix": "/", "headers": [{"name": marker, "present_match": True}]},
-            authority,
-            capture=False,
+    authority = _authority(scheme, up_host, up_port)
+    canary = spec.canary
+    routes: list[dict[str, Any]] = []
+    if canary is not None:
+        cand_scheme, cand_host, cand_port = _upstream(
+            canary.candidate_url, "envoy.canary.candidate_url"
         )
-    ]
-    for route in dict.fromkeys(normalize_route(path) for path in spec.routes):
-        # the route and the route with a trailing slash (the service captures both under
-        # the route's name; the path goes upstream as sent)
-        for path in (route, f"{route}/") if route != "/" else (route,):
-            post = {"name": ":method", "string_match": {"exact": "POST"}}
-            routes.append(_route({"path": path, "headers": [post]}, authority, capture=True))
-    routes.append(_route({"prefix": "/"}, authority, capture=False))
-    ext_proc = {
+        router_port = _port("envoy.canary.router_port", canary.router_port)
+        if not spec.routes:
+            raise ConfigError("capture.routes is empty: nothing to capture", field="capture.routes")
+    else:
+        routes = route_table(
+            spec, lambda match, capture: [forward_route(match, authority, capture=capture)]
+        )
+    ext_proc: dict[str, Any] = {
         "name": EXT_PROC_FILTER,
         "typed_config": {
             "@type": _EXT_PROC_TYPE,
@@ -313,7 +431,12 @@ def render_envoy_config(spec: EnvoyConfigSpec) -> str:
             "response_attributes": ["response.code_details"],
         },
     }
-    hcm = {
+    if canary is not None:  # which cluster answered: the serving version of the exchange
+        ext_proc["typed_config"]["response_attributes"] = [
+            "response.code_details",
+            "xds.cluster_name",
+        ]
+    hcm: dict[str, Any] = {
         "@type": _HCM_TYPE,
         "stat_prefix": LIVE_STAT_PREFIX,
         "codec_type": "AUTO",
@@ -343,10 +466,6 @@ def render_envoy_config(spec: EnvoyConfigSpec) -> str:
                 }
             }
         },
-        "route_config": {
-            "name": "live",
-            "virtual_hosts": [{"name": "live", "domains": ["*"], "routes": routes}],
-        },
         "http_filters": [
             {
                 "name": "envoy.filters.http.buffer",
@@ -362,34 +481,81 @@ def render_envoy_config(spec: EnvoyConfigSpec) -> str:
             },
         ],
     }
-    upstream = _endpoint_cluster(UPSTREAM_CLUSTER, up_host, up_port)
-    limit = spec.max_upstream_connections
-    upstream["connect_timeout"] = _duration(spec.connect_timeout_s)
-    upstream["circuit_breakers"] = {
-        "thresholds": [
-            {"max_connections": limit, "max_pending_requests": limit, "max_requests": limit}
+    clusters = [_model_cluster(UPSTREAM_CLUSTER, scheme, up_host, up_port, spec)]
+    if canary is None:
+        hcm = _insert_after(
+            hcm,
+            "local_reply_config",
+            "route_config",
+            {
+                "name": ROUTE_CONFIG_NAME,
+                "virtual_hosts": [{"name": "live", "domains": ["*"], "routes": routes}],
+            },
+        )
+    else:
+        split_dir = Path(canary.split_dir).absolute()
+        hcm = _insert_after(
+            hcm,
+            "local_reply_config",
+            "rds",
+            {
+                "route_config_name": ROUTE_CONFIG_NAME,
+                "config_source": {
+                    "resource_api_version": "V3",
+                    # Envoy reloads the file when one is moved into the directory (the
+                    # atomic rename of capture.canary_split.write_split)
+                    "path_config_source": {
+                        "path": str(split_dir / SPLIT_FILE),
+                        "watched_directory": {"path": str(split_dir)},
+                    },
+                },
+            },
+        )
+        # a client cannot choose its arm: its own arm header is removed before the route is
+        # matched (the early header mutation runs before routing and every HTTP filter; the
+        # header_mutation *filter* would look the route up before it removes the header,
+        # so the cached route would still follow the client's header)
+        hcm["early_header_mutation_extensions"] = [
+            {
+                "name": "envoy.http.early_header_mutation.header_mutation",
+                "typed_config": {
+                    "@type": _EARLY_HEADER_MUTATION_TYPE,
+                    "mutations": [{"remove": ARM_HEADER}],
+                },
+            }
         ]
-    }
-    if scheme == "https":
-        upstream["transport_socket"] = {
-            "name": "envoy.transport_sockets.tls",
-            "typed_config": {"@type": _TLS_TYPE, "sni": up_host},
-        }
-    capture = _endpoint_cluster(CAPTURE_CLUSTER, spec.ext_proc_host, ext_proc_port)
-    capture["connect_timeout"] = "1s"
-    capture["typed_extension_protocol_options"] = {
-        "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
-            "@type": _HTTP_OPTIONS_TYPE,
-            "explicit_http_config": {"http2_protocol_options": {}},
-        }
-    }
+        hcm["http_filters"] = [
+            {  # the session router: sets the arm header and clears the route cache
+                "name": ROUTER_FILTER,
+                "typed_config": {
+                    "@type": _EXT_PROC_TYPE,
+                    "grpc_service": {"envoy_grpc": {"cluster_name": ROUTER_CLUSTER}},
+                    # its counters apart from the capture filter's:
+                    # http.live.ext_proc.shadow_eval_router.*
+                    "stat_prefix": "shadow_eval_router",
+                    "failure_mode_allow": True,
+                    "message_timeout": _duration(canary.router_timeout_ms / 1000.0),
+                    "processing_mode": {
+                        "request_header_mode": "SEND",
+                        "response_header_mode": "SKIP",
+                        "request_body_mode": "NONE",
+                        "response_body_mode": "NONE",
+                        "request_trailer_mode": "SKIP",
+                        "response_trailer_mode": "SKIP",
+                    },
+                },
+            },
+            *hcm["http_filters"],
+        ]
+        clusters.append(_model_cluster(CANDIDATE_CLUSTER, cand_scheme, cand_host, cand_port, spec))
+    capture = _grpc_cluster(CAPTURE_CLUSTER, spec.ext_proc_host, ext_proc_port)
     streams = spec.max_capture_streams
     capture["circuit_breakers"] = {
         "thresholds": [
             {"max_connections": 64, "max_pending_requests": streams, "max_requests": streams}
         ]
     }
-    bootstrap = {
+    bootstrap: dict[str, Any] = {
         "admin": {"address": _address("127.0.0.1", admin_port)},
         "overload_manager": {
             "resource_monitors": [
@@ -419,7 +585,7 @@ def render_envoy_config(spec: EnvoyConfigSpec) -> str:
                     ],
                 }
             ],
-            "clusters": [upstream, capture],
+            "clusters": [*clusters, capture],
         },
     }
     header = (
@@ -428,7 +594,65 @@ def render_envoy_config(spec: EnvoyConfigSpec) -> str:
         f"capture service gRPC {spec.ext_proc_host}:{ext_proc_port}; "
         f"Envoy admin 127.0.0.1:{admin_port}.\n"
     )
+    if canary is not None:
+        router = _grpc_cluster(ROUTER_CLUSTER, spec.ext_proc_host, router_port)
+        router["circuit_breakers"] = {
+            "thresholds": [
+                {"max_connections": 64, "max_pending_requests": streams, "max_requests": streams}
+            ]
+        }
+        bootstrap["static_resources"]["clusters"].append(router)
+        # a dynamic (file) resource needs a node identity
+        bootstrap = {"node": {"id": "shadow-eval-front", "cluster": "shadow-eval"}, **bootstrap}
+        header += (
+            f"# Canary split: candidate {canary.candidate_url} (cluster {CANDIDATE_CLUSTER}); "
+            f"routes from {Path(canary.split_dir).absolute() / SPLIT_FILE}; "
+            f"session router gRPC {spec.ext_proc_host}:{router_port}.\n"
+        )
     return header + yaml.safe_dump(bootstrap, sort_keys=False, default_flow_style=False)
+
+
+def _model_cluster(
+    name: str, scheme: str, host: str, port: int, spec: EnvoyConfigSpec
+) -> dict[str, Any]:
+    """A model server's cluster: connect timeout, circuit breakers, TLS with SNI."""
+    cluster = _endpoint_cluster(name, host, port)
+    limit = spec.max_upstream_connections
+    cluster["connect_timeout"] = _duration(spec.connect_timeout_s)
+    cluster["circuit_breakers"] = {
+        "thresholds": [
+            {"max_connections": limit, "max_pending_requests": limit, "max_requests": limit}
+        ]
+    }
+    if scheme == "https":
+        cluster["transport_socket"] = {
+            "name": "envoy.transport_sockets.tls",
+            "typed_config": {"@type": _TLS_TYPE, "sni": host},
+        }
+    return cluster
+
+
+def _grpc_cluster(name: str, host: str, port: int) -> dict[str, Any]:
+    """One of shadow-eval's own gRPC services: HTTP/2, 1 s connect timeout."""
+    cluster = _endpoint_cluster(name, host, port)
+    cluster["connect_timeout"] = "1s"
+    cluster["typed_extension_protocol_options"] = {
+        "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+            "@type": _HTTP_OPTIONS_TYPE,
+            "explicit_http_config": {"http2_protocol_options": {}},
+        }
+    }
+    return cluster
+
+
+def _insert_after(mapping: dict[str, Any], after: str, key: str, value: object) -> dict[str, Any]:
+    """``mapping`` with ``key: value`` placed right after ``after`` (YAML key order)."""
+    out: dict[str, Any] = {}
+    for k, v in mapping.items():
+        out[k] = v
+        if k == after:
+            out[key] = value
+    return out
 
 
 def find_envoy_binary(configured: str | None = None) -> Path:

@@ -16,6 +16,12 @@ configured from ``shadow-eval capture envoy-config``), Envoy itself as a child p
 (:class:`capture.envoy_process.EnvoyProcess`) with the config rendered for the bound
 ports.
 
+With ``envoy.canary`` set, the front end also serves the canary split: it writes the
+split file's revision 0 (share 0: all baseline) when ``split_dir`` has none, and runs the
+session router (:class:`capture.session_router.SessionRouter`, its own gRPC server on
+``envoy.ext_proc_host:canary.router_port``, metrics in the same registry), stopped with
+the front end; Envoy takes its routes from the split file (:mod:`capture.canary_split`).
+
 The service sends nothing to the upstream on its own: the live model's name is
 ``capture.live_model.name`` when set, otherwise each exchange records the ``model`` field
 of its response (:func:`capture.identity.resolve_identity`); ``/readyz`` follows Envoy's
@@ -59,6 +65,7 @@ import uvicorn
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ext_proc_grpc
 
 from capture.builder import ExchangeBuilder
+from capture.canary_split import SPLIT_FILE, Split, write_split
 from capture.envoy_config import EnvoyConfigSpec, find_envoy_binary, render_envoy_config
 from capture.envoy_process import EnvoyError, EnvoyProcess
 from capture.ext_proc import CaptureProcessor, ExtProcMetrics
@@ -66,6 +73,7 @@ from capture.identity import UNKNOWN_MODEL, identity_from_settings
 from capture.metrics import CaptureMetrics
 from capture.pipeline import BuilderMode, CapturePipeline
 from capture.sampling import StickySampler
+from capture.session_router import SessionRouter
 from capture.sidecar import make_sinks
 from capture.sinks.base import ExchangeSink
 from shadoweval.bus import ensure_topics
@@ -152,6 +160,9 @@ class EnvoyFrontEnd(AsyncLifecycle):
         self.admin_port: int | None = None
         self.listen_port: int | None = None
         self._grpc: grpc.aio.Server | None = None
+        self.router: SessionRouter | None = None
+        self.router_grpc: grpc.aio.Server | None = None
+        self.router_port: int | None = None
         self._admin: _AdminServer | None = None
         self._admin_task: asyncio.Task[None] | None = None
         self._envoy_ok: tuple[bool, str] = (False, "not started")
@@ -211,6 +222,11 @@ class EnvoyFrontEnd(AsyncLifecycle):
             f"{env.ext_proc_host}:{env.ext_proc_port}"
         )
         await self._grpc.start()
+        spec = dataclasses.replace(
+            EnvoyConfigSpec.from_settings(cap, env), ext_proc_port=self.ext_proc_port
+        )
+        if env.canary is not None:
+            spec = await self._start_router(spec)
         await self._start_admin()
         pipeline = self.pipeline
         self.readiness.required["draining"] = lambda: (
@@ -228,9 +244,6 @@ class EnvoyFrontEnd(AsyncLifecycle):
         if binary is None:
             self.readiness.required["ext_proc"] = lambda: (True, f"gRPC :{self.ext_proc_port}")
             return
-        spec = dataclasses.replace(
-            EnvoyConfigSpec.from_settings(cap, env), ext_proc_port=self.ext_proc_port
-        )
         if self._work_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="shadoweval-envoy-")
             work_dir = Path(self._tmp.name)
@@ -251,6 +264,40 @@ class EnvoyFrontEnd(AsyncLifecycle):
         self._watch_task = asyncio.create_task(self._watch_envoy(), name="envoy-watch")
         if env.capture_nice:
             lower_own_priority(env.capture_nice)
+
+    async def _start_router(self, spec: EnvoyConfigSpec) -> EnvoyConfigSpec:
+        """The canary split: write revision 0 (share 0: all baseline) when the split
+        directory has no split file, start the session router's gRPC server; the spec
+        with the router's bound port."""
+        canary = self.envoy.canary
+        assert canary is not None
+        assert spec.canary is not None
+        split_dir = Path(canary.split_dir)
+        if not (split_dir / SPLIT_FILE).exists():
+            write_split(split_dir, spec, Split(candidate_share=0.0, revision=0))
+            logger.info("no split file in %s: wrote revision 0 (all baseline)", split_dir)
+        self.router = SessionRouter(
+            split_dir,
+            self.capture.session_headers,
+            self.metrics.registry,
+            max_pinned_sessions=canary.max_pinned_sessions,
+            pin_idle_s=canary.pin_idle_s,
+        )
+        await self.router.start()
+        self.router_grpc = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        ext_proc_grpc.add_ExternalProcessorServicer_to_server(self.router, self.router_grpc)
+        self.router_port = self.router_grpc.add_insecure_port(
+            f"{self.envoy.ext_proc_host}:{canary.router_port}"
+        )
+        await self.router_grpc.start()
+        router = self.router
+        self.readiness.informational["canary_split"] = lambda: (
+            True,
+            f"revision {router.split.revision}, candidate share {router.split.candidate_share}",
+        )
+        return dataclasses.replace(
+            spec, canary=dataclasses.replace(spec.canary, router_port=self.router_port)
+        )
 
     async def _ensure_topic(self) -> None:
         """Create the exchanges topic when missing, as the sidecar does (best effort: a
@@ -334,6 +381,10 @@ class EnvoyFrontEnd(AsyncLifecycle):
             self.processor.stopping = True
         if self._grpc is not None:
             await self._grpc.stop(grace=1.0)
+        if self.router_grpc is not None:
+            await self.router_grpc.stop(grace=0.5)
+        if self.router is not None:
+            await self.router.stop()
         if self.pipeline is not None:
             await self.pipeline.stop(self.capture.flush_deadline_s)
         if self._admin is not None and self._admin_task is not None:

@@ -55,6 +55,11 @@ local reply: upstream unreachable, overflow, timeout — ``response.code_details
 ``via_upstream``) is kept with its status and body, outcome ``error`` and the details as
 the reason.
 
+**Serving version.** With the canary split (:mod:`capture.canary_split`) Envoy also sends
+``xds.cluster_name`` with the response headers: the cluster that answered
+(``live_model`` = baseline, ``candidate_model`` = candidate) becomes
+``RawCapture.served_by`` and ``Exchange.served_by``.
+
 Source: Envoy's ``envoy/service/ext_proc/v3/external_processor.proto`` and
 ``envoy/extensions/filters/http/ext_proc/v3/ext_proc.proto`` (the ``xds-protos`` package's
 generated modules), ``observability_mode`` and ``deferred_close_timeout`` fields.
@@ -364,6 +369,9 @@ class StreamTap:
             raw.status_code = None
         raw.response_headers = out
         raw.response_start_ns = now_ns
+        cluster = _attribute(msg, "xds.cluster_name")
+        if cluster is not None and cluster.string_value:
+            raw.served_by = cluster.string_value
         details = _attribute(msg, "response.code_details")
         if details is not None and details.string_value and details.string_value != VIA_UPSTREAM:
             self._ext.local_replies.inc()

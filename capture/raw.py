@@ -34,6 +34,9 @@ class RawCapture:
     sampling key (never the key itself). ``path`` is the path as received (percent-decoded,
     without the query); ``route`` the captured route it was matched as
     (:func:`shadoweval.routes.normalize_route`: no trailing slash), the path when unset.
+    ``served_by`` is the Envoy cluster that answered (the ``xds.cluster_name`` attribute of
+    the Envoy front end's canary split: ``live_model`` or ``candidate_model``), ``None``
+    outside a canary split or when unknown.
     """
 
     exchange_id: str
@@ -55,6 +58,7 @@ class RawCapture:
     error: str | None = None
     session_key_hash: str | None = None
     matched_route: str | None = None
+    served_by: str | None = None
 
     @property
     def route(self) -> str:

@@ -472,6 +472,42 @@ class CaptureSettings(BaseModel):
         return self
 
 
+class EnvoyCanarySettings(BaseModel):
+    """The canary split of the Envoy front end (docs/capture.md, "Canary split").
+
+    Envoy sends each live session to the baseline (``capture.upstream_url``, cluster
+    ``live_model``) or to the candidate (``candidate_url``, cluster ``candidate_model``),
+    by the split file ``split_dir/split.yaml`` (a filesystem RDS route configuration that
+    Envoy reloads when it is renamed into ``split_dir``: :mod:`capture.canary_split`).
+    ``candidate_url``: the candidate model server, ``http(s)://HOST[:PORT]`` (no path, as
+    ``capture.upstream_url``). ``router_port``: the session router's gRPC port on
+    ``envoy.ext_proc_host`` (:mod:`capture.session_router`; ``0``: a free one);
+    ``router_timeout_ms``: how long Envoy waits for the router's decision before it falls
+    back to the weighted split of the route file (ext_proc ``message_timeout``).
+    ``max_pinned_sessions``: sessions whose arm the router remembers (least recently seen
+    forgotten first); ``pin_idle_s``: a session unseen this long, seconds, is forgotten.
+    The session key is the first present of ``capture.session_headers``.
+    Env: ``SHADOWEVAL_ENVOY__CANARY__CANDIDATE_URL``, ``..._SPLIT_DIR`` and so on.
+    """
+
+    candidate_url: str
+    split_dir: Path
+    router_port: int = Field(default=9466, ge=0, le=65535)
+    router_timeout_ms: int = Field(default=20, ge=1, le=10_000)
+    max_pinned_sessions: int = Field(default=1_000_000, ge=1)
+    pin_idle_s: float = Field(default=86400.0, gt=0)
+
+    @field_validator("candidate_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("expected http://HOST[:PORT] or https://HOST[:PORT]")
+        return value
+
+
 class EnvoySettings(BaseModel):
     """The Envoy front end (``shadow-eval capture envoy``, docs/capture.md): Envoy serves the
     live port and copies each captured exchange to the capture service over ext_proc.
@@ -496,7 +532,9 @@ class EnvoySettings(BaseModel):
     Envoy to report ``LIVE``. ``capture_nice``: once Envoy runs, the capture service lowers
     its own CPU priority by this much (``nice``, every thread, and the builder processes it
     starts later; Envoy keeps its priority), so on a shared machine the live path wins the
-    CPU and capture is what falls behind (counted); ``0`` leaves it.
+    CPU and capture is what falls behind (counted); ``0`` leaves it. ``canary``: the
+    canary split between the live model and a candidate (:class:`EnvoyCanarySettings`;
+    ``None``: every request goes to ``capture.upstream_url``, as without it).
     """
 
     ext_proc_host: str = "127.0.0.1"
@@ -510,6 +548,7 @@ class EnvoySettings(BaseModel):
     max_downstream_connections: int = Field(default=10_000, ge=1)
     capture_nice: int = Field(default=10, ge=0, le=19)
     ready_timeout_s: float = Field(default=30.0, gt=0)
+    canary: EnvoyCanarySettings | None = None
 
 
 class WorkerSettings(BaseModel):

@@ -446,7 +446,10 @@ class Exchange(_Record):
     ``error_detail`` then says why (an upstream connection failure, redacted), and
     ``response.error_message`` carries it when a response did start.
     ``source`` says where the record came from (``"sidecar:<host>"``,
-    ``"import:<file>#<row>"``).
+    ``"import:<file>#<row>"``). ``served_by`` is the Envoy cluster that answered the
+    request under the Envoy front end's canary split (``live_model`` = the baseline,
+    ``candidate_model`` = the candidate; :mod:`capture.canary_split`), ``None`` outside a
+    canary split or when unknown.
 
     Value rules (each refusal names the field and the value): ``exchange_id`` is 1–200
     characters without white space or control characters; ``task_type`` is not blank
@@ -472,6 +475,7 @@ class Exchange(_Record):
     source: str | None = None
     oversize: OversizeNote | None = None
     error_detail: str | None = None
+    served_by: str | None = None
 
     _monotonic = field_validator("monotonic_start_ns")(_int64)
 
@@ -502,7 +506,7 @@ class Exchange(_Record):
             raise ValueError(f"task_type must not be blank, got {value!r}")
         return _no_control_characters(value, "task_type")
 
-    @field_validator("route", "source")
+    @field_validator("route", "source", "served_by")
     @classmethod
     def _printable(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is None or not _checks_values(info):

@@ -60,6 +60,7 @@ PATHS: tuple[tuple[str, ...], ...] = (
     ("source",),
     ("oversize",),
     ("error_detail",),
+    ("served_by",),
     ("unknown_field",),
 )
 """Where a mutation sets or deletes a value (``unknown_field`` is not a field at all)."""

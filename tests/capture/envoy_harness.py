@@ -118,6 +118,10 @@ class FrontEndThread:
     def __exit__(self, *_: object) -> None:
         self.stop()
 
+    def run(self, coro: Coroutine[Any, Any, T], timeout_s: float = 120.0) -> T:
+        """Run ``coro`` on the front end's loop (e.g. to stop one of its servers)."""
+        return self._loop.run(coro, timeout_s)
+
     def metric(self, name: str, **labels: str) -> float:
         """A sample of the service's registry (0.0 when absent)."""
         return self.front.metrics.registry.get_sample_value(name, labels) or 0.0
