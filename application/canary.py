@@ -1,0 +1,201 @@
+"""Canary rollouts (issue 16): what a canary observed, read from the Envoy front's capture log.
+
+The Envoy front end records which cluster served each captured exchange
+(``Exchange.served_by``, :mod:`capture.canary_split`). :func:`ingest_capture_log` reads the
+capture-log files written since the last call (``canary.ingest_state``: lines consumed per
+file), judges each exchange alone (:func:`compare.live_side.live_side_facts`), assigns it
+to the canary step whose window holds its ``captured_at``, and stores it as a
+``canary_observation`` (insert-or-ignore per exchange, so a re-read stores nothing twice).
+A line that does not decode is kept as a ``rejected_record`` (stage ``canary``) with its
+reason and counted; the reader moves on. The last line of the newest segment is left for
+the next call while it may still be being written (no trailing newline, or a gzip member
+not yet closed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence, Set
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from pydantic import JsonValue
+
+from capture.canary_split import arm_of_cluster
+from compare.live_side import live_side_facts
+from shadoweval.capture_log import LogEntry, read_capture_log, segment_files
+from shadoweval.errors import ConfigError
+from shadoweval.records import Exchange
+from shadoweval.storage import CanaryObservation, CanaryStepInfo, RejectedRecord, Repository
+from shadoweval.storage.types import rejection_fingerprint
+
+__all__ = ["CANARY_REJECT_STAGE", "IngestReport", "ingest_capture_log", "observation_of"]
+
+CANARY_REJECT_STAGE = "canary"
+"""``rejected_record.stage`` of capture-log lines a canary could not read."""
+
+
+@dataclass(frozen=True, slots=True)
+class IngestReport:
+    """What one :func:`ingest_capture_log` call read.
+
+    ``lines``: lines consumed; ``stored``: new observations; ``duplicates``: exchanges
+    already observed; ``unassigned``: exchanges no canary cluster served (``served_by``
+    missing or another cluster: traffic outside the split); ``outside_steps``: captured
+    before the canary began (or after it ended); ``rejected``: lines kept as rejected
+    records; ``by_arm``: the observations read per arm (new and duplicate).
+    """
+
+    lines: int = 0
+    stored: int = 0
+    duplicates: int = 0
+    unassigned: int = 0
+    outside_steps: int = 0
+    rejected: int = 0
+    by_arm: dict[str, int] = field(default_factory=dict)
+
+
+def _step_at(steps: Sequence[CanaryStepInfo], at: datetime) -> int | None:
+    for step in steps:
+        if step.started_at <= at and (step.ended_at is None or at < step.ended_at):
+            return step.step_index
+    return None
+
+
+def observation_of(
+    exchange: Exchange,
+    steps: Sequence[CanaryStepInfo],
+    *,
+    structured_task_types: Set[str] = frozenset(),
+) -> CanaryObservation | None:
+    """The canary observation of one captured exchange, or ``None`` when no canary arm
+    served it or it was captured outside every step's window."""
+    arm = arm_of_cluster(exchange.served_by)
+    step = _step_at(steps, exchange.captured_at)
+    if arm is None or step is None:
+        return None
+    facts = live_side_facts(exchange, structured_task_types=structured_task_types)
+    detail: dict[str, JsonValue] = {
+        "status_code": facts.status_code,
+        "harms": [kind.value for kind in facts.harms],
+        "infra_error": facts.infra_error,
+        "task_type": exchange.task_type,
+    }
+    return CanaryObservation(
+        exchange_id=exchange.exchange_id,
+        step_index=step,
+        arm=arm,
+        observed_at=exchange.captured_at,
+        session=exchange.session_key_hash,
+        error=facts.error,
+        format_expected=facts.format_expected,
+        format_ok=facts.format_ok,
+        harmed=facts.harmed,
+        cache_hit=facts.cache_hit,
+        e2e_ms=facts.e2e_ms,
+        ttft_ms=facts.ttft_ms,
+        detail=detail,
+    )
+
+
+def _still_written(path: Path, entry: LogEntry) -> bool:
+    """The newest segment's last entry may be a line the writer has not finished."""
+    if entry.error is not None and entry.error.reason == "truncated_segment":
+        return True
+    with path.open("rb") as fh:
+        if fh.read(2) == b"\x1f\x8b":
+            return False  # a gzip member that decoded whole is complete
+        fh.seek(0, 2)
+        size = fh.tell()
+        if size == 0:
+            return False
+        fh.seek(size - 1)
+        return fh.read(1) != b"\n"
+
+
+def ingest_capture_log(
+    repo: Repository,
+    canary_id: str,
+    capture_log: str | Path,
+    *,
+    structured_task_types: Set[str] = frozenset(),
+) -> IngestReport:
+    """Read what the capture log gained since the last call into the canary's observations.
+
+    Args:
+        repo: the store.
+        canary_id: the canary.
+        capture_log: the capture-log directory (or one segment file) the Envoy front's
+            file sink writes.
+        structured_task_types: task types whose answers must be JSON.
+
+    Returns:
+        The counts of this call (:class:`IngestReport`).
+
+    Raises:
+        ConfigError: unknown canary, or the capture log does not exist (names the path).
+        StorageError: on database failure.
+    """
+    canary = repo.get_canary(canary_id)
+    if canary is None:
+        raise ConfigError(f"canary_id = {canary_id!r}: no such canary")
+    path = Path(capture_log)
+    try:
+        files = segment_files(path)
+    except FileNotFoundError as exc:
+        raise ConfigError(f"capture_log = {str(path)!r}: {exc}") from exc
+    steps = repo.canary_steps(canary_id)
+    state: dict[str, JsonValue] = dict(canary.ingest_state)
+    observations: list[CanaryObservation] = []
+    rejects: list[RejectedRecord] = []
+    lines = unassigned = outside = 0
+    for index, file in enumerate(files):
+        done = state.get(file.name, 0)
+        consumed = done if isinstance(done, int) else 0
+        entries = list(read_capture_log(file))
+        if index == len(files) - 1 and entries and _still_written(file, entries[-1]):
+            entries = entries[:-1]
+        for entry in entries[consumed:]:
+            lines += 1
+            if entry.exchange is None:
+                error = entry.error
+                reason = error.reason if error is not None and error.reason else "invalid"
+                rejects.append(
+                    RejectedRecord(
+                        stage=CANARY_REJECT_STAGE,
+                        reason=reason,
+                        location=entry.location,
+                        detail=str(error) if error is not None else None,
+                        raw=entry.raw,
+                        run_id=canary.run_id,
+                        fingerprint=rejection_fingerprint(entry.location, entry.raw),
+                    )
+                )
+                continue
+            exchange = entry.exchange
+            if arm_of_cluster(exchange.served_by) is None:
+                unassigned += 1
+                continue
+            observation = observation_of(
+                exchange, steps, structured_task_types=structured_task_types
+            )
+            if observation is None:
+                outside += 1
+                continue
+            observations.append(observation)
+        state[file.name] = max(consumed, len(entries))
+    if rejects:
+        repo.save_rejected_many(rejects)
+    stored = repo.save_canary_observations(canary_id, observations, ingest_state=state)
+    by_arm: dict[str, int] = {}
+    for observation in observations:
+        by_arm[observation.arm] = by_arm.get(observation.arm, 0) + 1
+    return IngestReport(
+        lines=lines,
+        stored=stored,
+        duplicates=len(observations) - stored,
+        unassigned=unassigned,
+        outside_steps=outside,
+        rejected=len(rejects),
+        by_arm=by_arm,
+    )

@@ -1,0 +1,98 @@
+"""application.canary.ingest_capture_log: the Envoy front's capture log → canary observations.
+
+Written with the real capture-log writer; read twice (nothing stored twice), a broken line
+kept as a rejected record, a line still being written left for the next call, exchanges
+outside the split and outside every step counted, not stored."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from application.canary import CANARY_REJECT_STAGE, ingest_capture_log
+from shadoweval.capture_log import CaptureLogWriter
+from shadoweval.errors import ConfigError
+from shadoweval.records import Exchange
+from shadoweval.storage import AuditNote, PolicyAuditAction, Repository
+from tests.storage.factories import BASELINE, CANDIDATE, T0, make_exchange
+
+
+def _served(n: int, cluster: str | None, *, status: int = 200) -> Exchange:
+    ex = make_exchange(n)
+    assert ex.response is not None
+    response = ex.response.model_copy(update={"status_code": status})
+    return ex.model_copy(update={"served_by": cluster, "response": response})
+
+
+@pytest.fixture
+def canary(repo: Repository) -> str:
+    repo.create_run(
+        run_id="run-1",
+        name="r",
+        baseline=BASELINE,
+        candidate=CANDIDATE,
+        policy_hash="sha256:gate",
+        policy_yaml="{}\n",
+        created_at=T0 - timedelta(hours=1),
+    )
+    repo.create_canary(
+        canary_id="c-1",
+        run_id="run-1",
+        name="ramp",
+        policy_hash="sha256:canary",
+        policy_yaml="steps: []\n",
+        split_dir="/srv/split",
+        first_share=0.5,
+        split_revision=1,
+        note=AuditNote(PolicyAuditAction.CANARY_STARTED, "test"),
+        started_at=T0 + timedelta(seconds=5),
+    )
+    return "c-1"
+
+
+def test_each_exchange_is_observed_once_on_the_arm_that_served_it(
+    repo: Repository, canary: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "log"
+    with CaptureLogWriter(log) as writer:
+        writer.write(_served(1, "candidate_model"))  # before the canary began
+        writer.write(_served(10, "candidate_model"))
+        writer.write(_served(11, "live_model", status=503))
+        writer.write(_served(12, None))  # not served through the split
+        writer.write_line(b'{"not": "an exchange"}\n')
+    first = ingest_capture_log(repo, canary, log)
+    assert (first.lines, first.stored, first.outside_steps, first.unassigned) == (5, 2, 1, 1)
+    assert first.rejected == 1
+    assert first.by_arm == {"candidate": 1, "baseline": 1}
+    observed = {o.exchange_id: o for o in repo.canary_observations(canary)}
+    assert observed["ex-00010"].arm == "candidate"
+    assert not observed["ex-00010"].error
+    assert observed["ex-00011"].error
+    assert observed["ex-00011"].e2e_ms is None
+    assert observed["ex-00011"].detail["status_code"] == 503
+    rejected = repo.list_rejected(run_id="run-1")
+    assert [r.stage for r in rejected] == [CANARY_REJECT_STAGE]
+    again = ingest_capture_log(repo, canary, log)
+    assert (again.lines, again.stored) == (0, 0)
+
+
+def test_a_line_still_being_written_waits_for_the_next_call(
+    repo: Repository, canary: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "log"
+    log.mkdir()
+    line = _served(20, "candidate_model").model_dump_json().encode()
+    segment = log / "capture-000001.jsonl"
+    segment.write_bytes(line[:40])
+    report = ingest_capture_log(repo, canary, log)
+    assert (report.lines, report.rejected) == (0, 0)
+    segment.write_bytes(line + b"\n")
+    report = ingest_capture_log(repo, canary, log)
+    assert (report.lines, report.stored) == (1, 1)
+
+
+def test_unknown_canary_and_missing_log_name_the_value(repo: Repository, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="canary_id = 'nope'"):
+        ingest_capture_log(repo, "nope", tmp_path)
