@@ -21,15 +21,36 @@ from pathlib import Path
 
 from pydantic import JsonValue
 
-from capture.canary_split import arm_of_cluster
+from capture.canary_split import Split, arm_of_cluster, read_split, write_split
+from capture.envoy_config import EnvoyConfigSpec
 from compare.live_side import live_side_facts
 from shadoweval.capture_log import LogEntry, read_capture_log, segment_files
-from shadoweval.errors import ConfigError
-from shadoweval.records import Exchange
-from shadoweval.storage import CanaryObservation, CanaryStepInfo, RejectedRecord, Repository
+from shadoweval.errors import ConfigError, ShadowEvalError
+from shadoweval.records import Exchange, new_exchange_id
+from shadoweval.storage import (
+    AuditNote,
+    CanaryInfo,
+    CanaryObservation,
+    CanaryState,
+    CanaryStepInfo,
+    PolicyAuditAction,
+    PolicyAuditEntry,
+    RejectedRecord,
+    Repository,
+)
 from shadoweval.storage.types import rejection_fingerprint
+from stats.canary.policy import CanaryPolicy, canary_policy_hash, canary_policy_to_yaml
 
-__all__ = ["CANARY_REJECT_STAGE", "IngestReport", "ingest_capture_log", "observation_of"]
+__all__ = [
+    "CANARY_REJECT_STAGE",
+    "CanaryView",
+    "IngestReport",
+    "canary_view",
+    "ingest_capture_log",
+    "observation_of",
+    "rollback_canary",
+    "start_canary",
+]
 
 CANARY_REJECT_STAGE = "canary"
 """``rejected_record.stage`` of capture-log lines a canary could not read."""
@@ -198,4 +219,161 @@ def ingest_capture_log(
         outside_steps=outside,
         rejected=len(rejects),
         by_arm=by_arm,
+    )
+
+
+# ------------------------------------------------------------------- start, rollback, view
+
+
+def _split_dir(spec: EnvoyConfigSpec) -> Path:
+    if spec.canary is None:
+        raise ConfigError(
+            "envoy.canary is not set: the canary split needs the Envoy front's canary "
+            "settings (SHADOWEVAL_ENVOY__CANARY__CANDIDATE_URL, ..._SPLIT_DIR)",
+            field="envoy.canary",
+            value=None,
+        )
+    return spec.canary.split_dir
+
+
+def _next_revision(split_dir: Path) -> tuple[int, float]:
+    """The revision to write next and the share now in force (0.0 without a split file)."""
+    if not (split_dir / "split.yaml").exists():
+        return 0, 0.0
+    current = read_split(split_dir)
+    return current.revision + 1, current.candidate_share
+
+
+def start_canary(
+    repo: Repository,
+    *,
+    run_id: str,
+    policy: CanaryPolicy,
+    spec: EnvoyConfigSpec,
+    name: str = "",
+    actor: str | None = None,
+    why: str = "",
+    command: str = "shadow-eval canary start",
+) -> CanaryInfo:
+    """Start a canary of ``run_id``'s candidate: write the split for the policy's first
+    step (a new revision in the Envoy front's split directory), then record the canary
+    and its ``canary_started`` audit row. If recording fails, the split is set back to the
+    share it had (another new revision) before the error is raised.
+
+    Raises:
+        ConfigError: the spec has no canary part, or the split file is unreadable.
+        StorageError: unknown run, or the run already has a running canary.
+    """
+    split_dir = _split_dir(spec)
+    revision, previous_share = _next_revision(split_dir)
+    first = policy.steps[0].share
+    write_split(split_dir, spec, Split(candidate_share=first, revision=revision))
+    canary_id = new_exchange_id()
+    try:
+        return repo.create_canary(
+            canary_id=canary_id,
+            run_id=run_id,
+            name=name or f"canary of {run_id}",
+            policy_hash=canary_policy_hash(policy),
+            policy_yaml=canary_policy_to_yaml(policy),
+            split_dir=str(split_dir),
+            first_share=first,
+            split_revision=revision,
+            note=AuditNote(
+                PolicyAuditAction.CANARY_STARTED,
+                command,
+                actor=actor,
+                detail={"why": why, "step": 0, "share": first, "split_revision": revision},
+            ),
+        )
+    except ShadowEvalError:
+        write_split(split_dir, spec, Split(candidate_share=previous_share, revision=revision + 1))
+        raise
+
+
+def rollback_canary(
+    repo: Repository,
+    canary_id: str,
+    *,
+    spec: EnvoyConfigSpec,
+    why: str,
+    actor: str | None = None,
+    command: str = "shadow-eval canary rollback",
+    reasons: Sequence[str] = (),
+) -> CanaryInfo:
+    """Roll a running canary back at once: write a split revision with share 0 (every
+    session, pinned ones included, goes to the baseline on its next request; streams in
+    flight finish on their version), then end the canary ``rolled_back`` with a
+    ``canary_rolled_back`` audit row naming who and why.
+
+    The split is written first: the rollback takes effect even when the database is
+    unreachable (the error is raised after it).
+
+    Raises:
+        ConfigError: unknown canary, no canary part in the spec, or ``why`` is empty.
+        StorageError: the canary is already final.
+    """
+    if not why.strip():
+        raise ConfigError("why = '': a rollback must say why", field="why", value=why)
+    canary = repo.get_canary(canary_id)
+    if canary is None:
+        raise ConfigError(f"canary_id = {canary_id!r}: no such canary")
+    if canary.state.terminal:
+        raise ConfigError(f"canary {canary_id!r} is {canary.state.value}; nothing to roll back")
+    split_dir = _split_dir(spec)
+    revision, previous_share = _next_revision(split_dir)
+    write_split(split_dir, spec, Split(candidate_share=0.0, revision=revision))
+    return repo.move_canary(
+        canary_id,
+        from_step=canary.step_index,
+        state=CanaryState.ROLLED_BACK,
+        share=0.0,
+        split_revision=revision,
+        step_outcome="rolled_back",
+        note=AuditNote(
+            PolicyAuditAction.CANARY_ROLLED_BACK,
+            command,
+            actor=actor,
+            detail={
+                "why": why,
+                "step": canary.step_index,
+                "from_share": previous_share,
+                "share": 0.0,
+                "split_revision": revision,
+                "reasons": list(reasons),
+            },
+        ),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CanaryView:
+    """What the faces show of a canary: the canary, its steps, its audit trail (the run's
+    ``canary_*`` rows) and the requests observed per arm."""
+
+    canary: CanaryInfo
+    steps: tuple[CanaryStepInfo, ...]
+    audit: tuple[PolicyAuditEntry, ...]
+    observed_per_arm: dict[str, int]
+
+
+def canary_view(repo: Repository, canary_id: str) -> CanaryView:
+    """The :class:`CanaryView` of ``canary_id``.
+
+    Raises:
+        ConfigError: unknown canary (names the id).
+    """
+    canary = repo.get_canary(canary_id)
+    if canary is None:
+        raise ConfigError(f"canary_id = {canary_id!r}: no such canary")
+    audit = tuple(
+        entry
+        for entry in repo.policy_audit(canary.run_id)
+        if entry.action.value.startswith("canary_") and entry.detail.get("canary_id") == canary_id
+    )
+    return CanaryView(
+        canary=canary,
+        steps=tuple(repo.canary_steps(canary_id)),
+        audit=audit,
+        observed_per_arm=repo.count_canary_observations(canary_id),
     )

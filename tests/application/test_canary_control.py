@@ -1,0 +1,82 @@
+"""application.canary start / rollback / view: the split file is the change, the audit table
+says who, what and why; a rollback is at once and needs a reason."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from application.canary import canary_view, rollback_canary, start_canary
+from capture.canary_split import read_split
+from capture.envoy_config import CanarySpec, EnvoyConfigSpec
+from shadoweval.errors import ConfigError, StorageError
+from shadoweval.storage import CanaryState, PolicyAuditAction, Repository
+from stats.canary.policy import load_canary_policy
+from tests.storage.factories import BASELINE, CANDIDATE, T0
+
+
+def _spec(split_dir: Path) -> EnvoyConfigSpec:
+    return EnvoyConfigSpec(
+        upstream_url="http://baseline.internal:8000",
+        canary=CanarySpec(candidate_url="http://candidate.internal:8000", split_dir=split_dir),
+    )
+
+
+@pytest.fixture
+def run(repo: Repository) -> str:
+    repo.create_run(
+        run_id="run-1",
+        name="r",
+        baseline=BASELINE,
+        candidate=CANDIDATE,
+        policy_hash="sha256:gate",
+        policy_yaml="{}\n",
+        created_at=T0 - timedelta(hours=1),
+    )
+    return "run-1"
+
+
+def test_start_then_rollback_moves_the_split_and_audits_both(
+    repo: Repository, run: str, tmp_path: Path
+) -> None:
+    spec = _spec(tmp_path / "split")
+    policy = load_canary_policy(None)
+    canary = start_canary(repo, run_id=run, policy=policy, spec=spec, actor="ops", why="shadow ok")
+    split = read_split(tmp_path / "split")
+    assert (split.revision, split.candidate_share) == (0, policy.steps[0].share)
+    assert canary.candidate_share == policy.steps[0].share
+
+    # a second canary of the same run is refused, and the split it wrote is set back
+    with pytest.raises(StorageError, match="already has a running canary"):
+        start_canary(repo, run_id=run, policy=policy, spec=spec)
+    split = read_split(tmp_path / "split")
+    assert (split.revision, split.candidate_share) == (2, policy.steps[0].share)
+
+    with pytest.raises(ConfigError, match="must say why"):
+        rollback_canary(repo, canary.canary_id, spec=spec, why=" ")
+    done = rollback_canary(repo, canary.canary_id, spec=spec, why="p99 too high", actor="sre")
+    split = read_split(tmp_path / "split")
+    assert (split.revision, split.candidate_share) == (3, 0.0)
+    assert done.state is CanaryState.ROLLED_BACK
+    assert done.split_revision == 3
+
+    view = canary_view(repo, canary.canary_id)
+    assert [e.action for e in view.audit] == [
+        PolicyAuditAction.CANARY_STARTED,
+        PolicyAuditAction.CANARY_ROLLED_BACK,
+    ]
+    rolled = view.audit[-1]
+    assert rolled.actor == "sre"
+    assert rolled.detail["why"] == "p99 too high"
+    assert rolled.detail["from_share"] == policy.steps[0].share
+    assert [s.outcome for s in view.steps] == ["rolled_back"]
+    with pytest.raises(ConfigError, match="is rolled_back; nothing to roll back"):
+        rollback_canary(repo, canary.canary_id, spec=spec, why="again")
+
+
+def test_the_split_needs_the_front_ends_canary_settings(repo: Repository, run: str) -> None:
+    spec = EnvoyConfigSpec(upstream_url="http://baseline.internal:8000")
+    with pytest.raises(ConfigError, match=r"envoy\.canary is not set"):
+        start_canary(repo, run_id=run, policy=load_canary_policy(None), spec=spec)
