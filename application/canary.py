@@ -25,6 +25,7 @@ from capture.canary_split import Split, arm_of_cluster, read_split, write_split
 from capture.envoy_config import EnvoyConfigSpec
 from compare.live_side import live_side_facts
 from shadoweval.capture_log import LogEntry, read_capture_log, segment_files
+from shadoweval.config import Settings
 from shadoweval.errors import ConfigError, ShadowEvalError
 from shadoweval.records import Exchange, new_exchange_id
 from shadoweval.storage import (
@@ -39,7 +40,12 @@ from shadoweval.storage import (
     Repository,
 )
 from shadoweval.storage.types import rejection_fingerprint
-from stats.canary.policy import CanaryPolicy, canary_policy_hash, canary_policy_to_yaml
+from stats.canary.policy import (
+    CanaryPolicy,
+    canary_policy_hash,
+    canary_policy_to_yaml,
+    load_canary_policy,
+)
 
 __all__ = [
     "CANARY_REJECT_STAGE",
@@ -47,9 +53,12 @@ __all__ = [
     "IngestReport",
     "canary_view",
     "ingest_capture_log",
+    "load_canary_policy",
     "observation_of",
     "rollback_canary",
+    "split_spec_from_settings",
     "start_canary",
+    "view_json",
 ]
 
 CANARY_REJECT_STAGE = "canary"
@@ -377,3 +386,58 @@ def canary_view(repo: Repository, canary_id: str) -> CanaryView:
         audit=audit,
         observed_per_arm=repo.count_canary_observations(canary_id),
     )
+
+
+def split_spec_from_settings(settings: Settings | None = None) -> EnvoyConfigSpec:
+    """The Envoy front's config spec from the settings (the environment by default): the
+    split file must be rendered with the same routes, upstreams and session headers the
+    front end runs with.
+
+    Raises:
+        ConfigError: ``envoy.canary`` is not set.
+    """
+    resolved = settings if settings is not None else Settings()
+    spec = EnvoyConfigSpec.from_settings(resolved.capture, resolved.envoy)
+    _split_dir(spec)
+    return spec
+
+
+def view_json(view: CanaryView) -> dict[str, JsonValue]:
+    """The JSON form of a :class:`CanaryView` (the CLI's ``--json`` and the API)."""
+    c = view.canary
+    return {
+        "canary_id": c.canary_id,
+        "run_id": c.run_id,
+        "name": c.name,
+        "state": c.state.value,
+        "step_index": c.step_index,
+        "candidate_share": c.candidate_share,
+        "split_revision": c.split_revision,
+        "split_dir": c.split_dir,
+        "policy_hash": c.policy_hash,
+        "created_at": c.created_at.isoformat(),
+        "step_started_at": c.step_started_at.isoformat(),
+        "observed_per_arm": dict(view.observed_per_arm),
+        "steps": [
+            {
+                "step_index": s.step_index,
+                "share": s.share,
+                "started_at": s.started_at.isoformat(),
+                "ended_at": None if s.ended_at is None else s.ended_at.isoformat(),
+                "outcome": s.outcome,
+                "evaluations": s.evaluations,
+                "last_decision": s.last_decision,
+            }
+            for s in view.steps
+        ],
+        "audit": [
+            {
+                "recorded_at": e.recorded_at.isoformat(),
+                "action": e.action.value,
+                "actor": e.actor,
+                "command": e.command,
+                "detail": dict(e.detail),
+            }
+            for e in view.audit
+        ],
+    }

@@ -110,6 +110,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "export_cmd",
     "labels_cmd",
     "judge_cmd",
+    "canary_cmd",
     "dashboard_cmd",
 )
 

@@ -1,0 +1,82 @@
+"""``shadow-eval canary start / status / rollback / ingest`` on a SQLite database and a real
+split directory (the Envoy front's settings from the environment)."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from capture.canary_split import read_split
+from faces.cli import app
+from shadoweval.capture_log import CaptureLogWriter
+from shadoweval.storage import Database, Repository
+from tests.storage.factories import BASELINE, CANDIDATE, T0, make_exchange
+
+
+def cli(*args: object) -> Result:
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+@pytest.fixture
+def url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("SHADOWEVAL_CAPTURE__UPSTREAM_URL", "http://127.0.0.1:8000")
+    monkeypatch.setenv("SHADOWEVAL_ENVOY__CANARY__CANDIDATE_URL", "http://127.0.0.1:8001")
+    monkeypatch.setenv("SHADOWEVAL_ENVOY__CANARY__SPLIT_DIR", str(tmp_path / "split"))
+    db_url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    with Database(db_url) as db:
+        db.upgrade()
+        Repository(db).create_run(
+            run_id="run-1",
+            name="r",
+            baseline=BASELINE,
+            candidate=CANDIDATE,
+            policy_hash="sha256:gate",
+            policy_yaml="{}\n",
+            created_at=T0 - timedelta(hours=1),
+        )
+    return db_url
+
+
+def test_start_ingest_status_rollback(url: str, tmp_path: Path) -> None:
+    started = cli(
+        "canary", "start", "--run", "run-1", "--why", "shadow PROMOTE", "--database-url", url
+    )
+    assert started.exit_code == 0, started.output
+    canary_id = started.output.split()[1]
+    assert read_split(tmp_path / "split").candidate_share == 0.01
+
+    log = tmp_path / "log"
+    with CaptureLogWriter(log) as writer:
+        ex = make_exchange(1, captured_at=T0 + timedelta(days=3650))
+        writer.write(ex.model_copy(update={"served_by": "candidate_model"}))
+    ingested = cli("canary", "ingest", canary_id, "--capture-log", log, "--database-url", url)
+    assert ingested.exit_code == 0, ingested.output
+    assert "1 observations stored (candidate 1)" in ingested.output
+
+    running = cli("canary", "status", canary_id, "--json", "--database-url", url)
+    assert running.exit_code == 1, running.output  # HOLD's code: still running
+    body = json.loads(running.output)
+    assert body["state"] == "running"
+    assert body["observed_per_arm"] == {"candidate": 1}
+    assert [a["action"] for a in body["audit"]] == ["canary_started"]
+
+    no_why = cli("canary", "rollback", canary_id, "--why", "", "--database-url", url)
+    assert no_why.exit_code == 3
+    assert "must say why" in no_why.output
+    rolled = cli("canary", "rollback", canary_id, "--why", "too slow", "--database-url", url)
+    assert rolled.exit_code == 0, rolled.output
+    assert read_split(tmp_path / "split").candidate_share == 0.0
+    final = cli("canary", "status", canary_id, "--database-url", url)
+    assert final.exit_code == 2, final.output
+    assert "canary_rolled_back" in final.output
+    assert "too slow" in final.output
+
+
+def test_unknown_canary_exits_3_naming_it(url: str) -> None:
+    result = cli("canary", "status", "nope", "--database-url", url)
+    assert result.exit_code == 3
+    assert "canary_id = 'nope'" in result.output
