@@ -9,7 +9,13 @@ independent binomial samples (not pairs, as the shadow gate does). Three pieces:
   formulae for comparative binomial trials with null hypothesis of non-zero risk
   difference or non-unity relative risk", Stat Med 9:1447–1454, 1990) with the
   Miettinen–Nurminen score interval (Miettinen & Nurminen, "Comparative analysis of two
-  rates", Stat Med 4:213–226, 1985), both from statsmodels.
+  rates", Stat Med 4:213–226, 1985). Computed here from the published closed-form
+  restricted MLE, **not** with statsmodels: statsmodels 0.15.0
+  ``test_proportions_2indep(method="score", compare="diff")`` returns a restricted MLE
+  that does not solve the score equation when ``value != 0`` (56/70 vs 48/80 at
+  δ = 0.338: its p̃ = (0.802, 0.464), the likelihood maximum is (0.851, 0.513)), so its
+  non-inferiority p-values and score intervals are off (MN 95% for that table: ours
+  0.0528 to 0.3382, Newcombe 1998's published values; statsmodels 0.0526 to 0.3440).
 * :func:`proportion_excess` — rollback check: is the candidate's rate more than
   ``max_increase`` above the baseline's?
 * :func:`conditional_binomial_evalue` — always-valid rollback on rare events: given
@@ -25,8 +31,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-from scipy import special
-from statsmodels.stats.proportion import confint_proportions_2indep, test_proportions_2indep
+from scipy import optimize, special
+from scipy import stats as scipy_stats
 
 from stats.inputs import InvalidDataError, check_alpha, count
 
@@ -35,6 +41,8 @@ __all__ = [
     "conditional_binomial_evalue",
     "proportion_excess",
     "proportion_noninferiority",
+    "score_statistic",
+    "mn_interval",
 ]
 
 
@@ -111,6 +119,60 @@ def _counts(x_c: int, n_c: int, x_b: int, n_b: int) -> tuple[int, int, int, int]
     return x_c, n_c, x_b, n_b
 
 
+def _restricted_mle(x1: int, n1: int, x2: int, n2: int, delta: float) -> tuple[float, float]:
+    """MLE (p̃1, p̃2) under p1 − p2 = δ: Farrington & Manning (1990) closed-form cubic root."""
+    theta = n2 / n1
+    p1, p2 = x1 / n1, x2 / n2
+    a = 1.0 + theta
+    b = -(1.0 + theta + p1 + theta * p2 + delta * (theta + 2.0))
+    c = delta * delta + delta * (2.0 * p1 + theta + 1.0) + p1 + theta * p2
+    d = -p1 * delta * (1.0 + delta)
+    v = b**3 / (27.0 * a**3) - b * c / (6.0 * a * a) + d / (2.0 * a)
+    u2 = b * b / (9.0 * a * a) - c / (3.0 * a)
+    if u2 <= 0.0:
+        q1 = -b / (3.0 * a)
+    else:
+        u = math.copysign(math.sqrt(u2), v) if v != 0.0 else math.sqrt(u2)
+        w = (math.pi + math.acos(max(-1.0, min(1.0, v / u**3)))) / 3.0
+        q1 = 2.0 * u * math.cos(w) - b / (3.0 * a)
+    q1 = min(max(q1, max(0.0, delta)), min(1.0, 1.0 + delta))
+    return q1, min(max(q1 - delta, 0.0), 1.0)
+
+
+def score_statistic(
+    x1: int, n1: int, x2: int, n2: int, delta: float, *, miettinen_nurminen: bool = False
+) -> float:
+    """Score z for H0 p1 − p2 = δ: Farrington–Manning, or with MN's N/(N−1) variance factor."""
+    q1, q2 = _restricted_mle(x1, n1, x2, n2, delta)
+    var = q1 * (1.0 - q1) / n1 + q2 * (1.0 - q2) / n2
+    if miettinen_nurminen:
+        var *= (n1 + n2) / (n1 + n2 - 1)
+    num = x1 / n1 - x2 / n2 - delta
+    if var <= 0.0:
+        return 0.0 if num == 0.0 else math.copysign(math.inf, num)
+    return num / math.sqrt(var)
+
+
+def mn_interval(x1: int, n1: int, x2: int, n2: int, level_alpha: float) -> tuple[float, float]:
+    """Two-sided ``1 − level_alpha`` Miettinen–Nurminen interval for p1 − p2 (score inversion)."""
+    crit = float(scipy_stats.norm.ppf(1.0 - level_alpha / 2.0))
+    d_hat = x1 / n1 - x2 / n2
+    lo_end, hi_end = -1.0 + 1e-12, 1.0 - 1e-12
+
+    def f(d: float) -> float:
+        return score_statistic(x1, n1, x2, n2, d, miettinen_nurminen=True)
+
+    if d_hat <= lo_end or f(lo_end) <= crit:
+        low = -1.0
+    else:
+        low = optimize.brentq(lambda d: f(d) - crit, lo_end, d_hat, xtol=1e-13)
+    if d_hat >= hi_end or f(hi_end) >= -crit:
+        high = 1.0
+    else:
+        high = optimize.brentq(lambda d: f(d) + crit, d_hat, hi_end, xtol=1e-13)
+    return float(low), float(high)
+
+
 def _two_proportions(
     x_c: int,
     n_c: int,
@@ -124,27 +186,15 @@ def _two_proportions(
     x_c, n_c, x_b, n_b = _counts(x_c, n_c, x_b, n_b)
     margin = _number(margin, "margin" if kind == "noninferiority" else "max_increase", -1, 1)
     alpha = check_alpha(alpha, upper=0.5)
-    test = test_proportions_2indep(
-        x_c,
-        n_c,
-        x_b,
-        n_b,
-        value=margin,
-        method="score",
-        compare="diff",
-        alternative=alternative,
-        correction=False,
-    )
-    low, high = confint_proportions_2indep(
-        x_c, n_c, x_b, n_b, method="score", compare="diff", alpha=2 * alpha
-    )
-    p = float(test.pvalue)
+    z = score_statistic(x_c, n_c, x_b, n_b, margin)
+    p = float(scipy_stats.norm.cdf(z) if alternative == "smaller" else scipy_stats.norm.sf(z))
+    low, high = mn_interval(x_c, n_c, x_b, n_b, 2 * alpha)
     return TwoProportionResult(
         estimate=x_c / n_c - x_b / n_b,
-        low=float(low),
-        high=float(high),
+        low=low,
+        high=high,
         p_value=p,
-        statistic=float(test.statistic),
+        statistic=z,
         margin=margin,
         alpha=alpha,
         x_candidate=x_c,
@@ -163,10 +213,10 @@ def proportion_noninferiority(
 
     H1: ``p_c − p_b < margin``. Farrington–Manning score test (1990): the z statistic
     ``(p̂_c − p̂_b − δ0) / sqrt(p̃_c(1−p̃_c)/n_c + p̃_b(1−p̃_b)/n_b)`` with ``p̃`` the
-    maximum-likelihood rates restricted to ``p_c − p_b = δ0`` (statsmodels
-    ``test_proportions_2indep(method="score", correction=False)``). The interval is
+    maximum-likelihood rates restricted to ``p_c − p_b = δ0`` (closed-form cubic root,
+    Farrington & Manning 1990; see the module note on statsmodels). The interval is
     Miettinen–Nurminen (1985; the same score with the variance scaled by N/(N−1),
-    statsmodels ``confint_proportions_2indep(method="score")``) at two-sided level
+    inverted by root finding) at two-sided level
     ``2·alpha``, so ``high`` is the one-sided ``1 − alpha`` upper bound. Because of that
     N/(N−1) factor ``high < margin`` and ``passed`` can disagree in the last digits at the
     boundary; ``passed`` is decided by the p-value only.
