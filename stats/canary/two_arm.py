@@ -39,10 +39,10 @@ from stats.inputs import InvalidDataError, check_alpha, count
 __all__ = [
     "TwoProportionResult",
     "conditional_binomial_evalue",
+    "mn_interval",
     "proportion_excess",
     "proportion_noninferiority",
     "score_statistic",
-    "mn_interval",
 ]
 
 

@@ -7,7 +7,6 @@ import math
 
 import numpy as np
 import pytest
-
 from scipy import stats as scipy_stats
 
 from stats.canary.srm import sample_ratio_mismatch, srm_log_bayes_factor
@@ -32,7 +31,8 @@ def test_t20_fixed_n_beside_it() -> None:
     b = sample_ratio_mismatch(44000, 45000, 0.5)
     assert a.p_fixed_n == pytest.approx(2.540e-10, rel=5e-4)
     assert b.p_fixed_n == pytest.approx(8.023e-4, rel=5e-4)
-    assert a.mismatch and not b.mismatch
+    assert a.mismatch
+    assert not b.mismatch
 
 
 @pytest.mark.parametrize(
@@ -53,9 +53,12 @@ def test_closed_form_matches_quadrature(x: int, y: int, s: float, c: float) -> N
 
 def test_no_sessions_and_json() -> None:
     r = sample_ratio_mismatch(0, 0, 0.1)
-    assert r.bayes_factor == 1.0 and r.p_always_valid == 1.0 and not r.mismatch
+    assert r.bayes_factor == 1.0
+    assert r.p_always_valid == 1.0
+    assert not r.mismatch
     j = r.to_json()
-    assert j["p_fixed_n"] is None and j["observed_share"] is None
+    assert j["p_fixed_n"] is None
+    assert j["observed_share"] is None
     json.dumps(j, allow_nan=False)
 
 

@@ -45,8 +45,10 @@ def test_score_test_matches_reference(table: tuple[int, int, int, int], margin: 
     ex = proportion_excess(*table, max_increase=margin, alpha=0.05)
     assert ni.p_value == pytest.approx(ref.fm_pvalue(*table, margin, "smaller"), abs=1e-9)
     assert ex.p_value == pytest.approx(ref.fm_pvalue(*table, margin, "larger"), abs=1e-9)
-    assert ni.passed == (ni.p_value <= 0.05) and not ni.breach
-    assert ex.breach == (ex.p_value <= 0.05) and not ex.passed
+    assert ni.passed == (ni.p_value <= 0.05)
+    assert not ni.breach
+    assert ex.breach == (ex.p_value <= 0.05)
+    assert not ex.passed
 
 
 @pytest.mark.parametrize("table", TABLES)
@@ -70,7 +72,8 @@ def test_clear_cases_and_json() -> None:
     bad = proportion_excess(300, 10000, 100, 10000, max_increase=0.01, alpha=0.05)
     assert bad.breach
     j = bad.to_json()
-    assert j["breach"] is True and j["passed"] is False
+    assert j["breach"] is True
+    assert j["passed"] is False
     json.dumps(j, allow_nan=False)
 
 
