@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+import numpy as np
+import numpy.typing as npt
 from scipy import special
 from scipy import stats as scipy_stats
 
@@ -74,8 +76,11 @@ def _share(value: float, name: str) -> float:
 
 
 def srm_log_bayes_factor(
-    n_candidate: int, n_baseline: int, expected_share: float, concentration: float = 100.0
-) -> float:
+    n_candidate: npt.ArrayLike,
+    n_baseline: npt.ArrayLike,
+    expected_share: float,
+    concentration: float = 100.0,
+) -> npt.NDArray[np.float64]:
     """Log Beta-binomial mixture Bayes factor for share ≠ s (Lindon & Malek 2022, k = 2).
 
     With prior θ ~ Beta(a, b), ``a = c·s``, ``b = c·(1−s)`` (the Dirichlet prior
@@ -93,8 +98,9 @@ def srm_log_bayes_factor(
     """
     a = concentration * expected_share
     b = concentration * (1.0 - expected_share)
-    x, y = n_candidate, n_baseline
-    return (  # type: ignore[no-any-return]
+    x = np.asarray(n_candidate, dtype=float)
+    y = np.asarray(n_baseline, dtype=float)
+    return np.asarray(
         special.betaln(a + x, b + y)
         - special.betaln(a, b)
         - x * math.log(expected_share)

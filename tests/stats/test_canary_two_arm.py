@@ -85,7 +85,7 @@ def _quad_evalue(k: int, m: int, pi0: float) -> float:
         )
 
     value, _ = integrate.quad(f, pi0, 1.0, epsabs=0.0, epsrel=1e-11, limit=500)
-    return value / (1 - pi0)
+    return float(value) / (1 - pi0)
 
 
 @pytest.mark.parametrize(

@@ -37,6 +37,6 @@ def srm_bayes_factor_quad(x: int, y: int, share: float, concentration: float) ->
         epsabs=0.0,
         epsrel=1e-11,
     )
-    return (
+    return float(
         math.log(value) + peak - special.betaln(a, b) - x * math.log(share) - y * math.log1p(-share)
     )
