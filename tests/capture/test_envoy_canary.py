@@ -98,6 +98,10 @@ def models() -> Iterator[tuple[str, str]]:
         yield baseline.url, candidate.url
 
 
+ROUTER_TIMEOUT_MS = 10_000
+"""Envoy's wait for the session router in these tests (see :class:`CanaryFront`)."""
+
+
 class CanaryFront:
     """The front end with the canary on, a collecting sink, and split helpers."""
 
@@ -107,8 +111,15 @@ class CanaryFront:
         capture = CaptureSettings(upstream_url=baseline_url)
         envoy = EnvoySettings(
             deferred_close_timeout_s=1.0,
+            # A generous wait for the router: these tests check the router's decisions
+            # (pins, rollback); under a loaded CI machine the production default (20 ms)
+            # can pass, and then Envoy's weighted fallback decides instead, which by design
+            # may move a session at a share change (docs/capture.md, "Canary split").
             canary=EnvoyCanarySettings(
-                candidate_url=candidate_url, split_dir=split_dir, router_port=0
+                candidate_url=candidate_url,
+                split_dir=split_dir,
+                router_port=0,
+                router_timeout_ms=ROUTER_TIMEOUT_MS,
             ),
         )
         self.harness = FrontEndThread(capture, envoy, builder_mode="inline", sinks=[self.sink])
