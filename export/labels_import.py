@@ -295,6 +295,30 @@ _READERS: dict[str, Callable[[Path], Rows]] = {
 _LABELS = ", ".join(v.value for v in LabelValue)
 
 
+def table_rows(path: Path) -> Rows:
+    """The rows of a CSV, JSONL or Parquet file (told apart by the extension), each as
+    ``(location, row)``: a mapping of column → cell, a :class:`RejectedRow` (a row that
+    could not be read: bad JSON, a wrong cell count, bytes that are not UTF-8) or ``None``
+    for a blank line. The readers :func:`read_labelled` uses, for other imports
+    (the canary's spot-check ratings, :mod:`export.canary_ratings`).
+
+    Raises:
+        ConfigError: an unknown extension.
+        RecordDecodeError: the file cannot be read at all in its format.
+    """
+    return _READERS[_format(path)](path)
+
+
+def cell_text(value: Any) -> str:
+    """A cell as text: ``None`` and NaN are empty."""
+    return _cell(value)
+
+
+def raw_row(row: Mapping[str, Any]) -> str:
+    """A row as JSON text (kept with its rejection)."""
+    return _raw_safely(row)
+
+
 def read_labelled(
     path: Path,
     *,

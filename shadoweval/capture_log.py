@@ -216,49 +216,87 @@ def read_capture_log(path: str | Path) -> Iterator[LogEntry]:
             lineno = 0
             try:
                 for lineno, line in enumerate(fh, start=1):
-                    text = line.rstrip("\n")
-                    location = f"{file.name}:{lineno}"
-                    if not text.strip():
-                        yield LogEntry(
-                            location,
-                            text,
-                            error=RecordDecodeError(
-                                f"{location}: blank line ({len(text)} white-space characters)",
-                                location=location,
-                                reason="blank_line",
-                            ),
-                        )
-                        continue
-                    if _invalid_utf8(text):
-                        shown = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-                        yield LogEntry(
-                            location,
-                            shown,
-                            error=RecordDecodeError(
-                                f"{location}: the line is not valid UTF-8 (byte "
-                                f"{_first_bad_byte(text)}); a capture log is UTF-8 JSON Lines",
-                                location=location,
-                                reason="invalid_utf8",
-                            ),
-                        )
-                        continue
-                    try:
-                        yield LogEntry(
-                            location, text, exchange=decode_exchange_line(text, location)
-                        )
-                    except RecordDecodeError as exc:
-                        yield LogEntry(location, text, error=exc)
+                    yield line_entry(line.rstrip("\n"), f"{file.name}:{lineno}")
             except (EOFError, gzip.BadGzipFile, OSError) as exc:
-                location = f"{file.name}:{lineno + 1}"
-                yield LogEntry(
-                    location,
-                    "",
-                    error=RecordDecodeError(
-                        f"{location}: segment ends mid-record ({exc})",
-                        location=location,
-                        reason="truncated_segment",
-                    ),
-                )
+                yield _truncated(file, lineno + 1, exc)
+
+
+def _truncated(file: Path, lineno: int, exc: BaseException) -> LogEntry:
+    location = f"{file.name}:{lineno}"
+    return LogEntry(
+        location,
+        "",
+        error=RecordDecodeError(
+            f"{location}: segment ends mid-record ({exc})",
+            location=location,
+            reason="truncated_segment",
+        ),
+    )
+
+
+def line_entry(text: str, location: str) -> LogEntry:
+    """One capture-log line (without its newline, read with ``surrogateescape``) as an
+    entry: the exchange, or the error of a blank line, bytes that are not UTF-8 or a line
+    that does not decode (:func:`read_capture_log` explains each reason)."""
+    if not text.strip():
+        return LogEntry(
+            location,
+            text,
+            error=RecordDecodeError(
+                f"{location}: blank line ({len(text)} white-space characters)",
+                location=location,
+                reason="blank_line",
+            ),
+        )
+    if _invalid_utf8(text):
+        shown = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        return LogEntry(
+            location,
+            shown,
+            error=RecordDecodeError(
+                f"{location}: the line is not valid UTF-8 (byte "
+                f"{_first_bad_byte(text)}); a capture log is UTF-8 JSON Lines",
+                location=location,
+                reason="invalid_utf8",
+            ),
+        )
+    try:
+        return LogEntry(location, text, exchange=decode_exchange_line(text, location))
+    except RecordDecodeError as exc:
+        return LogEntry(location, text, error=exc)
+
+
+def read_segment_from(
+    file: Path, *, start_byte: int = 0, start_line: int = 0
+) -> Iterator[tuple[LogEntry, int]]:
+    """Read one uncompressed segment from a byte offset: each complete line (ending in a
+    newline) as ``(entry, end_byte)``, ``end_byte`` the offset just past its newline, so a
+    reader that stores it resumes there without reading the file again
+    (:func:`application.canary.ingest_capture_log`). A last line without its newline (the
+    writer is still writing it) is not yielded. Locations count from ``start_line`` (the
+    lines before ``start_byte``). A byte-order mark at offset 0 is skipped.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        ValueError: the segment is gzip-compressed (a gzip stream cannot be resumed at a
+            byte offset; read it with :func:`read_capture_log`).
+    """
+    with file.open("rb") as fh:
+        if fh.read(2) == GZIP_MAGIC:
+            raise ValueError(f"{file} is gzip-compressed: it cannot be read from an offset")
+        fh.seek(start_byte)
+        offset = start_byte
+        lineno = start_line
+        for raw in fh:
+            if not raw.endswith(b"\n"):
+                return
+            end = offset + len(raw)
+            if offset == 0 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            offset = end
+            lineno += 1
+            text = raw[:-1].decode("utf-8", "surrogateescape")
+            yield line_entry(text, f"{file.name}:{lineno}"), end
 
 
 class CaptureLogWriter:

@@ -16,6 +16,7 @@ from shadoweval.capture_log import (
     content_exchange_id,
     decode_exchange_line,
     read_capture_log,
+    read_segment_from,
 )
 from shadoweval.errors import RecordDecodeError
 from shadoweval.records import (
@@ -365,3 +366,37 @@ def test_stored_records_are_read_back_without_the_value_rules() -> None:
     assert (stored.task_type, stored.timings.e2e_ms) == ("", -5.0)
     with pytest.raises(ValidationError):
         Exchange.model_validate(payload | {"request": "not an object"}, context=STORED)
+
+
+def test_a_segment_reads_on_from_a_byte_offset(tmp_path: Path) -> None:
+    """read_segment_from: each complete line with the offset past it; a BOM at 0 skipped;
+    a last line without its newline held back; the entries equal read_capture_log's."""
+    exchanges = [exchange(i) for i in range(3)]
+    lines = [ex.model_dump_json().encode() + b"\n" for ex in exchanges]
+    segment = tmp_path / "capture-000001.jsonl"
+    segment.write_bytes(b"\xef\xbb\xbf" + lines[0] + b"\n" + lines[1] + lines[2][:30])
+    read = list(read_segment_from(segment))
+    assert [entry.location for entry, _ in read] == [
+        "capture-000001.jsonl:1",
+        "capture-000001.jsonl:2",
+        "capture-000001.jsonl:3",
+    ]
+    assert read[0][0].exchange == exchanges[0]
+    assert read[1][0].error is not None and read[1][0].error.reason == "blank_line"
+    end = read[-1][1]
+    assert end == 3 + len(lines[0]) + 1 + len(lines[1])
+    with segment.open("ab") as fh:
+        fh.write(lines[2][30:])
+    (resumed,) = list(read_segment_from(segment, start_byte=end, start_line=3))
+    assert resumed[0].location == "capture-000001.jsonl:4"
+    assert resumed[0].exchange == exchanges[2]
+    assert resumed[1] == segment.stat().st_size
+    whole = [e.exchange for e in read_capture_log(segment)]
+    assert whole == [read[0][0].exchange, None, read[2][0].exchange, resumed[0].exchange]
+
+
+def test_a_gzip_segment_cannot_be_read_from_an_offset(tmp_path: Path) -> None:
+    segment = tmp_path / "capture-000001.jsonl.gz"
+    segment.write_bytes(gzip.compress(exchange(0).model_dump_json().encode() + b"\n"))
+    with pytest.raises(ValueError, match="gzip-compressed"):
+        list(read_segment_from(segment))
