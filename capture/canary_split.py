@@ -174,16 +174,19 @@ def render_split_routes(spec: EnvoyConfigSpec, split: Split) -> str:
         out: dict[str, Any] = {}
         if cluster is None:
             out["weighted_clusters"] = {
+                # candidate first: Envoy takes the session header's xxHash64 mod the
+                # total weight through the clusters in order, so the candidate gets
+                # [0, weight): the router's rule (capture.session_router.stable_bucket)
                 "clusters": [
-                    {
-                        "name": BASELINE_CLUSTER,
-                        "weight": WEIGHT_TOTAL - weight,
-                        "host_rewrite_literal": baseline_host,
-                    },
                     {
                         "name": CANDIDATE_CLUSTER,
                         "weight": weight,
                         "host_rewrite_literal": candidate_host,
+                    },
+                    {
+                        "name": BASELINE_CLUSTER,
+                        "weight": WEIGHT_TOTAL - weight,
+                        "host_rewrite_literal": baseline_host,
                     },
                 ],
                 "use_hash_policy": True,

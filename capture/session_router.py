@@ -13,12 +13,14 @@ The decision, for the session key (the first present of ``capture.session_header
 the key sampling uses) and the current share ``s`` (:attr:`Split.candidate_share`):
 
 * ``s == 0`` ⇒ baseline for everyone (reason ``rolled_back``: a rollback overrides
-  pins); ``s == 1`` ⇒ candidate for everyone (``full``); the session's pin is set to
-  the arm served, so it stays there if the share moves again;
+  pins, and the session's pin is set to the baseline, so it stays there if the share
+  moves again); ``s == 1`` ⇒ candidate for every new session (``full``), while a session
+  pinned to the baseline finishes its conversation there (``pinned``);
 * a session seen before keeps its arm (``pinned``);
 * a new session gets the candidate iff ``stable_bucket(key) < s × WEIGHT_TOTAL``
-  (``new``): raising the share never moves a pinned session, and a session first seen
-  later at a higher share lands by the same monotone rule (a bucket under the old share
+  (``new``; the bucket is Envoy's own xxHash64 of the header, so the fallback agrees):
+  raising the share never moves a pinned session, and a session first seen later at a
+  higher share lands by the same monotone rule (a bucket under the old share
   is under the new one too);
 * no session key ⇒ a per-request draw at the share (``no_session``).
 
@@ -58,6 +60,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import xxhash
 from envoy.config.core.v3 import base_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ext_proc_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ext_proc_grpc
@@ -77,13 +80,22 @@ REASONS = ("pinned", "new", "no_session", "rolled_back", "full")
 
 
 def stable_bucket(key: str | bytes) -> int:
-    """The session key's bucket in ``[0, WEIGHT_TOTAL)``: keyed BLAKE2b (RFC 7693, 8-byte
-    digest, key :data:`BUCKET_KEY`) of the key's UTF-8 bytes, big-endian, mod
-    :data:`WEIGHT_TOTAL`. Stable across processes and Python versions (not ``hash()``,
-    which is salted per process); uniform to within 2**-50."""
+    """The session key's bucket in ``[0, WEIGHT_TOTAL)``: xxHash64 (seed 0) of the key's
+    UTF-8 bytes mod :data:`WEIGHT_TOTAL` — the hash Envoy computes for the route's header
+    ``hash_policy`` (``HashUtil::xxHash64`` of the first present session header), which
+    its weighted fallback takes mod the total weight with the candidate cluster listed
+    first (:func:`capture.canary_split.render_split_routes`). So when the router does not
+    answer in time, Envoy's fallback puts a session where the router's rule would: only a
+    session pinned at an earlier share (in the band a share change just moved) or after a
+    0 / 1 override can differ. Stable across processes and Python versions (not
+    ``hash()``, which is salted per process).
+
+    Source: Envoy ``source/common/http/hash_policy.cc`` (header hash),
+    ``source/common/router/config_impl.cc`` (``pickWeightedCluster``: the hash mod the
+    total weight, clusters in order); xxHash (Y. Collet), XXH64 with seed 0.
+    """
     data = key.encode("utf-8", "surrogatepass") if isinstance(key, str) else key
-    digest = hashlib.blake2b(data, digest_size=8, key=BUCKET_KEY).digest()
-    return int.from_bytes(digest, "big") % WEIGHT_TOTAL
+    return int(xxhash.xxh64_intdigest(data)) % WEIGHT_TOTAL
 
 
 def session_key(headers: Iterable[tuple[bytes, bytes]], names: Sequence[str]) -> bytes | None:
@@ -318,16 +330,18 @@ class SessionRouter(ext_proc_grpc.ExternalProcessorServicer):  # type: ignore[mi
             None if key is None else hashlib.blake2b(key, digest_size=16, key=BUCKET_KEY).digest()
         )
         arm: Arm
+        pinned = self.pins.get(pin_key) if pin_key is not None else None
         if share <= 0.0:
             arm, reason = "baseline", "rolled_back"
         elif share >= 1.0:
-            arm, reason = "candidate", "full"
+            # full rollout: new sessions all go to the candidate, but a conversation pinned
+            # to the baseline finishes there (it is forgotten after pin_idle_s)
+            arm, reason = (pinned, "pinned") if pinned is not None else ("candidate", "full")
         elif key is None:
             arm = "candidate" if self._rng.random() < share else "baseline"
             reason = "no_session"
         else:
             assert pin_key is not None
-            pinned = self.pins.get(pin_key)
             if pinned is not None:
                 arm, reason = pinned, "pinned"
             else:

@@ -398,6 +398,21 @@ class CanaryStore:
         with self._db.session() as session:
             return [_observation(row) for row in session.scalars(stmt)]
 
+    def canary_sessions_before(self, canary_id: str, step_index: int) -> set[str]:
+        """The session keys (hashes) observed in the canary's steps before ``step_index``
+        (sessions a step inherits, pinned earlier, as opposed to those first seen in it)."""
+        stmt = (
+            select(CanaryObservationRow.session)
+            .where(
+                CanaryObservationRow.canary_id == canary_id,
+                CanaryObservationRow.step_index < step_index,
+                CanaryObservationRow.session.is_not(None),
+            )
+            .distinct()
+        )
+        with self._db.session() as session:
+            return {str(key) for key in session.scalars(stmt)}
+
     def count_canary_observations(self, canary_id: str) -> dict[str, int]:
         """Observations per arm of the whole canary (``{"baseline": n, "candidate": m}``)."""
         stmt = (

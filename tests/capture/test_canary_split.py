@@ -47,9 +47,11 @@ def _spec(split_dir: Path, **kw: Any) -> EnvoyConfigSpec:
 # -- stable bucket ---------------------------------------------------------------------------
 
 
-def test_stable_bucket_is_a_fixed_keyed_hash() -> None:
-    # the same value in every process (not Python's salted hash()): pinned here
-    assert stable_bucket("abc") == 8603
+def test_stable_bucket_is_xxhash64_as_envoy_computes_it() -> None:
+    # the same value in every process (not Python's salted hash()), pinned to XXH64's
+    # published vectors (seed 0): "abc" → 0x44BC2CF5AD770999, "" → 0xEF46DB3751D8E999
+    assert stable_bucket("abc") == 0x44BC2CF5AD770999 % WEIGHT_TOTAL == 2249
+    assert stable_bucket("") == 0xEF46DB3751D8E999 % WEIGHT_TOTAL
     assert stable_bucket(b"abc") == stable_bucket("abc")
     buckets = [stable_bucket(f"session-{i}") for i in range(20_000)]
     assert all(0 <= b < WEIGHT_TOTAL for b in buckets)
@@ -148,7 +150,7 @@ def test_raising_the_share_never_moves_a_pinned_session(tmp_path: Path) -> None:
         assert (arm == "candidate") == (stable_bucket(k) < 6000)
 
 
-def test_rollback_overrides_pins_and_full_share_takes_everyone(tmp_path: Path) -> None:
+def test_rollback_overrides_pins_and_full_share_takes_every_new_session(tmp_path: Path) -> None:
     router = _router(tmp_path, 0.5)
     keys = [f"k{i}".encode() for i in range(100)]
     for k in keys:
@@ -158,8 +160,11 @@ def test_rollback_overrides_pins_and_full_share_takes_everyone(tmp_path: Path) -
     assert router.decide(None) == ("baseline", "rolled_back")
     _set(router, 0.5, 3)  # after a rollback, sessions stay where the rollback put them
     assert {router.decide(k) for k in keys} == {("baseline", "pinned")}
-    _set(router, 1.0, 4)
-    assert {router.decide(k) for k in keys} == {("candidate", "full")}
+    _set(router, 1.0, 4)  # full rollout: pinned conversations finish where they are
+    assert {router.decide(k) for k in keys} == {("baseline", "pinned")}
+    fresh = [f"new{i}".encode() for i in range(50)]
+    assert {router.decide(k) for k in fresh} == {("candidate", "full")}
+    assert router.decide(None) == ("candidate", "full")
     assert (
         _sample(router, "shadoweval_canary_decisions_total", arm="baseline", reason="rolled_back")
         == 101
@@ -227,16 +232,16 @@ def test_render_split_routes(tmp_path: Path) -> None:
         assert base["route"]["host_rewrite_literal"] == "baseline.internal:8000"
         action = weighted["route"]
         assert action["weighted_clusters"] == {
-            "clusters": [
-                {
-                    "name": BASELINE_CLUSTER,
-                    "weight": 7500,
-                    "host_rewrite_literal": "baseline.internal:8000",
-                },
+            "clusters": [  # candidate first: its band is [0, 2500), the router's rule
                 {
                     "name": CANDIDATE_CLUSTER,
                     "weight": 2500,
                     "host_rewrite_literal": "candidate.internal",
+                },
+                {
+                    "name": BASELINE_CLUSTER,
+                    "weight": 7500,
+                    "host_rewrite_literal": "baseline.internal:8000",
                 },
             ],
             "use_hash_policy": True,

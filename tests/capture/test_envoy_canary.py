@@ -216,17 +216,22 @@ def test_front_writes_revision_0_all_baseline(canary: CanaryFront) -> None:
 # -- the split ------------------------------------------------------------------------------
 
 
-def test_share_0_all_baseline_share_1_all_candidate(canary: CanaryFront) -> None:
+def test_share_0_all_baseline_share_1_every_new_session_candidate(canary: CanaryFront) -> None:
     with httpx.Client(timeout=30) as client:
         at_zero = [canary.chat(client, f"s-{i}") for i in range(20)]
         assert set(at_zero) == {BASELINE}
         canary.set_share(1.0)
-        at_one = [canary.chat(client, f"s-{i}") for i in range(20)]
+        # the sessions seen at share 0 are pinned there: at full rollout they finish on the
+        # baseline; every new session goes to the candidate
+        assert {canary.chat(client, f"s-{i}") for i in range(3)} == {BASELINE}
+        at_one = [canary.chat(client, f"new-{i}") for i in range(20)]
         assert set(at_one) == {CANDIDATE}
         # no session key at all: the same
         assert {canary.chat(client, None) for _ in range(5)} == {CANDIDATE}
-    exchanges = canary.captured(45)
-    assert sorted(_served(ex) for ex in exchanges) == sorted(at_zero + at_one + [CANDIDATE] * 5)
+    exchanges = canary.captured(48)
+    assert sorted(_served(ex) for ex in exchanges) == sorted(
+        at_zero + [BASELINE] * 3 + at_one + [CANDIDATE] * 5
+    )
     assert all(ex.outcome is ExchangeOutcome.DONE for ex in exchanges)
     assert {ex.response.model for ex in exchanges if ex.response} == {BASELINE, CANDIDATE}
     # the router's decisions are counted on the front end's registry
@@ -236,6 +241,7 @@ def test_share_0_all_baseline_share_1_all_candidate(canary: CanaryFront) -> None
         == 20
     )
     assert harness.metric("shadoweval_canary_decisions_total", arm="candidate", reason="full") == 25
+    assert harness.metric("shadoweval_canary_decisions_total", arm="baseline", reason="pinned") == 3
 
 
 def test_half_share_splits_sessions_by_the_stable_bucket(canary: CanaryFront) -> None:
@@ -330,8 +336,12 @@ def test_router_down_requests_are_still_served_by_the_weighted_fallback(
         first = {s: canary.chat(client, s) for s in sessions}
         again = {s: canary.chat(client, s) for s in sessions}
         no_key = [canary.chat(client, None) for _ in range(10)]
-    # every request was served; the fallback hashes the session header: same arm again
+    # every request was served; the fallback hashes the session header: same arm again,
+    # and the arm the router's bucket rule gives (Envoy's xxHash64 of the header)
     assert first == again
+    assert first == {
+        s: CANDIDATE if stable_bucket(s) < WEIGHT_TOTAL // 2 else BASELINE for s in sessions
+    }
     assert set(first.values()) == {BASELINE, CANDIDATE}
     assert len(no_key) == 10
     stats = canary.harness.envoy_stats("http.live.ext_proc.shadow_eval_router.")

@@ -3,6 +3,7 @@ observations, ratings only for observed exchanges — on SQLite and PostgreSQL."
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
 import pytest
@@ -145,6 +146,11 @@ def test_observations_are_stored_once_and_ratings_need_an_observation(repo: Repo
     assert (written, again) == (2, 0)
     assert repo.count_canary_observations("c-1") == {"baseline": 1, "candidate": 1}
     assert [o.exchange_id for o in repo.canary_observations("c-1", step_index=0)] == ["e1", "e2"]
+    later = dataclasses.replace(_obs("e3"), step_index=1, session="t")
+    repo.save_canary_observations("c-1", [later])
+    assert repo.canary_sessions_before("c-1", 1) == {"s"}
+    assert repo.canary_sessions_before("c-1", 2) == {"s", "t"}
+    assert repo.canary_sessions_before("c-1", 0) == set()
     info = repo.get_canary("c-1")
     assert info is not None
     assert info.ingest_state == {"seg-1.jsonl": 3}
