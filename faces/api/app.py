@@ -111,6 +111,9 @@ API_COMMAND = "shadow-eval api"
 ROLLBACK_COMMAND = "shadow-eval api: POST /v1/canaries/{canary_id}/rollback"
 """``command`` recorded in the audit row of a rollback asked through the API."""
 
+ROLLBACK_ATTEMPTS = 3
+"""Rollbacks tried while the controller keeps moving the canary to another step."""
+
 NO_CANARY_SPLIT = (
     "this server was started without the Envoy front's canary settings (envoy.canary: "
     "SHADOWEVAL_ENVOY__CANARY__CANDIDATE_URL and SHADOWEVAL_ENVOY__CANARY__SPLIT_DIR, with "
@@ -248,33 +251,48 @@ class _Handlers:
         return _body(CanaryDetail.model_validate(view_json_with_verdicts(view)))
 
     def _rollback(self, canary: CanaryInfo, wanted: RollbackIn, spec: SplitSpec) -> None:
-        """Roll back (blocking); a canary another caller ended or moved meanwhile is 409."""
-        try:
-            rollback_canary(
-                self._repo,
-                canary.canary_id,
-                spec=spec,
-                why=wanted.why,
-                actor=wanted.actor,
-                command=ROLLBACK_COMMAND,
-            )
-        except ConfigError as exc:
-            now = self._repo.get_canary(canary.canary_id)
-            if now is not None and now.state.terminal:
-                raise _final(now) from None
-            if exc.field == "envoy.canary":
-                raise ApiError(503, "canary_split_unavailable", NO_CANARY_SPLIT) from None
-            raise ApiError(400, "bad_request", str(exc)) from None
-        except StorageError:
-            now = self._repo.get_canary(canary.canary_id)
-            if now is not None and (now.state.terminal or now.step_index != canary.step_index):
-                raise ApiError(
-                    409,
-                    "conflict",
-                    f"canary {canary.canary_id!r} changed while rolling back: now "
-                    f"{now.state.value} at step {now.step_index}; the split was set to share 0",
-                ) from None
-            raise
+        """Roll back (blocking). A canary the controller moved to another step meanwhile is
+        rolled back again (at most :data:`ROLLBACK_ATTEMPTS` times); one that became final
+        meanwhile is 409 (the split was already written at share 0: the message says so)."""
+        step = canary.step_index
+        for _ in range(ROLLBACK_ATTEMPTS):
+            try:
+                rollback_canary(
+                    self._repo,
+                    canary.canary_id,
+                    spec=spec,
+                    why=wanted.why,
+                    actor=wanted.actor,
+                    command=ROLLBACK_COMMAND,
+                )
+                return
+            except ConfigError as exc:
+                now = self._repo.get_canary(canary.canary_id)
+                if now is not None and now.state.terminal:
+                    raise _final(now) from None
+                if exc.field == "envoy.canary":
+                    raise ApiError(503, "canary_split_unavailable", NO_CANARY_SPLIT) from None
+                raise ApiError(400, "bad_request", str(exc)) from None
+            except StorageError:
+                now = self._repo.get_canary(canary.canary_id)
+                if now is None:
+                    raise
+                if now.state.terminal:
+                    raise ApiError(
+                        409,
+                        "conflict",
+                        f"canary {canary.canary_id!r} became {now.state.value} while rolling "
+                        "back; the split file had already been written at share 0",
+                    ) from None
+                if now.step_index == step:
+                    raise  # not a race: the database failed
+                step = now.step_index
+        raise ApiError(
+            409,
+            "conflict",
+            f"canary {canary.canary_id!r} kept moving while rolling back "
+            f"({ROLLBACK_ATTEMPTS} attempts); the split file is at share 0: retry",
+        )
 
     async def _canary(self, request: Request) -> CanaryInfo:
         canary_id = str(request.path_params["canary_id"])

@@ -4,6 +4,7 @@ who and why; errors are 400 / 401 / 404 / 409 / 503 with a JSON body naming the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +15,10 @@ from pydantic import SecretStr
 from starlette.applications import Starlette
 
 from application.canary import rollback_canary, start_canary
-from capture.canary_split import read_split
+from capture.canary_split import Split, read_split, write_split
 from capture.envoy_config import EnvoyConfigSpec
 from faces.api.app import ROLLBACK_COMMAND, build_app
-from shadoweval.storage import CanaryInfo, CanaryState, PolicyAuditAction, Repository
+from shadoweval.storage import AuditNote, CanaryInfo, CanaryState, PolicyAuditAction, Repository
 from stats.canary.policy import load_canary_policy
 from tests.canary_seed import VERDICT, make_run, split_spec, two_step_canary
 
@@ -313,3 +314,77 @@ async def test_canary_responses_validate_against_the_openapi_document(
         validate(document, template, verb, response)
         statuses.add(response.status_code)
     assert statuses == {200, 400, 404, 409}
+
+
+class RacingRepository(Repository):
+    """A repository where another writer (the controller) moves the canary just before the
+    API's move lands: the race the rollback must survive, made deterministic."""
+
+    def __init__(self, repo: Repository, race: Callable[[Repository], None]) -> None:
+        super().__init__(repo.database)
+        self._race: Callable[[Repository], None] | None = race
+
+    def move_canary(self, canary_id: str, **kwargs: Any) -> CanaryInfo:
+        race, self._race = self._race, None
+        if race is not None:
+            race(Repository(self.database))
+        return super().move_canary(canary_id, **kwargs)
+
+
+def _controller_move(
+    canary: CanaryInfo, split_dir: Path, state: CanaryState, share: float
+) -> Callable[[Repository], None]:
+    def move(other: Repository) -> None:
+        now = other.get_canary(canary.canary_id)
+        assert now is not None
+        revision = read_split(split_dir).revision + 1
+        write_split(split_dir, split_spec(split_dir), Split(share, revision))
+        other.move_canary(
+            canary.canary_id,
+            from_step=now.step_index,
+            to_step=now.step_index + 1,
+            state=state,
+            share=share,
+            split_revision=revision,
+            step_outcome="promoted",
+            note=AuditNote(
+                PolicyAuditAction.CANARY_ADVANCED
+                if state is CanaryState.RUNNING
+                else PolicyAuditAction.CANARY_COMPLETED,
+                "test controller",
+                actor="controller",
+                detail={"why": "promoted", "share": share},
+            ),
+        )
+
+    return move
+
+
+async def test_a_rollback_racing_the_controllers_advance_rolls_back_the_new_step(
+    repo: Repository, canary: CanaryInfo, split_dir: Path
+) -> None:
+    racing = RacingRepository(repo, _controller_move(canary, split_dir, CanaryState.RUNNING, 0.25))
+    app = build_app(racing, SecretStr(TOKEN), canary_split=split_spec(split_dir))
+    path = f"/v1/canaries/{canary.canary_id}/rollback"
+    response = await call(app, "POST", path, json={"why": "p99", "actor": "sre"})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["state"] == "rolled_back"
+    assert [s["outcome"] for s in body["steps"]] == ["promoted", "promoted", "rolled_back"]
+    assert [a["action"] for a in body["audit"]][-2:] == ["canary_advanced", "canary_rolled_back"]
+    assert read_split(split_dir).candidate_share == 0.0
+
+
+async def test_a_rollback_racing_the_controllers_completion_is_409_and_says_so(
+    repo: Repository, canary: CanaryInfo, split_dir: Path
+) -> None:
+    racing = RacingRepository(repo, _controller_move(canary, split_dir, CanaryState.COMPLETED, 1.0))
+    app = build_app(racing, SecretStr(TOKEN), canary_split=split_spec(split_dir))
+    path = f"/v1/canaries/{canary.canary_id}/rollback"
+    response = await call(app, "POST", path, json={"why": "p99", "actor": "sre"})
+    assert response.status_code == 409, response.text
+    assert "became completed while rolling back" in response.json()["detail"]
+    assert "share 0" in response.json()["detail"]
+    stored = repo.get_canary(canary.canary_id)
+    assert stored is not None
+    assert stored.state is CanaryState.COMPLETED
