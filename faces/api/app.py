@@ -1,4 +1,4 @@
-"""The HTTP API (Starlette): runs, verdicts and policy audit logs, for CI and dashboards.
+"""The HTTP API (Starlette): runs, verdicts, policy audit logs and canaries, for CI and ops.
 
 Endpoints (JSON; bodies in :mod:`faces.api.schemas`; document at ``/openapi.json``):
 

@@ -55,7 +55,7 @@ def canary_label(canary: CanaryInfo) -> str:
     """How a canary is listed in the picker: creation time, name, state, share, id."""
     return (
         f"{canary.created_at:%Y-%m-%d %H:%M} · {canary.name} · {canary.state.value} · "
-        f"{canary.candidate_share:.0%} · {canary.canary_id}"
+        f"{canary.candidate_share:.1%} · {canary.canary_id}"
     )
 
 
