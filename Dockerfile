@@ -33,7 +33,8 @@ COPY migrations ./migrations
 COPY deploy ./deploy
 RUN pip install . \
     && useradd --create-home --uid 10001 shadoweval \
-    && mkdir -p /var/lib/shadow-eval/spool /home/shadoweval/.cache \
+    && mkdir -p /var/lib/shadow-eval/spool /var/lib/shadow-eval/split /var/lib/shadow-eval/capture-log \
+        /home/shadoweval/.cache \
     && chown -R shadoweval /var/lib/shadow-eval /home/shadoweval/.cache
 
 USER 10001

@@ -441,3 +441,109 @@ def view_json(view: CanaryView) -> dict[str, JsonValue]:
             for e in view.audit
         ],
     }
+
+
+# ------------------------------------------------------------- for the API and the dashboard
+
+SplitSpec = EnvoyConfigSpec
+"""The Envoy front's config spec the split file is rendered with (faces name it by this)."""
+
+
+def optional_split_spec(settings: Settings | None = None) -> EnvoyConfigSpec | None:
+    """:func:`split_spec_from_settings`, or ``None`` when ``envoy.canary`` is not set (a
+    server that may run without the canary part: the API answers its rollback 503).
+
+    Raises:
+        ConfigError: the canary settings are present but invalid.
+    """
+    resolved = settings if settings is not None else Settings()
+    if resolved.envoy.canary is None:
+        return None
+    return split_spec_from_settings(resolved)
+
+
+def list_canaries(
+    repo: Repository, *, state: CanaryState | None = None, limit: int | None = None
+) -> list[CanaryInfo]:
+    """Canaries, newest first (``created_at``), optionally in one ``state``, at most
+    ``limit`` of them (``None``: all).
+
+    Raises:
+        ConfigError: ``limit`` below 1 (names the value).
+        StorageError: on database failure.
+    """
+    if limit is not None and limit < 1:
+        raise ConfigError(f"limit = {limit!r}: must be at least 1", field="limit", value=limit)
+    found = repo.list_canaries(state=state)
+    return found if limit is None else found[:limit]
+
+
+def view_json_with_verdicts(view: CanaryView) -> dict[str, JsonValue]:
+    """:func:`view_json` with, on each step, its latest step verdict (``last_verdict``:
+    the stored verdict JSON — ``decision``, ``reasons``, ``checks`` — or ``None`` before
+    the first evaluation) and when it was made (``last_evaluated_at``, ISO 8601 or
+    ``None``)."""
+    body = view_json(view)
+    steps: list[JsonValue] = []
+    raw_steps = body["steps"]
+    assert isinstance(raw_steps, list)
+    for step, shown in zip(view.steps, raw_steps, strict=True):
+        assert isinstance(shown, dict)
+        steps.append(
+            {
+                **shown,
+                "last_verdict": None if step.last_verdict is None else dict(step.last_verdict),
+                "last_evaluated_at": None
+                if step.last_evaluated_at is None
+                else step.last_evaluated_at.isoformat(),
+            }
+        )
+    body["steps"] = steps
+    return body
+
+
+@dataclass(frozen=True, slots=True)
+class SharePoint:
+    """The share of sessions one version had at one time (a vertex of the share chart).
+
+    ``version``: ``"baseline"`` or ``"candidate"``; ``share``: 0..1 (the baseline's is
+    ``1 - candidate``); ``order``: the vertex's place along its version's line (times
+    repeat where a step ends and the next begins).
+    """
+
+    at: datetime
+    version: str
+    share: float
+    step_index: int
+    order: int
+
+
+def share_timeline(view: CanaryView, *, now: datetime) -> list[SharePoint]:
+    """The share per version over time, built from the steps' windows: each step holds
+    its share from ``started_at`` to ``ended_at`` (a running step to ``now``); a final
+    canary ends at its last share (0 after a rollback, 1 when completed). Two points per
+    step and version, oldest first.
+
+    Raises:
+        ConfigError: ``now`` is naive (names it).
+    """
+    if now.tzinfo is None:
+        raise ConfigError(
+            f"now = {now.isoformat()!r}: must be timezone-aware", field="now", value=str(now)
+        )
+    points: list[SharePoint] = []
+
+    def add(at: datetime, candidate: float, step_index: int) -> None:
+        order = len(points) // 2
+        points.append(SharePoint(at, "candidate", candidate, step_index, order))
+        points.append(SharePoint(at, "baseline", 1.0 - candidate, step_index, order))
+
+    for step in view.steps:
+        add(step.started_at, step.share, step.step_index)
+        add(step.ended_at if step.ended_at is not None else now, step.share, step.step_index)
+    if view.canary.state.terminal and view.steps:
+        last = view.steps[-1]
+        end = last.ended_at if last.ended_at is not None else now
+        if view.canary.candidate_share != last.share:
+            add(end, view.canary.candidate_share, last.step_index)
+    return points

@@ -1,4 +1,4 @@
-"""The HTTP API: verdicts, runs and policy audit logs for CI (``shadow-eval api serve``).
+"""The HTTP API: verdicts, runs, policy audit logs and canaries (``shadow-eval api serve``).
 
 Modules: ``app`` (the Starlette application, its endpoints and the factory uvicorn
 starts), ``auth`` (bearer-token middleware, constant-time comparison), ``schemas``

@@ -1,4 +1,4 @@
-"""The HTTP API (Starlette): runs, verdicts and policy audit logs, for CI and dashboards.
+"""The HTTP API (Starlette): runs, verdicts, policy audit logs and canaries, for CI and ops.
 
 Endpoints (JSON; bodies in :mod:`faces.api.schemas`; document at ``/openapi.json``):
 
@@ -10,16 +10,25 @@ Endpoints (JSON; bodies in :mod:`faces.api.schemas`; document at ``/openapi.json
   gated now through ``compute_verdict`` (the CLI passes the function ``shadow-eval gate``
   uses) and the result stored, so the API and the CLI can never disagree;
 * ``GET /v1/runs/{run_id}/audit`` — the run's policy audit log;
+* ``GET /v1/canaries?state=&limit=`` — canaries newest first;
+* ``GET /v1/canaries/{canary_id}`` — a canary with its steps (each with its latest step
+  verdict), what was observed per arm and its audit trail
+  (:func:`application.canary.view_json_with_verdicts`);
+* ``POST /v1/canaries/{canary_id}/rollback`` with ``{"why": ..., "actor": ...}`` — share 0
+  at once and the canary ends ``rolled_back``
+  (:func:`application.canary.rollback_canary`, through the split spec the composition root
+  passes);
 * ``GET /v1/runs/{run_id}/export?per_task_type=&order=&seed=&format=&task_type=&flag=
   &min_similarity=&max_similarity=`` — a zip (``application/zip``) of ``samples.<ext>``
   and ``manifest.json``: the export ``shadow-eval export`` writes, redacted by the
   redactor the composition root passes (:func:`application.exporting.export_zip`;
   parameters in :mod:`faces.api.export_params`).
 
-Errors are JSON :class:`~faces.api.schemas.ErrorBody`: 400 bad query, 401 token,
-404 unknown run or path, 500 the gate failed, 503 the database failed (or, for the
-export, no redactor was configured). The repository is synchronous; calls run in
-Starlette's thread pool.
+Errors are JSON :class:`~faces.api.schemas.ErrorBody`: 400 bad query or body (naming the
+field), 401 token, 404 unknown run, canary or path, 409 the canary is already final (or
+was moved meanwhile), 500 the gate failed, 503 the database failed (or, for the export, no
+redactor was configured; for a rollback, no ``envoy.canary`` settings). The repository
+is synchronous; calls run in Starlette's thread pool.
 
 No token reaches a log: the API never logs a header, a token in the query string is
 refused (:mod:`faces.api.auth`), and :func:`create_app` installs
@@ -37,7 +46,7 @@ from contextlib import ExitStack, asynccontextmanager
 from typing import Any, Literal
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel, SecretStr
+from pydantic import BaseModel, SecretStr, ValidationError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -46,6 +55,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from application.canary import (
+    SplitSpec,
+    canary_view,
+    list_canaries,
+    optional_split_spec,
+    rollback_canary,
+    view_json_with_verdicts,
+)
 from application.database import open_repository
 from application.exporting import ExportRedaction, ExportRequest, export_zip
 from application.gating import gate_run
@@ -58,8 +75,12 @@ from faces.api.openapi import DEFAULT_LIMIT, MAX_LIMIT, openapi_document
 from faces.api.schemas import (
     AuditEntryOut,
     AuditLog,
+    CanaryDetail,
+    CanaryList,
+    CanaryOut,
     ErrorBody,
     Health,
+    RollbackIn,
     RunList,
     RunOut,
     VerdictOut,
@@ -70,7 +91,14 @@ from shadoweval.errors import ConfigError, ShadowEvalError, StorageError
 from shadoweval.log_limits import RateLimitedLog
 from shadoweval.records import Verdict
 from shadoweval.serving import install_access_log_redaction
-from shadoweval.storage import PolicyAuditAction, Repository, RunInfo, RunStatus
+from shadoweval.storage import (
+    CanaryInfo,
+    CanaryState,
+    PolicyAuditAction,
+    Repository,
+    RunInfo,
+    RunStatus,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +107,20 @@ ComputeVerdict = Callable[[Repository, RunInfo], Verdict]
 
 API_COMMAND = "shadow-eval api"
 """``command`` recorded in the policy audit log for verdicts the API computes."""
+
+ROLLBACK_COMMAND = "shadow-eval api: POST /v1/canaries/{canary_id}/rollback"
+"""``command`` recorded in the audit row of a rollback asked through the API."""
+
+ROLLBACK_ATTEMPTS = 3
+"""Rollbacks tried while the controller keeps moving the canary to another step."""
+
+NO_CANARY_SPLIT = (
+    "this server was started without the Envoy front's canary settings (envoy.canary: "
+    "SHADOWEVAL_ENVOY__CANARY__CANDIDATE_URL and SHADOWEVAL_ENVOY__CANARY__SPLIT_DIR, with "
+    "the front's SHADOWEVAL_CAPTURE__* settings), so it cannot write the split file; roll "
+    "back with `shadow-eval canary rollback` where the front's settings are, or restart the "
+    "API with them"
+)
 
 
 class ApiError(Exception):
@@ -114,8 +156,10 @@ class _Handlers:
         auth: bool,
         export_redaction: ExportRedaction | None = None,
         metrics: ApiMetrics | None = None,
+        canary_split: SplitSpec | None = None,
     ) -> None:
         self._repo = repo
+        self._split = canary_split
         self._metrics = metrics or ApiMetrics()
         self._compute = compute_verdict
         self._compute_lock = asyncio.Lock()
@@ -184,6 +228,79 @@ class _Handlers:
             },
         )
 
+    async def canaries(self, request: Request) -> Response:
+        state = _canary_state_param(request.query_params.get("state"))
+        limit = _limit_param(request.query_params.get("limit"))
+        found = await run_in_threadpool(list_canaries, self._repo, state=state, limit=limit)
+        return _body(CanaryList(canaries=[CanaryOut.of(c) for c in found]))
+
+    async def canary(self, request: Request) -> Response:
+        canary = await self._canary(request)
+        view = await run_in_threadpool(canary_view, self._repo, canary.canary_id)
+        return _body(CanaryDetail.model_validate(view_json_with_verdicts(view)))
+
+    async def rollback(self, request: Request) -> Response:
+        canary = await self._canary(request)
+        wanted = _rollback_body(await request.body())
+        if canary.state.terminal:
+            raise _final(canary)
+        if self._split is None or self._split.canary is None:
+            raise ApiError(503, "canary_split_unavailable", NO_CANARY_SPLIT)
+        await run_in_threadpool(self._rollback, canary, wanted, self._split)
+        view = await run_in_threadpool(canary_view, self._repo, canary.canary_id)
+        return _body(CanaryDetail.model_validate(view_json_with_verdicts(view)))
+
+    def _rollback(self, canary: CanaryInfo, wanted: RollbackIn, spec: SplitSpec) -> None:
+        """Roll back (blocking). A canary the controller moved to another step meanwhile is
+        rolled back again (at most :data:`ROLLBACK_ATTEMPTS` times); one that became final
+        meanwhile is 409 (the split was already written at share 0: the message says so)."""
+        step = canary.step_index
+        for _ in range(ROLLBACK_ATTEMPTS):
+            try:
+                rollback_canary(
+                    self._repo,
+                    canary.canary_id,
+                    spec=spec,
+                    why=wanted.why,
+                    actor=wanted.actor,
+                    command=ROLLBACK_COMMAND,
+                )
+                return
+            except ConfigError as exc:
+                now = self._repo.get_canary(canary.canary_id)
+                if now is not None and now.state.terminal:
+                    raise _final(now) from None
+                if exc.field == "envoy.canary":
+                    raise ApiError(503, "canary_split_unavailable", NO_CANARY_SPLIT) from None
+                raise ApiError(400, "bad_request", str(exc)) from None
+            except StorageError:
+                now = self._repo.get_canary(canary.canary_id)
+                if now is None:
+                    raise
+                if now.state.terminal:
+                    raise ApiError(
+                        409,
+                        "conflict",
+                        f"canary {canary.canary_id!r} became {now.state.value} while rolling "
+                        "back; the split file had already been written at share 0",
+                    ) from None
+                if now.step_index == step:
+                    raise  # not a race: the database failed
+                step = now.step_index
+        raise ApiError(
+            409,
+            "conflict",
+            f"canary {canary.canary_id!r} kept moving while rolling back "
+            f"({ROLLBACK_ATTEMPTS} attempts); the split file is at share 0: retry",
+        )
+
+    async def _canary(self, request: Request) -> CanaryInfo:
+        canary_id = str(request.path_params["canary_id"])
+        canary = await run_in_threadpool(self._repo.get_canary, canary_id)
+        if canary is None:
+            raise ApiError(404, "not_found", f"canary {canary_id!r} not found")
+        return canary
+
     def _export(self, wanted: ExportRequest, redaction: ExportRedaction) -> bytes:
         """Build the export and zip it (blocking)."""
         try:
@@ -228,6 +345,39 @@ def _status_param(value: str | None) -> RunStatus | None:
         raise ApiError(400, "bad_request", f"status {value!r} is not one of {known}") from None
 
 
+def _canary_state_param(value: str | None) -> CanaryState | None:
+    if value is None:
+        return None
+    try:
+        return CanaryState(value)
+    except ValueError:
+        known = ", ".join(s.value for s in CanaryState)
+        raise ApiError(400, "bad_request", f"state {value!r} is not one of {known}") from None
+
+
+def _rollback_body(raw: bytes) -> RollbackIn:
+    """The rollback request body; a bad one is 400 naming the field and what is wrong."""
+    try:
+        return RollbackIn.model_validate_json(raw or b"")
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "body"
+        raise ApiError(
+            400,
+            "bad_request",
+            f"body field {where!r}: {first['msg']} (expected JSON "
+            '{"why": "...", "actor": "..."})',
+        ) from None
+
+
+def _final(canary: CanaryInfo) -> ApiError:
+    return ApiError(
+        409,
+        "conflict",
+        f"canary {canary.canary_id!r} is {canary.state.value}; nothing to roll back",
+    )
+
+
 def _limit_param(value: str | None) -> int:
     if value is None:
         return DEFAULT_LIMIT
@@ -269,6 +419,7 @@ def create_app(
     export_redaction: ExportRedaction | None = None,
     metrics: ApiMetrics | None = None,
     auth_warnings: RateLimitedLog | None = None,
+    canary_split: SplitSpec | None = None,
 ) -> Starlette:
     """The API application over ``repo``.
 
@@ -284,6 +435,9 @@ def create_app(
         metrics: the metrics ``/metrics`` serves (a fresh registry by default).
         auth_warnings: the rate limiter of the authentication WARNING lines (default one
             line per minute and reason; inject one with a test clock).
+        canary_split: the Envoy front's config spec the rollback renders the split file
+            with (:func:`application.canary.optional_split_spec`, wired by the composition
+            root); ``None`` answers ``POST /v1/canaries/{id}/rollback`` 503.
 
     Also installs :class:`shadoweval.serving.AccessLogRedaction` on uvicorn's access
     logger (idempotent).
@@ -296,6 +450,7 @@ def create_app(
         auth=token is not None,
         export_redaction=export_redaction,
         metrics=metrics,
+        canary_split=canary_split,
     )
     middleware = (
         []
@@ -317,6 +472,9 @@ def create_app(
             Route("/v1/runs/{run_id}/verdict", handlers.verdict, methods=["GET"]),
             Route("/v1/runs/{run_id}/audit", handlers.audit, methods=["GET"]),
             Route("/v1/runs/{run_id}/export", handlers.export, methods=["GET"]),
+            Route("/v1/canaries", handlers.canaries, methods=["GET"]),
+            Route("/v1/canaries/{canary_id}", handlers.canary, methods=["GET"]),
+            Route("/v1/canaries/{canary_id}/rollback", handlers.rollback, methods=["POST"]),
         ],
         middleware=middleware,
         exception_handlers=exception_handlers,
@@ -324,7 +482,11 @@ def create_app(
 
 
 def build_app(
-    repo: Repository, token: SecretStr | None, *, auth_log_interval_s: float = 60.0
+    repo: Repository,
+    token: SecretStr | None,
+    *,
+    auth_log_interval_s: float = 60.0,
+    canary_split: SplitSpec | None = None,
 ) -> Starlette:
     """The API over ``repo``, gating through :func:`application.gating.gate_run`.
 
@@ -333,6 +495,8 @@ def build_app(
     :func:`application.redaction.body_redaction`. ``token`` ``None`` serves without
     authentication. ``auth_log_interval_s``: at most one WARNING line per this many
     seconds and reason about refused tokens (``SHADOWEVAL_API__AUTH_LOG_INTERVAL_S``).
+    ``canary_split``: the Envoy front's spec canary rollbacks write the split with
+    (``None``: they are answered 503).
 
     Raises:
         ConfigError: the body-redaction settings are invalid.
@@ -347,6 +511,7 @@ def build_app(
         compute_verdict=compute,
         export_redaction=body_redaction(),
         auth_warnings=RateLimitedLog(auth_logger, interval_s=auth_log_interval_s),
+        canary_split=canary_split,
     )
 
 
@@ -356,9 +521,11 @@ def app_from_environment() -> Starlette:
 
     Requires a token: :class:`~shadoweval.api_settings.ApiSettings`
     (``SHADOWEVAL_API__TOKEN`` or ``SHADOWEVAL_API__TOKEN_FILE``); the database is
-    ``SHADOWEVAL_DATABASE__URL``. The repository is opened here (its schema must be current)
-    and closed when the server shuts down (the ASGI lifespan). The CLI starts the server
-    this way so that it never imports this face.
+    ``SHADOWEVAL_DATABASE__URL``; canary rollbacks write the split with the Envoy front's
+    settings (``SHADOWEVAL_ENVOY__CANARY__*`` and ``SHADOWEVAL_CAPTURE__*``; without
+    ``envoy.canary`` they are answered 503). The repository is opened here (its schema
+    must be current) and closed when the server shuts down (the ASGI lifespan). The CLI
+    starts the server this way so that it never imports this face.
 
     Raises:
         ConfigError: no token is configured, or it is unreadable or too short.
@@ -384,10 +551,14 @@ def insecure_app_from_environment() -> Starlette:
 
 
 def _app_over_settings_database(token: SecretStr | None, settings: ApiSettings) -> Starlette:
+    loaded = load_settings()
+    split = optional_split_spec(loaded)
     resources = ExitStack()
-    repo = resources.enter_context(open_repository(load_settings().database.url, upgrade=False))
+    repo = resources.enter_context(open_repository(loaded.database.url, upgrade=False))
     try:
-        app = build_app(repo, token, auth_log_interval_s=settings.auth_log_interval_s)
+        app = build_app(
+            repo, token, auth_log_interval_s=settings.auth_log_interval_s, canary_split=split
+        )
     except BaseException:
         resources.close()
         raise

@@ -17,18 +17,30 @@ from faces.api.export_params import EXPORT_PARAMETERS
 from faces.api.schemas import (
     API_VERSION,
     AuditLog,
+    CanaryDetail,
+    CanaryList,
+    ErrorBody,
+    Health,
+    RollbackIn,
+    RunList,
+    VerdictOut,
+)
+from shadoweval.storage import CanaryState, RunStatus
+
+MAX_LIMIT = 1000
+"""Most runs (or canaries) one ``GET /v1/runs`` (``GET /v1/canaries``) returns."""
+DEFAULT_LIMIT = 100
+
+_MODELS: tuple[type[BaseModel], ...] = (
     ErrorBody,
     Health,
     RunList,
     VerdictOut,
+    AuditLog,
+    CanaryList,
+    CanaryDetail,
 )
-from shadoweval.storage import RunStatus
-
-MAX_LIMIT = 1000
-"""Most runs one ``GET /v1/runs`` returns."""
-DEFAULT_LIMIT = 100
-
-_MODELS: tuple[type[BaseModel], ...] = (ErrorBody, Health, RunList, VerdictOut, AuditLog)
+_REQUESTS: tuple[type[BaseModel], ...] = (RollbackIn,)
 
 
 def _json(ref: dict[str, Any], description: str) -> dict[str, Any]:
@@ -42,11 +54,14 @@ def openapi_document(*, auth: bool = True) -> dict[str, Any]:
     security requirement.
     """
     refs, top = models_json_schema(
-        [(model, "serialization") for model in _MODELS],
+        [(model, "serialization") for model in _MODELS]
+        + [(model, "validation") for model in _REQUESTS],
         ref_template="#/components/schemas/{model}",
     )
 
     def ref(model: type[BaseModel]) -> dict[str, Any]:
+        if model in _REQUESTS:
+            return dict(refs[(model, "validation")])
         return dict(refs[(model, "serialization")])
 
     error = ref(ErrorBody)
@@ -61,6 +76,20 @@ def openapi_document(*, auth: bool = True) -> dict[str, Any]:
         "description": "The run id (as printed by evaluate / replay run).",
     }
     secured: dict[str, Any] = {"401": unauthorized} if auth else {}
+    canary_id = {
+        "name": "canary_id",
+        "in": "path",
+        "required": True,
+        "schema": {"type": "string"},
+        "description": "The canary id (as printed by `shadow-eval canary start`).",
+    }
+    no_canary = _json(error, "No canary with this id.")
+    limit = {
+        "name": "limit",
+        "in": "query",
+        "required": False,
+        "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT},
+    }
     paths: dict[str, Any] = {
         "/healthz": {
             "get": {
@@ -187,6 +216,71 @@ def openapi_document(*, auth: bool = True) -> dict[str, Any]:
                         error,
                         "The database cannot be reached, or the server has no export "
                         "redactor configured.",
+                    ),
+                },
+            }
+        },
+        "/v1/canaries": {
+            "get": {
+                "summary": "Canaries, newest first.",
+                "operationId": "listCanaries",
+                "parameters": [
+                    {
+                        "name": "state",
+                        "in": "query",
+                        "required": False,
+                        "schema": {"type": "string", "enum": [s.value for s in CanaryState]},
+                    },
+                    limit,
+                ],
+                "responses": {
+                    "200": _json(ref(CanaryList), "The canaries."),
+                    "400": _json(error, "A bad query parameter."),
+                    **secured,
+                    "503": unavailable,
+                },
+            }
+        },
+        "/v1/canaries/{canary_id}": {
+            "get": {
+                "summary": "A canary: its steps (each with its latest step verdict), what was "
+                "observed per arm and its audit trail.",
+                "description": "The body of `shadow-eval canary status --json`, with each "
+                "step's `last_verdict` (decision, reasons, checks) and `last_evaluated_at`.",
+                "operationId": "getCanary",
+                "parameters": [canary_id],
+                "responses": {
+                    "200": _json(ref(CanaryDetail), "The canary."),
+                    **secured,
+                    "404": no_canary,
+                    "503": unavailable,
+                },
+            }
+        },
+        "/v1/canaries/{canary_id}/rollback": {
+            "post": {
+                "summary": "Roll the canary back now: share 0, the canary ends rolled_back.",
+                "description": "Writes a new split revision with candidate share 0 (every "
+                "session goes to the baseline on its next request; streams in flight finish "
+                "on their version), then ends the canary `rolled_back` with a "
+                "`canary_rolled_back` audit row naming `actor` and `why` — as `shadow-eval "
+                "canary rollback` does. Answers the canary after the rollback.",
+                "operationId": "rollbackCanary",
+                "parameters": [canary_id],
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": ref(RollbackIn)}},
+                },
+                "responses": {
+                    "200": _json(ref(CanaryDetail), "Rolled back: the canary now."),
+                    "400": _json(error, "A bad body (the field is named), e.g. an empty why."),
+                    **secured,
+                    "404": no_canary,
+                    "409": _json(error, "The canary is already final, or another caller moved it."),
+                    "503": _json(
+                        error,
+                        "The database cannot be reached, or the server has no Envoy canary "
+                        "settings (envoy.canary) to write the split with.",
                     ),
                 },
             }

@@ -15,7 +15,14 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from shadoweval.records import CheckOutcome, Coverage, Decision, ModelIdentity, Verdict
-from shadoweval.storage import LatestDecision, PolicyAuditAction, PolicyAuditEntry, RunInfo
+from shadoweval.storage import (
+    CanaryInfo,
+    CanaryState,
+    LatestDecision,
+    PolicyAuditAction,
+    PolicyAuditEntry,
+    RunInfo,
+)
 
 API_VERSION = "1"
 
@@ -160,3 +167,97 @@ class AuditLog(_Body):
 
     run_id: str
     entries: list[AuditEntryOut]
+
+
+class CanaryOut(_Body):
+    """One canary, without its steps: where the rollout stands now."""
+
+    canary_id: str
+    run_id: str
+    name: str
+    state: CanaryState = Field(description="running, completed or rolled_back")
+    step_index: int = Field(description="The current (or last) step, from 0.")
+    candidate_share: float = Field(
+        ge=0.0, le=1.0, description="Share of sessions the split gives the candidate now (0..1)."
+    )
+    split_revision: int
+    created_at: datetime
+    updated_at: datetime
+    step_started_at: datetime
+
+    @classmethod
+    def of(cls, canary: CanaryInfo) -> CanaryOut:
+        """From the storage value."""
+        return cls(
+            canary_id=canary.canary_id,
+            run_id=canary.run_id,
+            name=canary.name,
+            state=canary.state,
+            step_index=canary.step_index,
+            candidate_share=canary.candidate_share,
+            split_revision=canary.split_revision,
+            created_at=canary.created_at,
+            updated_at=canary.updated_at,
+            step_started_at=canary.step_started_at,
+        )
+
+
+class CanaryList(_Body):
+    """``GET /v1/canaries``: canaries, newest first."""
+
+    canaries: list[CanaryOut]
+
+
+class CanaryStepOut(_Body):
+    """One step of a canary: its share, window, outcome and latest step verdict."""
+
+    step_index: int
+    share: float = Field(ge=0.0, le=1.0, description="The candidate's share of sessions (0..1).")
+    started_at: datetime
+    ended_at: datetime | None = Field(description="null while the step runs.")
+    outcome: str | None = Field(description="null while it runs; promoted, completed, rolled_back")
+    evaluations: int = Field(description="Step verdicts computed in this step.")
+    last_decision: str | None
+    last_verdict: dict[str, JsonValue] | None = Field(
+        description="The latest step verdict as stored: decision, reasons and checks (each "
+        "with name, role, status, estimate, low, high, threshold, detail); null before "
+        "the first evaluation."
+    )
+    last_evaluated_at: datetime | None
+
+
+class CanaryAuditOut(_Body):
+    """One ``canary_*`` row of the run's policy audit log: who, what and why."""
+
+    recorded_at: datetime
+    action: PolicyAuditAction
+    actor: str
+    command: str
+    detail: dict[str, JsonValue] = Field(description="step, shares, split revision; why")
+
+
+class CanaryDetail(_Body):
+    """``GET /v1/canaries/{canary_id}``: ``shadow-eval canary status --json`` with each
+    step's latest verdict (:func:`application.canary.view_json_with_verdicts`)."""
+
+    canary_id: str
+    run_id: str
+    name: str
+    state: CanaryState
+    step_index: int
+    candidate_share: float = Field(ge=0.0, le=1.0)
+    split_revision: int
+    split_dir: str
+    policy_hash: str
+    created_at: datetime
+    step_started_at: datetime
+    observed_per_arm: dict[str, int] = Field(description="Requests observed per arm.")
+    steps: list[CanaryStepOut]
+    audit: list[CanaryAuditOut]
+
+
+class RollbackIn(_Body):
+    """``POST /v1/canaries/{canary_id}/rollback``: who asks and why (both audited)."""
+
+    why: str = Field(min_length=1, description="Why roll back (stored in the audit row).")
+    actor: str = Field(min_length=1, description="Who asks (stored in the audit row).")

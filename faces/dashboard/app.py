@@ -33,6 +33,7 @@ navigation = st.navigation(
         st.Page(PAGES / "samples.py", title="Samples", icon=":material/fact_check:"),
         st.Page(PAGES / "judged.py", title="Judged pairs", icon=":material/gavel:"),
         st.Page(PAGES / "history.py", title="History", icon=":material/history:"),
+        st.Page(PAGES / "canary.py", title="Canary", icon=":material/alt_route:"),
     ]
 )
 

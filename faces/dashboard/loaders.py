@@ -22,6 +22,8 @@ Caching (Streamlit's ``st.cache_resource`` / ``st.cache_data``):
   pairs rescored in place (which keep the count) show up.
 * labels are cached for :data:`LABELS_TTL_S` (imports show up then) and cleared at once
   when this dashboard saves one (:func:`labels_changed`);
+* canaries (:func:`canaries`, :func:`canary`) are cached for :data:`RUNS_TTL_S` and
+  :data:`VERSION_TTL_S`: a step, a verdict or a rollback shows up within that time;
 * judgements (:func:`judgements`: the LLM judge's and reference checkers', written by
   ``shadow-eval judge run`` and the reference import) are cached for
   :data:`LABELS_TTL_S` too, and so is the direction of the change built from them
@@ -40,12 +42,13 @@ from typing import NamedTuple
 import pandas as pd
 import streamlit as st
 
+from application.canary import CanaryView, canary_view, list_canaries
 from application.database import open_repository
 from application.labels import label_rates as rates_of_labels
 from application.run_views import PairsCache, RunDirection, direction_summary, task_summary
 from shadoweval.errors import StorageError
 from shadoweval.records import HumanLabel, PairJudgement, Verdict
-from shadoweval.storage import PolicyAuditEntry, Repository, RunInfo, VerdictEntry
+from shadoweval.storage import CanaryInfo, PolicyAuditEntry, Repository, RunInfo, VerdictEntry
 from shadoweval.storage.samples import SampleFilter
 
 __all__ = [
@@ -54,6 +57,8 @@ __all__ = [
     "RUNS_TTL_S",
     "VERSION_TTL_S",
     "DataVersion",
+    "canaries",
+    "canary",
     "count_samples",
     "data_version",
     "direction",
@@ -148,6 +153,23 @@ def runs(database_url: str) -> list[RunInfo]:
 def run(database_url: str, run_id: str) -> RunInfo | None:
     """One run, or ``None``."""
     return repository(database_url).get_run(run_id)
+
+
+@st.cache_data(ttl=RUNS_TTL_S, show_spinner=False)
+def canaries(database_url: str) -> list[CanaryInfo]:
+    """Every canary, newest first (:func:`application.canary.list_canaries`)."""
+    return list_canaries(repository(database_url))
+
+
+@st.cache_data(ttl=VERSION_TTL_S, show_spinner=False, max_entries=64)
+def canary(database_url: str, canary_id: str) -> CanaryView:
+    """One canary with its steps, audit trail and observations per arm
+    (:func:`application.canary.canary_view`).
+
+    Raises:
+        ConfigError: unknown canary (names the id).
+    """
+    return canary_view(repository(database_url), canary_id)
 
 
 @st.cache_resource(show_spinner=False, max_entries=MAX_RUNS_CACHED)

@@ -47,6 +47,9 @@ async def test_document_is_openapi_3_1_with_valid_component_schemas(app: Starlet
         "/v1/runs/{run_id}/verdict",
         "/v1/runs/{run_id}/audit",
         "/v1/runs/{run_id}/export",
+        "/v1/canaries",
+        "/v1/canaries/{canary_id}",
+        "/v1/canaries/{canary_id}/rollback",
     }
     assert document["security"] == [{"bearer": []}]
     assert document["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"

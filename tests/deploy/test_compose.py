@@ -246,7 +246,91 @@ def test_the_dockerfile_ships_every_package_and_runs_the_cli() -> None:
 
 
 def test_the_compose_tables_are_small_and_own(compose: dict[str, Any]) -> None:
-    for name in ("live-model", "candidate-model"):
+    for name in ("live-model", "candidate-model", "canary-model"):
         command = _command(_services(compose)[name])
         table = Path(command[command.index("--input") + 1].replace("/app/", f"{REPO}/", 1))
         assert table.stat().st_size < 10_000
+
+
+CANARY_SERVICES = ("canary-model", "canary-front", "canary-controller")
+SPLIT_ENV = "SHADOWEVAL_ENVOY__CANARY__SPLIT_DIR"
+
+
+def _mounts(service: dict[str, Any]) -> dict[str, str]:
+    """Mount target → volume name of a service."""
+    return {str(m).split(":")[1]: str(m).split(":")[0] for m in service.get("volumes", [])}
+
+
+def test_the_canary_profile_wires_split_capture_log_and_candidate(
+    compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--profile canary`: a second model version, the Envoy front with the canary split,
+    and the controller; the front, the controller and the API render the split file from
+    the same settings and share its directory; the controller reads the front's capture
+    log; nothing outside the profile needs a canary service."""
+    from shadoweval.config import load_settings
+
+    services = _services(compose)
+    for name in CANARY_SERVICES:
+        assert services[name]["profiles"] == ["canary"], name
+    for name, service in services.items():
+        if name not in CANARY_SERVICES:
+            assert "canary" not in service.get("profiles", []), name
+            assert not set(service.get("depends_on", {})) & set(CANARY_SERVICES), name
+
+    model = _command(services["canary-model"])
+    assert model[0] == "mock-llm"
+    assert (
+        model[model.index("--model") + 1]
+        != _command(services["live-model"])[_command(services["live-model"]).index("--model") + 1]
+    )
+
+    front = services["canary-front"]
+    front_cmd = _command(front)
+    assert front_cmd[:2] == ["capture", "envoy"]
+    sinks = [front_cmd[i + 1] for i, part in enumerate(front_cmd) if part == "--sink"]
+    assert sinks == ["file"]  # canary traffic is not mirrored to the shadow topic
+    capture_dir = front_cmd[front_cmd.index("--capture-dir") + 1]
+    assert front["environment"]["SHADOWEVAL_CAPTURE__SESSION_SALT"] == ENV["SESSION_SALT"]
+
+    controller = services["canary-controller"]
+    params = command_line([*_command(controller)[:2], "some-canary-id", *_command(controller)[3:]])
+    assert _command(controller)[:2] == ["canary", "run"]
+    assert float(params["interval"] if "interval" in params else params["interval_s"]) == 60
+    assert str(params["capture_log"]) == capture_dir
+
+    # the same spec everywhere the split is written: front, controller, API
+    writers = ("canary-front", "canary-controller", "api")
+    specs = set()
+    for name in writers:
+        env = {k: str(v) for k, v in services[name]["environment"].items()}
+        with monkeypatch.context() as patch:
+            for key in list(env):
+                if key.startswith("SHADOWEVAL_"):
+                    patch.setenv(key, env[key])
+            settings = load_settings()
+        assert settings.envoy.canary is not None, name
+        specs.add(
+            (
+                settings.capture.upstream_url,
+                settings.envoy.canary.candidate_url,
+                str(settings.envoy.canary.split_dir),
+                tuple(settings.capture.routes),
+                tuple(settings.capture.session_headers),
+            )
+        )
+        split_dir = env[SPLIT_ENV]
+        assert _mounts(services[name])[split_dir] == "canary-split", name
+    assert len(specs) == 1, specs
+    (upstream, candidate_url, _, _, _) = specs.pop()
+    assert upstream == front_cmd[front_cmd.index("--upstream") + 1]
+    candidate = urlsplit(candidate_url)
+    assert candidate.hostname == "canary-model"
+    assert candidate.port in _listening_ports(services["canary-model"])
+
+    # the controller reads the capture log the front writes, from the same volume
+    assert _mounts(front)[capture_dir] == "canary-capture-log"
+    assert _mounts(controller)[capture_dir] == "canary-capture-log"
+    assert any(str(m).endswith(":ro") for m in controller["volumes"] if capture_dir in str(m))
+    assert controller["environment"]["CANARY_ID"] == ""  # compose variable, default unset
+    assert set(controller["depends_on"]) == {"migrate", "canary-front"}
