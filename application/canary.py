@@ -2,9 +2,10 @@
 
 The Envoy front end records which cluster served each captured exchange
 (``Exchange.served_by``, :mod:`capture.canary_split`). :func:`ingest_capture_log` reads the
-capture-log files written since the last call (``canary.ingest_state``: lines consumed per
-file), judges each exchange alone (:func:`compare.live_side.live_side_facts`), assigns it
-to the canary step whose window holds its ``captured_at``, and stores it as a
+capture-log lines written since the last call (``canary.ingest_state``: per file, the
+lines consumed and the byte offset reached, so a poll reads only what was appended),
+judges each exchange alone (:func:`compare.live_side.live_side_facts`), assigns it to the
+canary step whose window holds its ``captured_at``, and stores it as a
 ``canary_observation`` (insert-or-ignore per exchange, so a re-read stores nothing twice).
 A line that does not decode is kept as a ``rejected_record`` (stage ``canary``) with its
 reason and counted; the reader moves on. The last line of the newest segment is left for
@@ -14,24 +15,39 @@ not yet closed).
 
 from __future__ import annotations
 
-from collections.abc import Sequence, Set
+import asyncio
+import math
+import threading
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Literal
 
+import pandas as pd
 from pydantic import JsonValue
 
 from capture.canary_split import Split, arm_of_cluster, read_split, write_split
 from capture.envoy_config import EnvoyConfigSpec
 from compare.live_side import live_side_facts
-from shadoweval.capture_log import LogEntry, read_capture_log, segment_files
+from export.canary_ratings import RATING_STAGE, RatingImport, read_canary_ratings
+from shadoweval.bus import BusConsumer, BusError, KafkaSource, parse_kafka_url
+from shadoweval.bus.url import is_kafka_url
+from shadoweval.capture_log import (
+    LogEntry,
+    line_entry,
+    read_capture_log,
+    read_segment_from,
+    segment_files,
+)
 from shadoweval.config import Settings
-from shadoweval.errors import ConfigError, ShadowEvalError
-from shadoweval.records import Exchange, new_exchange_id
+from shadoweval.errors import ConfigError, ShadowEvalError, StorageError
+from shadoweval.records import Exchange, new_exchange_id, utc_now
 from shadoweval.storage import (
     AuditNote,
     CanaryInfo,
     CanaryObservation,
+    CanaryRating,
     CanaryState,
     CanaryStepInfo,
     PolicyAuditAction,
@@ -45,19 +61,38 @@ from stats.canary.policy import (
     canary_policy_hash,
     canary_policy_to_yaml,
     load_canary_policy,
+    parse_canary_policy_yaml,
 )
+from stats.canary.verdict import CanaryDecision, StepVerdict, step_verdict
 
 __all__ = [
     "CANARY_REJECT_STAGE",
+    "OBSERVATION_COLUMNS",
+    "RATING_COLUMNS",
+    "RATING_STAGE",
+    "ROLLBACK_ATTEMPTS",
+    "CanaryDecision",
     "CanaryView",
     "IngestReport",
+    "RatingImportResult",
+    "StepVerdict",
+    "TickReport",
+    "canary_group",
     "canary_view",
+    "evaluate_canary",
+    "import_canary_ratings",
+    "ingest_bus",
     "ingest_capture_log",
+    "ingest_source",
     "load_canary_policy",
+    "observation_frame",
     "observation_of",
+    "rating_frame",
     "rollback_canary",
+    "run_canary",
     "split_spec_from_settings",
     "start_canary",
+    "tick_canary",
     "view_json",
 ]
 
@@ -143,6 +178,58 @@ def _still_written(path: Path, entry: LogEntry) -> bool:
         return fh.read(1) != b"\n"
 
 
+def _cursor(value: JsonValue) -> tuple[int, int | None, bool]:
+    """``(lines, bytes, complete)`` of a file's ingest cursor (an old bare line count
+    has no byte offset)."""
+    if isinstance(value, int):
+        return value, None, False
+    if isinstance(value, dict):
+        lines, offset, complete = value.get("lines"), value.get("bytes"), value.get("complete")
+        return (
+            lines if isinstance(lines, int) else 0,
+            offset if isinstance(offset, int) else None,
+            complete is True,
+        )
+    return 0, None, False
+
+
+def _new_entries(
+    file: Path, cursor: JsonValue, *, newest: bool
+) -> tuple[list[LogEntry], JsonValue]:
+    """The entries of ``file`` past its cursor, and the cursor after them.
+
+    An uncompressed segment is read from the byte offset where the last call stopped
+    (:func:`shadoweval.capture_log.read_segment_from`), so a poll costs what was appended,
+    not the file; a last line without its newline waits for the next call. A gzip segment
+    cannot be resumed at an offset: it is decoded from its start and the lines already
+    consumed skipped, until a call finds it no longer the newest segment (the writer has
+    rotated past it), after which it is never opened again.
+    """
+    lines, offset, complete = _cursor(cursor)
+    if complete:
+        return [], cursor
+    with file.open("rb") as fh:
+        gzipped = fh.read(2) == b"\x1f\x8b"
+    if not gzipped:
+        if offset is None:  # an old cursor: find the byte offset of its line count once
+            offset, skipped = 0, 0
+            for _, end in read_segment_from(file):
+                if skipped == lines:
+                    break
+                offset, skipped = end, skipped + 1
+        fresh: list[LogEntry] = []
+        for entry, end in read_segment_from(file, start_byte=offset, start_line=lines):
+            fresh.append(entry)
+            offset = end
+        return fresh, {"lines": lines + len(fresh), "bytes": offset}
+    entries = list(read_capture_log(file))
+    if newest and entries and _still_written(file, entries[-1]):
+        entries = entries[:-1]
+    fresh = entries[lines:]
+    whole = not newest  # the writer only appends to its newest segment
+    return fresh, {"lines": max(lines, len(entries)), "complete": whole}
+
+
 def ingest_capture_log(
     repo: Repository,
     canary_id: str,
@@ -174,54 +261,66 @@ def ingest_capture_log(
         files = segment_files(path)
     except FileNotFoundError as exc:
         raise ConfigError(f"capture_log = {str(path)!r}: {exc}") from exc
-    steps = repo.canary_steps(canary_id)
     state: dict[str, JsonValue] = dict(canary.ingest_state)
+    entries: list[LogEntry] = []
+    for index, file in enumerate(files):
+        newest = index == len(files) - 1
+        fresh, state[file.name] = _new_entries(file, state.get(file.name), newest=newest)
+        entries.extend(fresh)
+    return _store_entries(
+        repo, canary, entries, ingest_state=state, structured_task_types=structured_task_types
+    )
+
+
+def _store_entries(
+    repo: Repository,
+    canary: CanaryInfo,
+    entries: Sequence[LogEntry],
+    *,
+    ingest_state: Mapping[str, JsonValue] | None,
+    structured_task_types: Set[str],
+) -> IngestReport:
+    """Judge and store what was read: observations (insert-or-ignore, with the cursor in
+    the same transaction), rejected lines, and the counts."""
+    steps = repo.canary_steps(canary.canary_id)
     observations: list[CanaryObservation] = []
     rejects: list[RejectedRecord] = []
-    lines = unassigned = outside = 0
-    for index, file in enumerate(files):
-        done = state.get(file.name, 0)
-        consumed = done if isinstance(done, int) else 0
-        entries = list(read_capture_log(file))
-        if index == len(files) - 1 and entries and _still_written(file, entries[-1]):
-            entries = entries[:-1]
-        for entry in entries[consumed:]:
-            lines += 1
-            if entry.exchange is None:
-                error = entry.error
-                reason = error.reason if error is not None and error.reason else "invalid"
-                rejects.append(
-                    RejectedRecord(
-                        stage=CANARY_REJECT_STAGE,
-                        reason=reason,
-                        location=entry.location,
-                        detail=str(error) if error is not None else None,
-                        raw=entry.raw,
-                        run_id=canary.run_id,
-                        fingerprint=rejection_fingerprint(entry.location, entry.raw),
-                    )
+    unassigned = outside = 0
+    for entry in entries:
+        if entry.exchange is None:
+            error = entry.error
+            reason = error.reason if error is not None and error.reason else "invalid"
+            rejects.append(
+                RejectedRecord(
+                    stage=CANARY_REJECT_STAGE,
+                    reason=reason,
+                    location=entry.location,
+                    detail=str(error) if error is not None else None,
+                    raw=entry.raw,
+                    run_id=canary.run_id,
+                    fingerprint=rejection_fingerprint(entry.location, entry.raw),
                 )
-                continue
-            exchange = entry.exchange
-            if arm_of_cluster(exchange.served_by) is None:
-                unassigned += 1
-                continue
-            observation = observation_of(
-                exchange, steps, structured_task_types=structured_task_types
             )
-            if observation is None:
-                outside += 1
-                continue
-            observations.append(observation)
-        state[file.name] = max(consumed, len(entries))
+            continue
+        exchange = entry.exchange
+        if arm_of_cluster(exchange.served_by) is None:
+            unassigned += 1
+            continue
+        observation = observation_of(exchange, steps, structured_task_types=structured_task_types)
+        if observation is None:
+            outside += 1
+            continue
+        observations.append(observation)
     if rejects:
         repo.save_rejected_many(rejects)
-    stored = repo.save_canary_observations(canary_id, observations, ingest_state=state)
+    stored = repo.save_canary_observations(
+        canary.canary_id, observations, ingest_state=ingest_state
+    )
     by_arm: dict[str, int] = {}
     for observation in observations:
         by_arm[observation.arm] = by_arm.get(observation.arm, 0) + 1
     return IngestReport(
-        lines=lines,
+        lines=len(entries),
         stored=stored,
         duplicates=len(observations) - stored,
         unassigned=unassigned,
@@ -229,6 +328,80 @@ def ingest_capture_log(
         rejected=len(rejects),
         by_arm=by_arm,
     )
+
+
+def canary_group(canary_id: str) -> str:
+    """The Kafka consumer group a canary reads the capture topic in (its own, so the
+    replay workers' groups and other canaries read independently)."""
+    return f"shadoweval-canary.{canary_id}"
+
+
+async def ingest_bus(
+    repo: Repository,
+    canary_id: str,
+    source: KafkaSource,
+    *,
+    structured_task_types: Set[str] = frozenset(),
+    max_records: int = 50_000,
+    catch_up_timeout_s: float = 30.0,
+    session_timeout_ms: int = 10_000,
+) -> IngestReport:
+    """Read what the capture topic gained since the last call into the canary's observations.
+
+    Joins the canary's own consumer group (:func:`canary_group`; a new group starts at the
+    earliest stored record), fetches until every assigned partition is caught up (no lag
+    at its high watermark), ``max_records`` were read, or ``catch_up_timeout_s`` passed,
+    stores the observations and rejected records, and only then commits the offsets — so
+    a crash between the two reads the same records again, and insert-or-ignore stores
+    nothing twice (at-least-once, effectively once). A record's location is
+    ``topic/partition@offset``.
+
+    Raises:
+        ConfigError: unknown canary.
+        BusError: the broker is unreachable or a commit failed (the observations are
+            stored; the next call reads those records again and ignores them).
+        StorageError: on database failure (nothing is committed).
+    """
+    canary = repo.get_canary(canary_id)
+    if canary is None:
+        raise ConfigError(f"canary_id = {canary_id!r}: no such canary")
+    consumer = BusConsumer(
+        source.bootstrap_servers,
+        source.topic,
+        canary_group(canary_id),
+        client_id="shadow-eval-canary",
+        session_timeout_ms=session_timeout_ms,
+        heartbeat_interval_ms=max(100, session_timeout_ms // 3),
+    )
+    entries: list[LogEntry] = []
+    offsets: dict[tuple[str, int], int] = {}
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + catch_up_timeout_s
+    async with consumer:
+        while len(entries) < max_records and loop.time() < deadline:
+            batch = await consumer.getmany(
+                timeout_ms=200, max_records=min(1000, max_records - len(entries))
+            )
+            for record in batch:
+                location = f"{record.topic}/{record.partition}@{record.offset}"
+                text = (record.value or b"").decode("utf-8", "surrogateescape").rstrip("\n")
+                entries.append(line_entry(text, location))
+                offsets[record.tp] = max(offsets.get(record.tp, 0), record.offset + 1)
+            if not batch and await _caught_up(consumer):
+                break
+        report = _store_entries(
+            repo, canary, entries, ingest_state=None, structured_task_types=structured_task_types
+        )
+        await consumer.commit(offsets)
+    return report
+
+
+async def _caught_up(consumer: BusConsumer) -> bool:
+    assigned = consumer.assignment()
+    if not assigned:
+        return False
+    lag = await consumer.lag()
+    return all(lag.get(tp) == 0 for tp in assigned)
 
 
 # ------------------------------------------------------------------- start, rollback, view
@@ -300,6 +473,10 @@ def start_canary(
         raise
 
 
+ROLLBACK_ATTEMPTS = 3
+"""How often :func:`rollback_canary` re-reads and tries again when the canary moved under it."""
+
+
 def rollback_canary(
     repo: Repository,
     canary_id: str,
@@ -310,49 +487,528 @@ def rollback_canary(
     command: str = "shadow-eval canary rollback",
     reasons: Sequence[str] = (),
 ) -> CanaryInfo:
-    """Roll a running canary back at once: write a split revision with share 0 (every
-    session, pinned ones included, goes to the baseline on its next request; streams in
-    flight finish on their version), then end the canary ``rolled_back`` with a
+    """Roll a canary back at once: write a split revision with share 0 (every session,
+    pinned ones included, goes to the baseline on its next request; streams in flight
+    finish on their version), then end the canary ``rolled_back`` with a
     ``canary_rolled_back`` audit row naming who and why.
 
-    The split is written first: the rollback takes effect even when the database is
-    unreachable (the error is raised after it).
+    Works on a running canary and on a completed one (the old version stays deployed, so
+    a finished rollout can be undone). The split is written first: the rollback takes
+    effect even when the database is unreachable (the error is raised after it). If a
+    controller moves the canary between the read and the write (an advance or its
+    completion, having written its own split revision), the canary is re-read, the split
+    written at share 0 again if it changed, and the move tried again, at most
+    :data:`ROLLBACK_ATTEMPTS` times.
 
     Raises:
-        ConfigError: unknown canary, no canary part in the spec, or ``why`` is empty.
-        StorageError: the canary is already final.
+        ConfigError: unknown canary, no canary part in the spec, ``why`` is empty, or the
+            canary is already rolled back.
+        StorageError: the database failed, or the canary kept moving.
     """
     if not why.strip():
         raise ConfigError("why = '': a rollback must say why", field="why", value=why)
+    split_dir = _split_dir(spec)
+    written: tuple[int, float] | None = None
+    for attempt in range(1, ROLLBACK_ATTEMPTS + 1):
+        canary = repo.get_canary(canary_id)
+        if canary is None:
+            raise ConfigError(f"canary_id = {canary_id!r}: no such canary")
+        if canary.state is CanaryState.ROLLED_BACK:
+            raise ConfigError(f"canary {canary_id!r} is rolled_back; nothing to roll back")
+        if written is None or _next_revision(split_dir) != (written[0] + 1, 0.0):
+            # first attempt, or a controller wrote another split since ours: share 0 again
+            revision, in_force = _next_revision(split_dir)
+            write_split(split_dir, spec, Split(candidate_share=0.0, revision=revision))
+            written = revision, in_force if written is None else written[1]
+        revision, previous_share = written
+        try:
+            return repo.move_canary(
+                canary_id,
+                from_step=canary.step_index,
+                state=CanaryState.ROLLED_BACK,
+                share=0.0,
+                split_revision=revision,
+                step_outcome="rolled_back",
+                note=AuditNote(
+                    PolicyAuditAction.CANARY_ROLLED_BACK,
+                    command,
+                    actor=actor,
+                    detail={
+                        "why": why,
+                        "step": canary.step_index,
+                        "from_state": canary.state.value,
+                        "from_share": previous_share,
+                        "share": 0.0,
+                        "split_revision": revision,
+                        "reasons": list(reasons),
+                    },
+                ),
+            )
+        except StorageError:
+            now = repo.get_canary(canary_id)
+            moved = now is not None and (
+                now.step_index != canary.step_index or now.state is not canary.state
+            )
+            if not moved or attempt == ROLLBACK_ATTEMPTS:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+# ------------------------------------------------------------------------ the controller
+
+OBSERVATION_COLUMNS = (
+    "exchange_id",
+    "arm",
+    "observed_at",
+    "session",
+    "error",
+    "format_expected",
+    "format_ok",
+    "harmed",
+    "cache_hit",
+    "e2e_ms",
+    "ttft_ms",
+    "session_new",
+)
+"""Columns of :func:`observation_frame` (the step verdict's ``observations``)."""
+
+RATING_COLUMNS = ("exchange_id", "arm", "rating")
+"""Columns of :func:`rating_frame` (the step verdict's ``ratings``)."""
+
+TickAction = Literal["held", "advanced", "completed", "rolled_back", "none"]
+
+
+def observation_frame(
+    observations: Sequence[CanaryObservation], *, earlier_sessions: Set[str] = frozenset()
+) -> pd.DataFrame:
+    """The observations as the frame :func:`stats.canary.verdict.step_verdict` reads: one row
+    a request, columns :data:`OBSERVATION_COLUMNS` (latencies float ms, NaN when unknown).
+
+    ``session_new`` is false for a request whose session was already observed in an
+    earlier step (``earlier_sessions``): such a session is pinned to the arm an earlier
+    share gave it, so only sessions first seen in the step show the step's share (the
+    sample-ratio check counts those).
+    """
+    frame = pd.DataFrame(
+        [
+            (
+                o.exchange_id,
+                o.arm,
+                o.observed_at,
+                o.session,
+                o.error,
+                o.format_expected,
+                o.format_ok,
+                o.harmed,
+                o.cache_hit,
+                math.nan if o.e2e_ms is None else float(o.e2e_ms),
+                math.nan if o.ttft_ms is None else float(o.ttft_ms),
+            )
+            for o in observations
+        ],
+        columns=list(OBSERVATION_COLUMNS[:-1]),
+    )
+    frame["session_new"] = [
+        o.session is None or o.session not in earlier_sessions for o in observations
+    ]
+    frame["observed_at"] = pd.to_datetime(frame["observed_at"], utc=True)
+    for column in ("e2e_ms", "ttft_ms"):
+        frame[column] = frame[column].astype(float)
+    return frame
+
+
+def rating_frame(
+    ratings: Sequence[CanaryRating], observations: Sequence[CanaryObservation]
+) -> pd.DataFrame:
+    """The spot-check ratings of ``observations`` (one row a rating, columns
+    :data:`RATING_COLUMNS`), each with the arm that served the rated exchange; ratings of
+    exchanges outside ``observations`` (another step) are left out."""
+    arm_of = {o.exchange_id: o.arm for o in observations}
+    return pd.DataFrame(
+        [
+            (r.exchange_id, arm_of[r.exchange_id], float(r.rating))
+            for r in ratings
+            if r.exchange_id in arm_of
+        ],
+        columns=list(RATING_COLUMNS),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TickReport:
+    """What one :func:`tick_canary` did.
+
+    ``canary``: the canary after the tick; ``ingest``: what was read from the capture log
+    (``None`` without one); ``verdict``: the step's verdict (``None`` when the canary was
+    already final); ``action``: ``advanced`` (to the next step), ``completed`` (the last
+    step passed), ``rolled_back``, ``held``, or ``none`` (already final); ``from_share`` /
+    ``to_share``: the candidate's share before and after.
+    """
+
+    canary: CanaryInfo
+    ingest: IngestReport | None
+    verdict: StepVerdict | None
+    action: TickAction
+    from_share: float
+    to_share: float
+
+
+def ingest_source(
+    repo: Repository,
+    canary_id: str,
+    source: str | Path | KafkaSource,
+    *,
+    structured_task_types: Set[str] = frozenset(),
+) -> IngestReport:
+    """Ingest from a capture-log directory (:func:`ingest_capture_log`) or from the capture
+    topic (:func:`ingest_bus`): a :class:`~shadoweval.bus.KafkaSource` or a
+    ``kafka://HOST:PORT/TOPIC`` string. Synchronous (the topic is read in a fresh event
+    loop), for the CLI and the controller.
+
+    Raises:
+        ConfigError, BusError, StorageError: as the function called.
+    """
+    if isinstance(source, str) and is_kafka_url(source):
+        source = parse_kafka_url(source)
+    if isinstance(source, KafkaSource):
+        return asyncio.run(
+            ingest_bus(repo, canary_id, source, structured_task_types=structured_task_types)
+        )
+    return ingest_capture_log(repo, canary_id, source, structured_task_types=structured_task_types)
+
+
+def _frozen_policy(canary: CanaryInfo) -> CanaryPolicy:
+    return parse_canary_policy_yaml(canary.policy_yaml, source=f"of canary {canary.canary_id}")
+
+
+def evaluate_canary(
+    repo: Repository, canary_id: str, *, now: datetime | None = None
+) -> tuple[CanaryInfo, StepVerdict]:
+    """The verdict of the canary's current step on what is stored now, under the policy
+    frozen with the canary (nothing is written).
+
+    Raises:
+        ConfigError: unknown canary, or it is final (completed or rolled back).
+    """
     canary = repo.get_canary(canary_id)
     if canary is None:
         raise ConfigError(f"canary_id = {canary_id!r}: no such canary")
     if canary.state.terminal:
-        raise ConfigError(f"canary {canary_id!r} is {canary.state.value}; nothing to roll back")
+        raise ConfigError(
+            f"canary {canary_id!r} is {canary.state.value}; there is no step to judge"
+        )
+    policy = _frozen_policy(canary)
+    observations = repo.canary_observations(canary_id, step_index=canary.step_index)
+    earlier = (
+        repo.canary_sessions_before(canary_id, canary.step_index)
+        if canary.step_index > 0
+        else set()
+    )
+    verdict = step_verdict(
+        observation_frame(observations, earlier_sessions=earlier),
+        rating_frame(repo.canary_ratings(canary_id), observations),
+        policy,
+        step_index=canary.step_index,
+        step_started_at=canary.step_started_at,
+        now=now or utc_now(),
+        error_breach_since=canary.error_breach_since,
+    )
+    return canary, verdict
+
+
+def _split_drift(canary: CanaryInfo, split_dir: Path) -> str | None:
+    """Why the split file no longer says what the canary wrote (``None``: it agrees)."""
+    try:
+        current = read_split(split_dir)
+    except ConfigError as exc:
+        return f"the split file cannot be read ({exc})"
+    if (
+        current.revision != canary.split_revision
+        or current.candidate_share != canary.candidate_share
+    ):
+        return (
+            f"the split file holds revision {current.revision} at share "
+            f"{current.candidate_share:g}, but the canary wrote revision "
+            f"{canary.split_revision} at share {canary.candidate_share:g}: someone changed the "
+            "split by hand; no step is promoted until it agrees"
+        )
+    return None
+
+
+def _restore_split(repo: Repository, canary_id: str, spec: EnvoyConfigSpec) -> None:
+    """After a failed move: make the split say what the stored canary says."""
+    canary = repo.get_canary(canary_id)
+    if canary is None:
+        return
+    share = 0.0 if canary.state is CanaryState.ROLLED_BACK else canary.candidate_share
     split_dir = _split_dir(spec)
-    revision, previous_share = _next_revision(split_dir)
-    write_split(split_dir, spec, Split(candidate_share=0.0, revision=revision))
-    return repo.move_canary(
-        canary_id,
-        from_step=canary.step_index,
-        state=CanaryState.ROLLED_BACK,
-        share=0.0,
-        split_revision=revision,
-        step_outcome="rolled_back",
-        note=AuditNote(
-            PolicyAuditAction.CANARY_ROLLED_BACK,
+    revision, in_force = _next_revision(split_dir)
+    if in_force != share:
+        write_split(split_dir, spec, Split(candidate_share=share, revision=revision))
+
+
+def tick_canary(
+    repo: Repository,
+    canary_id: str,
+    *,
+    spec: EnvoyConfigSpec,
+    capture_log: str | Path | KafkaSource | None = None,
+    structured_task_types: Set[str] = frozenset(),
+    now: datetime | None = None,
+    actor: str | None = None,
+    command: str = "shadow-eval canary run",
+) -> TickReport:
+    """One controller step: read new observations, judge the current step, act on it.
+
+    1. Ingest what the capture log (a directory) or the capture topic (``kafka://``)
+       gained (:func:`ingest_source`), when given.
+    2. Judge the step (:func:`evaluate_canary`, the policy frozen with the canary) and store
+       the verdict on the step (``canary_step.last_verdict``).
+    3. Act: **ROLLBACK** → :func:`rollback_canary` at once (share 0 first, then the
+       ``canary_rolled_back`` audit row with the verdict's reasons); **PROMOTE** at a step
+       below 1.0 → write the next step's share (a new split revision), then move the canary
+       (``canary_advanced``); PROMOTE at share 1.0 → the canary is ``completed``
+       (``canary_completed``; the split stays at 1.0: the candidate is the live model now);
+       **HOLD** → nothing moves; a ``canary_held`` audit row is written when the step's
+       decision turns to HOLD from another (not at every poll).
+
+    A split file someone changed by hand (revision or share not what the canary wrote)
+    blocks promotion: the tick holds with that reason; rollback still acts. If storing a
+    move fails (another controller or an operator moved the canary first: ``StorageError``),
+    the split is set back to what the stored canary says before the error is raised.
+
+    Raises:
+        ConfigError: unknown canary, no canary part in ``spec``, unreadable capture log.
+        StorageError: database failure, or the canary moved under this controller.
+    """
+    canary = repo.get_canary(canary_id)
+    if canary is None:
+        raise ConfigError(f"canary_id = {canary_id!r}: no such canary")
+    split_dir = _split_dir(spec)
+    ingest = (
+        ingest_source(repo, canary_id, capture_log, structured_task_types=structured_task_types)
+        if capture_log is not None and not canary.state.terminal
+        else None
+    )
+    if canary.state.terminal:
+        share = canary.candidate_share
+        return TickReport(canary, ingest, None, "none", share, share)
+    at = now or utc_now()
+    canary, verdict = evaluate_canary(repo, canary_id, now=at)
+    decision = verdict.decision
+    reasons = list(verdict.reasons)
+    drift = _split_drift(canary, split_dir)
+    if drift is not None and decision is CanaryDecision.PROMOTE:
+        decision = CanaryDecision.HOLD
+        reasons.append(drift)
+    stored = dict(verdict.to_json())
+    stored["decision"] = decision.value
+    stored["reasons"] = list(reasons)
+    steps = repo.canary_steps(canary_id)
+    previous = next((s.last_decision for s in steps if s.step_index == canary.step_index), None)
+    held_note = None
+    if decision is CanaryDecision.HOLD and previous != CanaryDecision.HOLD.value:
+        held_note = AuditNote(
+            PolicyAuditAction.CANARY_HELD,
             command,
             actor=actor,
             detail={
-                "why": why,
+                "why": "; ".join(reasons),
                 "step": canary.step_index,
-                "from_share": previous_share,
-                "share": 0.0,
-                "split_revision": revision,
+                "share": canary.candidate_share,
                 "reasons": list(reasons),
             },
-        ),
+        )
+    repo.record_canary_evaluation(
+        canary_id,
+        step_index=canary.step_index,
+        decision=decision.value,
+        verdict=stored,
+        error_breach_since=verdict.error_breach_since,
+        note=held_note,
+        evaluated_at=at,
     )
+    share = canary.candidate_share
+    if decision is CanaryDecision.ROLLBACK:
+        rolled = rollback_canary(
+            repo,
+            canary_id,
+            spec=spec,
+            why="automatic rollback: " + "; ".join(reasons),
+            actor=actor,
+            command=command,
+            reasons=reasons,
+        )
+        return TickReport(rolled, ingest, verdict, "rolled_back", share, 0.0)
+    if decision is CanaryDecision.HOLD:
+        held = repo.get_canary(canary_id) or canary
+        return TickReport(held, ingest, verdict, "held", share, share)
+    policy = _frozen_policy(canary)
+    detail: dict[str, JsonValue] = {
+        "why": "; ".join(reasons),
+        "step": canary.step_index,
+        "from_share": share,
+        "reasons": list(reasons),
+    }
+    last = canary.step_index >= len(policy.steps) - 1
+    try:
+        if last:
+            done = repo.move_canary(
+                canary_id,
+                from_step=canary.step_index,
+                state=CanaryState.COMPLETED,
+                share=share,
+                split_revision=canary.split_revision,
+                step_outcome="promoted",
+                note=AuditNote(
+                    PolicyAuditAction.CANARY_COMPLETED,
+                    command,
+                    actor=actor,
+                    detail={**detail, "share": share, "split_revision": canary.split_revision},
+                ),
+                at=at,
+            )
+            return TickReport(done, ingest, verdict, "completed", share, share)
+        following = policy.steps[canary.step_index + 1].share
+        revision = _next_revision(split_dir)[0]
+        write_split(split_dir, spec, Split(candidate_share=following, revision=revision))
+        moved = repo.move_canary(
+            canary_id,
+            from_step=canary.step_index,
+            to_step=canary.step_index + 1,
+            state=CanaryState.RUNNING,
+            share=following,
+            split_revision=revision,
+            step_outcome="promoted",
+            note=AuditNote(
+                PolicyAuditAction.CANARY_ADVANCED,
+                command,
+                actor=actor,
+                detail={
+                    **detail,
+                    "to_step": canary.step_index + 1,
+                    "share": following,
+                    "split_revision": revision,
+                },
+            ),
+            at=at,
+        )
+    except ShadowEvalError:
+        _restore_split(repo, canary_id, spec)
+        raise
+    return TickReport(moved, ingest, verdict, "advanced", share, following)
+
+
+def run_canary(
+    repo: Repository,
+    canary_id: str,
+    *,
+    spec: EnvoyConfigSpec,
+    capture_log: str | Path | KafkaSource | None,
+    interval_s: float,
+    stop: threading.Event | None = None,
+    max_ticks: int | None = None,
+    on_tick: Callable[[TickReport], None] | None = None,
+    on_error: Callable[[Exception], None] | None = None,
+    structured_task_types: Set[str] = frozenset(),
+    actor: str | None = None,
+) -> CanaryInfo:
+    """Drive a canary until it is final: :func:`tick_canary` every ``interval_s`` seconds.
+
+    Stops when the canary is completed or rolled back, when ``stop`` is set (an operator's
+    Ctrl-C, a test), or after ``max_ticks`` ticks. ``on_tick`` sees each report (the CLI
+    prints it). With ``on_error``, a tick that fails on the broker or the database
+    (``BusError``, ``StorageError``) is reported there and the loop goes on: a failed tick
+    moves nothing (a step is never promoted on data it could not read), and the next tick
+    tries again; without it the error is raised. The wait between ticks is
+    ``stop.wait(interval_s)``, so setting ``stop`` ends the wait at once.
+
+    Raises:
+        ConfigError: ``interval_s`` not > 0, or what :func:`tick_canary` raises.
+        StorageError: what :func:`tick_canary` raises.
+    """
+    if not interval_s > 0:
+        raise ConfigError(
+            f"interval_s = {interval_s}: must be > 0 seconds", field="interval_s", value=interval_s
+        )
+    halt = stop or threading.Event()
+    ticks = 0
+    while True:
+        try:
+            report = tick_canary(
+                repo,
+                canary_id,
+                spec=spec,
+                capture_log=capture_log,
+                structured_task_types=structured_task_types,
+                actor=actor,
+            )
+        except (BusError, StorageError) as exc:
+            if on_error is None:
+                raise
+            on_error(exc)  # nothing moved on a failed tick; the next one tries again
+            report = None
+        ticks += 1
+        if report is not None and on_tick is not None:
+            on_tick(report)
+        done = report is not None and report.canary.state.terminal
+        if done or (max_ticks is not None and ticks >= max_ticks) or halt.wait(interval_s):
+            return _current(repo, canary_id, report)
+
+
+def _current(repo: Repository, canary_id: str, report: TickReport | None) -> CanaryInfo:
+    if report is not None:
+        return report.canary
+    canary = repo.get_canary(canary_id)
+    if canary is None:
+        raise ConfigError(f"canary_id = {canary_id!r}: no such canary")
+    return canary
+
+
+@dataclass(frozen=True, slots=True)
+class RatingImportResult:
+    """What :func:`import_canary_ratings` did: the file as read, the ratings stored, and
+    the rejected rows not stored again (the same file imported twice)."""
+
+    imported: RatingImport
+    stored: int
+    skipped: int
+
+
+def import_canary_ratings(
+    repo: Repository, canary_id: str, path: Path, *, rater: str
+) -> RatingImportResult:
+    """Store the spot-check ratings in ``path`` (:func:`export.canary_ratings.read_canary_ratings`)
+    for canary ``canary_id``; each rated exchange must be one the canary observed (its arm
+    comes from the observation). A rejected row is kept once as a ``rejected_record`` (stage
+    ``canary_rating``) of the canary's run, with its reason.
+
+    Raises:
+        ConfigError: unknown canary, an unknown extension, an empty ``rater``, a file
+            without an ``exchange_id`` or ``rating`` column.
+        RecordDecodeError: the file cannot be read in its format.
+        StorageError: the database failed.
+    """
+    canary = repo.get_canary(canary_id)
+    if canary is None:
+        raise ConfigError(f"canary_id = {canary_id!r}: no such canary")
+    observed = {o.exchange_id for o in repo.canary_observations(canary_id)}
+    imported = read_canary_ratings(path, canary_id=canary_id, observed=observed, rater=rater)
+    stored = repo.save_canary_ratings(imported.ratings)
+    records = [
+        RejectedRecord(
+            stage=RATING_STAGE,
+            reason=row.reason,
+            location=row.location,
+            detail=row.detail,
+            raw=row.raw,
+            run_id=canary.run_id,
+            fingerprint=rejection_fingerprint(row.location, row.raw),
+        )
+        for row in imported.rejected
+    ]
+    kept = repo.save_rejected_many(records) if records else 0
+    return RatingImportResult(imported=imported, stored=stored, skipped=len(records) - kept)
 
 
 @dataclass(frozen=True, slots=True)

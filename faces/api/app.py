@@ -25,9 +25,9 @@ Endpoints (JSON; bodies in :mod:`faces.api.schemas`; document at ``/openapi.json
   parameters in :mod:`faces.api.export_params`).
 
 Errors are JSON :class:`~faces.api.schemas.ErrorBody`: 400 bad query or body (naming the
-field), 401 token, 404 unknown run, canary or path, 409 the canary is already final (or
-was moved meanwhile), 500 the gate failed, 503 the database failed (or, for the export, no
-redactor was configured; for a rollback, no ``envoy.canary`` settings). The repository
+field), 401 token, 404 unknown run, canary or path, 409 the canary is already rolled back,
+500 the gate failed, 503 the database failed (or, for the export, no redactor was
+configured; for a rollback, no ``envoy.canary`` settings). The repository
 is synchronous; calls run in Starlette's thread pool.
 
 No token reaches a log: the API never logs a header, a token in the query string is
@@ -110,9 +110,6 @@ API_COMMAND = "shadow-eval api"
 
 ROLLBACK_COMMAND = "shadow-eval api: POST /v1/canaries/{canary_id}/rollback"
 """``command`` recorded in the audit row of a rollback asked through the API."""
-
-ROLLBACK_ATTEMPTS = 3
-"""Rollbacks tried while the controller keeps moving the canary to another step."""
 
 NO_CANARY_SPLIT = (
     "this server was started without the Envoy front's canary settings (envoy.canary: "
@@ -242,7 +239,7 @@ class _Handlers:
     async def rollback(self, request: Request) -> Response:
         canary = await self._canary(request)
         wanted = _rollback_body(await request.body())
-        if canary.state.terminal:
+        if canary.state is CanaryState.ROLLED_BACK:
             raise _final(canary)
         if self._split is None or self._split.canary is None:
             raise ApiError(503, "canary_split_unavailable", NO_CANARY_SPLIT)
@@ -251,48 +248,25 @@ class _Handlers:
         return _body(CanaryDetail.model_validate(view_json_with_verdicts(view)))
 
     def _rollback(self, canary: CanaryInfo, wanted: RollbackIn, spec: SplitSpec) -> None:
-        """Roll back (blocking). A canary the controller moved to another step meanwhile is
-        rolled back again (at most :data:`ROLLBACK_ATTEMPTS` times); one that became final
-        meanwhile is 409 (the split was already written at share 0: the message says so)."""
-        step = canary.step_index
-        for _ in range(ROLLBACK_ATTEMPTS):
-            try:
-                rollback_canary(
-                    self._repo,
-                    canary.canary_id,
-                    spec=spec,
-                    why=wanted.why,
-                    actor=wanted.actor,
-                    command=ROLLBACK_COMMAND,
-                )
-                return
-            except ConfigError as exc:
-                now = self._repo.get_canary(canary.canary_id)
-                if now is not None and now.state.terminal:
-                    raise _final(now) from None
-                if exc.field == "envoy.canary":
-                    raise ApiError(503, "canary_split_unavailable", NO_CANARY_SPLIT) from None
-                raise ApiError(400, "bad_request", str(exc)) from None
-            except StorageError:
-                now = self._repo.get_canary(canary.canary_id)
-                if now is None:
-                    raise
-                if now.state.terminal:
-                    raise ApiError(
-                        409,
-                        "conflict",
-                        f"canary {canary.canary_id!r} became {now.state.value} while rolling "
-                        "back; the split file had already been written at share 0",
-                    ) from None
-                if now.step_index == step:
-                    raise  # not a race: the database failed
-                step = now.step_index
-        raise ApiError(
-            409,
-            "conflict",
-            f"canary {canary.canary_id!r} kept moving while rolling back "
-            f"({ROLLBACK_ATTEMPTS} attempts); the split file is at share 0: retry",
-        )
+        """Roll back (blocking). :func:`application.canary.rollback_canary` itself retries a
+        canary the controller moved meanwhile (and rolls back one it completed); a canary
+        someone else rolled back first is 409."""
+        try:
+            rollback_canary(
+                self._repo,
+                canary.canary_id,
+                spec=spec,
+                why=wanted.why,
+                actor=wanted.actor,
+                command=ROLLBACK_COMMAND,
+            )
+        except ConfigError as exc:
+            now = self._repo.get_canary(canary.canary_id)
+            if now is not None and now.state is CanaryState.ROLLED_BACK:
+                raise _final(now) from None
+            if exc.field == "envoy.canary":
+                raise ApiError(503, "canary_split_unavailable", NO_CANARY_SPLIT) from None
+            raise ApiError(400, "bad_request", str(exc)) from None
 
     async def _canary(self, request: Request) -> CanaryInfo:
         canary_id = str(request.path_params["canary_id"])

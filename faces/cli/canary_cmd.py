@@ -4,8 +4,16 @@
   canary policy's first step into the front end's split directory (a new revision; the
   front end's settings, ``SHADOWEVAL_ENVOY__CANARY__*``, say where) and records the canary
   with its ``canary_started`` audit row (who: the OS user, or ``--actor``).
-* ``canary ingest ID --capture-log DIR``: reads what the front end's capture log gained
-  since the last call into the canary's observations (the arm that served each request).
+* ``canary ingest ID --capture-log DIR|kafka://HOST:PORT/TOPIC``: reads what the front
+  end's capture log (or the capture topic) gained since the last call into the canary's
+  observations (the arm that served each request).
+* ``canary run ID --capture-log DIR [--interval S] [--once]``: the controller. Every
+  ``--interval`` seconds it ingests the capture log, judges the current step under the
+  policy frozen with the canary and acts: advance on PROMOTE (the next share, a new split
+  revision), hold on HOLD, roll back at once on ROLLBACK. It stops when the canary is
+  completed or rolled back (or on Ctrl-C / SIGTERM) and exits like ``status``.
+* ``canary rate ID --file F --rater NAME``: import spot-check ratings (``exchange_id``,
+  ``rating`` 1–10, optional ``rater`` / ``note``) of answers the canary observed.
 * ``canary rollback ID --why TEXT``: share 0 at once (a new split revision), then the
   canary ends ``rolled_back`` with who and why audited.
 * ``canary status ID [--json]``: the canary, its steps, what was observed per arm and its
@@ -29,7 +37,7 @@ from faces.cli.render import print_error
 canary_app = typer.Typer(
     name="canary",
     help="Roll a candidate out on live traffic in steps through the Envoy front's split: "
-    "start, ingest, rollback, status.",
+    "start, run (the controller), ingest, rate, rollback, status.",
     no_args_is_help=True,
 )
 
@@ -40,6 +48,17 @@ CanaryPolicyOpt = Annotated[
     Path | None,
     typer.Option("--policy", help="Canary policy YAML (default: the shipped one, 1 day a step)."),
 ]
+
+CaptureLogOpt = Annotated[
+    str,
+    typer.Option(
+        "--capture-log",
+        "--source",
+        help="The front end's capture-log directory, or the capture topic as "
+        "kafka://HOST:PORT/TOPIC (read in the canary's own consumer group).",
+    ),
+]
+_EXIT_OF_STATE = {"completed": 0, "running": 1, "rolled_back": 2}
 
 
 def _fail(exc: Exception) -> typer.Exit:
@@ -85,13 +104,11 @@ def start_command(
 @canary_app.command("ingest")
 def ingest_command(
     canary_id: CanaryArg,
-    capture_log: Annotated[
-        Path, typer.Option("--capture-log", help="The front end's capture-log directory.")
-    ],
+    capture_log: CaptureLogOpt,
     database_url: DatabaseUrlOpt = None,
 ) -> None:
     """Read the capture log's new lines into the canary's observations."""
-    from application.canary import ingest_capture_log
+    from application.canary import ingest_source
     from application.database import open_repository
     from faces.cli.options import database_url as resolve_url
     from faces.cli.render import wide_console
@@ -99,7 +116,7 @@ def ingest_command(
 
     try:
         with open_repository(resolve_url(database_url), upgrade=False) as repo:
-            report = ingest_capture_log(repo, canary_id, capture_log)
+            report = ingest_source(repo, canary_id, capture_log)
     except ShadowEvalError as exc:
         raise _fail(exc) from None
     arms = ", ".join(f"{arm} {n}" for arm, n in sorted(report.by_arm.items())) or "none"
@@ -109,6 +126,112 @@ def ingest_command(
         f"{report.outside_steps} outside the canary's steps, {report.rejected} rejected",
         highlight=False,
     )
+
+
+@canary_app.command("run")
+def run_command(
+    canary_id: CanaryArg,
+    capture_log: CaptureLogOpt,
+    interval_s: Annotated[
+        float, typer.Option("--interval", help="Seconds between ticks (> 0).")
+    ] = 60.0,
+    once: Annotated[bool, typer.Option("--once", help="One tick, then exit.")] = False,
+    actor: ActorOpt = None,
+    database_url: DatabaseUrlOpt = None,
+) -> None:
+    """Drive the canary: ingest, judge the step, advance / hold / roll back, repeat."""
+    import signal
+    import threading
+
+    from application.canary import TickReport, run_canary, split_spec_from_settings
+    from application.database import open_repository
+    from faces.cli.options import database_url as resolve_url
+    from faces.cli.render import wide_console
+    from shadoweval.errors import ShadowEvalError
+
+    console = wide_console()
+    err_console = wide_console(stderr=True)
+    stop = threading.Event()
+
+    def show(report: TickReport) -> None:
+        verdict = report.verdict
+        shares = (
+            f"share {report.from_share:g} → {report.to_share:g}"
+            if report.to_share != report.from_share
+            else f"share {report.to_share:g}"
+        )
+        arms = ""
+        if report.ingest is not None:
+            arms = f", {report.ingest.stored} new observations"
+        reasons = "; ".join(verdict.reasons) if verdict is not None else ""
+        console.print(
+            f"canary {report.canary.canary_id} step {report.canary.step_index}: "
+            f"{report.action} ({shares}{arms}){f' — {reasons}' if reasons else ''}",
+            highlight=False,
+            markup=False,
+        )
+
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        spec = split_spec_from_settings()
+        with open_repository(resolve_url(database_url), upgrade=False) as repo:
+            canary = run_canary(
+                repo,
+                canary_id,
+                spec=spec,
+                capture_log=capture_log,
+                interval_s=interval_s,
+                stop=stop,
+                max_ticks=1 if once else None,
+                on_tick=show,
+                on_error=lambda exc: print_error(err_console, exc),
+                actor=actor,
+            )
+    except ShadowEvalError as exc:
+        raise _fail(exc) from None
+    except KeyboardInterrupt:
+        console.print("stopped; the canary stays where it is", highlight=False)
+        raise typer.Exit(_EXIT_OF_STATE["running"]) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    raise typer.Exit(_EXIT_OF_STATE[canary.state.value])
+
+
+@canary_app.command("rate")
+def rate_command(
+    canary_id: CanaryArg,
+    file: Annotated[
+        Path,
+        typer.Option(
+            "--file", help="CSV, JSONL or Parquet with exchange_id, rating (1–10), rater, note."
+        ),
+    ],
+    rater: Annotated[
+        str, typer.Option("--rater", help="Who rated (for rows without a rater cell).")
+    ],
+    database_url: DatabaseUrlOpt = None,
+) -> None:
+    """Import spot-check ratings of answers the canary observed."""
+    from application.canary import import_canary_ratings
+    from application.database import open_repository
+    from faces.cli.options import database_url as resolve_url
+    from faces.cli.render import wide_console
+    from shadoweval.errors import ShadowEvalError
+
+    try:
+        with open_repository(resolve_url(database_url), upgrade=False) as repo:
+            result = import_canary_ratings(repo, canary_id, file, rater=rater)
+    except ShadowEvalError as exc:
+        raise _fail(exc) from None
+    imported = result.imported
+    console = wide_console()
+    console.print(
+        f"{result.stored} ratings stored, {len(imported.rejected)} rows rejected "
+        f"({result.skipped} already kept), {imported.unrated} rows without a rating",
+        highlight=False,
+    )
+    for row in imported.rejected[:10]:
+        console.print(f"  rejected ({row.reason}): {row.detail}", highlight=False, markup=False)
 
 
 @canary_app.command("rollback")
@@ -181,8 +304,7 @@ def status_command(
                 highlight=False,
                 markup=False,
             )
-    codes = {"completed": 0, "running": 1, "rolled_back": 2}
-    raise typer.Exit(codes[view.canary.state.value])
+    raise typer.Exit(_EXIT_OF_STATE[view.canary.state.value])
 
 
 def register(app: typer.Typer) -> None:

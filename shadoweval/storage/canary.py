@@ -237,11 +237,16 @@ class CanaryStore:
         with self._db.session() as session:
             return [_step(row) for row in session.scalars(stmt)]
 
-    def _locked(self, session: Session, canary_id: str, step_index: int) -> CanaryRow:
+    def _locked(
+        self, session: Session, canary_id: str, step_index: int, *, completed_ok: bool = False
+    ) -> CanaryRow:
         row = session.get(CanaryRow, canary_id, with_for_update=True)
         if row is None:
             raise StorageError(f"unknown canary {canary_id!r}")
-        if row.state != CanaryState.RUNNING.value:
+        movable = {CanaryState.RUNNING.value}
+        if completed_ok:
+            movable.add(CanaryState.COMPLETED.value)
+        if row.state not in movable:
             raise StorageError(f"canary {canary_id!r} is {row.state}; it can no longer change")
         if row.step_index != step_index:
             raise StorageError(
@@ -300,15 +305,20 @@ class CanaryStore:
     ) -> CanaryInfo:
         """Move a running canary: end its current step with ``step_outcome``, start step
         ``to_step`` at ``share`` (when given), set its state and split revision, and audit
-        it — one transaction, the canary row locked.
+        it — one transaction, the canary row locked. A completed canary can still be
+        moved to ``rolled_back`` (the old version is still deployed: rolling a finished
+        rollout back is an operator's right).
 
         Raises:
-            StorageError: unknown canary, already final, or not at ``from_step`` (someone
-                else moved it: the caller re-reads and decides again).
+            StorageError: unknown canary, already final (rolled back; or completed for any
+                move but a rollback), or not at ``from_step`` (someone else moved it: the
+                caller re-reads and decides again).
         """
         when = at or utc_now()
         with self._db.session() as session:
-            canary = self._locked(session, canary_id, from_step)
+            canary = self._locked(
+                session, canary_id, from_step, completed_ok=state is CanaryState.ROLLED_BACK
+            )
             current = session.scalars(
                 select(CanaryStepRow).where(
                     CanaryStepRow.canary_id == canary_id, CanaryStepRow.step_index == from_step

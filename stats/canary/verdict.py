@@ -13,7 +13,8 @@ decision table are in docs/canary-statistics.md; in short:
   (:func:`stats.canary.quantiles.quantile_above_limit`). The error-rate excess rolls back
   only once it has breached continuously for ``error_rate_sustained_s``.
 * **validity**: the session split (:func:`stats.canary.srm.sample_ratio_mismatch`,
-  always-valid, on session counts), the step's minimum window and minimum requests.
+  always-valid, on the counts of sessions first seen in the step, :data:`SESSION_NEW`),
+  the step's minimum window and minimum requests.
 * **promote** (all must pass; each at the promote look's level, data cut at the promote
   checkpoint): non-inferiority of the error, harm, format-failure and spot-check-bad
   rates (:func:`stats.canary.two_arm.proportion_noninferiority`) and the latency quantile
@@ -64,6 +65,7 @@ from stats.inputs import InvalidDataError
 __all__ = [
     "OBSERVATION_COLUMNS",
     "RATING_COLUMNS",
+    "SESSION_NEW",
     "CanaryCheck",
     "CanaryDecision",
     "StepVerdict",
@@ -83,6 +85,12 @@ OBSERVATION_COLUMNS: tuple[str, ...] = (
     "ttft_ms",
 )
 """Columns :func:`step_verdict` needs in ``observations`` (one row per live request)."""
+
+SESSION_NEW = "session_new"
+"""Optional boolean column of ``observations``: false for a request whose session was
+already seen in an earlier step. Such a session is pinned to the arm an earlier (smaller)
+share gave it, so only sessions first seen in the step are split at the step's share: the
+sample-ratio check counts those. Absent: every session counts."""
 
 RATING_COLUMNS: tuple[str, ...] = ("arm", "rating", "exchange_id")
 """Columns :func:`step_verdict` needs in ``ratings`` (one row per spot-check rating)."""
@@ -167,8 +175,8 @@ class StepVerdict:
             and passes it back on the next poll.
         n_baseline, n_candidate: requests of the step per arm (all of them; cache hits
             are left out of latency only).
-        sessions_baseline, sessions_candidate: sessions per arm (a request without a
-            session is its own session).
+        sessions_baseline, sessions_candidate: sessions first seen in the step, per arm
+            (:data:`SESSION_NEW`; a request without a session is its own session).
         look: the promote checkpoint index reached (0: none).
         rollback_look: the rollback checkpoint index reached (0: none).
     """
@@ -239,6 +247,16 @@ def _observations(frame: pd.DataFrame) -> pd.DataFrame:
     _require(frame, OBSERVATION_COLUMNS, "observations")
     _check_arms(frame, "observations")
     out = frame.loc[:, list(OBSERVATION_COLUMNS)].copy()
+    if SESSION_NEW in frame.columns:
+        flags = frame[SESSION_NEW]
+        if bool(flags.isna().any()):
+            raise InvalidDataError(
+                f"observations.{SESSION_NEW} must be true or false, got a missing value",
+                name=SESSION_NEW,
+            )
+        out[SESSION_NEW] = flags.astype(bool)
+    else:
+        out[SESSION_NEW] = True
     if len(out):
         times = out["observed_at"]
         if not isinstance(times.dtype, pd.DatetimeTZDtype):
@@ -317,7 +335,10 @@ def _arms(frame: pd.DataFrame) -> dict[str, _Arm]:
 
 
 def _sessions(frame: pd.DataFrame) -> int:
-    session = frame["session"]
+    """Sessions first seen in the step (``session_new``; a request without a session key
+    is a session of its own)."""
+    fresh = frame.loc[frame[SESSION_NEW]]
+    session = fresh["session"]
     missing = session.isna()
     return int(session[~missing].astype(str).nunique()) + int(missing.sum())
 

@@ -375,16 +375,19 @@ async def test_a_rollback_racing_the_controllers_advance_rolls_back_the_new_step
     assert read_split(split_dir).candidate_share == 0.0
 
 
-async def test_a_rollback_racing_the_controllers_completion_is_409_and_says_so(
+async def test_a_rollback_racing_the_controllers_completion_rolls_the_rollout_back(
     repo: Repository, canary: CanaryInfo, split_dir: Path
 ) -> None:
     racing = RacingRepository(repo, _controller_move(canary, split_dir, CanaryState.COMPLETED, 1.0))
     app = build_app(racing, SecretStr(TOKEN), canary_split=split_spec(split_dir))
     path = f"/v1/canaries/{canary.canary_id}/rollback"
     response = await call(app, "POST", path, json={"why": "p99", "actor": "sre"})
-    assert response.status_code == 409, response.text
-    assert "became completed while rolling back" in response.json()["detail"]
-    assert "share 0" in response.json()["detail"]
-    stored = repo.get_canary(canary.canary_id)
-    assert stored is not None
-    assert stored.state is CanaryState.COMPLETED
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["state"] == "rolled_back"
+    assert [a["action"] for a in body["audit"]][-2:] == ["canary_completed", "canary_rolled_back"]
+    assert body["audit"][-1]["detail"]["from_state"] == "completed"
+    assert read_split(split_dir).candidate_share == 0.0
+    again = await call(app, "POST", path, json={"why": "p99", "actor": "sre"})
+    assert again.status_code == 409
+    assert "rolled_back; nothing to roll back" in again.json()["detail"]

@@ -80,3 +80,31 @@ def test_unknown_canary_exits_3_naming_it(url: str) -> None:
     result = cli("canary", "status", "nope", "--database-url", url)
     assert result.exit_code == 3
     assert "canary_id = 'nope'" in result.output
+
+
+def test_run_once_rate_and_the_run_loop_exit_codes(url: str, tmp_path: Path) -> None:
+    started = cli("canary", "start", "--run", "run-1", "--why", "go", "--database-url", url)
+    assert started.exit_code == 0, started.output
+    canary_id = started.output.split()[1]
+    log = tmp_path / "log"
+    with CaptureLogWriter(log) as writer:
+        ex = make_exchange(1, captured_at=T0 + timedelta(days=3650))
+        writer.write(ex.model_copy(update={"served_by": "candidate_model"}))
+    once = cli("canary", "run", canary_id, "--capture-log", log, "--once", "--database-url", url)
+    assert once.exit_code == 1, once.output  # held: the default policy's day has not passed
+    assert f"canary {canary_id} step 0: held (share 0.01, 1 new observations)" in once.output
+
+    ratings = tmp_path / "ratings.csv"
+    ratings.write_text(f"exchange_id,rating\n{ex.exchange_id},8\nex-unknown,2\n", encoding="utf-8")
+    rated = cli(
+        "canary", "rate", canary_id, "--file", ratings, "--rater", "ana", "--database-url", url
+    )
+    assert rated.exit_code == 0, rated.output
+    assert "1 ratings stored, 1 rows rejected" in rated.output
+    assert "unknown_exchange_id" in rated.output
+
+    bad = cli(
+        "canary", "run", canary_id, "--capture-log", log, "--interval", "0", "--database-url", url
+    )
+    assert bad.exit_code == 3
+    assert "interval_s = 0" in bad.output

@@ -382,7 +382,8 @@ def test_a_segment_reads_on_from_a_byte_offset(tmp_path: Path) -> None:
         "capture-000001.jsonl:3",
     ]
     assert read[0][0].exchange == exchanges[0]
-    assert read[1][0].error is not None and read[1][0].error.reason == "blank_line"
+    assert read[1][0].error is not None
+    assert read[1][0].error.reason == "blank_line"
     end = read[-1][1]
     assert end == 3 + len(lines[0]) + 1 + len(lines[1])
     with segment.open("ab") as fh:

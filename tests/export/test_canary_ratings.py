@@ -1,4 +1,4 @@
-"""export.canary_ratings: a spot-check ratings file → ratings, every bad row kept with its reason."""
+"""export.canary_ratings: a ratings file → ratings, every bad row kept with its reason."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ AT = datetime(2026, 12, 1, tzinfo=UTC)
 OBSERVED = frozenset({"ex-1", "ex-2", "ex-3"})
 
 
-def _read(path: Path, rater: str = "ana"):  # noqa: ANN202
+def _read(path: Path, rater: str = "ana"):
     return read_canary_ratings(
         path, canary_id="c-1", observed=OBSERVED, rater=rater, clock=lambda: AT
     )

@@ -352,3 +352,64 @@ def test_false_rollback_rate_under_repeated_looks() -> None:
                 falsely += 1
                 break
     assert falsely / reps <= alpha + 2 * np.sqrt(alpha * (1 - alpha) / reps)
+
+
+def test_srm_counts_only_sessions_first_seen_in_the_step() -> None:
+    """Sessions pinned at an earlier, smaller share keep their arm: counted with the step's
+    new sessions they would look like a broken split; ``session_new`` leaves them out."""
+    from datetime import UTC, datetime, timedelta
+
+    import pandas as pd
+
+    from stats.canary.policy import parse_canary_policy
+    from stats.canary.verdict import step_verdict
+
+    policy = parse_canary_policy(
+        {
+            "steps": [
+                {"share": 0.1, "min_window_s": 1, "min_requests_per_arm": 10},
+                {"share": 0.5, "min_window_s": 1, "min_requests_per_arm": 10},
+                {"share": 1.0, "min_window_s": 1},
+            ],
+            "allow_short_windows": True,
+        }
+    )
+    start = datetime(2026, 12, 1, tzinfo=UTC)
+    rows = []
+    # 1000 new sessions split 50/50, plus 1000 inherited sessions, 90 % on the baseline
+    for i in range(2000):
+        new = i < 1000
+        arm = (
+            ("candidate" if i % 2 else "baseline")
+            if new
+            else ("candidate" if i % 10 == 0 else "baseline")
+        )
+        rows.append(
+            {
+                "arm": arm,
+                "observed_at": start + timedelta(milliseconds=i),
+                "session": f"s{i}",
+                "error": False,
+                "format_expected": False,
+                "format_ok": None,
+                "harmed": False,
+                "cache_hit": False,
+                "e2e_ms": 100.0,
+                "ttft_ms": float("nan"),
+                "session_new": new,
+            }
+        )
+    frame = pd.DataFrame(rows)
+    ratings = pd.DataFrame(columns=["arm", "rating", "exchange_id"])
+    kwargs = {
+        "step_index": 1,
+        "step_started_at": start,
+        "now": start + timedelta(seconds=5),
+        "error_breach_since": None,
+    }
+    with_flag = step_verdict(frame, ratings, policy, **kwargs)  # type: ignore[arg-type]
+    srm = next(c for c in with_flag.checks if c.name == "srm")
+    assert srm.status == "pass"
+    assert (with_flag.sessions_baseline, with_flag.sessions_candidate) == (500, 500)
+    without = step_verdict(frame.drop(columns=["session_new"]), ratings, policy, **kwargs)  # type: ignore[arg-type]
+    assert next(c for c in without.checks if c.name == "srm").status == "fail"
