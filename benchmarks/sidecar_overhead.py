@@ -5,7 +5,8 @@ Usage::
     .venv/bin/python benchmarks/sidecar_overhead.py [--quick] [--rounds 4] [--duration 6]
         [--scenarios stream:50 stream:200 nonstream:200]
         [--rows nginx sidecar envoy envoy-canary] [--proxy NAME=COMMAND ...]
-        [--canary-share 0.5] [--router-timeout-ms MS] [--sidecar-workers 1]
+        [--canary-share 0.5] [--router-timeout-ms MS] [--envoy-env SHADOWEVAL_K=V ...]
+        [--sidecar-workers 1]
         [--nginx-workers 1] [--envoy-concurrency 1] [--pin] [--json out.json] [--markdown]
 
 Every path the load takes is a **row**, all fed by the same upstream and load generator:
@@ -907,10 +908,12 @@ def start_envoy(
     concurrency: int,
     canary_share: float | None = None,
     router_timeout_ms: int | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> Row:
     """The Envoy front end (``shadow-eval capture envoy``, file sink), with the canary split
     at ``canary_share`` when given (the benchmark's upstream as both baseline and
-    candidate; the split file written before the start, so the front end keeps it)."""
+    candidate; the split file written before the start, so the front end keeps it).
+    ``extra_env``: more ``SHADOWEVAL_*`` settings of the front end (``--envoy-env``)."""
     from capture.canary_split import Split, applied_revision, write_split
     from capture.envoy_config import EnvoyConfigSpec
     from shadoweval.config import CaptureSettings, EnvoyCanarySettings, EnvoySettings
@@ -946,13 +949,13 @@ def start_envoy(
         "--grace-period",
         "5",
     ]
-    settings_env: dict[str, str] = {}
+    settings_env: dict[str, str] = dict(extra_env or {})
     if canary_share is not None:
         split_dir = work / "split"
         canary = EnvoyCanarySettings(candidate_url=upstream_url, split_dir=split_dir, router_port=0)
         if router_timeout_ms is not None:
             canary = canary.model_copy(update={"router_timeout_ms": router_timeout_ms})
-        settings_env = {
+        settings_env |= {
             "SHADOWEVAL_ENVOY__CANARY__CANDIDATE_URL": canary.candidate_url,
             "SHADOWEVAL_ENVOY__CANARY__SPLIT_DIR": str(split_dir),
             "SHADOWEVAL_ENVOY__CANARY__ROUTER_PORT": "0",
@@ -1262,6 +1265,7 @@ def main_run(args: argparse.Namespace) -> int:
                         concurrency=args.envoy_concurrency,
                         canary_share=args.canary_share if canary else None,
                         router_timeout_ms=args.router_timeout_ms if canary else None,
+                        extra_env=dict(kv.split("=", 1) for kv in args.envoy_env),
                     )
                 )
         for spec in args.proxy:
@@ -1336,6 +1340,7 @@ def main_run(args: argparse.Namespace) -> int:
             "duration_s_per_round": args.duration,
             "cells": [cell_report(c) for c in cells],
             "wall_s": round(time.time() - started, 1),
+            "envoy_env": args.envoy_env,
             "canary": {
                 "share": args.canary_share,
                 "routers": {r.name: router_report(r) for r in rows if r.canary},
@@ -1519,6 +1524,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="envoy.canary.router_timeout_ms of the envoy-canary row (default: the product's)",
     )
+    parser.add_argument(
+        "--envoy-env",
+        action="append",
+        default=[],
+        metavar="SHADOWEVAL_KEY=VALUE",
+        help="a setting of both envoy rows, e.g. SHADOWEVAL_ENVOY__CAPTURE_NICE=0",
+    )
     parser.add_argument("--sidecar-workers", type=int, default=1)
     parser.add_argument(
         "--pin", action="store_true", help="proxies on CPU 0, upstream + load on the others"
@@ -1538,6 +1550,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    for kv in args.envoy_env:
+        if not kv.startswith("SHADOWEVAL_") or "=" not in kv:
+            parser.error(f"--envoy-env {kv!r}: expected SHADOWEVAL_KEY=VALUE")
 
     if args.role == "upstream":
         shape = Shape(args.ttft_ms, args.itl_ms[0], args.itl_ms[1], args.events)
