@@ -3,9 +3,11 @@
 Usage::
 
     .venv/bin/python benchmarks/sidecar_overhead.py [--quick] [--rounds 4] [--duration 6]
-        [--scenarios stream:50 stream:200 nonstream:200] [--rows nginx sidecar]
-        [--proxy NAME=COMMAND ...] [--sidecar-workers 1] [--nginx-workers 1] [--pin]
-        [--json out.json] [--markdown]
+        [--scenarios stream:50 stream:200 nonstream:200]
+        [--rows nginx sidecar envoy envoy-canary] [--proxy NAME=COMMAND ...]
+        [--canary-share 0.5] [--router-timeout-ms MS] [--envoy-env SHADOWEVAL_K=V ...]
+        [--sidecar-workers 1]
+        [--nginx-workers 1] [--envoy-concurrency 1] [--pin] [--json out.json] [--markdown]
 
 Every path the load takes is a **row**, all fed by the same upstream and load generator:
 
@@ -16,6 +18,20 @@ Every path the load takes is a **row**, all fed by the same upstream and load ge
 * ``sidecar``: started as an operator would, ``shadow-eval capture serve --upstream URL
   --port P --admin-port A --sink file ...`` (default builder: one worker process;
   ``--sidecar-workers`` relay processes);
+* ``envoy``: the Envoy front end, ``shadow-eval capture envoy --upstream URL --port P
+  --admin-port A --envoy-admin-port E --concurrency 1 --sink file ...`` (Envoy with
+  ``--envoy-concurrency`` worker threads, the gRPC capture service and its builder);
+* ``envoy-canary``: the same front end with ``envoy.canary`` set (environment
+  ``SHADOWEVAL_ENVOY__CANARY__*``): the candidate URL is the same upstream (two clusters,
+  one server), the split file is written before the start at ``--canary-share`` (revision
+  1, :func:`capture.canary_split.write_split`), so every request also waits for the
+  session router (:mod:`capture.session_router`, at most ``--router-timeout-ms``, the
+  product default 20 ms when not given). The row is ready once Envoy serves revision 1
+  and the router reads it. After the run its router counters are reported: Envoy's
+  ext_proc stats ``http.live.ext_proc.shadow_eval_router.*`` (``message_timeouts``,
+  ``failure_mode_allowed``: requests routed by the weighted fallback) and the router's
+  ``shadoweval_canary_decisions_total`` by arm and reason; with ``envoy`` in the same
+  run, the canary row is also compared with it (*vs envoy* = canary row − envoy row);
 * ``--proxy NAME=COMMAND``: any other front end; ``COMMAND`` is a shell-style template with
   ``{listen_port}`` and ``{upstream_url}``, e.g. ``--proxy "envoy=shadow-eval capture envoy
   --upstream {upstream_url} --port {listen_port}"``. Every row is ready when
@@ -27,7 +43,9 @@ The **upstream** (``--role upstream``) is a small OpenAI-compatible server on ra
 a usage chunk and ``data: [DONE]``; a non-streamed request gets one JSON after the same
 time). The **load generator** (``--role loadgen``) runs closed-loop keep-alive clients on a
 lean asyncio HTTP/1.1 client, staggered over one response time, recording requests started
-inside the measuring window (end-to-end latency and TTFT).
+inside the measuring window (end-to-end latency and TTFT). Each client is one session: its
+requests carry ``x-session-id: bench-{seed}-{client}`` (the default
+``capture.session_headers``' first), so the canary router pins sessions as in production.
 
 Rounds are interleaved: in each scenario every round runs every row, in the order of the
 rows and reversed on the next round, so machine noise hits all rows alike; *added* = row
@@ -450,7 +468,7 @@ def _field(data: bytes, key: bytes) -> int:
     return int(data[i:j])
 
 
-def request_bytes(host: str, port: int, stream: bool) -> bytes:
+def request_bytes(host: str, port: int, stream: bool, session: str | None = None) -> bytes:
     body = {
         "model": MODEL,
         "messages": [
@@ -476,7 +494,9 @@ def request_bytes(host: str, port: int, stream: bool) -> bytes:
     head = (
         f"POST {ROUTE} HTTP/1.1\r\nhost: {host}:{port}\r\ncontent-type: application/json\r\n"
         f"accept: application/json\r\nauthorization: Bearer sk-bench-not-a-real-key\r\n"
-        f"user-agent: shadow-eval-bench/1\r\ncontent-length: {len(data)}\r\n\r\n"
+        f"user-agent: shadow-eval-bench/1\r\n"
+        + ("" if session is None else f"x-session-id: {session}\r\n")
+        + f"content-length: {len(data)}\r\n\r\n"
     )
     return head.encode() + data
 
@@ -508,7 +528,6 @@ async def run_load(
     """Closed-loop load: ramp (stagger + one warm-up request), measure, tail."""
     loop = asyncio.get_running_loop()
     rng = random.Random(seed)
-    payload = request_bytes(host, port, stream)
     result = LoadResult()
     t_begin = loop.time()
     measure_from = t_begin + 2 * response_s + 0.2
@@ -526,7 +545,8 @@ async def run_load(
         _, conn = await loop.create_connection(ClientConnection, host, port)
         return conn
 
-    async def client() -> None:
+    async def client(index: int) -> None:
+        payload = request_bytes(host, port, stream, session=f"bench-{seed}-{index}")
         await asyncio.sleep(rng.uniform(0, response_s))
         conn = await connect()
         first = True
@@ -561,7 +581,7 @@ async def run_load(
             conn.transport.close()
 
     monitor = asyncio.create_task(lag_monitor())
-    await asyncio.gather(*(client() for _ in range(concurrency)))
+    await asyncio.gather(*(client(i) for i in range(concurrency)))
     await monitor
     cpu1 = os.times()
     result.cpu_s = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
@@ -689,9 +709,18 @@ class Processes:
     def __init__(self) -> None:
         self.procs: list[subprocess.Popen[bytes]] = []
 
-    def start(self, cmd: Sequence[str], log: Path, cwd: Path | None = None) -> Any:
+    def start(
+        self,
+        cmd: Sequence[str],
+        log: Path,
+        cwd: Path | None = None,
+        settings_env: dict[str, str] | None = None,
+    ) -> Any:
+        """Start ``cmd`` (output to ``log``) without the caller's ``SHADOWEVAL_*``
+        environment, with ``settings_env`` (``SHADOWEVAL_*`` settings of this row) added."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("SHADOWEVAL_")}
         env["PYTHONUNBUFFERED"] = "1"
+        env.update(settings_env or {})
         with log.open("ab") as out:
             proc = subprocess.Popen(
                 list(cmd),
@@ -773,8 +802,11 @@ class Row:
     name: str
     port: int
     proc: Any = None
-    admin_url: str | None = None  # the sidecar's: wait until its captures are written
+    admin_url: str | None = None  # the capture service's: wait until its captures are written
     log: Path | None = None
+    envoy_admin_url: str | None = None  # the Envoy front end's Envoy (its /stats)
+    canary: bool = False  # the Envoy front end with the canary router
+    router_timeout_ms: int | None = None  # its envoy.canary.router_timeout_ms
 
 
 def pin_prefix(cpus: str | None) -> list[str]:
@@ -834,6 +866,159 @@ def start_sidecar(
     wait_http(admin_url + "/readyz", 60, proc, log)
     wait_http(f"http://127.0.0.1:{port}/v1/models", 30, proc, log)
     return Row("sidecar", port, proc, admin_url=admin_url, log=log)
+
+
+ROUTER_STAT_PREFIX = "http.live.ext_proc.shadow_eval_router."
+"""Envoy's counters of the session router's ext_proc filter (stat prefix in
+:func:`capture.envoy_config.render_envoy_config`)."""
+
+
+def envoy_stats(envoy_admin_url: str, prefix: str) -> dict[str, int]:
+    """Envoy's counters and gauges whose name starts with ``prefix`` (admin ``/stats``)."""
+    import httpx
+
+    data = httpx.get(envoy_admin_url + "/stats", params={"format": "json"}, timeout=10).json()
+    out: dict[str, int] = {}
+    for stat in data.get("stats", []):
+        name, value = stat.get("name", ""), stat.get("value")
+        if name.startswith(prefix) and isinstance(value, int):
+            out[name.removeprefix(prefix)] = value
+    return out
+
+
+def wait_for(what: str, check: Any, timeout_s: float, proc: Any, log: Path) -> None:
+    """Poll ``check()`` until it is true (the process must stay up)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"{proc.args!r} exited ({proc.returncode}):\n{tail(log)}")
+        if check():
+            return
+        time.sleep(0.1)
+    raise SystemExit(f"{what}: not within {timeout_s} s:\n{tail(log)}")
+
+
+def start_envoy(
+    procs: Processes,
+    name: str,
+    upstream_port: int,
+    work: Path,
+    cpus: str | None,
+    *,
+    concurrency: int,
+    canary_share: float | None = None,
+    router_timeout_ms: int | None = None,
+    extra_env: dict[str, str] | None = None,
+) -> Row:
+    """The Envoy front end (``shadow-eval capture envoy``, file sink), with the canary split
+    at ``canary_share`` when given (the benchmark's upstream as both baseline and
+    candidate; the split file written before the start, so the front end keeps it).
+    ``extra_env``: more ``SHADOWEVAL_*`` settings of the front end (``--envoy-env``)."""
+    from capture.canary_split import Split, applied_revision, write_split
+    from capture.envoy_config import EnvoyConfigSpec
+    from shadoweval.config import CaptureSettings, EnvoyCanarySettings, EnvoySettings
+
+    work = work / name
+    work.mkdir(parents=True, exist_ok=True)
+    port, admin, envoy_admin = free_port(), free_port(), free_port()
+    upstream_url = f"http://127.0.0.1:{upstream_port}"
+    exe = Path(sys.executable).parent / "shadow-eval"
+    cmd = [
+        *pin_prefix(cpus),
+        str(exe),
+        "capture",
+        "envoy",
+        "--upstream",
+        upstream_url,
+        "--port",
+        str(port),
+        "--admin-port",
+        str(admin),
+        "--ext-proc-port",
+        "0",
+        "--envoy-admin-port",
+        str(envoy_admin),
+        "--concurrency",
+        str(concurrency),
+        "--sink",
+        "file",
+        "--capture-dir",
+        str(work / "capture"),
+        "--spool-dir",
+        str(work / "spool"),
+        "--grace-period",
+        "5",
+    ]
+    settings_env: dict[str, str] = dict(extra_env or {})
+    if canary_share is not None:
+        split_dir = work / "split"
+        canary = EnvoyCanarySettings(candidate_url=upstream_url, split_dir=split_dir, router_port=0)
+        if router_timeout_ms is not None:
+            canary = canary.model_copy(update={"router_timeout_ms": router_timeout_ms})
+        settings_env |= {
+            "SHADOWEVAL_ENVOY__CANARY__CANDIDATE_URL": canary.candidate_url,
+            "SHADOWEVAL_ENVOY__CANARY__SPLIT_DIR": str(split_dir),
+            "SHADOWEVAL_ENVOY__CANARY__ROUTER_PORT": "0",
+            "SHADOWEVAL_ENVOY__CANARY__ROUTER_TIMEOUT_MS": str(canary.router_timeout_ms),
+        }
+        # the routes are rendered from the same settings the front end runs with
+        spec = EnvoyConfigSpec.from_settings(
+            CaptureSettings(upstream_url=upstream_url), EnvoySettings(canary=canary)
+        )
+        write_split(split_dir, spec, Split(candidate_share=canary_share, revision=1))
+    log = work / "front.log"
+    proc = procs.start(cmd, log, cwd=work, settings_env=settings_env)
+    admin_url, envoy_admin_url = f"http://127.0.0.1:{admin}", f"http://127.0.0.1:{envoy_admin}"
+    wait_http(admin_url + "/readyz", 120, proc, log)
+    wait_http(f"http://127.0.0.1:{port}/v1/models", 60, proc, log)
+    if canary_share is not None:
+        wait_for(
+            "Envoy serving split revision 1",
+            lambda: asyncio.run(applied_revision(envoy_admin_url)) == 1,
+            60,
+            proc,
+            log,
+        )
+        wait_for(
+            "the session router reading split revision 1",
+            lambda: total(scrape(admin_url), "shadoweval_canary_split_revision") == 1,
+            60,
+            proc,
+            log,
+        )
+    return Row(
+        name,
+        port,
+        proc,
+        admin_url=admin_url,
+        log=log,
+        envoy_admin_url=envoy_admin_url,
+        canary=canary_share is not None,
+        router_timeout_ms=None
+        if canary_share is None
+        else int(settings_env["SHADOWEVAL_ENVOY__CANARY__ROUTER_TIMEOUT_MS"]),
+    )
+
+
+def router_report(row: Row) -> dict[str, Any]:
+    """The canary row's router counters since its start (warm-up included): Envoy's
+    ext_proc stats of the router filter and the router's decisions by arm and reason."""
+    assert row.envoy_admin_url is not None
+    assert row.admin_url is not None
+    stats = envoy_stats(row.envoy_admin_url, ROUTER_STAT_PREFIX)
+    decisions = {
+        f"{labels.get('arm')}/{labels.get('reason')}": int(value)
+        for labels, value in scrape(row.admin_url).get("shadoweval_canary_decisions_total", [])
+        if value
+    }
+    live = envoy_stats(row.envoy_admin_url, "http.live.downstream_rq_")
+    return {
+        "router_timeout_ms": row.router_timeout_ms,
+        "envoy_ext_proc": stats,
+        "router_decisions": decisions,
+        "router_decisions_total": sum(decisions.values()),
+        "downstream_requests": live.get("total"),
+    }
 
 
 def start_template(
@@ -997,6 +1182,22 @@ def cell_report(cell: Cell) -> dict[str, Any]:
             else None
         )
         out["rows"][name] = row
+    envoy = cell.loads.get("envoy")
+    canary = cell.loads.get("envoy-canary")
+    if envoy is not None and canary is not None:  # the session router's cost
+        vs: dict[str, Any] = {}
+        for metric in ("e2e", "ttft"):
+            mine, base = ms(getattr(canary, metric)), ms(getattr(envoy, metric))
+            for q in (50, 99):
+                vs[f"{metric}_p{q}_ms"] = (
+                    round(pct(mine, q) - pct(base, q), 3) if mine and base else None
+                )
+        sent_c, sent_e = cell.sent.get("envoy-canary", 0), cell.sent.get("envoy", 0)
+        if "envoy-canary" in cell.cpu_s and "envoy" in cell.cpu_s and sent_c and sent_e:
+            vs["cpu_ms_per_1000_requests"] = round(
+                (cell.cpu_s["envoy-canary"] / sent_c - cell.cpu_s["envoy"] / sent_e) * 1e6, 1
+            )
+        out["canary_vs_envoy"] = vs
     nginx = out["rows"].get("nginx", {}).get("cpu_ms_per_1000_requests")
     for row in out["rows"].values():
         cpu, relay = row["cpu_ms_per_1000_requests"], row["relay_cpu_ms_per_1000_requests"]
@@ -1052,6 +1253,21 @@ def main_run(args: argparse.Namespace) -> int:
                 rows.append(
                     start_sidecar(procs, upstream_port, work, args.sidecar_workers, proxy_cpus)
                 )
+            elif name in ("envoy", "envoy-canary"):
+                canary = name == "envoy-canary"
+                rows.append(
+                    start_envoy(
+                        procs,
+                        name,
+                        upstream_port,
+                        work,
+                        proxy_cpus,
+                        concurrency=args.envoy_concurrency,
+                        canary_share=args.canary_share if canary else None,
+                        router_timeout_ms=args.router_timeout_ms if canary else None,
+                        extra_env=dict(kv.split("=", 1) for kv in args.envoy_env),
+                    )
+                )
         for spec in args.proxy:
             name, _, template = spec.partition("=")
             rows.append(start_template(procs, name, template, upstream_port, work, proxy_cpus))
@@ -1098,7 +1314,7 @@ def main_run(args: argparse.Namespace) -> int:
                         after = tree_cpu(row.proc.pid)
                         cpu = cpu_delta(after, before)
                         cell.cpu_s[row.name] = cell.cpu_s.get(row.name, 0.0) + cpu
-                        if row.admin_url is not None:  # the sidecar: its builder apart
+                        if row.admin_url is not None:  # a capture service: its builder apart
                             pids = builder_pids(row.proc.pid)
                             built = cpu_delta(
                                 {p: v for p, v in after.items() if p in pids},
@@ -1124,6 +1340,11 @@ def main_run(args: argparse.Namespace) -> int:
             "duration_s_per_round": args.duration,
             "cells": [cell_report(c) for c in cells],
             "wall_s": round(time.time() - started, 1),
+            "envoy_env": args.envoy_env,
+            "canary": {
+                "share": args.canary_share,
+                "routers": {r.name: router_report(r) for r in rows if r.canary},
+            },
         }
         for row in rows[1:]:
             rc = procs.stop(row.proc)
@@ -1213,9 +1434,50 @@ def print_table(report: dict[str, Any], console: Any) -> None:
     console.print(table)
 
 
+def canary_lines(report: dict[str, Any]) -> list[str]:
+    """Markdown: the canary row against the Envoy row, and the router's counters."""
+    lines: list[str] = []
+    cells = [c for c in report["cells"] if "canary_vs_envoy" in c]
+    if cells:
+        lines += [
+            "",
+            "| scenario | envoy-canary − envoy: e2e p50 / p99 (ms) | TTFT p50 / p99 (ms) "
+            "| CPU ms / 1k req |",
+            "|---|---:|---:|---:|",
+        ]
+        for c in cells:
+            vs = c["canary_vs_envoy"]
+            ttft = (
+                f"{_f(vs['ttft_p50_ms'])} / {_f(vs['ttft_p99_ms'])}"
+                if c["mode"] == "stream"
+                else "–"
+            )
+            lines.append(
+                f"| {c['mode']} × {c['concurrency']} | {_f(vs['e2e_p50_ms'])} / "
+                f"{_f(vs['e2e_p99_ms'])} | {ttft} | {_f(vs.get('cpu_ms_per_1000_requests'), 0)} |"
+            )
+    for name, r in report.get("canary", {}).get("routers", {}).items():
+        stats = r["envoy_ext_proc"]
+        lines += [
+            "",
+            f"{name} (share {report['canary']['share']}, router_timeout_ms "
+            f"{r['router_timeout_ms']}), warm-up included: "
+            f"{r['downstream_requests']} requests through Envoy; router filter "
+            f"streams_started {stats.get('streams_started')}, message_timeouts "
+            f"{stats.get('message_timeouts')}, failure_mode_allowed "
+            f"{stats.get('failure_mode_allowed')}, streams_failed "
+            f"{stats.get('streams_failed')}; router decisions "
+            f"{r['router_decisions_total']} ("
+            + ", ".join(f"{k} {v}" for k, v in sorted(r["router_decisions"].items()))
+            + ")",
+        ]
+    return lines
+
+
 def markdown(report: dict[str, Any]) -> str:
     lines = ["| " + " | ".join(HEADERS) + " |", "|---|---|" + "---:|" * (len(HEADERS) - 2)]
     lines += ["| " + " | ".join(r) + " |" for r in table_rows(report)]
+    lines += canary_lines(report)
     return "\n".join(lines)
 
 
@@ -1234,7 +1496,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="MODE:CLIENTS, MODE stream or nonstream",
     )
     parser.add_argument(
-        "--rows", nargs="*", default=["nginx", "sidecar"], choices=["nginx", "sidecar"]
+        "--rows",
+        nargs="*",
+        default=["nginx", "sidecar"],
+        choices=["nginx", "sidecar", "envoy", "envoy-canary"],
     )
     parser.add_argument(
         "--proxy",
@@ -1244,6 +1509,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="another front end as a row; COMMAND may use {listen_port} and {upstream_url}",
     )
     parser.add_argument("--nginx-workers", type=int, default=1)
+    parser.add_argument(
+        "--envoy-concurrency", type=int, default=1, help="Envoy worker threads (envoy rows)"
+    )
+    parser.add_argument(
+        "--canary-share",
+        type=float,
+        default=0.5,
+        help="the candidate's share of the envoy-canary row's split (0..1)",
+    )
+    parser.add_argument(
+        "--router-timeout-ms",
+        type=int,
+        default=None,
+        help="envoy.canary.router_timeout_ms of the envoy-canary row (default: the product's)",
+    )
+    parser.add_argument(
+        "--envoy-env",
+        action="append",
+        default=[],
+        metavar="SHADOWEVAL_KEY=VALUE",
+        help="a setting of both envoy rows, e.g. SHADOWEVAL_ENVOY__CAPTURE_NICE=0",
+    )
     parser.add_argument("--sidecar-workers", type=int, default=1)
     parser.add_argument(
         "--pin", action="store_true", help="proxies on CPU 0, upstream + load on the others"
@@ -1263,6 +1550,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    for kv in args.envoy_env:
+        if not kv.startswith("SHADOWEVAL_") or "=" not in kv:
+            parser.error(f"--envoy-env {kv!r}: expected SHADOWEVAL_KEY=VALUE")
 
     if args.role == "upstream":
         shape = Shape(args.ttft_ms, args.itl_ms[0], args.itl_ms[1], args.events)

@@ -33,6 +33,14 @@ from shadoweval.storage.models import (
     CanaryStepRow,
     RunRow,
 )
+from shadoweval.storage.rows import (
+    canary_info,
+    canary_observation,
+    canary_observation_row,
+    canary_rating,
+    canary_rating_row,
+    canary_step_info,
+)
 from shadoweval.storage.statements import insert_ignore, upsert
 from shadoweval.storage.types import (
     CanaryInfo,
@@ -59,59 +67,6 @@ class AuditNote:
     command: str
     actor: str | None = None
     detail: Mapping[str, JsonValue] | None = None
-
-
-def _info(row: CanaryRow) -> CanaryInfo:
-    return CanaryInfo(
-        canary_id=row.canary_id,
-        run_id=row.run_id,
-        name=row.name,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        policy_hash=row.policy_hash,
-        policy_yaml=row.policy_yaml,
-        split_dir=row.split_dir,
-        state=CanaryState(row.state),
-        step_index=row.step_index,
-        candidate_share=row.candidate_share,
-        split_revision=row.split_revision,
-        step_started_at=row.step_started_at,
-        error_breach_since=row.error_breach_since,
-        ingest_state=dict(row.ingest_state),
-    )
-
-
-def _step(row: CanaryStepRow) -> CanaryStepInfo:
-    return CanaryStepInfo(
-        canary_id=row.canary_id,
-        step_index=row.step_index,
-        share=row.share,
-        started_at=row.started_at,
-        ended_at=row.ended_at,
-        outcome=row.outcome,
-        evaluations=row.evaluations,
-        last_decision=row.last_decision,
-        last_verdict=None if row.last_verdict is None else dict(row.last_verdict),
-        last_evaluated_at=row.last_evaluated_at,
-    )
-
-
-def _observation(row: CanaryObservationRow) -> CanaryObservation:
-    return CanaryObservation(
-        exchange_id=row.exchange_id,
-        step_index=row.step_index,
-        arm=row.arm,
-        observed_at=row.observed_at,
-        session=row.session,
-        error=row.error,
-        format_expected=row.format_expected,
-        format_ok=row.format_ok,
-        harmed=row.harmed,
-        cache_hit=row.cache_hit,
-        e2e_ms=row.e2e_ms,
-        ttft_ms=row.ttft_ms,
-        detail=dict(row.detail),
-    )
 
 
 def _audit(session: Session, canary: CanaryRow, note: AuditNote, at: datetime) -> int:
@@ -207,13 +162,13 @@ class CanaryStore:
             )
             session.flush()
             _audit(session, row, note, at)
-            return _info(row)
+            return canary_info(row)
 
     def get_canary(self, canary_id: str) -> CanaryInfo | None:
         """Return the canary, or ``None`` when there is none with this id."""
         with self._db.session() as session:
             row = session.get(CanaryRow, canary_id)
-            return None if row is None else _info(row)
+            return None if row is None else canary_info(row)
 
     def list_canaries(
         self, *, run_id: str | None = None, state: CanaryState | None = None
@@ -225,7 +180,7 @@ class CanaryStore:
         if state is not None:
             stmt = stmt.where(CanaryRow.state == state.value)
         with self._db.session() as session:
-            return [_info(row) for row in session.scalars(stmt)]
+            return [canary_info(row) for row in session.scalars(stmt)]
 
     def canary_steps(self, canary_id: str) -> list[CanaryStepInfo]:
         """Return the canary's steps reached so far, in step order."""
@@ -235,7 +190,7 @@ class CanaryStore:
             .order_by(CanaryStepRow.step_index)
         )
         with self._db.session() as session:
-            return [_step(row) for row in session.scalars(stmt)]
+            return [canary_step_info(row) for row in session.scalars(stmt)]
 
     def _locked(
         self, session: Session, canary_id: str, step_index: int, *, completed_ok: bool = False
@@ -288,7 +243,7 @@ class CanaryStore:
             if note is not None:
                 _audit(session, canary, note, at)
             session.flush()
-            return _step(step)
+            return canary_step_info(step)
 
     def move_canary(
         self,
@@ -350,7 +305,7 @@ class CanaryStore:
             canary.updated_at = when
             session.flush()
             _audit(session, canary, note, when)
-            return _info(canary)
+            return canary_info(canary)
 
     def save_canary_observations(
         self,
@@ -365,25 +320,7 @@ class CanaryStore:
         Raises:
             StorageError: unknown canary, or on database failure.
         """
-        rows = [
-            {
-                "canary_id": canary_id,
-                "exchange_id": o.exchange_id,
-                "step_index": o.step_index,
-                "arm": o.arm,
-                "observed_at": o.observed_at,
-                "session": o.session,
-                "error": o.error,
-                "format_expected": o.format_expected,
-                "format_ok": o.format_ok,
-                "harmed": o.harmed,
-                "cache_hit": o.cache_hit,
-                "e2e_ms": o.e2e_ms,
-                "ttft_ms": o.ttft_ms,
-                "detail": dict(o.detail),
-            }
-            for o in observations
-        ]
+        rows = [canary_observation_row(canary_id, o) for o in observations]
         with self._db.session() as session:
             canary = session.get(CanaryRow, canary_id)
             if canary is None:
@@ -406,7 +343,7 @@ class CanaryStore:
             stmt = stmt.where(CanaryObservationRow.step_index == step_index)
         stmt = stmt.order_by(CanaryObservationRow.observed_at, CanaryObservationRow.id)
         with self._db.session() as session:
-            return [_observation(row) for row in session.scalars(stmt)]
+            return [canary_observation(row) for row in session.scalars(stmt)]
 
     def canary_sessions_before(self, canary_id: str, step_index: int) -> set[str]:
         """The session keys (hashes) observed in the canary's steps before ``step_index``
@@ -461,17 +398,7 @@ class CanaryStore:
                         f"canary {canary_id!r} observed no exchange {missing[0]!r} "
                         f"({len(missing)} rating(s) name unobserved exchanges)"
                     )
-            rows = [
-                {
-                    "canary_id": r.canary_id,
-                    "exchange_id": r.exchange_id,
-                    "rater": r.rater,
-                    "rating": r.rating,
-                    "note": r.note,
-                    "rated_at": r.rated_at,
-                }
-                for r in given
-            ]
+            rows = [canary_rating_row(r) for r in given]
             return upsert(session, CanaryRatingRow, rows, ["canary_id", "exchange_id", "rater"])
 
     def canary_ratings(self, canary_id: str) -> list[CanaryRating]:
@@ -482,14 +409,4 @@ class CanaryStore:
             .order_by(CanaryRatingRow.rated_at, CanaryRatingRow.id)
         )
         with self._db.session() as session:
-            return [
-                CanaryRating(
-                    canary_id=row.canary_id,
-                    exchange_id=row.exchange_id,
-                    rater=row.rater,
-                    rating=row.rating,
-                    rated_at=row.rated_at,
-                    note=row.note,
-                )
-                for row in session.scalars(stmt)
-            ]
+            return [canary_rating(row) for row in session.scalars(stmt)]

@@ -19,8 +19,25 @@ from shadoweval.records import (
     PairScore,
     ReplayOutcome,
 )
-from shadoweval.storage.models import HumanLabelRow, RejectedRecordRow, RunRow
-from shadoweval.storage.types import RejectedRecord, RunInfo, RunStatus
+from shadoweval.storage.models import (
+    CanaryObservationRow,
+    CanaryRatingRow,
+    CanaryRow,
+    CanaryStepRow,
+    HumanLabelRow,
+    RejectedRecordRow,
+    RunRow,
+)
+from shadoweval.storage.types import (
+    CanaryInfo,
+    CanaryObservation,
+    CanaryRating,
+    CanaryState,
+    CanaryStepInfo,
+    RejectedRecord,
+    RunInfo,
+    RunStatus,
+)
 
 
 def nul_safe(value: Any) -> Any:
@@ -171,4 +188,105 @@ def rejected_record(row: RejectedRecordRow) -> RejectedRecord:
         raw=row.raw,
         created_at=row.created_at,
         fingerprint=row.fingerprint,
+    )
+
+
+def canary_info(row: CanaryRow) -> CanaryInfo:
+    """The :class:`CanaryInfo` of a ``canary`` row."""
+    return CanaryInfo(
+        canary_id=row.canary_id,
+        run_id=row.run_id,
+        name=row.name,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        policy_hash=row.policy_hash,
+        policy_yaml=row.policy_yaml,
+        split_dir=row.split_dir,
+        state=CanaryState(row.state),
+        step_index=row.step_index,
+        candidate_share=row.candidate_share,
+        split_revision=row.split_revision,
+        step_started_at=row.step_started_at,
+        error_breach_since=row.error_breach_since,
+        ingest_state=dict(row.ingest_state),
+    )
+
+
+def canary_step_info(row: CanaryStepRow) -> CanaryStepInfo:
+    """The :class:`CanaryStepInfo` of a ``canary_step`` row."""
+    return CanaryStepInfo(
+        canary_id=row.canary_id,
+        step_index=row.step_index,
+        share=row.share,
+        started_at=row.started_at,
+        ended_at=row.ended_at,
+        outcome=row.outcome,
+        evaluations=row.evaluations,
+        last_decision=row.last_decision,
+        last_verdict=None if row.last_verdict is None else dict(row.last_verdict),
+        last_evaluated_at=row.last_evaluated_at,
+    )
+
+
+def canary_observation_row(canary_id: str, observation: CanaryObservation) -> dict[str, Any]:
+    """Column values of ``observation`` of canary ``canary_id`` for the
+    ``canary_observation`` table (``id`` is assigned)."""
+    return {
+        "canary_id": canary_id,
+        "exchange_id": observation.exchange_id,
+        "step_index": observation.step_index,
+        "arm": observation.arm,
+        "observed_at": observation.observed_at,
+        "session": observation.session,
+        "error": observation.error,
+        "format_expected": observation.format_expected,
+        "format_ok": observation.format_ok,
+        "harmed": observation.harmed,
+        "cache_hit": observation.cache_hit,
+        "e2e_ms": observation.e2e_ms,
+        "ttft_ms": observation.ttft_ms,
+        "detail": dict(observation.detail),
+    }
+
+
+def canary_observation(row: CanaryObservationRow) -> CanaryObservation:
+    """The :class:`CanaryObservation` of a ``canary_observation`` row."""
+    return CanaryObservation(
+        exchange_id=row.exchange_id,
+        step_index=row.step_index,
+        arm=row.arm,
+        observed_at=row.observed_at,
+        session=row.session,
+        error=row.error,
+        format_expected=row.format_expected,
+        format_ok=row.format_ok,
+        harmed=row.harmed,
+        cache_hit=row.cache_hit,
+        e2e_ms=row.e2e_ms,
+        ttft_ms=row.ttft_ms,
+        detail=dict(row.detail),
+    )
+
+
+def canary_rating_row(rating: CanaryRating) -> dict[str, Any]:
+    """Column values of ``rating`` for the ``canary_rating`` table (``id`` is assigned)."""
+    return {
+        "canary_id": rating.canary_id,
+        "exchange_id": rating.exchange_id,
+        "rater": rating.rater,
+        "rating": rating.rating,
+        "note": rating.note,
+        "rated_at": rating.rated_at,
+    }
+
+
+def canary_rating(row: CanaryRatingRow) -> CanaryRating:
+    """The :class:`CanaryRating` of a ``canary_rating`` row."""
+    return CanaryRating(
+        canary_id=row.canary_id,
+        exchange_id=row.exchange_id,
+        rater=row.rater,
+        rating=row.rating,
+        rated_at=row.rated_at,
+        note=row.note,
     )

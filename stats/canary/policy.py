@@ -10,7 +10,8 @@ steps[1].min_window_s = 600: ...``), a repeated YAML key as an error, and the ha
 (sha256 of the canonical JSON) that freezes the policy with the canary.
 
 It mirrors :mod:`stats.policy.loading` (the paired gate's policy): the strict-number
-validators and the duplicate-key YAML loader are shared from there.
+types come from :mod:`stats.policy.schema`, the strict YAML reading (duplicate keys,
+YAML 1.2 floats) and the error wording from :mod:`stats.policy.yaml_loading`.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
 
 from shadoweval.errors import ConfigError
-from stats.policy.loading import _describe, _UniqueKeyLoader
 from stats.policy.schema import Count, Number
+from stats.policy.yaml_loading import describe_error, other_errors_note, read_policy_yaml
 
 __all__ = [
     "DAILY_CYCLE_S",
@@ -277,13 +278,11 @@ def _config_error(exc: ValidationError) -> ConfigError:
         return ConfigError(message, field=field, value=cause.value)
     field = _dotted(first["loc"])
     value = first.get("input")
-    explanation = _describe(first)
+    explanation = describe_error(first)
     if first["type"] == "extra_forbidden":
         explanation += " (see stats/canary/default_canary_policy.yaml for the fields)"
     message = f"canary policy field {field or '<root>'} = {_show(value)}: {explanation}"
-    if len(errors) > 1:
-        others = "; ".join(f"{_dotted(e['loc'])}: {_describe(e)}" for e in errors[1:6])
-        message += f" (also: {others}{' …' if len(errors) > 6 else ''})"
+    message += other_errors_note(errors, _dotted)
     return ConfigError(message, field=field, value=value)
 
 
@@ -313,19 +312,7 @@ def parse_canary_policy_yaml(text: str, *, source: str = "<canary policy>") -> C
     Raises:
         ConfigError: not valid YAML, empty, a repeated key, or validation fails.
     """
-    try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)
-    except ConfigError as exc:
-        raise ConfigError(
-            f"canary policy {source}: {exc}".replace("gate policy: ", ""),
-            field=exc.field,
-            value=exc.value,
-        ) from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"canary policy {source} is not valid YAML: {exc}", value=source) from exc
-    if data is None:
-        raise ConfigError(f"canary policy {source} is empty", value=source)
-    return parse_canary_policy(data)
+    return parse_canary_policy(read_policy_yaml(text, subject="canary policy", source=source))
 
 
 def load_canary_policy(path: Path | None) -> CanaryPolicy:

@@ -8,23 +8,24 @@ Every validation problem is raised as :class:`~shadoweval.errors.ConfigError` na
 dotted field and the value read, e.g. ``policy field error_rate.margin = -0.01: must be
 > 0``; unknown keys list the allowed ones; a repeated YAML key is an error (PyYAML would
 keep the last silently); plain ``5e-3`` reads as a float (YAML 1.2), not as a string.
+The strict YAML reading and the error wording are shared with the canary policy
+(:mod:`stats.policy.yaml_loading`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
-from pydantic_core import ErrorDetails
 
 from shadoweval.errors import ConfigError
 from stats.policy.schema import GatePolicy, RoutePolicy, TaskTypePolicy
+from stats.policy.yaml_loading import describe_error, other_errors_note, read_policy_yaml
 
 __all__ = [
     "DEFAULT_POLICY_FILE",
@@ -38,41 +39,6 @@ __all__ = [
 DEFAULT_POLICY_FILE = Path(__file__).parent.parent / "default_policy.yaml"
 """The shipped, fully commented default policy (``stats/default_policy.yaml``); it loads
 equal to ``GatePolicy()``."""
-
-
-def _bound(value: object) -> str:
-    if isinstance(value, int | float) and float(value).is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def _describe(error: ErrorDetails) -> str:
-    kind = error["type"]
-    ctx = error.get("ctx", {})
-    if kind == "greater_than":
-        return f"must be > {_bound(ctx['gt'])}"
-    if kind == "greater_than_equal":
-        return f"must be >= {_bound(ctx['ge'])}"
-    if kind == "less_than":
-        return f"must be < {_bound(ctx['lt'])}"
-    if kind == "less_than_equal":
-        return f"must be <= {_bound(ctx['le'])}"
-    if kind == "extra_forbidden":
-        return "unknown field"
-    if kind == "literal_error":
-        return f"must be one of {ctx['expected']}"
-    if kind == "finite_number":
-        return "must be a finite number"
-    if kind in ("float_type", "float_parsing"):
-        return "must be a number"
-    if kind in ("int_type", "int_parsing", "int_from_float"):
-        return "must be an integer"
-    if kind == "bool_type":
-        return "must be true or false"
-    if kind in ("dict_type", "model_type", "model_attributes_type"):
-        return "must be a mapping"
-    message = error["msg"]
-    return message.removeprefix("Value error, ")
 
 
 def _allowed_fields(loc: tuple[int | str, ...]) -> list[str] | None:
@@ -96,22 +62,22 @@ def _allowed_fields(loc: tuple[int | str, ...]) -> list[str] | None:
     return list(model.model_fields)
 
 
+def _dotted(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in loc)
+
+
 def _config_error(exc: ValidationError) -> ConfigError:
     errors = exc.errors(include_url=False)
     first = errors[0]
-    field = ".".join(str(part) for part in first["loc"])
+    field = _dotted(first["loc"])
     value = first.get("input")
-    explanation = _describe(first)
+    explanation = describe_error(first)
     if first["type"] == "extra_forbidden":
         allowed = _allowed_fields(first["loc"])
         if allowed:
             explanation += f" (allowed: {', '.join(allowed)})"
     message = f"policy field {field or '<root>'} = {value!r}: {explanation}"
-    if len(errors) > 1:
-        others = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {_describe(e)}" for e in errors[1:6]
-        )
-        message += f" (also: {others}{' …' if len(errors) > 6 else ''})"
+    message += other_errors_note(errors, _dotted)
     return ConfigError(message, field=field, value=value)
 
 
@@ -135,52 +101,13 @@ def parse_policy(mapping: Mapping[str, Any]) -> GatePolicy:
         raise _config_error(exc) from None
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A safe YAML loader that rejects duplicate keys (PyYAML keeps the last silently)."""
-
-
-def _construct_unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        if key in seen:
-            raise ConfigError(
-                f"gate policy: duplicate key {key!r} at line {key_node.start_mark.line + 1}",
-                field=str(key),
-                value=key,
-            )
-        seen.add(key)
-    return loader.construct_mapping(node, deep=True)
-
-
-# YAML 1.1 (PyYAML) reads an exponent without a dot (``5e-3``, ``1e4``) as a string; YAML 1.2
-# reads it as a float. Thresholds are often written that way, so plain (unquoted) scalars of
-# the YAML 1.2 float form resolve to floats here; quoted ``"5e-3"`` stays a string (an error).
-_UniqueKeyLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)[eE][-+]?[0-9]+$"),
-    list("-+0123456789."),
-)
-_UniqueKeyLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping
-)
-
-
 def parse_policy_yaml(text: str, *, source: str = "<policy>") -> GatePolicy:
     """Parse and validate a gate policy from YAML text (``source`` names it in errors).
 
     Raises:
         ConfigError: not valid YAML, empty, a repeated key, or :func:`parse_policy` fails.
     """
-    try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"gate policy {source} is not valid YAML: {exc}", value=source) from exc
-    if data is None:
-        raise ConfigError(
-            f"gate policy {source} is empty; write every threshold down", value=source
-        )
-    return parse_policy(data)
+    return parse_policy(read_policy_yaml(text, subject="gate policy", source=source))
 
 
 def load_policy(path: str | Path) -> GatePolicy:
