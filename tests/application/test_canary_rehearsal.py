@@ -207,6 +207,14 @@ def _tick_until_moved(
             repo, canary_id, spec=rehearsal.spec, capture_log=rehearsal.log_dir, actor="rehearsal"
         )
         reports.append(report)
+        verdict = report.verdict
+        if verdict is not None:  # the record docs/canary.md quotes (shown with pytest -s)
+            print(
+                f"step {verdict_step(report)} share {report.from_share:g}: {report.action}; "
+                f"requests baseline {verdict.n_baseline} candidate {verdict.n_candidate}; "
+                f"new sessions {verdict.sessions_baseline}/{verdict.sessions_candidate}; "
+                f"{'; '.join(verdict.reasons)}"
+            )
         if report.action != "held":
             rehearsal.wait_applied()
             return reports
@@ -277,8 +285,12 @@ def test_planted_harm_is_rolled_back_within_one_step_and_a_stream_in_flight_comp
             assert reports[-1].action == "rolled_back", [
                 (r.action, r.verdict.reasons if r.verdict else ()) for r in reports
             ]
-            # the session's next request goes to the baseline at once
+            # the stream is still in flight in Envoy after the rollback was applied ...
+            active = harmful.harness.envoy_stats("http.live.downstream_rq_active")
+            assert active.get("http.live.downstream_rq_active", 0) >= 1, active
+            # ... and a new request goes to the baseline at once
             harmful.turn(client, f"{slow}-next")
+            assert harmful.version_of[f"{slow}-next"] == BASELINE
             lines.extend(line for line in reader if line.startswith("data: "))
     assert lines[-1] == "data: [DONE]"
     chunks = [orjson.loads(line[6:]) for line in lines[:-1]]
@@ -299,6 +311,12 @@ def test_planted_harm_is_rolled_back_within_one_step_and_a_stream_in_flight_comp
             harmful.turn(client, f"after-{i}")
     assert {harmful.version_of[f"after-{i}"] for i in range(20)} == {BASELINE}
     assert harmful.switched == []
+
+
+def verdict_step(report: TickReport) -> int:
+    """The step a tick judged (the canary's step before it moved)."""
+    step = report.canary.step_index
+    return step - 1 if report.action == "advanced" else step
 
 
 def _bucket_is_candidate(share: float, session: str) -> bool:
