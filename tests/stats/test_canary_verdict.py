@@ -339,8 +339,8 @@ def test_false_rollback_rate_under_repeated_looks() -> None:
             share=0.5,
             duration_s=WINDOW_S,
             requests_per_session=2,
-            baseline=ArmSpec(error=0.05, harm=0.0),
-            candidate=ArmSpec(error=0.08, harm=0.0),
+            baseline=ArmSpec(error=0.05, harm=0.03),
+            candidate=ArmSpec(error=0.08, harm=0.03),
         ).sort_values("observed_at", kind="mergesort")
         cand_pos = np.flatnonzero(obs["arm"].to_numpy() == "candidate")
         for n in checkpoint_schedule(50, 1.5, limit=20):
