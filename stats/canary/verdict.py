@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Literal
@@ -51,6 +51,11 @@ import numpy.typing as npt
 import pandas as pd
 from pydantic import JsonValue
 
+from stats.canary.exact import (
+    EXACT_BELOW_EXPECTED,
+    exact_unconditional_test,
+    smallest_expected_count,
+)
 from stats.canary.looks import Look, promote_look, rating_look, rollback_look, truncate_at_candidate
 from stats.canary.policy import CanaryPolicy, latency_key_parts
 from stats.canary.quantiles import quantile_above_limit, quantile_ratio_interval
@@ -384,26 +389,34 @@ def _proportion_check(
         return CanaryCheck(
             name, role, "not_enough_data", None, None, None, threshold, None, f"{what}: {why}"
         )
-    result: TwoProportionResult
+    result: TwoProportionResult = (
+        proportion_noninferiority(x_c, n_c, x_b, n_b, threshold, level)
+        if role == "promote"
+        else proportion_excess(x_c, n_c, x_b, n_b, threshold, level)
+    )
+    method = "score p"
+    if smallest_expected_count(x_c, n_c, x_b, n_b, threshold) < EXACT_BELOW_EXPECTED:
+        exact = exact_unconditional_test(
+            x_c, n_c, x_b, n_b, threshold, "smaller" if role == "promote" else "larger", level
+        )
+        result = replace(result, p_value=exact.p_value, rejected=exact.rejected)
+        method = "exact unconditional p (an expected count < 5)"
+    shown = f"candidate {x_c}/{n_c} ({_pct(x_c / n_c)}) vs baseline {x_b}/{n_b} ({_pct(x_b / n_b)})"
+    tested = f"{method} = {result.p_value:.3g}, level {level:.4g}, {look_note}"
+    status: Status
     if role == "promote":
-        result = proportion_noninferiority(x_c, n_c, x_b, n_b, threshold, level)
-        status: Status = "pass" if result.passed else "fail"
-        verb = "is" if result.passed else "is not shown"
+        status = "pass" if result.passed else "fail"
         detail = (
-            f"{what}: candidate {x_c}/{n_c} ({_pct(x_c / n_c)}) vs baseline {x_b}/{n_b} "
-            f"({_pct(x_b / n_b)}), difference {_pct(result.estimate)}, one-sided "
-            f"{1 - level:.4f} upper bound {_pct(result.high)}; {verb} below the margin "
-            f"{_pct(threshold)} (p = {result.p_value:.3g}, level {level:.4g}, {look_note})"
+            f"{what}: {shown}, difference {_pct(result.estimate)}, one-sided {1 - level:.4f} "
+            f"upper bound {_pct(result.high)}; {'is' if result.passed else 'is not shown'} "
+            f"below the margin {_pct(threshold)} ({tested})"
         )
     else:
-        result = proportion_excess(x_c, n_c, x_b, n_b, threshold, level)
         status = "breach" if result.breach else "pass"
-        verb = "exceeds" if result.breach else "is not shown above"
         detail = (
-            f"{what}: candidate {x_c}/{n_c} ({_pct(x_c / n_c)}) vs baseline {x_b}/{n_b} "
-            f"({_pct(x_b / n_b)}), excess {_pct(result.estimate)}, one-sided "
-            f"{1 - level:.4f} lower bound {_pct(result.low)}; {verb} the tolerated "
-            f"{_pct(threshold)} (p = {result.p_value:.3g}, level {level:.4g}, {look_note})"
+            f"{what}: {shown}, excess {_pct(result.estimate)}, one-sided {1 - level:.4f} lower "
+            f"bound {_pct(result.low)}; {'exceeds' if result.breach else 'is not shown above'} "
+            f"the tolerated {_pct(threshold)} ({tested})"
         )
     return CanaryCheck(
         name, role, status, result.estimate, result.low, result.high, threshold, level, detail

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -32,6 +33,7 @@ from tests.stats.canary_sim import (
     ratings,
     traffic,
 )
+from tests.stats.reference import canary_verdict_reference as vref
 
 WINDOW_S = 3600.0
 AFTER = START + timedelta(seconds=WINDOW_S + 1)
@@ -339,8 +341,8 @@ def test_false_rollback_rate_under_repeated_looks() -> None:
             share=0.5,
             duration_s=WINDOW_S,
             requests_per_session=2,
-            baseline=ArmSpec(error=0.05, harm=0.0),
-            candidate=ArmSpec(error=0.08, harm=0.0),
+            baseline=ArmSpec(error=0.05, harm=0.03),
+            candidate=ArmSpec(error=0.08, harm=0.03),
         ).sort_values("observed_at", kind="mergesort")
         cand_pos = np.flatnonzero(obs["arm"].to_numpy() == "candidate")
         for n in checkpoint_schedule(50, 1.5, limit=20):
@@ -413,3 +415,54 @@ def test_srm_counts_only_sessions_first_seen_in_the_step() -> None:
     assert (with_flag.sessions_baseline, with_flag.sessions_candidate) == (500, 500)
     without = step_verdict(frame.drop(columns=["session_new"]), ratings, policy, **kwargs)  # type: ignore[arg-type]
     assert next(c for c in without.checks if c.name == "srm").status == "fail"
+
+
+def test_numbers_match_an_independent_recomputation() -> None:
+    obs = _good(seed=14)
+    v = _verdict(obs)
+    rows: list[dict[str, Any]] = [{str(k): v for k, v in r.items()} for r in obs.to_dict("records")]
+    n_c = sum(r["arm"] == "candidate" for r in rows)
+    k, n_k = vref.checkpoint_look(n_c, 200, 2.0)
+    assert (v.look, k) == (k, v.look)
+    cut = vref.truncate(rows, n_k)
+    alpha_k = vref.level(k, POLICY.alpha)
+    margins = {
+        "error_rate": POLICY.promote.error_rate_margin,
+        "harm_rate": POLICY.promote.harm_rate_margin,
+        "format_failure": POLICY.promote.format_failure_margin,
+    }
+    for metric, margin in margins.items():
+        check = _check(v, metric, "promote")
+        x_c, m_c = vref.counts(cut, "candidate")[metric]
+        x_b, m_b = vref.counts(cut, "baseline")[metric]
+        assert check["estimate"] == pytest.approx(x_c / m_c - x_b / m_b, abs=1e-12)
+        assert check["level"] == pytest.approx(alpha_k, rel=1e-12)
+        p = vref.proportion_p(cut, metric, margin, "smaller")
+        assert (check["status"] == "pass") == (p <= alpha_k)
+        assert f"score p = {p:.3g}" in str(check["detail"])
+    ratio = _check(v, "latency_ratio.e2e_p95", "promote")
+    assert ratio["high"] == pytest.approx(vref.latency_ratio_high(cut, "e2e_ms", 0.95, alpha_k))
+    kr, nr = vref.checkpoint_look(n_c, 50, 1.5)
+    assert v.rollback_look == kr
+    rcut = vref.truncate(rows, nr)
+    err = _check(v, "error_rate", "rollback")
+    p = vref.proportion_p(rcut, "error_rate", POLICY.rollback.error_rate_max_increase, "larger")
+    assert f"score p = {p:.3g}" in str(err["detail"])
+    assert err["level"] == pytest.approx(vref.level(kr, POLICY.alpha), rel=1e-12)
+
+
+def test_small_arms_use_the_exact_test() -> None:
+    # 1 % step, errors rare: ~2 candidate errors expected at the first checkpoints
+    obs = traffic(
+        np.random.default_rng(15),
+        sessions=300,
+        share=0.5,
+        duration_s=WINDOW_S,
+        candidate=ArmSpec(error=0.004),
+        baseline=ArmSpec(error=0.004),
+    )
+    v = _verdict(obs)
+    err = _check(v, "error_rate", "promote")
+    assert "exact unconditional p (an expected count < 5)" in str(err["detail"])
+    fmt = _check(v, "format_failure", "promote")  # ~3 % of ~150 answers: the score test
+    assert "score p" in str(fmt["detail"])
