@@ -27,6 +27,7 @@ from typing import Literal
 import pandas as pd
 from pydantic import JsonValue
 
+from application.labels import keep_rejected_rows
 from capture.canary_split import Split, arm_of_cluster, read_split, write_split
 from capture.envoy_config import EnvoyConfigSpec
 from compare.live_side import live_side_facts
@@ -63,7 +64,8 @@ from stats.canary.policy import (
     load_canary_policy,
     parse_canary_policy_yaml,
 )
-from stats.canary.verdict import CanaryDecision, StepVerdict, step_verdict
+from stats.canary.verdict import OBSERVATION_COLUMNS as VERDICT_OBSERVATION_COLUMNS
+from stats.canary.verdict import SESSION_NEW, CanaryDecision, StepVerdict, step_verdict
 
 __all__ = [
     "CANARY_REJECT_STAGE",
@@ -556,21 +558,9 @@ def rollback_canary(
 
 # ------------------------------------------------------------------------ the controller
 
-OBSERVATION_COLUMNS = (
-    "exchange_id",
-    "arm",
-    "observed_at",
-    "session",
-    "error",
-    "format_expected",
-    "format_ok",
-    "harmed",
-    "cache_hit",
-    "e2e_ms",
-    "ttft_ms",
-    "session_new",
-)
-"""Columns of :func:`observation_frame` (the step verdict's ``observations``)."""
+OBSERVATION_COLUMNS = ("exchange_id", *VERDICT_OBSERVATION_COLUMNS, SESSION_NEW)
+"""Columns of :func:`observation_frame`: the step verdict's ``observations`` columns, the
+exchange id, and :data:`~stats.canary.verdict.SESSION_NEW`."""
 
 RATING_COLUMNS = ("exchange_id", "arm", "rating")
 """Columns of :func:`rating_frame` (the step verdict's ``ratings``)."""
@@ -608,7 +598,7 @@ def observation_frame(
         ],
         columns=list(OBSERVATION_COLUMNS[:-1]),
     )
-    frame["session_new"] = [
+    frame[SESSION_NEW] = [
         o.session is None or o.session not in earlier_sessions for o in observations
     ]
     frame["observed_at"] = pd.to_datetime(frame["observed_at"], utc=True)
@@ -995,20 +985,8 @@ def import_canary_ratings(
     observed = {o.exchange_id for o in repo.canary_observations(canary_id)}
     imported = read_canary_ratings(path, canary_id=canary_id, observed=observed, rater=rater)
     stored = repo.save_canary_ratings(imported.ratings)
-    records = [
-        RejectedRecord(
-            stage=RATING_STAGE,
-            reason=row.reason,
-            location=row.location,
-            detail=row.detail,
-            raw=row.raw,
-            run_id=canary.run_id,
-            fingerprint=rejection_fingerprint(row.location, row.raw),
-        )
-        for row in imported.rejected
-    ]
-    kept = repo.save_rejected_many(records) if records else 0
-    return RatingImportResult(imported=imported, stored=stored, skipped=len(records) - kept)
+    skipped = keep_rejected_rows(repo, imported.rejected, stage=RATING_STAGE, run_id=canary.run_id)
+    return RatingImportResult(imported=imported, stored=stored, skipped=skipped)
 
 
 @dataclass(frozen=True, slots=True)

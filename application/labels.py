@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from export import LabelImport, read_labelled
-from export.labels_import import LABEL_STAGE, MAX_NOTE_CHARS
+from export.labels_import import LABEL_STAGE, MAX_NOTE_CHARS, RejectedRow
 from shadoweval.errors import ConfigError
 from shadoweval.records import HumanLabel, LabelValue
 from shadoweval.storage import RejectedRecord, Repository, rejection_fingerprint
@@ -140,9 +140,19 @@ def store_import(repo: Repository, run_id: str, imported: LabelImport) -> tuple[
     stored and how many rejected rows were skipped as already stored.
     """
     stored = repo.save_labels(imported.labels) if imported.labels else 0
+    return stored, keep_rejected_rows(repo, imported.rejected, stage=LABEL_STAGE, run_id=run_id)
+
+
+def keep_rejected_rows(
+    repo: Repository, rows: Sequence[RejectedRow], *, stage: str, run_id: str
+) -> int:
+    """Store the rows an import refused as ``rejected_record`` rows of ``run_id`` at
+    ``stage``, each once (a row already kept under the same fingerprint — the same file
+    imported again — is not stored again). Returns how many were skipped as already kept.
+    """
     records = [
         RejectedRecord(
-            stage=LABEL_STAGE,
+            stage=stage,
             reason=row.reason,
             location=row.location,
             detail=row.detail,
@@ -150,10 +160,10 @@ def store_import(repo: Repository, run_id: str, imported: LabelImport) -> tuple[
             run_id=run_id,
             fingerprint=rejection_fingerprint(row.location, row.raw),
         )
-        for row in imported.rejected
+        for row in rows
     ]
     kept = repo.save_rejected_many(records) if records else 0
-    return stored, len(records) - kept
+    return len(records) - kept
 
 
 def import_labelled_export(

@@ -30,10 +30,10 @@ from export.labels_import import (
     MAX_LABELLER_CHARS,
     MAX_NOTE_CHARS,
     RejectedRow,
+    TableScan,
     cell_text,
     normalize_exchange_id,
     raw_row,
-    table_rows,
 )
 from shadoweval.errors import ConfigError
 from shadoweval.records import utc_now
@@ -107,27 +107,11 @@ def read_canary_ratings(
         raise ConfigError("--rater must not be empty", field="rater", value=rater)
     rated_at = clock()
     ratings: list[CanaryRating] = []
-    rejected: list[RejectedRow] = []
-    unrated = blank_lines = 0
+    unrated = 0
     seen: set[tuple[str, str]] = set()
-    checked = False
-    for location, row in table_rows(path):
-        if row is None:
-            blank_lines += 1
-            continue
-        if isinstance(row, RejectedRow):
-            rejected.append(row)
-            continue
-        if not checked:
-            for column in ("exchange_id", "rating"):
-                if column not in row:
-                    raise ConfigError(
-                        f"ratings file {path} has no {column!r} column (columns: "
-                        f"{', '.join(map(str, row)) or 'none'})",
-                        field=column,
-                        value=str(path),
-                    )
-            checked = True
+    scan = TableScan(path, ("exchange_id", "rating"), what="ratings file")
+    rejected = scan.rejected
+    for location, row in scan:
         read = _read_row(row, canary_id=canary_id, observed=observed, rater=rater, seen=seen)
         if read is None:
             unrated += 1
@@ -147,7 +131,7 @@ def read_canary_ratings(
                     note=note,
                 )
             )
-    return RatingImport(ratings, rejected, unrated, blank_lines)
+    return RatingImport(ratings, rejected, unrated, scan.blank_lines)
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,7 @@ from __future__ import annotations
 import csv
 import math
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -295,18 +295,48 @@ _READERS: dict[str, Callable[[Path], Rows]] = {
 _LABELS = ", ".join(v.value for v in LabelValue)
 
 
-def table_rows(path: Path) -> Rows:
-    """The rows of a CSV, JSONL or Parquet file (told apart by the extension), each as
-    ``(location, row)``: a mapping of column → cell, a :class:`RejectedRow` (a row that
-    could not be read: bad JSON, a wrong cell count, bytes that are not UTF-8) or ``None``
-    for a blank line. The readers :func:`read_labelled` uses, for other imports
-    (the canary's spot-check ratings, :mod:`export.canary_ratings`).
+class TableScan:
+    """The data rows of a CSV, JSONL or Parquet file (told apart by the extension), for an
+    import: iterating yields ``(location, row)`` for each row that reads as a mapping of
+    column → cell; the rows the readers refuse (bad JSON, a wrong cell count, bytes that
+    are not UTF-8) collect in :attr:`rejected`, blank lines are counted in
+    :attr:`blank_lines`, and the first data row must hold every column of ``required``.
+    :func:`read_labelled` and :func:`export.canary_ratings.read_canary_ratings` read
+    through it.
 
-    Raises:
-        ConfigError: an unknown extension.
+    Raises (while iterating):
+        ConfigError: an unknown extension, or a required column missing (names the
+            column, the file and the columns it has; ``what`` names the file's kind).
         RecordDecodeError: the file cannot be read at all in its format.
     """
-    return _READERS[_format(path)](path)
+
+    def __init__(self, path: Path, required: Sequence[str], *, what: str) -> None:
+        self.path = path
+        self.required = tuple(required)
+        self.what = what
+        self.rejected: list[RejectedRow] = []
+        self.blank_lines = 0
+
+    def __iter__(self) -> Iterator[tuple[str, Mapping[str, Any]]]:
+        checked = False
+        for location, row in _READERS[_format(self.path)](self.path):
+            if row is None:
+                self.blank_lines += 1
+                continue
+            if isinstance(row, RejectedRow):
+                self.rejected.append(row)
+                continue
+            if not checked:
+                for column in self.required:
+                    if column not in row:
+                        raise ConfigError(
+                            f"{self.what} {self.path} has no {column!r} column (columns: "
+                            f"{', '.join(map(str, row)) or 'none'})",
+                            field=column,
+                            value=str(self.path),
+                        )
+                checked = True
+            yield location, row
 
 
 def cell_text(value: Any) -> str:
@@ -364,31 +394,13 @@ def read_labelled(
             field="labeller",
             value=labeller,
         )
-    reader = _READERS[_format(path)]
     labelled_at = clock()
     labels: list[HumanLabel] = []
-    rejected: list[RejectedRow] = []
     unlabelled = 0
-    blank_lines = 0
     seen: set[str] = set()
-    checked_columns = False
-    for location, row in reader(path):
-        if row is None:
-            blank_lines += 1
-            continue
-        if isinstance(row, RejectedRow):
-            rejected.append(row)
-            continue
-        if not checked_columns:
-            for column in ("exchange_id", "label"):
-                if column not in row:
-                    raise ConfigError(
-                        f"labelled file {path} has no {column!r} column (columns: "
-                        f"{', '.join(map(str, row)) or 'none'})",
-                        field=column,
-                        value=str(path),
-                    )
-            checked_columns = True
+    scan = TableScan(path, ("exchange_id", "label"), what="labelled file")
+    rejected = scan.rejected
+    for location, row in scan:
         try:
             read = _read_row(row, location, run_id, labeller, known, seen, labelled_at)
         except Exception as exc:  # whatever a row holds, it is kept, not a crash
@@ -402,7 +414,7 @@ def read_labelled(
             seen.add(read.exchange_id)
             labels.append(read)
     return LabelImport(
-        labels=labels, rejected=rejected, unlabelled=unlabelled, blank_lines=blank_lines
+        labels=labels, rejected=rejected, unlabelled=unlabelled, blank_lines=scan.blank_lines
     )
 
 

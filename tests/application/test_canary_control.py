@@ -3,45 +3,23 @@ says who, what and why; a rollback is at once and needs a reason."""
 
 from __future__ import annotations
 
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from application.canary import canary_view, rollback_canary, start_canary
 from capture.canary_split import read_split
-from capture.envoy_config import CanarySpec, EnvoyConfigSpec
+from capture.envoy_config import EnvoyConfigSpec
 from shadoweval.errors import ConfigError, StorageError
 from shadoweval.storage import CanaryState, PolicyAuditAction, Repository
 from stats.canary.policy import load_canary_policy
-from tests.storage.factories import BASELINE, CANDIDATE, T0
-
-
-def _spec(split_dir: Path) -> EnvoyConfigSpec:
-    return EnvoyConfigSpec(
-        upstream_url="http://baseline.internal:8000",
-        canary=CanarySpec(candidate_url="http://candidate.internal:8000", split_dir=split_dir),
-    )
-
-
-@pytest.fixture
-def run(repo: Repository) -> str:
-    repo.create_run(
-        run_id="run-1",
-        name="r",
-        baseline=BASELINE,
-        candidate=CANDIDATE,
-        policy_hash="sha256:gate",
-        policy_yaml="{}\n",
-        created_at=T0 - timedelta(hours=1),
-    )
-    return "run-1"
+from tests.application.conftest import split_spec
 
 
 def test_start_then_rollback_moves_the_split_and_audits_both(
     repo: Repository, run: str, tmp_path: Path
 ) -> None:
-    spec = _spec(tmp_path / "split")
+    spec = split_spec(tmp_path / "split")
     policy = load_canary_policy(None)
     canary = start_canary(repo, run_id=run, policy=policy, spec=spec, actor="ops", why="shadow ok")
     split = read_split(tmp_path / "split")

@@ -20,11 +20,11 @@ from application.canary import (
     tick_canary,
 )
 from capture.canary_split import Split, read_split, write_split
-from capture.envoy_config import CanarySpec, EnvoyConfigSpec
+from capture.envoy_config import EnvoyConfigSpec
 from shadoweval.errors import ConfigError
 from shadoweval.storage import CanaryObservation, CanaryState, PolicyAuditAction, Repository
 from stats.canary.policy import parse_canary_policy
-from tests.storage.factories import BASELINE, CANDIDATE, T0
+from tests.application.conftest import split_spec
 
 POLICY = parse_canary_policy(
     {
@@ -44,30 +44,14 @@ POLICY = parse_canary_policy(
 )
 
 
-def _spec(split_dir: Path) -> EnvoyConfigSpec:
-    return EnvoyConfigSpec(
-        upstream_url="http://baseline.internal:8000",
-        canary=CanarySpec(candidate_url="http://candidate.internal:8000", split_dir=split_dir),
-    )
-
-
 @pytest.fixture
 def spec(tmp_path: Path) -> EnvoyConfigSpec:
-    return _spec(tmp_path / "split")
+    return split_spec(tmp_path / "split")
 
 
 @pytest.fixture
-def canary_id(repo: Repository, spec: EnvoyConfigSpec) -> str:
-    repo.create_run(
-        run_id="run-1",
-        name="r",
-        baseline=BASELINE,
-        candidate=CANDIDATE,
-        policy_hash="sha256:gate",
-        policy_yaml="{}\n",
-        created_at=T0 - timedelta(hours=1),
-    )
-    return start_canary(repo, run_id="run-1", policy=POLICY, spec=spec, why="test").canary_id
+def canary_id(repo: Repository, run: str, spec: EnvoyConfigSpec) -> str:
+    return start_canary(repo, run_id=run, policy=POLICY, spec=spec, why="test").canary_id
 
 
 def _observe(

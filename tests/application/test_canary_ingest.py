@@ -6,7 +6,6 @@ outside the split and outside every step counted, not stored."""
 
 from __future__ import annotations
 
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -15,8 +14,8 @@ from application.canary import CANARY_REJECT_STAGE, ingest_capture_log
 from shadoweval.capture_log import CaptureLogWriter
 from shadoweval.errors import ConfigError
 from shadoweval.records import Exchange
-from shadoweval.storage import AuditNote, PolicyAuditAction, Repository
-from tests.storage.factories import BASELINE, CANDIDATE, T0, make_exchange
+from shadoweval.storage import Repository
+from tests.storage.factories import make_exchange
 
 
 def _served(n: int, cluster: str | None, *, status: int = 200) -> Exchange:
@@ -24,32 +23,6 @@ def _served(n: int, cluster: str | None, *, status: int = 200) -> Exchange:
     assert ex.response is not None
     response = ex.response.model_copy(update={"status_code": status})
     return ex.model_copy(update={"served_by": cluster, "response": response})
-
-
-@pytest.fixture
-def canary(repo: Repository) -> str:
-    repo.create_run(
-        run_id="run-1",
-        name="r",
-        baseline=BASELINE,
-        candidate=CANDIDATE,
-        policy_hash="sha256:gate",
-        policy_yaml="{}\n",
-        created_at=T0 - timedelta(hours=1),
-    )
-    repo.create_canary(
-        canary_id="c-1",
-        run_id="run-1",
-        name="ramp",
-        policy_hash="sha256:canary",
-        policy_yaml="steps: []\n",
-        split_dir="/srv/split",
-        first_share=0.5,
-        split_revision=1,
-        note=AuditNote(PolicyAuditAction.CANARY_STARTED, "test"),
-        started_at=T0 + timedelta(seconds=5),
-    )
-    return "c-1"
 
 
 def test_each_exchange_is_observed_once_on_the_arm_that_served_it(

@@ -6,18 +6,15 @@ record that does not decode is kept as a rejected record with its topic/partitio
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
-
-import pytest
 
 from application.canary import CANARY_REJECT_STAGE, canary_group, ingest_source
 from shadoweval.bus import BusProducer, KafkaSource, ensure_topics
 from shadoweval.bus.producer import OutgoingRecord
 from shadoweval.config import KafkaSettings
 from shadoweval.records import Exchange
-from shadoweval.storage import AuditNote, PolicyAuditAction, Repository
+from shadoweval.storage import Repository
 from tests.kafka_broker import TansuBroker
-from tests.storage.factories import BASELINE, CANDIDATE, T0, make_exchange
+from tests.storage.factories import make_exchange
 
 TOPIC = "shadoweval.exchanges.v1"
 
@@ -33,32 +30,6 @@ async def _produce(bootstrap: str, values: list[bytes]) -> None:
             TOPIC, [OutgoingRecord(value=v, key=f"k{i}".encode()) for i, v in enumerate(values)]
         )
     assert all(not isinstance(r, Exception) for r in results), results
-
-
-@pytest.fixture
-def canary(repo: Repository) -> str:
-    repo.create_run(
-        run_id="run-1",
-        name="r",
-        baseline=BASELINE,
-        candidate=CANDIDATE,
-        policy_hash="sha256:gate",
-        policy_yaml="{}\n",
-        created_at=T0 - timedelta(hours=1),
-    )
-    repo.create_canary(
-        canary_id="c-1",
-        run_id="run-1",
-        name="ramp",
-        policy_hash="sha256:canary",
-        policy_yaml="steps: []\n",
-        split_dir="/srv/split",
-        first_share=0.5,
-        split_revision=1,
-        note=AuditNote(PolicyAuditAction.CANARY_STARTED, "test"),
-        started_at=T0 + timedelta(seconds=5),
-    )
-    return "c-1"
 
 
 def test_the_capture_topic_is_read_once_in_the_canarys_group(

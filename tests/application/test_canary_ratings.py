@@ -10,33 +10,14 @@ import pytest
 
 from application.canary import RATING_STAGE, import_canary_ratings, rating_frame
 from shadoweval.errors import ConfigError
-from shadoweval.storage import AuditNote, CanaryObservation, PolicyAuditAction, Repository
-from tests.storage.factories import BASELINE, CANDIDATE, T0
+from shadoweval.storage import CanaryObservation, Repository
+from tests.storage.factories import T0
 
 
 @pytest.fixture
-def canary(repo: Repository) -> str:
-    repo.create_run(
-        run_id="run-1",
-        name="r",
-        baseline=BASELINE,
-        candidate=CANDIDATE,
-        policy_hash="sha256:gate",
-        policy_yaml="{}\n",
-        created_at=T0 - timedelta(hours=1),
-    )
-    repo.create_canary(
-        canary_id="c-1",
-        run_id="run-1",
-        name="ramp",
-        policy_hash="sha256:canary",
-        policy_yaml="steps: []\n",
-        split_dir="/srv/split",
-        first_share=0.5,
-        split_revision=1,
-        note=AuditNote(PolicyAuditAction.CANARY_STARTED, "test"),
-        started_at=T0,
-    )
+def observed(repo: Repository, canary: str) -> str:
+    """Canary ``c-1`` with one request observed on each arm (``ex-1`` baseline, ``ex-2``
+    candidate)."""
     repo.save_canary_observations(
         "c-1",
         [
@@ -57,14 +38,15 @@ def canary(repo: Repository) -> str:
             for i, arm in ((1, "baseline"), (2, "candidate"))
         ],
     )
-    return "c-1"
+    return canary
 
 
 def test_ratings_are_stored_with_the_arm_of_their_observation(
-    repo: Repository, canary: str, tmp_path: Path
+    repo: Repository, observed: str, tmp_path: Path
 ) -> None:
     path = tmp_path / "ratings.csv"
     path.write_text("exchange_id,rating\nex-1,7\nex-2,2\nex-3,5\n", encoding="utf-8")
+    canary = observed
     result = import_canary_ratings(repo, canary, path, rater="ana")
     assert (result.stored, len(result.imported.rejected), result.skipped) == (2, 1, 0)
     frame = rating_frame(repo.canary_ratings(canary), repo.canary_observations(canary))

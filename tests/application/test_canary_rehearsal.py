@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
-from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -29,7 +28,6 @@ from capture.canary_split import WEIGHT_TOTAL, read_split
 from capture.envoy_config import EnvoyConfigSpec
 from capture.session_router import stable_bucket
 from shadoweval.config import CaptureSettings, EnvoyCanarySettings, EnvoySettings
-from shadoweval.records import utc_now
 from shadoweval.storage import CanaryState, PolicyAuditAction, Repository
 from simulation.mock_llm import FaultConfig, create_app
 from stats.canary.policy import parse_canary_policy
@@ -46,8 +44,6 @@ from tests.capture.test_envoy_canary import (
     _row,
 )
 from tests.capture.upstreams import ServerThread
-from tests.storage.factories import BASELINE as BASELINE_MODEL
-from tests.storage.factories import CANDIDATE as CANDIDATE_MODEL
 from tests.waiting import wait_until
 
 REFUSAL = "I'm sorry, but I can't help with that."
@@ -159,20 +155,6 @@ def _mock(model: str, rows: list, faults: FaultConfig | None = None) -> ServerTh
         rows, latency=SlowStoryLatency(), faults=faults or FaultConfig(), seed=0, model_name=model
     )
     return ServerThread(app)
-
-
-@pytest.fixture
-def run(repo: Repository) -> str:
-    repo.create_run(
-        run_id="run-1",
-        name="rehearsal",
-        baseline=BASELINE_MODEL,
-        candidate=CANDIDATE_MODEL,
-        policy_hash="sha256:gate",
-        policy_yaml="{}\n",
-        created_at=utc_now() - timedelta(hours=1),
-    )
-    return "run-1"
 
 
 @pytest.fixture
