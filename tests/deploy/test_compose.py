@@ -296,7 +296,7 @@ def test_the_canary_profile_wires_split_capture_log_and_candidate(
     controller = services["canary-controller"]
     params = command_line([*_command(controller)[:2], "some-canary-id", *_command(controller)[3:]])
     assert _command(controller)[:2] == ["canary", "run"]
-    assert float(params["interval"] if "interval" in params else params["interval_s"]) == 60
+    assert float(params["interval_s"]) == 60
     assert str(params["capture_log"]) == capture_dir
 
     # the same spec everywhere the split is written: front, controller, API
