@@ -6,12 +6,16 @@ a real spawned child, real gRPC ext_proc calls to it, the split file written wit
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
+import httpx
 import pytest
 from envoy.config.core.v3 import base_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ext_proc_pb2
@@ -23,7 +27,8 @@ from capture.envoy_config import CanarySpec, EnvoyConfigSpec
 from capture.router_process import RouterProcess
 from capture.session_router import stable_bucket
 from shadoweval.errors import ConfigError
-from tests.capture.envoy_harness import LoopThread
+from tests.capture.envoy_harness import LoopThread, envoy_binary
+from tests.capture.test_envoy_cli import _cli_env, _free_port, _nice_values, _pid_alive
 from tests.waiting import wait_until
 
 
@@ -204,3 +209,46 @@ def test_a_missing_split_file_is_a_config_error(tmp_path: Path) -> None:
         loop.close()
     assert err.value.field == "envoy.canary.split_dir"
     assert str(tmp_path) in str(err.value)
+
+
+def test_the_cli_front_end_runs_the_router_at_its_starting_priority(tmp_path: Path) -> None:
+    """``shadow-eval capture envoy`` with the canary: the capture service lowers its own
+    priority by ``envoy.capture_nice`` (10) once Envoy is live; the router's process,
+    started before, keeps the priority the service started with, and ends with it."""
+    envoy_binary()
+    admin_port = _free_port()
+    write_split(tmp_path / "split", _spec(tmp_path / "split"), Split(0.0, 0))
+    env = _cli_env() | {
+        "SHADOWEVAL_ENVOY__CANARY__CANDIDATE_URL": "http://127.0.0.1:9",
+        "SHADOWEVAL_ENVOY__CANARY__SPLIT_DIR": str(tmp_path / "split"),
+        "SHADOWEVAL_ENVOY__CANARY__ROUTER_PORT": "0",
+    }
+    log = tmp_path / "stderr.txt"
+    cmd = [
+        sys.executable, "-m", "faces.cli", "capture", "envoy",
+        "--upstream", "http://127.0.0.1:9", "--port", str(_free_port()),
+        "--admin-port", str(admin_port), "--ext-proc-port", "0", "--envoy-admin-port", "0",
+        "--capture-dir", str(tmp_path / "capture"),
+    ]  # fmt: skip
+    with log.open("w") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env)
+    try:
+        wait_until(lambda: "ready" in log.read_text() or proc.poll() is not None, "the ready line")
+        assert proc.poll() is None, log.read_text()
+        report = httpx.get(f"http://127.0.0.1:{admin_port}/readyz", timeout=30).json()
+        detail = report["checks"]["canary_router"]["detail"]
+        match = re.search(r"pid (\d+)", detail)
+        assert match, detail
+        router_pid = int(match.group(1))
+        base = os.getpriority(os.PRIO_PROCESS, 0)
+        assert _nice_values(proc.pid) == {min(19, base + 10)}
+        assert _nice_values(router_pid) == {base}
+        metrics = httpx.get(f"http://127.0.0.1:{admin_port}/metrics", timeout=30).text
+        assert "shadoweval_canary_split_revision 0.0" in metrics
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=120) == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    wait_until(lambda: not _pid_alive(router_pid), "the router process to exit")
