@@ -513,11 +513,12 @@ class RouterProcess(AsyncLifecycle):
         return answer if isinstance(answer, RouterStatus) else None
 
     def describe_state(self) -> tuple[bool, str]:
-        """For ``/readyz`` (informational): ``(up, detail)``."""
+        """For ``/readyz`` (informational): ``(up, detail)``; waits at most 0.25 s for the
+        child's status (the probe runs on the front end's event loop)."""
         if not self.alive():
             exited = self.last_exit or "not running"
             return False, f"session router {exited}; Envoy's weighted fallback serves"
-        status = self.status()
+        status = self.status(min(self.fetch_timeout_s, 0.25))
         proc = self.process
         assert proc is not None
         if status is None:

@@ -393,6 +393,11 @@ def test_a_router_process_that_dies_is_counted_and_restarted(canary: CanaryFront
     canary.set_share(0.0)
     with httpx.Client(timeout=30) as client:
         assert {canary.chat(client, s) for s in served} == {BASELINE}
+    # Envoy reached the restarted router (its counters start again at 0)
+    assert (
+        harness.metric("shadoweval_canary_decisions_total", arm="baseline", reason="rolled_back")
+        == 10
+    )
     ready = httpx.get(f"{harness.admin_url}/readyz", timeout=30)
     assert ready.status_code == 200
 
