@@ -72,6 +72,7 @@ import json
 import os
 import platform
 import random
+import re
 import shlex
 import shutil
 import signal
@@ -635,10 +636,13 @@ def cpu_delta(after: dict[int, float], before: dict[int, float]) -> float:
     return sum(v - before.get(k, 0.0) for k, v in after.items())
 
 
-def builder_pids(pid: int) -> set[int]:
-    """Descendants of the sidecar that are its capture builder (multiprocessing spawn)."""
+def builder_pids(pid: int, exclude: int | None = None) -> set[int]:
+    """Descendants of the sidecar that are its capture builder (multiprocessing spawn),
+    except ``exclude`` (the Envoy front end's session router, also a spawned process)."""
     out: set[int] = set()
     for child in descendants(pid):
+        if child == exclude:
+            continue
         with contextlib.suppress(OSError):
             if b"multiprocessing" in Path(f"/proc/{child}/cmdline").read_bytes():
                 out.add(child)
@@ -807,6 +811,7 @@ class Row:
     envoy_admin_url: str | None = None  # the Envoy front end's Envoy (its /stats)
     canary: bool = False  # the Envoy front end with the canary router
     router_timeout_ms: int | None = None  # its envoy.canary.router_timeout_ms
+    router_pid: int | None = None  # its session router's process (not the builder)
 
 
 def pin_prefix(cpus: str | None) -> list[str]:
@@ -997,7 +1002,19 @@ def start_envoy(
         router_timeout_ms=None
         if canary_share is None
         else int(settings_env["SHADOWEVAL_ENVOY__CANARY__ROUTER_TIMEOUT_MS"]),
+        router_pid=None if canary_share is None else router_pid(admin_url),
     )
+
+
+def router_pid(admin_url: str) -> int | None:
+    """The session router's process id, from the front end's ``/readyz`` (its
+    ``canary_router`` probe: "session router pid N on :PORT ...")."""
+    import httpx
+
+    report = httpx.get(admin_url + "/readyz", timeout=10).json()
+    detail = str(report.get("checks", {}).get("canary_router", {}).get("detail", ""))
+    found = re.search(r"pid (\d+)", detail)
+    return int(found.group(1)) if found else None
 
 
 def router_report(row: Row) -> dict[str, Any]:
@@ -1289,7 +1306,7 @@ def main_run(args: argparse.Namespace) -> int:
             if args.pin and row.admin_url is not None and other_cpus:
                 # the relay keeps CPU 0 to itself; its builder runs beside the load
                 others = set(range(1, ncpu))
-                for pid in builder_pids(row.proc.pid):
+                for pid in builder_pids(row.proc.pid, row.router_pid):
                     os.sched_setaffinity(pid, others)
         for n, cell in enumerate(cells):
             stream = cell.mode == "stream"
@@ -1315,7 +1332,7 @@ def main_run(args: argparse.Namespace) -> int:
                         cpu = cpu_delta(after, before)
                         cell.cpu_s[row.name] = cell.cpu_s.get(row.name, 0.0) + cpu
                         if row.admin_url is not None:  # a capture service: its builder apart
-                            pids = builder_pids(row.proc.pid)
+                            pids = builder_pids(row.proc.pid, row.router_pid)
                             built = cpu_delta(
                                 {p: v for p, v in after.items() if p in pids},
                                 {p: v for p, v in before.items() if p in pids},

@@ -18,9 +18,11 @@ ports.
 
 With ``envoy.canary`` set, the front end also serves the canary split: it writes the
 split file's revision 0 (share 0: all baseline) when ``split_dir`` has none, and runs the
-session router (:class:`capture.session_router.SessionRouter`, its own gRPC server on
-``envoy.ext_proc_host:canary.router_port``, metrics in the same registry), stopped with
-the front end; Envoy takes its routes from the split file (:mod:`capture.canary_split`).
+session router (:class:`capture.session_router.SessionRouter`) in its own process
+(:class:`capture.router_process.RouterProcess`: its own event loop, GIL and gRPC server on
+``envoy.ext_proc_host:canary.router_port``, started before the service lowers its priority;
+its metrics collected into the same registry), stopped with the front end; Envoy takes its
+routes from the split file (:mod:`capture.canary_split`).
 
 The service sends nothing to the upstream on its own: the live model's name is
 ``capture.live_model.name`` when set, otherwise each exchange records the ``model`` field
@@ -72,8 +74,8 @@ from capture.ext_proc import CaptureProcessor, ExtProcMetrics
 from capture.identity import UNKNOWN_MODEL, identity_from_settings
 from capture.metrics import CaptureMetrics
 from capture.pipeline import BuilderMode, CapturePipeline
+from capture.router_process import RouterProcess
 from capture.sampling import StickySampler
-from capture.session_router import SessionRouter
 from capture.sidecar import make_sinks
 from capture.sinks.base import ExchangeSink
 from shadoweval.bus import ensure_topics
@@ -123,7 +125,8 @@ class EnvoyFrontEnd(AsyncLifecycle):
     Attributes:
         metrics: the capture metrics (``ext_metrics`` the service's own, same registry).
         envoy_process: the Envoy child once started (``None`` with ``launch_envoy=False``).
-        ext_proc_port, admin_port, listen_port: the bound ports once started.
+        router_process: the session router's process (``None`` without ``envoy.canary``).
+        ext_proc_port, admin_port, listen_port, router_port: the bound ports once started.
     """
 
     def __init__(
@@ -160,8 +163,7 @@ class EnvoyFrontEnd(AsyncLifecycle):
         self.admin_port: int | None = None
         self.listen_port: int | None = None
         self._grpc: grpc.aio.Server | None = None
-        self.router: SessionRouter | None = None
-        self.router_grpc: grpc.aio.Server | None = None
+        self.router_process: RouterProcess | None = None
         self.router_port: int | None = None
         self._admin: _AdminServer | None = None
         self._admin_task: asyncio.Task[None] | None = None
@@ -267,8 +269,13 @@ class EnvoyFrontEnd(AsyncLifecycle):
 
     async def _start_router(self, spec: EnvoyConfigSpec) -> EnvoyConfigSpec:
         """The canary split: write revision 0 (share 0: all baseline) when the split
-        directory has no split file, start the session router's gRPC server; the spec
-        with the router's bound port."""
+        directory has no split file, start the session router's process (before the
+        service lowers its priority: the router keeps the priority it started with); the
+        spec with the router's bound port.
+
+        Raises:
+            ConfigError: the router could not read the split file or bind its port.
+        """
         canary = self.envoy.canary
         assert canary is not None
         assert spec.canary is not None
@@ -276,28 +283,37 @@ class EnvoyFrontEnd(AsyncLifecycle):
         if not (split_dir / SPLIT_FILE).exists():
             write_split(split_dir, spec, Split(candidate_share=0.0, revision=0))
             logger.info("no split file in %s: wrote revision 0 (all baseline)", split_dir)
-        self.router = SessionRouter(
+        self.router_process = RouterProcess(
             split_dir,
             self.capture.session_headers,
+            self.envoy.ext_proc_host,
+            canary.router_port,
             self.metrics.registry,
             max_pinned_sessions=canary.max_pinned_sessions,
             pin_idle_s=canary.pin_idle_s,
         )
-        await self.router.start()
-        self.router_grpc = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
-        ext_proc_grpc.add_ExternalProcessorServicer_to_server(self.router, self.router_grpc)
-        self.router_port = self.router_grpc.add_insecure_port(
-            f"{self.envoy.ext_proc_host}:{canary.router_port}"
-        )
-        await self.router_grpc.start()
-        router = self.router
-        self.readiness.informational["canary_split"] = lambda: (
-            True,
-            f"revision {router.split.revision}, candidate share {router.split.candidate_share}",
-        )
+        await self.router_process.start()
+        self.router_port = self.router_process.port
+        self.readiness.informational["canary_router"] = self.router_process.describe_state
+        assert self.router_port is not None
         return dataclasses.replace(
             spec, canary=dataclasses.replace(spec.canary, router_port=self.router_port)
         )
+
+    async def router_revision(self) -> int | None:
+        """The split revision the session router applies now; ``None`` without a canary,
+        or when the router process is down or does not answer in time."""
+        proc = self.router_process
+        if proc is None:
+            return None
+        status = await asyncio.to_thread(proc.status)
+        return None if status is None else status.revision
+
+    async def stop_router(self) -> None:
+        """Stop the session router's process for good (not restarted): Envoy's weighted
+        fallback serves the split from then on (tests of that fallback)."""
+        if self.router_process is not None:
+            await self.router_process.stop_child()
 
     async def _ensure_topic(self) -> None:
         """Create the exchanges topic when missing, as the sidecar does (best effort: a
@@ -381,10 +397,8 @@ class EnvoyFrontEnd(AsyncLifecycle):
             self.processor.stopping = True
         if self._grpc is not None:
             await self._grpc.stop(grace=1.0)
-        if self.router_grpc is not None:
-            await self.router_grpc.stop(grace=0.5)
-        if self.router is not None:
-            await self.router.stop()
+        if self.router_process is not None:
+            await self.router_process.stop()
         if self.pipeline is not None:
             await self.pipeline.stop(self.capture.flush_deadline_s)
         if self._admin is not None and self._admin_task is not None:

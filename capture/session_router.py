@@ -36,7 +36,9 @@ cannot be read keeps the last good split (logged, counted). One router per front
 several replicas each have their own pins, which agree for new sessions (the bucket is
 stable across processes) but not after a share change — see docs/capture.md.
 
-Metrics (the front end's registry, served on its admin port):
+The front end runs it in its own process (:mod:`capture.router_process`: normal
+priority, its own event loop and GIL); the metrics below live in that process's registry
+and are collected into the front end's at each scrape of its admin port:
 ``shadoweval_canary_decisions_total{arm,reason}``,
 ``shadoweval_canary_pinned_sessions``, ``shadoweval_canary_split_share``,
 ``shadoweval_canary_split_revision``, ``shadoweval_canary_split_reload_errors_total``.
@@ -220,7 +222,7 @@ class SessionRouter(ext_proc_grpc.ExternalProcessorServicer):  # type: ignore[mi
     Args:
         split_dir: the directory holding ``split.yaml``.
         session_headers: the session key's headers (``capture.session_headers``).
-        registry: where the metrics go (the front end's).
+        registry: where the metrics go (the router process's own).
         max_pinned_sessions, pin_idle_s: the pin table's bounds.
         reload_interval_s: how often the file's ``(inode, mtime, size)`` is checked.
         rng: draws for requests without a session key (a seam for tests).

@@ -114,9 +114,11 @@ class Rehearsal:
     def wait_applied(self) -> None:
         """Wait until the session router reads the split revision the controller wrote."""
         revision = read_split(self.split_dir).revision
-        router = self.harness.front.router
-        assert router is not None
-        wait_until(lambda: router.split.revision == revision, f"the router to read {revision}")
+        front = self.harness.front
+        wait_until(
+            lambda: self.harness.run(front.router_revision()) == revision,
+            f"the router process to read {revision}",
+        )
 
     def turn(self, client: httpx.Client, session: str) -> None:
         body = orjson.dumps({"model": "m", "messages": HELLO})

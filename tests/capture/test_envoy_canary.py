@@ -10,7 +10,9 @@ captured exchange (``Exchange.served_by``). Share changes are written with
 from __future__ import annotations
 
 import asyncio
+import os
 import random
+import signal
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -124,6 +126,7 @@ class CanaryFront:
         )
         self.harness = FrontEndThread(capture, envoy, builder_mode="inline", sinks=[self.sink])
         self.revision = 0
+        self.router_stopped = False
 
     def __enter__(self) -> CanaryFront:
         self.harness.__enter__()
@@ -141,14 +144,26 @@ class CanaryFront:
         return asyncio.run(applied_revision(self.harness.envoy_admin_url))
 
     def set_share(self, share: float) -> None:
-        """Write the next revision at ``share``; wait until Envoy and the router apply it."""
+        """Write the next revision at ``share``; wait until Envoy and the router (unless
+        :meth:`stop_router` stopped it) apply it."""
         self.revision += 1
         revision = self.revision
         write_split(self.split_dir, self.spec, Split(candidate_share=share, revision=revision))
         wait_until(lambda: self.applied() == revision, f"Envoy to apply split {revision}")
-        router = self.harness.front.router
-        assert router is not None
-        wait_until(lambda: router.split.revision == revision, f"the router to read {revision}")
+        if self.router_stopped:
+            return
+        wait_until(
+            lambda: self.router_revision() == revision, f"the router process to read {revision}"
+        )
+
+    def router_revision(self) -> int | None:
+        """The split revision the session router's process applies (``None``: no answer)."""
+        return self.harness.run(self.harness.front.router_revision())
+
+    def stop_router(self) -> None:
+        """Stop the session router's process (not restarted): Envoy's fallback serves."""
+        self.harness.run(self.harness.front.stop_router())
+        self.router_stopped = True
 
     def chat(
         self, client: httpx.Client, session: str | None, headers: dict[str, str] | None = None
@@ -328,9 +343,8 @@ def test_router_down_requests_are_still_served_by_the_weighted_fallback(
     canary: CanaryFront,
 ) -> None:
     canary.set_share(0.5)
-    front = canary.harness.front
-    assert front.router_grpc is not None
-    canary.harness.run(front.router_grpc.stop(grace=0))
+    canary.stop_router()
+    assert canary.router_revision() is None
     sessions = [f"down-{i}" for i in range(60)]
     with httpx.Client(timeout=30) as client:
         first = {s: canary.chat(client, s) for s in sessions}
@@ -350,6 +364,44 @@ def test_router_down_requests_are_still_served_by_the_weighted_fallback(
     assert {ex.served_by for ex in exchanges} == {BASELINE_CLUSTER, CANDIDATE_CLUSTER}
 
 
+def test_a_router_process_that_dies_is_counted_and_restarted(canary: CanaryFront) -> None:
+    canary.set_share(0.5)
+    front = canary.harness.front
+    router = front.router_process
+    assert router is not None
+    assert router.process is not None
+    first_pid = router.process.pid
+    assert first_pid is not None
+    # the router has its own process, at the priority the service started with
+    assert first_pid != os.getpid()
+    assert os.getpriority(os.PRIO_PROCESS, first_pid) == os.getpriority(os.PRIO_PROCESS, 0)
+    os.kill(first_pid, signal.SIGKILL)
+    with httpx.Client(timeout=30) as client:
+        # served whether the router is down (Envoy's fallback) or already back
+        served = {s: canary.chat(client, s) for s in (f"dies-{i}" for i in range(10))}
+    assert served == {
+        s: CANDIDATE if stable_bucket(s) < WEIGHT_TOTAL // 2 else BASELINE for s in served
+    }
+    harness = canary.harness
+    wait_until(
+        lambda: harness.metric("shadoweval_canary_router_restarts_total") == 1,
+        "the router process to be restarted",
+    )
+    assert harness.metric("shadoweval_canary_router_exits_total") == 1
+    assert front.router_port == router.port
+    assert canary.router_revision() == canary.revision
+    canary.set_share(0.0)
+    with httpx.Client(timeout=30) as client:
+        assert {canary.chat(client, s) for s in served} == {BASELINE}
+    # Envoy reached the restarted router (its counters start again at 0)
+    assert (
+        harness.metric("shadoweval_canary_decisions_total", arm="baseline", reason="rolled_back")
+        == 10
+    )
+    ready = httpx.get(f"{harness.admin_url}/readyz", timeout=30)
+    assert ready.status_code == 200
+
+
 def test_a_client_sent_arm_header_does_not_choose_the_arm(canary: CanaryFront) -> None:
     with httpx.Client(timeout=30) as client:
         assert canary.chat(client, "c1", {ARM_HEADER: "candidate"}) == BASELINE
@@ -357,9 +409,7 @@ def test_a_client_sent_arm_header_does_not_choose_the_arm(canary: CanaryFront) -
         canary.set_share(1.0)
         assert canary.chat(client, "c2", {ARM_HEADER: "baseline"}) == CANDIDATE
         # with the router down too (the early header mutation removed it before routing)
-        front = canary.harness.front
-        assert front.router_grpc is not None
-        canary.harness.run(front.router_grpc.stop(grace=0))
+        canary.stop_router()
         canary.set_share(0.0)
         assert canary.chat(client, "c3", {ARM_HEADER: "candidate"}) == BASELINE
 
