@@ -91,6 +91,8 @@ __all__ = [
     "observation_of",
     "rating_frame",
     "rollback_canary",
+    "rollback_split",
+    "rollback_without_database",
     "run_canary",
     "split_spec_from_settings",
     "start_canary",
@@ -448,7 +450,19 @@ def start_canary(
         ConfigError: the spec has no canary part, or the split file is unreadable.
         StorageError: unknown run, or the run already has a running canary.
     """
+    if not why.strip():
+        raise ConfigError("why = '': starting a canary must say why", field="why", value=why)
     split_dir = _split_dir(spec)
+    if repo.get_run(run_id) is None:
+        raise ConfigError(f"run_id = {run_id!r}: no such run", field="run_id", value=run_id)
+    running = repo.list_canaries(run_id=run_id, state=CanaryState.RUNNING)
+    if running:
+        raise ConfigError(
+            f"run {run_id!r} already has a running canary ({running[0].canary_id}); roll it "
+            "back or let it finish first",
+            field="run_id",
+            value=run_id,
+        )
     revision, previous_share = _next_revision(split_dir)
     first = policy.steps[0].share
     write_split(split_dir, spec, Split(candidate_share=first, revision=revision))
@@ -479,6 +493,41 @@ ROLLBACK_ATTEMPTS = 3
 """How often :func:`rollback_canary` re-reads and tries again when the canary moved under it."""
 
 
+def rollback_split(spec: EnvoyConfigSpec) -> int:
+    """Write a split revision with share 0 (everyone on the baseline) without the database:
+    the rollback's first half, for when the database cannot be reached. Returns the
+    revision written (nothing is written when the split is already at share 0: its
+    revision is returned).
+
+    Raises:
+        ConfigError: no canary part in the spec, or the split file is unreadable.
+    """
+    split_dir = _split_dir(spec)
+    revision, in_force = _next_revision(split_dir)
+    if in_force == 0.0 and revision > 0:
+        return revision - 1
+    write_split(split_dir, spec, Split(candidate_share=0.0, revision=revision))
+    return revision
+
+
+def rollback_without_database(
+    spec: EnvoyConfigSpec, canary_id: str, cause: StorageError
+) -> StorageError:
+    """The database cannot be reached: set the split to share 0 anyway
+    (:func:`rollback_split`) and return the error to raise, which says the split moved and
+    the canary's record did not.
+
+    Raises:
+        ConfigError: no canary part in the spec, or the split file is unreadable.
+    """
+    revision = rollback_split(spec)
+    return StorageError(
+        f"{cause}; the split was rolled back anyway (share 0, revision {revision}) but "
+        f"canary {canary_id!r} and its audit row are not recorded: run the rollback again "
+        "when the database is back"
+    )
+
+
 def rollback_canary(
     repo: Repository,
     canary_id: str,
@@ -496,7 +545,8 @@ def rollback_canary(
 
     Works on a running canary and on a completed one (the old version stays deployed, so
     a finished rollout can be undone). The split is written first: the rollback takes
-    effect even when the database is unreachable (the error is raised after it). If a
+    effect even when the database is unreachable (the error is raised after it; when the
+    canary cannot even be read, :func:`rollback_split` sets share 0 first). If a
     controller moves the canary between the read and the write (an advance or its
     completion, having written its own split revision), the canary is re-read, the split
     written at share 0 again if it changed, and the move tried again, at most
@@ -512,7 +562,12 @@ def rollback_canary(
     split_dir = _split_dir(spec)
     written: tuple[int, float] | None = None
     for attempt in range(1, ROLLBACK_ATTEMPTS + 1):
-        canary = repo.get_canary(canary_id)
+        try:
+            canary = repo.get_canary(canary_id)
+        except StorageError as exc:
+            if written is not None:
+                raise
+            raise rollback_without_database(spec, canary_id, exc) from exc
         if canary is None:
             raise ConfigError(f"canary_id = {canary_id!r}: no such canary")
         if canary.state is CanaryState.ROLLED_BACK:
@@ -630,9 +685,12 @@ class TickReport:
 
     ``canary``: the canary after the tick; ``ingest``: what was read from the capture log
     (``None`` without one); ``verdict``: the step's verdict (``None`` when the canary was
-    already final); ``action``: ``advanced`` (to the next step), ``completed`` (the last
-    step passed), ``rolled_back``, ``held``, or ``none`` (already final); ``from_share`` /
-    ``to_share``: the candidate's share before and after.
+    already final); ``decision`` / ``reasons``: what the controller acted on — the
+    verdict's, plus a split changed by hand (which turns PROMOTE into HOLD);
+    ``step_judged``: the step the verdict is of (before an advance); ``action``:
+    ``advanced`` (to the next step), ``completed`` (the last step passed),
+    ``rolled_back``, ``held``, or ``none`` (already final); ``from_share`` / ``to_share``:
+    the candidate's share before and after.
     """
 
     canary: CanaryInfo
@@ -641,6 +699,9 @@ class TickReport:
     action: TickAction
     from_share: float
     to_share: float
+    decision: str | None = None
+    reasons: tuple[str, ...] = ()
+    step_judged: int | None = None
 
 
 def ingest_source(
@@ -712,15 +773,12 @@ def _split_drift(canary: CanaryInfo, split_dir: Path) -> str | None:
         current = read_split(split_dir)
     except ConfigError as exc:
         return f"the split file cannot be read ({exc})"
-    if (
-        current.revision != canary.split_revision
-        or current.candidate_share != canary.candidate_share
-    ):
+    if current.candidate_share != canary.candidate_share:
         return (
             f"the split file holds revision {current.revision} at share "
             f"{current.candidate_share:g}, but the canary wrote revision "
             f"{canary.split_revision} at share {canary.candidate_share:g}: someone changed the "
-            "split by hand; no step is promoted until it agrees"
+            "split's share by hand; no step is promoted until it agrees"
         )
     return None
 
@@ -788,9 +846,10 @@ def tick_canary(
     decision = verdict.decision
     reasons = list(verdict.reasons)
     drift = _split_drift(canary, split_dir)
-    if drift is not None and decision is CanaryDecision.PROMOTE:
-        decision = CanaryDecision.HOLD
+    if drift is not None:
         reasons.append(drift)
+        if decision is CanaryDecision.PROMOTE:
+            decision = CanaryDecision.HOLD
     stored = dict(verdict.to_json())
     stored["decision"] = decision.value
     stored["reasons"] = list(reasons)
@@ -819,6 +878,7 @@ def tick_canary(
         evaluated_at=at,
     )
     share = canary.candidate_share
+    acted = (decision.value, tuple(reasons), canary.step_index)
     if decision is CanaryDecision.ROLLBACK:
         rolled = rollback_canary(
             repo,
@@ -829,10 +889,10 @@ def tick_canary(
             command=command,
             reasons=reasons,
         )
-        return TickReport(rolled, ingest, verdict, "rolled_back", share, 0.0)
+        return TickReport(rolled, ingest, verdict, "rolled_back", share, 0.0, *acted)
     if decision is CanaryDecision.HOLD:
         held = repo.get_canary(canary_id) or canary
-        return TickReport(held, ingest, verdict, "held", share, share)
+        return TickReport(held, ingest, verdict, "held", share, share, *acted)
     policy = _frozen_policy(canary)
     detail: dict[str, JsonValue] = {
         "why": "; ".join(reasons),
@@ -858,7 +918,7 @@ def tick_canary(
                 ),
                 at=at,
             )
-            return TickReport(done, ingest, verdict, "completed", share, share)
+            return TickReport(done, ingest, verdict, "completed", share, share, *acted)
         following = policy.steps[canary.step_index + 1].share
         revision = _next_revision(split_dir)[0]
         write_split(split_dir, spec, Split(candidate_share=following, revision=revision))
@@ -886,7 +946,7 @@ def tick_canary(
     except ShadowEvalError:
         _restore_split(repo, canary_id, spec)
         raise
-    return TickReport(moved, ingest, verdict, "advanced", share, following)
+    return TickReport(moved, ingest, verdict, "advanced", share, following, *acted)
 
 
 def run_canary(

@@ -154,7 +154,6 @@ def run_command(
     stop = threading.Event()
 
     def show(report: TickReport) -> None:
-        verdict = report.verdict
         shares = (
             f"share {report.from_share:g} → {report.to_share:g}"
             if report.to_share != report.from_share
@@ -163,9 +162,17 @@ def run_command(
         arms = ""
         if report.ingest is not None:
             arms = f", {report.ingest.stored} new observations"
-        reasons = "; ".join(verdict.reasons) if verdict is not None else ""
+        canary = report.canary
+        if report.action == "none":
+            console.print(
+                f"canary {canary.canary_id} is {canary.state.value} already (step "
+                f"{canary.step_index}, {shares}): nothing to do",
+                highlight=False,
+            )
+            return
+        reasons = "; ".join(report.reasons)
         console.print(
-            f"canary {report.canary.canary_id} step {report.canary.step_index}: "
+            f"canary {canary.canary_id} step {report.step_judged}: "
             f"{report.action} ({shares}{arms}){f' — {reasons}' if reasons else ''}",
             highlight=False,
             markup=False,
@@ -194,6 +201,8 @@ def run_command(
         raise typer.Exit(_EXIT_OF_STATE["running"]) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
+    if stop.is_set() and not canary.state.terminal:
+        console.print("stopped (SIGTERM); the canary stays where it is", highlight=False)
     raise typer.Exit(_EXIT_OF_STATE[canary.state.value])
 
 
@@ -242,15 +251,30 @@ def rollback_command(
     database_url: DatabaseUrlOpt = None,
 ) -> None:
     """Send every session back to the baseline at once and end the canary."""
-    from application.canary import rollback_canary, split_spec_from_settings
+    from contextlib import ExitStack
+
+    from application.canary import (
+        rollback_canary,
+        rollback_without_database,
+        split_spec_from_settings,
+    )
     from application.database import open_repository
     from faces.cli.options import database_url as resolve_url
     from faces.cli.render import wide_console
-    from shadoweval.errors import ShadowEvalError
+    from shadoweval.errors import ConfigError, ShadowEvalError, StorageError
 
     try:
         spec = split_spec_from_settings()
-        with open_repository(resolve_url(database_url), upgrade=False) as repo:
+        if not why.strip():
+            raise ConfigError("why = '': a rollback must say why", field="why", value=why)
+        with ExitStack() as stack:
+            try:
+                repo = stack.enter_context(
+                    open_repository(resolve_url(database_url), upgrade=False)
+                )
+            except StorageError as exc:
+                # the database is unreachable: the split still goes to share 0 at once
+                raise rollback_without_database(spec, canary_id, exc) from exc
             canary = rollback_canary(repo, canary_id, spec=spec, why=why, actor=actor)
     except ShadowEvalError as exc:
         raise _fail(exc) from None

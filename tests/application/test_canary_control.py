@@ -26,19 +26,24 @@ def test_start_then_rollback_moves_the_split_and_audits_both(
     assert (split.revision, split.candidate_share) == (0, policy.steps[0].share)
     assert canary.candidate_share == policy.steps[0].share
 
-    # a second canary of the same run is refused, and the split it wrote is set back
-    with pytest.raises(StorageError, match="already has a running canary"):
-        start_canary(repo, run_id=run, policy=policy, spec=spec)
+    # a second canary of the same run, an unknown run, no reason: refused before the split
+    # is touched (the running canary's split stays as it wrote it)
+    with pytest.raises(ConfigError, match="already has a running canary"):
+        start_canary(repo, run_id=run, policy=policy, spec=spec, why="again")
+    with pytest.raises(ConfigError, match="run_id = 'nope': no such run"):
+        start_canary(repo, run_id="nope", policy=policy, spec=spec, why="typo")
+    with pytest.raises(ConfigError, match="must say why"):
+        start_canary(repo, run_id=run, policy=policy, spec=spec, why="")
     split = read_split(tmp_path / "split")
-    assert (split.revision, split.candidate_share) == (2, policy.steps[0].share)
+    assert (split.revision, split.candidate_share) == (0, policy.steps[0].share)
 
     with pytest.raises(ConfigError, match="must say why"):
         rollback_canary(repo, canary.canary_id, spec=spec, why=" ")
     done = rollback_canary(repo, canary.canary_id, spec=spec, why="p99 too high", actor="sre")
     split = read_split(tmp_path / "split")
-    assert (split.revision, split.candidate_share) == (3, 0.0)
+    assert (split.revision, split.candidate_share) == (1, 0.0)
     assert done.state is CanaryState.ROLLED_BACK
-    assert done.split_revision == 3
+    assert done.split_revision == 1
 
     view = canary_view(repo, canary.canary_id)
     assert [e.action for e in view.audit] == [
@@ -57,4 +62,23 @@ def test_start_then_rollback_moves_the_split_and_audits_both(
 def test_the_split_needs_the_front_ends_canary_settings(repo: Repository, run: str) -> None:
     spec = EnvoyConfigSpec(upstream_url="http://baseline.internal:8000")
     with pytest.raises(ConfigError, match=r"envoy\.canary is not set"):
-        start_canary(repo, run_id=run, policy=load_canary_policy(None), spec=spec)
+        start_canary(repo, run_id=run, policy=load_canary_policy(None), spec=spec, why="go")
+
+
+def test_a_rollback_with_the_database_down_still_moves_the_split(
+    repo: Repository, run: str, tmp_path: Path
+) -> None:
+    from shadoweval.storage import Database
+
+    spec = split_spec(tmp_path / "split")
+    canary = start_canary(repo, run_id=run, policy=load_canary_policy(None), spec=spec, why="go")
+    with (
+        Database("postgresql+psycopg://postgres@127.0.0.1:1/test") as down,
+        pytest.raises(StorageError, match="rolled back anyway"),
+    ):
+        rollback_canary(Repository(down), canary.canary_id, spec=spec, why="db down")
+    assert read_split(tmp_path / "split").candidate_share == 0.0
+    # when the database is back, the same rollback records it (the split stays at 0)
+    done = rollback_canary(repo, canary.canary_id, spec=spec, why="db down")
+    assert done.state is CanaryState.ROLLED_BACK
+    assert read_split(tmp_path / "split").candidate_share == 0.0

@@ -93,7 +93,7 @@ def _observe(
 
 
 def _reasons(report: TickReport) -> tuple[str, ...]:
-    return report.verdict.reasons if report.verdict is not None else ()
+    return report.reasons
 
 
 def test_a_passing_step_advances_the_split_first_and_audits_the_move(
@@ -176,14 +176,26 @@ def test_a_split_changed_by_hand_blocks_promotion(
     started = repo.get_canary(canary_id).step_started_at  # type: ignore[union-attr]
     report = tick_canary(repo, canary_id, spec=spec, now=started + timedelta(seconds=61))
     assert report.action == "held"
-    assert any(
-        "changed the split by hand" in r
-        for r in _reasons(report)
-        + tuple(
-            canary_view(repo, canary_id).steps[0].last_verdict["reasons"]  # type: ignore[index,arg-type]
-        )
-    )
+    assert report.decision == "hold"
+    assert any("changed the split's share by hand" in r for r in report.reasons)
+    stored = canary_view(repo, canary_id).steps[0].last_verdict
+    assert stored is not None
+    assert stored["reasons"] == list(report.reasons)
     assert read_split(spec.canary.split_dir).revision == 7  # type: ignore[union-attr]
+
+
+def test_a_split_rewritten_at_the_same_share_does_not_block(
+    repo: Repository, canary_id: str, spec: EnvoyConfigSpec
+) -> None:
+    """What a losing controller (or a refused start) leaves: another revision at the share
+    the canary is at. It changes nothing a session sees, so it does not hold the canary."""
+    _observe(repo, canary_id, baseline=900, candidate=100)
+    write_split(spec.canary.split_dir, spec, Split(candidate_share=0.1, revision=5))  # type: ignore[union-attr]
+    started = repo.get_canary(canary_id).step_started_at  # type: ignore[union-attr]
+    report = tick_canary(repo, canary_id, spec=spec, now=started + timedelta(seconds=61))
+    assert report.action == "advanced", report.reasons
+    assert report.step_judged == 0
+    assert read_split(spec.canary.split_dir).revision == 6  # type: ignore[union-attr]
 
 
 def test_run_canary_stops_when_final_or_asked(

@@ -108,3 +108,18 @@ def test_run_once_rate_and_the_run_loop_exit_codes(url: str, tmp_path: Path) -> 
     )
     assert bad.exit_code == 3
     assert "interval_s = 0" in bad.output
+
+
+def test_rollback_with_the_database_unreachable_still_moves_the_split(
+    url: str, tmp_path: Path
+) -> None:
+    started = cli("canary", "start", "--run", "run-1", "--why", "go", "--database-url", url)
+    assert started.exit_code == 0, started.output
+    canary_id = started.output.split()[1]
+    down = "postgresql+psycopg://postgres@127.0.0.1:1/test"
+    rolled = cli("canary", "rollback", canary_id, "--why", "p99", "--database-url", down)
+    assert rolled.exit_code == 3, rolled.output
+    assert "rolled back anyway (share 0" in rolled.output
+    assert read_split(tmp_path / "split").candidate_share == 0.0
+    again = cli("canary", "rollback", canary_id, "--why", "p99", "--database-url", url)
+    assert again.exit_code == 0, again.output
