@@ -43,7 +43,7 @@ from shadoweval.capture_log import (
 )
 from shadoweval.config import Settings
 from shadoweval.errors import ConfigError, ShadowEvalError, StorageError
-from shadoweval.records import Exchange, new_exchange_id, utc_now
+from shadoweval.records import Decision, Exchange, new_exchange_id, utc_now
 from shadoweval.storage import (
     AuditNote,
     CanaryInfo,
@@ -440,15 +440,23 @@ def start_canary(
     actor: str | None = None,
     why: str = "",
     command: str = "shadow-eval canary start",
+    require_promote: bool = True,
 ) -> CanaryInfo:
     """Start a canary of ``run_id``'s candidate: write the split for the policy's first
     step (a new revision in the Envoy front's split directory), then record the canary
     and its ``canary_started`` audit row. If recording fails, the split is set back to the
     share it had (another new revision) before the error is raised.
 
+    A canary follows a shadow run the gate promoted: with ``require_promote`` (the
+    default) the run's latest stored verdict must be PROMOTE. Without it the canary starts
+    anyway and its audit row says which verdict (or none) it started from.
+
     Raises:
-        ConfigError: the spec has no canary part, or the split file is unreadable.
-        StorageError: unknown run, or the run already has a running canary.
+        ConfigError: no ``why``; the spec has no canary part, or the split file is
+            unreadable; an unknown run, a run that already has a running canary, or (with
+            ``require_promote``) a run whose latest verdict is not PROMOTE — all before the
+            split is touched.
+        StorageError: on database failure (a race with another start included).
     """
     if not why.strip():
         raise ConfigError("why = '': starting a canary must say why", field="why", value=why)
@@ -460,6 +468,16 @@ def start_canary(
         raise ConfigError(
             f"run {run_id!r} already has a running canary ({running[0].canary_id}); roll it "
             "back or let it finish first",
+            field="run_id",
+            value=run_id,
+        )
+    latest = repo.latest_verdict(run_id)
+    shadow = latest.decision.value if latest is not None else None
+    if require_promote and shadow != Decision.PROMOTE.value:
+        raise ConfigError(
+            f"run {run_id!r}: its latest gate verdict is {shadow or 'none (never gated)'}; a "
+            "canary follows a shadow PROMOTE (shadow-eval gate); pass --without-promote to "
+            "start anyway (the audit row records it)",
             field="run_id",
             value=run_id,
         )
@@ -481,7 +499,14 @@ def start_canary(
                 PolicyAuditAction.CANARY_STARTED,
                 command,
                 actor=actor,
-                detail={"why": why, "step": 0, "share": first, "split_revision": revision},
+                detail={
+                    "why": why,
+                    "step": 0,
+                    "share": first,
+                    "split_revision": revision,
+                    "shadow_verdict": shadow,
+                    "required_promote": require_promote,
+                },
             ),
         )
     except ShadowEvalError:

@@ -68,7 +68,9 @@ def two_step_canary(repo: Repository, spec: EnvoyConfigSpec, run_id: str) -> Can
     """A running canary at step 1 whose step 0 was evaluated (HOLD), then promoted: the
     split written for step 1 as the controller writes it, then the move recorded."""
     policy = load_canary_policy(None)
-    canary = start_canary(repo, run_id=run_id, policy=policy, spec=spec, actor="ops", why="ok")
+    canary = start_canary(
+        repo, run_id=run_id, policy=policy, spec=spec, actor="ops", require_promote=False, why="ok"
+    )
     repo.record_canary_evaluation(
         canary.canary_id,
         step_index=0,

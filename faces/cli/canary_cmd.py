@@ -76,9 +76,17 @@ def start_command(
     policy: CanaryPolicyOpt = None,
     name: Annotated[str, typer.Option("--name", help="Canary name.")] = "",
     actor: ActorOpt = None,
+    without_promote: Annotated[
+        bool,
+        typer.Option(
+            "--without-promote",
+            help="Start although the run's latest gate verdict is not PROMOTE (audited).",
+        ),
+    ] = False,
     database_url: DatabaseUrlOpt = None,
 ) -> None:
-    """Start a canary of the run's candidate at the policy's first step."""
+    """Start a canary of the run's candidate (its gate verdict must be PROMOTE) at the
+    policy's first step."""
     from application.canary import load_canary_policy, split_spec_from_settings, start_canary
     from application.database import open_repository
     from faces.cli.options import database_url as resolve_url
@@ -90,7 +98,14 @@ def start_command(
         loaded = load_canary_policy(policy)
         with open_repository(resolve_url(database_url)) as repo:
             canary = start_canary(
-                repo, run_id=run_id, policy=loaded, spec=spec, name=name, actor=actor, why=why
+                repo,
+                run_id=run_id,
+                policy=loaded,
+                spec=spec,
+                name=name,
+                actor=actor,
+                why=why,
+                require_promote=not without_promote,
             )
     except ShadowEvalError as exc:
         raise _fail(exc) from None

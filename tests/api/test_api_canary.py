@@ -78,6 +78,7 @@ async def test_list_is_newest_first_and_filters_by_state_and_limit(
         run_id=make_run(repo, "run-2", 0),
         policy=load_canary_policy(None),
         spec=other_spec,
+        require_promote=False,
         why="second",
     )
     listed = await call(app, "GET", "/v1/canaries")

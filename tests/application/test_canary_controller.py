@@ -51,7 +51,9 @@ def spec(tmp_path: Path) -> EnvoyConfigSpec:
 
 @pytest.fixture
 def canary_id(repo: Repository, run: str, spec: EnvoyConfigSpec) -> str:
-    return start_canary(repo, run_id=run, policy=POLICY, spec=spec, why="test").canary_id
+    return start_canary(
+        repo, run_id=run, policy=POLICY, spec=spec, require_promote=False, why="test"
+    ).canary_id
 
 
 def _observe(

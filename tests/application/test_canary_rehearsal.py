@@ -208,7 +208,9 @@ def _tick_until_moved(
 def test_a_good_candidate_ramps_to_full_rollout(
     good: Rehearsal, repo: Repository, run: str
 ) -> None:
-    canary = start_canary(repo, run_id=run, policy=POLICY, spec=good.spec, why="rehearsal")
+    canary = start_canary(
+        repo, run_id=run, policy=POLICY, spec=good.spec, require_promote=False, why="rehearsal"
+    )
     good.wait_applied()
     actions: list[str] = []
     with httpx.Client(timeout=60) as client:
@@ -249,7 +251,9 @@ def test_a_good_candidate_ramps_to_full_rollout(
 def test_planted_harm_is_rolled_back_within_one_step_and_a_stream_in_flight_completes(
     harmful: Rehearsal, repo: Repository, run: str
 ) -> None:
-    canary = start_canary(repo, run_id=run, policy=POLICY, spec=harmful.spec, why="rehearsal")
+    canary = start_canary(
+        repo, run_id=run, policy=POLICY, spec=harmful.spec, require_promote=False, why="rehearsal"
+    )
     harmful.wait_applied()
     with httpx.Client(timeout=60) as client:
         # a session on the candidate starts a long stream before the controller ticks

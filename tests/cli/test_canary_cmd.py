@@ -43,7 +43,15 @@ def url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 def test_start_ingest_status_rollback(url: str, tmp_path: Path) -> None:
     started = cli(
-        "canary", "start", "--run", "run-1", "--why", "shadow PROMOTE", "--database-url", url
+        "canary",
+        "start",
+        "--run",
+        "run-1",
+        "--without-promote",
+        "--why",
+        "shadow PROMOTE",
+        "--database-url",
+        url,
     )
     assert started.exit_code == 0, started.output
     canary_id = started.output.split()[1]
@@ -83,7 +91,17 @@ def test_unknown_canary_exits_3_naming_it(url: str) -> None:
 
 
 def test_run_once_rate_and_the_run_loop_exit_codes(url: str, tmp_path: Path) -> None:
-    started = cli("canary", "start", "--run", "run-1", "--why", "go", "--database-url", url)
+    started = cli(
+        "canary",
+        "start",
+        "--run",
+        "run-1",
+        "--without-promote",
+        "--why",
+        "go",
+        "--database-url",
+        url,
+    )
     assert started.exit_code == 0, started.output
     canary_id = started.output.split()[1]
     log = tmp_path / "log"
@@ -113,7 +131,17 @@ def test_run_once_rate_and_the_run_loop_exit_codes(url: str, tmp_path: Path) -> 
 def test_rollback_with_the_database_unreachable_still_moves_the_split(
     url: str, tmp_path: Path
 ) -> None:
-    started = cli("canary", "start", "--run", "run-1", "--why", "go", "--database-url", url)
+    started = cli(
+        "canary",
+        "start",
+        "--run",
+        "run-1",
+        "--without-promote",
+        "--why",
+        "go",
+        "--database-url",
+        url,
+    )
     assert started.exit_code == 0, started.output
     canary_id = started.output.split()[1]
     down = "postgresql+psycopg://postgres@127.0.0.1:1/test"
@@ -123,3 +151,11 @@ def test_rollback_with_the_database_unreachable_still_moves_the_split(
     assert read_split(tmp_path / "split").candidate_share == 0.0
     again = cli("canary", "rollback", canary_id, "--why", "p99", "--database-url", url)
     assert again.exit_code == 0, again.output
+
+
+def test_start_needs_the_shadow_runs_promote(url: str, tmp_path: Path) -> None:
+    refused = cli("canary", "start", "--run", "run-1", "--why", "go", "--database-url", url)
+    assert refused.exit_code == 3, refused.output
+    assert "latest gate verdict is none (never gated)" in refused.output
+    assert "--without-promote" in refused.output
+    assert not (tmp_path / "split" / "split.yaml").exists()  # the split was never touched
