@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import random
 import threading
 from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
+import orjson
 import pandas as pd
 from pydantic import JsonValue
 
@@ -31,7 +33,12 @@ from application.labels import keep_rejected_rows
 from capture.canary_split import Split, arm_of_cluster, read_split, write_split
 from capture.envoy_config import EnvoyConfigSpec
 from compare.live_side import live_side_facts
-from export.canary_ratings import RATING_STAGE, RatingImport, read_canary_ratings
+from export.canary_ratings import (
+    RATING_STAGE,
+    RatingImport,
+    rating_sheet_bytes,
+    read_canary_ratings,
+)
 from shadoweval.bus import BusConsumer, BusError, KafkaSource, parse_kafka_url
 from shadoweval.bus.url import is_kafka_url
 from shadoweval.capture_log import (
@@ -56,6 +63,7 @@ from shadoweval.storage import (
     RejectedRecord,
     Repository,
 )
+from shadoweval.storage.samples import request_parts
 from shadoweval.storage.types import rejection_fingerprint
 from stats.canary.policy import (
     CanaryPolicy,
@@ -77,6 +85,7 @@ __all__ = [
     "CanaryView",
     "IngestReport",
     "RatingImportResult",
+    "SpotCheckSheet",
     "StepVerdict",
     "TickReport",
     "canary_group",
@@ -90,11 +99,13 @@ __all__ = [
     "observation_frame",
     "observation_of",
     "rating_frame",
+    "rating_sheet_bytes",
     "rollback_canary",
     "rollback_split",
     "rollback_without_database",
     "run_canary",
     "split_spec_from_settings",
+    "spot_check_sheet",
     "start_canary",
     "tick_canary",
     "view_json",
@@ -1072,6 +1083,83 @@ def import_canary_ratings(
     stored = repo.save_canary_ratings(imported.ratings)
     skipped = keep_rejected_rows(repo, imported.rejected, stage=RATING_STAGE, run_id=canary.run_id)
     return RatingImportResult(imported=imported, stored=stored, skipped=skipped)
+
+
+@dataclass(frozen=True, slots=True)
+class SpotCheckSheet:
+    """What :func:`spot_check_sheet` picked: the sheet's rows (shuffled, no arm), how many
+    were picked per arm, and how many picked exchanges the capture log no longer held."""
+
+    rows: list[dict[str, str]]
+    picked_per_arm: dict[str, int]
+    missing: int
+
+
+def spot_check_sheet(
+    repo: Repository,
+    canary_id: str,
+    capture_log: str | Path,
+    *,
+    per_arm: int,
+    seed: int = 0,
+    step_index: int | None = None,
+    redact: Callable[[str], str] = lambda text: text,
+) -> SpotCheckSheet:
+    """Pick answers for people to rate: up to ``per_arm`` answered requests of each arm
+    (the canary's, or one step's), drawn with ``random.Random(seed)`` among those not rated
+    yet, their request and answer text read back from the capture log and passed through
+    ``redact`` (the exports' body redactor), the rows of both arms shuffled together so a
+    rater cannot tell the arm (:data:`export.canary_ratings.RATING_SHEET_COLUMNS`). Write
+    it with :func:`export.canary_ratings.rating_sheet_bytes`; the filled sheet is what
+    :func:`import_canary_ratings` reads.
+
+    Raises:
+        ConfigError: unknown canary, ``per_arm`` < 1, or the capture log does not exist.
+    """
+    if per_arm < 1:
+        raise ConfigError(
+            f"per_arm = {per_arm}: pick at least one answer per arm", field="per_arm", value=per_arm
+        )
+    canary = repo.get_canary(canary_id)
+    if canary is None:
+        raise ConfigError(f"canary_id = {canary_id!r}: no such canary")
+    rated = {r.exchange_id for r in repo.canary_ratings(canary_id)}
+    candidates: dict[str, list[str]] = {}
+    for o in repo.canary_observations(canary_id, step_index=step_index):
+        if not o.error and o.exchange_id not in rated:
+            candidates.setdefault(o.arm, []).append(o.exchange_id)
+    rng = random.Random(seed)
+    picked = {
+        arm: rng.sample(ids, min(per_arm, len(ids))) for arm, ids in sorted(candidates.items())
+    }
+    wanted = {exchange_id for ids in picked.values() for exchange_id in ids}
+    path = Path(capture_log)
+    try:
+        segment_files(path)
+    except FileNotFoundError as exc:
+        raise ConfigError(f"capture_log = {str(path)!r}: {exc}") from exc
+    rows: list[dict[str, str]] = []
+    for entry in read_capture_log(path):
+        exchange = entry.exchange
+        if exchange is None or exchange.exchange_id not in wanted:
+            continue
+        wanted.discard(exchange.exchange_id)
+        messages, _ = request_parts(exchange)
+        answer = exchange.response.text if exchange.response is not None else ""
+        rows.append(
+            {
+                "exchange_id": exchange.exchange_id,
+                "task_type": exchange.task_type or "",
+                "request": redact(orjson.dumps(messages).decode("utf-8")),
+                "answer": redact(answer or ""),
+            }
+        )
+    rng.shuffle(rows)
+    return SpotCheckSheet(
+        rows=rows,
+        picked_per_arm={arm: len(ids) for arm, ids in picked.items()},
+        missing=len(wanted),
+    )
 
 
 @dataclass(frozen=True, slots=True)

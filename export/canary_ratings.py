@@ -19,12 +19,16 @@ reason and the row; the caller stores it and goes on), or an empty ``rating`` ce
 
 from __future__ import annotations
 
+import csv
+import io
 import math
-from collections.abc import Callable, Mapping, Set
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from export.labels_import import (
     MAX_LABELLER_CHARS,
@@ -35,6 +39,7 @@ from export.labels_import import (
     normalize_exchange_id,
     raw_row,
 )
+from export.writer import escape_formula
 from shadoweval.errors import ConfigError
 from shadoweval.records import utc_now
 from shadoweval.storage.types import CanaryRating
@@ -42,8 +47,10 @@ from shadoweval.storage.types import CanaryRating
 __all__ = [
     "RATING_MAX",
     "RATING_MIN",
+    "RATING_SHEET_COLUMNS",
     "RATING_STAGE",
     "RatingImport",
+    "rating_sheet_bytes",
     "read_canary_ratings",
 ]
 
@@ -181,3 +188,42 @@ def _read_row(
             f"exchange_id {exchange_id!r} is rated by {who!r} twice in this file",
         )
     return _Read(exchange_id, who, value, note)
+
+
+RATING_SHEET_COLUMNS: tuple[str, ...] = (
+    "exchange_id",
+    "task_type",
+    "request",
+    "answer",
+    "rating",
+    "rater",
+    "note",
+)
+"""Columns of a spot-check sheet (:func:`rating_sheet_bytes`): what the rater reads
+(``request``: the messages as JSON text, ``answer``: the answer's text) and the cells they
+fill (``rating`` 1–10, optional ``rater`` and ``note``). No arm: the rating is blind, and
+:func:`read_canary_ratings` joins the arm from the stored observation."""
+
+
+def rating_sheet_bytes(rows: Sequence[Mapping[str, str]], fmt: str) -> bytes:
+    """A spot-check sheet as CSV or JSON Lines (``fmt``: ``csv`` or ``jsonl``), columns
+    :data:`RATING_SHEET_COLUMNS` in order, each row's missing cells empty. CSV text cells
+    are formula-safe (:func:`export.writer.escape_formula`, undone when the filled sheet is
+    read back by :func:`read_canary_ratings`) and always quoted.
+
+    Raises:
+        ConfigError: ``fmt`` is neither ``csv`` nor ``jsonl``.
+    """
+    table = [{column: str(row.get(column, "")) for column in RATING_SHEET_COLUMNS} for row in rows]
+    if fmt == "jsonl":
+        return b"".join(orjson.dumps(record) + b"\n" for record in table)
+    if fmt != "csv":
+        raise ConfigError(
+            f"format = {fmt!r}: a spot-check sheet is csv or jsonl", field="format", value=fmt
+        )
+    out = io.StringIO()
+    writer = csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n")
+    writer.writerow(RATING_SHEET_COLUMNS)
+    for record in table:
+        writer.writerow([escape_formula(record[column]) for column in RATING_SHEET_COLUMNS])
+    return out.getvalue().encode("utf-8")

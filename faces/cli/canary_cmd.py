@@ -12,6 +12,8 @@
   policy frozen with the canary and acts: advance on PROMOTE (the next share, a new split
   revision), hold on HOLD, roll back at once on ROLLBACK. It stops when the canary is
   completed or rolled back (or on Ctrl-C / SIGTERM) and exits like ``status``.
+* ``canary sample ID --capture-log DIR --out sheet.csv [--per-arm N]``: a blind
+  spot-check sheet (answers of both arms, shuffled, redacted, no arm column) to rate.
 * ``canary rate ID --file F --rater NAME``: import spot-check ratings (``exchange_id``,
   ``rating`` 1–10, optional ``rater`` / ``note``) of answers the canary observed.
 * ``canary rollback ID --why TEXT``: share 0 at once (a new split revision), then the
@@ -219,6 +221,64 @@ def run_command(
     if stop.is_set() and not canary.state.terminal:
         console.print("stopped (SIGTERM); the canary stays where it is", highlight=False)
     raise typer.Exit(_EXIT_OF_STATE[canary.state.value])
+
+
+@canary_app.command("sample")
+def sample_command(
+    canary_id: CanaryArg,
+    capture_log: Annotated[
+        Path, typer.Option("--capture-log", help="The front end's capture-log directory.")
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", help="The sheet to write: .csv or .jsonl (not overwritten).")
+    ],
+    per_arm: Annotated[int, typer.Option("--per-arm", help="Answers per arm (>= 1).")] = 30,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the draw.")] = 0,
+    step: Annotated[
+        int | None, typer.Option("--step", help="Only this step's requests (default: all).")
+    ] = None,
+    database_url: DatabaseUrlOpt = None,
+) -> None:
+    """Write a blind spot-check sheet: answers of both arms, shuffled, to rate 1-10."""
+    from application.canary import rating_sheet_bytes, spot_check_sheet
+    from application.database import open_repository
+    from application.redaction import body_redaction
+    from faces.cli.options import database_url as resolve_url
+    from faces.cli.render import wide_console
+    from shadoweval.errors import ConfigError, ShadowEvalError
+
+    try:
+        fmt = out.suffix.lower().lstrip(".")
+        if fmt not in ("csv", "jsonl"):
+            raise ConfigError(
+                f"--out {str(out)!r}: the sheet is .csv or .jsonl", field="out", value=str(out)
+            )
+        if out.exists():
+            raise ConfigError(
+                f"--out {str(out)!r} exists; it is not overwritten", field="out", value=str(out)
+            )
+        redaction = body_redaction()
+        with open_repository(resolve_url(database_url), upgrade=False) as repo:
+            sheet = spot_check_sheet(
+                repo,
+                canary_id,
+                capture_log,
+                per_arm=per_arm,
+                seed=seed,
+                step_index=step,
+                redact=redaction.redact,
+            )
+        out.write_bytes(rating_sheet_bytes(sheet.rows, fmt))
+    except ShadowEvalError as exc:
+        raise _fail(exc) from None
+    picked = ", ".join(f"{arm} {n}" for arm, n in sorted(sheet.picked_per_arm.items())) or "none"
+    wide_console().print(
+        f"{len(sheet.rows)} answers written to {out} (picked: {picked}; "
+        f"{sheet.missing} no longer in the capture log); fill the rating column (1-10) and "
+        f"import it with: shadow-eval canary rate {canary_id} --file {out} --rater NAME",
+        highlight=False,
+        markup=False,
+    )
 
 
 @canary_app.command("rate")

@@ -218,7 +218,9 @@ def _tool_calls(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
     return [call.model_dump(mode="json") for call in calls]
 
 
-def _request_parts(exchange: Exchange) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def request_parts(exchange: Exchange) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """A captured request's ``messages`` (a legacy completions ``prompt`` as one user turn)
+    and its other body parameters; ``([], {})`` when the body is not JSON."""
     body = exchange.request.json_body()
     if body is None:
         return [], {}
@@ -245,7 +247,7 @@ def _sample(records: Row[Any], label: HumanLabel | None) -> Sample:
         if records.candidate is None
         else ReplayOutcome.model_validate(records.candidate, context=STORED)
     )
-    messages, params = _request_parts(exchange)
+    messages, params = request_parts(exchange)
     baseline = exchange.response
     replayed = None if candidate is None else candidate.response
     error_kind = score.candidate_error_kind or (None if candidate is None else candidate.error_kind)

@@ -159,3 +159,69 @@ def test_start_needs_the_shadow_runs_promote(url: str, tmp_path: Path) -> None:
     assert "latest gate verdict is none (never gated)" in refused.output
     assert "--without-promote" in refused.output
     assert not (tmp_path / "split" / "split.yaml").exists()  # the split was never touched
+
+
+def test_sample_writes_a_blind_redacted_sheet_that_rate_reads_back(
+    url: str, tmp_path: Path
+) -> None:
+    """The sheet holds both arms' answers, no arm column, no secret or e-mail address (the
+    exports' body redactor); filled in, ``canary rate`` stores each rating with its arm."""
+    started = cli(
+        "canary", "start", "--run", "run-1", "--without-promote", "--why", "go",
+        "--database-url", url,
+    )  # fmt: skip
+    canary_id = started.output.split()[1]
+    secret, email = "sk-live-CANARY0123456789abcdef", "ana.lyst@example.com"
+    log = tmp_path / "log"
+    with CaptureLogWriter(log) as writer:
+        for n, cluster in ((1, "candidate_model"), (2, "live_model"), (3, "live_model")):
+            ex = make_exchange(
+                n,
+                captured_at=T0 + timedelta(days=3650, seconds=n),
+                text=f"key {secret} mail {email}",
+            )
+            writer.write(ex.model_copy(update={"served_by": cluster}))
+    assert (
+        cli("canary", "ingest", canary_id, "--capture-log", log, "--database-url", url).exit_code
+        == 0
+    )
+    sheet = tmp_path / "sheet.csv"
+    sampled = cli(
+        "canary", "sample", canary_id, "--capture-log", log, "--out", sheet, "--per-arm", "1",
+        "--database-url", url,
+    )  # fmt: skip
+    assert sampled.exit_code == 0, sampled.output
+    assert "2 answers written" in sampled.output
+    text = sheet.read_text(encoding="utf-8")
+    assert secret not in text
+    assert email not in text
+    header = text.splitlines()[0]
+    assert header == '"exchange_id","task_type","request","answer","rating","rater","note"'
+    assert "arm" not in header.replace("answer", "")
+    again = cli(
+        "canary", "sample", canary_id, "--capture-log", log, "--out", sheet,
+        "--database-url", url,
+    )  # fmt: skip
+    assert again.exit_code == 3
+    assert "is not overwritten" in again.output
+
+    import csv
+
+    with sheet.open(encoding="utf-8", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    for row in rows:
+        row["rating"] = "7"
+    filled = tmp_path / "filled.csv"
+    with filled.open("w", encoding="utf-8", newline="") as fh:
+        out = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        out.writeheader()
+        out.writerows(rows)
+    rated = cli(
+        "canary", "rate", canary_id, "--file", filled, "--rater", "ana", "--database-url", url
+    )
+    assert rated.exit_code == 0, rated.output
+    assert "2 ratings stored, 0 rows rejected" in rated.output
+    with Database(url) as db:
+        ratings = Repository(db).canary_ratings(canary_id)
+        arms = {o.exchange_id: o.arm for o in Repository(db).canary_observations(canary_id)}
+    assert sorted(arms[r.exchange_id] for r in ratings) == ["baseline", "candidate"]
