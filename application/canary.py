@@ -1165,12 +1165,14 @@ def spot_check_sheet(
 @dataclass(frozen=True, slots=True)
 class CanaryView:
     """What the faces show of a canary: the canary, its steps, its audit trail (the run's
-    ``canary_*`` rows) and the requests observed per arm."""
+    ``canary_*`` rows), the requests observed per arm, and the capture-log lines of its run
+    kept as rejected records (stage ``canary``), per reason."""
 
     canary: CanaryInfo
     steps: tuple[CanaryStepInfo, ...]
     audit: tuple[PolicyAuditEntry, ...]
     observed_per_arm: dict[str, int]
+    rejected_lines: dict[str, int] = field(default_factory=dict)
 
 
 def canary_view(repo: Repository, canary_id: str) -> CanaryView:
@@ -1192,6 +1194,7 @@ def canary_view(repo: Repository, canary_id: str) -> CanaryView:
         steps=tuple(repo.canary_steps(canary_id)),
         audit=audit,
         observed_per_arm=repo.count_canary_observations(canary_id),
+        rejected_lines=repo.count_rejected(canary.run_id, stage=CANARY_REJECT_STAGE),
     )
 
 
@@ -1225,6 +1228,7 @@ def view_json(view: CanaryView) -> dict[str, JsonValue]:
         "created_at": c.created_at.isoformat(),
         "step_started_at": c.step_started_at.isoformat(),
         "observed_per_arm": dict(view.observed_per_arm),
+        "rejected_lines": dict(view.rejected_lines),
         "steps": [
             {
                 "step_index": s.step_index,

@@ -252,6 +252,11 @@ class CanaryDetail(_Body):
     created_at: datetime
     step_started_at: datetime
     observed_per_arm: dict[str, int] = Field(description="Requests observed per arm.")
+    rejected_lines: dict[str, int] = Field(
+        default_factory=dict,
+        description="Capture-log lines of the canary's run kept as rejected records "
+        "(stage canary), per reason.",
+    )
     steps: list[CanaryStepOut]
     audit: list[CanaryAuditOut]
 

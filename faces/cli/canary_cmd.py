@@ -389,6 +389,13 @@ def status_command(
             f"candidate share {c.candidate_share:g}, split revision {c.split_revision}",
             highlight=False,
         )
+        if view.rejected_lines:
+            kept = ", ".join(f"{reason} {n}" for reason, n in sorted(view.rejected_lines.items()))
+            console.print(
+                f"  capture-log lines kept as rejected records: {kept}",
+                highlight=False,
+                markup=False,
+            )
         for step in view.steps:
             console.print(
                 f"  step {step.step_index}: share {step.share:g} from "

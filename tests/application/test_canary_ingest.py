@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from application.canary import CANARY_REJECT_STAGE, ingest_capture_log
+from application.canary import CANARY_REJECT_STAGE, canary_view, ingest_capture_log
 from shadoweval.capture_log import CaptureLogWriter
 from shadoweval.errors import ConfigError
 from shadoweval.records import Exchange
@@ -47,6 +47,7 @@ def test_each_exchange_is_observed_once_on_the_arm_that_served_it(
     assert observed["ex-00011"].detail["status_code"] == 503
     rejected = repo.list_rejected(run_id="run-1")
     assert [r.stage for r in rejected] == [CANARY_REJECT_STAGE]
+    assert sum(canary_view(repo, canary).rejected_lines.values()) == 1
     again = ingest_capture_log(repo, canary, log)
     assert (again.lines, again.stored) == (0, 0)
 

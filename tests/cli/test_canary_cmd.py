@@ -70,6 +70,7 @@ def test_start_ingest_status_rollback(url: str, tmp_path: Path) -> None:
     body = json.loads(running.output)
     assert body["state"] == "running"
     assert body["observed_per_arm"] == {"candidate": 1}
+    assert body["rejected_lines"] == {}
     assert [a["action"] for a in body["audit"]] == ["canary_started"]
 
     no_why = cli("canary", "rollback", canary_id, "--why", "", "--database-url", url)
