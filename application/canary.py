@@ -1285,8 +1285,7 @@ def list_canaries(
     """
     if limit is not None and limit < 1:
         raise ConfigError(f"limit = {limit!r}: must be at least 1", field="limit", value=limit)
-    found = repo.list_canaries(state=state)
-    return found if limit is None else found[:limit]
+    return repo.list_canaries(state=state, limit=limit)
 
 
 def view_json_with_verdicts(view: CanaryView) -> dict[str, JsonValue]:

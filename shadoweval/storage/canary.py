@@ -171,10 +171,17 @@ class CanaryStore:
             return None if row is None else canary_info(row)
 
     def list_canaries(
-        self, *, run_id: str | None = None, state: CanaryState | None = None
+        self,
+        *,
+        run_id: str | None = None,
+        state: CanaryState | None = None,
+        limit: int | None = None,
     ) -> list[CanaryInfo]:
-        """Return canaries, newest first, optionally of one run and/or in one state."""
+        """Return canaries, newest first, optionally of one run and/or in one state, at most
+        ``limit`` of them (``None``: all)."""
         stmt = select(CanaryRow).order_by(CanaryRow.created_at.desc(), CanaryRow.canary_id)
+        if limit is not None:
+            stmt = stmt.limit(limit)
         if run_id is not None:
             stmt = stmt.where(CanaryRow.run_id == run_id)
         if state is not None:

@@ -25,21 +25,18 @@ import pytest
 
 from application.canary import TickReport, canary_view, start_canary, tick_canary
 from capture.canary_split import WEIGHT_TOTAL, read_split
-from capture.envoy_config import EnvoyConfigSpec
 from capture.session_router import stable_bucket
-from shadoweval.config import CaptureSettings, EnvoyCanarySettings, EnvoySettings
 from shadoweval.storage import CanaryState, PolicyAuditAction, Repository
 from simulation.mock_llm import FaultConfig, create_app
 from stats.canary.policy import parse_canary_policy
-from tests.capture.envoy_harness import FrontEndThread
 from tests.capture.test_envoy_canary import (
     BASELINE,
     CANDIDATE,
     CHAT,
     HELLO,
-    ROUTER_TIMEOUT_MS,
     ROWS,
     SLOW,
+    CanaryFront,
     SlowStoryLatency,
     _row,
 )
@@ -75,50 +72,21 @@ POLICY = parse_canary_policy(
 )
 
 
-class Rehearsal:
-    """The front end with the canary on, writing its capture log to ``log_dir``."""
+class Rehearsal(CanaryFront):
+    """The canary front end writing its capture log to ``tmp/capture`` (the real file
+    sink the controller reads), with traffic rounds that track each session's version."""
 
     def __init__(self, baseline_url: str, candidate_url: str, tmp: Path) -> None:
-        self.split_dir = tmp / "split"
         self.log_dir = tmp / "capture"
-        capture = CaptureSettings(
-            upstream_url=baseline_url, sinks=("file",), file_sink_directory=str(self.log_dir)
-        )
-        envoy = EnvoySettings(
-            deferred_close_timeout_s=1.0,
-            canary=EnvoyCanarySettings(
-                candidate_url=candidate_url,
-                split_dir=self.split_dir,
-                router_port=0,
-                router_timeout_ms=ROUTER_TIMEOUT_MS,
-            ),
-        )
-        self.harness = FrontEndThread(capture, envoy, builder_mode="inline")
+        super().__init__(baseline_url, candidate_url, tmp / "split", log_dir=self.log_dir)
         self.sent = 0
         self.version_of: dict[str, str] = {}
         self.switched: list[str] = []
         self._ids = itertools.count()
 
-    def __enter__(self) -> Rehearsal:
-        self.harness.__enter__()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.harness.__exit__()
-
-    @property
-    def spec(self) -> EnvoyConfigSpec:
-        front = self.harness.front
-        return EnvoyConfigSpec.from_settings(front.capture, front.envoy)
-
-    def wait_applied(self) -> None:
-        """Wait until the session router reads the split revision the controller wrote."""
-        revision = read_split(self.split_dir).revision
-        front = self.harness.front
-        wait_until(
-            lambda: self.harness.run(front.router_revision()) == revision,
-            f"the router process to read {revision}",
-        )
+    def wait_controller_split(self) -> None:
+        """Wait until Envoy and the session router apply the split the controller wrote."""
+        self.wait_applied(read_split(self.split_dir).revision)
 
     def turn(self, client: httpx.Client, session: str) -> None:
         body = orjson.dumps({"model": "m", "messages": HELLO})
@@ -200,7 +168,7 @@ def _tick_until_moved(
                 f"{'; '.join(verdict.reasons)}"
             )
         if report.action != "held":
-            rehearsal.wait_applied()
+            rehearsal.wait_controller_split()
             return reports
     return reports
 
@@ -211,7 +179,7 @@ def test_a_good_candidate_ramps_to_full_rollout(
     canary = start_canary(
         repo, run_id=run, policy=POLICY, spec=good.spec, require_promote=False, why="rehearsal"
     )
-    good.wait_applied()
+    good.wait_controller_split()
     actions: list[str] = []
     with httpx.Client(timeout=60) as client:
         for _ in POLICY.steps:
@@ -254,7 +222,7 @@ def test_planted_harm_is_rolled_back_within_one_step_and_a_stream_in_flight_comp
     canary = start_canary(
         repo, run_id=run, policy=POLICY, spec=harmful.spec, require_promote=False, why="rehearsal"
     )
-    harmful.wait_applied()
+    harmful.wait_controller_split()
     with httpx.Client(timeout=60) as client:
         # a session on the candidate starts a long stream before the controller ticks
         slow = next(

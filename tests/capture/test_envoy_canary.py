@@ -18,6 +18,7 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
 import httpx
 import orjson
@@ -105,12 +106,26 @@ ROUTER_TIMEOUT_MS = 10_000
 
 
 class CanaryFront:
-    """The front end with the canary on, a collecting sink, and split helpers."""
+    """The front end with the canary on, a collecting sink (or, with ``log_dir``, the real
+    file sink writing a capture log there), and split helpers."""
 
-    def __init__(self, baseline_url: str, candidate_url: str, split_dir: Path) -> None:
+    def __init__(
+        self,
+        baseline_url: str,
+        candidate_url: str,
+        split_dir: Path,
+        *,
+        log_dir: Path | None = None,
+    ) -> None:
         self.sink = CollectingSink()
         self.split_dir = split_dir
-        capture = CaptureSettings(upstream_url=baseline_url)
+        capture = (
+            CaptureSettings(upstream_url=baseline_url)
+            if log_dir is None
+            else CaptureSettings(
+                upstream_url=baseline_url, sinks=("file",), file_sink_directory=str(log_dir)
+            )
+        )
         envoy = EnvoySettings(
             deferred_close_timeout_s=1.0,
             # A generous wait for the router: these tests check the router's decisions
@@ -124,11 +139,12 @@ class CanaryFront:
                 router_timeout_ms=ROUTER_TIMEOUT_MS,
             ),
         )
-        self.harness = FrontEndThread(capture, envoy, builder_mode="inline", sinks=[self.sink])
+        sinks = {"sinks": [self.sink]} if log_dir is None else {}
+        self.harness = FrontEndThread(capture, envoy, builder_mode="inline", **sinks)
         self.revision = 0
         self.router_stopped = False
 
-    def __enter__(self) -> CanaryFront:
+    def __enter__(self) -> Self:
         self.harness.__enter__()
         return self
 
@@ -149,6 +165,10 @@ class CanaryFront:
         self.revision += 1
         revision = self.revision
         write_split(self.split_dir, self.spec, Split(candidate_share=share, revision=revision))
+        self.wait_applied(revision)
+
+    def wait_applied(self, revision: int) -> None:
+        """Wait until Envoy and the router (unless stopped) apply split ``revision``."""
         wait_until(lambda: self.applied() == revision, f"Envoy to apply split {revision}")
         if self.router_stopped:
             return

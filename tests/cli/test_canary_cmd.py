@@ -41,20 +41,18 @@ def url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     return db_url
 
 
-def test_start_ingest_status_rollback(url: str, tmp_path: Path) -> None:
+def _start(url: str, why: str) -> str:
+    """``canary start`` of run-1 (no shadow verdict: ``--without-promote``); the canary id."""
     started = cli(
-        "canary",
-        "start",
-        "--run",
-        "run-1",
-        "--without-promote",
-        "--why",
-        "shadow PROMOTE",
-        "--database-url",
-        url,
-    )
+        "canary", "start", "--run", "run-1", "--without-promote", "--why", why,
+        "--database-url", url,
+    )  # fmt: skip
     assert started.exit_code == 0, started.output
-    canary_id = started.output.split()[1]
+    return started.output.split()[1]
+
+
+def test_start_ingest_status_rollback(url: str, tmp_path: Path) -> None:
+    canary_id = _start(url, "shadow PROMOTE")
     assert read_split(tmp_path / "split").candidate_share == 0.01
 
     log = tmp_path / "log"
@@ -92,19 +90,7 @@ def test_unknown_canary_exits_3_naming_it(url: str) -> None:
 
 
 def test_run_once_rate_and_the_run_loop_exit_codes(url: str, tmp_path: Path) -> None:
-    started = cli(
-        "canary",
-        "start",
-        "--run",
-        "run-1",
-        "--without-promote",
-        "--why",
-        "go",
-        "--database-url",
-        url,
-    )
-    assert started.exit_code == 0, started.output
-    canary_id = started.output.split()[1]
+    canary_id = _start(url, "go")
     log = tmp_path / "log"
     with CaptureLogWriter(log) as writer:
         ex = make_exchange(1, captured_at=T0 + timedelta(days=3650))
@@ -132,19 +118,7 @@ def test_run_once_rate_and_the_run_loop_exit_codes(url: str, tmp_path: Path) -> 
 def test_rollback_with_the_database_unreachable_still_moves_the_split(
     url: str, tmp_path: Path
 ) -> None:
-    started = cli(
-        "canary",
-        "start",
-        "--run",
-        "run-1",
-        "--without-promote",
-        "--why",
-        "go",
-        "--database-url",
-        url,
-    )
-    assert started.exit_code == 0, started.output
-    canary_id = started.output.split()[1]
+    canary_id = _start(url, "go")
     down = "postgresql+psycopg://postgres@127.0.0.1:1/test"
     rolled = cli("canary", "rollback", canary_id, "--why", "p99", "--database-url", down)
     assert rolled.exit_code == 3, rolled.output
@@ -167,11 +141,7 @@ def test_sample_writes_a_blind_redacted_sheet_that_rate_reads_back(
 ) -> None:
     """The sheet holds both arms' answers, no arm column, no secret or e-mail address (the
     exports' body redactor); filled in, ``canary rate`` stores each rating with its arm."""
-    started = cli(
-        "canary", "start", "--run", "run-1", "--without-promote", "--why", "go",
-        "--database-url", url,
-    )  # fmt: skip
-    canary_id = started.output.split()[1]
+    canary_id = _start(url, "go")
     secret, email = "sk-live-CANARY0123456789abcdef", "ana.lyst@example.com"
     log = tmp_path / "log"
     with CaptureLogWriter(log) as writer:
