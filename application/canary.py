@@ -1213,7 +1213,10 @@ def split_spec_from_settings(settings: Settings | None = None) -> EnvoyConfigSpe
 
 
 def view_json(view: CanaryView) -> dict[str, JsonValue]:
-    """The JSON form of a :class:`CanaryView` (the CLI's ``--json`` and the API)."""
+    """The JSON form of a :class:`CanaryView` (the CLI's ``--json`` and the API): the
+    canary, each step with its latest stored verdict (``last_verdict``: ``decision``,
+    ``reasons``, ``checks``; ``None`` before the first evaluation) and when it was made,
+    the audit trail, the requests per arm and the rejected capture-log lines."""
     c = view.canary
     return {
         "canary_id": c.canary_id,
@@ -1238,6 +1241,10 @@ def view_json(view: CanaryView) -> dict[str, JsonValue]:
                 "outcome": s.outcome,
                 "evaluations": s.evaluations,
                 "last_decision": s.last_decision,
+                "last_verdict": None if s.last_verdict is None else dict(s.last_verdict),
+                "last_evaluated_at": None
+                if s.last_evaluated_at is None
+                else s.last_evaluated_at.isoformat(),
             }
             for s in view.steps
         ],
@@ -1286,30 +1293,6 @@ def list_canaries(
     if limit is not None and limit < 1:
         raise ConfigError(f"limit = {limit!r}: must be at least 1", field="limit", value=limit)
     return repo.list_canaries(state=state, limit=limit)
-
-
-def view_json_with_verdicts(view: CanaryView) -> dict[str, JsonValue]:
-    """:func:`view_json` with, on each step, its latest step verdict (``last_verdict``:
-    the stored verdict JSON — ``decision``, ``reasons``, ``checks`` — or ``None`` before
-    the first evaluation) and when it was made (``last_evaluated_at``, ISO 8601 or
-    ``None``)."""
-    body = view_json(view)
-    steps: list[JsonValue] = []
-    raw_steps = body["steps"]
-    assert isinstance(raw_steps, list)
-    for step, shown in zip(view.steps, raw_steps, strict=True):
-        assert isinstance(shown, dict)
-        steps.append(
-            {
-                **shown,
-                "last_verdict": None if step.last_verdict is None else dict(step.last_verdict),
-                "last_evaluated_at": None
-                if step.last_evaluated_at is None
-                else step.last_evaluated_at.isoformat(),
-            }
-        )
-    body["steps"] = steps
-    return body
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ Endpoints (JSON; bodies in :mod:`faces.api.schemas`; document at ``/openapi.json
 * ``GET /v1/canaries?state=&limit=`` — canaries newest first;
 * ``GET /v1/canaries/{canary_id}`` — a canary with its steps (each with its latest step
   verdict), what was observed per arm and its audit trail
-  (:func:`application.canary.view_json_with_verdicts`);
+  (:func:`application.canary.view_json`);
 * ``POST /v1/canaries/{canary_id}/rollback`` with ``{"why": ..., "actor": ...}`` — share 0
   at once and the canary ends ``rolled_back``
   (:func:`application.canary.rollback_canary`, through the split spec the composition root
@@ -61,7 +61,7 @@ from application.canary import (
     list_canaries,
     optional_split_spec,
     rollback_canary,
-    view_json_with_verdicts,
+    view_json,
 )
 from application.database import open_repository
 from application.exporting import ExportRedaction, ExportRequest, export_zip
@@ -234,7 +234,7 @@ class _Handlers:
     async def canary(self, request: Request) -> Response:
         canary = await self._canary(request)
         view = await run_in_threadpool(canary_view, self._repo, canary.canary_id)
-        return _body(CanaryDetail.model_validate(view_json_with_verdicts(view)))
+        return _body(CanaryDetail.model_validate(view_json(view)))
 
     async def rollback(self, request: Request) -> Response:
         canary = await self._canary(request)
@@ -245,7 +245,7 @@ class _Handlers:
             raise ApiError(503, "canary_split_unavailable", NO_CANARY_SPLIT)
         await run_in_threadpool(self._rollback, canary, wanted, self._split)
         view = await run_in_threadpool(canary_view, self._repo, canary.canary_id)
-        return _body(CanaryDetail.model_validate(view_json_with_verdicts(view)))
+        return _body(CanaryDetail.model_validate(view_json(view)))
 
     def _rollback(self, canary: CanaryInfo, wanted: RollbackIn, spec: SplitSpec) -> None:
         """Roll back (blocking). :func:`application.canary.rollback_canary` itself retries a

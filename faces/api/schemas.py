@@ -238,7 +238,7 @@ class CanaryAuditOut(_Body):
 
 class CanaryDetail(_Body):
     """``GET /v1/canaries/{canary_id}``: ``shadow-eval canary status --json`` with each
-    step's latest verdict (:func:`application.canary.view_json_with_verdicts`)."""
+    step's latest verdict (:func:`application.canary.view_json`)."""
 
     canary_id: str
     run_id: str
