@@ -19,16 +19,14 @@ RUN pip install --index-url https://download.pytorch.org/whl/cpu torch==2.13.0
 
 WORKDIR /app
 COPY pyproject.toml README.md ./
+# shadoweval/ links the stage folders at the repository's top (shadoweval/stats -> ../stats):
+# COPY keeps the links, so their targets are copied beside it.
 COPY shadoweval ./shadoweval
 COPY capture ./capture
 COPY replay ./replay
 COPY compare ./compare
 COPY stats ./stats
-COPY export ./export
-COPY application ./application
-COPY faces ./faces
-COPY simulation ./simulation
-COPY judge ./judge
+COPY dashboard ./dashboard
 COPY migrations ./migrations
 COPY deploy ./deploy
 RUN pip install . \

@@ -38,7 +38,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-CLI = [sys.executable, "-m", "faces.cli"]
+CLI = [sys.executable, "-m", "shadoweval.cli"]
 ROW = "{:>6} {:>12} {:>7} {:>6} {:>10} {:>10} {:>8}"
 
 

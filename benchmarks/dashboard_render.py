@@ -11,10 +11,10 @@ Usage::
 hold a run seeded by an earlier call with ``--reuse``).
 
 Seeds a SQLite database with one run of ``--pairs`` pairs over four task types (the
-dashboard tests' generator, :mod:`simulation.pair_seeding`: exchanges, candidate
+dashboard tests' generator, :mod:`shadoweval.simulation.pair_seeding`: exchanges, candidate
 replays and pair scores written through the Repository in batches; half of the pairs
 with a baseline repeat, errors, formats, latencies) under the default gate policy, gates
-it with :func:`application.gating.gate_run` (a real stored verdict, as ``shadow-eval
+it with :func:`shadoweval.application.gating.gate_run` (a real stored verdict, as ``shadow-eval
 gate`` stores it) and labels a few pairs.
 ``--reuse`` keeps an existing database at ``--db``.
 
@@ -26,7 +26,7 @@ Then measures with Streamlit's AppTest (the real entrypoint, the real pages):
 * overview, warm: the same session again, and a new session (a second operator), with
   the caches filled; median and max of ``--repeats``;
 * overview of a live run: 1,000 more pairs scored after the warm renders; the next render
-  reads only those (:class:`application.run_views.PairsCache`);
+  reads only those (:class:`shadoweval.application.run_views.PairsCache`);
 * samples page: the first page, then "Next →" ``--repeats`` times (keyset paging, each a
   rerun of the app and the page), and with a task-type + flag filter;
 * the cold overview's data work before and after issue 15, interleaved
@@ -57,15 +57,15 @@ import psycopg
 from rich.console import Console
 from rich.table import Table
 
-from application.gating import gate_run, load_gate_policy
-from application.run_views import PairsCache, direction_summary, task_summary
-from faces.dashboard.overview_table import direction_view, overview_table
+from shadoweval.application.gating import gate_run, load_gate_policy
+from shadoweval.application.run_views import PairsCache, direction_summary, task_summary
+from shadoweval.dashboard.overview_table import direction_view, overview_table
 from shadoweval.records import PairScore
+from shadoweval.simulation.pair_seeding import add_labels, seed_run
+from shadoweval.stats.frame import pairs_frame
+from shadoweval.stats.policy import parse_policy_yaml
+from shadoweval.stats.summary import task_type_summary
 from shadoweval.storage import Database, Repository
-from simulation.pair_seeding import add_labels, seed_run
-from stats.frame import pairs_frame
-from stats.policy import parse_policy_yaml
-from stats.summary import task_type_summary
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -156,8 +156,8 @@ def main() -> None:
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
-    from faces.cli.dashboard_cmd import DATABASE_URL_ENV, app_path
-    from faces.dashboard import loaders
+    from shadoweval.cli.dashboard_cmd import DATABASE_URL_ENV, app_path
+    from shadoweval.dashboard import loaders
 
     held = _hold_back_latest(url, LIVE_PAIRS)
 

@@ -51,8 +51,8 @@ import grpc
 import httpx
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ext_proc_grpc
 
-from capture.envoy_config import EnvoyConfigSpec, find_envoy_binary, render_envoy_config
-from capture.envoy_process import EnvoyProcess
+from shadoweval.capture.envoy_config import EnvoyConfigSpec, find_envoy_binary, render_envoy_config
+from shadoweval.capture.envoy_process import EnvoyProcess
 
 ROUTE = "/v1/chat/completions"
 REQUEST = b'{"model":"bench","stream":true,"messages":[{"role":"user","content":"hi"}]}'
@@ -212,7 +212,7 @@ async def start_front_end(
     port = free_port()
     log = work / "front.log"
     cmd = [
-        sys.executable, "-m", "faces.cli", "capture", "envoy",
+        sys.executable, "-m", "shadoweval.cli", "capture", "envoy",
         "--upstream", upstream_url, "--port", str(port), "--admin-port", "0",
         "--ext-proc-port", "0", "--envoy-admin-port", "0", "--concurrency", "1",
         "--capture-dir", str(work / "capture"), "--grace-period", "5",

@@ -33,14 +33,14 @@ def main() -> None:
     parser.add_argument("--encoder", default="minilm")
     args = parser.parse_args()
 
-    from application.evaluation import EvaluationRequest, evaluate
-    from application.runs import RunRequest
-    from capture.table_import import import_table
+    from shadoweval.application.evaluation import EvaluationRequest, evaluate
+    from shadoweval.application.runs import RunRequest
+    from shadoweval.capture.table_import import import_table
     from shadoweval.config import DatabaseSettings, ReplaySettings, Settings
     from shadoweval.serving import BackgroundServer
+    from shadoweval.simulation.mock_llm import FaultConfig, create_app
+    from shadoweval.simulation.mock_llm.latency import parse_latency_profile
     from shadoweval.tables import load_recorded_rows
-    from simulation.mock_llm import FaultConfig, create_app
-    from simulation.mock_llm.latency import parse_latency_profile
 
     alpaca = args.data / "alpaca_eval"
     profile = parse_latency_profile(f"llmperf:{args.data}/llmperf_leaderboard/individual/*_7b.json")

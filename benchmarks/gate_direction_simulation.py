@@ -22,10 +22,13 @@ hours at the design size. Every pair carries the outcome a judge *would* give it
 
 A run is polled at 50 evenly spaced sizes up to its size, as a CI job that also runs the
 judge would (:func:`poll_run`): at each poll the operator first runs ``judge run`` on the
-pairs so far — :func:`stats.change.classify_changes` and :func:`judge.selection.select_pairs`
+pairs so far — :func:`shadoweval.stats.change.classify_changes` and
+:func:`shadoweval.judge.selection.select_pairs`
 with the policy's ``net_harm.max_judged_per_task_type`` (stratified by divergence, pairs
-judged before counting against the budget), exactly what ``application.judging`` does — and
-then polls the gate through :func:`stats.checkpoints.evaluate_poll` with ``previous=`` the
+judged before counting against the budget), exactly what ``shadoweval.application.judging`` does —
+and
+then polls the gate through :func:`shadoweval.stats.checkpoints.evaluate_poll` with ``previous=``
+the
 stored verdict: a look whose prefix got new judgements is re-evaluated as its next
 ``judgement_look`` (the net-harm level split over the evaluations), an unchanged one is
 returned as stored, PROMOTE and ROLLBACK are terminal. A run's outcome is its first terminal
@@ -74,15 +77,15 @@ import pandas as pd
 from gate_simulation import RunSim, TaskSim, coverage_of, paired_flags, synthetic_pairs
 from statsmodels.stats.proportion import proportion_confint
 
-from judge.selection import sample_order, select_pairs
+from shadoweval.judge.selection import sample_order, select_pairs
 from shadoweval.records import Decision, HarmKind, Verdict
-from stats.change import classify_changes, classify_pair_arrays
-from stats.checkpoints import evaluate_poll
-from stats.checks.pair_arrays import PairArrays
-from stats.frame import PAIRS_COLUMNS, harm_column
-from stats.looks import design_sample_size
-from stats.policy import GatePolicy, effective, parse_policy
-from stats.sequential import checkpoint_schedule, latest_checkpoint
+from shadoweval.stats.change import classify_changes, classify_pair_arrays
+from shadoweval.stats.checkpoints import evaluate_poll
+from shadoweval.stats.checks.pair_arrays import PairArrays
+from shadoweval.stats.frame import PAIRS_COLUMNS, harm_column
+from shadoweval.stats.looks import design_sample_size
+from shadoweval.stats.policy import GatePolicy, effective, parse_policy
+from shadoweval.stats.sequential import checkpoint_schedule, latest_checkpoint
 
 T0 = datetime(2024, 6, 1, tzinfo=UTC)
 DECIDED = datetime(2024, 6, 4, tzinfo=UTC)
@@ -178,7 +181,8 @@ def design_total(policy: GatePolicy, run: RunSim) -> int:
 
 
 def _runaway_by_ratio(frame: pd.DataFrame, policy: GatePolicy) -> tuple[BoolArray, BoolArray]:
-    """``stats.frame.pairs_frame``'s length-ratio rule: a side longer than the task type's
+    """``shadoweval.stats.frame.pairs_frame``'s length-ratio rule: a side longer than the task
+    type's
     ``harm.length_ratio_max`` × the other side's and at least ``harm.min_runaway_chars``."""
     views = {t: effective(policy, str(t)).harm for t in frame["task_type"].unique()}
     ratio = frame["task_type"].map({t: v.length_ratio_max for t, v in views.items()})
@@ -199,7 +203,7 @@ def direction_pairs(
     *,
     hours: float,
 ) -> tuple[pd.DataFrame, FloatArray]:
-    """A pairs table (:data:`stats.frame.PAIRS_COLUMNS`) of ``n`` pairs and the judge's
+    """A pairs table (:data:`shadoweval.stats.frame.PAIRS_COLUMNS`) of ``n`` pairs and the judge's
     outcome of each pair (+1 worse, 0 tie, −1 better; :func:`judge_truth`).
 
     The guardrail columns come from :func:`gate_simulation.synthetic_pairs` (errors,
@@ -347,9 +351,10 @@ def poll_run(
     """Poll ``pairs`` (capture order) ``polls`` times, judging within budget before each.
 
     At poll ``i`` the first ``n_i = round(len(pairs)·i/polls)`` pairs have arrived. The
-    operator's ``judge run`` classifies them (:func:`stats.change.classify_pair_arrays`,
-    what :func:`~stats.change.classify_changes` runs) and selects changed pairs within the
-    budget (:func:`judge.selection.select_pairs`; pairs judged before count and are never
+    operator's ``judge run`` classifies them (:func:`shadoweval.stats.change.classify_pair_arrays`,
+    what :func:`~shadoweval.stats.change.classify_changes` runs) and selects changed pairs within
+    the
+    budget (:func:`shadoweval.judge.selection.select_pairs`; pairs judged before count and are never
     sent again); the selected pairs get their judge outcome (``truth``, source ``judge``).
     The gate is then polled with the stored verdict (``evaluate_poll(…, previous=)``).
 

@@ -7,12 +7,12 @@ Usage::
 
 Builds a synthetic A/A run in memory (:func:`gate_simulation.synthetic_pairs`: 20 task
 types with unequal shares, a quarter of them with a format requested, baseline-repeat
-similarities and latencies, output tokens), then times :func:`stats.gate.evaluate_gate`
+similarities and latencies, output tokens), then times :func:`shadoweval.stats.gate.evaluate_gate`
 end to end — column conversion, the per-task-type split, every check of the pooled
 analysis and of each task type (about 200 checks), Holm, validity, the verdict — and,
-separately, the polling entry point :func:`stats.checkpoints.evaluate_poll` (which also
+separately, the polling entry point :func:`shadoweval.stats.checkpoints.evaluate_poll` (which also
 orders the frame by capture time and cuts the checkpoint's prefix) and the descriptive
-summary :func:`stats.summary.task_type_summary` (report-only statistics included). Prints
+summary :func:`shadoweval.stats.summary.task_type_summary` (report-only statistics included). Prints
 one row per step with the median and the minimum of ``--repeats`` runs. Target: the
 verdict in ≤ 3 s on the development machine (2 vCPU).
 """
@@ -27,10 +27,10 @@ from collections.abc import Callable
 import numpy as np
 from gate_simulation import RunSim, TaskSim, coverage_of, synthetic_pairs
 
-from stats.checkpoints import evaluate_poll
-from stats.gate import evaluate_gate
-from stats.policy import GatePolicy
-from stats.summary import task_type_summary
+from shadoweval.stats.checkpoints import evaluate_poll
+from shadoweval.stats.gate import evaluate_gate
+from shadoweval.stats.policy import GatePolicy
+from shadoweval.stats.summary import task_type_summary
 
 
 def _run(task_types: int, repeat_share: float) -> RunSim:

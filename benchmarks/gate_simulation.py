@@ -10,7 +10,7 @@ Each replication draws one synthetic run (:func:`synthetic_pairs`: four task typ
 40/30/20/10% of the traffic, paired binary outcomes, similarities with a baseline-repeat
 noise floor, paired latencies, output tokens), orders it by capture time and **polls the
 gate at 50 evenly spaced points** up to the run's size, exactly as a CI job would:
-:func:`stats.checkpoints.evaluate_poll` maps each poll to its latest checkpoint (a poll
+:func:`shadoweval.stats.checkpoints.evaluate_poll` maps each poll to its latest checkpoint (a poll
 between checkpoints returns that checkpoint's verdict; each checkpoint is evaluated once
 and cached here), and PROMOTE / ROLLBACK are terminal. The outcome of a replication is its
 first terminal decision, or HOLD.
@@ -26,7 +26,7 @@ judge on its budget, net harm).
 Scenarios (each under the default policy with :data:`NEUTRAL` unless said):
 
 * ``aa_capped`` — A/A (the candidate behaves as the baseline) with the sample cap
-  ``n_max`` = the design sample size (:func:`stats.looks.design_sample_size` pairs in
+  ``n_max`` = the design sample size (:func:`shadoweval.stats.looks.design_sample_size` pairs in
   the smallest task type, i.e. 10× that in total): α spending over the capped schedule.
 * ``aa_uncapped`` — the same A/A run without a cap (confidence sequences, α·6/(π²k²)),
   polled up to 2× the design total (checkpoints 200 … 51,200).
@@ -67,16 +67,16 @@ import numpy as np
 import pandas as pd
 
 from shadoweval.records import Coverage, Decision, Verdict
-from stats.checkpoints import evaluate_poll
-from stats.frame import (
+from shadoweval.stats.checkpoints import evaluate_poll
+from shadoweval.stats.frame import (
     BASELINE_HARM_COLUMNS,
     CANDIDATE_HARM_COLUMNS,
     PAIRS_COLUMNS,
     TOOL_CHANGE_COLUMNS,
 )
-from stats.looks import design_sample_size
-from stats.policy import GatePolicy, parse_policy
-from stats.sequential import latest_checkpoint
+from shadoweval.stats.looks import design_sample_size
+from shadoweval.stats.policy import GatePolicy, parse_policy
+from shadoweval.stats.sequential import latest_checkpoint
 
 T0 = datetime(2024, 6, 1, tzinfo=UTC)
 DECIDED = datetime(2024, 6, 2, tzinfo=UTC)
@@ -144,7 +144,7 @@ def paired_flags(
 
 
 def synthetic_pairs(sim: RunSim, n: int, rng: np.random.Generator) -> pd.DataFrame:
-    """A pairs table (:data:`stats.frame.PAIRS_COLUMNS`) of ``n`` pairs in capture order.
+    """A pairs table (:data:`shadoweval.stats.frame.PAIRS_COLUMNS`) of ``n`` pairs in capture order.
 
     Task types are drawn i.i.d. with their shares; per pair: model errors, infrastructure
     errors, format outcomes, similarities (candidate and baseline-repeat share a

@@ -6,7 +6,7 @@ Usage::
         [--pairs 20000] [--per-row-pairs 2000] [--rounds 3] [--batches 100,500,1000,5000]
 
 Seeds, in a fresh PostgreSQL schema (dropped at the end), one run of ``--pairs`` scored
-pairs (:func:`simulation.pair_seeding.seed_run`: exchanges, replays, scores), then writes
+pairs (:func:`shadoweval.simulation.pair_seeding.seed_run`: exchanges, replays, scores), then writes
 those pair scores again through :meth:`Repository.save_pair_scores` — what the compare
 worker calls after each scored batch — into a new run per measurement, so every write is
 an insert of new rows (record JSON, flags, packed facts: the whole write cost):
@@ -40,10 +40,10 @@ import psycopg
 from rich.console import Console
 from rich.table import Table
 
-from application.gating import load_gate_policy
+from shadoweval.application.gating import load_gate_policy
 from shadoweval.records import PairScore
+from shadoweval.simulation.pair_seeding import seed_run
 from shadoweval.storage import Database, Repository
-from simulation.pair_seeding import seed_run
 
 DEFAULT_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 TARGET_PER_S = 10_000.0

@@ -31,9 +31,6 @@ from pathlib import Path
 import httpx
 import orjson
 
-from replay.client import CandidateClient
-from replay.rewrite import ReplayRequest
-from replay.runner import ReplayRunner, TargetSpec
 from shadoweval.capture_log import LogEntry
 from shadoweval.records import (
     Exchange,
@@ -42,6 +39,9 @@ from shadoweval.records import (
     ReplayTarget,
     RequestRecord,
 )
+from shadoweval.replay.client import CandidateClient
+from shadoweval.replay.rewrite import ReplayRequest
+from shadoweval.replay.runner import ReplayRunner, TargetSpec
 from shadoweval.storage import Database, Repository
 
 EVENTS = 24

@@ -24,8 +24,8 @@ Every path the load takes is a **row**, all fed by the same upstream and load ge
 * ``envoy-canary``: the same front end with ``envoy.canary`` set (environment
   ``SHADOWEVAL_ENVOY__CANARY__*``): the candidate URL is the same upstream (two clusters,
   one server), the split file is written before the start at ``--canary-share`` (revision
-  1, :func:`capture.canary_split.write_split`), so every request also waits for the
-  session router (:mod:`capture.session_router`, at most ``--router-timeout-ms``, the
+  1, :func:`shadoweval.capture.canary_split.write_split`), so every request also waits for the
+  session router (:mod:`shadoweval.capture.session_router`, at most ``--router-timeout-ms``, the
   product default 20 ms when not given). The row is ready once Envoy serves revision 1
   and the router reads it. After the run its router counters are reported: Envoy's
   ext_proc stats ``http.live.ext_proc.shadow_eval_router.*`` (``message_timeouts``,
@@ -875,7 +875,7 @@ def start_sidecar(
 
 ROUTER_STAT_PREFIX = "http.live.ext_proc.shadow_eval_router."
 """Envoy's counters of the session router's ext_proc filter (stat prefix in
-:func:`capture.envoy_config.render_envoy_config`)."""
+:func:`shadoweval.capture.envoy_config.render_envoy_config`)."""
 
 
 def envoy_stats(envoy_admin_url: str, prefix: str) -> dict[str, int]:
@@ -919,8 +919,8 @@ def start_envoy(
     at ``canary_share`` when given (the benchmark's upstream as both baseline and
     candidate; the split file written before the start, so the front end keeps it).
     ``extra_env``: more ``SHADOWEVAL_*`` settings of the front end (``--envoy-env``)."""
-    from capture.canary_split import Split, applied_revision, write_split
-    from capture.envoy_config import EnvoyConfigSpec
+    from shadoweval.capture.canary_split import Split, applied_revision, write_split
+    from shadoweval.capture.envoy_config import EnvoyConfigSpec
     from shadoweval.config import CaptureSettings, EnvoyCanarySettings, EnvoySettings
 
     work = work / name

@@ -8,7 +8,8 @@ Usage::
 
 Pairs: the AlpacaEval outputs of Meta-Llama-3-8B-Instruct and Meta-Llama-3.1-8B-Instruct-Turbo
 for the same prompts (805; ``--limit`` the first N). Every backend scores the pairs through
-:func:`compare.similarity.pairwise_similarity` (splitting and pooling as the compare worker
+:func:`shadoweval.compare.similarity.pairwise_similarity` (splitting and pooling as the compare
+worker
 does; no embedding cache). Interleaved: the pairs are cut into ``--chunks`` slices and each
 slice is scored by every backend in turn, so drift of the machine's speed hits all of them.
 Each backend is warmed up on a few pairs first (and an ONNX export, if any, is made then).
@@ -49,9 +50,9 @@ def main() -> None:
     import numpy as np
     import torch
 
-    from compare.backends import candidate_backends
-    from compare.encoders import MiniLMEncoder
-    from compare.similarity import pairwise_similarity
+    from shadoweval.compare.backends import candidate_backends
+    from shadoweval.compare.encoders import MiniLMEncoder
+    from shadoweval.compare.similarity import pairwise_similarity
 
     here = Path(__file__).resolve().parents[1]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

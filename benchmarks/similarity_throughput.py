@@ -11,12 +11,12 @@ lengths **in wordpieces**: each text is encoded once with the model's own tokeni
 at the character offset where the target wordpiece lies (outputs are joined when one is
 shorter than the target, so long targets are reached without repeating a text). For each
 length and backend the script embeds ``--texts`` distinct texts through
-:func:`compare.similarity.embed_texts` (chunking and pooling included, exactly as the
+:func:`shadoweval.compare.similarity.embed_texts` (chunking and pooling included, exactly as the
 compare worker does) and reports texts/s, chunks per text, wordpieces/s, the encoder's
 achieved GFLOP/s and its fraction of the fp32 GEMM rate measured in the same run; the median
 of ``--repeats`` runs, the backends of one length run round-robin (interleaved). A last row
 per length reads the same texts back from a warm embedding cache in a SQLite results
-database (:class:`compare.worker.StorageEmbeddingCache`), the path of a rescore.
+database (:class:`shadoweval.compare.worker.StorageEmbeddingCache`), the path of a rescore.
 
 FLOPs per wordpiece (BERT encoder, multiply-add = 2 FLOPs, per layer): ``2 (4 d² + 2 d f)``
 for the projections and feed-forward plus ``4 d s`` for the attention scores and their use
@@ -111,7 +111,7 @@ def gemm_gflops(device: str, repeats: int = 5) -> float:
 
 def make_encoder(backend: str, device: str, batch_size: int) -> Any:
     """The bundled MiniLM on ``backend`` (``torch-fp32`` needs no backend support)."""
-    from compare.encoders import MiniLMEncoder
+    from shadoweval.compare.encoders import MiniLMEncoder
 
     if backend == "torch-fp32":
         return MiniLMEncoder(device=device, batch_size=batch_size)
@@ -132,9 +132,9 @@ def main() -> None:
     import tokenizers
     import torch
 
-    from application.database import open_repository
-    from compare.similarity import embed_texts
-    from compare.worker import StorageEmbeddingCache
+    from shadoweval.application.database import open_repository
+    from shadoweval.compare.similarity import embed_texts
+    from shadoweval.compare.worker import StorageEmbeddingCache
 
     backends = [name.strip() for name in args.backends.split(",") if name.strip()]
     t0 = time.perf_counter()

@@ -7,19 +7,19 @@ Usage::
 
 The disk is a real small file system when the process may mount one (``--volume tmpfs``:
 a tmpfs of ``--size-kib`` mounted on a temporary directory, root only), else
-(``simulated``) a directory behind :class:`simulation.full_disk.FullDisk` handed to the
+(``simulated``) a directory behind :class:`shadoweval.simulation.full_disk.FullDisk` handed to the
 sinks through their ``opener`` seam. ``auto`` (default) tries tmpfs first. The tmpfs mode
 uses only what every version of the sinks has, so the same script measures an older
 checkout (``PYTHONPATH=<checkout> python benchmarks/sink_disk_full.py``).
 
 Two scenarios, each on a fresh volume:
 
-* **file**: a :class:`~capture.sinks.file.FileSink` writes ``--file-exchanges``
+* **file**: a :class:`~shadoweval.capture.sinks.file.FileSink` writes ``--file-exchanges``
   exchanges, one every millisecond, onto a volume a filler file has left ``--free-kib``
   free; the disk fills; the filler is deleted and 100 more are written; the sink stops.
   Reported: ``produced{sink="file"}``, the exchanges a reader finds in the files, the
   difference (counted, not on disk), drops by reason, empty segment files left.
-* **spool**: a :class:`~capture.sinks.kafka.KafkaSink` whose producer is an in-memory
+* **spool**: a :class:`~shadoweval.capture.sinks.kafka.KafkaSink` whose producer is an in-memory
   broker (acknowledges at once when up: the rate measured is the spool's, not a broker's)
   spools ``--spool-exchanges`` exchanges while the broker is down; then the volume is
   filled to the last byte and the broker comes back. Reported: exchanges drained per
@@ -45,12 +45,12 @@ from typing import Any
 
 import orjson
 
-from capture.metrics import CaptureMetrics
-from capture.sinks.base import BuiltExchange
-from capture.sinks.file import FileSink
-from capture.sinks.kafka import KafkaSink, ProducerLike, SinkMode
 from shadoweval.bus import BusError, BusTimeoutError
 from shadoweval.bus.producer import Delivery, OutgoingRecord
+from shadoweval.capture.metrics import CaptureMetrics
+from shadoweval.capture.sinks.base import BuiltExchange
+from shadoweval.capture.sinks.file import FileSink
+from shadoweval.capture.sinks.kafka import KafkaSink, ProducerLike, SinkMode
 from shadoweval.capture_log import read_capture_log
 from shadoweval.config import KafkaSettings, SpoolSettings
 from shadoweval.records import Exchange, ModelIdentity, RequestRecord, ResponseRecord
@@ -105,7 +105,7 @@ class Volume:
                 capture_output=True,
             )
         else:
-            from simulation.full_disk import FullDisk  # the seam: the current sinks only
+            from shadoweval.simulation.full_disk import FullDisk  # the seam: the current sinks only
 
             self.opener = FullDisk(self.root, free=self.size)
         self.filler = self.root / "filler"

@@ -9,7 +9,7 @@ lines of 100 chat spans each (``gen_ai.input.messages``/``gen_ai.output.messages
 a conversation id); ``langfuse``: JSON Lines of GENERATION observations; ``litellm``: JSON Lines of
 ``StandardLoggingPayload`` objects — each record a two-message chat (~60 words) with one
 e-mail address planted in every tenth prompt. Then times
-:func:`application.importing.import_table` end to end (read, map, tag, redact with the
+:func:`shadoweval.application.importing.import_table` end to end (read, map, tag, redact with the
 default body rules, hash the session, write the capture log), and again with
 ``redact=False``, and prints one row per preset with the median and the minimum of
 ``--repeats`` runs.
@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from application.importing import ImportRequest, TableSource, import_table
+from shadoweval.application.importing import ImportRequest, TableSource, import_table
 
 SENTENCE = (
     "the customer asks about an order that arrived late and wants to know whether the "

@@ -1,4 +1,5 @@
-"""From a :class:`~capture.raw.RawCapture` to a redacted, serialized Exchange — off the hot path.
+"""From a :class:`~shadoweval.capture.raw.RawCapture` to a redacted, serialized Exchange — off the
+hot path.
 
 :meth:`ExchangeBuilder.build` runs in the sidecar's builder worker (a thread or, through
 :func:`init_worker` / :func:`build_in_worker`, a ``ProcessPoolExecutor``), never on the
@@ -25,7 +26,8 @@ live path. Steps:
    address diverges). The report's hits say which exchanges were redacted and where; a
    task type full of PII shows more divergence than the models alone would. Untouched
    bodies are stored byte for byte. The task type is tagged from the original request.
-4. **Response**: decoded piece by piece (:mod:`capture.decoding`); a ``text/event-stream``
+4. **Response**: decoded piece by piece (:mod:`shadoweval.capture.decoding`); a
+``text/event-stream``
    response is fed to :class:`~shadoweval.llm_protocol.ChatStreamAssembler` with each
    piece's arrival time, so TTFT/e2e/ITL/TPOT come from the recorded arrival times; TTFB is
    the arrival of the first (encoded) body byte. Other bodies go to
@@ -44,13 +46,13 @@ live path. Steps:
    ``user:password@`` parts and body-rule matches removed). A capture with no response
    (connect failure, cancelled before headers) has ``response = None``: the Exchange
    record has no field for its reason, which is only logged by the proxy.
-   Steps 4-6 live in :mod:`capture.response_assembly` (:class:`ResponseAssembler`).
+   Steps 4-6 live in :mod:`shadoweval.capture.response_assembly` (:class:`ResponseAssembler`).
 6a. **Cache hit**: the configured ``cache_hit_rules``
    (:class:`~shadoweval.config.CacheHitRule`) are tested on the received response
    headers; a match sets ``response.cache_hit`` and ``response.cache_hit_headers`` (a
    matched header that step 1 removed keeps its name, value ``[REDACTED:header]``). The
    answer is kept; the gate leaves the pair out of latency (:mod:`shadoweval.cache_hits`).
-7. **Identity**: the live model's (:mod:`capture.identity`); when its name is empty or
+7. **Identity**: the live model's (:mod:`shadoweval.capture.identity`); when its name is empty or
    ``unknown``, the response's ``model`` field.
 
 Failure policy: :meth:`ExchangeBuilder.build` does not raise for any capture. An
@@ -72,14 +74,14 @@ from urllib.parse import quote, unquote_plus
 
 import orjson
 
-from capture.decoding import DEFAULT_MAX_OUTPUT_BYTES, BodyDecoder, ContentDecodingError
-from capture.identity import resolve_identity
-from capture.raw import RawCapture
-from capture.response_assembly import ResponseAssembler
-from capture.sinks.base import BuiltExchange
-from capture.tagging import TaskTag, TaskTagger
 from shadoweval.body_redaction import BodyRedactor, RedactionHits, parse_json
 from shadoweval.cache_hits import mark_cache_hit
+from shadoweval.capture.decoding import DEFAULT_MAX_OUTPUT_BYTES, BodyDecoder, ContentDecodingError
+from shadoweval.capture.identity import resolve_identity
+from shadoweval.capture.raw import RawCapture
+from shadoweval.capture.response_assembly import ResponseAssembler
+from shadoweval.capture.sinks.base import BuiltExchange
+from shadoweval.capture.tagging import TaskTag, TaskTagger
 from shadoweval.config import BodyRedactionSettings, CaptureSettings
 from shadoweval.errors import ShadowEvalError
 from shadoweval.records import (
@@ -161,7 +163,7 @@ class ExchangeBuilder:
 
     Args:
         settings: the sidecar's settings (redaction, tagging, ``keep_raw_body``).
-        model: the live model's identity (:func:`capture.identity.fetch_live_model`).
+        model: the live model's identity (:func:`shadoweval.capture.identity.fetch_live_model`).
         source: the ``source`` recorded (:func:`default_source`: ``sidecar:<host>``).
         max_decoded_bytes: bound on a content-decoded body (bombs are refused).
 

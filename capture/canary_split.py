@@ -1,6 +1,6 @@
 """The canary split of the Envoy front end: the route file Envoy watches, and its revisions.
 
-With ``envoy.canary`` set (:mod:`capture.envoy_config`), Envoy takes the live routes from
+With ``envoy.canary`` set (:mod:`shadoweval.capture.envoy_config`), Envoy takes the live routes from
 ``split_dir/split.yaml`` (filesystem RDS: ``path_config_source`` with ``watched_directory``;
 Envoy re-reads the file when a file is moved into the directory). The file is an Envoy v3
 ``DiscoveryResponse`` with one ``RouteConfiguration`` (``live``), ``version_info`` = the
@@ -11,7 +11,7 @@ split's revision. Each forwarding route of the static table becomes three, in or
 3. otherwise ``weighted_clusters``: ``live_model`` and ``candidate_model`` weighted in
    basis points (:data:`WEIGHT_TOTAL`), ``use_hash_policy: true`` with the route's
    ``hash_policy`` on the session headers (first present: each policy ``terminal``) — the
-   fallback when the session router (:mod:`capture.session_router`) does not answer in
+   fallback when the session router (:mod:`shadoweval.capture.session_router`) does not answer in
    time: the same session key still lands on the same arm at one share, but a share
    change moves some sessions (Envoy's hash is not the router's monotone bucket), and a
    request without a session key is drawn at random.
@@ -53,7 +53,7 @@ from typing import Any, Literal
 import httpx
 import yaml
 
-from capture.envoy_config import (
+from shadoweval.capture.envoy_config import (
     ARM_HEADER,
     CANDIDATE_CLUSTER,
     ROUTE_CONFIG_NAME,
@@ -63,8 +63,8 @@ from capture.envoy_config import (
     route_table,
     upstream_authority,
 )
-from capture.envoy_config import UPSTREAM_CLUSTER as BASELINE_CLUSTER
-from capture.envoy_process import EnvoyProcess
+from shadoweval.capture.envoy_config import UPSTREAM_CLUSTER as BASELINE_CLUSTER
+from shadoweval.capture.envoy_process import EnvoyProcess
 from shadoweval.errors import ConfigError
 
 __all__ = [
@@ -152,7 +152,7 @@ def render_split_routes(spec: EnvoyConfigSpec, split: Split) -> str:
     ``RouteConfiguration`` named ``live``, ``version_info`` = ``str(split.revision)``.
 
     Same routes and capture rules as the static table of
-    :func:`capture.envoy_config.render_envoy_config` (ext_proc only for ``POST`` to the
+    :func:`shadoweval.capture.envoy_config.render_envoy_config` (ext_proc only for ``POST`` to the
     captured routes without the ``x-shadow-eval`` marker), each forwarding route turned
     into the three described in the module docstring. Deterministic.
 
@@ -176,7 +176,7 @@ def render_split_routes(spec: EnvoyConfigSpec, split: Split) -> str:
             out["weighted_clusters"] = {
                 # candidate first: Envoy takes the session header's xxHash64 mod the
                 # total weight through the clusters in order, so the candidate gets
-                # [0, weight): the router's rule (capture.session_router.stable_bucket)
+                # [0, weight): the router's rule (shadoweval.capture.session_router.stable_bucket)
                 "clusters": [
                     {
                         "name": CANDIDATE_CLUSTER,
@@ -245,7 +245,8 @@ def render_split_routes(spec: EnvoyConfigSpec, split: Split) -> str:
         ],
     }
     header = (
-        "# Canary split of shadow-eval's Envoy front end (capture.canary_split.write_split).\n"
+        "# Canary split of shadow-eval's Envoy front end"
+        " (shadoweval.capture.canary_split.write_split).\n"
         f"# Revision {split.revision}: candidate {canary.candidate_url} serves "
         f"{weight}/{WEIGHT_TOTAL} of new sessions; baseline {spec.upstream_url}.\n"
     )
@@ -363,7 +364,7 @@ async def applied_revision(envoy: str | EnvoyProcess, *, timeout_s: float = 5.0)
 
     Args:
         envoy: Envoy's admin URL, ``http://127.0.0.1:PORT``, or the
-            :class:`~capture.envoy_process.EnvoyProcess` (its ``admin_url``).
+            :class:`~shadoweval.capture.envoy_process.EnvoyProcess` (its ``admin_url``).
         timeout_s: limit on the admin request.
 
     Returns:

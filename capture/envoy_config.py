@@ -44,7 +44,7 @@ The rendered bootstrap (Envoy v3 API, checked against Envoy 1.40) has:
 * **cluster** ``shadow_eval_capture``: the capture service's gRPC port, HTTP/2, circuit
   breakers at ``max_capture_streams`` (over it the processor stream cannot open: the
   request is served, not captured, and ``ext_proc.streams_failed`` counts it);
-* **the canary split** (only with ``canary``; :mod:`capture.canary_split`): the routes
+* **the canary split** (only with ``canary``; :mod:`shadoweval.capture.canary_split`): the routes
   come from the file ``split_dir/split.yaml`` (``rds`` with ``path_config_source`` and
   ``watched_directory``: reloaded when a file is renamed into ``split_dir``) instead of
   the static ``route_config``; a cluster ``candidate_model`` with the same options as
@@ -79,7 +79,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from capture.headers import SHADOW_MARKER
+from shadoweval.capture.headers import SHADOW_MARKER
 from shadoweval.config import CaptureSettings, EnvoySettings
 from shadoweval.errors import ConfigError
 from shadoweval.routes import normalize_route
@@ -142,7 +142,7 @@ class CanarySpec:
     Attributes:
         candidate_url: the candidate model server, ``http(s)://HOST[:PORT]`` (no path).
         split_dir: the directory Envoy watches; the routes are in ``split_dir/split.yaml``
-            (:mod:`capture.canary_split`).
+            (:mod:`shadoweval.capture.canary_split`).
         router_port: the session router's gRPC port on ``ext_proc_host`` (``1``-``65535``:
             the bound one).
         router_timeout_ms: Envoy's wait for the router's decision, milliseconds (ext_proc
@@ -164,7 +164,7 @@ class EnvoyConfigSpec:
             forwards the client's path unchanged).
         listen_host: the address clients connect to.
         listen_port: the live port (``0``: Envoy picks a free one, see
-            :attr:`capture.envoy_process.EnvoyProcess.listen_port`).
+            :attr:`shadoweval.capture.envoy_process.EnvoyProcess.listen_port`).
         ext_proc_host: the capture service's gRPC address.
         ext_proc_port: the capture service's gRPC port (``1``–``65535``: the bound one).
         admin_port: Envoy's admin port (bound on ``127.0.0.1`` only; ``0``: a free one).
@@ -503,7 +503,7 @@ def render_envoy_config(spec: EnvoyConfigSpec) -> str:
                 "config_source": {
                     "resource_api_version": "V3",
                     # Envoy reloads the file when one is moved into the directory (the
-                    # atomic rename of capture.canary_split.write_split)
+                    # atomic rename of shadoweval.capture.canary_split.write_split)
                     "path_config_source": {
                         "path": str(split_dir / SPLIT_FILE),
                         "watched_directory": {"path": str(split_dir)},

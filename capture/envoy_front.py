@@ -8,25 +8,26 @@ Composition (docs/capture.md, "Envoy front end")::
            CaptureProcessor (gRPC) ──► CapturePipeline ──► builder ──► sinks
 
 :class:`EnvoyFrontEnd` runs the capture service — the gRPC server
-(:class:`capture.ext_proc.CaptureProcessor` on ``envoy.ext_proc_host:ext_proc_port``),
-the same :class:`~capture.pipeline.CapturePipeline`, builder and sinks as the sidecar,
+(:class:`shadoweval.capture.ext_proc.CaptureProcessor` on ``envoy.ext_proc_host:ext_proc_port``),
+the same :class:`~shadoweval.capture.pipeline.CapturePipeline`, builder and sinks as the sidecar,
 and the admin port (``capture.admin_port``: ``/healthz``, ``/readyz``, ``/metrics``) —
 and, unless ``launch_envoy=False`` (an Envoy run by someone else, e.g. a mesh sidecar,
 configured from ``shadow-eval capture envoy-config``), Envoy itself as a child process
-(:class:`capture.envoy_process.EnvoyProcess`) with the config rendered for the bound
+(:class:`shadoweval.capture.envoy_process.EnvoyProcess`) with the config rendered for the bound
 ports.
 
 With ``envoy.canary`` set, the front end also serves the canary split: it writes the
 split file's revision 0 (share 0: all baseline) when ``split_dir`` has none, and runs the
-session router (:class:`capture.session_router.SessionRouter`) in its own process
-(:class:`capture.router_process.RouterProcess`: its own event loop, GIL and gRPC server on
+session router (:class:`shadoweval.capture.session_router.SessionRouter`) in its own process
+(:class:`shadoweval.capture.router_process.RouterProcess`: its own event loop, GIL and gRPC server
+on
 ``envoy.ext_proc_host:canary.router_port``, started before the service lowers its priority;
 its metrics collected into the same registry), stopped with the front end; Envoy takes its
-routes from the split file (:mod:`capture.canary_split`).
+routes from the split file (:mod:`shadoweval.capture.canary_split`).
 
 The service sends nothing to the upstream on its own: the live model's name is
 ``capture.live_model.name`` when set, otherwise each exchange records the ``model`` field
-of its response (:func:`capture.identity.resolve_identity`); ``/readyz`` follows Envoy's
+of its response (:func:`shadoweval.capture.identity.resolve_identity`); ``/readyz`` follows Envoy's
 own ``/ready`` instead of probing the upstream.
 
 Priority: once Envoy is ``LIVE`` the service lowers its own CPU priority by
@@ -66,19 +67,19 @@ import grpc
 import uvicorn
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ext_proc_grpc
 
-from capture.builder import ExchangeBuilder
-from capture.canary_split import SPLIT_FILE, Split, write_split
-from capture.envoy_config import EnvoyConfigSpec, find_envoy_binary, render_envoy_config
-from capture.envoy_process import EnvoyError, EnvoyProcess
-from capture.ext_proc import CaptureProcessor, ExtProcMetrics
-from capture.identity import UNKNOWN_MODEL, identity_from_settings
-from capture.metrics import CaptureMetrics
-from capture.pipeline import BuilderMode, CapturePipeline
-from capture.router_process import RouterProcess
-from capture.sampling import StickySampler
-from capture.sidecar import make_sinks
-from capture.sinks.base import ExchangeSink
 from shadoweval.bus import ensure_topics
+from shadoweval.capture.builder import ExchangeBuilder
+from shadoweval.capture.canary_split import SPLIT_FILE, Split, write_split
+from shadoweval.capture.envoy_config import EnvoyConfigSpec, find_envoy_binary, render_envoy_config
+from shadoweval.capture.envoy_process import EnvoyError, EnvoyProcess
+from shadoweval.capture.ext_proc import CaptureProcessor, ExtProcMetrics
+from shadoweval.capture.identity import UNKNOWN_MODEL, identity_from_settings
+from shadoweval.capture.metrics import CaptureMetrics
+from shadoweval.capture.pipeline import BuilderMode, CapturePipeline
+from shadoweval.capture.router_process import RouterProcess
+from shadoweval.capture.sampling import StickySampler
+from shadoweval.capture.sidecar import make_sinks
+from shadoweval.capture.sinks.base import ExchangeSink
 from shadoweval.config import CaptureSettings, EnvoySettings, KafkaSettings
 from shadoweval.errors import ShadowEvalError
 from shadoweval.lifecycle import AsyncLifecycle

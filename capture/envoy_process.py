@@ -33,7 +33,7 @@ from pathlib import Path
 
 import httpx
 
-from capture.envoy_config import LIVE_STAT_PREFIX
+from shadoweval.capture.envoy_config import LIVE_STAT_PREFIX
 from shadoweval.errors import ShadowEvalError
 from shadoweval.lifecycle import AsyncLifecycle
 
@@ -48,8 +48,8 @@ class EnvoyProcess(AsyncLifecycle):
     """One Envoy child process running ``config_yaml``.
 
     Args:
-        binary: the Envoy executable (:func:`capture.envoy_config.find_envoy_binary`).
-        config_yaml: the bootstrap (:func:`capture.envoy_config.render_envoy_config`).
+        binary: the Envoy executable (:func:`shadoweval.capture.envoy_config.find_envoy_binary`).
+        config_yaml: the bootstrap (:func:`shadoweval.capture.envoy_config.render_envoy_config`).
         work_dir: where the config, the admin-address file (and the log) are written.
         concurrency: worker threads (``--concurrency``); ``None``: one per core.
         log_path: Envoy's log file (``--log-path``); ``None``: inherit stderr.

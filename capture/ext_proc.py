@@ -1,17 +1,18 @@
 """The capture service behind Envoy: an ``envoy.service.ext_proc.v3.ExternalProcessor``.
 
-Envoy's external-processing filter in **observability mode** (:mod:`capture.envoy_config`)
+Envoy's external-processing filter in **observability mode**
+(:mod:`shadoweval.capture.envoy_config`)
 opens one bidirectional gRPC stream per captured HTTP request and sends, as they pass, a
 ``ProcessingRequest`` for the request headers, each request body piece, the response
 headers, each response body piece and any trailers. It never waits for an answer and the
 service sends none (the proto: in observability mode "the server must not respond to
 this message"); the live request is never paused, whatever the service does.
 :class:`StreamTap` turns the messages of one stream into one
-:class:`~capture.raw.RawCapture`, exactly what the built-in sidecar's proxy builds, and
-:class:`CaptureProcessor` hands it to :meth:`capture.pipeline.CapturePipeline.offer` —
+:class:`~shadoweval.capture.raw.RawCapture`, exactly what the built-in sidecar's proxy builds, and
+:class:`CaptureProcessor` hands it to :meth:`shadoweval.capture.pipeline.CapturePipeline.offer` —
 then the same builder, redaction and sinks as the sidecar.
 
-Capture semantics are the sidecar's (:mod:`capture.proxy`): only ``POST`` to a path in
+Capture semantics are the sidecar's (:mod:`shadoweval.capture.proxy`): only ``POST`` to a path in
 ``settings.routes`` (exact match, query string and trailing slashes apart), never a request carrying
 ``x-shadow-eval``, sticky sampling on the session headers (``unsampled`` counted), the
 response copy cut at ``max_capture_bytes`` (outcome ``truncated``). The Envoy route table
@@ -55,7 +56,7 @@ local reply: upstream unreachable, overflow, timeout — ``response.code_details
 ``via_upstream``) is kept with its status and body, outcome ``error`` and the details as
 the reason.
 
-**Serving version.** With the canary split (:mod:`capture.canary_split`) Envoy also sends
+**Serving version.** With the canary split (:mod:`shadoweval.capture.canary_split`) Envoy also sends
 ``xds.cluster_name`` with the response headers: the cluster that answered
 (``live_model`` = baseline, ``candidate_model`` = candidate) becomes
 ``RawCapture.served_by`` and ``Exchange.served_by``.
@@ -79,11 +80,11 @@ from envoy.service.ext_proc.v3 import external_processor_pb2 as ext_proc_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ext_proc_grpc
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from capture.envoy_config import EXT_PROC_FILTER
-from capture.headers import SHADOW_MARKER
-from capture.metrics import CaptureMetrics
-from capture.raw import RawCapture
-from capture.sampling import StickySampler
+from shadoweval.capture.envoy_config import EXT_PROC_FILTER
+from shadoweval.capture.headers import SHADOW_MARKER
+from shadoweval.capture.metrics import CaptureMetrics
+from shadoweval.capture.raw import RawCapture
+from shadoweval.capture.sampling import StickySampler
 from shadoweval.config import CaptureSettings
 from shadoweval.records import ExchangeOutcome, new_exchange_id, utc_now
 from shadoweval.routes import normalize_route
@@ -118,7 +119,7 @@ INCOMPLETE_REASONS: dict[str, str] = {
 
 
 class ExtProcMetrics:
-    """The capture service's own metrics, beside :class:`~capture.metrics.CaptureMetrics`
+    """The capture service's own metrics, beside :class:`~shadoweval.capture.metrics.CaptureMetrics`
     in the same registry.
 
     * ``shadoweval_ext_proc_streams_total{result}`` — processor streams, by what became
@@ -214,7 +215,7 @@ def _attribute(msg: Any, name: str) -> Any:
 
 
 class StreamTap:
-    """The messages of one ext_proc stream → one :class:`~capture.raw.RawCapture`.
+    """The messages of one ext_proc stream → one :class:`~shadoweval.capture.raw.RawCapture`.
 
     Pure and synchronous (no I/O): :meth:`feed` each ``ProcessingRequest`` with the time
     it was read; when it returns True the stream needs nothing more (the exchange is

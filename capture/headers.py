@@ -45,7 +45,7 @@ HOP_BY_HOP: frozenset[bytes] = frozenset(
 """Hop-by-hop header names (RFC 9110 §7.6.1), lower-case."""
 
 SHADOW_MARKER: bytes = b"x-shadow-eval"
-"""Request header carried by shadow-eval's own replay traffic (``replay.rewrite``)."""
+"""Request header carried by shadow-eval's own replay traffic (``shadoweval.replay.rewrite``)."""
 
 _HOST = b"host"
 _XFF = b"x-forwarded-for"

@@ -23,10 +23,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from capture.builder import BuildResult, ExchangeBuilder, build_in_worker, init_worker
-from capture.metrics import CaptureMetrics
-from capture.raw import RawCapture
-from capture.sinks.base import ExchangeSink
+from shadoweval.capture.builder import BuildResult, ExchangeBuilder, build_in_worker, init_worker
+from shadoweval.capture.metrics import CaptureMetrics
+from shadoweval.capture.raw import RawCapture
+from shadoweval.capture.sinks.base import ExchangeSink
 from shadoweval.config import CaptureSettings
 from shadoweval.lifecycle import AsyncLifecycle
 

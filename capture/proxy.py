@@ -2,7 +2,7 @@
 
 Every request, on any path and method, is forwarded to the upstream (the live model server)
 and its response is passed back **as received**: status, headers (minus hop-by-hop ones,
-see :mod:`capture.headers`) and the body bytes piece by piece as they arrive from the
+see :mod:`shadoweval.capture.headers`) and the body bytes piece by piece as they arrive from the
 upstream socket, still content-encoded (gzip/br pass through byte-identical), so SSE events
 reach the client when they arrive. The rule above all: the sidecar never fails, slows or
 alters a client's request or response. Capture is a side copy that cannot break the live
@@ -13,7 +13,7 @@ are :class:`asyncio.Protocol` objects with an ``httptools`` (llhttp) parser; a r
 read whole (it is small, and the capture needs it), then written upstream as one buffer —
 ``METHOD <base path><target as received> HTTP/1.1``, ``Host`` of the upstream, the
 client's headers, ``Content-Length`` — on a pooled connection
-(:mod:`capture.upstream_pool`). Each response body piece the parser yields is written to
+(:mod:`shadoweval.capture.upstream_pool`). Each response body piece the parser yields is written to
 the client at once (re-chunked when the upstream sent no ``Content-Length``; an upstream
 ``Content-Length`` passes through) and the same ``bytes`` object is appended to the
 capture: one copy, made by the parser. Reading from the upstream pauses while the
@@ -27,7 +27,7 @@ as ``/v1/chat/completions``, and still forwarded with its slash), never a reques
 so (decided when the request headers are read; unsampled requests count
 ``shadoweval_capture_unsampled_total``). For a captured
 request the proxy appends ``(time.perf_counter_ns(), piece)`` per piece to a
-:class:`~capture.raw.RawCapture` — the only per-piece work — up to
+:class:`~shadoweval.capture.raw.RawCapture` — the only per-piece work — up to
 ``settings.max_capture_bytes`` (beyond it the copy stops, ``truncated`` is set and the
 outcome is ``truncated``; the client still gets every byte). When the exchange ends —
 normally, with an upstream error, or cancelled — ``on_capture`` is called exactly once with
@@ -47,7 +47,7 @@ Failure handling:
   or waiting for a pooled connection), 502 otherwise; ``upstream_errors{kind}`` counts it and
   the capture has outcome ``error``, ``error`` text and ``status_code=None``. A pooled
   connection found closed by the upstream before use is never used (no byte is written on
-  it, nothing to retry; :mod:`capture.upstream_pool`).
+  it, nothing to retry; :mod:`shadoweval.capture.upstream_pool`).
 * **Upstream breaks mid-body** (connection reset, incomplete chunked body): the client's
   response is left incomplete and its connection closed — what a direct connection would
   have shown the client; ``upstream_errors{kind="mid_stream"}`` and outcome ``error``.
@@ -72,7 +72,7 @@ captured route's path or ``other``; ``status_class`` is what the client got: ``2
 ``upstream_errors{kind}`` (``connect``, ``connect_timeout``, ``pool_timeout``,
 ``protocol``, ``network``, ``mid_stream``); ``upstream_stale``; ``rejected{reason}``;
 ``client_connections``; ``unsampled``. ``captured`` is counted by the tee
-(:meth:`capture.pipeline.CapturePipeline.offer`), not here.
+(:meth:`shadoweval.capture.pipeline.CapturePipeline.offer`), not here.
 
 Serving: :meth:`CaptureProxy.listen` binds the port (optionally ``SO_REUSEPORT``);
 shutdown is :meth:`CaptureProxy.close_listeners` then :meth:`CaptureProxy.drain` (wait for
@@ -94,16 +94,16 @@ from urllib.parse import unquote, unquote_to_bytes, urlsplit
 
 import httptools
 
-from capture.headers import (
+from shadoweval.capture.headers import (
     SHADOW_MARKER,
     has_header,
     request_headers_for_upstream,
     response_headers_for_client,
 )
-from capture.metrics import CaptureMetrics
-from capture.raw import RawCapture
-from capture.sampling import StickySampler
-from capture.upstream_pool import UpstreamConnection, UpstreamError, UpstreamPool
+from shadoweval.capture.metrics import CaptureMetrics
+from shadoweval.capture.raw import RawCapture
+from shadoweval.capture.sampling import StickySampler
+from shadoweval.capture.upstream_pool import UpstreamConnection, UpstreamError, UpstreamPool
 from shadoweval.config import CaptureSettings
 from shadoweval.errors import ConfigError
 from shadoweval.lifecycle import AsyncLifecycle

@@ -3,7 +3,7 @@
 The live path does the least work possible: it appends ``(arrival_ns, bytes)`` pieces as
 they pass and, when the response ends, hands one RawCapture to the pipeline. Decoding,
 reassembly, tagging, redaction and serialization happen later, off the hot path
-(:mod:`capture.builder`). A RawCapture holds secrets (headers, bodies) and never leaves
+(:mod:`shadoweval.capture.builder`). A RawCapture holds secrets (headers, bodies) and never leaves
 the sidecar process's memory and its builder worker: nothing writes it anywhere.
 """
 

@@ -1,7 +1,8 @@
 """The response half of a capture's Exchange: decode, reassemble, time and redact it.
 
-:class:`ResponseAssembler` is step 4-6 of :mod:`capture.builder` (see its module doc): the
-recorded body pieces are content-decoded piece by piece (:mod:`capture.decoding`); a
+:class:`ResponseAssembler` is step 4-6 of :mod:`shadoweval.capture.builder` (see its module doc):
+the
+recorded body pieces are content-decoded piece by piece (:mod:`shadoweval.capture.decoding`); a
 ``text/event-stream`` response is fed to
 :class:`~shadoweval.llm_protocol.ChatStreamAssembler` with each piece's arrival time
 (TTFT/e2e/ITL/TPOT from the recorded arrival times, TTFB = first encoded body byte), any
@@ -29,14 +30,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from capture.decoding import (
+from shadoweval.body_redaction import BodyRedactor, RedactionHits, parse_json
+from shadoweval.capture.decoding import (
     DEFAULT_MAX_OUTPUT_BYTES,
     BodyDecoder,
     ContentDecodingError,
     decode_pieces,
 )
-from capture.raw import RawCapture
-from shadoweval.body_redaction import BodyRedactor, RedactionHits, parse_json
+from shadoweval.capture.raw import RawCapture
 from shadoweval.errors import RecordDecodeError
 from shadoweval.llm_protocol import ChatStreamAssembler, parse_completion_body
 from shadoweval.llm_protocol.assembler import AssembledResponse

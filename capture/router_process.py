@@ -2,7 +2,8 @@
 event loop and gRPC server.
 
 Envoy waits for the session router on every request when a canary is configured
-(:mod:`capture.session_router`, bounded by ``envoy.canary.router_timeout_ms``). Inside the
+(:mod:`shadoweval.capture.session_router`, bounded by ``envoy.canary.router_timeout_ms``). Inside
+the
 capture service's process it shared the capture work's event loop and GIL and, once the
 front end lowered its own priority (``envoy.capture_nice``), that priority too: at 200
 streams on two cores it added +23 ms p50 / +55 ms p99 to every request and 19 % of the
@@ -11,7 +12,8 @@ a child started with multiprocessing's ``"spawn"`` context, by the front end *be
 lowers its priority, so the child keeps the priority the service started with.
 
 Parent ⇄ child: one duplex :func:`multiprocessing.Pipe`. The child builds
-:class:`~capture.session_router.SessionRouter` (its metrics in the child's own registry) and
+:class:`~shadoweval.capture.session_router.SessionRouter` (its metrics in the child's own registry)
+and
 a ``grpc.aio`` server on ``host:port`` (``0``: any free port), then sends
 ``("ready", "", bound_port)`` — or ``("error", field, message)`` when the split file
 cannot be read or the port cannot be bound, which :meth:`RouterProcess.start` raises as a
@@ -26,7 +28,8 @@ process group; the parent decides when the router stops).
 Metrics: :class:`RouterCollector`, registered on the front end's registry, fetches the
 child's samples on each collect (each scrape of the admin ``/metrics``) with a short timeout
 (``fetch_timeout_s``) under a lock (scrapes can be concurrent), so the metric names of
-:class:`~capture.session_router.RouterMetrics` stay where they were. A child that does not
+:class:`~shadoweval.capture.session_router.RouterMetrics` stay where they were. A child that does
+not
 answer in time contributes no samples to that scrape. The parent's own:
 ``shadoweval_canary_router_exits_total`` (the child exited without being asked) and
 ``shadoweval_canary_router_restarts_total``.
@@ -146,7 +149,7 @@ async def _child_serve(conn: Connection, config: RouterChildConfig) -> None:
     import grpc
     from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ext_proc_grpc
 
-    from capture.session_router import SessionRouter
+    from shadoweval.capture.session_router import SessionRouter
 
     registry = CollectorRegistry()
     router = SessionRouter(
@@ -540,7 +543,8 @@ _FAMILIES: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
 
 class RouterCollector(Collector):
     """A prometheus_client collector yielding the router child's metric families
-    (:class:`~capture.session_router.RouterMetrics`, fetched over the pipe on each collect,
+    (:class:`~shadoweval.capture.session_router.RouterMetrics`, fetched over the pipe on each
+    collect,
     at most ``fetch_timeout_s``); nothing when the child is down or late."""
 
     def __init__(self, owner: RouterProcess) -> None:

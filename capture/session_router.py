@@ -1,11 +1,11 @@
 """The session router of the canary split: an ``ExternalProcessor`` that picks each
 request's arm so a multi-turn session stays on one version.
 
-Envoy's router ext_proc filter (:mod:`capture.envoy_config`, canary on) sends the request
+Envoy's router ext_proc filter (:mod:`shadoweval.capture.envoy_config`, canary on) sends the request
 headers of every request and waits at most ``envoy.canary.router_timeout_ms`` for the
 answer; :class:`SessionRouter` answers with a header mutation setting
 ``x-shadow-eval-arm: baseline|candidate`` and ``clear_route_cache``, so Envoy matches the
-route again and takes the arm's route of the split file (:mod:`capture.canary_split`).
+route again and takes the arm's route of the split file (:mod:`shadoweval.capture.canary_split`).
 When it does not answer in time (down, slow, broken), Envoy goes on without the header
 (``failure_mode_allow``) and the file's weighted fallback decides.
 
@@ -36,7 +36,7 @@ cannot be read keeps the last good split (logged, counted). One router per front
 several replicas each have their own pins, which agree for new sessions (the bucket is
 stable across processes) but not after a share change — see docs/capture.md.
 
-The front end runs it in its own process (:mod:`capture.router_process`: normal
+The front end runs it in its own process (:mod:`shadoweval.capture.router_process`: normal
 priority, its own event loop and GIL); the metrics below live in that process's registry
 and are collected into the front end's at each scrape of its admin port:
 ``shadoweval_canary_decisions_total{arm,reason}``,
@@ -68,7 +68,14 @@ from envoy.service.ext_proc.v3 import external_processor_pb2 as ext_proc_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ext_proc_grpc
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from capture.canary_split import ARM_HEADER, SPLIT_FILE, WEIGHT_TOTAL, Arm, Split, read_split
+from shadoweval.capture.canary_split import (
+    ARM_HEADER,
+    SPLIT_FILE,
+    WEIGHT_TOTAL,
+    Arm,
+    Split,
+    read_split,
+)
 from shadoweval.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -86,7 +93,7 @@ def stable_bucket(key: str | bytes) -> int:
     UTF-8 bytes mod :data:`WEIGHT_TOTAL` — the hash Envoy computes for the route's header
     ``hash_policy`` (``HashUtil::xxHash64`` of the first present session header), which
     its weighted fallback takes mod the total weight with the candidate cluster listed
-    first (:func:`capture.canary_split.render_split_routes`). So when the router does not
+    first (:func:`shadoweval.capture.canary_split.render_split_routes`). So when the router does not
     answer in time, Envoy's fallback puts a session where the router's rule would: only a
     session pinned at an earlier share (in the band a share change just moved) or after a
     0 / 1 override can differ. Stable across processes and Python versions (not
@@ -103,7 +110,7 @@ def stable_bucket(key: str | bytes) -> int:
 def session_key(headers: Iterable[tuple[bytes, bytes]], names: Sequence[str]) -> bytes | None:
     """The value of the first of ``names`` (case-insensitive) present in ``headers``, as
     bytes; ``None`` when none is — the same key as
-    :meth:`capture.sampling.StickySampler.session_key_hash` hashes."""
+    :meth:`shadoweval.capture.sampling.StickySampler.session_key_hash` hashes."""
     found: dict[bytes, bytes] = {}
     for header, raw in headers:
         found.setdefault(header.lower(), raw)

@@ -19,7 +19,7 @@ time goes to the spool, re-sent at the next start); then the admin port closes. 
 server such as llama-cpp-python, ``interrupt_requests=True``, ends the running stream when
 another request arrives: a probe every 5 s cut 17 of 42 live streams). The live model's
 name comes from ``live_model.name``, else from the ``model`` field of each relayed
-response (the builder, :func:`capture.identity.resolve_identity`); asking the upstream's
+response (the builder, :func:`shadoweval.capture.identity.resolve_identity`); asking the upstream's
 ``/v1/models`` at start is opt-in (``live_model_from_upstream``), and so is the periodic
 readiness probe (``upstream_probe``).
 
@@ -53,17 +53,17 @@ from pathlib import Path
 import httpx
 import uvicorn
 
-from capture.builder import ExchangeBuilder
-from capture.identity import UNKNOWN_MODEL, fetch_live_model, identity_from_settings
-from capture.metrics import CaptureMetrics
-from capture.pipeline import BuilderMode, CapturePipeline
-from capture.proxy import CaptureProxy
-from capture.sampling import StickySampler
-from capture.sinks.base import ExchangeSink
-from capture.sinks.file import FileSink
-from capture.sinks.kafka import KafkaSink, SinkMode
 from shadoweval.bus import ensure_topics
 from shadoweval.bus.producer import BusProducer
+from shadoweval.capture.builder import ExchangeBuilder
+from shadoweval.capture.identity import UNKNOWN_MODEL, fetch_live_model, identity_from_settings
+from shadoweval.capture.metrics import CaptureMetrics
+from shadoweval.capture.pipeline import BuilderMode, CapturePipeline
+from shadoweval.capture.proxy import CaptureProxy
+from shadoweval.capture.sampling import StickySampler
+from shadoweval.capture.sinks.base import ExchangeSink
+from shadoweval.capture.sinks.file import FileSink
+from shadoweval.capture.sinks.kafka import KafkaSink, SinkMode
 from shadoweval.config import CaptureSettings, KafkaSettings
 from shadoweval.errors import ConfigError, ShadowEvalError
 from shadoweval.lifecycle import AsyncLifecycle

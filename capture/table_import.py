@@ -36,11 +36,12 @@ are given (the application layer passes the configured ones):
   rejected row's raw record and detail are redacted too before they are written beside
   the log;
 * **task type**: a row the loader could not label (``RecordedRow.untagged``) is tagged
-  by :class:`~capture.tagging.TaskTagger` with the row's ``metadata.task_type`` in place of
+  by :class:`~shadoweval.capture.tagging.TaskTagger` with the row's ``metadata.task_type`` in place
+  of
   the task-type header and the request body (plus the recorded ``metadata``) for the
   rules, from the original (unredacted) request, as the builder does;
 * **session**: a recorded session id is stored only as its salted hash
-  (``session_key_hash``, :func:`capture.sampling.hash_session_key`);
+  (``session_key_hash``, :func:`shadoweval.capture.sampling.hash_session_key`);
 * the route (``/v1/completions`` for a recorded text completion, whose request holds
   ``prompt``), the response's own model name and a cache hit are kept.
 
@@ -67,9 +68,9 @@ import orjson
 from pydantic import ValidationError
 from ulid import ULID
 
-from capture.sampling import hash_session_key
-from capture.tagging import TaskTagger, valid_task_type
 from shadoweval.body_redaction import BodyRedactor, RedactionHits
+from shadoweval.capture.sampling import hash_session_key
+from shadoweval.capture.tagging import TaskTagger, valid_task_type
 from shadoweval.capture_log import CaptureLogWriter
 from shadoweval.errors import ConfigError, TableMappingError
 from shadoweval.llm_protocol import SAMPLING_PARAMS, normalize_finish_reason

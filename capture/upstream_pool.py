@@ -1,7 +1,7 @@
 """The live path's connection pool to the upstream — now the core's :mod:`shadoweval.http1.pool`.
 
 Kept as the capture stage's name for it (the proxy and its tests import from here); the
-pool itself lives in the core so the replay client (:mod:`replay.client`) uses the same
+pool itself lives in the core so the replay client (:mod:`shadoweval.replay.client`) uses the same
 connections, parser and stale keep-alive checks.
 """
 

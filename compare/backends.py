@@ -393,7 +393,11 @@ def sample_texts() -> list[str]:
 
     Package data ``compare/data/backend_sample.json``; never the evaluation data.
     """
-    raw = resources.files("compare.data").joinpath("backend_sample.json").read_text("utf-8")
+    raw = (
+        resources.files("shadoweval.compare.data")
+        .joinpath("backend_sample.json")
+        .read_text("utf-8")
+    )
     texts = json.loads(raw)["texts"]
     return [str(t) for t in texts]
 

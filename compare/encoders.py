@@ -26,20 +26,20 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from compare.chunking import Tokenized, split_to_fit
+from shadoweval.compare.chunking import Tokenized, split_to_fit
 from shadoweval.errors import ConfigError
 
 if TYPE_CHECKING:
     import tokenizers
 
-    from compare.backends import BackendChoice, MeasureFn
+    from shadoweval.compare.backends import BackendChoice, MeasureFn
 
 __all__ = ["Encoder", "HashingEncoder", "MiniLMEncoder"]
 
 
 @runtime_checkable
 class Encoder(Protocol):
-    """A text encoder usable by :func:`compare.similarity.pairwise_similarity`.
+    """A text encoder usable by :func:`shadoweval.compare.similarity.pairwise_similarity`.
 
     Token counts are the encoder's own units (wordpieces for BERT-style models) and
     exclude special tokens; ``window_tokens`` includes them, so one pass holds at most
@@ -102,12 +102,12 @@ class MiniLMEncoder:
             the model was trained with (model card), longer inputs are split, not cut.
         name: the encoder's :attr:`name`; default ``sentence-transformers/all-MiniLM-L6-v2``
             for the bundled weights, else ``sentence-transformers/<directory name>``.
-        backend: one of :data:`compare.backends.BACKENDS`; ``auto`` measures and picks
-            (:func:`compare.backends.choose_backend`, the choice is cached).
+        backend: one of :data:`shadoweval.compare.backends.BACKENDS`; ``auto`` measures and picks
+            (:func:`shadoweval.compare.backends.choose_backend`, the choice is cached).
         cache_dir: where ONNX exports and the ``auto`` choice live; default
-            :func:`compare.backends.default_cache_dir`.
+            :func:`shadoweval.compare.backends.default_cache_dir`.
         measure: the ``auto`` measurement (seam for tests; default
-            :func:`compare.backends.measure_backends`).
+            :func:`shadoweval.compare.backends.measure_backends`).
         cpu_flags: the CPU flags the bf16 check reads (seam for tests; default
             ``/proc/cpuinfo``).
 
@@ -133,7 +133,7 @@ class MiniLMEncoder:
         measure: MeasureFn | None = None,
         cpu_flags: frozenset[str] | None = None,
     ) -> None:
-        from compare import backends as _backends
+        from shadoweval.compare import backends as _backends
 
         if backend not in _backends.BACKENDS:
             _backends.check_backend(backend, "cpu")  # raises ConfigError naming the value
@@ -266,7 +266,7 @@ class MiniLMEncoder:
     def cache_dir(self) -> Path:
         """Where ONNX exports and the ``auto`` choice are kept (:func:`default_cache_dir`)."""
         if self._cache_dir is None:
-            from compare.backends import default_cache_dir
+            from shadoweval.compare.backends import default_cache_dir
 
             self._cache_dir = default_cache_dir()
         return self._cache_dir
@@ -305,10 +305,11 @@ class MiniLMEncoder:
         """Embed through a named backend (not ``auto``): ``(len(texts), d)``, float32, unit norm.
 
         The same tokenizer, window and batch size for every backend; ONNX backends export the
-        model on first use (:func:`compare.backends.ensure_onnx_export`).
+        model on first use (:func:`shadoweval.compare.backends.ensure_onnx_export`).
 
         Raises:
-            ConfigError: the backend cannot run here (:func:`compare.backends.check_backend`)
+            ConfigError: the backend cannot run here
+            (:func:`shadoweval.compare.backends.check_backend`)
                 or its export failed.
         """
         if not texts:
@@ -328,13 +329,13 @@ class MiniLMEncoder:
             model = self._model
             context: Any = contextlib.nullcontext()
             if backend == "torch-bf16":
-                from compare.backends import bf16_autocast
+                from shadoweval.compare.backends import bf16_autocast
 
                 context = bf16_autocast()
             elif backend == "torch-fp16":
                 model = self._fp16_model()
             else:
-                from compare.backends import check_backend
+                from shadoweval.compare.backends import check_backend
 
                 check_backend(backend, str(self._model.device.type), flags=self._flags)
                 raise ConfigError(
@@ -362,7 +363,7 @@ class MiniLMEncoder:
         return self._half_model
 
     def _embed_onnx(self, backend: str, texts: list[str]) -> npt.NDArray[np.float32]:
-        from compare.backends import OnnxRunner, check_backend, ensure_onnx_export
+        from shadoweval.compare.backends import OnnxRunner, check_backend, ensure_onnx_export
 
         runner = self._runners.get(backend)
         if runner is None:

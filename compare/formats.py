@@ -6,7 +6,7 @@ promptfoo ``is-json`` and OpenAI Evals are strict, DeepEval fails fenced JSON
 (https://github.com/confident-ai/deepeval/issues/3166), promptfoo ``contains-json``
 repairs. Each flag is "valid under this reading or a stricter one":
 
-* ``strict`` — the whole output is one JSON text (:func:`compare.json_parse.parse_json`;
+* ``strict`` — the whole output is one JSON text (:func:`shadoweval.compare.json_parse.parse_json`;
   surrounding whitespace allowed, top-level scalars valid).
 * ``fence_stripped`` — strict, or the whole output is exactly one fenced code block whose
   info string is ``json`` (any case) or empty, and the block body is one JSON text. A
@@ -22,7 +22,7 @@ repairs. Each flag is "valid under this reading or a stricter one":
   like, while the payload a JSON-mode request asked for is non-empty. Scalars are never
   extracted from prose (``I have 3 apples`` has no JSON).
 * ``schema_valid`` — the best parse (strict, else fence-stripped, else extracted)
-  validates against the requested schema (:mod:`compare.schemas`); ``None`` when no
+  validates against the requested schema (:mod:`shadoweval.compare.schemas`); ``None`` when no
   schema was requested; ``False`` when nothing parsed or the schema itself is invalid.
 
 Valid JSON is never repaired (``{"reason": "score is 1,} good"}`` parses unchanged,
@@ -38,8 +38,8 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-from compare.json_parse import JsonParse, JsonTooDeepError, parse_json, raw_decode_at
-from compare.schemas import check_against_schema
+from shadoweval.compare.json_parse import JsonParse, JsonTooDeepError, parse_json, raw_decode_at
+from shadoweval.compare.schemas import check_against_schema
 from shadoweval.records import FormatFlags
 
 __all__ = ["extract_json", "json_format_flags", "strip_json_fence"]

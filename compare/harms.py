@@ -3,12 +3,12 @@
 Divergence says *how much* an answer changed; these detectors say whether one side shows
 a known failure. Each is a pure function of one side (the gate pairs them: harm is the
 candidate showing it where the baseline did not, more often than the reverse,
-:mod:`stats.checks.harms`). :func:`side_harms` runs all of them for one side and
+:mod:`shadoweval.stats.checks.harms`). :func:`side_harms` runs all of them for one side and
 returns the :class:`~shadoweval.records.HarmKind` values that fired, in declaration
 order; :func:`tool_changes` compares both sides' tool calls. Pure: no I/O, no clock.
 
 Which text each detector reads: template markers read the side text (content plus one
-line per tool call, :func:`compare.pair.side_text`), as :attr:`PairScore.template_leaks`
+line per tool call, :func:`shadoweval.compare.pair.side_text`), as :attr:`PairScore.template_leaks`
 does; degeneration, refusal, language switch and placeholder JSON read the content text
 only — tool-call arguments are data, and data repeats by design (BFCL
 ``parallel_multiple_function_179`` passes a 52-card deck, which deflates like a loop).
@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Final
 
-from compare.formats import extract_json, strip_json_fence
-from compare.json_parse import canonical_json, parse_json
-from compare.leakage import template_leaks
+from shadoweval.compare.formats import extract_json, strip_json_fence
+from shadoweval.compare.json_parse import canonical_json, parse_json
+from shadoweval.compare.leakage import template_leaks
 from shadoweval.errors import ConfigError
 from shadoweval.records import FinishReason, HarmKind, ResponseRecord, ToolCall, ToolChange
 from shadoweval.text import is_blank
@@ -149,7 +149,7 @@ def is_runaway_length(response: ResponseRecord, max_tokens: int | None) -> bool:
     side reported ``usage.completion_tokens`` ≥ ``max_tokens`` (the request's
     ``max_completion_tokens``, else ``max_tokens``; ``None`` when it set neither). The
     gate adds the length-ratio bound of ``harm.length_ratio_max`` from ``output_chars``
-    (:mod:`stats.frame`): that part needs both sides, this one does not.
+    (:mod:`shadoweval.stats.frame`): that part needs both sides, this one does not.
 
     Source: the OpenAI chat-completions reference (``finish_reason: "length"`` — "the
     maximum number of tokens specified in the request was reached").
@@ -297,9 +297,10 @@ def is_missing_finish_reason(response: ResponseRecord) -> bool:
 
 
 def has_template_markers(text: str | None) -> bool:
-    """Chat-template markers leaked into the answer (:func:`compare.leakage.template_leaks`).
+    """Chat-template markers leaked into the answer
+    (:func:`shadoweval.compare.leakage.template_leaks`).
 
-    Definition and sources in :mod:`compare.leakage` (exact, case-sensitive special
+    Definition and sources in :mod:`shadoweval.compare.leakage` (exact, case-sensitive special
     tokens of ChatML, Llama 2/3/4, Mistral, Gemma, Zephyr, Phi, Command-R, DeepSeek).
     """
     return bool(template_leaks(text))
@@ -579,7 +580,7 @@ def is_placeholder_json(text: str | None, schema: dict[str, Any] | None) -> bool
 
     Only called where JSON was expected (``response_format`` ``json_object`` /
     ``json_schema``, or a structured task type). The content is parsed as
-    :func:`compare.formats.json_format_flags` does (strict, else one fenced block, else
+    :func:`shadoweval.compare.formats.json_format_flags` does (strict, else one fenced block, else
     the first JSON container in the text). Placeholder when it parses and either
 
     * the value is empty: ``{}``, ``[]``, or a container whose every value is empty
@@ -640,7 +641,7 @@ def side_harms(
     Args:
         response: the side's response (the caller passes only a side that answered
             without error: an errored side has no harms).
-        text: the side text (:func:`compare.pair.side_text` of ``response``), read by
+        text: the side text (:func:`shadoweval.compare.pair.side_text` of ``response``), read by
             the template-marker detector; the others read ``response.text``.
         context: the request's prompt, token budget, JSON expectation and the refusal
             patterns.
@@ -684,7 +685,7 @@ def normalised_arguments(arguments: str) -> str:
     """A tool call's arguments in canonical form: equal forms mean equal arguments.
 
     Arguments that parse as JSON become canonical JSON (sorted keys, no whitespace,
-    :func:`compare.json_parse.canonical_json`) with integral numbers written as integers
+    :func:`shadoweval.compare.json_parse.canonical_json`) with integral numbers written as integers
     (JSON has one number type: ``1`` and ``1.0`` are the same value). Arguments that do
     not parse are compared as their text with surrounding whitespace stripped.
     """

@@ -2,9 +2,9 @@
 
 On a live split (issue 16, a canary) each request is answered by one version only, so
 there is no pair: every captured exchange is judged alone, with the same rules the pair
-scorer (:mod:`compare.pair`) applies to each side of a pair — the error rule, the format
+scorer (:mod:`shadoweval.compare.pair`) applies to each side of a pair — the error rule, the format
 rule (:func:`shadoweval.pair_flags.format_ok` with the default success flag), the harm
-detectors (:func:`compare.harms.side_harms`) — and its latency (e2e, TTFT), left out when
+detectors (:func:`shadoweval.compare.harms.side_harms`) — and its latency (e2e, TTFT), left out when
 a cache answered. Pure: no I/O, never raises on a readable exchange.
 """
 
@@ -14,10 +14,15 @@ import math
 from collections.abc import Set
 from dataclasses import dataclass
 
-from compare.formats import json_format_flags
-from compare.harms import RefusalPatterns, SideContext, compile_refusal_patterns, side_harms
-from compare.pair import request_view, side_text
-from compare.tool_calls import tool_call_flags
+from shadoweval.compare.formats import json_format_flags
+from shadoweval.compare.harms import (
+    RefusalPatterns,
+    SideContext,
+    compile_refusal_patterns,
+    side_harms,
+)
+from shadoweval.compare.pair import request_view, side_text
+from shadoweval.compare.tool_calls import tool_call_flags
 from shadoweval.pair_flags import format_ok
 from shadoweval.records import Exchange, ExchangeOutcome, HarmKind, is_infra_status
 from shadoweval.text import is_blank

@@ -1,7 +1,7 @@
 """Score one captured exchange against its candidate replay: the PairScore record.
 
 Pure: no I/O, no clock except ``PairScore.scored_at``. The compare worker reads pairs from
-storage, calls :func:`score_pairs` with an :class:`~compare.encoders.Encoder`, and writes
+storage, calls :func:`score_pairs` with an :class:`~shadoweval.compare.encoders.Encoder`, and writes
 the records back. Every field of :class:`~shadoweval.records.PairScore` is filled by the
 rules below (one place, so the dashboard and the gate read the same definitions).
 
@@ -16,14 +16,14 @@ in its own error-rate check.
 * **empty** — no error, blank content (:func:`shadoweval.text.is_blank`: white space and
   invisible format characters such as U+200B only) and no tool calls.
 * **similarity** — cosine of :func:`side_text` of both sides
-  (:func:`compare.similarity.pairwise_similarity`), only when neither side errored;
+  (:func:`shadoweval.compare.similarity.pairwise_similarity`), only when neither side errored;
   **noise_similarity** — baseline vs the baseline-repeat replay of the same request,
   when that replay exists without error (the noise floor, Diffy's primary/secondary).
 * **format_expected** — the captured request asks for JSON (``response_format``
   ``json_object``/``json_schema``), offers tools, or its task type is listed in
-  ``structured_task_types``. JSON flags (:func:`compare.formats.json_format_flags` of the
+  ``structured_task_types``. JSON flags (:func:`shadoweval.compare.formats.json_format_flags` of the
   content text, with the ``json_schema`` schema) are computed when JSON was asked or the
-  task type is structured; tool flags (:func:`compare.tool_calls.tool_call_flags`) when
+  task type is structured; tool flags (:func:`shadoweval.compare.tool_calls.tool_call_flags`) when
   the request offered tools.
 * **tokens** — ``usage.completion_tokens`` per side (``None`` when not reported, never
   0; ``None`` for an errored side; a live answer without usage takes the baseline
@@ -32,17 +32,18 @@ in its own error-rate check.
   ``prompt_token_ratio`` likewise from ``prompt_tokens``, taken from any response
   that reports it (the prompt is the same whatever happened
   after), the tokenizer-change signal.
-* **template_leaks** — :func:`compare.leakage.template_leaks` of the candidate's side text
+* **template_leaks** — :func:`shadoweval.compare.leakage.template_leaks` of the candidate's side
+text
   (content and tool-call arguments); empty when the candidate errored.
-* **baseline_harms / candidate_harms** — :func:`compare.harms.side_harms` of each side
+* **baseline_harms / candidate_harms** — :func:`shadoweval.compare.harms.side_harms` of each side
   that answered without error (empty for an errored side): degeneration, runaway length
   (``finish_reason`` ``length`` or ``completion_tokens`` ≥ the request's
   ``max_completion_tokens``/``max_tokens``), refusal (the configured patterns), missing
   ``finish_reason`` (not for an imported baseline, ``source`` ``import:…``: its table
   records none), template markers, language switch against the last user message, and
   placeholder JSON where JSON was checked (as for the format flags). Definitions,
-  thresholds and sources in :mod:`compare.harms`.
-* **tool_changes** — :func:`compare.harms.tool_changes` of the two sides' calls, when the
+  thresholds and sources in :mod:`shadoweval.compare.harms`.
+* **tool_changes** — :func:`shadoweval.compare.harms.tool_changes` of the two sides' calls, when the
   request offered tools and neither side errored (else empty); always computed
   order-sensitive (the policy's ``tool_calls.order_free`` applies at gate time).
 * **output_chars** — ``len`` of :func:`side_text` per side; ``None`` for an errored side.
@@ -71,19 +72,19 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import ValidationError
 
-from compare.encoders import Encoder
-from compare.formats import json_format_flags
-from compare.harms import (
+from shadoweval.compare.encoders import Encoder
+from shadoweval.compare.formats import json_format_flags
+from shadoweval.compare.harms import (
     RefusalPatterns,
     SideContext,
     compile_refusal_patterns,
     side_harms,
     tool_changes,
 )
-from compare.json_parse import canonical_json, parse_json
-from compare.leakage import template_leaks
-from compare.similarity import EmbeddingCache, SimilarityResult, pairwise_similarity
-from compare.tool_calls import tool_call_flags
+from shadoweval.compare.json_parse import canonical_json, parse_json
+from shadoweval.compare.leakage import template_leaks
+from shadoweval.compare.similarity import EmbeddingCache, SimilarityResult, pairwise_similarity
+from shadoweval.compare.tool_calls import tool_call_flags
 from shadoweval.llm_protocol.models import (
     ChatCompletionRequest,
     ResponseFormat,
@@ -283,15 +284,15 @@ def score_pairs(
         structured_task_types: task types whose outputs must be JSON even when the
             request did not say so (e.g. ``{"extraction"}``).
         batch_size: pieces per encoder call, passed to
-            :func:`~compare.similarity.pairwise_similarity`.
+            :func:`~shadoweval.compare.similarity.pairwise_similarity`.
         refusal_patterns: the refusal detector's regular expressions
-            (:func:`compare.harms.compile_refusal_patterns`); ``None`` for
-            :data:`compare.harms.DEFAULT_REFUSAL_PATTERNS`.
+            (:func:`shadoweval.compare.harms.compile_refusal_patterns`); ``None`` for
+            :data:`shadoweval.compare.harms.DEFAULT_REFUSAL_PATTERNS`.
         covered_scripts: the scripts the embedding model covers (``compare.model_scripts``:
             ``{"Latin"}`` for the English-only default); an answer in another script is
             listed in ``SimilarityDetail.uncovered_scripts``. ``None``: any script.
         embedding_cache: pooled text embeddings kept across calls and runs
-            (:class:`~compare.similarity.EmbeddingCache`; ``None``: embed every text).
+            (:class:`~shadoweval.compare.similarity.EmbeddingCache`; ``None``: embed every text).
 
     Returns:
         One :class:`~shadoweval.records.PairScore` per item.
@@ -476,7 +477,7 @@ def _score_one(
 
 
 def _imported(exchange: Exchange) -> bool:
-    """An exchange synthesized from a recorded table (``capture.table_import``)."""
+    """An exchange synthesized from a recorded table (``shadoweval.capture.table_import``)."""
     return exchange.source is not None and exchange.source.startswith("import:")
 
 

@@ -1,7 +1,7 @@
 """JSON Schema validation that never crashes and never touches the network.
 
-Used for ``response_format`` schemas (:mod:`compare.formats`) and tool ``parameters``
-(:mod:`compare.tool_calls`). The dialect is the schema's ``$schema`` when it names one
+Used for ``response_format`` schemas (:mod:`shadoweval.compare.formats`) and tool ``parameters``
+(:mod:`shadoweval.compare.tool_calls`). The dialect is the schema's ``$schema`` when it names one
 jsonschema knows, else Draft 2020-12 (what OpenAI structured outputs document). The
 schema is checked against its metaschema first: a schema that is itself invalid (for
 example BFCL's ``"type": "dict"``) gives a failed check whose detail says so.
@@ -27,7 +27,7 @@ from jsonschema.exceptions import best_match
 from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 
-from compare.json_parse import canonical_json
+from shadoweval.compare.json_parse import canonical_json
 
 __all__ = ["SchemaCheck", "check_against_schema"]
 

@@ -43,7 +43,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from compare.encoders import Encoder
+from shadoweval.compare.encoders import Encoder
 from shadoweval.records import SimilarityDetail
 from shadoweval.text import is_blank
 
@@ -108,7 +108,7 @@ class TextEmbedding:
 
 class EmbeddingCache(Protocol):
     """Where pooled text embeddings are kept between calls (the results database in
-    :mod:`compare.worker`; a dict in tests).
+    :mod:`shadoweval.compare.worker`; a dict in tests).
 
     Keys are ``(cache_key, text_hash)``: :attr:`Encoder.cache_key` and
     :func:`text_sha256` of the text. Only non-blank texts (``vector`` not ``None``) are
@@ -139,7 +139,7 @@ def pairwise_similarity(
     """Cosine similarity of each pair of texts, long texts chunked and pooled.
 
     Args:
-        encoder: any :class:`~compare.encoders.Encoder`.
+        encoder: any :class:`~shadoweval.compare.encoders.Encoder`.
         pairs: ``(first, second)`` texts; results come back in the same order.
         batch_size: most pieces per :meth:`Encoder.embed` call (memory bound); ≥ 1.
         cache: pooled embeddings kept between calls (``None``: embed every text).

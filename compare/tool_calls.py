@@ -3,13 +3,13 @@
 For every call of an assistant message (OpenAI ``tool_calls``):
 
 1. ``arguments`` (a JSON string as sent) must parse strictly as a JSON **object**
-   (:func:`compare.json_parse.parse_json`; nothing is repaired, so arguments with ``//``
+   (:func:`shadoweval.compare.json_parse.parse_json`; nothing is repaired, so arguments with ``//``
    comments fail, as 3 of 4,844 real BFCL gpt-4o calls do). An empty string fails too:
    OpenAI sends ``"{}"`` for a call without arguments.
 2. ``name`` must be one of the offered ``tools``' function names (exact match), else
    ``unknown_tool``. With no tools offered every call is unknown.
 3. The parsed arguments must validate against that function's ``parameters`` JSON Schema
-   (:mod:`compare.schemas`: the schema's ``$schema`` or Draft 2020-12, never the
+   (:mod:`shadoweval.compare.schemas`: the schema's ``$schema`` or Draft 2020-12, never the
    network). A function without ``parameters`` accepts any object. A ``parameters``
    schema that is itself invalid (BFCL's ``"type": "dict"``) makes the call
    schema-invalid with a detail saying the schema is invalid; it never raises.
@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-from compare.json_parse import parse_json
-from compare.schemas import check_against_schema
+from shadoweval.compare.json_parse import parse_json
+from shadoweval.compare.schemas import check_against_schema
 from shadoweval.llm_protocol.models import ToolDefinition
 from shadoweval.records import ToolCall, ToolCallFlags
 

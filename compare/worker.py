@@ -1,6 +1,6 @@
 """The compare worker: read a run's replayed pairs from storage, score them, write them back.
 
-This is the glue between the pure scorers (:func:`compare.pair.score_pairs`) and storage.
+This is the glue between the pure scorers (:func:`shadoweval.compare.pair.score_pairs`) and storage.
 Pairs are read in capture-time order in batches (:meth:`Repository.iter_pair_inputs`);
 by default only pairs not scored yet are read, so the worker can be re-run after new
 replays arrive. A batch that fails to score (any exception) is retried pair by pair so one
@@ -16,7 +16,7 @@ Doing less work: pooled text embeddings are cached in the results database
 SHA-256), so a text seen in an earlier batch, run or rescore is not embedded again; the
 report counts hits and misses. Splitting the work: ``exchange_ids`` limits a pass to one
 contiguous range of exchange ids (one of several processes on a machine:
-:func:`application.scoring.score_stored_run`), ``shard`` ``(index, count)`` to the
+:func:`shadoweval.application.scoring.score_stored_run`), ``shard`` ``(index, count)`` to the
 exchanges whose :func:`shard_of` is ``index`` (one of several machines).
 
 Following a run (:func:`follow_compare`, ``compare run --follow``): a long-running worker
@@ -44,11 +44,11 @@ from functools import partial
 
 import numpy as np
 
-from compare.encoders import Encoder
-from compare.harms import compile_refusal_patterns
-from compare.metrics import FollowMetrics
-from compare.pair import PairInput, score_pairs
-from compare.similarity import TextEmbedding
+from shadoweval.compare.encoders import Encoder
+from shadoweval.compare.harms import compile_refusal_patterns
+from shadoweval.compare.metrics import FollowMetrics
+from shadoweval.compare.pair import PairInput, score_pairs
+from shadoweval.compare.similarity import TextEmbedding
 from shadoweval.errors import ConfigError
 from shadoweval.records import PairScore
 from shadoweval.storage import (
@@ -76,7 +76,8 @@ class CompareReport:
     texts (per scoring batch) found / not found in the embedding cache (both 0 with the
     cache off); ``workers``: compare processes that did the pass; ``backend``: the
     encoder's backend id (``torch-bf16-cpu`` …; ``None`` for an encoder without one) and
-    ``backend_choice`` what ``auto`` measured (:meth:`compare.backends.BackendChoice.as_dict`).
+    ``backend_choice`` what ``auto`` measured
+    (:meth:`shadoweval.compare.backends.BackendChoice.as_dict`).
     """
 
     run_id: str
@@ -122,7 +123,7 @@ class CompareReport:
 
 
 class StorageEmbeddingCache:
-    """:class:`~compare.similarity.EmbeddingCache` over the results database.
+    """:class:`~shadoweval.compare.similarity.EmbeddingCache` over the results database.
 
     Vectors are stored as float32 little-endian bytes and read back with
     ``np.frombuffer``, so a cached vector is bit-identical to the one stored. Counts
@@ -244,9 +245,9 @@ def run_compare(
         batch_size: pairs read and written per batch.
         encode_batch_size: pieces per encoder forward pass.
         refusal_patterns: the refusal detector's patterns (``None``: the defaults of
-            :mod:`compare.harms`); compiled once, before any pair is read.
+            :mod:`shadoweval.compare.harms`); compiled once, before any pair is read.
         covered_scripts: the scripts the embedding model covers (``None``: any); see
-            :func:`compare.pair.score_pairs`.
+            :func:`shadoweval.compare.pair.score_pairs`.
         embedding_cache: look up and store pooled text embeddings in the database
             (:class:`StorageEmbeddingCache`); ``False`` embeds every text.
         exchange_ids: only pairs whose exchange id is in this inclusive ``(first, last)``

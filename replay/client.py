@@ -37,7 +37,6 @@ from dataclasses import dataclass
 
 import httpx
 
-from replay.rewrite import ReplayRequest
 from shadoweval.cache_hits import mark_cache_hit
 from shadoweval.config import DEFAULT_CACHE_HIT_RULES, CacheHitRule
 from shadoweval.errors import RecordDecodeError, ReplayError
@@ -55,6 +54,7 @@ from shadoweval.records import (
     Timings,
     TimingSource,
 )
+from shadoweval.replay.rewrite import ReplayRequest
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Dead-letter handling of the Kafka replay worker (:mod:`replay.kafka_worker`).
+"""Dead-letter handling of the Kafka replay worker (:mod:`shadoweval.replay.kafka_worker`).
 
 A fetched record that cannot be replayed — no value, not a capture-log line
 (:func:`decode_record`), an exchange id already stored (or fetched in the same batch)
@@ -19,13 +19,13 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from replay.exchange_replay import rejected_record
 from shadoweval.bus import BusError, BusProducer, BusRecord
 from shadoweval.bus.producer import OutgoingRecord
 from shadoweval.capture_log import decode_exchange_line
 from shadoweval.errors import RecordDecodeError
 from shadoweval.records import Exchange
 from shadoweval.redaction import scrub_secrets
+from shadoweval.replay.exchange_replay import rejected_record
 from shadoweval.storage import RejectedRecord, RejectStage, Repository
 
 REJECTED_STAGES: tuple[RejectStage, ...] = (RejectStage.CAPTURE_LOG, RejectStage.REPLAY)

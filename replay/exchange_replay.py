@@ -1,13 +1,13 @@
 """The steps every replay source shares: store, sample, replay one exchange, persist outcomes.
 
-Used by :class:`replay.runner.ReplayRunner` (capture-log files) and
-:class:`replay.kafka_worker.KafkaReplayWorker` (a Kafka topic), so both behave the same:
+Used by :class:`shadoweval.replay.runner.ReplayRunner` (capture-log files) and
+:class:`shadoweval.replay.kafka_worker.KafkaReplayWorker` (a Kafka topic), so both behave the same:
 
 * :func:`split_conflicts` / :func:`rejected_record` — a reused exchange id with other
   content, or a line that does not decode, becomes a rejected record (secrets scrubbed,
   fingerprinted so that a re-read stores it once);
 * :func:`unreplayable` — an exchange whose replay request cannot even be built (an
-  exception, not a :class:`~replay.rewrite.SkipReplay`) is rejected before it is stored;
+  exception, not a :class:`~shadoweval.replay.rewrite.SkipReplay`) is rejected before it is stored;
 * :func:`in_sample` — a target with ``share < 1`` gets a deterministic subset of exchanges
   (SHA-256 of the exchange id, the same across restarts and workers);
 * :class:`ExchangeReplayer` — one exchange to one target → one :class:`ReplayOutcome`,
@@ -29,9 +29,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from replay.client import CandidateClient, ReplayResult
-from replay.rewrite import ReplayRequest, SkipReplay, build_replay_request
-from replay.scheduler import Dispatch, PacedStats, WarmupBarrier
 from shadoweval.errors import ReplayError
 from shadoweval.records import (
     Exchange,
@@ -44,6 +41,9 @@ from shadoweval.records import (
     Timings,
 )
 from shadoweval.redaction import scrub_secrets
+from shadoweval.replay.client import CandidateClient, ReplayResult
+from shadoweval.replay.rewrite import ReplayRequest, SkipReplay, build_replay_request
+from shadoweval.replay.scheduler import Dispatch, PacedStats, WarmupBarrier
 from shadoweval.storage import RejectedRecord, RejectStage, Repository, rejection_fingerprint
 
 DETAIL_MAX_CHARS = 2000
@@ -267,7 +267,7 @@ def unreplayable(exchange: Exchange, targets: Sequence[TargetSpec]) -> str | Non
     """Why the replay request of ``exchange`` cannot be built, or ``None`` when it can.
 
     Builds the request for each target it is sampled for (pure and cheap, nothing is
-    sent); an exception there — rather than a :class:`~replay.rewrite.SkipReplay`, which
+    sent); an exception there — rather than a :class:`~shadoweval.replay.rewrite.SkipReplay`, which
     is a stored outcome with its reason — means the exchange could never be replayed, so
     it is rejected before it is stored. Returns ``"<type>: <message>"``.
     """
@@ -359,7 +359,8 @@ class ExchangeReplayer:
     per target: the first ``warmup_requests`` requests *sent* to each target are flagged
     ``warmup``; a skipped exchange neither is nor uses up a warm-up request. A measured
     request of a target waits until every warm-up request of that target has completed
-    (:attr:`PreparedReplay.dispatch`, :class:`~replay.scheduler.WarmupBarrier`), so a cold
+    (:attr:`PreparedReplay.dispatch`, :class:`~shadoweval.replay.scheduler.WarmupBarrier`), so a
+    cold
     replica's first answers are sent, flagged and out of the way before anything is
     measured. :meth:`send` returns the outcome. Candidate failures are returned as
     outcomes with ``error_kind``, never raised; an exception while building or sending the

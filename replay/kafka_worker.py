@@ -16,13 +16,13 @@ Flow per fetched record (topic ``shadoweval.exchanges.v1``, value = one capture-
                                                             outcomes are persisted
     every commit_interval_s: commit OffsetTracker.committable()
 
-Decoding and the dead-letter topic are in :mod:`replay.dead_letter`; commit positions in
-:mod:`replay.offsets`.
+Decoding and the dead-letter topic are in :mod:`shadoweval.replay.dead_letter`; commit positions in
+:mod:`shadoweval.replay.offsets`.
 
 Guarantees (DESIGN §6; reference failure cases 7, 20):
 
 * **Nothing stuck.** Whatever a record holds, it ends as stored outcomes or as a dead
-  letter with its reason (:mod:`replay.dead_letter`); the worker goes on with the next
+  letter with its reason (:mod:`shadoweval.replay.dead_letter`); the worker goes on with the next
   record and the partition's offset moves past it. Only the infrastructure stops the
   worker: the database or the broker (the dead-letter topic) refusing a write.
 * **At-least-once, no duplicates.** An offset is committed only after its record's
@@ -53,7 +53,7 @@ Guarantees (DESIGN §6; reference failure cases 7, 20):
   replayed one after the other per target: turn n+1 is not sent before turn n's replay
   has finished (answered, timed out or failed). Different sessions, and exchanges without
   a session key, are replayed concurrently. The candidate version each session met is
-  tracked (:mod:`replay.sessions`); a turn that meets another one than its session's
+  tracked (:mod:`shadoweval.replay.sessions`); a turn that meets another one than its session's
   first is counted in ``session_model_changes`` and logged.
 """
 
@@ -68,13 +68,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from replay.dead_letter import (
+from shadoweval.bus import BusConsumer, BusError, BusProducer, BusRecord
+from shadoweval.config import KafkaSettings, WorkerSettings
+from shadoweval.lifecycle import Lifecycle
+from shadoweval.records import (
+    Exchange,
+    ReplayErrorKind,
+    ReplayOutcome,
+    ReplayPace,
+    ReplayTarget,
+)
+from shadoweval.redaction import redact_exchange_headers
+from shadoweval.replay.dead_letter import (
     BadRecord,
     DeadLetterQueue,
     decode_record,
     record_location,
 )
-from replay.exchange_replay import (
+from shadoweval.replay.exchange_replay import (
     ExchangeReplayer,
     OutcomeWriter,
     PreparedReplay,
@@ -87,22 +98,11 @@ from replay.exchange_replay import (
     split_conflicts,
     unreplayable,
 )
-from replay.metrics import WorkerMetrics, partition_label
-from replay.offload import OffloadUnavailable, is_offloaded, resolve_offloaded
-from replay.offsets import OffsetTracker, Partition
-from replay.scheduler import CapturePacer, Pacer, RatePacer, StartMeter
-from replay.sessions import SessionVersionTracker
-from shadoweval.bus import BusConsumer, BusError, BusProducer, BusRecord
-from shadoweval.config import KafkaSettings, WorkerSettings
-from shadoweval.lifecycle import Lifecycle
-from shadoweval.records import (
-    Exchange,
-    ReplayErrorKind,
-    ReplayOutcome,
-    ReplayPace,
-    ReplayTarget,
-)
-from shadoweval.redaction import redact_exchange_headers
+from shadoweval.replay.metrics import WorkerMetrics, partition_label
+from shadoweval.replay.offload import OffloadUnavailable, is_offloaded, resolve_offloaded
+from shadoweval.replay.offsets import OffsetTracker, Partition
+from shadoweval.replay.scheduler import CapturePacer, Pacer, RatePacer, StartMeter
+from shadoweval.replay.sessions import SessionVersionTracker
 from shadoweval.storage import RejectStage, Repository
 
 __all__ = ["KafkaReplayWorker", "WorkerReport"]
@@ -122,7 +122,7 @@ class WorkerReport(ReplayReport):
     fetched but not yet dispatched, when their partition was revoked (dropped here, read
     again by the partition's new owner);
     ``session_model_changes``: per target, turns replayed against another candidate
-    version than their session's first turn on this worker (:mod:`replay.sessions`).
+    version than their session's first turn on this worker (:mod:`shadoweval.replay.sessions`).
     """
 
     dead_letter: Counter[str] = field(default_factory=Counter)
@@ -696,7 +696,7 @@ class KafkaReplayWorker(Lifecycle):
         """Dead-letter and store bad records, then count them by reason.
 
         A record already rejected for this run (a re-delivery after a crash) is not
-        produced, stored or counted again (:class:`replay.dead_letter.DeadLetterQueue`).
+        produced, stored or counted again (:class:`shadoweval.replay.dead_letter.DeadLetterQueue`).
 
         Raises:
             BusError: the dead-letter topic did not acknowledge a record (nothing is

@@ -14,7 +14,7 @@ Metrics (one registry per worker; names follow Prometheus conventions):
 * ``shadoweval_replay_committed_offset{partition}`` — the last committed position.
 * ``shadoweval_replay_session_model_changes_total{target}`` — turns replayed against
   another candidate version (the model the response reported) than their session's first
-  turn on this worker (:mod:`replay.sessions`).
+  turn on this worker (:mod:`shadoweval.replay.sessions`).
 
 :func:`metrics_app` serves ``/metrics`` (Prometheus text format), ``/healthz`` (200 while
 the process runs) and ``/readyz`` (200 once the worker consumes, 503 before and while it

@@ -33,7 +33,10 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from replay.exchange_replay import (
+from shadoweval.capture_log import LogEntry
+from shadoweval.records import Exchange, ReplayOutcome, ReplayPace, ReplayTarget
+from shadoweval.redaction import redact_exchange_headers
+from shadoweval.replay.exchange_replay import (
     ExchangeReplayer,
     OutcomeWriter,
     PreparedReplay,
@@ -47,10 +50,7 @@ from replay.exchange_replay import (
     split_conflicts,
     unreplayable,
 )
-from replay.scheduler import CapturePacer, Pacer, RatePacer, run_paced
-from shadoweval.capture_log import LogEntry
-from shadoweval.records import Exchange, ReplayOutcome, ReplayPace, ReplayTarget
-from shadoweval.redaction import redact_exchange_headers
+from shadoweval.replay.scheduler import CapturePacer, Pacer, RatePacer, run_paced
 from shadoweval.storage import RejectedRecord, RejectStage, Repository
 
 __all__ = ["ReplayReport", "ReplayRunner", "TargetSpec", "in_sample"]
@@ -74,7 +74,7 @@ class ReplayRunner:
         batch_size: exchanges stored per database write.
         progress: show a rich progress bar on ``console``.
         pace: ``capture`` replays at the captured inter-arrival times divided by
-            ``pace_speed`` (:class:`~replay.scheduler.CapturePacer`); ``rate`` or
+            ``pace_speed`` (:class:`~shadoweval.replay.scheduler.CapturePacer`); ``rate`` or
             ``unpaced`` follow ``rate_per_s``.
         pacer: a pacer to use instead (tests: one on an injected clock).
 

@@ -1,10 +1,11 @@
 """Session consistency of a replay: one conversation, one candidate version (pure).
 
 A session is the exchanges that share a ``session_key_hash`` (the salted hash of the
-sticky-session header, :mod:`capture.sampling`; the capture sinks key Kafka records by it,
+sticky-session header, :mod:`shadoweval.capture.sampling`; the capture sinks key Kafka records by
+it,
 so a session's turns share a partition). Its turns are replayed in capture order to one
 target; every turn should meet the same candidate. Two things can break that even when
-the run names one candidate (``application.runs.resolve_run`` refuses a resumed run with
+the run names one candidate (``shadoweval.application.runs.resolve_run`` refuses a resumed run with
 another candidate name): a candidate endpoint that answers for another model mid-session
 (a rolling deploy behind one URL), or workers of one run started against different
 candidate identities.

@@ -721,7 +721,7 @@ def _usage(usage: dict[str, Any]) -> dict[str, int]:
 
 def cli(*args: str) -> list[str]:
     """argv of ``shadow-eval ARGS`` run from this checkout."""
-    return [sys.executable, "-m", "faces.cli", *args]
+    return [sys.executable, "-m", "shadoweval.cli", *args]
 
 
 def run_stage(argv: list[str], env: dict[str, str], log: Path) -> tuple[int, str, float]:

@@ -2,7 +2,7 @@
 
 Kept apart from :class:`shadoweval.config.Settings` (which the CLI builds for every
 command): only ``shadow-eval api serve`` and the API's application factory
-(``faces.api.app:app_from_environment``) read these. Command-line options override them.
+(``shadoweval.api.app:app_from_environment``) read these. Command-line options override them.
 
 * ``SHADOWEVAL_API__TOKEN``: the bearer token clients must send (a secret: never logged,
   never printed);

@@ -272,7 +272,7 @@ def read_segment_from(
     """Read one uncompressed segment from a byte offset: each complete line (ending in a
     newline) as ``(entry, end_byte)``, ``end_byte`` the offset just past its newline, so a
     reader that stores it resumes there without reading the file again
-    (:func:`application.canary.ingest_capture_log`). A last line without its newline (the
+    (:func:`shadoweval.application.canary.ingest_capture_log`). A last line without its newline (the
     writer is still writing it) is not yielded. Locations count from ``start_line`` (the
     lines before ``start_byte``). A byte-order mark at offset 0 is skipped.
 

@@ -155,7 +155,7 @@ class CompareSettings(BaseModel):
     ``refusal_patterns``: the refusal detector's case-insensitive Python regular
     expressions, searched in the first 300 characters of each answer
     (``SHADOWEVAL_COMPARE__REFUSAL_PATTERNS``, a JSON list); ``None`` (default) uses
-    ``compare.harms.DEFAULT_REFUSAL_PATTERNS``, an empty list turns the detector off. A
+    ``shadoweval.compare.harms.DEFAULT_REFUSAL_PATTERNS``, an empty list turns the detector off. A
     blank pattern, one that does not compile or one that matches the empty text is
     refused, naming the pattern.
 
@@ -175,7 +175,7 @@ class CompareSettings(BaseModel):
     (``compare run --workers``), each with ``max(1, cores // workers)`` torch threads.
     ``backend`` (``SHADOWEVAL_COMPARE__BACKEND``, default ``auto``): the MiniLM inference
     backend, one of ``auto``, ``torch-fp32``, ``torch-bf16``, ``torch-fp16``, ``onnx-fp32``,
-    ``onnx-int8`` (``compare.backends``; ``auto`` measures the available ones once per
+    ``onnx-int8`` (``shadoweval.compare.backends``; ``auto`` measures the available ones once per
     machine and keeps the fastest that agrees with fp32, DESIGN §6). ``cache_dir``
     (``SHADOWEVAL_COMPARE__CACHE_DIR``; default ``$XDG_CACHE_HOME/shadow-eval`` or
     ``~/.cache/shadow-eval``): where ONNX exports and the ``auto`` choice are kept.
@@ -478,10 +478,10 @@ class EnvoyCanarySettings(BaseModel):
     Envoy sends each live session to the baseline (``capture.upstream_url``, cluster
     ``live_model``) or to the candidate (``candidate_url``, cluster ``candidate_model``),
     by the split file ``split_dir/split.yaml`` (a filesystem RDS route configuration that
-    Envoy reloads when it is renamed into ``split_dir``: :mod:`capture.canary_split`).
+    Envoy reloads when it is renamed into ``split_dir``: :mod:`shadoweval.capture.canary_split`).
     ``candidate_url``: the candidate model server, ``http(s)://HOST[:PORT]`` (no path, as
     ``capture.upstream_url``). ``router_port``: the session router's gRPC port on
-    ``envoy.ext_proc_host`` (:mod:`capture.session_router`; ``0``: a free one);
+    ``envoy.ext_proc_host`` (:mod:`shadoweval.capture.session_router`; ``0``: a free one);
     ``router_timeout_ms``: how long Envoy waits for the router's decision before it falls
     back to the weighted split of the route file (ext_proc ``message_timeout``).
     ``max_pinned_sessions``: sessions whose arm the router remembers (least recently seen
@@ -583,7 +583,7 @@ class JudgeSettings(BaseModel):
     from ``backoff_s``. ``temperature``, ``max_tokens``, ``seed``: sampling sent with
     every judge request (frozen with the run in its judge identity).
 
-    ``response_format``: how the judge answers (:mod:`judge.prompt`). ``text`` (default):
+    ``response_format``: how the judge answers (:mod:`shadoweval.judge.prompt`). ``text`` (default):
     free text ending in a ``VERDICT: A|B|TIE`` line; no ``response_format`` is sent.
     ``json_schema``: the prompt asks for a JSON object ``{"rationale", "verdict"}`` and the
     request carries OpenAI's ``{"type": "json_schema", "json_schema": {"name":

@@ -4,7 +4,7 @@ Every file a capture sink writes (capture-log segments, spool segments and its c
 offloaded exchanges) is opened through an :data:`Opener`: ``opener(path, mode)`` with a
 binary write mode (``"xb"``, ``"ab"`` or ``"wb"``) returning a buffered binary file.
 The default, :func:`open_binary`, is :meth:`pathlib.Path.open`. Tests and benchmarks hand
-the sinks a disk that fills up (:class:`simulation.full_disk.FullDisk`) through the same
+the sinks a disk that fills up (:class:`shadoweval.simulation.full_disk.FullDisk`) through the same
 seam instead of patching the standard library.
 
 :func:`disk_error_reason` names a write error for the drop counters: ``disk_full``

@@ -1,8 +1,9 @@
 """Reading which models a server serves: ``GET /v1/models`` of an OpenAI-compatible server.
 
 One reader for every caller: the capture sidecar names the live model from its upstream
-(:mod:`capture.identity`), and a new run names its candidate and baseline replica from
-theirs (:mod:`application.runs`). The response is the OpenAI API reference's "List models"
+(:mod:`shadoweval.capture.identity`), and a new run names its candidate and baseline replica from
+theirs (:mod:`shadoweval.application.runs`). The response is the OpenAI API reference's "List
+models"
 object, ``{"object": "list", "data": [{"id": ...}, ...]}``; vLLM and SGLang list the one
 model they serve.
 

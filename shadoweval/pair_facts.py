@@ -2,14 +2,14 @@
 
 Reading and validating every stored :class:`~shadoweval.records.PairScore` record costs
 about 100 µs per pair (21 s for the dashboard's cold overview of 200,000 pairs); the
-pairs table (:func:`stats.frame.pairs_frame`) needs only a few dozen numbers and flags of
+pairs table (:func:`shadoweval.stats.frame.pairs_frame`) needs only a few dozen numbers and flags of
 each. :func:`pack_pair_facts` packs them into one fixed-layout little-endian record
 (:data:`PAIR_FACTS_DTYPE`, :data:`PAIR_FACTS_BYTES` bytes), stored with the score in
 ``pair_score.facts`` (migration 0008) and written by the same upsert, so a rescored pair's
 facts are replaced with its record. :func:`unpack_pair_facts` turns a run's packed rows
 into one numpy structured array without a Python loop per pair, and
-:func:`stats.frame.pairs_frame_from_facts` builds exactly the table
-:func:`~stats.frame.pairs_frame` builds from the records.
+:func:`shadoweval.stats.frame.pairs_frame_from_facts` builds exactly the table
+:func:`~shadoweval.stats.frame.pairs_frame` builds from the records.
 
 Policy-dependent values are stored for every choice the policy may make: format-parse
 success for each :data:`FORMAT_SUCCESS_FLAGS` entry. The runaway length ratio is computed
@@ -109,7 +109,7 @@ TRI_FACTS: tuple[str, ...] = (
     "noise_identical",
 )
 """The float and three-valued :class:`~shadoweval.records.PairScore` fields a packed row holds
-(in this order); readers of the packed rows (``stats.frame``) iterate the same tuples."""
+(in this order); readers of the packed rows (``shadoweval.stats.frame``) iterate the same tuples."""
 
 PAIR_FACTS_DTYPE = np.dtype(
     [
@@ -294,7 +294,7 @@ def unpack_pair_facts(packed: Sequence[bytes]) -> npt.NDArray[np.void]:
 
 @dataclass(frozen=True)
 class PairFacts:
-    """One run's pairs as columns: what :func:`stats.frame.pairs_frame_from_facts` reads.
+    """One run's pairs as columns: what :func:`shadoweval.stats.frame.pairs_frame_from_facts` reads.
 
     Attributes:
         exchange_ids: one per pair, in storage order.

@@ -79,7 +79,7 @@ def format_ok(
 ) -> float:
     """Format-parse success of one side of a pair: 1.0, 0.0, or NaN when not applicable.
 
-    The gate's rule (``stats.frame.pairs_frame`` uses it with the policy's success flag;
+    The gate's rule (``shadoweval.stats.frame.pairs_frame`` uses it with the policy's success flag;
     the flags here with the default one).
 
     Rules, in order:

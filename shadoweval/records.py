@@ -448,7 +448,7 @@ class Exchange(_Record):
     ``source`` says where the record came from (``"sidecar:<host>"``,
     ``"import:<file>#<row>"``). ``served_by`` is the Envoy cluster that answered the
     request under the Envoy front end's canary split (``live_model`` = the baseline,
-    ``candidate_model`` = the candidate; :mod:`capture.canary_split`), ``None`` outside a
+    ``candidate_model`` = the candidate; :mod:`shadoweval.capture.canary_split`), ``None`` outside a
     canary split or when unknown.
 
     Value rules (each refusal names the field and the value): ``exchange_id`` is 1–200
@@ -608,8 +608,8 @@ class HarmKind(enum.StrEnum):
     """A directional harm that a detector finds in one side's answer.
 
     Each is a yes/no fact about one side (baseline or candidate) of one pair, set by
-    :mod:`compare.harms` at scoring time (definitions, thresholds and sources there) and
-    gated as a paired binary check (:mod:`stats.checks.harms`): harm is the candidate
+    :mod:`shadoweval.compare.harms` at scoring time (definitions, thresholds and sources there) and
+    gated as a paired binary check (:mod:`shadoweval.stats.checks.harms`): harm is the candidate
     showing it where the baseline did not, more often than the reverse.
     """
 
@@ -633,7 +633,7 @@ class HarmKind(enum.StrEnum):
 class ToolChange(enum.StrEnum):
     """How the candidate's tool behaviour differs from the baseline's on one pair.
 
-    Set by :func:`compare.harms.tool_changes` where the request offered tools and neither
+    Set by :func:`shadoweval.compare.harms.tool_changes` where the request offered tools and neither
     side errored; arguments are compared after JSON normalisation.
     """
 
@@ -671,7 +671,7 @@ class PairScore(_Record):
     separately; any other error (``*_error`` without ``*_infra_error``: the server
     rejected the request with another 4xx) is the model's or its serving config's.
 
-    Direction (:mod:`compare.harms`): ``baseline_harms`` / ``candidate_harms`` list the
+    Direction (:mod:`shadoweval.compare.harms`): ``baseline_harms`` / ``candidate_harms`` list the
     :class:`HarmKind` detectors that fired on each side (empty for an errored side);
     ``tool_changes`` how the candidate's tool calls differ from the baseline's;
     ``output_chars`` each side's answer length in characters (content plus rendered tool
@@ -679,7 +679,7 @@ class PairScore(_Record):
     server's default samples; ``False`` only for temperature 0; ``None`` when the body
     could not be read); ``noise_identical`` whether the baseline repeat returned exactly
     the captured answer (``None`` without a usable repeat) — the degenerate-noise-floor
-    test of :mod:`stats.change` reads it.
+    test of :mod:`shadoweval.stats.change` reads it.
 
     Latency: ``ttft_ms``, ``ttfc_ms`` (time to first visible content,
     :class:`Timings`) and ``e2e_ms`` of each side; the baseline's come from the source
@@ -934,7 +934,7 @@ class Verdict(_Record):
     re-evaluated when they change: ``judgements_sha256`` fingerprints the resolved
     judgements of the look's pairs and ``judgement_look`` counts the evaluations of this
     look with different judgements (1 for the first); the net-harm check spends its level
-    over them (:mod:`stats.net_harm`). 0 / ``None`` in verdicts stored before judgements
+    over them (:mod:`shadoweval.stats.net_harm`). 0 / ``None`` in verdicts stored before judgements
     existed. ``latency_cache_hits`` counts the pairs left out of latency because an
     answer came from a cache (zeros in verdicts stored before it existed).
     """
@@ -993,7 +993,7 @@ class JudgementSource(enum.StrEnum):
 
     When several exist for one pair the gate uses, in order: ``human`` (an analyst's label
     overrides everything), ``reference`` (a ground-truth checker's per-side pass/fail),
-    ``judge`` (an LLM judge) — :func:`stats.judgements.resolve_judgements`.
+    ``judge`` (an LLM judge) — :func:`shadoweval.stats.judgements.resolve_judgements`.
     """
 
     JUDGE = "judge"

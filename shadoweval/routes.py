@@ -22,7 +22,7 @@ COMPLETIONS = "/v1/completions"
 """OpenAI legacy completions: ``prompt`` → ``choices[].text``."""
 RESPONSES = "/v1/responses"
 """OpenAI Responses API: ``input`` items → ``output`` items (not replayed; see
-:mod:`replay.rewrite`)."""
+:mod:`shadoweval.replay.rewrite`)."""
 
 
 def normalize_route(path: str) -> str:

@@ -4,41 +4,45 @@ Pure computation (numpy, scipy, pandas, statsmodels, pydantic, yaml); it never t
 storage, the message bus or the network. Methods, pitfalls and test vectors are in
 gate-statistics.md; each module cites its sources.
 
-* :mod:`stats.policy` — :class:`GatePolicy`, :func:`load_policy`, :func:`policy_hash`.
-* :mod:`stats.paired_binary` — McNemar (exact, mid-p, asymptotic), Tango's score test/CI.
-* :mod:`stats.multiplicity` — Holm adjustment of the harm family.
-* :mod:`stats.quantiles` — linear quantiles, order-statistic CIs, and the gate's
+* :mod:`shadoweval.stats.policy` — :class:`GatePolicy`, :func:`load_policy`, :func:`policy_hash`.
+* :mod:`shadoweval.stats.paired_binary` — McNemar (exact, mid-p, asymptotic), Tango's score test/CI.
+* :mod:`shadoweval.stats.multiplicity` — Holm adjustment of the harm family.
+* :mod:`shadoweval.stats.quantiles` — linear quantiles, order-statistic CIs, and the gate's
   quantile-ratio interval (the resampling-free paired Poisson bootstrap).
-* :mod:`stats.sequential` — checkpoints, confidence sequences, α spending, sequential
+* :mod:`shadoweval.stats.sequential` — checkpoints, confidence sequences, α spending, sequential
   McNemar.
-* :mod:`stats.noise_floor`, :mod:`stats.power`, :mod:`stats.validity`,
-  :mod:`stats.report_only` — noise-floor linearisation and tail report, sample sizes,
+* :mod:`shadoweval.stats.noise_floor`, :mod:`shadoweval.stats.power`,
+:mod:`shadoweval.stats.validity`,
+  :mod:`shadoweval.stats.report_only` — noise-floor linearisation and tail report, sample sizes,
   task-mix and coverage checks, Mann–Whitney / Hodges–Lehmann / CLES.
-* :mod:`stats.frame` — :func:`pairs_frame`, PairScore records to the gate's table.
-* :mod:`stats.checks` — one check per metric and analysis unit (infrastructure apart).
-* :mod:`stats.looks` — :func:`look_levels` (a look's spent levels), :func:`design_sample_size`.
-* :mod:`stats.checkpoints` — :func:`evaluate_poll`: the verdict of a poll, on the prefix
+* :mod:`shadoweval.stats.frame` — :func:`pairs_frame`, PairScore records to the gate's table.
+* :mod:`shadoweval.stats.checks` — one check per metric and analysis unit (infrastructure apart).
+* :mod:`shadoweval.stats.looks` — :func:`look_levels` (a look's spent levels),
+:func:`design_sample_size`.
+* :mod:`shadoweval.stats.checkpoints` — :func:`evaluate_poll`: the verdict of a poll, on the prefix
   of the latest checkpoint.
-* :mod:`stats.gate` — :func:`evaluate_gate`, the PROMOTE / HOLD / ROLLBACK verdict.
-* :mod:`stats.summary` — :func:`task_type_summary`, descriptive and report-only numbers.
-* :mod:`stats.labels` — :func:`label_summary`, human labels as win / loss rates with Wilson
+* :mod:`shadoweval.stats.gate` — :func:`evaluate_gate`, the PROMOTE / HOLD / ROLLBACK verdict.
+* :mod:`shadoweval.stats.summary` — :func:`task_type_summary`, descriptive and report-only numbers.
+* :mod:`shadoweval.stats.labels` — :func:`label_summary`, human labels as win / loss rates with
+Wilson
   intervals per task type.
-* :mod:`stats.judgements` — one quality judgement per pair (human > reference > judge) and
+* :mod:`shadoweval.stats.judgements` — one quality judgement per pair (human > reference > judge)
+and
   judge–human agreement (Cohen's κ).
-* :mod:`stats.net_harm` — divergence strata, the stratified net-harm estimator and the
+* :mod:`shadoweval.stats.net_harm` — divergence strata, the stratified net-harm estimator and the
   ``net_harm`` check.
 """
 
 from __future__ import annotations
 
-from stats.checkpoints import evaluate_poll
-from stats.frame import PAIRS_COLUMNS, pairs_frame
-from stats.gate import evaluate_gate
-from stats.inputs import InvalidDataError
-from stats.labels import LABEL_SUMMARY_COLUMNS, label_summary
-from stats.looks import LookLevels, design_sample_size, look_levels
-from stats.multiplicity import holm
-from stats.paired_binary import (
+from shadoweval.stats.checkpoints import evaluate_poll
+from shadoweval.stats.frame import PAIRS_COLUMNS, pairs_frame
+from shadoweval.stats.gate import evaluate_gate
+from shadoweval.stats.inputs import InvalidDataError
+from shadoweval.stats.labels import LABEL_SUMMARY_COLUMNS, label_summary
+from shadoweval.stats.looks import LookLevels, design_sample_size, look_levels
+from shadoweval.stats.multiplicity import holm
+from shadoweval.stats.paired_binary import (
     McNemarResult,
     TangoInterval,
     TangoTestResult,
@@ -46,7 +50,7 @@ from stats.paired_binary import (
     tango_score_ci,
     tango_score_test,
 )
-from stats.policy import (
+from shadoweval.stats.policy import (
     DEFAULT_POLICY_FILE,
     GatePolicy,
     InfraErrorPolicy,
@@ -60,7 +64,7 @@ from stats.policy import (
     policy_hash,
     policy_to_yaml,
 )
-from stats.quantiles import (
+from shadoweval.stats.quantiles import (
     OrderStatisticRanks,
     QuantileCI,
     QuantileRatioResult,

@@ -18,9 +18,10 @@ A pair with an infrastructure error on either side (or a missing infrastructure 
 never changed: the model was not judged there (``infra_error_rate`` gates it).
 
 Changed pairs are what a judge, an analyst or a reference checker is asked about
-(:mod:`stats.net_harm` counts unchanged pairs as ties). Each changed pair gets a divergence
+(:mod:`shadoweval.stats.net_harm` counts unchanged pairs as ties). Each changed pair gets a
+divergence
 **stratum** for the stratified net-harm estimator and the judge budget:
-:func:`stats.net_harm.divergence_strata` of its ``D`` with its task type's
+:func:`shadoweval.stats.net_harm.divergence_strata` of its ``D`` with its task type's
 ``net_harm.strata_edges`` (0 … ``len(edges)``), ``len(edges) + 1`` for a changed pair
 without a similarity (an error or tool change), −1 for an unchanged pair.
 
@@ -47,12 +48,12 @@ import numpy.typing as npt
 import pandas as pd
 
 from shadoweval.records import POOLED, ToolChange
-from stats.checks.pair_arrays import BoolArray, FloatArray, IntArray, PairArrays
-from stats.checks.reasons import fmt_g
-from stats.frame import PAIRS_COLUMNS
-from stats.inputs import InvalidDataError
-from stats.net_harm import divergence_strata
-from stats.policy import GatePolicy, effective
+from shadoweval.stats.checks.pair_arrays import BoolArray, FloatArray, IntArray, PairArrays
+from shadoweval.stats.checks.reasons import fmt_g
+from shadoweval.stats.frame import PAIRS_COLUMNS
+from shadoweval.stats.inputs import InvalidDataError
+from shadoweval.stats.net_harm import divergence_strata
+from shadoweval.stats.policy import GatePolicy, effective
 
 __all__ = [
     "IDENTICAL_SIMILARITY",
@@ -183,7 +184,7 @@ def classify_pair_arrays(
     """:func:`classify_changes` on the gate's arrays (the rows of one pairs table).
 
     Args:
-        arrays: the pairs' columns (:class:`~stats.checks.pair_arrays.PairArrays`).
+        arrays: the pairs' columns (:class:`~shadoweval.stats.checks.pair_arrays.PairArrays`).
         task_types: each row's task type, shape ``(n,)``; or, with ``names``, each row's
             index into ``names`` (the gate's factorised task types).
         policy: the gate policy (per-task-type ``change``, ``tool_calls``, ``net_harm``).
@@ -286,8 +287,8 @@ def classify_changes(pairs: pd.DataFrame, policy: GatePolicy) -> ChangeResult:
     """Which pairs changed, their divergence strata and the noise thresholds.
 
     Args:
-        pairs: the pairs table (:data:`stats.frame.PAIRS_COLUMNS`, from
-            :func:`stats.frame.pairs_frame`); any order.
+        pairs: the pairs table (:data:`shadoweval.stats.frame.PAIRS_COLUMNS`, from
+            :func:`shadoweval.stats.frame.pairs_frame`); any order.
         policy: the gate policy: ``change`` (noise quantile, minimum noise pairs,
             divergence threshold, degenerate share), ``tool_calls.order_free`` and
             ``net_harm.strata_edges`` per task type.

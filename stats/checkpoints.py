@@ -6,14 +6,14 @@ verdict must mean the same whatever the number of polls (gate-statistics.md §2.
 * **Checkpoints.** Pairs are ordered by capture time (ties by exchange id). A poll with
   n pairs evaluates the first ``n_k`` of them, ``n_k`` the latest checkpoint of the
   geometric schedule ``first_checkpoint · factor^(k−1) ≤ n`` (capped at ``n_max``;
-  :func:`stats.sequential.latest_checkpoint`). The verdict's ``look`` is ``k``. A poll
+  :func:`shadoweval.stats.sequential.latest_checkpoint`). The verdict's ``look`` is ``k``. A poll
   between two checkpoints evaluates the same prefix and returns the same verdict, so
   polling is deterministic; a caller may cache the verdict per (look, coverage). Fewer
   pairs than the first checkpoint give HOLD ("waiting for the first checkpoint") with
   ``look = 0``.
-* **Levels per look**: :func:`stats.looks.look_levels` (confidence sequences tuned at
+* **Levels per look**: :func:`shadoweval.stats.looks.look_levels` (confidence sequences tuned at
   the design sample size, or α spending with a cap; union-bound spending for the
-  quantile ratios and exact tests), applied by :func:`stats.gate.evaluate_gate`.
+  quantile ratios and exact tests), applied by :func:`shadoweval.stats.gate.evaluate_gate`.
 * **Sample cap.** At ``n ≥ n_max`` the last look is final: a gate still undecided there
   is a final HOLD ("inconclusive at the sample cap"), never an implicit PROMOTE.
 * **Terminal verdicts.** PROMOTE and ROLLBACK end a run: :func:`evaluate_poll` returns a
@@ -21,9 +21,9 @@ verdict must mean the same whatever the number of polls (gate-statistics.md §2.
 * **Judgements arrive later.** A judge, an analyst or a reference import can judge a
   look's pairs after its checkpoint was evaluated; a look is evaluated once *per set of
   judgements*: a poll of the stored verdict's look with the same judgements
-  (:func:`stats.gate.judgements_sha256` of the prefix) returns it, a poll with different
+  (:func:`shadoweval.stats.gate.judgements_sha256` of the prefix) returns it, a poll with different
   ones re-evaluates the look as its next ``judgement_look`` (the net-harm checks spend the
-  look's levels over these evaluations: :func:`stats.net_harm.judgement_levels`).
+  look's levels over these evaluations: :func:`shadoweval.stats.net_harm.judgement_levels`).
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ from datetime import datetime
 import pandas as pd
 
 from shadoweval.records import Coverage, Decision, Verdict, utc_now
-from stats.gate import evaluate_gate, judgements_sha256, unevaluated_reasons
-from stats.inputs import InvalidDataError
-from stats.policy import GatePolicy, policy_hash
-from stats.sequential import latest_checkpoint
+from shadoweval.stats.gate import evaluate_gate, judgements_sha256, unevaluated_reasons
+from shadoweval.stats.inputs import InvalidDataError
+from shadoweval.stats.policy import GatePolicy, policy_hash
+from shadoweval.stats.sequential import latest_checkpoint
 
 __all__ = ["WAITING", "evaluate_poll", "ordered_by_capture"]
 
@@ -48,7 +48,7 @@ WAITING = "waiting for the first checkpoint"
 def ordered_by_capture(pairs: pd.DataFrame) -> pd.DataFrame:
     """``pairs`` ordered by ``captured_at`` then ``exchange_id``, index 0..n−1.
 
-    A frame from :func:`stats.frame.pairs_frame` is already in this order and is
+    A frame from :func:`shadoweval.stats.frame.pairs_frame` is already in this order and is
     returned as is (checked in O(n)); any other frame is sorted (stable).
     """
     captured = pairs["captured_at"]
@@ -66,7 +66,7 @@ def _waiting(
     decided_at: datetime,
 ) -> Verdict:
     """The look-0 HOLD: waiting for the first checkpoint (or no data), followed by what
-    will hold the run at the checkpoint too (:func:`stats.gate.unevaluated_reasons`)."""
+    will hold the run at the checkpoint too (:func:`shadoweval.stats.gate.unevaluated_reasons`)."""
     n = len(pairs)
     first = policy.sequential.first_checkpoint
     reason = (
@@ -99,7 +99,7 @@ def evaluate_poll(
     """Evaluate one poll of a run: the gate on the prefix of its latest checkpoint.
 
     Args:
-        pairs: all pairs of the run so far (columns of :data:`stats.frame.PAIRS_COLUMNS`,
+        pairs: all pairs of the run so far (columns of :data:`shadoweval.stats.frame.PAIRS_COLUMNS`,
             any order; ordered here by capture time).
         policy: the run's frozen policy (its ``sequential`` block sets the schedule).
         run_id: the run.

@@ -15,8 +15,9 @@ The direction of a change (issue 11) comes from per-side harm flags
 (``baseline_harm_<kind>`` / ``candidate_harm_<kind>`` for each
 :class:`~shadoweval.records.HarmKind`), tool behaviour (``*_tool_text``, ``tool_<change>``
 for each :class:`~shadoweval.records.ToolChange`) and a pair's resolved quality judgement
-(``quality``, ``quality_source``), read by :mod:`stats.change`, :mod:`stats.checks.harms`,
-:mod:`stats.checks.tools` and :mod:`stats.net_harm`.
+(``quality``, ``quality_source``), read by :mod:`shadoweval.stats.change`,
+:mod:`shadoweval.stats.checks.harms`,
+:mod:`shadoweval.stats.checks.tools` and :mod:`shadoweval.stats.net_harm`.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from shadoweval.records import (
     QualityOutcome,
     ToolChange,
 )
-from stats.policy import GatePolicy, effective
+from shadoweval.stats.policy import GatePolicy, effective
 
 __all__ = [
     "BASELINE_HARM_COLUMNS",
@@ -227,7 +228,7 @@ def pairs_frame(
         scores: pair scores of one run (any order; each exchange once).
         policy: the gate policy (its per-task-type success flag and harm block apply).
         judgements: exchange id → the pair's *resolved* judgement (one per pair, already
-            chosen by source priority: :func:`stats.judgements.resolve_judgements`);
+            chosen by source priority: :func:`shadoweval.stats.judgements.resolve_judgements`);
             pairs not in it are not judged (``quality`` NaN). ``None``: no judgements.
 
     Returns:

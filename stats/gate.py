@@ -1,11 +1,12 @@
 """The gate: per-task-type and pooled checks combined into PROMOTE / HOLD / ROLLBACK.
 
 The question is "is the candidate at least as good?" (issue 11), not "did the answers
-change?": divergence beyond the noise floor marks a pair *changed* (:mod:`stats.change`),
+change?": divergence beyond the noise floor marks a pair *changed* (:mod:`shadoweval.stats.change`),
 which selects it for a quality judgement and never rolls back by itself unless the policy
 says ``change.mode: no_change``; the direction comes from the harm detectors
-(:mod:`stats.checks.harms`), tool behaviour (:mod:`stats.checks.tools`) and the net harm
-of the judged pairs (:mod:`stats.net_harm`).
+(:mod:`shadoweval.stats.checks.harms`), tool behaviour (:mod:`shadoweval.stats.checks.tools`) and
+the net harm
+of the judged pairs (:mod:`shadoweval.stats.net_harm`).
 
 Decision rule (gate-statistics.md §2.3; Spotify's risk-aware rule without a success
 metric, Kayenta's ``critical`` semantics, Diffy's noise floor; docs/gate.md):
@@ -47,10 +48,11 @@ INCONCLUSIVE with the counts of repeats sent and failed — never judged by the 
 absolute limit, which only a run without any baseline repeat uses.
 
 Validity under repeated polling (gate-statistics.md §2.4) comes from the look's levels
-(:func:`stats.looks.look_levels`): confidence sequences for the mean-type metrics
+(:func:`shadoweval.stats.looks.look_levels`): confidence sequences for the mean-type metrics
 (or α spending with a sample cap), union-bound α spending for quantile ratios, exact
 tests and net harm (split over the look's judgement evaluations:
-:func:`stats.net_harm.judgement_levels`). :func:`stats.checkpoints.evaluate_poll` chooses
+:func:`shadoweval.stats.net_harm.judgement_levels`).
+:func:`shadoweval.stats.checkpoints.evaluate_poll` chooses
 the look and the prefix of pairs; this module judges the pairs it is given as that look.
 """
 
@@ -78,8 +80,8 @@ from shadoweval.records import (
     Verdict,
     utc_now,
 )
-from stats.change import ChangeResult, classify_pair_arrays
-from stats.checks import (
+from shadoweval.stats.change import ChangeResult, classify_pair_arrays
+from shadoweval.stats.checks import (
     HARM_METRIC_PREFIX,
     INFRA_FAILED,
     INFRA_METRIC,
@@ -100,27 +102,27 @@ from stats.checks import (
     tool_analysis,
     tool_check,
 )
-from stats.checks.pair_arrays import BoolArray, IntArray
-from stats.checks.reasons import fmt_g, fmt_p, infra_note
-from stats.frame import FAILED_QUALITY_SOURCE, PAIRS_COLUMNS
-from stats.inputs import InvalidDataError
-from stats.looks import LookLevels, look_levels
-from stats.multiplicity import holm
-from stats.net_harm import (
+from shadoweval.stats.checks.pair_arrays import BoolArray, IntArray
+from shadoweval.stats.checks.reasons import fmt_g, fmt_p, infra_note
+from shadoweval.stats.frame import FAILED_QUALITY_SOURCE, PAIRS_COLUMNS
+from shadoweval.stats.inputs import InvalidDataError
+from shadoweval.stats.looks import LookLevels, look_levels
+from shadoweval.stats.multiplicity import holm
+from shadoweval.stats.net_harm import (
     NET_HARM_METRIC,
     estimate_net_harm,
     judgement_levels,
     net_harm_check,
     stratum_names,
 )
-from stats.policy import (
+from shadoweval.stats.policy import (
     GatePolicy,
     TaskTypePolicy,
     effective,
     policy_hash,
     policy_traffic_problems,
 )
-from stats.validity import coverage_by_task_type, task_mix_chi2
+from shadoweval.stats.validity import coverage_by_task_type, task_mix_chi2
 
 __all__ = [
     "INCONCLUSIVE_AT_CAP",
@@ -139,7 +141,8 @@ of an invalid run or a failing infrastructure, when there are such)."""
 class _Group:
     """One analysis unit: the pooled rows or one task type's rows.
 
-    ``changed`` and ``stratum`` are the unit's rows of :func:`stats.change.classify_changes`
+    ``changed`` and ``stratum`` are the unit's rows of
+    :func:`shadoweval.stats.change.classify_changes`
     (aligned with ``arrays``); ``blocking`` is false for a task type below
     ``min_traffic_share``.
     """
@@ -189,7 +192,7 @@ def _groups(
     pairs: pd.DataFrame, policy: GatePolicy, coverage: Coverage
 ) -> tuple[list[_Group], ChangeResult, _PooledStrata]:
     """The pooled unit, each task type in the pairs, and captured types with no pairs;
-    and which pairs changed (:func:`stats.change.classify_pair_arrays`, in the units' row
+    and which pairs changed (:func:`shadoweval.stats.change.classify_pair_arrays`, in the units' row
     order).
 
     The columns are converted once and ordered by task type, so that each task type is
@@ -391,7 +394,7 @@ def _pooled_strata(
 ) -> tuple[IntArray, dict[int, str]]:
     """Strata of the pooled unit: task type × divergence stratum.
 
-    The same codes and names as :func:`stats.net_harm.pooled_strata` (task type index ×
+    The same codes and names as :func:`shadoweval.stats.net_harm.pooled_strata` (task type index ×
     ``len(edges) + 2`` + stratum, named ``"koala: D 0.1-0.2"``), computed from the task
     types' integer codes the gate already has instead of their strings (a million
     string comparisons otherwise).
@@ -413,12 +416,14 @@ def _net_harm_test(
     levels: LookLevels,
     pooled: _PooledStrata,
 ) -> _Test:
-    """The unit's net-harm estimate and check (:mod:`stats.net_harm`) on its pairs without
+    """The unit's net-harm estimate and check (:mod:`shadoweval.stats.net_harm`) on its pairs
+    without
     an infrastructure error (the model was not judged on those).
 
-    ``levels`` are the look's levels for net harm (:func:`stats.net_harm.judgement_levels`
+    ``levels`` are the look's levels for net harm
+    (:func:`shadoweval.stats.net_harm.judgement_levels`
     of the look's judgement evaluation). The pooled unit is stratified by task type ×
-    divergence stratum (:func:`_pooled_strata`, as :func:`stats.net_harm.pooled_strata`:
+    divergence stratum (:func:`_pooled_strata`, as :func:`shadoweval.stats.net_harm.pooled_strata`:
     the judge budget samples each task type separately).
     """
     keep = ~group.arrays.infra
@@ -611,7 +616,7 @@ def _judge(
     (the replay ran below its asked rate: :func:`_load_note`).
 
     The net-harm checks read the look's levels split over its judgement evaluations
-    (:func:`stats.net_harm.judgement_levels`); a re-evaluation of a look with new
+    (:func:`shadoweval.stats.net_harm.judgement_levels`); a re-evaluation of a look with new
     judgements spends them on the net-harm tests only, so the harm family is adjusted
     at the net-harm level when it is the smaller.
     """
@@ -762,7 +767,7 @@ def _route_problems(coverage: Coverage, policy: GatePolicy) -> tuple[list[str], 
 def _policy_problems(
     policy: GatePolicy, coverage: Coverage, pairs: pd.DataFrame
 ) -> tuple[list[str], list[str]]:
-    """Policy keys that match no traffic (:func:`stats.policy.policy_traffic_problems`):
+    """Policy keys that match no traffic (:func:`shadoweval.stats.policy.policy_traffic_problems`):
     a task type is a HOLD reason (its thresholds apply to nothing, so a typo would change
     the verdict silently); a route listed as required a HOLD reason too (nothing on it
     was evaluated); a route listed with ``required: false`` a note (an unmatched
@@ -998,7 +1003,7 @@ def latency_cache_hits(pairs: pd.DataFrame) -> LatencyCacheHits:
     """How many of ``pairs`` had an answer served from a cache (columns
     ``baseline_cache_hit`` / ``candidate_cache_hit``; a missing flag reads as false):
     pairs with either side cached, and the cached sides. Such pairs are left out of every
-    latency check (:mod:`stats.checks.latency`)."""
+    latency check (:mod:`shadoweval.stats.checks.latency`)."""
     if len(pairs) == 0:
         return LatencyCacheHits()
     base = pairs["baseline_cache_hit"].fillna(False).astype(bool).to_numpy()
@@ -1058,7 +1063,7 @@ def judgements_sha256(pairs: pd.DataFrame) -> str:
     ``quality_source`` of every judged row (``quality`` not NaN), in exchange-id order.
 
     Two evaluations of one look read the same judgements exactly when their fingerprints
-    agree (:func:`stats.checkpoints.evaluate_poll` re-evaluates a look otherwise). The
+    agree (:func:`shadoweval.stats.checkpoints.evaluate_poll` re-evaluates a look otherwise). The
     pairs table must have those three columns.
     """
     judged = pairs.loc[pairs["quality"].notna(), ["exchange_id", "quality", "quality_source"]]
@@ -1195,13 +1200,13 @@ def evaluate_gate(
 ) -> Verdict:
     """Evaluate the gate on the given pairs as look ``look`` and return the verdict.
 
-    To poll a growing run, call :func:`stats.checkpoints.evaluate_poll`, which picks the
+    To poll a growing run, call :func:`shadoweval.stats.checkpoints.evaluate_poll`, which picks the
     latest checkpoint and passes its prefix of pairs here; calling this directly judges
     exactly ``pairs`` at the levels of look ``look``.
 
     Args:
-        pairs: one row per pair with the columns of :data:`stats.frame.PAIRS_COLUMNS`
-            (build it with :func:`stats.frame.pairs_frame`).
+        pairs: one row per pair with the columns of :data:`shadoweval.stats.frame.PAIRS_COLUMNS`
+            (build it with :func:`shadoweval.stats.frame.pairs_frame`).
         policy: the frozen gate policy of the run.
         run_id: the run being judged.
         coverage: replay coverage of the run; ``coverage.share`` is paired / captured.
@@ -1219,9 +1224,9 @@ def evaluate_gate(
         paired_per_task_type: pairs per task type of the whole run so far, for the
             coverage and task-mix checks; by default counted from ``pairs``.
         judgement_look: the evaluation of this look with these judgements, ≥ 1 (1 the
-            first; :func:`stats.checkpoints.evaluate_poll` counts re-evaluations of a
+            first; :func:`shadoweval.stats.checkpoints.evaluate_poll` counts re-evaluations of a
             look whose pairs' judgements changed): the net-harm checks spend the look's
-            levels over them (:func:`stats.net_harm.judgement_levels`). Stored in the
+            levels over them (:func:`shadoweval.stats.net_harm.judgement_levels`). Stored in the
             verdict with :func:`judgements_sha256` of ``pairs``.
 
     Returns:

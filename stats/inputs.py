@@ -1,6 +1,6 @@
 """Checking numeric inputs before a statistic is computed.
 
-Every public statistic in :mod:`stats` takes array-likes and turns them into a
+Every public statistic in :mod:`shadoweval.stats` takes array-likes and turns them into a
 one-dimensional ``float64`` array here first, so that NaN, infinities and empty inputs are
 rejected with one clear error instead of propagating (scipy returns NaN silently; the gate
 must turn such data into HOLD, never into a verdict).

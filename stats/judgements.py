@@ -2,7 +2,7 @@
 
 A pair can be judged by three sources (:class:`~shadoweval.records.JudgementSource`): an
 analyst's label (``human``), a ground-truth checker's per-side pass/fail (``reference``)
-and an LLM judge (``judge``). The gate's net-harm estimator (:mod:`stats.net_harm`) reads
+and an LLM judge (``judge``). The gate's net-harm estimator (:mod:`shadoweval.stats.net_harm`) reads
 one judgement per pair; :func:`resolve_judgements` picks it, **human > reference > judge**:
 an analyst overrides everything, a ground truth overrides a model's opinion. A failed
 judgement (``outcome is None``: the judge call failed or did not parse) is kept as data but
@@ -12,7 +12,7 @@ resolves to a failed one, so the counts can say so (:func:`source_counts`).
 Human labels (:class:`~shadoweval.records.HumanLabel`) become judgements of source
 ``human``: ``candidate_better`` → better, ``candidate_worse`` → worse, ``same`` and
 ``both_bad`` → tie (two bad answers are no direction); a pair labelled several times
-counts once, with its latest label (:func:`stats.labels.latest_per_pair`).
+counts once, with its latest label (:func:`shadoweval.stats.labels.latest_per_pair`).
 
 :func:`judge_human_agreement` measures how far the judge can be trusted where analysts
 looked too: **Cohen's κ** (Cohen 1960, "A coefficient of agreement for nominal scales",
@@ -43,7 +43,7 @@ from shadoweval.records import (
     PairJudgement,
     QualityOutcome,
 )
-from stats.labels import latest_per_pair
+from shadoweval.stats.labels import latest_per_pair
 
 __all__ = [
     "AGREEMENT_CONFIDENCE",
@@ -142,7 +142,8 @@ def resolve_judgements(
 ) -> dict[str, PairJudgement]:
     """One judgement per pair of one run: human > reference > judge, successful first.
 
-    Human labels are reduced to the latest per pair (:func:`stats.labels.latest_per_pair`)
+    Human labels are reduced to the latest per pair
+    (:func:`shadoweval.stats.labels.latest_per_pair`)
     and converted with :func:`label_judgement`. For each pair the chosen judgement is the
     first by: a successful outcome before a failed one (``outcome is None``, whatever its
     source), then :data:`SOURCE_PRIORITY`, then the latest ``judged_at`` (several
@@ -268,7 +269,7 @@ def judge_human_agreement(
 
     The judge's outcome of a pair is its successful judgement of source ``judge`` (the
     latest by ``judged_at`` if there were several); the human's the latest label
-    (:func:`stats.labels.latest_per_pair`) mapped by :func:`label_outcome`. Pairs are
+    (:func:`shadoweval.stats.labels.latest_per_pair`) mapped by :func:`label_outcome`. Pairs are
     matched by ``(run_id, exchange_id)``. κ = (p_o − p_e)/(1 − p_e) over the three outcomes
     (Cohen 1960), its standard error the large-sample one of Fleiss, Cohen & Everitt (1969)
     (``statsmodels.stats.inter_rater.cohens_kappa``, ``std_kappa``), the interval

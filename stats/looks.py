@@ -1,6 +1,6 @@
 """The levels of one look of the gate: spent α per look, the mean-type method, ``N*``.
 
-A CI job polls the gate many times, so each checkpoint ``k`` (:mod:`stats.checkpoints`)
+A CI job polls the gate many times, so each checkpoint ``k`` (:mod:`shadoweval.stats.checkpoints`)
 is tested at levels that keep the family of all looks valid (gate-statistics.md §2.4):
 
 * Mean-type metrics (paired binary differences, noise-floor differences, token
@@ -8,12 +8,13 @@ is tested at levels that keep the family of all looks valid (gate-statistics.md 
   the design sample size (:func:`design_sample_size`); with a sample cap ``n_max`` they
   use group-sequential α spending instead.
 * Quantile ratios, Tango's and McNemar's tests and the task-mix χ² test are tested at
-  look ``k`` at the spent level ``α_k`` (:func:`stats.sequential.look_alpha`):
+  look ``k`` at the spent level ``α_k`` (:func:`shadoweval.stats.sequential.look_alpha`):
   ``Σ_k α_k ≤ α``, so by the union bound the family of all looks keeps its level under
   any dependence between them.
 
 :func:`look_levels` gives a look's :class:`LookLevels`; the checks
-(:mod:`stats.checks`) read them and the gate (:mod:`stats.gate`) computes them. Both
+(:mod:`shadoweval.stats.checks`) read them and the gate (:mod:`shadoweval.stats.gate`) computes
+them. Both
 depend on this module, which depends on neither.
 """
 
@@ -23,9 +24,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from shadoweval.records import POOLED
-from stats.policy import GatePolicy, effective
-from stats.power import design_min_pairs, guardrail_power, paired_binary_min_pairs
-from stats.sequential import checkpoint_schedule, look_alpha
+from shadoweval.stats.policy import GatePolicy, effective
+from shadoweval.stats.power import design_min_pairs, guardrail_power, paired_binary_min_pairs
+from shadoweval.stats.sequential import checkpoint_schedule, look_alpha
 
 __all__ = ["LookLevels", "MeanMethod", "design_sample_size", "look_levels"]
 
@@ -42,9 +43,9 @@ def design_sample_size(policy: GatePolicy) -> int:
     Paired binary non-inferiority is the check that needs the most pairs. With a
     planned discordance ψ = 2% (:data:`_PLANNED_DISCORDANCE`), a true difference of 0,
     the policy's smallest binary margin, one-sided ``alpha`` and the power split over
-    :data:`_GUARDRAILS` guardrails (:func:`stats.power.guardrail_power`, Spotify's
-    β-correction), Nam's score formula (:func:`stats.power.paired_binary_min_pairs`)
-    gives n; the result is ``max(200, n)`` (:func:`stats.power.design_min_pairs`). Per
+    :data:`_GUARDRAILS` guardrails (:func:`shadoweval.stats.power.guardrail_power`, Spotify's
+    β-correction), Nam's score formula (:func:`shadoweval.stats.power.paired_binary_min_pairs`)
+    gives n; the result is ``max(200, n)`` (:func:`shadoweval.stats.power.design_min_pairs`). Per
     task-type overrides of the margins count too. Default policy (1-point margins): 3,454
     pairs; with 2-point margins 1,004.
 
@@ -117,7 +118,7 @@ def look_levels(policy: GatePolicy, look: int, *, final: bool | None = None) -> 
     unboundedly many looks) and confidence sequences for the mean-type metrics. With
     ``n_max``: Lan–DeMets spending over the schedule up to ``n_max`` — ``spending`` for
     the non-inferiority side, quantiles, task mix and mean-type metrics,
-    ``harm_spending`` for the harm family (:func:`stats.sequential.look_alpha`).
+    ``harm_spending`` for the harm family (:func:`shadoweval.stats.sequential.look_alpha`).
 
     Args:
         policy: the gate policy.

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from stats.inputs import FloatArray, InvalidDataError, finite_1d
+from shadoweval.stats.inputs import FloatArray, InvalidDataError, finite_1d
 
 __all__ = ["holm"]
 

@@ -3,12 +3,12 @@
 Every real upgrade changes answers; the gate asks whether the candidate is at least as
 good. Per analysis unit (a task type, or the pooled pairs) with ``n`` pairs, each pair has
 a **quality** ``y_i``: +1 the candidate's answer is worse, −1 better, 0 a tie (from a
-judge, an analyst or a reference checker: :mod:`stats.judgements`). The **net harm** is
+judge, an analyst or a reference checker: :mod:`shadoweval.stats.judgements`). The **net harm** is
 
     Δ = P(candidate worse) − P(candidate better) = E[y]
 
 over *all* pairs of the traffic. A pair whose answers did not change beyond the noise
-(:mod:`stats.change`) is a tie by definition (``y = 0``, never judged; a judgement of
+(:mod:`shadoweval.stats.change`) is a tie by definition (``y = 0``, never judged; a judgement of
 such a pair is counted in :attr:`NetHarmEstimate.judged_unchanged` and not read). The
 changed pairs fall into strata ``h`` by divergence (:func:`divergence_strata`); a random
 sample of each stratum is judged (the judge budget), so the estimator is **stratified**:
@@ -69,7 +69,7 @@ pseudo-counts of 0 and 1, midpoint 1/2 and half-width 1/2 for an unjudged stratu
 
 **Intervals and sequential validity.** The interval at a one-sided level ``a`` is
 ``Δ̂ ± z_{1−a}·se`` (normal approximation; widened as above). The gate reads it at the
-look's spent level ``levels.alpha_k`` (:class:`~stats.looks.LookLevels`): ``Σ_k α_k ≤ α``
+look's spent level ``levels.alpha_k`` (:class:`~shadoweval.stats.looks.LookLevels`): ``Σ_k α_k ≤ α``
 over all looks, so by the union bound the probability that the interval of *any* look
 misses Δ on a side is at most α, under any dependence between the looks — the argument
 that makes the quantile-ratio checks valid (docs/gate.md) and the one that holds here
@@ -102,9 +102,9 @@ import numpy.typing as npt
 from scipy import special
 
 from shadoweval.records import POOLED, Check, CheckOutcome
-from stats.inputs import InvalidDataError
-from stats.looks import LookLevels
-from stats.policy import NetHarmPolicy
+from shadoweval.stats.inputs import InvalidDataError
+from shadoweval.stats.looks import LookLevels
+from shadoweval.stats.policy import NetHarmPolicy
 
 __all__ = [
     "NET_HARM_METRIC",
@@ -594,7 +594,7 @@ def estimate_net_harm(
     Args:
         quality: per pair, +1 the candidate worse, −1 better, 0 a tie, NaN not judged;
             shape ``(n,)``. Read only on changed pairs (unchanged pairs are ties).
-        changed: per pair, changed beyond the noise (:mod:`stats.change`), booleans.
+        changed: per pair, changed beyond the noise (:mod:`shadoweval.stats.change`), booleans.
         stratum: per pair, the changed pair's stratum code (≥ 0; any integers, e.g.
             :func:`divergence_strata` or :func:`pooled_strata`); ignored on unchanged
             pairs (−1 there by convention).
@@ -731,7 +731,7 @@ def _sources_text(sources: Mapping[str, int]) -> str:
 def _share(name: str, share: StratifiedMean) -> str:
     """``P(worse) 12.0%``; with unjudged strata the worst-case range of the share, not
     its midpoint (``P(worse) 0.0% to 70.0% (unjudged strata)``)."""
-    from stats.checks.reasons import fmt_pct
+    from shadoweval.stats.checks.reasons import fmt_pct
 
     if share.unknown <= 0.0:
         return f"{name} {fmt_pct(share.estimate)}"
@@ -790,9 +790,9 @@ def net_harm_check(
         changed pair, or no judged changed pair).
     """
     del alpha, power
-    # Imported here: stats.checks (its package __init__ and the check modules) may import
-    # stats.change, which imports this module; a top-level import would be circular.
-    from stats.checks.reasons import CheckNumbers, fmt_g, fmt_p, fmt_pp, make_check
+    # Imported here: shadoweval.stats.checks (its package __init__ and the check modules) may import
+    # shadoweval.stats.change, which imports this module; a top-level import would be circular.
+    from shadoweval.stats.checks.reasons import CheckNumbers, fmt_g, fmt_p, fmt_pp, make_check
 
     e = estimate
     margin = block.margin

@@ -16,7 +16,7 @@ The null hypothesis "the candidate diverges more than noise by more than the mar
 ``E[D_cand] ≥ (1 + r)·E[D_noise] + δ_abs``, is linearised by
 :func:`noise_floor_values` into a one-sample mean test of ``e_i = D_cand_i − (1 + r)·
 D_noise_i`` against ``δ_abs`` (the gate: the look's sequential interval,
-:func:`stats.checks.sequential_interval.sequential_mean_interval`), with no delta method
+:func:`shadoweval.stats.checks.sequential_interval.sequential_mean_interval`), with no delta method
 or Fieller interval. :func:`tail_rate_split` is the report-only tail check:
 a mean hides rare catastrophic divergences.
 """
@@ -29,8 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from stats.inputs import FloatArray, InvalidDataError, finite_1d
-from stats.paired_binary import mcnemar
+from shadoweval.stats.inputs import FloatArray, InvalidDataError, finite_1d
+from shadoweval.stats.paired_binary import mcnemar
 
 __all__ = ["TailRateReport", "noise_floor_values", "tail_rate_split"]
 
@@ -132,7 +132,7 @@ def tail_rate_split(
     put exactly ``1 − quantile`` of that sample above it by construction and bias the
     comparison towards "no difference" (gate-statistics.md pitfall 9). The evaluation
     half stays paired, so the difference is tested with McNemar's mid-p on the
-    exceedances (:func:`stats.paired_binary.mcnemar`, Fagerland et al. 2013; the
+    exceedances (:func:`shadoweval.stats.paired_binary.mcnemar`, Fagerland et al. 2013; the
     reference's unpaired ``test_proportions_2indep`` would ignore the pairing).
 
     Args:

@@ -30,7 +30,7 @@ from typing import Literal
 from scipy import optimize
 from scipy import stats as scipy_stats
 
-from stats.inputs import InvalidDataError, count
+from shadoweval.stats.inputs import InvalidDataError, count
 
 __all__ = [
     "Alternative",

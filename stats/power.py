@@ -16,7 +16,7 @@ from typing import Literal
 
 from scipy import stats as scipy_stats
 
-from stats.inputs import InvalidDataError, count
+from shadoweval.stats.inputs import InvalidDataError, count
 
 __all__ = [
     "design_min_pairs",
@@ -56,7 +56,7 @@ def paired_binary_min_pairs(
     """Pairs needed to show non-inferiority of a paired difference of proportions.
 
     δ is the candidate's failure rate minus the baseline's (``(n12 − n21)/N`` of
-    :mod:`stats.paired_binary`: n12 pairs where only the candidate fails); H0: δ ≥
+    :mod:`shadoweval.stats.paired_binary`: n12 pairs where only the candidate fails); H0: δ ≥
     ``margin`` against H1: δ < ``margin``, one-sided level α, power at the true δ =
     ``delta``. Discordance ψ = p12 + p21 (pairs where exactly one arm fails); estimate
     it from an A/A replay (baseline against itself).

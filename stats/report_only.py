@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats as scipy_stats
 
-from stats.inputs import FloatArray, InvalidDataError, finite_1d
+from shadoweval.stats.inputs import FloatArray, InvalidDataError, finite_1d
 
 __all__ = ["MannWhitneyReport", "cles", "hodges_lehmann_shift", "mann_whitney"]
 

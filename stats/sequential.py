@@ -44,7 +44,7 @@ from scipy import optimize, special
 from scipy import stats as scipy_stats
 
 from shadoweval.errors import DegenerateDataWarning
-from stats.inputs import InvalidDataError, check_alpha, count, finite_1d, positive_int
+from shadoweval.stats.inputs import InvalidDataError, check_alpha, count, finite_1d, positive_int
 
 __all__ = [
     "ConfidenceSequenceResult",
@@ -466,7 +466,7 @@ def sequential_mcnemar(
 
     Among discordant pairs, let θ = P(a discordant pair is candidate-worse); c of the
     ``b + c`` discordant pairs are candidate-worse, and H0 is θ = ½. (Note the naming:
-    here **c counts candidate-worse pairs**; :func:`stats.paired_binary.mcnemar` calls
+    here **c counts candidate-worse pairs**; :func:`shadoweval.stats.paired_binary.mcnemar` calls
     that count ``b``.)
 
     * ``two-sided``: mixture over θ ~ Beta(1, 1) = U(0, 1) (gate-statistics.md §2.4, T22)::

@@ -13,7 +13,7 @@ Report-only statistics (never gated; gate-statistics.md §2.2 and pitfalls 4–6
 Mann–Whitney test of candidate against baseline end-to-end latency with a pinned method
 (``asymptotic``: normal approximation with tie correction and continuity correction) and
 alternative (``two-sided``), the Hodges–Lehmann shift and the common-language effect size
-(:mod:`stats.report_only`). They are what Kayenta judges on; they are shown so that an
+(:mod:`shadoweval.stats.report_only`). They are what Kayenta judges on; they are shown so that an
 operator can compare, and they are computed on the first :data:`REPORT_ONLY_PAIRS` latency
 pairs of each row (capture order) so that the summary stays cheap at a million pairs.
 """
@@ -27,8 +27,8 @@ import pandas as pd
 
 from shadoweval.errors import ShadowEvalError
 from shadoweval.records import POOLED, CheckOutcome, Verdict
-from stats.checks import infra_pairs
-from stats.report_only import cles, hodges_lehmann_shift, mann_whitney
+from shadoweval.stats.checks import infra_pairs
+from shadoweval.stats.report_only import cles, hodges_lehmann_shift, mann_whitney
 
 __all__ = ["LATENCY_COLUMNS", "REPORT_ONLY_PAIRS", "SUMMARY_COLUMNS", "task_type_summary"]
 
@@ -188,7 +188,7 @@ def task_type_summary(
     """One row per task type plus a pooled row (``task_type = POOLED``), last.
 
     Args:
-        pairs: the table from :func:`stats.frame.pairs_frame`.
+        pairs: the table from :func:`shadoweval.stats.frame.pairs_frame`.
         verdict: when given, ``outcome`` holds the worst check outcome of each task type.
         latency: ``False`` leaves the :data:`LATENCY_COLUMNS` NaN and skips computing
             them (the report-only statistics cost about half a second at 200,000

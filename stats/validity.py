@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as scipy_stats
 
-from stats.inputs import InsufficientDataError, InvalidDataError, count
+from shadoweval.stats.inputs import InsufficientDataError, InvalidDataError, count
 
 __all__ = ["MixCheck", "coverage_by_task_type", "task_mix_chi2"]
 

@@ -1,5 +1,6 @@
 """A canary with two steps and a stored step verdict, on a real split directory, for the
-tests of the faces (API and dashboard): started by :func:`application.canary.start_canary`,
+tests of the faces (API and dashboard): started by
+:func:`shadoweval.application.canary.start_canary`,
 step 0 evaluated (HOLD, :data:`VERDICT`), then promoted to step 1 as the controller does it
 (the split written first, then the move recorded with its audit row)."""
 
@@ -9,11 +10,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from application.canary import start_canary
-from capture.canary_split import Split, write_split
-from capture.envoy_config import CanarySpec, EnvoyConfigSpec
+from shadoweval.application.canary import start_canary
+from shadoweval.capture.canary_split import Split, write_split
+from shadoweval.capture.envoy_config import CanarySpec, EnvoyConfigSpec
+from shadoweval.stats.canary.policy import load_canary_policy
 from shadoweval.storage import AuditNote, CanaryInfo, CanaryState, PolicyAuditAction, Repository
-from stats.canary.policy import load_canary_policy
 from tests.storage.factories import BASELINE, CANDIDATE, T0
 
 VERDICT: dict[str, Any] = {

@@ -1,7 +1,7 @@
 """The sink interface and the unit sinks receive: :class:`BuiltExchange`.
 
 A sink receives exchanges already built, redacted and serialized (by
-:mod:`capture.builder`, off the hot path). ``write`` never raises and never waits on a
+:mod:`shadoweval.capture.builder`, off the hot path). ``write`` never raises and never waits on a
 broker or disk beyond its own bounded deadline; a sink that cannot deliver keeps the record
 (spool) or counts the drop with its reason. ``stop`` flushes within a deadline.
 """

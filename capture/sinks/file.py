@@ -35,8 +35,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from capture.metrics import CaptureMetrics
-from capture.sinks.base import BuiltExchange
+from shadoweval.capture.metrics import CaptureMetrics
+from shadoweval.capture.sinks.base import BuiltExchange
 from shadoweval.capture_log import CaptureLogWriter
 from shadoweval.config import CaptureSettings
 from shadoweval.disk import Opener, disk_error_reason
@@ -76,7 +76,7 @@ DROP_REASONS = {"disk_full": "file_disk_full", "io_error": "file_io"}
 
 
 class FileSink(AsyncLifecycle):
-    """Capture-log files as an :class:`~capture.sinks.base.ExchangeSink`.
+    """Capture-log files as an :class:`~shadoweval.capture.sinks.base.ExchangeSink`.
 
     Args:
         directory: the capture-log directory (created by the worker thread).

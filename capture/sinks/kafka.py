@@ -8,7 +8,7 @@ them according to the sink's mode:
   record that is not acknowledged (timeout, broker down) goes to the spool together with
   every record after it, in order, and the sink switches to SPOOLING
   (``shadoweval_capture_kafka_spooling = 1``; ``produce_errors{reason}`` counted).
-* **SPOOLING** — new batches are appended to the :class:`~capture.sinks.spool.DiskSpool`,
+* **SPOOLING** — new batches are appended to the :class:`~shadoweval.capture.sinks.spool.DiskSpool`,
   never sent directly, so the order of the exchanges is kept. A *drainer* task re-sends
   from the spool head in order and commits the spool cursor only after the broker has
   acknowledged; after a failure it probes every ``retry_interval_s`` with one record. When
@@ -39,7 +39,7 @@ whose enqueue timed out and enqueue the next ones. The drainer makes this unlike
 probing a failed broker with one record before sending full batches; when it happens a
 warning is logged.
 
-Records over the message size go through :mod:`capture.sinks.oversize` (drop the raw
+Records over the message size go through :mod:`shadoweval.capture.sinks.oversize` (drop the raw
 body, else offload to ``<spool dir>/offload/``, else drop). Every loss is counted in
 ``shadoweval_capture_dropped_total{reason}``: ``spool_full``, ``spool_io`` (the spool's
 disk failed), ``oversize``/``oversize_undecodable``/``offload_full``/``offload_io``,
@@ -61,12 +61,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from capture.metrics import CaptureMetrics
-from capture.sinks.base import BuiltExchange
-from capture.sinks.oversize import FitResult, OversizeHandler, message_limit_bytes
-from capture.sinks.spool import DiskSpool, SpoolError
 from shadoweval.bus.errors import BusError, BusTimeoutError
 from shadoweval.bus.producer import BusProducer, Delivery, OutgoingRecord, RecordTooLargeError
+from shadoweval.capture.metrics import CaptureMetrics
+from shadoweval.capture.sinks.base import BuiltExchange
+from shadoweval.capture.sinks.oversize import FitResult, OversizeHandler, message_limit_bytes
+from shadoweval.capture.sinks.spool import DiskSpool, SpoolError
 from shadoweval.config import KafkaSettings, SpoolSettings
 from shadoweval.disk import Opener
 from shadoweval.lifecycle import AsyncLifecycle, LifecycleState

@@ -6,5 +6,6 @@
 * :mod:`shadoweval.http1.exchange` — one request/response exchange on a pooled connection
   (request writer, response head, body pieces delivered as they arrive).
 
-Used by :mod:`capture.proxy` (the live path) and :mod:`replay.client` (candidate replays).
+Used by :mod:`shadoweval.capture.proxy` (the live path) and :mod:`shadoweval.replay.client`
+(candidate replays).
 """

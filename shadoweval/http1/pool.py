@@ -2,7 +2,7 @@
 
 Each pooled connection is an :class:`asyncio.Protocol` with its own ``httptools`` response
 parser (llhttp, the parser of Node.js and of uvicorn's fast path); the live proxy
-(:mod:`capture.proxy`) and the replay client (through
+(:mod:`shadoweval.capture.proxy`) and the replay client (through
 :class:`shadoweval.http1.exchange.Http1Exchange`) write the request bytes on it and
 receive the parsed response callbacks. Idle connections are a stack (the most recently
 used is reused first, so the set in use stays small); there is no walk over every

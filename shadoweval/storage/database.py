@@ -45,7 +45,7 @@ from shadoweval.storage.models import Base
 
 logger = logging.getLogger(__name__)
 
-MIGRATIONS_PACKAGE = "migrations"
+MIGRATIONS_PACKAGE = "shadoweval.migrations"
 """Import name of the package that holds ``env.py``, ``script.py.mako`` and ``versions/``."""
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000

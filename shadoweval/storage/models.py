@@ -466,7 +466,7 @@ class CanaryRow(Base):
     """One canary rollout of a run's candidate on live traffic (issue 16, docs/canary.md).
 
     The canary belongs to a run (``run_id``: the shadow run whose candidate it rolls out,
-    or one created for it); its policy (``stats.canary.policy.CanaryPolicy``) is frozen
+    or one created for it); its policy (``shadoweval.stats.canary.policy.CanaryPolicy``) is frozen
     here as YAML with its hash, and every change is audited in that run's
     ``policy_audit``. ``state`` is ``running``, ``completed`` (share 1.0 reached) or
     ``rolled_back``; ``step_index``/``candidate_share`` the current step and the share of
@@ -509,7 +509,7 @@ class CanaryStepRow(Base):
     Unique per ``(canary_id, step_index)``. ``outcome`` is ``None`` while the step runs,
     then ``promoted`` (the next step began), ``completed`` (the last step, share 1.0, was
     reached) or ``rolled_back``. ``last_verdict`` is the JSON of the latest
-    ``stats.canary.verdict.StepVerdict`` (``last_decision`` its decision), from the
+    ``shadoweval.stats.canary.verdict.StepVerdict`` (``last_decision`` its decision), from the
     ``evaluations``-th evaluation at ``last_evaluated_at``.
     """
 

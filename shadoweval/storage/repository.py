@@ -514,7 +514,7 @@ class Repository(
     def load_pair_facts_after(self, run_id: str, after_row_id: int = 0) -> tuple[PairFacts, int]:
         """The run's pairs stored after row ``after_row_id`` as packed facts, and the last id.
 
-        What :func:`stats.frame.pairs_frame_from_facts` builds the pairs table from: the
+        What :func:`shadoweval.stats.frame.pairs_frame_from_facts` builds the pairs table from: the
         columns ``exchange_id``, ``task_type``, ``uncovered_scripts`` and ``facts``
         (:mod:`shadoweval.pair_facts`), never the ``record`` JSON — except for a row
         whose ``facts`` is ``NULL`` or of another layout, whose record is read and

@@ -1,7 +1,7 @@
 """Work buckets for several long-running compare workers on one run (``compare run --follow``).
 
 A run's exchanges fall into :data:`WORK_BUCKETS` fixed buckets (the caller computes the
-bucket of an exchange id: :func:`compare.worker.shard_of` with ``count=64``). A worker
+bucket of an exchange id: :func:`shadoweval.compare.worker.shard_of` with ``count=64``). A worker
 scores a bucket only while it holds that bucket's lock, so two workers never score the
 same pair at once, and it re-reads the bucket's unscored pairs *after* taking the lock,
 so what another worker wrote before letting go is never scored again.

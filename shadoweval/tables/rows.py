@@ -61,7 +61,7 @@ class RecordedRow:
             task type (a ``task_type`` key, then the capture's task-type rules); never
             written to the capture log.
         untagged: the loader found no task type of its own: an import tags the row with
-            the capture's task-type rules (:class:`capture.tagging.TaskTagger`).
+            the capture's task-type rules (:class:`shadoweval.capture.tagging.TaskTagger`).
         route: the API route the request went to: ``/v1/chat/completions``, or
             ``/v1/completions`` for a recorded text completion (the request then holds
             ``prompt``, the last user message's text).

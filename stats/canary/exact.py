@@ -1,6 +1,6 @@
 """Exact unconditional tests of two independent proportions with a non-zero margin (small arms).
 
-The Farrington–Manning score test of :mod:`stats.canary.two_arm` refers its z statistic
+The Farrington–Manning score test of :mod:`shadoweval.stats.canary.two_arm` refers its z statistic
 to the normal distribution; with few expected events in an arm (rare errors at a 1 %
 step: 3 errors expected among 300 candidate requests) that approximation is poor and
 can be anti-conservative. Here the same statistic is referred to its exact distribution
@@ -23,7 +23,7 @@ the pooled z and the test is Barnard's (``scipy.stats.barnard_exact(pooled=True)
 
 Computation: the rejection region of each candidate count ``x_c`` is a tail in ``x_b``
 (z decreases in x_b), so its edge ``t(x_c)`` is found by bisection with
-:func:`stats.canary.two_arm.score_statistic`; then
+:func:`shadoweval.stats.canary.two_arm.score_statistic`; then
 ``P(Z ≤ z_obs) = Σ_{x_c} Bin(x_c; n_c, p_c) · P(X_b ≥ t(x_c))`` (binomial pmfs from
 ``scipy.special.gammaln``) on a grid of 1001 boundary points, refined around the
 maximum with 201 more between its neighbours. A grid maximum can miss the true
@@ -40,8 +40,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy import special
 
-from stats.canary.two_arm import _restricted_mle, score_statistic
-from stats.inputs import InvalidDataError, check_alpha, count
+from shadoweval.stats.canary.two_arm import _restricted_mle, score_statistic
+from shadoweval.stats.inputs import InvalidDataError, check_alpha, count
 
 __all__ = [
     "EXACT_BELOW_EXPECTED",

@@ -2,19 +2,19 @@
 
 The controller polls a step's verdict often while traffic accumulates. A fixed-n test read
 at every poll rejects far more often than its level (peeking, gate-statistics.md pitfall
-1), so every fixed-n test of :mod:`stats.canary.verdict` is evaluated only at
+1), so every fixed-n test of :mod:`shadoweval.stats.canary.verdict` is evaluated only at
 **checkpoints** of the candidate arm's request count, on the data **truncated** to the
 moment that arm reached the checkpoint (both arms cut at that ``observed_at``), at the
-union-bound level of :func:`stats.sequential.look_alpha` with ``n_max=None``
+union-bound level of :func:`shadoweval.stats.sequential.look_alpha` with ``n_max=None``
 (``α_k = α·6/(π²k²)``, Σ_k α_k = α over unboundedly many looks). A poll between two
 checkpoints repeats the previous look's test on the same data, so the family of tests is
 countable with levels summing to α, and P(any false rejection) ≤ α by the union bound,
 whatever the number of polls and the dependence between looks.
 
-Two schedules (:func:`stats.sequential.checkpoint_schedule`):
+Two schedules (:func:`shadoweval.stats.sequential.checkpoint_schedule`):
 
 * promote looks: first = the step's ``min_requests_per_arm``, factor 2 (as the paired
-  gate's schedule, :mod:`stats.checkpoints`);
+  gate's schedule, :mod:`shadoweval.stats.checkpoints`);
 * rollback looks: first = ``⌈min_requests_per_arm / 4⌉``, factor 1.5 — denser, so a
   harmful candidate is caught sooner; the rollback tests spend their own α (a false
   rollback is a different error than a false promote).
@@ -31,8 +31,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from stats.inputs import positive_int
-from stats.sequential import checkpoint_schedule, latest_checkpoint, look_alpha
+from shadoweval.stats.inputs import positive_int
+from shadoweval.stats.sequential import checkpoint_schedule, latest_checkpoint, look_alpha
 
 __all__ = [
     "PROMOTE_FACTOR",

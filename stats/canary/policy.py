@@ -2,16 +2,16 @@
 
 A live canary sends a growing share of real users' sessions to the candidate model; each
 live request is answered by one version only, so every check compares two independent
-arms (:mod:`stats.canary.two_arm`). This module holds the frozen pydantic schema
+arms (:mod:`shadoweval.stats.canary.two_arm`). This module holds the frozen pydantic schema
 (:class:`CanaryPolicy`), its YAML form (``stats/canary/default_canary_policy.yaml``
 documents every field), loading with field-by-field
 :class:`~shadoweval.errors.ConfigError` messages (``canary policy field
 steps[1].min_window_s = 600: ...``), a repeated YAML key as an error, and the hash
 (sha256 of the canonical JSON) that freezes the policy with the canary.
 
-It mirrors :mod:`stats.policy.loading` (the paired gate's policy): the strict-number
-types come from :mod:`stats.policy.schema`, the strict YAML reading (duplicate keys,
-YAML 1.2 floats) and the error wording from :mod:`stats.policy.yaml_loading`.
+It mirrors :mod:`shadoweval.stats.policy.loading` (the paired gate's policy): the strict-number
+types come from :mod:`shadoweval.stats.policy.schema`, the strict YAML reading (duplicate keys,
+YAML 1.2 floats) and the error wording from :mod:`shadoweval.stats.policy.yaml_loading`.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
 
 from shadoweval.errors import ConfigError
-from stats.policy.schema import Count, Number
-from stats.policy.yaml_loading import describe_error, other_errors_note, read_policy_yaml
+from shadoweval.stats.policy.schema import Count, Number
+from shadoweval.stats.policy.yaml_loading import describe_error, other_errors_note, read_policy_yaml
 
 __all__ = [
     "DAILY_CYCLE_S",

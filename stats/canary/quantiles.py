@@ -2,11 +2,11 @@
 
 In a live canary each request is answered by one version, so the candidate's and the
 baseline's latencies are two independent samples (the paired resampling-free interval of
-:func:`stats.quantiles.paired_quantile_ratios_rf` needs pairs and does not apply). Both
+:func:`shadoweval.stats.quantiles.paired_quantile_ratios_rf` needs pairs and does not apply). Both
 checks here are **distribution-free order-statistic bounds** (Hahn & Meeker, "Statistical
 Intervals: A Guide for Practitioners", Wiley 1991, §5.2 — one-sided distribution-free
 bounds on a quantile; David & Nagaraja, "Order Statistics", §7.1), from the binomial ranks
-of :func:`stats.quantiles.order_statistic_ranks`:
+of :func:`shadoweval.stats.quantiles.order_statistic_ranks`:
 
 * for ``B ~ Binomial(n, q)`` and ``u = F_B⁻¹(1 − a) + 1``, ``P(x_(u) ≥ ξ_q) = P(B ≤ u − 1)
   ≥ 1 − a``: ``x_(u)`` is a one-sided ``1 − a`` upper bound on the q-quantile ξ_q;
@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import numpy.typing as npt
 
-from stats.inputs import InvalidDataError, check_alpha
-from stats.quantiles import order_statistic_ranks
+from shadoweval.stats.inputs import InvalidDataError, check_alpha
+from shadoweval.stats.quantiles import order_statistic_ranks
 
 __all__ = [
     "QuantileLimitResult",
@@ -63,7 +63,7 @@ def upper_quantile_bound(sorted_values: npt.NDArray[np.float64], q: float, a: fl
     """One-sided ``1 − a`` distribution-free upper bound ``x_(u)`` on the q-quantile.
 
     ``u = F⁻¹(1 − a) + 1`` of ``Binomial(n, q)`` (the upper rank of
-    :func:`stats.quantiles.order_statistic_ranks` at confidence ``1 − 2a``). Returns
+    :func:`shadoweval.stats.quantiles.order_statistic_ranks` at confidence ``1 − 2a``). Returns
     ``inf`` when ``u > n`` (too few values for a bound at this level) or ``n = 0``.
     ``sorted_values`` must be sorted ascending (not checked here).
     """
@@ -103,7 +103,7 @@ def _json(obj: object) -> dict[str, object]:
 @dataclass(frozen=True, slots=True)
 class QuantileRatioResult:
     """Result of :func:`quantile_ratio_interval` (two independent arms; not the paired
-    :class:`stats.quantiles.QuantileRatioResult`).
+    :class:`shadoweval.stats.quantiles.QuantileRatioResult`).
 
     Attributes:
         estimate: sample q-quantile ratio candidate / baseline (linear interpolation;
@@ -149,7 +149,7 @@ def quantile_ratio_interval(
     ``high = U_c / L_b`` with ``U_c`` the candidate's one-sided ``1 − alpha/2``
     distribution-free upper order-statistic bound on its q-quantile and ``L_b`` the
     baseline's ``1 − alpha/2`` lower bound (Hahn & Meeker 1991, §5.2; ranks from
-    :func:`stats.quantiles.order_statistic_ranks`). By Bonferroni,
+    :func:`shadoweval.stats.quantiles.order_statistic_ranks`). By Bonferroni,
     ``P(ξ_c ≤ U_c and ξ_b ≥ L_b) ≥ 1 − alpha``, and on that event
     ``ξ_c / ξ_b ≤ U_c / L_b``: ``high`` is a one-sided ``1 − alpha`` upper bound on the
     ratio, for any latency distributions (conservative; tests/stats/reference checks the

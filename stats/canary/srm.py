@@ -22,7 +22,7 @@ import numpy.typing as npt
 from scipy import special
 from scipy import stats as scipy_stats
 
-from stats.inputs import InvalidDataError, check_alpha, count
+from shadoweval.stats.inputs import InvalidDataError, check_alpha, count
 
 __all__ = ["SrmResult", "sample_ratio_mismatch", "srm_log_bayes_factor"]
 

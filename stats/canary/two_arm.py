@@ -22,7 +22,7 @@ independent binomial samples (not pairs, as the shadow gate does). Three pieces:
   ``m`` events in total, does the candidate arm hold more than its traffic share π0?
 
 These are fixed-n tests except the e-value; polling them repeatedly needs
-:func:`stats.sequential.look_alpha` levels.
+:func:`shadoweval.stats.sequential.look_alpha` levels.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Literal
 from scipy import optimize, special
 from scipy import stats as scipy_stats
 
-from stats.inputs import InvalidDataError, check_alpha, count
+from shadoweval.stats.inputs import InvalidDataError, check_alpha, count
 
 __all__ = [
     "TwoProportionResult",
@@ -263,7 +263,7 @@ def conditional_binomial_evalue(k_candidate: int, k_total: int, null_share: floa
     ``θθ'/π0 + (1−θ)(1−θ')/(1−π0)``, increasing in θ and equal to 1 at θ = π0, so the
     mixture is a nonnegative supermartingale under H0: θ ≤ π0 and ``p = min(1, 1/E)``
     is valid at every look (Ville's inequality). At π0 = ½ it is
-    :func:`stats.sequential.sequential_mcnemar` with ``side="greater"`` (c = k,
+    :func:`shadoweval.stats.sequential.sequential_mcnemar` with ``side="greater"`` (c = k,
     b = m − k). Computed in log space (``betaln``, ``betainc``).
 
     Args:

@@ -2,26 +2,26 @@
 
 :func:`step_verdict` reads the live requests of one step (each answered by **one**
 version: two independent arms, baseline and candidate) and the spot-check ratings, and
-applies a :class:`~stats.canary.policy.CanaryPolicy`. The checks, their formulas and the
+applies a :class:`~shadoweval.stats.canary.policy.CanaryPolicy`. The checks, their formulas and the
 decision table are in docs/canary-statistics.md; in short:
 
 * **rollback** (any breach rolls back; each test at the rollback look's level, data cut at
-  the rollback checkpoint, :mod:`stats.canary.looks`): error-rate, harm-rate,
+  the rollback checkpoint, :mod:`shadoweval.stats.canary.looks`): error-rate, harm-rate,
   format-failure and spot-check-bad excess over the policy's ``*_max_increase``
-  (:func:`stats.canary.two_arm.proportion_excess`, Farrington–Manning), the candidate's
+  (:func:`shadoweval.stats.canary.two_arm.proportion_excess`, Farrington–Manning), the candidate's
   latency quantiles above the absolute limits
-  (:func:`stats.canary.quantiles.quantile_above_limit`). The error-rate excess rolls back
+  (:func:`shadoweval.stats.canary.quantiles.quantile_above_limit`). The error-rate excess rolls back
   only once it has breached continuously for ``error_rate_sustained_s``.
-* **validity**: the session split (:func:`stats.canary.srm.sample_ratio_mismatch`,
+* **validity**: the session split (:func:`shadoweval.stats.canary.srm.sample_ratio_mismatch`,
   always-valid, on the counts of sessions first seen in the step, :data:`SESSION_NEW`),
   the step's minimum window and minimum requests.
 * **promote** (all must pass; each at the promote look's level, data cut at the promote
   checkpoint): non-inferiority of the error, harm, format-failure and spot-check-bad
-  rates (:func:`stats.canary.two_arm.proportion_noninferiority`) and the latency quantile
-  ratios (:func:`stats.canary.quantiles.quantile_ratio_interval`).
+  rates (:func:`shadoweval.stats.canary.two_arm.proportion_noninferiority`) and the latency quantile
+  ratios (:func:`shadoweval.stats.canary.quantiles.quantile_ratio_interval`).
 
 Why proportion_excess at a spent level for rollback rather than the always-valid
-:func:`stats.canary.two_arm.conditional_binomial_evalue`: the policy's rollback condition
+:func:`shadoweval.stats.canary.two_arm.conditional_binomial_evalue`: the policy's rollback condition
 is an *excess over a tolerance* (``p_c − p_b > max_increase``); the conditional binomial
 e-value tests ``p_c > p_b`` (any increase at all), so it would roll back a candidate
 whose increase is within the written tolerance. The Farrington–Manning excess test has
@@ -51,21 +51,27 @@ import numpy.typing as npt
 import pandas as pd
 from pydantic import JsonValue
 
-from stats.canary.exact import (
+from shadoweval.stats.canary.exact import (
     EXACT_BELOW_EXPECTED,
     exact_unconditional_test,
     smallest_expected_count,
 )
-from stats.canary.looks import Look, promote_look, rating_look, rollback_look, truncate_at_candidate
-from stats.canary.policy import CanaryPolicy, latency_key_parts
-from stats.canary.quantiles import quantile_above_limit, quantile_ratio_interval
-from stats.canary.srm import sample_ratio_mismatch
-from stats.canary.two_arm import (
+from shadoweval.stats.canary.looks import (
+    Look,
+    promote_look,
+    rating_look,
+    rollback_look,
+    truncate_at_candidate,
+)
+from shadoweval.stats.canary.policy import CanaryPolicy, latency_key_parts
+from shadoweval.stats.canary.quantiles import quantile_above_limit, quantile_ratio_interval
+from shadoweval.stats.canary.srm import sample_ratio_mismatch
+from shadoweval.stats.canary.two_arm import (
     TwoProportionResult,
     proportion_excess,
     proportion_noninferiority,
 )
-from stats.inputs import InvalidDataError
+from shadoweval.stats.inputs import InvalidDataError
 
 __all__ = [
     "OBSERVATION_COLUMNS",

@@ -13,7 +13,7 @@ levels. The rules (gate-statistics.md §2.2–§2.4):
   side — whatever the number of pairs;
 * it **PASS**es when non-inferiority is shown by the look's sequential test on at least
   its minimum pairs: ``max(min_pairs, power calculation at the observed discordance or
-  spread)`` (:mod:`stats.power`, reported in the reason);
+  spread)`` (:mod:`shadoweval.stats.power`, reported in the reason);
 * otherwise it is **INCONCLUSIVE** with the reason (too few pairs, NaN values, margin not
   yet cleared). No data is never a pass.
 
@@ -39,38 +39,38 @@ tool_text_answer    as error_rate on "answered in text, no       as error_rate
 ==================  ===========================================  ==========================
 
 ``similarity`` is report-only under ``change.mode: judge`` (the default): divergence
-selects pairs for a quality judgement (:mod:`stats.change`) and never fails; the
+selects pairs for a quality judgement (:mod:`shadoweval.stats.change`) and never fails; the
 direction comes from the harm checks and the gate's ``net_harm`` check
-(:mod:`stats.net_harm`).
+(:mod:`shadoweval.stats.net_harm`).
 
 Infrastructure errors (reference failure case 11): a pair with an infrastructure error on
 either side (timeout, connection failure, HTTP 408/429/5xx, undecodable body, cancelled
 live request) says nothing about the model, so every quality check leaves it out and
 counts it in its reason; ``infra_error_rate`` gates them instead (its FAIL means HOLD,
-never ROLLBACK: :mod:`stats.gate`).
+never ROLLBACK: :mod:`shadoweval.stats.gate`).
 
 Modules, by metric family:
 
-* :mod:`stats.checks.pair_arrays` — :class:`PairArrays`, the typed columns;
+* :mod:`shadoweval.stats.checks.pair_arrays` — :class:`PairArrays`, the typed columns;
   :func:`infra_pairs`.
-* :mod:`stats.checks.reasons` — what every check shares: its numbers and record, number
+* :mod:`shadoweval.stats.checks.reasons` — what every check shares: its numbers and record, number
   formats, the minimum-pairs and infrastructure notes.
-* :mod:`stats.checks.sequential_interval` — the look's interval of a mean and the
+* :mod:`shadoweval.stats.checks.sequential_interval` — the look's interval of a mean and the
   decision of a mean-type check on it.
-* :mod:`stats.checks.binary` — ``infra_error_rate``, ``error_rate``, ``format_parse``.
-* :mod:`stats.checks.similarity` — ``similarity`` (noise floor or absolute limit;
+* :mod:`shadoweval.stats.checks.binary` — ``infra_error_rate``, ``error_rate``, ``format_parse``.
+* :mod:`shadoweval.stats.checks.similarity` — ``similarity`` (noise floor or absolute limit;
   report-only in ``change.mode: judge``).
-* :mod:`stats.checks.harms` — ``harm_<kind>``, one per harm detector.
-* :mod:`stats.checks.tools` — ``tool_text_answer`` and the tool-change counts.
-* :mod:`stats.checks.latency` — ``latency_<metric>_p50/p95/p99``.
-* :mod:`stats.checks.cost` — ``output_tokens``.
+* :mod:`shadoweval.stats.checks.harms` — ``harm_<kind>``, one per harm detector.
+* :mod:`shadoweval.stats.checks.tools` — ``tool_text_answer`` and the tool-change counts.
+* :mod:`shadoweval.stats.checks.latency` — ``latency_<metric>_p50/p95/p99``.
+* :mod:`shadoweval.stats.checks.cost` — ``output_tokens``.
 
 This package re-exports the names the gate, the dashboard and the tests use.
 """
 
 from __future__ import annotations
 
-from stats.checks.binary import (
+from shadoweval.stats.checks.binary import (
     BINARY_STATISTIC,
     BINARY_STATISTIC_CAPPED,
     BinaryAnalysis,
@@ -78,19 +78,29 @@ from stats.checks.binary import (
     binary_analyses,
     binary_check,
 )
-from stats.checks.cost import COST_STATISTIC, cost_check
-from stats.checks.harms import HARM_LABELS, HARM_METRIC_PREFIX, harm_analyses, harm_metric
-from stats.checks.latency import (
+from shadoweval.stats.checks.cost import COST_STATISTIC, cost_check
+from shadoweval.stats.checks.harms import (
+    HARM_LABELS,
+    HARM_METRIC_PREFIX,
+    harm_analyses,
+    harm_metric,
+)
+from shadoweval.stats.checks.latency import (
     LATENCY_STATISTIC,
     MIN_LATENCY_PAIRS,
     STREAM_ONLY_METRICS,
     UNEQUAL_LOAD,
     latency_checks,
 )
-from stats.checks.pair_arrays import PairArrays, infra_pairs
-from stats.checks.reasons import INFRA_CONSEQUENCE, INFRA_FAILED, INFRA_METRIC, infra_note
-from stats.checks.sequential_interval import SequentialInterval, sequential_mean_interval
-from stats.checks.similarity import (
+from shadoweval.stats.checks.pair_arrays import PairArrays, infra_pairs
+from shadoweval.stats.checks.reasons import (
+    INFRA_CONSEQUENCE,
+    INFRA_FAILED,
+    INFRA_METRIC,
+    infra_note,
+)
+from shadoweval.stats.checks.sequential_interval import SequentialInterval, sequential_mean_interval
+from shadoweval.stats.checks.similarity import (
     NO_NOISE_FLOOR,
     REPORT_ONLY,
     SIMILARITY_NOISE_STATISTIC,
@@ -100,7 +110,7 @@ from stats.checks.similarity import (
     scoring_faults,
     similarity_check,
 )
-from stats.checks.tools import TOOL_METRIC, ToolAnalysis, tool_analysis, tool_check
+from shadoweval.stats.checks.tools import TOOL_METRIC, ToolAnalysis, tool_analysis, tool_check
 
 __all__ = [
     "BINARY_STATISTIC",

@@ -12,7 +12,7 @@ Each compares failure proportions on the same pairs, δ = p_cand_fail − p_base
   Beta-mixture sequential McNemar p-value is reported beside it.
 
 ``infra_error_rate`` is in its own Holm family and its FAIL means HOLD, never ROLLBACK
-(:mod:`stats.gate`); ``error_rate`` and ``format_parse`` leave out the pairs with an
+(:mod:`shadoweval.stats.gate`); ``error_rate`` and ``format_parse`` leave out the pairs with an
 infrastructure error on either side and count them in their reasons.
 """
 
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from shadoweval.records import Check, CheckOutcome
-from stats.checks.pair_arrays import FloatArray, PairArrays
-from stats.checks.reasons import (
+from shadoweval.stats.checks.pair_arrays import FloatArray, PairArrays
+from shadoweval.stats.checks.reasons import (
     INFRA_CONSEQUENCE,
     INFRA_FAILED,
     INFRA_METRIC,
@@ -38,12 +38,12 @@ from stats.checks.reasons import (
     make_check,
     min_pairs_note,
 )
-from stats.checks.sequential_interval import SequentialInterval, sequential_mean_interval
-from stats.looks import LookLevels
-from stats.paired_binary import mcnemar, tango_score_ci, tango_score_test
-from stats.policy import BinaryMetricPolicy, InfraErrorPolicy
-from stats.power import paired_binary_min_pairs
-from stats.sequential import sequential_mcnemar
+from shadoweval.stats.checks.sequential_interval import SequentialInterval, sequential_mean_interval
+from shadoweval.stats.looks import LookLevels
+from shadoweval.stats.paired_binary import mcnemar, tango_score_ci, tango_score_test
+from shadoweval.stats.policy import BinaryMetricPolicy, InfraErrorPolicy
+from shadoweval.stats.power import paired_binary_min_pairs
+from shadoweval.stats.sequential import sequential_mcnemar
 
 __all__ = [
     "BINARY_STATISTIC",

@@ -4,7 +4,7 @@ A ratio margin ``E[c]/E[b] < k`` (e.g. k = 1.2: at most 20% more output tokens) 
 tested through the linearisation of gate-statistics.md §1.6: with ``e_i = c_i − k·b_i``
 per paired request, ``E[e] < 0 ⟺ E[c] < k·E[b]``, so the ratio test becomes a test of a
 mean against 0 — here by the look's sequential interval of ``E[e]``
-(:func:`stats.checks.sequential_interval.sequential_mean_interval`), with no delta
+(:func:`shadoweval.stats.checks.sequential_interval.sequential_mean_interval`), with no delta
 method or Fieller interval in the decision. The ratio ``R = Σc/Σb`` itself is reported
 with the delta-method interval of a ratio of means, ``sd(c − R·b)/(√n·b̄)`` (Cochran,
 *Sampling Techniques*, 3rd ed., §6.4). Token counts are heavy-tailed; the interval is
@@ -18,15 +18,15 @@ import math
 import numpy as np
 
 from shadoweval.records import Check, CheckOutcome
-from stats.checks.pair_arrays import PairArrays
-from stats.checks.reasons import CheckNumbers, infra_note, make_check
-from stats.checks.sequential_interval import (
+from shadoweval.stats.checks.pair_arrays import PairArrays
+from shadoweval.stats.checks.reasons import CheckNumbers, infra_note, make_check
+from shadoweval.stats.checks.sequential_interval import (
     mean_min_pairs_note,
     mean_outcome,
     sequential_mean_interval,
 )
-from stats.looks import LookLevels
-from stats.policy import OutputTokensPolicy
+from shadoweval.stats.looks import LookLevels
+from shadoweval.stats.policy import OutputTokensPolicy
 
 __all__ = ["COST_STATISTIC", "cost_check"]
 

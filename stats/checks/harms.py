@@ -2,8 +2,9 @@
 
 Each :class:`~shadoweval.records.HarmKind` in the unit's ``harm.detectors`` is a yes/no
 fact about each side of a pair (``baseline_harm_<kind>`` / ``candidate_harm_<kind>``,
-:mod:`stats.frame`; the detectors' definitions and sources are in :mod:`compare.harms`),
-compared like ``error_rate`` (:mod:`stats.checks.binary`): δ = P(candidate shows it) −
+:mod:`shadoweval.stats.frame`; the detectors' definitions and sources are in
+:mod:`shadoweval.compare.harms`),
+compared like ``error_rate`` (:mod:`shadoweval.stats.checks.binary`): δ = P(candidate shows it) −
 P(baseline shows it), non-inferiority against ``harm.margin`` by the look's sequential
 interval, harm by the one-sided McNemar mid-p — harm is the candidate showing it where the
 baseline did not (b) more often than the reverse (c). A baseline that degenerates where
@@ -17,7 +18,7 @@ are counted in the reason ("N pairs where a side failed (see error_rate) were le
 
 With ``harm.critical`` (default true) the harm p-value is in the gate's rollback Holm
 family: significant harm rolls back. Without it the check is report-and-block: its FAIL
-holds the run (:mod:`stats.gate`), it never rolls back by itself.
+holds the run (:mod:`shadoweval.stats.gate`), it never rolls back by itself.
 """
 
 from __future__ import annotations
@@ -27,10 +28,10 @@ import dataclasses
 import numpy as np
 
 from shadoweval.records import HarmKind
-from stats.checks.binary import BinaryAnalysis, analyse_binary
-from stats.checks.pair_arrays import PairArrays
-from stats.looks import LookLevels
-from stats.policy import BinaryMetricPolicy, HarmPolicy
+from shadoweval.stats.checks.binary import BinaryAnalysis, analyse_binary
+from shadoweval.stats.checks.pair_arrays import PairArrays
+from shadoweval.stats.looks import LookLevels
+from shadoweval.stats.policy import BinaryMetricPolicy, HarmPolicy
 
 __all__ = ["HARM_LABELS", "HARM_METRIC_PREFIX", "harm_analyses", "harm_metric"]
 
@@ -67,7 +68,8 @@ def harm_analyses(
     alpha: float,
     power: float,
 ) -> list[BinaryAnalysis]:
-    """One :class:`~stats.checks.binary.BinaryAnalysis` per detector in ``block.detectors``.
+    """One :class:`~shadoweval.stats.checks.binary.BinaryAnalysis` per detector in
+    ``block.detectors``.
 
     Args:
         arrays: the unit's pairs.
@@ -80,7 +82,7 @@ def harm_analyses(
 
     Returns:
         The analyses in ``block.detectors`` order; decide each with
-        :func:`stats.checks.binary.binary_check` after the gate's Holm adjustment.
+        :func:`shadoweval.stats.checks.binary.binary_check` after the gate's Holm adjustment.
     """
     infra = arrays.infra
     failed = arrays.model_failed & ~infra

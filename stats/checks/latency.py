@@ -2,7 +2,7 @@
 
 Latency is gated on quantile ratios, not on a location test (gate-statistics.md §1.5),
 with the resampling-free paired Poisson bootstrap interval
-(:func:`stats.quantiles.paired_quantile_ratios_rf`) at the look's spent ``α_k`` on each
+(:func:`shadoweval.stats.quantiles.paired_quantile_ratios_rf`) at the look's spent ``α_k`` on each
 side. The control is the baseline-repeat latency (same shadow hardware and load) where a
 unit has enough such pairs; otherwise the live or recorded latency, flagged as unequal
 load. Every reason accounts for all the unit's pairs.
@@ -16,11 +16,11 @@ import numpy as np
 
 from shadoweval.errors import ShadowEvalError
 from shadoweval.records import Check, CheckOutcome
-from stats.checks.pair_arrays import LATENCY_BASELINE_SOURCES, BoolArray, PairArrays
-from stats.checks.reasons import INFRA_METRIC, CheckNumbers, fmt_g, make_check
-from stats.looks import LookLevels
-from stats.policy import LatencyPolicy
-from stats.quantiles import QuantileRatioResult, paired_quantile_ratios_rf
+from shadoweval.stats.checks.pair_arrays import LATENCY_BASELINE_SOURCES, BoolArray, PairArrays
+from shadoweval.stats.checks.reasons import INFRA_METRIC, CheckNumbers, fmt_g, make_check
+from shadoweval.stats.looks import LookLevels
+from shadoweval.stats.policy import LatencyPolicy
+from shadoweval.stats.quantiles import QuantileRatioResult, paired_quantile_ratios_rf
 
 __all__ = [
     "LATENCY_STATISTIC",
@@ -170,7 +170,7 @@ def latency_checks(
     load than asked: measured at 13.9 req/s of 500 asked``) ends every reason.
 
     The ratio candidate / baseline has the resampling-free paired interval
-    (:func:`stats.quantiles.paired_quantile_ratios_rf`) at the look's spent level
+    (:func:`shadoweval.stats.quantiles.paired_quantile_ratios_rf`) at the look's spent level
     ``α_k`` on each side. PASS when its upper limit is at most the limit (on at least
     ``min_pairs`` pairs, ``min_pairs_p95`` for p95); FAIL when its lower limit is above
     the limit; otherwise INCONCLUSIVE. p99 is gated only when at least

@@ -1,6 +1,6 @@
 """The gate's columns as typed numpy arrays: one analysis unit's pairs, read once.
 
-The gate reads the pairs table (:data:`stats.frame.PAIRS_COLUMNS`) into
+The gate reads the pairs table (:data:`shadoweval.stats.frame.PAIRS_COLUMNS`) into
 :class:`PairArrays` once per evaluation, orders it by task type and slices it per task
 type, so a verdict over 1,000,000 pairs stays a few vectorised passes. Each field of
 :class:`PairArrays` is declared once, with the table column it is read from and how
@@ -19,7 +19,11 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from stats.frame import BASELINE_HARM_COLUMNS, CANDIDATE_HARM_COLUMNS, TOOL_CHANGE_COLUMNS
+from shadoweval.stats.frame import (
+    BASELINE_HARM_COLUMNS,
+    CANDIDATE_HARM_COLUMNS,
+    TOOL_CHANGE_COLUMNS,
+)
 
 __all__ = [
     "INFRA_COLUMNS",
@@ -201,7 +205,7 @@ class PairArrays:
 
     @classmethod
     def from_frame(cls, frame: pd.DataFrame) -> PairArrays:
-        """Columns of a pairs table (:data:`stats.frame.PAIRS_COLUMNS`) as arrays.
+        """Columns of a pairs table (:data:`shadoweval.stats.frame.PAIRS_COLUMNS`) as arrays.
 
         Raises:
             KeyError: the frame lacks a column (the gate checks the columns first).

@@ -4,7 +4,7 @@ Mean-type checks (the paired binary difference without a cap, the similarity noi
 floor or divergence, the output-token linearisation) judge the mean of per-pair values
 against a margin with an interval that stays valid over the looks of a polled run
 (gate-statistics.md §2.4): the asymptotic confidence sequence without a sample cap, the
-z interval at the look's spent ``α_k`` with one (:class:`~stats.looks.LookLevels`).
+z interval at the look's spent ``α_k`` with one (:class:`~shadoweval.stats.looks.LookLevels`).
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from scipy import stats as scipy_stats
 
 from shadoweval.errors import DegenerateDataWarning
 from shadoweval.records import CheckOutcome
-from stats.checks.pair_arrays import FloatArray
-from stats.checks.reasons import fmt_g, min_pairs_note
-from stats.looks import LookLevels
-from stats.power import mean_min_pairs
-from stats.sequential import confidence_sequence
+from shadoweval.stats.checks.pair_arrays import FloatArray
+from shadoweval.stats.checks.reasons import fmt_g, min_pairs_note
+from shadoweval.stats.looks import LookLevels
+from shadoweval.stats.power import mean_min_pairs
+from shadoweval.stats.sequential import confidence_sequence
 
 __all__ = ["SequentialInterval", "mean_min_pairs_note", "mean_outcome", "sequential_mean_interval"]
 
@@ -68,7 +68,7 @@ def sequential_mean_interval(
     """The look's interval of the mean of ``values`` (shape ``(n,)``, n ≥ 2, finite).
 
     Without a sample cap: the asymptotic confidence sequence
-    (:func:`stats.sequential.confidence_sequence`, Waudby-Smith et al. 2021) tuned at
+    (:func:`shadoweval.stats.sequential.confidence_sequence`, Waudby-Smith et al. 2021) tuned at
     ``levels.n_star``, one-sided at ``levels.alpha`` on each side, valid at every look.
     With a cap: the z interval at the look's spent level ``α_k`` (group-sequential α
     spending, valid over the planned looks by the union bound). ``sd_floor`` bounds the
@@ -130,7 +130,7 @@ def mean_min_pairs_note(
 ) -> tuple[int, str]:
     """The minimum pairs of a mean-type check: ``floor``, or the power calculation if larger.
 
-    The power calculation (:func:`stats.power.mean_min_pairs`, one-sided level ``alpha``,
+    The power calculation (:func:`shadoweval.stats.power.mean_min_pairs`, one-sided level ``alpha``,
     ``power``) runs at the observed mean and standard deviation when the mean is below
     the margin and the spread positive. Returns the pairs and their wording.
     """

@@ -7,7 +7,7 @@ by the look's sequential interval; a run without any repeat compares the mean di
 with the absolute ``max_mean_divergence``. The split-sample tail-rate report is added to
 the reason (report only).
 
-What the check means depends on ``change.mode`` (issue 11; :mod:`stats.change`):
+What the check means depends on ``change.mode`` (issue 11; :mod:`shadoweval.stats.change`):
 
 * ``judge`` (default): every real upgrade changes answers, so divergence beyond the noise
   says *how much* changed, never in which direction. The check is **reported, never
@@ -18,7 +18,7 @@ What the check means depends on ``change.mode`` (issue 11; :mod:`stats.change`):
 * ``no_change``: the check is a guardrail as before (FAIL beyond the margin, which rolls
   back), for swaps that must not change answers (a quantisation, a serving-stack move).
 
-A degenerate noise floor (:class:`stats.change.DegenerateNoise`: the baseline repeat
+A degenerate noise floor (:class:`shadoweval.stats.change.DegenerateNoise`: the baseline repeat
 returned the captured answer on nearly every sampled request) makes the check
 INCONCLUSIVE in either mode, its reason led by the degenerate sentence.
 """
@@ -30,16 +30,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from shadoweval.records import Check, CheckOutcome
-from stats.checks.pair_arrays import BoolArray, FloatArray, PairArrays
-from stats.checks.reasons import CheckNumbers, fmt_p, fmt_pct, infra_note, make_check
-from stats.checks.sequential_interval import (
+from shadoweval.stats.checks.pair_arrays import BoolArray, FloatArray, PairArrays
+from shadoweval.stats.checks.reasons import CheckNumbers, fmt_p, fmt_pct, infra_note, make_check
+from shadoweval.stats.checks.sequential_interval import (
     mean_min_pairs_note,
     mean_outcome,
     sequential_mean_interval,
 )
-from stats.looks import LookLevels
-from stats.noise_floor import noise_floor_values, tail_rate_split
-from stats.policy import ChangeMode, SimilarityPolicy
+from shadoweval.stats.looks import LookLevels
+from shadoweval.stats.noise_floor import noise_floor_values, tail_rate_split
+from shadoweval.stats.policy import ChangeMode, SimilarityPolicy
 
 __all__ = [
     "NO_NOISE_FLOOR",
@@ -67,7 +67,7 @@ REPORT_ONLY = (
 
 @dataclass(frozen=True)
 class UnitChanges:
-    """A unit's changed pairs (:func:`stats.change.classify_changes`), for the reason.
+    """A unit's changed pairs (:func:`shadoweval.stats.change.classify_changes`), for the reason.
 
     ``changed`` of ``pairs`` (the unit's pairs without an infrastructure error) changed;
     ``threshold`` is the unit's divergence threshold, ``source`` how it was set
@@ -133,8 +133,8 @@ def scoring_faults(arrays: PairArrays) -> int:
 
     Counted on the pairs without an infrastructure error: both outputs present but no
     similarity (NaN), or a similarity or baseline-repeat similarity that is infinite or
-    outside [−1, 1]. Change classification (:mod:`stats.change`) reads the similarities,
-    so in ``change.mode: judge`` such a fault still blocks PROMOTE (:mod:`stats.gate`).
+    outside [−1, 1]. Change classification (:mod:`shadoweval.stats.change`) reads the similarities,
+    so in ``change.mode: judge`` such a fault still blocks PROMOTE (:mod:`shadoweval.stats.gate`).
     """
     keep = ~arrays.infra
     similarity = arrays.similarity[keep]
@@ -172,7 +172,7 @@ def similarity_check(
     ``mode`` is the unit's ``change.mode``: ``judge`` makes the check report-only (never
     FAIL; the reason leads with ``changes``), ``no_change`` (the default here) keeps it a
     guardrail. ``degenerate`` is the sentence of a degenerate noise floor
-    (:meth:`stats.change.DegenerateNoise.describe`): the check is then INCONCLUSIVE and
+    (:meth:`shadoweval.stats.change.DegenerateNoise.describe`): the check is then INCONCLUSIVE and
     its reason leads with it.
 
     Pairs with an infrastructure error on either side are left out (counted). A pair
@@ -183,10 +183,10 @@ def similarity_check(
     * ``noise_floor`` (the run's design has baseline repeats: it sent some, whether or
       not they answered): on the pairs with both a similarity and a noise similarity,
       ``e_i = D_cand_i − (1 + r)·D_noise_i``
-      (:func:`stats.noise_floor.noise_floor_values`) must have a mean below
+      (:func:`shadoweval.stats.noise_floor.noise_floor_values`) must have a mean below
       ``noise_margin``; PASS when the sequential upper bound is below it, FAIL when the
       lower bound is above it. The reason adds the split-sample tail-rate report
-      (:func:`stats.noise_floor.tail_rate_split`, report only). A unit without any such
+      (:func:`shadoweval.stats.noise_floor.tail_rate_split`, report only). A unit without any such
       pair is INCONCLUSIVE — never judged against the looser absolute limit — and its
       reason counts the repeats the run sent and how many failed (``repeats``); failed
       repeats are counted in every similarity reason.

@@ -1,8 +1,8 @@
 """The tool-behaviour check: ``tool_text_answer``, where the request offered tools.
 
-Per side, "answered in text" (``*_tool_text``, :mod:`stats.frame`): the request offered
+Per side, "answered in text" (``*_tool_text``, :mod:`shadoweval.stats.frame`): the request offered
 tools, the side answered, and it made no tool call. The check is the paired binary
-machinery of :mod:`stats.checks.binary` on that flag: δ = P(candidate answers in text) −
+machinery of :mod:`shadoweval.stats.checks.binary` on that flag: δ = P(candidate answers in text) −
 P(baseline answers in text), non-inferiority against ``tool_calls.margin``, harm by the
 one-sided McNemar mid-p with b = *text instead of a call* (the baseline called, the
 candidate answered in text) and c = *a call instead of text*.
@@ -12,7 +12,7 @@ is counted and gated by ``infra_error_rate``, nor a failed or empty side, counte
 The reason adds the counts of the other tool changes on those pairs — a different
 function chosen, an argument-level difference after JSON normalisation, and a different
 call order (reported only where ``tool_calls.order_free`` is false) — from
-``PairScore.tool_changes`` (:func:`compare.harms.tool_changes`).
+``PairScore.tool_changes`` (:func:`shadoweval.compare.harms.tool_changes`).
 
 Whether text is right depends on the request (BFCL's ``relevance`` category wants no call),
 so the check is not critical by default (``tool_calls.critical``): its FAIL holds the run
@@ -27,10 +27,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from shadoweval.records import Check, ToolChange
-from stats.checks.binary import BinaryAnalysis, analyse_binary, binary_check
-from stats.checks.pair_arrays import PairArrays
-from stats.looks import LookLevels
-from stats.policy import BinaryMetricPolicy, ToolBehaviourPolicy
+from shadoweval.stats.checks.binary import BinaryAnalysis, analyse_binary, binary_check
+from shadoweval.stats.checks.pair_arrays import PairArrays
+from shadoweval.stats.looks import LookLevels
+from shadoweval.stats.policy import BinaryMetricPolicy, ToolBehaviourPolicy
 
 __all__ = ["TOOL_METRIC", "ToolAnalysis", "tool_analysis", "tool_check"]
 
@@ -138,7 +138,7 @@ def tool_analysis(
 
 
 def tool_check(analysis: ToolAnalysis, *, harm_adjusted: float | None) -> Check:
-    """Decide ``tool_text_answer`` (:func:`stats.checks.binary.binary_check`) and add the
+    """Decide ``tool_text_answer`` (:func:`shadoweval.stats.checks.binary.binary_check`) and add the
     tool-change counts to its reason.
 
     ``harm_adjusted`` is the Holm-adjusted harm p-value of the family the gate put it in

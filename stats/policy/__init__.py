@@ -1,19 +1,19 @@
 """The gate policy: every threshold of the gate, written down before a run starts.
 
-* :mod:`stats.policy.schema` — :class:`GatePolicy` and its metric blocks (defaults,
+* :mod:`shadoweval.stats.policy.schema` — :class:`GatePolicy` and its metric blocks (defaults,
   bounds, per-task-type overrides), :func:`effective`.
-* :mod:`stats.policy.loading` — :func:`parse_policy`, :func:`parse_policy_yaml`,
+* :mod:`shadoweval.stats.policy.loading` — :func:`parse_policy`, :func:`parse_policy_yaml`,
   :func:`load_policy` (strict YAML, :class:`~shadoweval.errors.ConfigError` naming the
   field), :func:`policy_hash`, :func:`policy_to_yaml`, :data:`DEFAULT_POLICY_FILE`.
-* :mod:`stats.policy.traffic` — :func:`policy_traffic_problems`: policy task types and
+* :mod:`shadoweval.stats.policy.traffic` — :func:`policy_traffic_problems`: policy task types and
   routes that match no traffic of a run, with the closest name.
 
-This package re-exports both, so callers import from :mod:`stats.policy`.
+This package re-exports both, so callers import from :mod:`shadoweval.stats.policy`.
 """
 
 from __future__ import annotations
 
-from stats.policy.loading import (
+from shadoweval.stats.policy.loading import (
     DEFAULT_POLICY_FILE,
     load_policy,
     parse_policy,
@@ -21,7 +21,7 @@ from stats.policy.loading import (
     policy_hash,
     policy_to_yaml,
 )
-from stats.policy.schema import (
+from shadoweval.stats.policy.schema import (
     HARM_DETECTORS,
     BinaryMetricPolicy,
     ChangeMode,
@@ -44,7 +44,7 @@ from stats.policy.schema import (
     ValidityPolicy,
     effective,
 )
-from stats.policy.traffic import policy_traffic_problems
+from shadoweval.stats.policy.traffic import policy_traffic_problems
 
 __all__ = [
     "DEFAULT_POLICY_FILE",

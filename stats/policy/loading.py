@@ -1,7 +1,7 @@
 """The gate policy on disk: YAML parsing, field-by-field error messages, hash, dump.
 
 A policy is a YAML file (``stats/default_policy.yaml`` documents every field) validated
-on load into a frozen :class:`~stats.policy.schema.GatePolicy`. It is hashed with the
+on load into a frozen :class:`~shadoweval.stats.policy.schema.GatePolicy`. It is hashed with the
 run (:func:`policy_hash`), so no threshold can change while someone looks at the data.
 
 Every validation problem is raised as :class:`~shadoweval.errors.ConfigError` naming the
@@ -9,7 +9,7 @@ dotted field and the value read, e.g. ``policy field error_rate.margin = -0.01: 
 > 0``; unknown keys list the allowed ones; a repeated YAML key is an error (PyYAML would
 keep the last silently); plain ``5e-3`` reads as a float (YAML 1.2), not as a string.
 The strict YAML reading and the error wording are shared with the canary policy
-(:mod:`stats.policy.yaml_loading`).
+(:mod:`shadoweval.stats.policy.yaml_loading`).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from shadoweval.errors import ConfigError
-from stats.policy.schema import GatePolicy, RoutePolicy, TaskTypePolicy
-from stats.policy.yaml_loading import describe_error, other_errors_note, read_policy_yaml
+from shadoweval.stats.policy.schema import GatePolicy, RoutePolicy, TaskTypePolicy
+from shadoweval.stats.policy.yaml_loading import describe_error, other_errors_note, read_policy_yaml
 
 __all__ = [
     "DEFAULT_POLICY_FILE",

@@ -1,14 +1,14 @@
 """The gate policy's schema: every threshold of the gate, its default and its bounds.
 
 A policy is a frozen :class:`GatePolicy` of metric blocks (pydantic models; the YAML
-form, its loading and its hash are in :mod:`stats.policy.loading`). Validation is
+form, its loading and its hash are in :mod:`shadoweval.stats.policy.loading`). Validation is
 strict: unknown keys are rejected with their name, margins must be > 0 (a
 zero or negative margin would make a non-inferiority test pass or fail by construction),
 alphas lie in (0, 0.5), ratio limits are > 1, confidences lie in (0.5, 1). Every threshold
 must be written as a YAML number: a string (``alpha: "0.05"``) or a boolean
 (``margin: yes``) is rejected, never coerced, and an integer field (``min_pairs_pooled``,
 ``seed``, …) must be an integer (``50``, not ``50.0``); a float field may be written as an
-integer (``p95_ratio_max: 2``). :mod:`stats.policy.loading` raises every problem as
+integer (``p95_ratio_max: 2``). :mod:`shadoweval.stats.policy.loading` raises every problem as
 :class:`~shadoweval.errors.ConfigError` naming the dotted field and the value read, e.g.
 ``policy field error_rate.margin = -0.01: must be > 0``.
 
@@ -200,7 +200,7 @@ class SimilarityPolicy(_Block):
         noise_margin: absolute margin ``δ_abs`` on ``E[e]`` (divergence units); keeps the
             margin above 0 for near-deterministic tasks. Default 0.01. In (0, 2).
         tail_quantile: level of the noise-divergence threshold of the tail-rate report
-            (report only, :func:`stats.noise_floor.tail_rate_split`). Default 0.95.
+            (report only, :func:`shadoweval.stats.noise_floor.tail_rate_split`). Default 0.95.
             In (0.5, 1).
         tail_seed: seed of the tail-rate report's random half split. Default 20240601.
     """
@@ -216,10 +216,10 @@ class LatencyPolicy(_Block):
     """The latency guardrails: quantile ratios candidate / baseline.
 
     The ratio's interval is the resampling-free paired Poisson bootstrap
-    (:func:`stats.quantiles.paired_quantile_ratios_rf`): each arm's bootstrap quantile is
+    (:func:`shadoweval.stats.quantiles.paired_quantile_ratios_rf`): each arm's bootstrap quantile is
     the order statistic ``x_(I)``, ``I ~ Binomial(n + 1, q)`` (Schultzberg & Ankargren
     2022), and the two arms' log quantiles are correlated as the pairs' quantile
-    indicators are. Its level is the look's spent α (:mod:`stats.sequential`).
+    indicators are. Its level is the look's spent α (:mod:`shadoweval.stats.sequential`).
 
     Attributes:
         metrics: latency columns to gate. Default ``[e2e_ms, ttft_ms, ttfc_ms]``
@@ -255,7 +255,7 @@ class OutputTokensPolicy(_Block):
     """The cost guardrail: mean output tokens, candidate / baseline.
 
     Tested through the linearisation ``e_i = c_i − ratio_max·b_i`` (gate-statistics.md
-    §1.6; :mod:`stats.checks.cost`): ``E[e] < 0`` exactly when ``E[c]/E[b] < ratio_max``.
+    §1.6; :mod:`shadoweval.stats.checks.cost`): ``E[e] < 0`` exactly when ``E[c]/E[b] < ratio_max``.
 
     Attributes:
         enabled: gate output tokens. Default true. A gated metric without token counts
@@ -276,7 +276,7 @@ class SequentialPolicy(_Block):
 
     A poll with n pairs evaluates the first ``n_k`` pairs (capture order) at the latest
     checkpoint ``n_k ≤ n`` of the geometric schedule ``first_checkpoint·factor^(k−1)``
-    (capped at ``n_max``); the verdict's ``look`` is ``k`` (:mod:`stats.checkpoints`).
+    (capped at ``n_max``); the verdict's ``look`` is ``k`` (:mod:`shadoweval.stats.checkpoints`).
 
     Attributes:
         first_checkpoint: pairs (all task types) of the first look; before it the gate
@@ -294,7 +294,7 @@ class SequentialPolicy(_Block):
             Default ``pocock`` (spends early: harm should stop a run early).
         n_star: the n (pairs, in every analysis unit) where the confidence sequences are
             tightest, or null for the design sample size from the policy's margins
-            (:func:`stats.power.design_min_pairs`). Default null.
+            (:func:`shadoweval.stats.power.design_min_pairs`). Default null.
     """
 
     first_checkpoint: Count = Field(default=200, ge=2)
@@ -332,7 +332,7 @@ swap that must not change answers)."""
 
 
 class ChangePolicy(_Block):
-    """When a pair counts as *changed*, and what a change means (:mod:`stats.change`).
+    """When a pair counts as *changed*, and what a change means (:mod:`shadoweval.stats.change`).
 
     A pair is changed when its divergence ``D = 1 − similarity`` exceeds the unit's noise
     threshold — the ``noise_quantile`` of the baseline-repeat divergences ``D_noise`` of
@@ -373,7 +373,8 @@ HARM_DETECTORS: tuple[HarmKind, ...] = tuple(HarmKind)
 
 
 class HarmPolicy(_Block):
-    """The directional harm detectors as paired binary checks (:mod:`stats.checks.harms`).
+    """The directional harm detectors as paired binary checks
+    (:mod:`shadoweval.stats.checks.harms`).
 
     One check per detector and unit: δ = P(candidate shows it) − P(baseline shows it),
     the same machinery as ``error_rate`` (McNemar mid-p harm, non-inferiority margin,
@@ -398,7 +399,7 @@ class HarmPolicy(_Block):
 
 
 class ToolBehaviourPolicy(_Block):
-    """Tool behaviour where the request offered tools (:mod:`stats.checks.tools`).
+    """Tool behaviour where the request offered tools (:mod:`shadoweval.stats.checks.tools`).
 
     ``tool_text_answer`` is a paired binary check of "answered in text, no call" (harm:
     the candidate answers in text where the baseline called, more than the reverse;
@@ -420,7 +421,7 @@ class ToolBehaviourPolicy(_Block):
 
 
 class NetHarmPolicy(_Block):
-    """The direction of the change: net harm from judged pairs (:mod:`stats.net_harm`).
+    """The direction of the change: net harm from judged pairs (:mod:`shadoweval.stats.net_harm`).
 
     Per unit, net harm = P(candidate worse) − P(candidate better) over all pairs, unchanged
     pairs counted as ties, changed pairs estimated from the judged ones by stratum of
@@ -436,7 +437,8 @@ class NetHarmPolicy(_Block):
             Default [0.1, 0.2, 0.35]. Increasing, each in (0, 2).
         max_judged_per_task_type: the judge budget: at most this many changed pairs per
             task type are sent to a judge (the selection adds at most one per stratum left
-            unjudged, :mod:`judge.selection`). Default 1500: a candidate 10.6 points better
+            unjudged, :mod:`shadoweval.judge.selection`). Default 1500: a candidate 10.6 points
+            better
             among 47% changed pairs is promoted by the design total in 99% of the direction
             simulation's runs with a sample cap, 78% without (600 and no top-up: 53%, 13%;
             docs/gate-simulation.md).
@@ -544,7 +546,7 @@ class GatePolicy(_Block):
             In (0, 0.5).
         power: design power of each non-inferiority test; a check's minimum pairs is
             the larger of its ``min_pairs`` and the power calculation at the observed
-            discordance / spread (:mod:`stats.power`). Default 0.8. In (0.5, 1).
+            discordance / spread (:mod:`shadoweval.stats.power`). Default 0.8. In (0.5, 1).
         min_pairs_per_task_type: floor on the pairs a task type needs before it can
             pass. Default 50.
         min_pairs_pooled: floor on the pairs the pooled analysis needs before it can
@@ -560,7 +562,7 @@ class GatePolicy(_Block):
         task_types: per-task-type overrides of any metric block and of ``min_pairs``,
             resolved on validation into full :class:`TaskTypePolicy` views. A name that
             matches no task type of the run's traffic is a HOLD naming it (a typo must
-            not change the verdict silently; :mod:`stats.policy.traffic`).
+            not change the verdict silently; :mod:`shadoweval.stats.policy.traffic`).
         routes: per-route requirements (:class:`RoutePolicy`), keyed by the route as
             captured, without a trailing slash (``/v1/responses``); every captured route
             is required unless listed here with ``required: false``.

@@ -4,7 +4,7 @@ A per-task-type override whose name matches no task type of the run applies to n
 typo (``extration`` for ``extraction``) would leave the stricter margin unapplied and change
 the verdict silently. :func:`policy_traffic_problems` names every such key and the closest
 existing name (:func:`difflib.get_close_matches`); the gate turns each into a HOLD reason
-(:mod:`stats.gate`), and the CLI prints them as warnings.
+(:mod:`shadoweval.stats.gate`), and the CLI prints them as warnings.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import difflib
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from stats.policy.schema import GatePolicy
+from shadoweval.stats.policy.schema import GatePolicy
 
 __all__ = ["PolicyTrafficProblem", "policy_traffic_problems"]
 

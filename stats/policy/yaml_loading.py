@@ -1,7 +1,7 @@
 """Strict YAML reading and validation-error wording shared by the policy loaders.
 
-Both written-down policies, the paired gate's (:mod:`stats.policy.loading`, subject
-``"gate policy"``) and the live canary's (:mod:`stats.canary.policy`, subject
+Both written-down policies, the paired gate's (:mod:`shadoweval.stats.policy.loading`, subject
+``"gate policy"``) and the live canary's (:mod:`shadoweval.stats.canary.policy`, subject
 ``"canary policy"``), are YAML files validated by pydantic. This module holds what they
 share, with the subject passed in so every message names the policy it is about:
 

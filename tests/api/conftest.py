@@ -17,12 +17,12 @@ import pytest
 from pydantic import SecretStr
 from starlette.applications import Starlette
 
-from capture.table_import import import_table
-from faces.api.app import build_app
-from faces.cli.exit_codes import EXIT_ERROR
+from shadoweval.api.app import build_app
+from shadoweval.capture.table_import import import_table
+from shadoweval.cli.exit_codes import EXIT_ERROR
+from shadoweval.simulation.workload import DEMO_MAPPING, TASK_TYPES, WorkloadSpec, write_workload
 from shadoweval.storage import Database, Repository
 from shadoweval.tables import TableMapping, load_recorded_rows
-from simulation.workload import DEMO_MAPPING, TASK_TYPES, WorkloadSpec, write_workload
 from tests.cli.test_gate_wait import clone_without_scores, copy_scores, serve_and_evaluate
 from tests.cli.test_pipeline_commands import PER_TASK_TYPE, POLICY, Workload, emptied
 from tests.conftest import DIALECTS, fresh_pg_schema_url

@@ -14,7 +14,7 @@ import logging
 import httpx
 from pydantic import SecretStr
 
-from faces.api.app import build_app
+from shadoweval.api.app import build_app
 from shadoweval.serving import ACCESS_LOGGER, BackgroundServer
 from shadoweval.storage import Repository
 from tests.waiting import wait_until

@@ -11,9 +11,9 @@ import pytest
 from pydantic import SecretStr
 from starlette.applications import Starlette
 
-from faces.api.app import build_app, create_app
-from faces.api.auth import presented_token, token_matches
-from faces.api.metrics import AUTH_FAILURE_REASONS, ApiMetrics
+from shadoweval.api.app import build_app, create_app
+from shadoweval.api.auth import presented_token, token_matches
+from shadoweval.api.metrics import AUTH_FAILURE_REASONS, ApiMetrics
 from shadoweval.log_limits import RateLimitedLog
 from shadoweval.records import Verdict
 from shadoweval.storage import Repository, RunInfo
@@ -151,13 +151,13 @@ async def test_wrong_token_warnings_are_rate_limited(
         token=SecretStr(TOKEN),
         compute_verdict=_never,
         auth_warnings=RateLimitedLog(
-            logging.getLogger("faces.api.auth"), interval_s=60.0, clock=lambda: now[0]
+            logging.getLogger("shadoweval.api.auth"), interval_s=60.0, clock=lambda: now[0]
         ),
     )
-    caplog.set_level(logging.WARNING, logger="faces.api.auth")
+    caplog.set_level(logging.WARNING, logger="shadoweval.api.auth")
 
     def warnings() -> list[str]:
-        return [r.getMessage() for r in caplog.records if r.name == "faces.api.auth"]
+        return [r.getMessage() for r in caplog.records if r.name == "shadoweval.api.auth"]
 
     for _ in range(50):
         await get(app, "/v1/runs", {"Authorization": "Bearer wrong-token-123"})

@@ -14,12 +14,12 @@ import pytest
 from pydantic import SecretStr
 from starlette.applications import Starlette
 
-from application.canary import rollback_canary, start_canary
-from capture.canary_split import Split, read_split, write_split
-from capture.envoy_config import EnvoyConfigSpec
-from faces.api.app import ROLLBACK_COMMAND, build_app
+from shadoweval.api.app import ROLLBACK_COMMAND, build_app
+from shadoweval.application.canary import rollback_canary, start_canary
+from shadoweval.capture.canary_split import Split, read_split, write_split
+from shadoweval.capture.envoy_config import EnvoyConfigSpec
+from shadoweval.stats.canary.policy import load_canary_policy
 from shadoweval.storage import AuditNote, CanaryInfo, CanaryState, PolicyAuditAction, Repository
-from stats.canary.policy import load_canary_policy
 from tests.canary_seed import VERDICT, make_run, split_spec, two_step_canary
 
 from .conftest import TOKEN

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from capture.canary_split import read_split
-from faces.api.app import app_from_environment
+from shadoweval.api.app import app_from_environment
+from shadoweval.capture.canary_split import read_split
 from shadoweval.storage import CanaryState, Database, Repository
 from tests.canary_seed import make_run, split_spec, two_step_canary
 

@@ -9,8 +9,8 @@ import pytest
 from starlette.applications import Starlette
 from typer.testing import CliRunner
 
-from faces.api.schemas import VerdictOut
-from faces.cli import app as cli_app
+from shadoweval.api.schemas import VerdictOut
+from shadoweval.cli import app as cli_app
 from shadoweval.records import Check, CheckOutcome, Coverage, Decision, Verdict
 from shadoweval.storage import PolicyAuditAction, Repository, RunStatus
 

@@ -15,9 +15,9 @@ import pytest
 from pydantic import SecretStr
 from typer.testing import CliRunner
 
-from faces.api.app import build_app
-from faces.cli import app as cli_app
-from faces.cli.exit_codes import EXIT_ERROR
+from shadoweval.api.app import build_app
+from shadoweval.cli import app as cli_app
+from shadoweval.cli.exit_codes import EXIT_ERROR
 from shadoweval.serving import BackgroundServer
 from shadoweval.storage import Repository
 
@@ -133,7 +133,7 @@ def test_api_serve_as_a_process(api_db_url: str, tmp_path: Path, sigint_ignored:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SHADOWEVAL_API")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "faces.cli", "api", "serve", "--port", str(port),
+        [sys.executable, "-m", "shadoweval.cli", "api", "serve", "--port", str(port),
          "--database-url", api_db_url, "--token-file", str(token_file)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -12,11 +12,11 @@ import pytest
 from pydantic import SecretStr
 from starlette.applications import Starlette
 
-from application.gating import gate_run
-from application.redaction import body_redaction
-from export import build_export, make_request
-from faces.api import create_app
-from faces.api.app import API_COMMAND
+from shadoweval.api import create_app
+from shadoweval.api.app import API_COMMAND
+from shadoweval.application.gating import gate_run
+from shadoweval.application.redaction import body_redaction
+from shadoweval.export import build_export, make_request
 from shadoweval.pair_flags import PairFlag
 from shadoweval.records import Verdict
 from shadoweval.storage import Database, Repository, RunInfo

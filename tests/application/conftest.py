@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from capture.envoy_config import CanarySpec, EnvoyConfigSpec
+from shadoweval.capture.envoy_config import CanarySpec, EnvoyConfigSpec
 from shadoweval.storage import AuditNote, PolicyAuditAction, Repository
 from tests.storage.factories import BASELINE, CANDIDATE, T0
 

@@ -1,4 +1,5 @@
-"""application.canary start / rollback / view: the split file is the change, the audit table
+"""shadoweval.application.canary start / rollback / view: the split file is the change, the audit
+table
 says who, what and why; a rollback is at once and needs a reason."""
 
 from __future__ import annotations
@@ -8,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from application.canary import canary_view, rollback_canary, start_canary
-from capture.canary_split import read_split
-from capture.envoy_config import EnvoyConfigSpec
+from shadoweval.application.canary import canary_view, rollback_canary, start_canary
+from shadoweval.capture.canary_split import read_split
+from shadoweval.capture.envoy_config import EnvoyConfigSpec
 from shadoweval.errors import ConfigError, StorageError
+from shadoweval.stats.canary.policy import load_canary_policy
 from shadoweval.storage import CanaryState, PolicyAuditAction, Repository
-from stats.canary.policy import load_canary_policy
 from tests.application.conftest import split_spec
 from tests.storage.factories import T0
 

@@ -1,4 +1,5 @@
-"""application.canary.tick_canary / run_canary: the controller judges the current step and
+"""shadoweval.application.canary.tick_canary / run_canary: the controller judges the current step
+and
 acts — advance on PROMOTE (the split first, then the audited move), hold on HOLD (audited
 once when the decision turns), roll back at once on ROLLBACK, complete at share 1.0 — and
 a split changed by hand blocks promotion."""
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from application.canary import (
+from shadoweval.application.canary import (
     TickReport,
     canary_view,
     evaluate_canary,
@@ -19,11 +20,11 @@ from application.canary import (
     start_canary,
     tick_canary,
 )
-from capture.canary_split import Split, read_split, write_split
-from capture.envoy_config import EnvoyConfigSpec
+from shadoweval.capture.canary_split import Split, read_split, write_split
+from shadoweval.capture.envoy_config import EnvoyConfigSpec
 from shadoweval.errors import ConfigError
+from shadoweval.stats.canary.policy import parse_canary_policy
 from shadoweval.storage import CanaryObservation, CanaryState, PolicyAuditAction, Repository
-from stats.canary.policy import parse_canary_policy
 from tests.application.conftest import split_spec
 
 POLICY = parse_canary_policy(

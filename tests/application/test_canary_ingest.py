@@ -1,4 +1,5 @@
-"""application.canary.ingest_capture_log: the Envoy front's capture log → canary observations.
+"""shadoweval.application.canary.ingest_capture_log: the Envoy front's capture log → canary
+observations.
 
 Written with the real capture-log writer; read twice (nothing stored twice), a broken line
 kept as a rejected record, a line still being written left for the next call, exchanges
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from application.canary import CANARY_REJECT_STAGE, canary_view, ingest_capture_log
+from shadoweval.application.canary import CANARY_REJECT_STAGE, canary_view, ingest_capture_log
 from shadoweval.capture_log import CaptureLogWriter
 from shadoweval.errors import ConfigError
 from shadoweval.records import Exchange

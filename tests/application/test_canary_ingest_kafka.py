@@ -1,4 +1,4 @@
-"""application.canary.ingest_bus: the capture topic → canary observations, through a real
+"""shadoweval.application.canary.ingest_bus: the capture topic → canary observations, through a real
 Kafka-protocol broker (Tansu). The canary reads in its own consumer group; offsets are
 committed after the observations are stored, so a second call reads only what is new; a
 record that does not decode is kept as a rejected record with its topic/partition@offset."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from application.canary import CANARY_REJECT_STAGE, canary_group, ingest_source
+from shadoweval.application.canary import CANARY_REJECT_STAGE, canary_group, ingest_source
 from shadoweval.bus import BusProducer, KafkaSource, ensure_topics
 from shadoweval.bus.producer import OutgoingRecord
 from shadoweval.config import KafkaSettings

@@ -1,4 +1,5 @@
-"""application.canary.import_canary_ratings: ratings of observed answers stored with their
+"""shadoweval.application.canary.import_canary_ratings: ratings of observed answers stored with
+their
 arm; rejected rows kept once as rejected records of the canary's run."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from application.canary import RATING_STAGE, import_canary_ratings, rating_frame
+from shadoweval.application.canary import RATING_STAGE, import_canary_ratings, rating_frame
 from shadoweval.errors import ConfigError
 from shadoweval.storage import CanaryObservation, Repository
 from tests.storage.factories import T0

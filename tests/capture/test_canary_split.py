@@ -11,7 +11,7 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
-from capture.canary_split import (
+from shadoweval.capture.canary_split import (
     ARM_HEADER,
     BASELINE_CLUSTER,
     CANDIDATE_CLUSTER,
@@ -23,7 +23,7 @@ from capture.canary_split import (
     render_split_routes,
     write_split,
 )
-from capture.envoy_config import (
+from shadoweval.capture.envoy_config import (
     EXT_PROC_FILTER,
     ROUTER_CLUSTER,
     ROUTER_FILTER,
@@ -31,7 +31,7 @@ from capture.envoy_config import (
     EnvoyConfigSpec,
     render_envoy_config,
 )
-from capture.session_router import PinTable, SessionRouter, session_key, stable_bucket
+from shadoweval.capture.session_router import PinTable, SessionRouter, session_key, stable_bucket
 from shadoweval.config import CaptureSettings, EnvoyCanarySettings, EnvoySettings, Settings
 from shadoweval.errors import ConfigError
 

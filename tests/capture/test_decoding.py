@@ -9,7 +9,7 @@ import zlib
 import brotli
 import pytest
 
-from capture.decoding import (
+from shadoweval.capture.decoding import (
     BodyDecoder,
     ContentDecodingError,
     decode_pieces,

@@ -7,10 +7,11 @@ body bytes a real server (vLLM, SGLang, TGI, llama-cpp-python, Ollama) sends. Th
 * to :class:`~shadoweval.llm_protocol.ChatStreamAssembler` /
   :func:`~shadoweval.llm_protocol.parse_completion_body`, whole and cut into 7-byte reads
   (the result must not depend on where reads fall);
-* to :class:`capture.response_assembly.ResponseAssembler` as a recorded capture, and end to
+* to :class:`shadoweval.capture.response_assembly.ResponseAssembler` as a recorded capture, and end
+to
   end through the real capture proxy (a uvicorn upstream serving the bytes, the client
   must receive them unchanged, the builder must record the expected response);
-* to :class:`replay.client.CandidateClient` twice: through an ``httpx.MockTransport`` (a
+* to :class:`shadoweval.replay.client.CandidateClient` twice: through an ``httpx.MockTransport`` (a
   broken stream raises httpx's own ``RemoteProtocolError``, as httpcore does on a cut
   chunked body) and through the default HTTP/1.1 pool against a local socket server that
   writes the status line, the headers and the body as chunked pieces (a broken stream
@@ -35,12 +36,10 @@ import pytest
 import yaml
 from starlette.types import Receive, Scope, Send
 
-from capture.builder import ExchangeBuilder
-from capture.raw import RawCapture
-from capture.response_assembly import ResponseAssembler, error_text
-from replay.client import CandidateClient, ReplayResult
-from replay.rewrite import ReplayRequest
 from shadoweval.body_redaction import BodyRedactor, RedactionHits
+from shadoweval.capture.builder import ExchangeBuilder
+from shadoweval.capture.raw import RawCapture
+from shadoweval.capture.response_assembly import ResponseAssembler, error_text
 from shadoweval.config import BodyRedactionSettings, CaptureSettings
 from shadoweval.llm_protocol import ChatStreamAssembler, parse_completion_body
 from shadoweval.llm_protocol.assembler import AssembledResponse
@@ -55,6 +54,8 @@ from shadoweval.records import (
     UsageSource,
     utc_now,
 )
+from shadoweval.replay.client import CandidateClient, ReplayResult
+from shadoweval.replay.rewrite import ReplayRequest
 from tests.capture.upstreams import ProxyHarness, ServerThread, running_proxy
 
 LIVE = ModelIdentity(name="live-model", weights_hash="sha256:w")

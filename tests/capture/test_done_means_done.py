@@ -19,11 +19,11 @@ import openai
 import pytest
 from starlette.types import Receive, Scope, Send
 
-from capture.builder import ExchangeBuilder
-from capture.metrics import CaptureMetrics
-from capture.pipeline import CapturePipeline
-from capture.raw import RawCapture
-from capture.sinks.file import FileSink
+from shadoweval.capture.builder import ExchangeBuilder
+from shadoweval.capture.metrics import CaptureMetrics
+from shadoweval.capture.pipeline import CapturePipeline
+from shadoweval.capture.raw import RawCapture
+from shadoweval.capture.sinks.file import FileSink
 from shadoweval.capture_log import read_capture_log
 from shadoweval.config import CaptureSettings
 from shadoweval.records import ExchangeOutcome, ModelIdentity, utc_now

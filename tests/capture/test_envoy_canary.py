@@ -3,7 +3,7 @@
 The baseline mock-llm answers as model ``baseline-v1``, the candidate as ``candidate-v2``:
 which version served a request is read from the response body (its ``model``) and from the
 captured exchange (``Exchange.served_by``). Share changes are written with
-:func:`capture.canary_split.write_split` and waited on through Envoy's admin
+:func:`shadoweval.capture.canary_split.write_split` and waited on through Envoy's admin
 (``version_info`` of the dynamic route configuration), never a sleep.
 """
 
@@ -24,7 +24,7 @@ import httpx
 import orjson
 import pytest
 
-from capture.canary_split import (
+from shadoweval.capture.canary_split import (
     ARM_HEADER,
     BASELINE_CLUSTER,
     CANDIDATE_CLUSTER,
@@ -33,13 +33,13 @@ from capture.canary_split import (
     applied_revision,
     write_split,
 )
-from capture.envoy_config import EnvoyConfigSpec, render_envoy_config
-from capture.session_router import stable_bucket
+from shadoweval.capture.envoy_config import EnvoyConfigSpec, render_envoy_config
+from shadoweval.capture.session_router import stable_bucket
 from shadoweval.config import CaptureSettings, EnvoyCanarySettings, EnvoySettings
 from shadoweval.records import Exchange, ExchangeOutcome
+from shadoweval.simulation.mock_llm import FaultConfig, create_app
+from shadoweval.simulation.mock_llm.latency import Delays, LatencyProfile
 from shadoweval.tables import RecordedRow
-from simulation.mock_llm import FaultConfig, create_app
-from simulation.mock_llm.latency import Delays, LatencyProfile
 from tests.capture.envoy_harness import FrontEndThread, envoy_binary
 from tests.capture.test_envoy_front import CollectingSink
 from tests.capture.upstreams import ScriptedUpstream, ServerThread
@@ -219,7 +219,7 @@ def _served(ex: Exchange) -> str:
 
 
 def test_canary_config_is_valid_for_the_real_envoy(tmp_path: Path) -> None:
-    from capture.envoy_config import CanarySpec
+    from shadoweval.capture.envoy_config import CanarySpec
 
     spec = EnvoyConfigSpec(
         upstream_url="https://models.internal:8443",

@@ -21,8 +21,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from capture.envoy_config import EnvoyConfigSpec, render_envoy_config
-from capture.envoy_process import EnvoyProcess
+from shadoweval.capture.envoy_config import EnvoyConfigSpec, render_envoy_config
+from shadoweval.capture.envoy_process import EnvoyProcess
 from shadoweval.capture_log import read_capture_log
 from shadoweval.config import CaptureSettings, EnvoySettings
 from shadoweval.records import ExchangeOutcome
@@ -86,7 +86,16 @@ def test_envoy_config_command_writes_what_the_renderer_renders(tmp_path: Path) -
     out = tmp_path / "envoy.yaml"
     args = ["--upstream", "http://10.0.0.5:8000", "--port", "9000", "--ext-proc-port", "7000"]
     result = subprocess.run(
-        [sys.executable, "-m", "faces.cli", "capture", "envoy-config", *args, "--out", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "shadoweval.cli",
+            "capture",
+            "envoy-config",
+            *args,
+            "--out",
+            str(out),
+        ],
         capture_output=True,
         text=True,
         env=_cli_env(),
@@ -99,7 +108,15 @@ def test_envoy_config_command_writes_what_the_renderer_renders(tmp_path: Path) -
     )
     assert out.read_text(encoding="utf-8") == render_envoy_config(spec)
     bad = subprocess.run(
-        [sys.executable, "-m", "faces.cli", "capture", "envoy-config", "--upstream", "ftp://x"],
+        [
+            sys.executable,
+            "-m",
+            "shadoweval.cli",
+            "capture",
+            "envoy-config",
+            "--upstream",
+            "ftp://x",
+        ],
         capture_output=True,
         text=True,
         env=_cli_env(),
@@ -119,7 +136,7 @@ def test_capture_envoy_serves_captures_and_stops_on_sigterm(
     capture_dir = tmp_path / "capture"
     log = tmp_path / "stderr.txt"
     cmd = [
-        sys.executable, "-m", "faces.cli", "capture", "envoy",
+        sys.executable, "-m", "shadoweval.cli", "capture", "envoy",
         "--upstream", up_url, "--port", str(port),
         "--admin-port", "0", "--ext-proc-port", "0", "--envoy-admin-port", "0",
         "--capture-dir", str(capture_dir), "--grace-period", "10",
@@ -169,12 +186,12 @@ def test_no_launch_serves_an_envoy_run_from_envoy_config(
     config = tmp_path / "envoy.yaml"
     common = ["--upstream", up_url, "--port", str(port), "--ext-proc-port", str(grpc_port)]
     written = subprocess.run(
-        [sys.executable, "-m", "faces.cli", "capture", "envoy-config", *common,
+        [sys.executable, "-m", "shadoweval.cli", "capture", "envoy-config", *common,
          "--envoy-admin-port", "0", "--out", str(config)],
         capture_output=True, text=True, env=_cli_env(), timeout=120, check=False,
     )  # fmt: skip
     assert written.returncode == 0, written.stderr
-    cmd = [sys.executable, "-m", "faces.cli", "capture", "envoy", "--no-launch", *common,
+    cmd = [sys.executable, "-m", "shadoweval.cli", "capture", "envoy", "--no-launch", *common,
            "--admin-port", "0", "--capture-dir", str(capture_dir)]  # fmt: skip
     with log.open("w") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=_cli_env())

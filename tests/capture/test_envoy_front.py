@@ -24,8 +24,8 @@ import httpx
 import orjson
 import pytest
 
-from capture.envoy_config import EnvoyConfigSpec, render_envoy_config
 from shadoweval.bus import BusConsumer
+from shadoweval.capture.envoy_config import EnvoyConfigSpec, render_envoy_config
 from shadoweval.capture_log import decode_exchange_line
 from shadoweval.config import CaptureSettings, EnvoySettings, KafkaSettings, SpoolSettings
 from shadoweval.records import Exchange, ExchangeOutcome

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from application.capture import CaptureOverrides
-from application.envoy_front import EnvoyOverrides, envoy_config_text, envoy_settings
+from shadoweval.application.capture import CaptureOverrides
+from shadoweval.application.envoy_front import EnvoyOverrides, envoy_config_text, envoy_settings
 from shadoweval.errors import ConfigError
 
 

@@ -19,8 +19,8 @@ import pytest
 from shadoweval.capture_log import read_capture_log
 from shadoweval.config import CaptureSettings
 from shadoweval.records import Exchange, ExchangeOutcome
+from shadoweval.simulation.mock_llm import FaultConfig, FixedLatency, create_app
 from shadoweval.tables import RecordedRow, load_recorded_rows
-from simulation.mock_llm import FaultConfig, FixedLatency, create_app
 from tests.capture.envoy_harness import FrontEndThread
 from tests.capture.upstreams import ServerThread
 from tests.live.harness import SidecarThread

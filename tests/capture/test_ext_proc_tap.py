@@ -12,10 +12,10 @@ from envoy.service.ext_proc.v3 import external_processor_pb2 as pb
 from google.protobuf import struct_pb2
 from prometheus_client import CollectorRegistry
 
-from capture.envoy_config import EXT_PROC_FILTER, EnvoyConfigSpec, render_envoy_config
-from capture.ext_proc import ExtProcMetrics, StreamTap
-from capture.metrics import CaptureMetrics
-from capture.sampling import StickySampler
+from shadoweval.capture.envoy_config import EXT_PROC_FILTER, EnvoyConfigSpec, render_envoy_config
+from shadoweval.capture.ext_proc import ExtProcMetrics, StreamTap
+from shadoweval.capture.metrics import CaptureMetrics
+from shadoweval.capture.sampling import StickySampler
 from shadoweval.config import CaptureSettings
 from shadoweval.errors import ConfigError
 from shadoweval.records import ExchangeOutcome

@@ -1,7 +1,7 @@
 """FileSink: readable capture-log lines with rotation and gzip, drops counted when its
 queue is full, disk errors counted and never raised, stop bounded by its deadline.
 
-A full disk is a real directory behind :class:`simulation.full_disk.FullDisk` (the sink's
+A full disk is a real directory behind :class:`shadoweval.simulation.full_disk.FullDisk` (the sink's
 ``opener`` seam): writes past its size are short, then fail with ``ENOSPC``. What the sink
 counts as produced must be exactly what a reader finds in the files.
 """
@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from capture.metrics import CaptureMetrics
-from capture.sinks.base import ExchangeSink
-from capture.sinks.file import FileSink
+from shadoweval.capture.metrics import CaptureMetrics
+from shadoweval.capture.sinks.base import ExchangeSink
+from shadoweval.capture.sinks.file import FileSink
 from shadoweval.capture_log import read_capture_log
 from shadoweval.config import CaptureSettings
-from simulation.full_disk import FullDisk
+from shadoweval.simulation.full_disk import FullDisk
 from tests.capture.test_oversize import built_of, make_exchange
 from tests.waiting import eventually
 
@@ -207,7 +207,7 @@ async def test_disk_error_logs_are_rate_limited(
     sink = FileSink(
         tmp_path / "log", metrics, opener=disk, error_log_interval_s=10.0, clock=lambda: now[0]
     )
-    caplog.set_level(logging.ERROR, logger="capture.sinks.file")
+    caplog.set_level(logging.ERROR, logger="shadoweval.capture.sinks.file")
     async with sink:
         for i in range(30):
             await sink.write(built_of(make_exchange(i)))

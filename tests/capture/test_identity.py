@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from capture.identity import UNKNOWN_MODEL, fetch_live_model, resolve_identity
+from shadoweval.capture.identity import UNKNOWN_MODEL, fetch_live_model, resolve_identity
 from shadoweval.config import LiveModelSettings
 from shadoweval.records import ModelIdentity
 

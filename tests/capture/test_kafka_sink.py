@@ -20,10 +20,6 @@ from pathlib import Path
 import orjson
 import pytest
 
-from capture.metrics import CaptureMetrics
-from capture.sinks.base import BuiltExchange, ExchangeSink
-from capture.sinks.kafka import KafkaSink, ProducerLike, SinkMode
-from capture.sinks.spool import DiskSpool
 from shadoweval.bus import (
     BusConsumer,
     BusError,
@@ -33,10 +29,14 @@ from shadoweval.bus import (
     ensure_topics,
 )
 from shadoweval.bus.producer import Delivery, OutgoingRecord, RecordTooLargeError
+from shadoweval.capture.metrics import CaptureMetrics
+from shadoweval.capture.sinks.base import BuiltExchange, ExchangeSink
+from shadoweval.capture.sinks.kafka import KafkaSink, ProducerLike, SinkMode
+from shadoweval.capture.sinks.spool import DiskSpool
 from shadoweval.capture_log import read_capture_log
 from shadoweval.config import KafkaSettings, SpoolSettings
 from shadoweval.records import Exchange
-from simulation.full_disk import FullDisk
+from shadoweval.simulation.full_disk import FullDisk
 from tests.capture.test_oversize import built_of, make_exchange
 from tests.kafka_broker import TansuBroker
 from tests.waiting import eventually

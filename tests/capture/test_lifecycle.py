@@ -13,17 +13,17 @@ from pathlib import Path
 import httpx
 import pytest
 
-from capture.builder import ExchangeBuilder
-from capture.envoy_config import EnvoyConfigSpec, find_envoy_binary, render_envoy_config
-from capture.envoy_front import EnvoyFrontEnd
-from capture.envoy_process import EnvoyError, EnvoyProcess
-from capture.metrics import CaptureMetrics
-from capture.pipeline import CapturePipeline
-from capture.proxy import CaptureProxy
-from capture.sampling import StickySampler
-from capture.sidecar import Sidecar
-from capture.sinks.file import FileSink
-from capture.sinks.kafka import KafkaSink
+from shadoweval.capture.builder import ExchangeBuilder
+from shadoweval.capture.envoy_config import EnvoyConfigSpec, find_envoy_binary, render_envoy_config
+from shadoweval.capture.envoy_front import EnvoyFrontEnd
+from shadoweval.capture.envoy_process import EnvoyError, EnvoyProcess
+from shadoweval.capture.metrics import CaptureMetrics
+from shadoweval.capture.pipeline import CapturePipeline
+from shadoweval.capture.proxy import CaptureProxy
+from shadoweval.capture.sampling import StickySampler
+from shadoweval.capture.sidecar import Sidecar
+from shadoweval.capture.sinks.file import FileSink
+from shadoweval.capture.sinks.kafka import KafkaSink
 from shadoweval.config import CaptureSettings, EnvoySettings
 from shadoweval.errors import LifecycleError
 from shadoweval.lifecycle import AsyncLifecycle, Lifecycle, LifecycleState

@@ -12,8 +12,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from capture.sinks.base import BuiltExchange
-from capture.sinks.oversize import OversizeHandler, message_limit_bytes
+from shadoweval.capture.sinks.base import BuiltExchange
+from shadoweval.capture.sinks.oversize import OversizeHandler, message_limit_bytes
 from shadoweval.capture_log import read_capture_log
 from shadoweval.records import (
     Exchange,
@@ -28,7 +28,7 @@ from shadoweval.records import (
     Usage,
     UsageSource,
 )
-from simulation.full_disk import FullDisk
+from shadoweval.simulation.full_disk import FullDisk
 
 
 def make_exchange(

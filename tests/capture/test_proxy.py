@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from capture.headers import HOP_BY_HOP
+from shadoweval.capture.headers import HOP_BY_HOP
 from shadoweval.records import ExchangeOutcome
 from tests.capture.upstreams import (
     CaptureCollector,
@@ -458,9 +458,9 @@ def test_upstream_4xx_5xx_are_passed_not_errors(
 async def test_async_context_manager_starts_and_stops(
     upstream: tuple[ScriptedUpstream, str],
 ) -> None:
-    from capture.metrics import CaptureMetrics
-    from capture.proxy import CaptureProxy
-    from capture.sampling import StickySampler
+    from shadoweval.capture.metrics import CaptureMetrics
+    from shadoweval.capture.proxy import CaptureProxy
+    from shadoweval.capture.sampling import StickySampler
     from shadoweval.config import CaptureSettings
 
     _, up_url = upstream
@@ -485,9 +485,9 @@ async def test_async_context_manager_starts_and_stops(
 
 
 def test_bad_upstream_url_is_a_config_error() -> None:
-    from capture.metrics import CaptureMetrics
-    from capture.proxy import CaptureProxy
-    from capture.sampling import StickySampler
+    from shadoweval.capture.metrics import CaptureMetrics
+    from shadoweval.capture.proxy import CaptureProxy
+    from shadoweval.capture.sampling import StickySampler
     from shadoweval.config import CaptureSettings
     from shadoweval.errors import ConfigError
 
@@ -502,7 +502,7 @@ def test_bad_upstream_url_is_a_config_error() -> None:
 
 
 def test_error_body_is_openai_shaped() -> None:
-    from capture.proxy import upstream_error_body
+    from shadoweval.capture.proxy import upstream_error_body
 
     payload = json.loads(upstream_error_body("connect", "upstream_connect_error"))
     assert set(payload["error"]) == {"message", "type", "param", "code"}
@@ -531,7 +531,7 @@ def test_client_gone_during_request_body_is_not_forwarded(
 
 
 def test_connection_tokens_and_dropped_names() -> None:
-    from capture.headers import connection_tokens, response_headers_for_client
+    from shadoweval.capture.headers import connection_tokens, response_headers_for_client
 
     assert connection_tokens([b"keep-alive, X-Trace ,", b"Upgrade"]) == {
         b"keep-alive",
@@ -556,7 +556,7 @@ def test_connection_tokens_and_dropped_names() -> None:
 
 
 def test_forwarded_headers_kept_from_an_earlier_proxy() -> None:
-    from capture.headers import request_headers_for_upstream
+    from shadoweval.capture.headers import request_headers_for_upstream
 
     out = request_headers_for_upstream(
         [

@@ -23,8 +23,8 @@ import pytest
 from pydantic import BaseModel
 
 from shadoweval.records import ExchangeOutcome
+from shadoweval.simulation.mock_llm import FaultConfig, FixedLatency, create_app
 from shadoweval.tables import RecordedRow, load_recorded_rows
-from simulation.mock_llm import FaultConfig, FixedLatency, create_app
 from tests.capture.upstreams import ProxyHarness, ServerThread, running_proxy
 
 MODEL = "gpt-4o-mock"

@@ -1,6 +1,6 @@
-"""The session router in its own process (:class:`capture.router_process.RouterProcess`):
+"""The session router in its own process (:class:`shadoweval.capture.router_process.RouterProcess`):
 a real spawned child, real gRPC ext_proc calls to it, the split file written with
-:func:`capture.canary_split.write_split`; every wait is on a condition.
+:func:`shadoweval.capture.canary_split.write_split`; every wait is on a condition.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from envoy.service.ext_proc.v3 import external_processor_pb2 as ext_proc_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ext_proc_grpc
 from prometheus_client import CollectorRegistry, generate_latest
 
-from capture.canary_split import ARM_HEADER, WEIGHT_TOTAL, Split, write_split
-from capture.envoy_config import CanarySpec, EnvoyConfigSpec
-from capture.router_process import RouterProcess
-from capture.session_router import stable_bucket
+from shadoweval.capture.canary_split import ARM_HEADER, WEIGHT_TOTAL, Split, write_split
+from shadoweval.capture.envoy_config import CanarySpec, EnvoyConfigSpec
+from shadoweval.capture.router_process import RouterProcess
+from shadoweval.capture.session_router import stable_bucket
 from shadoweval.errors import ConfigError
 from tests.capture.envoy_harness import LoopThread, envoy_binary
 from tests.capture.test_envoy_cli import _cli_env, _free_port, _nice_values, _pid_alive
@@ -225,7 +225,7 @@ def test_the_cli_front_end_runs_the_router_at_its_starting_priority(tmp_path: Pa
     }
     log = tmp_path / "stderr.txt"
     cmd = [
-        sys.executable, "-m", "faces.cli", "capture", "envoy",
+        sys.executable, "-m", "shadoweval.cli", "capture", "envoy",
         "--upstream", "http://127.0.0.1:9", "--port", str(_free_port()),
         "--admin-port", str(admin_port), "--ext-proc-port", "0", "--envoy-admin-port", "0",
         "--capture-dir", str(tmp_path / "capture"),

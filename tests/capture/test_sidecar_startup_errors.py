@@ -16,7 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from application.capture import CaptureOverrides, capture_settings, check_capture_directories
+from shadoweval.application.capture import (
+    CaptureOverrides,
+    capture_settings,
+    check_capture_directories,
+)
 from shadoweval.errors import ConfigError
 
 
@@ -43,7 +47,7 @@ def _serve(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     }
     return subprocess.run(
         [
-            *(sys.executable, "-m", "faces.cli", "capture", "serve"),
+            *(sys.executable, "-m", "shadoweval.cli", "capture", "serve"),
             *("--upstream", "http://127.0.0.1:9", "--host", "127.0.0.1", *args),
         ],
         capture_output=True,

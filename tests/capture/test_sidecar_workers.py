@@ -39,7 +39,7 @@ def test_two_workers_share_the_port_and_both_drain(tmp_path: Path) -> None:
     with ServerThread(app) as upstream, log_path.open("wb") as log:
         proc = subprocess.Popen(
             [
-                sys.executable, "-m", "faces.cli", "capture", "serve",
+                sys.executable, "-m", "shadoweval.cli", "capture", "serve",
                 "--upstream", upstream.url, "--port", str(port),
                 "--admin-port", str(admin_port), "--sink", "file",
                 "--capture-dir", str(capture_dir), "--spool-dir", str(tmp_path / "spool"),
@@ -84,7 +84,7 @@ def test_two_workers_share_the_port_and_both_drain(tmp_path: Path) -> None:
 
 
 def test_worker_settings_share_the_port_and_split_the_rest() -> None:
-    from capture.sidecar import worker_settings
+    from shadoweval.capture.sidecar import worker_settings
     from shadoweval.config import CaptureSettings, SpoolSettings
 
     cap = CaptureSettings(

@@ -1,6 +1,6 @@
 """DiskSpool: FIFO order, the byte bound, a cursor that survives reopening, consumed
 segments deleted, torn or corrupt tails cut off and counted, one process per directory;
-a full disk (:class:`simulation.full_disk.FullDisk` through the ``opener`` seam) neither
+a full disk (:class:`shadoweval.simulation.full_disk.FullDisk` through the ``opener`` seam) neither
 loses the read position nor leaves empty segments."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from capture.sinks.spool import DiskSpool, SpoolError, encode_frame, frame_size
-from simulation.full_disk import FullDisk
+from shadoweval.capture.sinks.spool import DiskSpool, SpoolError, encode_frame, frame_size
+from shadoweval.simulation.full_disk import FullDisk
 
 
 def rec(i: int, size: int = 100) -> tuple[bytes, bytes]:

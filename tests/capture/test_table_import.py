@@ -12,9 +12,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from capture.table_import import import_table, rejected_path_for, row_to_exchange
-from faces.cli import import_cmd
+from shadoweval.capture.table_import import import_table, rejected_path_for, row_to_exchange
 from shadoweval.capture_log import decode_exchange_line, read_capture_log
+from shadoweval.cli import import_cmd
 from shadoweval.errors import ConfigError, TableMappingError
 from shadoweval.llm_protocol import ChatCompletionRequest
 from shadoweval.records import (

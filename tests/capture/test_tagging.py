@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from capture.tagging import TagSource, TaskTagger, rule_matches, valid_task_type
+from shadoweval.capture.tagging import TagSource, TaskTagger, rule_matches, valid_task_type
 from shadoweval.config import TaskTypeRule
 
 CHAT = "/v1/chat/completions"

@@ -17,17 +17,17 @@ import orjson
 import pytest
 from typer.testing import CliRunner, Result
 
-from application.importing import ImportReport, ImportRequest, TableSource, import_table
-from capture.sampling import hash_session_key
-from capture.table_import import CaptureRules, import_rows
-from capture.tagging import TaskTagger
-from faces.cli import app
+from shadoweval.application.importing import ImportReport, ImportRequest, TableSource, import_table
+from shadoweval.capture.sampling import hash_session_key
+from shadoweval.capture.table_import import CaptureRules, import_rows
+from shadoweval.capture.tagging import TaskTagger
 from shadoweval.capture_log import read_capture_log
+from shadoweval.cli import app
 from shadoweval.config import TaskTypeRule
 from shadoweval.records import Exchange
 from shadoweval.serving import BackgroundServer
+from shadoweval.simulation.mock_llm import FaultConfig, TableLatency, create_app
 from shadoweval.tables import load_recorded_rows
-from simulation.mock_llm import FaultConfig, TableLatency, create_app
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tables" / "fixtures" / "traces"
 

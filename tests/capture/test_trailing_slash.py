@@ -15,11 +15,11 @@ import httpx
 import pytest
 from starlette.types import Receive, Scope, Send
 
-from capture.envoy_config import EnvoyConfigSpec, render_envoy_config
-from replay.rewrite import ReplayRequest, build_replay_request
+from shadoweval.capture.envoy_config import EnvoyConfigSpec, render_envoy_config
 from shadoweval.capture_log import read_capture_log
 from shadoweval.config import CaptureSettings
 from shadoweval.records import ExchangeOutcome
+from shadoweval.replay.rewrite import ReplayRequest, build_replay_request
 from shadoweval.routes import normalize_route
 from tests.capture.upstreams import ServerThread
 from tests.live.harness import SidecarThread

@@ -9,7 +9,7 @@
   response carrying hop-by-hop headers), ``break`` (one piece, then the connection drops).
 * :class:`ServerThread` — :class:`~shadoweval.serving.BackgroundServer` with test
   timeouts (the upstreams).
-* :func:`running_proxy` — a :class:`~capture.proxy.CaptureProxy` listening on a real
+* :func:`running_proxy` — a :class:`~shadoweval.capture.proxy.CaptureProxy` listening on a real
   loopback port, on its own event loop in a thread, with a :class:`CaptureCollector` as
   its tee.
 """
@@ -31,10 +31,10 @@ from urllib.parse import parse_qs
 import brotli
 from starlette.types import Receive, Scope, Send
 
-from capture.metrics import CaptureMetrics
-from capture.proxy import CaptureProxy
-from capture.raw import RawCapture
-from capture.sampling import StickySampler
+from shadoweval.capture.metrics import CaptureMetrics
+from shadoweval.capture.proxy import CaptureProxy
+from shadoweval.capture.raw import RawCapture
+from shadoweval.capture.sampling import StickySampler
 from shadoweval.config import CaptureSettings
 from shadoweval.serving import BackgroundServer
 

@@ -10,7 +10,7 @@ import textwrap
 SCRIPT = textwrap.dedent(
     """
     import typer
-    from faces.cli import ShadowEvalGroup
+    from shadoweval.cli import ShadowEvalGroup
 
     app = typer.Typer(cls=ShadowEvalGroup)
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
-from capture.canary_split import read_split
-from faces.cli import app
+from shadoweval.capture.canary_split import read_split
 from shadoweval.capture_log import CaptureLogWriter
+from shadoweval.cli import app
 from shadoweval.storage import Database, Repository
 from tests.storage.factories import BASELINE, CANDIDATE, T0, make_exchange
 

@@ -17,24 +17,24 @@ from pathlib import Path
 import pytest
 import typer
 
-from application.gating import load_gate_policy
-from faces.cli import app
-from faces.cli.render import CI_WIDTH
+from shadoweval.application.gating import load_gate_policy
+from shadoweval.cli import app
+from shadoweval.cli.render import CI_WIDTH
+from shadoweval.simulation import pair_seeding
 from shadoweval.storage import Database, Repository
-from simulation import pair_seeding
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TRUNCATED_OPTION = re.compile(r"--[A-Za-z0-9][\w-]*…")
 
 
 def run_cli(*args: str, columns: int | None = None) -> subprocess.CompletedProcess[str]:
-    """``python -m faces.cli ARGS`` with stdout and stderr piped; ``COLUMNS`` only if given."""
+    """``python -m shadoweval.cli ARGS`` with stdout and stderr piped; ``COLUMNS`` only if given."""
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "TERMINAL_WIDTH", "LINES")}
     env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     if columns is not None:
         env["COLUMNS"] = str(columns)
     return subprocess.run(
-        [sys.executable, "-m", "faces.cli", *args],
+        [sys.executable, "-m", "shadoweval.cli", *args],
         capture_output=True,
         text=True,
         env=env,

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 import typer
 from typer.testing import CliRunner
 
-from faces.cli.db_cmd import register
+from shadoweval.cli.db_cmd import register
 from shadoweval.storage import Database, head_revision
 
 

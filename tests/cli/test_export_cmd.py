@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
-from faces.cli import app
+from shadoweval.cli import app
 from shadoweval.storage import Database, Repository
 from shadoweval.storage.samples import SampleFilter
 from tests.export.changed import judge_pairs

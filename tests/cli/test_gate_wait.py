@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from faces.cli.exit_codes import EXIT_CODES, EXIT_ERROR
-from faces.cli.gate_cmd import parse_duration
-from faces.cli.junit import verdict_junit_xml
+from shadoweval.cli.exit_codes import EXIT_CODES, EXIT_ERROR
+from shadoweval.cli.gate_cmd import parse_duration
+from shadoweval.cli.junit import verdict_junit_xml
 from shadoweval.errors import ConfigError
 from shadoweval.records import (
     POOLED,
@@ -30,9 +30,9 @@ from shadoweval.records import (
     Verdict,
 )
 from shadoweval.serving import BackgroundServer
+from shadoweval.simulation.mock_llm import FaultConfig, TableLatency, create_app
 from shadoweval.storage import Database, PolicyAuditAction, Repository
 from shadoweval.tables import RecordedRow
-from simulation.mock_llm import FaultConfig, TableLatency, create_app
 from tests.cli.test_pipeline_commands import (
     POLICY,
     Workload,

@@ -18,14 +18,14 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
-from faces.cli import app
-from judge import PROMPT_SHA256_BY_FORMAT
+from shadoweval.cli import app
+from shadoweval.judge import PROMPT_SHA256_BY_FORMAT
 from shadoweval.records import HumanLabel, JudgementSource, LabelValue, QualityOutcome
 from shadoweval.serving import BackgroundServer
+from shadoweval.simulation.mock_judge import JudgeFaults, JudgeState, create_judge_app
+from shadoweval.simulation.mock_llm import FaultConfig
+from shadoweval.stats.policy import DEFAULT_POLICY_FILE, load_policy
 from shadoweval.storage import Database, PolicyAuditAction, Repository
-from simulation.mock_judge import JudgeFaults, JudgeState, create_judge_app
-from simulation.mock_llm import FaultConfig
-from stats.policy import DEFAULT_POLICY_FILE, load_policy
 from tests.judge.seed import (
     BASELINE,
     CANDIDATE,

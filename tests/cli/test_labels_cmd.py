@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
-from faces.cli import app
+from shadoweval.cli import app
 from shadoweval.records import POOLED, LabelValue
+from shadoweval.stats.labels import label_summary
 from shadoweval.storage import Database, Repository
-from stats.labels import label_summary
 from tests.export.labelled import REJECTED_REASONS, fill_labels
 from tests.export.seed import RUN_ID, seed_database
 

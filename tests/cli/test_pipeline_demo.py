@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from application.demo import PLANTED, caught_regressions
-from faces.cli import app
+from shadoweval.application.demo import PLANTED, caught_regressions
+from shadoweval.cli import app
 from shadoweval.records import CheckOutcome, Decision, Verdict
 
 
@@ -98,7 +98,7 @@ def test_demo_never_deletes_files_it_did_not_write(tmp_path: Path) -> None:
 
 
 def test_demo_rerun_removes_only_what_it_made(tmp_path: Path) -> None:
-    from application.demo import MARKER, reset_workdir
+    from shadoweval.application.demo import MARKER, reset_workdir
 
     workdir = tmp_path / "w"
     reset_workdir(workdir)

@@ -11,14 +11,14 @@ import orjson
 import sqlalchemy as sa
 from typer.testing import CliRunner
 
-from capture.table_import import import_table
-from faces.cli import app
+from shadoweval.capture.table_import import import_table
 from shadoweval.capture_log import read_capture_log
+from shadoweval.cli import app
 from shadoweval.records import HeaderPair
 from shadoweval.serving import BackgroundServer
+from shadoweval.simulation.mock_llm import FaultConfig, TableLatency, create_app
+from shadoweval.simulation.workload import DEMO_MAPPING, WorkloadSpec, write_workload
 from shadoweval.tables import TableMapping, load_recorded_rows
-from simulation.mock_llm import FaultConfig, TableLatency, create_app
-from simulation.workload import DEMO_MAPPING, WorkloadSpec, write_workload
 
 CANARY = "sk-live-CANARY0123456789abcdef"
 COOKIE = "CANARYCOOKIE42"

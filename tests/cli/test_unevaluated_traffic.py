@@ -20,15 +20,15 @@ import orjson
 import pytest
 from typer.testing import CliRunner, Result
 
-from capture.table_import import import_table
-from faces.cli import app
-from faces.cli.exit_codes import EXIT_CODES
+from shadoweval.capture.table_import import import_table
 from shadoweval.capture_log import CaptureLogWriter, read_capture_log
+from shadoweval.cli import app
+from shadoweval.cli.exit_codes import EXIT_CODES
 from shadoweval.records import Decision, RequestRecord, Verdict
 from shadoweval.serving import BackgroundServer
+from shadoweval.simulation.mock_llm import FaultConfig, TableLatency, create_app
+from shadoweval.simulation.workload import DEMO_MAPPING, TASK_TYPES, WorkloadSpec, write_workload
 from shadoweval.tables import RecordedRow, TableMapping, load_recorded_rows
-from simulation.mock_llm import FaultConfig, TableLatency, create_app
-from simulation.workload import DEMO_MAPPING, TASK_TYPES, WorkloadSpec, write_workload
 
 PER_TASK_TYPE = 40
 COMPLETIONS = 8

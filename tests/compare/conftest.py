@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from compare.encoders import MiniLMEncoder
+from shadoweval.compare.encoders import MiniLMEncoder
 
 ALPACA_PAIRS = (
     ("Meta-Llama-3-8B-Instruct", "Meta-Llama-3.1-8B-Instruct-Turbo"),

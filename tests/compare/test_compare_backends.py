@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from compare.backends import cpu_flags, ensure_onnx_export
-from compare.encoders import MiniLMEncoder
-from faces.cli import app
+from shadoweval.cli import app
+from shadoweval.compare.backends import cpu_flags, ensure_onnx_export
+from shadoweval.compare.encoders import MiniLMEncoder
 from shadoweval.storage import Database, Repository
 from tests.compare.test_compare_worker_cache import seed
 

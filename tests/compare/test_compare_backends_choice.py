@@ -15,9 +15,10 @@ import pydantic
 import pytest
 from typer.testing import CliRunner
 
-from application.scoring import make_encoder
-from compare import backends
-from compare.backends import (
+from shadoweval.application.scoring import make_encoder
+from shadoweval.cli import app
+from shadoweval.compare import backends
+from shadoweval.compare.backends import (
     BackendMeasurement,
     candidate_backends,
     check_backend,
@@ -25,7 +26,6 @@ from compare.backends import (
     pick_backend,
     sample_texts,
 )
-from faces.cli import app
 from shadoweval.config import CompareSettings, load_settings
 from shadoweval.errors import ConfigError
 
@@ -144,7 +144,7 @@ def test_bf16_is_refused_on_a_cpu_without_native_bf16() -> None:
 
 
 def test_bf16_refusal_reaches_the_encoder() -> None:
-    from compare.encoders import MiniLMEncoder
+    from shadoweval.compare.encoders import MiniLMEncoder
 
     with pytest.raises(ConfigError, match="native bf16"):
         MiniLMEncoder(backend="torch-bf16", cpu_flags=NO_BF16)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from compare.chunking import Tokenized, split_to_fit
+from shadoweval.compare.chunking import Tokenized, split_to_fit
 
 _WORD = re.compile(r"\S+")
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from compare.encoders import HashingEncoder
-from compare.worker import CompareReport, follow_compare, shard_of
+from shadoweval.compare.encoders import HashingEncoder
+from shadoweval.compare.worker import CompareReport, follow_compare, shard_of
 from shadoweval.records import ReplayTarget
 from shadoweval.storage import WORK_BUCKETS, Database, Repository, WorkLocks
 from tests.compare.test_compare_worker import POISON, PoisonedEncoder
@@ -162,7 +162,7 @@ class FollowWorker:
         self.stderr_path = log_dir / f"{name}.err"
         env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "SHADOWEVAL_DATABASE__URL": url}
         command = [
-            sys.executable, "-m", "faces.cli", "compare", "run", "--run-id", run_id,
+            sys.executable, "-m", "shadoweval.cli", "compare", "run", "--run-id", run_id,
             "--encoder", "hashing", "--follow", "--poll-interval-s", "0.1", *extra,
         ]  # fmt: skip
         with self.stdout_path.open("wb") as out, self.stderr_path.open("wb") as err:
@@ -407,7 +407,7 @@ def test_a_pair_sampled_for_a_baseline_repeat_waits_for_the_repeat(repo: Reposit
 
 
 def test_follow_stored_run_reads_the_runs_replica_sample(repo: Repository) -> None:
-    from application.scoring import ScoringOptions, follow_stored_run
+    from shadoweval.application.scoring import ScoringOptions, follow_stored_run
 
     run_id = repo.create_run(
         name="follow", baseline=BASELINE, candidate=CANDIDATE, policy_hash="0" * 64,
@@ -432,7 +432,7 @@ def test_follow_stored_run_reads_the_runs_replica_sample(repo: Repository) -> No
 def test_a_follow_worker_started_before_its_run_waits_for_it(repo: Repository) -> None:
     """Compose and Kubernetes start compare workers beside the replay workers: the run is
     created by the first replay worker later, and the compare worker must not crash-loop."""
-    from application.scoring import ScoringOptions, follow_stored_run
+    from shadoweval.application.scoring import ScoringOptions, follow_stored_run
 
     stop = threading.Event()
     result: list[CompareReport] = []
@@ -459,7 +459,7 @@ def test_a_follow_worker_started_before_its_run_waits_for_it(repo: Repository) -
 
 
 def test_a_run_that_never_appears_is_reported_after_the_idle_time(repo: Repository) -> None:
-    from application.scoring import ScoringOptions, follow_stored_run
+    from shadoweval.application.scoring import ScoringOptions, follow_stored_run
     from shadoweval.errors import ShadowEvalError
 
     with pytest.raises(ShadowEvalError, match="run 'absent' not found"):

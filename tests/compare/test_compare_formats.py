@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from compare.formats import extract_json, json_format_flags, strip_json_fence
-from compare.json_parse import parse_json
+from shadoweval.compare.formats import extract_json, json_format_flags, strip_json_fence
+from shadoweval.compare.json_parse import parse_json
 
 SCHEMA_MYFIELD = {
     "type": "object",

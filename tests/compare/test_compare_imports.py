@@ -8,7 +8,8 @@ import sys
 
 def test_import_does_not_load_torch() -> None:
     code = (
-        "import sys, compare, compare.pair, compare.similarity, compare.encoders\n"
+        "import sys, shadoweval.compare, shadoweval.compare.pair, shadoweval.compare.similarity\n"
+        "import shadoweval.compare.encoders\n"
         "heavy = sorted(m for m in ('torch', 'sentence_transformers', 'transformers')"
         " if m in sys.modules)\n"
         "print(','.join(heavy))\n"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from compare.leakage import TEMPLATE_MARKERS, template_leaks
+from shadoweval.compare.leakage import TEMPLATE_MARKERS, template_leaks
 
 
 def test_markers_are_sorted_unique_strings() -> None:

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from application.scoring import make_encoder
-from compare.encoders import MiniLMEncoder
+from shadoweval.application.scoring import make_encoder
+from shadoweval.compare.encoders import MiniLMEncoder
 from shadoweval.config import CompareSettings, Settings
 from shadoweval.errors import ConfigError
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from compare.encoders import HashingEncoder
-from compare.leakage import template_leaks
-from compare.pair import PairInput, request_view, score_pairs, side_text
+from shadoweval.compare.encoders import HashingEncoder
+from shadoweval.compare.leakage import template_leaks
+from shadoweval.compare.pair import PairInput, request_view, score_pairs, side_text
 from shadoweval.records import (
     Exchange,
     ExchangeOutcome,

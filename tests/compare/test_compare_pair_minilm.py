@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from compare.encoders import MiniLMEncoder
-from compare.pair import PairInput, score_pairs
+from shadoweval.compare.encoders import MiniLMEncoder
+from shadoweval.compare.pair import PairInput, score_pairs
 from shadoweval.records import (
     Exchange,
     ModelIdentity,

@@ -2,7 +2,7 @@
 
 Real parts end to end: the builder turns recorded SSE bytes (reasoning, then content; an
 ``X-Cache: HIT`` header) into the live Exchange, the replay client reads a candidate's
-stream through an ``httpx.MockTransport`` seam, :func:`compare.pair.score_pairs` pairs
+stream through an ``httpx.MockTransport`` seam, :func:`shadoweval.compare.pair.score_pairs` pairs
 them, and the gate's frame and verdict count the cached pair.
 """
 
@@ -14,10 +14,8 @@ import httpx
 import orjson
 import pytest
 
-from compare.encoders import HashingEncoder
-from compare.pair import PairInput, score_pairs
-from replay.client import CandidateClient
-from replay.rewrite import ReplayRequest, build_replay_request
+from shadoweval.compare.encoders import HashingEncoder
+from shadoweval.compare.pair import PairInput, score_pairs
 from shadoweval.records import (
     Coverage,
     Exchange,
@@ -27,9 +25,11 @@ from shadoweval.records import (
     Timings,
     TimingSource,
 )
-from stats.frame import pairs_frame
-from stats.gate import evaluate_gate
-from stats.policy import GatePolicy
+from shadoweval.replay.client import CandidateClient
+from shadoweval.replay.rewrite import ReplayRequest, build_replay_request
+from shadoweval.stats.frame import pairs_frame
+from shadoweval.stats.gate import evaluate_gate
+from shadoweval.stats.policy import GatePolicy
 from tests.capture.test_builder import builder, exchange_of, make_raw, split_events
 from tests.capture.test_builder_timing import reasoning_events
 

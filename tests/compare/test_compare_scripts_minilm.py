@@ -12,8 +12,8 @@ import json
 
 import pytest
 
-from compare.encoders import MiniLMEncoder
-from compare.pair import PairInput, score_pairs
+from shadoweval.compare.encoders import MiniLMEncoder
+from shadoweval.compare.pair import PairInput, score_pairs
 from shadoweval.config import CompareSettings
 from shadoweval.records import (
     Coverage,
@@ -24,9 +24,9 @@ from shadoweval.records import (
     RequestRecord,
     ResponseRecord,
 )
-from stats.frame import pairs_frame
-from stats.gate import evaluate_gate
-from stats.policy import GatePolicy
+from shadoweval.stats.frame import pairs_frame
+from shadoweval.stats.gate import evaluate_gate
+from shadoweval.stats.policy import GatePolicy
 
 pytestmark = pytest.mark.model
 

@@ -8,8 +8,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from compare.encoders import Encoder, HashingEncoder
-from compare.similarity import METHOD, embed_texts, pairwise_similarity
+from shadoweval.compare.encoders import Encoder, HashingEncoder
+from shadoweval.compare.similarity import METHOD, embed_texts, pairwise_similarity
 
 
 class CountingEncoder:

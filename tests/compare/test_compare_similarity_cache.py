@@ -13,8 +13,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from compare.encoders import HashingEncoder
-from compare.similarity import (
+from shadoweval.compare.encoders import HashingEncoder
+from shadoweval.compare.similarity import (
     EmbeddingCache,
     TextEmbedding,
     embed_texts,

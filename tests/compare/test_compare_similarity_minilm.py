@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import tokenizers
 
-from compare.encoders import Encoder, MiniLMEncoder
-from compare.similarity import embed_texts, pairwise_similarity
+from shadoweval.compare.encoders import Encoder, MiniLMEncoder
+from shadoweval.compare.similarity import embed_texts, pairwise_similarity
 from shadoweval.errors import ConfigError
 
 pytestmark = pytest.mark.model

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from compare.tool_calls import tool_call_flags
+from shadoweval.compare.tool_calls import tool_call_flags
 from shadoweval.llm_protocol.models import ToolDefinition
 from shadoweval.records import ToolCall
 

@@ -10,8 +10,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from compare.encoders import HashingEncoder
-from compare.worker import run_compare
+from shadoweval.compare.encoders import HashingEncoder
+from shadoweval.compare.worker import run_compare
 from shadoweval.storage import Database, Repository
 from tests.storage.factories import BASELINE, CANDIDATE, make_exchange, make_outcome
 

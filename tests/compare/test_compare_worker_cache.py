@@ -11,9 +11,13 @@ from typing import Any
 
 import pytest
 
-from application.scoring import ScoringOptions, score_stored_run_in_processes, split_ranges
-from compare.encoders import HashingEncoder, MiniLMEncoder
-from compare.worker import run_compare, shard_of
+from shadoweval.application.scoring import (
+    ScoringOptions,
+    score_stored_run_in_processes,
+    split_ranges,
+)
+from shadoweval.compare.encoders import HashingEncoder, MiniLMEncoder
+from shadoweval.compare.worker import run_compare, shard_of
 from shadoweval.errors import ConfigError, ShadowEvalError
 from shadoweval.records import PairScore
 from shadoweval.storage import Repository

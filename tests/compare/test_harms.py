@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from compare.harms import (
+from shadoweval.compare.harms import (
     DEFAULT_REFUSAL_PATTERNS,
     DEGENERATION_MIN_CHARS,
     REFUSAL_WINDOW_CHARS,
@@ -544,7 +544,9 @@ def test_order_changed_unless_order_free() -> None:
 def test_refusal_patterns_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     from shadoweval.config import load_settings
 
-    assert load_settings().compare.refusal_patterns is None  # the defaults of compare.harms
+    assert (
+        load_settings().compare.refusal_patterns is None
+    )  # the defaults of shadoweval.compare.harms
     monkeypatch.setenv("SHADOWEVAL_COMPARE__REFUSAL_PATTERNS", json.dumps([r"\bnope\b"]))
     patterns = load_settings().compare.refusal_patterns
     assert patterns == (r"\bnope\b",)

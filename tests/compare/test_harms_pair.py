@@ -1,4 +1,5 @@
-"""The direction fields of PairScore filled at scoring time (compare.pair + compare.harms).
+"""The direction fields of PairScore filled at scoring time (shadoweval.compare.pair +
+shadoweval.compare.harms).
 
 Harms per side, tool changes, output chars, sampled and noise_identical, from hand-built
 exchanges and replays (the builders of test_compare_pair).
@@ -10,7 +11,7 @@ import json
 
 import pytest
 
-from compare.pair import PairInput, request_view, score_pairs, side_text
+from shadoweval.compare.pair import PairInput, request_view, score_pairs, side_text
 from shadoweval.errors import ConfigError
 from shadoweval.records import (
     ExchangeOutcome,

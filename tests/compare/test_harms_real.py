@@ -1,7 +1,7 @@
 """The harm detectors and tool changes on the real files in ../shared/data (read, never copied).
 
 The per-file counts pinned here are the flag rates reported for the detectors
-(``compare.harms`` module docstring, docs/real-data.md): a change to a threshold or a
+(``shadoweval.compare.harms`` module docstring, docs/real-data.md): a change to a threshold or a
 pattern shows up here first.
 """
 
@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 
-from compare.encoders import HashingEncoder
-from compare.harms import (
+from shadoweval.compare.encoders import HashingEncoder
+from shadoweval.compare.harms import (
     compile_refusal_patterns,
     is_degenerate,
     is_language_switch,
     is_refusal,
     tool_changes,
 )
-from compare.pair import PairInput, score_pairs
+from shadoweval.compare.pair import PairInput, score_pairs
 from shadoweval.records import (
     Exchange,
     FinishReason,

@@ -1,10 +1,10 @@
-"""compare.live_side: one live answer judged alone with the pair scorer's side rules."""
+"""shadoweval.compare.live_side: one live answer judged alone with the pair scorer's side rules."""
 
 from __future__ import annotations
 
 import json
 
-from compare.live_side import live_side_facts
+from shadoweval.compare.live_side import live_side_facts
 from shadoweval.records import ExchangeOutcome, HarmKind, Timings, TimingSource
 from tests.compare.test_compare_pair import (
     ANSWER_SCHEMA,

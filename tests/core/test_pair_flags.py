@@ -17,7 +17,7 @@ from shadoweval.pair_flags import (
     pair_flags,
 )
 from shadoweval.records import FinishReason, FormatFlags, PairScore, ToolCallFlags
-from stats.frame import format_ok as gate_format_ok
+from shadoweval.stats.frame import format_ok as gate_format_ok
 
 T0 = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 PARSES = FormatFlags(strict=False, fence_stripped=True, extracted=True)

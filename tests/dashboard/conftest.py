@@ -19,8 +19,8 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from application.gating import gate_run, load_gate_policy
-from faces.cli.dashboard_cmd import DATABASE_URL_ENV, app_path
+from shadoweval.application.gating import gate_run, load_gate_policy
+from shadoweval.cli.dashboard_cmd import DATABASE_URL_ENV, app_path
 from shadoweval.records import (
     HumanLabel,
     JudgementSource,
@@ -28,12 +28,12 @@ from shadoweval.records import (
     PairJudgement,
     QualityOutcome,
 )
+from shadoweval.simulation import pair_seeding
+from shadoweval.simulation.pair_seeding import T0, add_labels
+from shadoweval.stats.change import classify_changes
+from shadoweval.stats.frame import pairs_frame
+from shadoweval.stats.policy import parse_policy_yaml
 from shadoweval.storage import Database, Repository, RunInfo
-from simulation import pair_seeding
-from simulation.pair_seeding import T0, add_labels
-from stats.change import classify_changes
-from stats.frame import pairs_frame
-from stats.policy import parse_policy_yaml
 
 GATE_COMMAND = "shadow-eval gate"
 """The command recorded with the seeded run's verdict (as ``shadow-eval gate`` records it)."""
@@ -58,7 +58,7 @@ class Seeded:
 
 
 def seed_run(repo: Repository, **options: Any) -> RunInfo:
-    """:func:`simulation.pair_seeding.seed_run` frozen with the default gate policy."""
+    """:func:`shadoweval.simulation.pair_seeding.seed_run` frozen with the default gate policy."""
     _, policy_yaml, policy_hash = load_gate_policy(None)
     return pair_seeding.seed_run(repo, policy_yaml=policy_yaml, policy_hash=policy_hash, **options)
 
@@ -151,10 +151,10 @@ def add_judgements(repo: Repository, run: RunInfo) -> list[PairJudgement]:
 def seed_database(
     url: str, *, labels: bool = True, gated: bool = True, judged: bool = True
 ) -> Seeded:
-    """Upgrade ``url``, seed :data:`~simulation.pair_seeding.TASK_MIX`, gate, label and
+    """Upgrade ``url``, seed :data:`~shadoweval.simulation.pair_seeding.TASK_MIX`, gate, label and
     judge it.
 
-    Gated as ``shadow-eval gate`` gates (:func:`application.gating.gate_run`), before the
+    Gated as ``shadow-eval gate`` gates (:func:`shadoweval.application.gating.gate_run`), before the
     labels and judgements are stored.
     """
     db = Database(url)

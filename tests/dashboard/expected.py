@@ -1,7 +1,7 @@
 """What the dashboard must show, computed straight from storage and the stats module.
 
 Nothing here imports the dashboard's views: each expectation is built from
-:class:`~shadoweval.storage.Repository` reads and :mod:`stats` (the pairs frame, the
+:class:`~shadoweval.storage.Repository` reads and :mod:`shadoweval.stats` (the pairs frame, the
 summary, the label summary) or written out in plain Python, so a test compares the app's
 numbers with an independent computation.
 """
@@ -16,10 +16,10 @@ import pandas as pd
 from streamlit.testing.v1 import AppTest
 
 from shadoweval.records import PairScore
+from shadoweval.stats.checks import infra_pairs
+from shadoweval.stats.frame import pairs_frame
+from shadoweval.stats.policy import parse_policy_yaml
 from shadoweval.storage import Repository
-from stats.checks import infra_pairs
-from stats.frame import pairs_frame
-from stats.policy import parse_policy_yaml
 
 _ESCAPED = re.compile(r"\\(.)")
 NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
@@ -48,7 +48,7 @@ def rows_by(frame: pd.DataFrame, *keys: str) -> dict[tuple[Any, ...], dict[str, 
 
 
 def pairs_of(repo: Repository, run_id: str) -> pd.DataFrame:
-    """:func:`stats.frame.pairs_frame` of the run under its frozen policy."""
+    """:func:`shadoweval.stats.frame.pairs_frame` of the run under its frozen policy."""
     run = repo.get_run(run_id)
     assert run is not None
     return pairs_frame(repo.load_pair_scores(run_id), parse_policy_yaml(run.policy_yaml))
@@ -56,7 +56,7 @@ def pairs_of(repo: Repository, run_id: str) -> pd.DataFrame:
 
 def summary_latency_rows(pairs: pd.DataFrame) -> pd.DataFrame:
     """The summary's latency selection, written out: no infra error, no failed side, no
-    warm-up (``stats.summary._quantile_ratio``)."""
+    warm-up (``shadoweval.stats.summary._quantile_ratio``)."""
     rows = pairs[~infra_pairs(pairs)]
     ok = ~(rows["baseline_fail"] | rows["candidate_fail"] | rows["candidate_warmup"])
     return rows[ok]
@@ -98,8 +98,8 @@ def direction_expected(repo: Repository, run_id: str) -> dict[str, dict[str, Any
     judgement; a pair whose judgements all failed is ``failed``.
     """
     from shadoweval.records import POOLED
-    from stats.change import classify_changes
-    from stats.net_harm import estimate_net_harm, pooled_strata
+    from shadoweval.stats.change import classify_changes
+    from shadoweval.stats.net_harm import estimate_net_harm, pooled_strata
 
     run = repo.get_run(run_id)
     assert run is not None

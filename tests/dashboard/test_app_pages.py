@@ -22,8 +22,8 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from faces.dashboard.banner import NO_VERDICT
-from faces.dashboard.coverage_view import TASK_TYPE_COLUMNS, route_table, task_type_table
+from shadoweval.dashboard.banner import NO_VERDICT
+from shadoweval.dashboard.coverage_view import TASK_TYPE_COLUMNS, route_table, task_type_table
 from shadoweval.pair_flags import PairFlag, pair_flags
 from shadoweval.records import (
     POOLED,
@@ -39,12 +39,12 @@ from shadoweval.records import (
     ReplayPass,
     RouteCoverage,
 )
+from shadoweval.simulation.pair_seeding import SECRET_EMAIL, SECRET_KEY, TASK_MIX
+from shadoweval.stats.change import classify_changes
+from shadoweval.stats.labels import label_summary
+from shadoweval.stats.policy import parse_policy_yaml
+from shadoweval.stats.summary import task_type_summary
 from shadoweval.storage.samples import SampleFilter
-from simulation.pair_seeding import SECRET_EMAIL, SECRET_KEY, TASK_MIX
-from stats.change import classify_changes
-from stats.labels import label_summary
-from stats.policy import parse_policy_yaml
-from stats.summary import task_type_summary
 
 from .conftest import APP_TIMEOUT_S, Seeded, page_path, seed_database
 from .expected import (
@@ -329,7 +329,7 @@ def test_overview_names_a_route_that_was_not_evaluated_and_a_replay_shortfall(
 def test_run_picker_switches_every_page_to_the_picked_run(tmp_path, open_app: OpenApp) -> None:
     from datetime import timedelta
 
-    from simulation.pair_seeding import T0
+    from shadoweval.simulation.pair_seeding import T0
 
     from .conftest import seed_run
 
@@ -607,7 +607,7 @@ def test_history_shows_verdicts_policy_and_audit_log(seeded: Seeded, open_app: O
 
 def _open_at(url: str, monkeypatch: pytest.MonkeyPatch, run: str | None) -> AppTest:
     """The app opened at ``?run=<run>`` (no parameter for ``None``)."""
-    from faces.cli.dashboard_cmd import DATABASE_URL_ENV, app_path
+    from shadoweval.cli.dashboard_cmd import DATABASE_URL_ENV, app_path
 
     monkeypatch.setenv(DATABASE_URL_ENV, url)
     app = AppTest.from_file(str(app_path()), default_timeout=APP_TIMEOUT_S)
@@ -621,7 +621,7 @@ def test_unknown_run_in_the_address_is_an_error_not_another_run(
 ) -> None:
     from datetime import timedelta
 
-    from simulation.pair_seeding import T0
+    from shadoweval.simulation.pair_seeding import T0
 
     from .conftest import seed_run
 
@@ -727,8 +727,8 @@ def _shown_texts(app: AppTest) -> list[str]:
 
 
 def test_samples_and_divergence_show_stored_texts_redacted(tmp_path, open_app: OpenApp) -> None:
+    from shadoweval.simulation.pair_seeding import add_secret_pair
     from shadoweval.storage import Database, Repository
-    from simulation.pair_seeding import add_secret_pair
 
     from .conftest import seed_run
 

@@ -50,7 +50,7 @@ def _command() -> list[str]:
     script = Path(sys.executable).with_name("shadow-eval")
     if script.is_file():
         return [str(script)]
-    return [sys.executable, "-m", "faces.cli"]
+    return [sys.executable, "-m", "shadoweval.cli"]
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from application.canary import canary_view, rollback_canary, share_timeline
+from shadoweval.application.canary import canary_view, rollback_canary, share_timeline
 from shadoweval.errors import ConfigError
 from shadoweval.storage import CanaryInfo, Database, Repository
 from tests.canary_seed import VERDICT, make_run, split_spec, two_step_canary

@@ -13,16 +13,16 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from faces.cli import app
-from faces.cli.dashboard_cmd import (
+from shadoweval.cli import app
+from shadoweval.cli.dashboard_cmd import (
     DATABASE_URL_ENV,
     app_path,
     check_port,
     dashboard_env,
     streamlit_argv,
 )
-from faces.cli.exit_codes import EXIT_ERROR
-from faces.dashboard.context import DATABASE_URL_ENV as APP_ENV
+from shadoweval.cli.exit_codes import EXIT_ERROR
+from shadoweval.dashboard.context import DATABASE_URL_ENV as APP_ENV
 from shadoweval.errors import ConfigError
 from shadoweval.storage import Database
 

@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import pandas as pd
 
-from application.run_views import PairsCache, direction_of, direction_summary, task_summary
-from faces.dashboard.overview_table import direction_view, overview_table
+from shadoweval.application.run_views import (
+    PairsCache,
+    direction_of,
+    direction_summary,
+    task_summary,
+)
+from shadoweval.dashboard.overview_table import direction_view, overview_table
 from shadoweval.records import HarmKind
-from stats.frame import pairs_frame
-from stats.policy import parse_policy_yaml
-from stats.summary import task_type_summary
+from shadoweval.stats.frame import pairs_frame
+from shadoweval.stats.policy import parse_policy_yaml
+from shadoweval.stats.summary import task_type_summary
 
 from .conftest import Seeded
 

@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 from sqlalchemy import text
 
-from application.run_views import PairsCache
-from stats.frame import pairs_frame
-from stats.policy import parse_policy_yaml
+from shadoweval.application.run_views import PairsCache
+from shadoweval.stats.frame import pairs_frame
+from shadoweval.stats.policy import parse_policy_yaml
 
 from .conftest import seed_database
 

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from application.labels import make_label
-from application.run_views import (
+from shadoweval.application.labels import make_label
+from shadoweval.application.run_views import (
     DIRECTION_COLUMNS,
     JudgedPair,
     JudgedPairsPage,
@@ -21,26 +21,26 @@ from application.run_views import (
     policy_integrity,
     redact_judgement,
 )
-from application.samples import redact_sample
-from faces.dashboard.banner import NO_VERDICT, verdict_banner
-from faces.dashboard.check_cells import OUTCOME_CSS, check_cell, checks_table
-from faces.dashboard.context import initial_run, run_label
-from faces.dashboard.divergence_view import (
+from shadoweval.application.samples import redact_sample
+from shadoweval.dashboard.banner import NO_VERDICT, verdict_banner
+from shadoweval.dashboard.check_cells import OUTCOME_CSS, check_cell, checks_table
+from shadoweval.dashboard.context import initial_run, run_label
+from shadoweval.dashboard.divergence_view import (
     SERIES,
     SERIES_COLOURS,
     histogram_chart,
     histogram_edges,
     similarity_histogram,
 )
-from faces.dashboard.formatting import count_noun, md_escape, plural
-from faces.dashboard.judged_view import JUDGED_COLUMNS, judged_table, vote_cell
-from faces.dashboard.latency_view import (
+from shadoweval.dashboard.formatting import count_noun, md_escape, plural
+from shadoweval.dashboard.judged_view import JUDGED_COLUMNS, judged_table, vote_cell
+from shadoweval.dashboard.latency_view import (
     CURVE_QUANTILES,
     default_task_type,
     latency_table,
     quantile_curves,
 )
-from faces.dashboard.overview_table import (
+from shadoweval.dashboard.overview_table import (
     CHECK_COLUMNS,
     DIRECTION_VIEW_COLUMNS,
     checks_heading,
@@ -52,9 +52,9 @@ from faces.dashboard.overview_table import (
     style_direction_view,
     style_overview_table,
 )
-from faces.dashboard.paging import CursorStack, filter_key
-from faces.dashboard.redaction import redactor
-from faces.dashboard.word_diff import MAX_DIFF_TOKENS, word_diff
+from shadoweval.dashboard.paging import CursorStack, filter_key
+from shadoweval.dashboard.redaction import redactor
+from shadoweval.dashboard.word_diff import MAX_DIFF_TOKENS, word_diff
 from shadoweval.errors import ConfigError
 from shadoweval.records import (
     POOLED,
@@ -70,9 +70,9 @@ from shadoweval.records import (
     QualityOutcome,
     Verdict,
 )
+from shadoweval.stats.net_harm import estimate_net_harm
+from shadoweval.stats.summary import task_type_summary
 from shadoweval.storage.samples import Sample, SampleCursor, SampleFilter
-from stats.net_harm import estimate_net_harm
-from stats.summary import task_type_summary
 from tests.storage.factories import make_verdict
 
 from .conftest import Seeded
@@ -491,7 +491,7 @@ def test_policy_integrity_rehashes_the_frozen_yaml(seeded: Seeded) -> None:
 
 
 def test_history_timeline_counts_outcomes() -> None:
-    from faces.dashboard.history_view import verdict_timeline
+    from shadoweval.dashboard.history_view import verdict_timeline
     from shadoweval.storage import VerdictEntry
 
     verdict = make_verdict("r", decided_at=datetime(2025, 1, 1, tzinfo=UTC))

@@ -56,7 +56,7 @@ def command_line(argv: Sequence[str]) -> dict[str, Any]:
         AssertionError: no such command, an unknown flag, a bad value or a missing file;
             the message names the command line and what the CLI said.
     """
-    from faces.cli import app
+    from shadoweval.cli import app
 
     group: Any = typer.main.get_command(app)
     args = [_repo_path(a) for a in argv]

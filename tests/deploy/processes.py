@@ -36,13 +36,14 @@ def cli_env(extra: Mapping[str, str]) -> dict[str, str]:
 
 
 class Service:
-    """One ``python -m faces.cli ...`` child: stdout to ``<name>.out``, stderr to ``<name>.log``."""
+    """One ``python -m shadoweval.cli ...`` child: stdout to ``<name>.out``, stderr to
+    ``<name>.log``."""
 
     def __init__(
         self, name: str, args: Sequence[str], env: Mapping[str, str], log_dir: Path
     ) -> None:
         self.name = name
-        self.args = [sys.executable, "-m", "faces.cli", *args]
+        self.args = [sys.executable, "-m", "shadoweval.cli", *args]
         self.env = dict(env)
         self.log_path = log_dir / f"{name}.log"
         self.stdout_path = log_dir / f"{name}.out"

@@ -226,6 +226,11 @@ def test_the_dockerfile_ships_every_package_and_runs_the_cli() -> None:
     packages = _project()["tool"]["setuptools"]["packages"]["find"]["include"]
     for pattern in packages:
         assert pattern.rstrip("*") in copied, f"the image would miss package {pattern}"
+    linked = [p for p in (REPO / "shadoweval").iterdir() if p.is_symlink()]
+    assert linked, "shadoweval/ links no stage folder"
+    for link in linked:
+        target = link.resolve().relative_to(REPO).as_posix()
+        assert target in copied, f"the image would miss {target} (linked as {link.name})"
     ignored = {
         line.strip()
         for line in (REPO / ".dockerignore").read_text(encoding="utf-8").splitlines()

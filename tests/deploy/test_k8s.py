@@ -168,7 +168,7 @@ def test_termination_grace_comes_from_ttft_and_tpot_p99(shared_data: Path) -> No
 def test_replay_workers_scale_on_their_consumer_groups_lag() -> None:
     replay = _named("Deployment", "replay")
     args = replay["spec"]["template"]["spec"]["containers"][0]["args"]
-    group = f"shadoweval-replay.{_flag(args, '--run-id')}"  # application/replaying.py
+    group = f"shadoweval-replay.{_flag(args, '--run-id')}"  # shadoweval/application/replaying.py
     topic = _flag(args, "--source").rsplit("/", 1)[1]
     partitions = int(_kind("ConfigMap")[0]["data"]["SHADOWEVAL_KAFKA__PARTITIONS"])
     hpa = _named("HorizontalPodAutoscaler", "replay")

@@ -13,8 +13,8 @@ from typing import Any
 import pandas as pd
 import pyarrow.parquet as pq
 
-from export import EXPORT_COLUMNS
-from export.writer import escape_formula
+from shadoweval.export import EXPORT_COLUMNS
+from shadoweval.export.writer import escape_formula
 from shadoweval.storage.samples import Sample
 
 

@@ -14,10 +14,10 @@ import pytest
 from pydantic import SecretStr
 from typer.testing import CliRunner
 
-from application.redaction import body_redaction
-from export import ExportRedaction, build_export, export_archive, make_request
-from faces.api import create_app
-from faces.cli import app as cli_app
+from shadoweval.api import create_app
+from shadoweval.application.redaction import body_redaction
+from shadoweval.cli import app as cli_app
+from shadoweval.export import ExportRedaction, build_export, export_archive, make_request
 from shadoweval.records import Verdict
 from shadoweval.storage import Database, Repository, RunInfo
 from tests.export.readback import unzip

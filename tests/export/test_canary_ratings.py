@@ -1,4 +1,5 @@
-"""export.canary_ratings: a ratings file → ratings, every bad row kept with its reason."""
+"""shadoweval.export.canary_ratings: a ratings file → ratings, every bad row kept with its
+reason."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import orjson
 import pandas as pd
 import pytest
 
-from export.canary_ratings import read_canary_ratings
 from shadoweval.errors import ConfigError
+from shadoweval.export.canary_ratings import read_canary_ratings
 
 AT = datetime(2026, 12, 1, tzinfo=UTC)
 OBSERVED = frozenset({"ex-1", "ex-2", "ex-3"})

@@ -6,7 +6,7 @@ rewritten to be unchanged and pairs are judged by every source
 (:func:`tests.export.changed.judge_pairs`) — a successful judge judgement, judge
 judgements that failed, a reference check, human labels — and the export must hold the
 changed pairs that have no *successful* judgement: the pair judged only by a failed one
-stays in. The changed set is :func:`stats.change.classify_changes`' (the definition);
+stays in. The changed set is :func:`shadoweval.stats.change.classify_changes`' (the definition);
 which pairs are judged is written out by hand.
 """
 
@@ -14,23 +14,23 @@ from __future__ import annotations
 
 import pytest
 
-from application.exporting import (
+from shadoweval.application.exporting import (
     export_to_directory,
     export_zip,
     filter_request,
     make_request,
     resolve_selection,
 )
-from application.redaction import body_redaction
-from application.run_views import changed_unjudged_ids
-from export import build_export
-from export.request import cli_option
+from shadoweval.application.redaction import body_redaction
+from shadoweval.application.run_views import changed_unjudged_ids
 from shadoweval.errors import ConfigError
+from shadoweval.export import build_export
+from shadoweval.export.request import cli_option
+from shadoweval.stats.change import classify_changes
+from shadoweval.stats.frame import pairs_frame
+from shadoweval.stats.policy import parse_policy_yaml
 from shadoweval.storage import Repository
 from shadoweval.storage.samples import SampleFilter
-from stats.change import classify_changes
-from stats.frame import pairs_frame
-from stats.policy import parse_policy_yaml
 from tests.export.changed import JUDGED_FAILED, LEFT_OUT, UNCHANGED, judge_pairs
 from tests.export.readback import records, unzip
 from tests.export.seed import Seeded

@@ -19,9 +19,15 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from export import EXPORT_COLUMNS
-from export.rows import rows_frame
-from export.writer import FORMULA_PREFIXES, csv_bytes, escape_formula, jsonl_bytes, parquet_bytes
+from shadoweval.export import EXPORT_COLUMNS
+from shadoweval.export.rows import rows_frame
+from shadoweval.export.writer import (
+    FORMULA_PREFIXES,
+    csv_bytes,
+    escape_formula,
+    jsonl_bytes,
+    parquet_bytes,
+)
 from tests.export.readback import read_csv
 
 FORMULAS = [

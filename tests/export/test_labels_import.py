@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from application.labels import MAX_NOTE_CHARS as DASHBOARD_MAX_NOTE_CHARS
-from export import read_labelled
-from export.labels_import import (
+from shadoweval.application.labels import MAX_NOTE_CHARS as DASHBOARD_MAX_NOTE_CHARS
+from shadoweval.errors import ConfigError, RecordDecodeError
+from shadoweval.export import read_labelled
+from shadoweval.export.labels_import import (
     MAX_NOTE_CHARS,
     csv_separator,
     normalize_exchange_id,
     normalize_label,
 )
-from shadoweval.errors import ConfigError, RecordDecodeError
 from shadoweval.records import HumanLabel, LabelValue
 
 AT = datetime(2025, 5, 1, 12, 0, tzinfo=UTC)
@@ -113,7 +113,7 @@ def test_csv_with_a_byte_order_mark_reads(tmp_path: Path) -> None:
 def test_a_formula_escaped_csv_round_trips(tmp_path: Path) -> None:
     """The export writes a run id or note that starts like a formula with a leading ``'``
     (OWASP); the import reads it back as it was, so the labels belong to the run."""
-    from export.writer import escape_formula, unescape_formula
+    from shadoweval.export.writer import escape_formula, unescape_formula
 
     path = tmp_path / "escaped.csv"
     row = ["a", escape_formula("-canary"), "chat", "same", escape_formula("=looks better")]

@@ -5,7 +5,7 @@ Hypothesis draws batches of row mutations — rows with too many or too few cell
 lines, hostile label, id, run and note cells, blank lines — and writes each batch as a
 labelled CSV (``,``, ``;`` or tab) or JSONL file over the columns of a real export. Each
 file is imported into a seeded run (SQLite and PostgreSQL) with
-:func:`application.labels.import_labelled_export`, twice. No import may raise; every row
+:func:`shadoweval.application.labels.import_labelled_export`, twice. No import may raise; every row
 must be a stored label, a rejected record with a known reason and a message that starts
 with its ``file:line``, or an unlabelled row (count in = labels + rejected + unlabelled);
 a row with the wrong cell count is rejected as ``wrong_cell_count``; the second import
@@ -25,8 +25,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from application.labels import import_labelled_export
-from export.labels_import import REJECT_REASONS
+from shadoweval.application.labels import import_labelled_export
+from shadoweval.export.labels_import import REJECT_REASONS
 from shadoweval.storage import Repository
 from tests.export.seed import RUN_ID, Seeded
 from tests.malformed import HOSTILE

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from application.redaction import body_redaction
-from export import CountingRedactor, build_export, make_request
+from shadoweval.application.redaction import body_redaction
 from shadoweval.body_redaction import BodyRedactor, RedactionHits
 from shadoweval.config import BodyRedactionSettings
+from shadoweval.export import CountingRedactor, build_export, make_request
 from shadoweval.storage import Repository
 from tests.export.seed import CANARY, EMAIL, seed_run
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from export import ExportRequest, cli_option, make_request, parse_flags
 from shadoweval.errors import ConfigError
+from shadoweval.export import ExportRequest, cli_option, make_request, parse_flags
 from shadoweval.pair_flags import PairFlag
 from shadoweval.storage.samples import SampleFilter
 

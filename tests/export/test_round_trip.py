@@ -12,8 +12,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from application.redaction import body_redaction
-from export import (
+from shadoweval.application.redaction import body_redaction
+from shadoweval.errors import ConfigError
+from shadoweval.export import (
     EXPORT_COLUMNS,
     MANIFEST_SCHEMA_VERSION,
     ExportRedaction,
@@ -23,7 +24,6 @@ from export import (
     stale_samples,
     write_export,
 )
-from shadoweval.errors import ConfigError
 from shadoweval.pair_flags import PairFlag
 from shadoweval.storage import Repository
 from shadoweval.storage.samples import SampleFilter

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from export.selection import choose_ids, restrict_ids
+from shadoweval.export.selection import choose_ids, restrict_ids
 
 # page order: no similarity first (by id), then by (similarity, id)
 IDS: list[tuple[str, float | None]] = [

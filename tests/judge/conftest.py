@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from judge import Answer, JudgeClient, PairText
+from shadoweval.judge import Answer, JudgeClient, PairText
 from shadoweval.serving import BackgroundServer
-from simulation.mock_judge import JudgeState
+from shadoweval.simulation.mock_judge import JudgeState
 
 GOOD = "Paris is the capital of France."
 BAD = "The capital of France is Lyon, a city famous for its cheese."

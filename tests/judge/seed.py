@@ -24,15 +24,15 @@ from shadoweval.records import (
     RequestRecord,
     ResponseRecord,
 )
-from shadoweval.storage import Repository, RunInfo
-from simulation.mock_judge import prefer_higher
-from stats.policy import (
+from shadoweval.simulation.mock_judge import prefer_higher
+from shadoweval.stats.policy import (
     DEFAULT_POLICY_FILE,
     GatePolicy,
     load_policy,
     policy_hash,
     policy_to_yaml,
 )
+from shadoweval.storage import Repository, RunInfo
 
 RUN_ID = "run-judge"
 EMAIL = "ana.lyst@example.com"

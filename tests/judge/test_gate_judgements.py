@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from application.gating import gate_run
+from shadoweval.application.gating import gate_run
 from shadoweval.records import (
     HumanLabel,
     JudgeIdentity,
@@ -20,8 +20,8 @@ from shadoweval.records import (
     PairJudgement,
     QualityOutcome,
 )
+from shadoweval.stats.policy import DEFAULT_POLICY_FILE, load_policy
 from shadoweval.storage import Database, Repository
-from stats.policy import DEFAULT_POLICY_FILE, load_policy
 from tests.judge.seed import RUN_ID, seed_judge_run
 
 JUDGE = JudgeIdentity(endpoint="http://judge:1", model="j", prompt_sha256="a" * 64)

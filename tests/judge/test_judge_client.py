@@ -17,7 +17,8 @@ import socket
 import httpx
 import pytest
 
-from judge import (
+from shadoweval.errors import ConfigError
+from shadoweval.judge import (
     PROMPT_SHA256,
     PROMPT_SHA256_BY_FORMAT,
     JudgeClient,
@@ -26,10 +27,9 @@ from judge import (
     judge_pairs,
     response_format_body,
 )
-from judge.prompt import JSON_SYSTEM_PROMPT
-from shadoweval.errors import ConfigError
+from shadoweval.judge.prompt import JSON_SYSTEM_PROMPT
 from shadoweval.records import QualityOutcome
-from simulation.mock_judge import (
+from shadoweval.simulation.mock_judge import (
     UNPARSEABLE_JSON_ANSWER,
     JudgeFaults,
     always,
@@ -37,7 +37,7 @@ from simulation.mock_judge import (
     prefer_higher,
     quality_table,
 )
-from simulation.mock_llm import FaultConfig
+from shadoweval.simulation.mock_llm import FaultConfig
 from tests.judge.conftest import BAD, GOOD, client, make_pair, serving
 from tests.waiting import eventually
 

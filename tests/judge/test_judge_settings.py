@@ -5,10 +5,19 @@ from __future__ import annotations
 
 import pytest
 
-from application.judging import check_judge_settings, describe_identity_change, judge_identity
-from judge import PROMPT_SHA256, PROMPT_SHA256_BY_FORMAT, chat_completions_url, public_endpoint
+from shadoweval.application.judging import (
+    check_judge_settings,
+    describe_identity_change,
+    judge_identity,
+)
 from shadoweval.config import JudgeSettings, load_settings
 from shadoweval.errors import ConfigError
+from shadoweval.judge import (
+    PROMPT_SHA256,
+    PROMPT_SHA256_BY_FORMAT,
+    chat_completions_url,
+    public_endpoint,
+)
 
 
 def test_sending_pairs_is_never_a_default() -> None:

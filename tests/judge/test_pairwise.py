@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from judge import combine_votes
+from shadoweval.judge import combine_votes
 from shadoweval.records import JudgeVote, QualityOutcome
 
 

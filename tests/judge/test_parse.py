@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from judge import VerdictParseError, parse_answer, parse_json_verdict, parse_verdict
-from judge.parse import MAX_RATIONALE_CHARS
+from shadoweval.judge import VerdictParseError, parse_answer, parse_json_verdict, parse_verdict
+from shadoweval.judge.parse import MAX_RATIONALE_CHARS
 
 
 @pytest.mark.parametrize(

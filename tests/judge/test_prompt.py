@@ -8,8 +8,8 @@ import hashlib
 import orjson
 import pytest
 
-from judge import PROMPT_SHA256, Answer, build_messages
-from judge.prompt import (
+from shadoweval.judge import PROMPT_SHA256, Answer, build_messages
+from shadoweval.judge.prompt import (
     JSON_SYSTEM_PROMPT,
     MAX_ANSWER_CHARS,
     MAX_CONVERSATION_CHARS,

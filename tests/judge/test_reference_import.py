@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
-from application.importing import ImportRequest, TableSource, import_table
-from export.reference_import import bfcl_item, read_bfcl_scores
-from faces.cli import app
+from shadoweval.application.importing import ImportRequest, TableSource, import_table
 from shadoweval.capture_log import read_capture_log
+from shadoweval.cli import app
 from shadoweval.errors import RecordDecodeError
+from shadoweval.export.reference_import import bfcl_item, read_bfcl_scores
 from shadoweval.records import Exchange, JudgementSource, ModelIdentity, PairScore, QualityOutcome
 from shadoweval.storage import Database, Repository
 from tests.storage.factories import make_exchange, make_pair_score

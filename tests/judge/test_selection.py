@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from judge import allocate, select_pairs
-from judge.selection import sample_order
+from shadoweval.judge import allocate, select_pairs
+from shadoweval.judge.selection import sample_order
 
 
 @pytest.mark.parametrize(

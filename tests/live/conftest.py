@@ -10,10 +10,10 @@ import pytest
 
 from shadoweval.records import ToolCall
 from shadoweval.serving import BackgroundServer
+from shadoweval.simulation.mock_llm.app import create_app
+from shadoweval.simulation.mock_llm.faults import FaultConfig
+from shadoweval.simulation.mock_llm.latency import NoLatency
 from shadoweval.tables import RecordedRow, load_recorded_rows
-from simulation.mock_llm.app import create_app
-from simulation.mock_llm.faults import FaultConfig
-from simulation.mock_llm.latency import NoLatency
 
 CANARY_KEY = "sk-canary-7f3a9c1e5b2d4f6a8c0e"
 """An API key planted in request headers; must appear in no sink."""

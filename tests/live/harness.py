@@ -1,4 +1,4 @@
-"""Test harness for the whole live loop: a :class:`~capture.sidecar.Sidecar` serving in a
+"""Test harness for the whole live loop: a :class:`~shadoweval.capture.sidecar.Sidecar` serving in a
 background thread (its own event loop), plus helpers to read every sink back."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from capture.sidecar import Sidecar
+from shadoweval.capture.sidecar import Sidecar
 from shadoweval.config import CaptureSettings, KafkaSettings
 
 
@@ -117,7 +117,7 @@ def run_replay_worker(
         [
             sys.executable,
             "-m",
-            "faces.cli",
+            "shadoweval.cli",
             "replay",
             "run",
             "--source",

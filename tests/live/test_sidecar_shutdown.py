@@ -19,10 +19,10 @@ import pytest
 from shadoweval.capture_log import read_capture_log
 from shadoweval.records import ExchangeOutcome
 from shadoweval.serving import BackgroundServer
+from shadoweval.simulation.mock_llm.app import create_app
+from shadoweval.simulation.mock_llm.faults import FaultConfig
+from shadoweval.simulation.mock_llm.latency import FixedLatency
 from shadoweval.tables import RecordedRow
-from simulation.mock_llm.app import create_app
-from simulation.mock_llm.faults import FaultConfig
-from simulation.mock_llm.latency import FixedLatency
 from tests.kafka_broker import free_port
 from tests.waiting import wait_until
 
@@ -77,7 +77,7 @@ def test_sigterm_lets_inflight_streams_finish_and_flushes(
         [
             sys.executable,
             "-m",
-            "faces.cli",
+            "shadoweval.cli",
             "capture",
             "serve",
             "--upstream",

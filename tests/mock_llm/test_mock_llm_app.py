@@ -15,7 +15,7 @@ import typer
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from faces.cli import mock_llm_cmd
+from shadoweval.cli import mock_llm_cmd
 from shadoweval.errors import ConfigError, RecordDecodeError
 from shadoweval.llm_protocol import (
     AssembledResponse,
@@ -23,8 +23,7 @@ from shadoweval.llm_protocol import (
     SSEDecoder,
     parse_completion_body,
 )
-from shadoweval.tables import RecordedRow
-from simulation.mock_llm import (
+from shadoweval.simulation.mock_llm import (
     FaultConfig,
     FixedLatency,
     LatencyProfile,
@@ -34,6 +33,7 @@ from simulation.mock_llm import (
     parse_latency_profile,
     split_pieces,
 )
+from shadoweval.tables import RecordedRow
 
 pytestmark = pytest.mark.anyio
 

@@ -10,8 +10,8 @@ import openai
 import pytest
 
 from shadoweval.serving import BackgroundServer
+from shadoweval.simulation.mock_llm import FaultConfig, FixedLatency, create_app
 from shadoweval.tables import RecordedRow
-from simulation.mock_llm import FaultConfig, FixedLatency, create_app
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """Fixtures of the replay tests: exchanges, AlpacaEval/BFCL rows, mock-llm servers, storage.
 
 Fakes enter through seams only: ``httpx.MockTransport`` / ``httpx.ASGITransport`` passed to
-:class:`~replay.client.CandidateClient`, or a real uvicorn :class:`BackgroundServer`
+:class:`~shadoweval.replay.client.CandidateClient`, or a real uvicorn :class:`BackgroundServer`
 serving mock-llm. Storage tests run on SQLite (a tmp file) and on PostgreSQL (a fresh
 schema per test from the session ``pg_url``).
 """
@@ -20,9 +20,9 @@ import pytest
 
 from shadoweval.records import Exchange, HeaderPair, ModelIdentity, RequestRecord
 from shadoweval.serving import BackgroundServer
+from shadoweval.simulation.mock_llm import FaultConfig, LatencyProfile, NoLatency, create_app
 from shadoweval.storage import Database, Repository
 from shadoweval.tables import RecordedRow, load_recorded_rows
-from simulation.mock_llm import FaultConfig, LatencyProfile, NoLatency, create_app
 
 LLAMA3 = "alpaca_eval/Meta-Llama-3-8B-Instruct/model_outputs.json"
 LLAMA31 = "alpaca_eval/Meta-Llama-3.1-8B-Instruct-Turbo/model_outputs.json"

@@ -1,6 +1,6 @@
 """Nothing lost, nothing stuck on Kafka (issue 13): malformed records at a running worker.
 
-One :class:`~replay.kafka_worker.KafkaReplayWorker` runs against a real Kafka-protocol
+One :class:`~shadoweval.replay.kafka_worker.KafkaReplayWorker` runs against a real Kafka-protocol
 broker (Tansu) for the whole property test, on SQLite and on PostgreSQL; hypothesis draws
 batches of mutations (:mod:`tests.malformed`), each applied to many unique base records,
 and every batch is produced to the topic. After each batch the worker must still run, its
@@ -27,13 +27,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from replay.client import CandidateClient
-from replay.kafka_worker import KafkaReplayWorker, WorkerReport
-from replay.runner import TargetSpec
 from shadoweval.bus import BusConsumer, BusProducer, ensure_topics
 from shadoweval.bus.producer import Delivery, OutgoingRecord
 from shadoweval.config import KafkaSettings, WorkerSettings
 from shadoweval.records import ModelIdentity, ReplayTarget
+from shadoweval.replay.client import CandidateClient
+from shadoweval.replay.kafka_worker import KafkaReplayWorker, WorkerReport
+from shadoweval.replay.runner import TargetSpec
 from shadoweval.storage import Repository
 from tests.kafka_broker import TansuBroker
 from tests.malformed import base_payload, malformed, mutations

@@ -28,17 +28,17 @@ import httpx
 import orjson
 import pytest
 
-from capture.metrics import CaptureMetrics
-from capture.sampling import StickySampler
-from capture.sinks.kafka import KafkaSink
-from replay.client import CandidateClient
-from replay.kafka_worker import KafkaReplayWorker, WorkerReport
-from replay.metrics import WorkerMetrics
-from replay.runner import TargetSpec
-from replay.sessions import SessionVersionTracker, candidate_version, session_versions
 from shadoweval.bus import BusConsumer, BusProducer, ensure_topics
+from shadoweval.capture.metrics import CaptureMetrics
+from shadoweval.capture.sampling import StickySampler
+from shadoweval.capture.sinks.kafka import KafkaSink
 from shadoweval.config import CaptureSettings, KafkaSettings, WorkerSettings
 from shadoweval.records import Exchange, ReplayOutcome, ReplayTarget, ResponseRecord
+from shadoweval.replay.client import CandidateClient
+from shadoweval.replay.kafka_worker import KafkaReplayWorker, WorkerReport
+from shadoweval.replay.metrics import WorkerMetrics
+from shadoweval.replay.runner import TargetSpec
+from shadoweval.replay.sessions import SessionVersionTracker, candidate_version, session_versions
 from shadoweval.storage import Database, Repository
 from shadoweval.tables import RecordedRow
 from tests.capture.test_builder import builder, make_raw

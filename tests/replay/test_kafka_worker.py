@@ -22,11 +22,6 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from replay.client import CandidateClient
-from replay.kafka_worker import KafkaReplayWorker, WorkerReport
-from replay.metrics import WorkerMetrics, metrics_app
-from replay.offload import OffloadUnavailable, resolve_offloaded
-from replay.runner import TargetSpec, in_sample
 from shadoweval.bus import BusConsumer, BusProducer, ensure_topics
 from shadoweval.bus.producer import Delivery, OutgoingRecord
 from shadoweval.capture_log import CaptureLogWriter
@@ -39,9 +34,14 @@ from shadoweval.records import (
     ReplayOutcome,
     ReplayTarget,
 )
+from shadoweval.replay.client import CandidateClient
+from shadoweval.replay.kafka_worker import KafkaReplayWorker, WorkerReport
+from shadoweval.replay.metrics import WorkerMetrics, metrics_app
+from shadoweval.replay.offload import OffloadUnavailable, resolve_offloaded
+from shadoweval.replay.runner import TargetSpec, in_sample
+from shadoweval.simulation.mock_llm import FixedLatency
 from shadoweval.storage import Repository
 from shadoweval.tables import RecordedRow
-from simulation.mock_llm import FixedLatency
 from tests.kafka_broker import TansuBroker
 from tests.replay.conftest import ServeFn, mock_app
 from tests.replay.test_replay_runner import exchanges_for

@@ -23,13 +23,13 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from faces.cli import app
-from faces.cli.exit_codes import EXIT_ERROR
-from replay.runner import in_sample
+from shadoweval.cli import app
+from shadoweval.cli.exit_codes import EXIT_ERROR
 from shadoweval.records import ReplayTarget
+from shadoweval.replay.runner import in_sample
+from shadoweval.simulation.mock_llm import FixedLatency
 from shadoweval.storage import Database, Repository
 from shadoweval.tables import RecordedRow
-from simulation.mock_llm import FixedLatency
 from tests.kafka_broker import TansuBroker, free_port
 from tests.replay.conftest import ServeFn, mock_app
 from tests.replay.test_kafka_worker import (

@@ -9,12 +9,12 @@ import asyncio
 import httpx
 import pytest
 
-from replay.metrics import MetricsServer, WorkerMetrics, metrics_app
 from shadoweval.bus import BusConsumer, BusError, BusProducer
 from shadoweval.config import KafkaSettings, WorkerSettings
 from shadoweval.errors import LifecycleError
 from shadoweval.lifecycle import AsyncLifecycle, LifecycleState
 from shadoweval.records import ReplayTarget
+from shadoweval.replay.metrics import MetricsServer, WorkerMetrics, metrics_app
 from shadoweval.storage import Repository
 from shadoweval.tables import RecordedRow
 from tests.kafka_broker import TansuBroker

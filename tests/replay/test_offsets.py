@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from replay.offsets import OffsetTracker
+from shadoweval.replay.offsets import OffsetTracker
 
 TP = ("shadoweval.exchanges.v1", 0)
 TP1 = ("shadoweval.exchanges.v1", 1)

@@ -19,9 +19,7 @@ import httpx
 import orjson
 import pytest
 
-from capture.table_import import row_to_exchange
-from replay.client import CandidateClient, ReplayResult
-from replay.rewrite import ReplayRequest, build_replay_request
+from shadoweval.capture.table_import import row_to_exchange
 from shadoweval.errors import LifecycleError, ReplayError
 from shadoweval.records import (
     FinishReason,
@@ -30,8 +28,10 @@ from shadoweval.records import (
     TimingSource,
     UsageSource,
 )
+from shadoweval.replay.client import CandidateClient, ReplayResult
+from shadoweval.replay.rewrite import ReplayRequest, build_replay_request
+from shadoweval.simulation.mock_llm import FaultConfig, FixedLatency
 from shadoweval.tables import RecordedRow
-from simulation.mock_llm import FaultConfig, FixedLatency
 from tests.replay.conftest import ServeFn, chat_body, make_exchange, mock_app
 
 pytestmark = pytest.mark.anyio

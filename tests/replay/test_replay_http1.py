@@ -14,9 +14,9 @@ from typing import Any, TypeVar
 
 import orjson
 
-from replay.client import CandidateClient, ReplayResult
-from replay.rewrite import ReplayRequest
 from shadoweval.records import ReplayErrorKind
+from shadoweval.replay.client import CandidateClient, ReplayResult
+from shadoweval.replay.rewrite import ReplayRequest
 
 COMPLETION = orjson.dumps(
     {

@@ -14,14 +14,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from replay.scheduler import (
+from shadoweval.records import MIN_RATE_STARTS, ReplayPace, ReplayPass
+from shadoweval.replay.scheduler import (
     CapturePacer,
     Dispatch,
     RatePacer,
     WarmupBarrier,
     run_paced,
 )
-from shadoweval.records import MIN_RATE_STARTS, ReplayPace, ReplayPass
 
 pytestmark = pytest.mark.anyio
 

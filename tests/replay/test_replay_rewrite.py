@@ -8,7 +8,9 @@ from typing import Any
 import orjson
 import pytest
 
-from replay.rewrite import (
+from shadoweval.llm_protocol import COMPLETION_SAMPLING_PARAMS, SAMPLING_PARAMS
+from shadoweval.records import RequestRecord
+from shadoweval.replay.rewrite import (
     DEFAULT_REPLAY_ROUTES,
     NOT_REPLAYED,
     SHADOW_MARKER_HEADER,
@@ -16,8 +18,6 @@ from replay.rewrite import (
     SkipReplay,
     build_replay_request,
 )
-from shadoweval.llm_protocol import COMPLETION_SAMPLING_PARAMS, SAMPLING_PARAMS
-from shadoweval.records import RequestRecord
 from tests.replay.conftest import chat_body, make_exchange
 
 SECRET_HEADERS = (

@@ -16,9 +16,6 @@ import httpx
 import orjson
 import pytest
 
-from replay.client import CandidateClient
-from replay.runner import ReplayReport, ReplayRunner, TargetSpec
-from replay.scheduler import CapturePacer
 from shadoweval.capture_log import LogEntry
 from shadoweval.records import (
     Exchange,
@@ -29,6 +26,9 @@ from shadoweval.records import (
     ReplayTarget,
     RequestRecord,
 )
+from shadoweval.replay.client import CandidateClient
+from shadoweval.replay.runner import ReplayReport, ReplayRunner, TargetSpec
+from shadoweval.replay.scheduler import CapturePacer
 from shadoweval.storage import Repository
 from shadoweval.storage.queries import skip_reason_code
 from shadoweval.tables import RecordedRow

@@ -18,9 +18,7 @@ import httpx
 import orjson
 import pytest
 
-from capture.table_import import import_table, row_to_exchange
-from replay.client import CandidateClient
-from replay.runner import ReplayReport, ReplayRunner, TargetSpec, in_sample
+from shadoweval.capture.table_import import import_table, row_to_exchange
 from shadoweval.capture_log import CaptureLogWriter, LogEntry, read_capture_log
 from shadoweval.errors import StorageError
 from shadoweval.records import (
@@ -31,10 +29,12 @@ from shadoweval.records import (
     ReplayOutcome,
     ReplayTarget,
 )
+from shadoweval.replay.client import CandidateClient
+from shadoweval.replay.runner import ReplayReport, ReplayRunner, TargetSpec, in_sample
+from shadoweval.simulation.mock_llm import FaultConfig, FaultKind, FixedLatency, split_pieces
+from shadoweval.simulation.mock_llm.faults import seeded_unit
 from shadoweval.storage import Repository
 from shadoweval.tables import RecordedRow, prompt_key
-from simulation.mock_llm import FaultConfig, FaultKind, FixedLatency, split_pieces
-from simulation.mock_llm.faults import seeded_unit
 from tests.replay.conftest import (
     CountingApp,
     CountingTransport,
@@ -79,7 +79,8 @@ def write_log(directory: Path, exchanges: list[Exchange], extra_lines: Sequence[
 
 
 def predicted_fault(faults: FaultConfig, seed: int, messages: Any, attempt: int = 0) -> FaultKind:
-    """The fault mock-llm draws for a prompt (documented in ``simulation.mock_llm.faults``)."""
+    """The fault mock-llm draws for a prompt (documented in
+    ``shadoweval.simulation.mock_llm.faults``)."""
     return faults.pick(seeded_unit(seed, "fault", prompt_key(messages), attempt))
 
 

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from replay.scheduler import Dispatch, PacedStats, RatePacer, StartMeter, run_paced
+from shadoweval.replay.scheduler import Dispatch, PacedStats, RatePacer, StartMeter, run_paced
 
 pytestmark = pytest.mark.anyio
 
@@ -44,7 +44,7 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
 
 
 class _LoopClock:
-    """Stands in for the ``time`` module in :mod:`replay.scheduler`: the loop's clock."""
+    """Stands in for the ``time`` module in :mod:`shadoweval.replay.scheduler`: the loop's clock."""
 
     @staticmethod
     def monotonic() -> float:
@@ -54,7 +54,7 @@ class _LoopClock:
 @pytest.fixture
 def virtual_time(monkeypatch: pytest.MonkeyPatch) -> None:
     """Run the test on :class:`VirtualTimeLoop`, the scheduler reading its clock."""
-    monkeypatch.setattr("replay.scheduler.time", _LoopClock)
+    monkeypatch.setattr("shadoweval.replay.scheduler.time", _LoopClock)
 
 
 @pytest.fixture

@@ -15,13 +15,13 @@ import httpx
 import orjson
 import pytest
 
-from capture.table_import import row_to_exchange
-from replay.client import CandidateClient
-from replay.rewrite import ReplayRequest, build_replay_request
-from replay.runner import ReplayRunner, TargetSpec
+from shadoweval.capture.table_import import row_to_exchange
 from shadoweval.capture_log import LogEntry
 from shadoweval.config import CacheHitRule
 from shadoweval.records import HeaderPair, ModelIdentity, ReplayErrorKind, ReplayTarget
+from shadoweval.replay.client import CandidateClient
+from shadoweval.replay.rewrite import ReplayRequest, build_replay_request
+from shadoweval.replay.runner import ReplayRunner, TargetSpec
 from shadoweval.storage import Repository
 from shadoweval.tables import RecordedRow
 from tests.replay.conftest import chat_body, make_exchange, mock_app

@@ -2,7 +2,8 @@
 
 Hypothesis draws batches of mutations (:mod:`tests.malformed`), each applied to many unique
 base lines; every batch is written as a capture log and replayed by
-:class:`~replay.runner.ReplayRunner` into one run (SQLite and PostgreSQL), twice. The first
+:class:`~shadoweval.replay.runner.ReplayRunner` into one run (SQLite and PostgreSQL), twice. The
+first
 pass must not raise, and account for every line: stored as an exchange of the run (and
 replayed, or skipped with a reason) or kept as a rejected record with its reason. The
 second pass (a resumed run) must send nothing, store no new exchange and no new rejected
@@ -24,10 +25,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from replay.client import CandidateClient
-from replay.runner import ReplayReport, ReplayRunner, TargetSpec
 from shadoweval.capture_log import read_capture_log
 from shadoweval.records import ModelIdentity, ReplayTarget
+from shadoweval.replay.client import CandidateClient
+from shadoweval.replay.runner import ReplayReport, ReplayRunner, TargetSpec
 from shadoweval.storage import Repository
 from tests.malformed import malformed, mutations, one_line
 

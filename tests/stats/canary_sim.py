@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pandas as pd
 
-from stats.canary.verdict import OBSERVATION_COLUMNS, RATING_COLUMNS
+from shadoweval.stats.canary.verdict import OBSERVATION_COLUMNS, RATING_COLUMNS
 
 START = datetime(2026, 12, 1, 0, 0, tzinfo=UTC)
 """When the simulated step starts."""

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from stats.canary.exact import exact_unconditional_test, smallest_expected_count
-from stats.canary.two_arm import proportion_noninferiority
-from stats.inputs import InvalidDataError
+from shadoweval.stats.canary.exact import exact_unconditional_test, smallest_expected_count
+from shadoweval.stats.canary.two_arm import proportion_noninferiority
+from shadoweval.stats.inputs import InvalidDataError
 from tests.stats.reference import exact_unconditional as ref
 
 TABLES = [(5, 40, 1, 60), (2, 30, 0, 25), (1, 20, 4, 20), (0, 15, 0, 15), (7, 12, 3, 14)]

@@ -10,13 +10,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from stats.canary.looks import promote_look, rating_look, rollback_look, truncate_at_candidate
-from stats.canary.two_arm import (
+from shadoweval.stats.canary.looks import (
+    promote_look,
+    rating_look,
+    rollback_look,
+    truncate_at_candidate,
+)
+from shadoweval.stats.canary.two_arm import (
     TwoProportionResult,
     proportion_excess,
     proportion_noninferiority,
 )
-from stats.sequential import checkpoint_schedule
+from shadoweval.stats.sequential import checkpoint_schedule
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 

@@ -1,11 +1,12 @@
-"""The canary policy (stats.canary.policy): the shipped default, field-named errors, hash."""
+"""The canary policy (shadoweval.stats.canary.policy): the shipped default, field-named errors,
+hash."""
 
 from __future__ import annotations
 
 import pytest
 
 from shadoweval.errors import ConfigError
-from stats.canary.policy import (
+from shadoweval.stats.canary.policy import (
     DEFAULT_STEPS,
     CanaryPolicy,
     canary_policy_hash,

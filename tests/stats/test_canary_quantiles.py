@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from stats.canary.quantiles import (
+from shadoweval.stats.canary.quantiles import (
     lower_quantile_bound,
     quantile_above_limit,
     quantile_ratio_interval,
     upper_quantile_bound,
 )
-from stats.inputs import InvalidDataError
+from shadoweval.stats.inputs import InvalidDataError
 from tests.stats.reference import order_statistics as ref
 
 CASES = [

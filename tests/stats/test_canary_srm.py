@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from stats.canary.srm import sample_ratio_mismatch, srm_log_bayes_factor
-from stats.inputs import InvalidDataError
+from shadoweval.stats.canary.srm import sample_ratio_mismatch, srm_log_bayes_factor
+from shadoweval.stats.inputs import InvalidDataError
 from tests.stats.reference.srm_reference import srm_bayes_factor_quad
 
 

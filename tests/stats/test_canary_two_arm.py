@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from scipy import integrate
 
-from stats.canary.two_arm import (
+from shadoweval.stats.canary.two_arm import (
     conditional_binomial_evalue,
     proportion_excess,
     proportion_noninferiority,
 )
-from stats.inputs import InvalidDataError
-from stats.sequential import sequential_mcnemar
+from shadoweval.stats.inputs import InvalidDataError
+from shadoweval.stats.sequential import sequential_mcnemar
 from tests.stats.reference import two_proportions as ref
 
 TABLES = [

@@ -11,20 +11,20 @@ import pandas as pd
 import pytest
 from pydantic import JsonValue
 
-from stats.canary.looks import promote_look, rollback_look
-from stats.canary.policy import (
+from shadoweval.stats.canary.looks import promote_look, rollback_look
+from shadoweval.stats.canary.policy import (
     CanaryPolicy,
     CanaryStep,
     PromoteChecks,
     RollbackConditions,
 )
-from stats.canary.verdict import (
+from shadoweval.stats.canary.verdict import (
     CanaryDecision,
     StepVerdict,
     step_verdict,
 )
-from stats.inputs import InvalidDataError
-from stats.sequential import checkpoint_schedule
+from shadoweval.stats.inputs import InvalidDataError
+from shadoweval.stats.sequential import checkpoint_schedule
 from tests.stats.canary_sim import (
     START,
     ArmSpec,
@@ -363,8 +363,8 @@ def test_srm_counts_only_sessions_first_seen_in_the_step() -> None:
 
     import pandas as pd
 
-    from stats.canary.policy import parse_canary_policy
-    from stats.canary.verdict import step_verdict
+    from shadoweval.stats.canary.policy import parse_canary_policy
+    from shadoweval.stats.canary.verdict import step_verdict
 
     policy = parse_canary_policy(
         {

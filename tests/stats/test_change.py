@@ -1,4 +1,4 @@
-"""stats.change: which pairs changed, the noise thresholds, the degenerate noise floor.
+"""shadoweval.stats.change: which pairs changed, the noise thresholds, the degenerate noise floor.
 
 Also the similarity check and the verdict under a degenerate floor (issue 11: a recorded
 baseline replica returns the captured answers, so its noise floor is 0 on every pair and
@@ -25,12 +25,12 @@ from shadoweval.records import (
     PairScore,
     ToolChange,
 )
-from stats.change import MIN_NOISE_THRESHOLD, DegenerateNoise, classify_changes
-from stats.frame import pairs_frame
-from stats.gate import evaluate_gate
-from stats.inputs import InvalidDataError
-from stats.net_harm import divergence_strata
-from stats.policy import GatePolicy, parse_policy
+from shadoweval.stats.change import MIN_NOISE_THRESHOLD, DegenerateNoise, classify_changes
+from shadoweval.stats.frame import pairs_frame
+from shadoweval.stats.gate import evaluate_gate
+from shadoweval.stats.inputs import InvalidDataError
+from shadoweval.stats.net_harm import divergence_strata
+from shadoweval.stats.policy import GatePolicy, parse_policy
 
 Simulate = Callable[..., list[PairScore]]
 Ties = Callable[[list[PairScore]], dict[str, PairJudgement]]

@@ -16,7 +16,7 @@ from shadoweval.records import (
     PairJudgement,
     QualityOutcome,
 )
-from stats.judgements import (
+from shadoweval.stats.judgements import (
     AGREEMENT_METHOD,
     FAILED,
     OUTCOME_ORDER,

@@ -10,8 +10,8 @@ import pytest
 from statsmodels.stats.proportion import proportion_confint
 
 from shadoweval.records import POOLED, HumanLabel, LabelValue
-from stats import LABEL_SUMMARY_COLUMNS, label_summary
-from stats.labels import latest_per_pair
+from shadoweval.stats import LABEL_SUMMARY_COLUMNS, label_summary
+from shadoweval.stats.labels import latest_per_pair
 
 B, W, S, X = (
     LabelValue.CANDIDATE_BETTER,

@@ -9,9 +9,9 @@ import pytest
 from scipy import stats as scipy_stats
 
 from shadoweval.records import POOLED, CheckOutcome
-from stats.inputs import InvalidDataError
-from stats.looks import look_levels
-from stats.net_harm import (
+from shadoweval.stats.inputs import InvalidDataError
+from shadoweval.stats.looks import look_levels
+from shadoweval.stats.net_harm import (
     NET_HARM_METRIC,
     NET_HARM_STATISTIC,
     NOT_REACHABLE,
@@ -23,7 +23,7 @@ from stats.net_harm import (
     stratum_label,
     stratum_names,
 )
-from stats.policy import GatePolicy, NetHarmPolicy
+from shadoweval.stats.policy import GatePolicy, NetHarmPolicy
 from tests.stats.reference.net_harm_reference import reference_interval, reference_net_harm
 
 EDGES = (0.1, 0.2, 0.35)

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from stats.inputs import InsufficientDataError, InvalidDataError
-from stats.noise_floor import noise_floor_values, tail_rate_split
+from shadoweval.stats.inputs import InsufficientDataError, InvalidDataError
+from shadoweval.stats.noise_floor import noise_floor_values, tail_rate_split
 from tests.stats.reference.means import mean_noninferiority
 
 

@@ -1,13 +1,14 @@
-"""The YAML reading shared by the gate and canary policy loaders (stats.policy.yaml_loading)."""
+"""The YAML reading shared by the gate and canary policy loaders
+(shadoweval.stats.policy.yaml_loading)."""
 
 from __future__ import annotations
 
 import pytest
 
 from shadoweval.errors import ConfigError
-from stats.canary.policy import parse_canary_policy_yaml
-from stats.policy import parse_policy_yaml
-from stats.policy.yaml_loading import read_policy_yaml
+from shadoweval.stats.canary.policy import parse_canary_policy_yaml
+from shadoweval.stats.policy import parse_policy_yaml
+from shadoweval.stats.policy.yaml_loading import read_policy_yaml
 
 
 @pytest.mark.parametrize("subject", ["gate policy", "canary policy"])

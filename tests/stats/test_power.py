@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from scipy import stats as scipy_stats
 
-from stats.inputs import InvalidDataError
-from stats.power import (
+from shadoweval.stats.inputs import InvalidDataError
+from shadoweval.stats.power import (
     design_min_pairs,
     guardrail_power,
     mean_min_pairs,

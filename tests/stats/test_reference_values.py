@@ -2,8 +2,9 @@
 
 The reference numbers its vectors T1, T3, T4, T6–T13, T15, T16, T18–T22 (there is no
 T2, T5, T14 or T17). Existing functions are used where they exist (McNemar and Tango in
-:mod:`stats.paired_binary`, Holm in :mod:`stats.multiplicity`, order-statistic ranks in
-:mod:`stats.quantiles`); the rest come from the sequential, validity and report-only
+:mod:`shadoweval.stats.paired_binary`, Holm in :mod:`shadoweval.stats.multiplicity`,
+order-statistic ranks in
+:mod:`shadoweval.stats.quantiles`); the rest come from the sequential, validity and report-only
 modules, the group-sequential test reference (T15, tests/stats/reference), or from
 scipy/statsmodels where the gate has no function of its own (Wilcoxon, BH,
 Harrell–Davis), pinned here so a version change is noticed. T16 (the normal mSPRT) and
@@ -20,13 +21,13 @@ import pytest
 from scipy import stats as scipy_stats
 from statsmodels.stats.multitest import multipletests
 
-from stats.multiplicity import holm
-from stats.paired_binary import mcnemar, tango_score_ci, tango_score_test
-from stats.power import paired_binary_min_pairs
-from stats.quantiles import order_statistic_ranks
-from stats.report_only import mann_whitney
-from stats.sequential import sequential_mcnemar
-from stats.validity import task_mix_chi2
+from shadoweval.stats.multiplicity import holm
+from shadoweval.stats.paired_binary import mcnemar, tango_score_ci, tango_score_test
+from shadoweval.stats.power import paired_binary_min_pairs
+from shadoweval.stats.quantiles import order_statistic_ranks
+from shadoweval.stats.report_only import mann_whitney
+from shadoweval.stats.sequential import sequential_mcnemar
+from shadoweval.stats.validity import task_mix_chi2
 from tests.stats.reference.group_sequential import (
     crossing_probability,
     obf_boundaries,

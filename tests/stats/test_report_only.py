@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from stats.inputs import InsufficientDataError, InvalidDataError
-from stats.report_only import cles, hodges_lehmann_shift, mann_whitney
+from shadoweval.stats.inputs import InsufficientDataError, InvalidDataError
+from shadoweval.stats.report_only import cles, hodges_lehmann_shift, mann_whitney
 
 TIED_X = [1, 2, 2, 3, 3, 3]
 TIED_Y = [2, 3, 3, 4, 4, 5]

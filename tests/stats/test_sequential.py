@@ -10,8 +10,8 @@ import pytest
 from scipy import stats as scipy_stats
 
 from shadoweval.errors import DegenerateDataWarning
-from stats.inputs import InsufficientDataError, InvalidDataError
-from stats.sequential import (
+from shadoweval.stats.inputs import InsufficientDataError, InvalidDataError
+from shadoweval.stats.sequential import (
     checkpoint_schedule,
     confidence_sequence,
     lan_demets_spent,

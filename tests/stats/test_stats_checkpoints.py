@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 
 from shadoweval.records import Coverage, Decision, PairJudgement, PairScore, Verdict
-from stats.checkpoints import WAITING, evaluate_poll, ordered_by_capture
-from stats.frame import pairs_frame
-from stats.gate import INCONCLUSIVE_AT_CAP, evaluate_gate
-from stats.looks import design_sample_size, look_levels
-from stats.policy import GatePolicy, parse_policy
+from shadoweval.stats.checkpoints import WAITING, evaluate_poll, ordered_by_capture
+from shadoweval.stats.frame import pairs_frame
+from shadoweval.stats.gate import INCONCLUSIVE_AT_CAP, evaluate_gate
+from shadoweval.stats.looks import design_sample_size, look_levels
+from shadoweval.stats.policy import GatePolicy, parse_policy
 
 Simulate = Callable[..., list[PairScore]]
 CoverageFor = Callable[[int], Coverage]

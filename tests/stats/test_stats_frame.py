@@ -19,7 +19,7 @@ from shadoweval.records import (
     ToolCallFlags,
     ToolChange,
 )
-from stats.frame import (
+from shadoweval.stats.frame import (
     BASELINE_HARM_COLUMNS,
     CANDIDATE_HARM_COLUMNS,
     PAIRS_COLUMNS,
@@ -30,7 +30,7 @@ from stats.frame import (
     pairs_frame,
     tool_change_column,
 )
-from stats.policy import GatePolicy, parse_policy
+from shadoweval.stats.policy import GatePolicy, parse_policy
 
 T0 = datetime(2024, 6, 1, tzinfo=UTC)
 

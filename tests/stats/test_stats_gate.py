@@ -1,6 +1,6 @@
 """The gate's decision paths on simulated runs (seeded; see conftest.py).
 
-These tests call :func:`stats.gate.evaluate_gate` directly: it judges exactly the given
+These tests call :func:`shadoweval.stats.gate.evaluate_gate` directly: it judges exactly the given
 pairs as look 1 (or the given look) of the default schedule, so its levels are the first
 look's spent levels (α_1 = 0.61·α for Tango, quantile ratios and the harm family; 95%
 confidence sequences tuned at N* = 3454 for the mean-type metrics). Polling — checkpoints,
@@ -27,7 +27,7 @@ from shadoweval.records import (
     PairScore,
     Verdict,
 )
-from stats.checks import (
+from shadoweval.stats.checks import (
     BINARY_STATISTIC,
     COST_STATISTIC,
     LATENCY_STATISTIC,
@@ -37,11 +37,11 @@ from stats.checks import (
     PairArrays,
     latency_checks,
 )
-from stats.frame import pairs_frame
-from stats.gate import evaluate_gate
-from stats.inputs import InvalidDataError
-from stats.looks import look_levels
-from stats.policy import GatePolicy, parse_policy, policy_hash
+from shadoweval.stats.frame import pairs_frame
+from shadoweval.stats.gate import evaluate_gate
+from shadoweval.stats.inputs import InvalidDataError
+from shadoweval.stats.looks import look_levels
+from shadoweval.stats.policy import GatePolicy, parse_policy, policy_hash
 
 Simulate = Callable[..., list[PairScore]]
 CoverageFor = Callable[[int], Coverage]
@@ -138,7 +138,7 @@ def test_clean_aa_run_promotes(simulate: Simulate, coverage_for: CoverageFor, ti
     assert by_metric["output_tokens"].margin == 1.2
     assert by_metric["error_rate"].n == 3000
     # Every check records its look and the look's spent levels (net harm: its share of
-    # them, stats.net_harm.judgement_levels).
+    # them, shadoweval.stats.net_harm.judgement_levels).
     for check in v.checks:
         levels = "alpha_k 0.00924" if check.metric == "net_harm" else "alpha_k 0.0152"
         assert f"look 1: {levels}" in check.statistic, check.statistic

@@ -27,17 +27,17 @@ import pandas as pd
 import pytest
 
 from shadoweval.records import POOLED, Check, CheckOutcome, Coverage, Decision, PairScore, Verdict
-from stats.checks import (
+from shadoweval.stats.checks import (
     NO_NOISE_FLOOR,
     SIMILARITY_NOISE_STATISTIC,
     SIMILARITY_STATISTIC,
     analyse_binary,
     binary_check,
 )
-from stats.frame import pairs_frame
-from stats.gate import evaluate_gate
-from stats.looks import look_levels
-from stats.policy import GatePolicy, parse_policy
+from shadoweval.stats.frame import pairs_frame
+from shadoweval.stats.gate import evaluate_gate
+from shadoweval.stats.looks import look_levels
+from shadoweval.stats.policy import GatePolicy, parse_policy
 
 Simulate = Callable[..., list[PairScore]]
 DECIDED = datetime(2024, 6, 2, tzinfo=UTC)

@@ -7,7 +7,7 @@
   latency reason "measured under a different load";
 * every verdict says what it evaluated, by route and by task type.
 
-Simulated runs (seeded; conftest.py) judged by :func:`stats.gate.evaluate_gate` directly.
+Simulated runs (seeded; conftest.py) judged by :func:`shadoweval.stats.gate.evaluate_gate` directly.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from shadoweval.records import (
     RouteCoverage,
     Verdict,
 )
-from stats.frame import pairs_frame
-from stats.gate import evaluate_gate
-from stats.policy import (
+from shadoweval.stats.frame import pairs_frame
+from shadoweval.stats.gate import evaluate_gate
+from shadoweval.stats.policy import (
     GatePolicy,
     parse_policy,
     parse_policy_yaml,

@@ -2,8 +2,8 @@
 observation window, and the rule that the first reason says what decided the verdict.
 
 Simulated runs (conftest.py) are captured one pair a minute; ``ties`` judges every pair a
-tie. These tests call :func:`stats.gate.evaluate_gate` as look 1 (or
-:func:`stats.checkpoints.evaluate_poll` for re-evaluations).
+tie. These tests call :func:`shadoweval.stats.gate.evaluate_gate` as look 1 (or
+:func:`shadoweval.stats.checkpoints.evaluate_poll` for re-evaluations).
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ from shadoweval.records import (
     ToolChange,
     Verdict,
 )
-from stats.change import classify_changes
-from stats.checkpoints import evaluate_poll
-from stats.frame import pairs_frame
-from stats.gate import evaluate_gate, judgements_sha256
-from stats.policy import GatePolicy, parse_policy
+from shadoweval.stats.change import classify_changes
+from shadoweval.stats.checkpoints import evaluate_poll
+from shadoweval.stats.frame import pairs_frame
+from shadoweval.stats.gate import evaluate_gate, judgements_sha256
+from shadoweval.stats.policy import GatePolicy, parse_policy
 
 Simulate = Callable[..., list[PairScore]]
 CoverageFor = Callable[[int], Coverage]

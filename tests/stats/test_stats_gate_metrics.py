@@ -18,15 +18,15 @@ from shadoweval.records import (
     PairScore,
     Verdict,
 )
-from stats.checks import (
+from shadoweval.stats.checks import (
     COST_STATISTIC,
     NO_NOISE_FLOOR,
     SIMILARITY_NOISE_STATISTIC,
     UNEQUAL_LOAD,
 )
-from stats.frame import pairs_frame
-from stats.gate import evaluate_gate
-from stats.policy import GatePolicy, parse_policy
+from shadoweval.stats.frame import pairs_frame
+from shadoweval.stats.gate import evaluate_gate
+from shadoweval.stats.policy import GatePolicy, parse_policy
 
 Simulate = Callable[..., list[PairScore]]
 CoverageFor = Callable[[int], Coverage]

@@ -17,10 +17,10 @@ import numpy as np
 import pandas as pd
 
 from shadoweval.records import Check, CheckOutcome, Coverage, PairScore, SidePair, Verdict
-from stats.frame import pairs_frame
-from stats.gate import evaluate_gate
-from stats.policy import GatePolicy
-from stats.summary import task_type_summary
+from shadoweval.stats.frame import pairs_frame
+from shadoweval.stats.gate import evaluate_gate
+from shadoweval.stats.policy import GatePolicy
+from shadoweval.stats.summary import task_type_summary
 
 Simulate = Callable[..., list[PairScore]]
 DECIDED = datetime(2024, 6, 2, tzinfo=UTC)

@@ -7,7 +7,7 @@ import pytest
 from scipy import stats as scipy_stats
 
 from shadoweval.errors import DegenerateDataWarning, InsufficientDataError
-from stats.inputs import InvalidDataError
+from shadoweval.stats.inputs import InvalidDataError
 from tests.stats.reference.means import mean_noninferiority
 
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
 
-from stats.inputs import InvalidDataError
-from stats.multiplicity import holm
-from stats.paired_binary import McNemarMethod, mcnemar, tango_score_ci, tango_score_test
+from shadoweval.stats.inputs import InvalidDataError
+from shadoweval.stats.multiplicity import holm
+from shadoweval.stats.paired_binary import McNemarMethod, mcnemar, tango_score_ci, tango_score_test
 
 REL = 5e-4  # gate-statistics.md §4: |Δ| ≤ 5e-4 relative, i.e. 4 significant digits
 

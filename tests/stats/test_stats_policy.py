@@ -8,7 +8,7 @@ import pytest
 
 from shadoweval.errors import ConfigError
 from shadoweval.records import POOLED
-from stats.policy import (
+from shadoweval.stats.policy import (
     DEFAULT_POLICY_FILE,
     GatePolicy,
     effective,

@@ -14,8 +14,8 @@ from scipy import stats as scipy_stats
 
 import tests.stats.reference.paired_bootstrap as quantiles
 from shadoweval.errors import InsufficientDataError
-from stats.inputs import InvalidDataError
-from stats.quantiles import order_statistic_ranks, quantile_ci, sample_quantile
+from shadoweval.stats.inputs import InvalidDataError
+from shadoweval.stats.quantiles import order_statistic_ranks, quantile_ci, sample_quantile
 from tests.stats.reference.paired_bootstrap import paired_quantile_ratio_ci
 
 LLMPERF_RUNS = ["anyscale_13b", "bedrock_70b", "lepton_7b", "together_13b"]

@@ -8,8 +8,8 @@ import time
 import numpy as np
 import pytest
 
-from stats.inputs import InsufficientDataError, InvalidDataError
-from stats.quantiles import paired_quantile_ratios_rf
+from shadoweval.stats.inputs import InsufficientDataError, InvalidDataError
+from shadoweval.stats.quantiles import paired_quantile_ratios_rf
 from tests.stats.reference.paired_bootstrap import paired_quantile_ratio_ci
 
 

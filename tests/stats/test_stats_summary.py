@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from shadoweval.records import POOLED, CheckOutcome, PairScore
-from stats import evaluate_gate, pairs_frame
-from stats.policy import parse_policy
-from stats.summary import SUMMARY_COLUMNS, task_type_summary
+from shadoweval.stats import evaluate_gate, pairs_frame
+from shadoweval.stats.policy import parse_policy
+from shadoweval.stats.summary import SUMMARY_COLUMNS, task_type_summary
 
 
 def test_summary_rows_numbers_and_worst_outcome(simulate, coverage_for):
@@ -59,7 +59,7 @@ def test_summary_of_no_pairs_has_only_a_pooled_row_with_nan():
 
 
 def test_ttft_is_checked_only_where_requests_streamed(simulate, coverage_for):
-    from stats import evaluate_gate as gate
+    from shadoweval.stats import evaluate_gate as gate
 
     scores = simulate(
         {
@@ -120,7 +120,7 @@ def test_summary_of_an_unreachable_candidate():
 
 
 def test_report_only_statistics_and_noise_floor(simulate):
-    from stats.report_only import cles, hodges_lehmann_shift, mann_whitney
+    from shadoweval.stats.report_only import cles, hodges_lehmann_shift, mann_whitney
 
     scores = simulate(
         {"chat": {"n": 400, "cand_latency_factor": 1.5, "noise_similarity_mean": 0.8}}

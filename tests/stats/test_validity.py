@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from stats.inputs import InsufficientDataError, InvalidDataError
-from stats.validity import coverage_by_task_type, task_mix_chi2
+from shadoweval.stats.inputs import InsufficientDataError, InvalidDataError
+from shadoweval.stats.validity import coverage_by_task_type, task_mix_chi2
 
 
 def test_mix_matches_scipy_chisquare() -> None:

@@ -18,7 +18,7 @@ from .factories import BASELINE, CANDIDATE, make_exchange
 from .sample_data import make_score
 
 BACKFILL_BATCH_ROWS: int = importlib.import_module(
-    "migrations.versions.0003_samples_and_labels"
+    "shadoweval.migrations.versions.0003_samples_and_labels"
 ).BACKFILL_BATCH_ROWS
 
 

@@ -245,8 +245,8 @@ every downgrade step (below it the table is gone)."""
 
 def _seed_every_table(repo: Repository) -> str:
     from shadoweval.records import JudgementSource, PairJudgement, QualityOutcome
+    from shadoweval.simulation.pair_seeding import add_labels, seed_run
     from shadoweval.storage import CachedEmbedding
-    from simulation.pair_seeding import add_labels, seed_run
     from tests.storage.factories import make_verdict
 
     run = seed_run(
@@ -368,8 +368,8 @@ def test_every_step_down_keeps_the_data_and_up_again_restores_it(database: Datab
     them again (flags, facts) so that the models match and the pairs table is the same."""
     import pandas as pd
 
-    from stats.frame import pairs_frame, pairs_frame_from_facts
-    from stats.policy import parse_policy_yaml
+    from shadoweval.stats.frame import pairs_frame, pairs_frame_from_facts
+    from shadoweval.stats.policy import parse_policy_yaml
 
     repo = Repository(database)
     run_id = _seed_every_table(repo)

@@ -15,10 +15,11 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = """
 import sys
-import migrations, shadoweval
+import shadoweval
+import shadoweval.migrations
 from shadoweval.storage import Database, head_revision
 root = sys.argv[1]
-assert migrations.__file__.startswith(root), migrations.__file__
+assert shadoweval.migrations.__file__.startswith(root), shadoweval.migrations.__file__
 assert shadoweval.__file__.startswith(root), shadoweval.__file__
 db = Database(sys.argv[2])
 db.upgrade()
@@ -39,8 +40,9 @@ def test_upgrade_runs_from_an_installed_wheel(tmp_path: Path) -> None:
     else:
         (source / "README.md").write_text("shadow-eval\n", encoding="utf-8")
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for package in ("shadoweval", "migrations"):
-        shutil.copytree(REPO_ROOT / package, source / package, ignore=ignore)
+    # shadoweval/ holds the stage folders as links (shadoweval/stats -> ../stats): copy what
+    # they point at, as a source distribution would.
+    shutil.copytree(REPO_ROOT / "shadoweval", source / "shadoweval", ignore=ignore)
 
     dist = tmp_path / "dist"
     build = subprocess.run(
@@ -57,18 +59,29 @@ def test_upgrade_runs_from_an_installed_wheel(tmp_path: Path) -> None:
     (wheel,) = dist.glob("shadow_eval-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
+    top_level = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(
+        (".dist-info", ".data"))}
+    assert top_level == {"shadoweval"}, f"{wheel.name} installs {sorted(top_level)}"
+    (dist_info,) = {name.split("/")[0] for name in names if ".dist-info/" in name}
+    with zipfile.ZipFile(wheel) as archive:
+        entry_points = archive.read(f"{dist_info}/entry_points.txt").decode()
+        top_level_txt = archive.read(f"{dist_info}/top_level.txt").decode().split()
+    assert top_level_txt == ["shadoweval"]
+    assert "shadow-eval = shadoweval.cli:main" in entry_points
+    for package in ("capture", "replay", "compare", "stats", "dashboard", "cli", "api"):
+        assert f"shadoweval/{package}/__init__.py" in names, f"shadoweval.{package} missing"
     for expected in (
-        "migrations/__init__.py",
-        "migrations/env.py",
-        "migrations/script.py.mako",
-        "migrations/versions/__init__.py",
-        "migrations/versions/0001_initial.py",
-        "migrations/versions/0002_policy_audit.py",
-        "migrations/versions/0003_samples_and_labels.py",
-        "migrations/versions/0004_pair_judgements.py",
-        "migrations/versions/0005_ttfc_and_cache_hits.py",
-        "migrations/versions/0006_rejected_fingerprint.py",
-        "migrations/versions/0007_embedding_cache.py",
+        "shadoweval/migrations/__init__.py",
+        "shadoweval/migrations/env.py",
+        "shadoweval/migrations/script.py.mako",
+        "shadoweval/migrations/versions/__init__.py",
+        "shadoweval/migrations/versions/0001_initial.py",
+        "shadoweval/migrations/versions/0002_policy_audit.py",
+        "shadoweval/migrations/versions/0003_samples_and_labels.py",
+        "shadoweval/migrations/versions/0004_pair_judgements.py",
+        "shadoweval/migrations/versions/0005_ttfc_and_cache_hits.py",
+        "shadoweval/migrations/versions/0006_rejected_fingerprint.py",
+        "shadoweval/migrations/versions/0007_embedding_cache.py",
         "shadoweval/storage/models.py",
     ):
         assert expected in names, f"{expected} missing from {wheel.name}"

@@ -22,9 +22,9 @@ from shadoweval.records import (
     ToolCallFlags,
     ToolChange,
 )
+from shadoweval.stats.frame import pairs_frame, pairs_frame_from_facts
+from shadoweval.stats.policy import GatePolicy, parse_policy_yaml
 from shadoweval.storage import Repository
-from stats.frame import pairs_frame, pairs_frame_from_facts
-from stats.policy import GatePolicy, parse_policy_yaml
 
 from .factories import BASELINE, CANDIDATE, T0, make_exchange, make_pair_score
 

@@ -1,6 +1,6 @@
 """An independent recomputation of a canary step's promote and rollback numbers.
 
-Plain Python over the rows (no pandas grouping, no code of stats.canary.verdict): the
+Plain Python over the rows (no pandas grouping, no code of shadoweval.stats.canary.verdict): the
 truncation at the candidate arm's n_k-th request, the per-arm counts, the
 Farrington–Manning p-values of tests/stats/reference/two_proportions.py, the
 order-statistic ranks from log-space binomial sums (``math.lgamma``), and the levels

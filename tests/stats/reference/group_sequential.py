@@ -1,7 +1,8 @@
 """Reference: exact group-sequential (GST) crossing probabilities and boundaries.
 
 The gate polls with checkpoints, confidence sequences and union-bound α spending
-(:mod:`stats.sequential`, :mod:`stats.looks`); the tests check those levels against the
+(:mod:`shadoweval.stats.sequential`, :mod:`shadoweval.stats.looks`); the tests check those levels
+against the
 exact classical designs here (test code only, never used by the gate):
 
 * :func:`crossing_probability` — P_H0(some look crosses its bound) for z-statistics at
@@ -9,8 +10,8 @@ exact classical designs here (test code only, never used by the gate):
 * :func:`obf_boundaries`, :func:`pocock_boundaries` — the classical constants for K
   equal looks, which validate the recursion against published values (T15);
 * :func:`spending_boundaries` — Lan–DeMets boundaries that spend
-  :func:`stats.sequential.lan_demets_spent` exactly, i.e. using the looks' correlation,
-  where :func:`stats.sequential.look_alpha` uses the (conservative) union bound.
+  :func:`shadoweval.stats.sequential.lan_demets_spent` exactly, i.e. using the looks' correlation,
+  where :func:`shadoweval.stats.sequential.look_alpha` uses the (conservative) union bound.
 
 All are computed with the recursive numerical integration of Armitage, McPherson & Rowe
 (1969) (Jennison & Turnbull 2000, ch. 19).
@@ -25,8 +26,14 @@ import numpy.typing as npt
 from scipy import optimize
 from scipy import stats as scipy_stats
 
-from stats.inputs import FloatArray, InvalidDataError, check_alpha, finite_1d, positive_int
-from stats.sequential import SpendingKind, lan_demets_spent
+from shadoweval.stats.inputs import (
+    FloatArray,
+    InvalidDataError,
+    check_alpha,
+    finite_1d,
+    positive_int,
+)
+from shadoweval.stats.sequential import SpendingKind, lan_demets_spent
 
 __all__ = [
     "crossing_probability",

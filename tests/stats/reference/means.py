@@ -1,8 +1,8 @@
 """Reference: the fixed-n one-sided non-inferiority t test of a mean against a margin.
 
 Test code only: the gate judges means with sequential intervals
-(:mod:`stats.checks.sequential_interval`); the tests use this fixed-n test to check the
-noise-floor linearisation (:func:`stats.noise_floor.noise_floor_values`). For output
+(:mod:`shadoweval.stats.checks.sequential_interval`); the tests use this fixed-n test to check the
+noise-floor linearisation (:func:`shadoweval.stats.noise_floor.noise_floor_values`). For output
 divergence ``D = 1 − cosine similarity`` (lower is better) the candidate is non-inferior
 when ``E[D] < margin``. The test is the one-sample t test of
 H0: μ ≥ margin against H1: μ < margin (:func:`scipy.stats.ttest_1samp` with
@@ -25,7 +25,7 @@ import numpy.typing as npt
 from scipy import stats as scipy_stats
 
 from shadoweval.errors import DegenerateDataWarning
-from stats.inputs import InvalidDataError, finite_1d
+from shadoweval.stats.inputs import InvalidDataError, finite_1d
 
 __all__ = ["MeanNonInferiorityResult", "mean_noninferiority"]
 

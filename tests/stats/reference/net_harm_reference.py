@@ -1,6 +1,6 @@
 """Reference: the stratified two-phase net-harm estimator, written out in plain Python.
 
-Test code only, an independent implementation of :mod:`stats.net_harm` (no numpy: lists,
+Test code only, an independent implementation of :mod:`shadoweval.stats.net_harm` (no numpy: lists,
 dicts, :mod:`statistics`, explicit sums), from the formulas as a textbook writes them:
 
 * Cochran (1977), *Sampling Techniques*, eq. 5.1 (the stratified mean) and eq. 5.6 (its

@@ -1,7 +1,7 @@
 """Reference: the exact paired Poisson bootstrap of a quantile ratio (replicates).
 
 Test code only. The gate's latency interval is resampling-free
-(:func:`stats.quantiles.paired_quantile_ratios_rf`); this is the bootstrap it
+(:func:`shadoweval.stats.quantiles.paired_quantile_ratios_rf`); this is the bootstrap it
 approximates, drawn replicate by replicate, and the tests check the gate's standard
 errors against it (tests/stats/test_stats_quantiles_rf.py).
 
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from stats.inputs import FloatArray, InvalidDataError, finite_1d
-from stats.quantiles import QuantileRatioResult
+from shadoweval.stats.inputs import FloatArray, InvalidDataError, finite_1d
+from shadoweval.stats.quantiles import QuantileRatioResult
 
 __all__ = ["paired_quantile_ratio_ci"]
 

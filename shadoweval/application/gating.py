@@ -1,0 +1,130 @@
+"""Gating a run: its verdict under the run's frozen policy, computed once per checkpoint.
+
+Every face that asks for a verdict (``shadow-eval gate``, ``evaluate``, the HTTP API, the
+demo) calls :func:`gate_run`, so they cannot disagree.
+
+The pairs' quality judgements — the LLM judge's, reference correctness and the analysts'
+labels — are resolved to one per pair (:func:`shadoweval.stats.judgements.resolve_judgements`: human
+> reference > judge, a failed judgement never over a successful one) and enter the pairs
+table (:func:`shadoweval.stats.frame.pairs_frame`, its ``quality`` / ``quality_source`` columns),
+from
+which the net-harm check estimates the direction of the change. :attr:`GateResult.judgement`
+summarizes them for the report (:func:`shadoweval.application.judging.summarize_judgements`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from shadoweval.application.judging import JudgementSummary, summarize_judgements
+from shadoweval.records import Coverage, Decision, Verdict
+from shadoweval.stats.checkpoints import evaluate_poll
+from shadoweval.stats.frame import pairs_frame
+from shadoweval.stats.judgements import resolve_judgements
+from shadoweval.stats.policy import (
+    DEFAULT_POLICY_FILE,
+    GatePolicy,
+    load_policy,
+    parse_policy_yaml,
+    policy_hash,
+    policy_to_yaml,
+    policy_traffic_problems,
+)
+from shadoweval.stats.summary import task_type_summary
+from shadoweval.storage import Repository, RunInfo, RunStatus
+
+
+def load_gate_policy(path: Path | None) -> tuple[GatePolicy, str, str]:
+    """Return (policy, its YAML text, its hash); the default policy when ``path`` is None."""
+    policy = load_policy(path if path is not None else DEFAULT_POLICY_FILE)
+    return policy, policy_to_yaml(policy), policy_hash(policy)
+
+
+@dataclass(slots=True)
+class GateResult:
+    """A verdict with the table it was computed from (``pairs``) and whether it is new.
+
+    ``judgement`` summarizes the run's quality judgements (sources, the frozen judge and
+    its endpoint, judge tokens, judge–human agreement): the report's ``judgement``
+    section (:meth:`JudgementSummary.as_dict`). ``warnings``: the policy's task types and
+    routes that match none of the run's traffic (:func:`policy_warnings`), for the faces
+    to print; a task type among them also holds the verdict.
+    """
+
+    verdict: Verdict
+    pairs: pd.DataFrame
+    policy: GatePolicy
+    reused_terminal: bool = False
+    reused_look: bool = False
+    judgement: JudgementSummary | None = None
+    warnings: tuple[str, ...] = ()
+    summary: pd.DataFrame = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.summary = task_type_summary(self.pairs, self.verdict)
+
+
+def policy_warnings(policy: GatePolicy, coverage: Coverage, pairs: pd.DataFrame) -> tuple[str, ...]:
+    """``policy task_types.extration matches no traffic (…); did you mean 'extraction'?``
+    for every policy key that matches none of the run's task types or routes
+    (:func:`shadoweval.stats.policy.policy_traffic_problems`)."""
+    seen = {t for t, n in coverage.per_task_type.items() if n > 0}
+    if len(pairs):
+        seen |= set(pairs["task_type"].astype(str).unique())
+    routes = set(coverage.per_route) if coverage.per_route else None
+    problems = policy_traffic_problems(policy, task_types=seen, routes=routes)
+    return tuple(f"policy {problem.describe()}" for problem in problems)
+
+
+def run_policy_warnings(repo: Repository, run: RunInfo) -> tuple[str, ...]:
+    """:func:`policy_warnings` of ``run`` under its frozen policy, from its stored traffic
+    (captured task types and routes; no pairs needed: a replay can warn before scoring)."""
+    policy = parse_policy_yaml(run.policy_yaml)
+    return policy_warnings(policy, repo.coverage_counts(run.run_id), pd.DataFrame())
+
+
+def gate_run(repo: Repository, run: RunInfo, *, command: str) -> GateResult:
+    """Compute, store and return the verdict of ``run`` under its frozen policy.
+
+    PROMOTE and ROLLBACK are terminal: once stored, later calls return that verdict. The
+    verdict is that of the run's latest checkpoint
+    (:func:`shadoweval.stats.checkpoints.evaluate_poll`:
+    the first ``n_k`` pairs by capture time; its ``look`` is the checkpoint index, 0
+    before the first checkpoint). Each checkpoint is evaluated once: a poll that reaches
+    the look of the stored verdict returns it as stored (``reused_look``) and stores
+    nothing, so polls between two checkpoints repeat the same verdict even when late
+    pairs have been scored meanwhile. The pairs table carries each pair's resolved quality
+    judgement (judge, reference or human).
+    """
+    policy = parse_policy_yaml(run.policy_yaml)
+    scores = repo.load_pair_scores(run.run_id)
+    judgements = repo.list_judgements(run.run_id)
+    labels = repo.load_labels(run.run_id)
+    resolved = resolve_judgements(judgements, labels)
+    pairs = pairs_frame(scores, policy, judgements=resolved)
+    judgement = summarize_judgements(
+        run.run_id, judgements, labels, repo.run_judge(run.run_id), resolved
+    )
+    latest = repo.latest_verdict(run.run_id)
+    coverage = repo.coverage_counts(run.run_id)
+    warnings = policy_warnings(policy, coverage, pairs)
+    if latest is not None and latest.decision in (Decision.PROMOTE, Decision.ROLLBACK):
+        return GateResult(
+            latest, pairs, policy, reused_terminal=True, judgement=judgement, warnings=warnings
+        )
+    verdict = evaluate_poll(pairs, policy, run_id=run.run_id, coverage=coverage, previous=latest)
+    if latest is not None and verdict is latest:
+        return GateResult(
+            latest, pairs, policy, reused_look=True, judgement=judgement, warnings=warnings
+        )
+    status = {
+        Decision.PROMOTE: RunStatus.PROMOTED,
+        Decision.ROLLBACK: RunStatus.ROLLED_BACK,
+        Decision.HOLD: RunStatus.HELD,
+    }[verdict.decision]
+    repo.save_verdict(verdict, command)
+    repo.set_run_status(run.run_id, status)
+    return GateResult(verdict, pairs, policy, judgement=judgement, warnings=warnings)

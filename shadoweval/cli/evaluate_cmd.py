@@ -1,0 +1,226 @@
+"""``shadow-eval evaluate``: replay a capture log against a candidate, score, gate, report."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from shadoweval.cli.options import (
+    BackendOpt,
+    BaselineRepeatModelOpt,
+    BaselineRepeatShareOpt,
+    BaselineRepeatUrlOpt,
+    CandidateModelOpt,
+    CandidateUrlOpt,
+    ConcurrencyOpt,
+    DatabaseUrlOpt,
+    DeviceOpt,
+    EncoderOpt,
+    JsonOpt,
+    PaceOpt,
+    PaceSpeedOpt,
+    PolicyOpt,
+    ProgressOpt,
+    RateOpt,
+    RunIdOpt,
+    RunNameOpt,
+    SendPairsOpt,
+    StructuredOpt,
+    TimeoutOpt,
+    WarmupOpt,
+)
+from shadoweval.cli.render import print_error
+
+if TYPE_CHECKING:
+    from shadoweval.config import Settings
+
+logger = logging.getLogger(__name__)
+
+
+def build_settings(
+    *,
+    database_url: str | None,
+    concurrency: int | None,
+    rate: float | None,
+    timeout_s: float | None,
+    warmup: int | None,
+    pace: str | None = None,
+    pace_speed: float | None = None,
+    backend: str | None = None,
+) -> Settings:
+    """Settings from the environment with the command-line overrides applied
+    (:func:`shadoweval.config.load_settings`; an option not given is ``None``).
+
+    Raises:
+        ConfigError: an environment variable or override is invalid (names the field and
+            value), or a ``SHADOWEVAL_*`` variable names no setting.
+    """
+    from shadoweval.config import load_settings
+
+    return load_settings(
+        {
+            "replay": {
+                "concurrency": concurrency,
+                "rate_per_s": rate,
+                "timeout_s": timeout_s,
+                "warmup_requests": warmup,
+                "pace": pace,
+                "pace_speed": pace_speed,
+            },
+            "database": {"url": database_url or None},
+            "compare": {"backend": backend},
+        }
+    )
+
+
+def ensure_writable(path: Path) -> None:
+    """Fail before a long run, not after it, when ``path`` cannot be written.
+
+    Raises:
+        ConfigError: the parent directory cannot be created or is not writable.
+    """
+    import os
+
+    from shadoweval.errors import ConfigError
+
+    parent = path.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"--report {path}: cannot create {parent}: {exc}", field="report"
+        ) from exc
+    if not os.access(parent, os.W_OK) or path.is_dir():
+        raise ConfigError(
+            f"--report {path}: not a writable file path", field="report", value=str(path)
+        )
+
+
+def evaluate_command(
+    capture_log: Annotated[
+        Path, typer.Option("--capture-log", help="Capture log (a segment file or directory).")
+    ],
+    candidate_url: CandidateUrlOpt,
+    candidate_model: CandidateModelOpt = None,
+    baseline_repeat_url: BaselineRepeatUrlOpt = None,
+    baseline_repeat_model: BaselineRepeatModelOpt = None,
+    baseline_repeat_share: BaselineRepeatShareOpt = 0.1,
+    policy: PolicyOpt = None,
+    database_url: DatabaseUrlOpt = None,
+    run_id: RunIdOpt = None,
+    name: RunNameOpt = None,
+    report: Annotated[
+        Path | None, typer.Option("--report", help="Write the JSON report here.")
+    ] = None,
+    concurrency: ConcurrencyOpt = None,
+    rate: RateOpt = None,
+    timeout_s: TimeoutOpt = None,
+    warmup: WarmupOpt = None,
+    pace: PaceOpt = None,
+    pace_speed: PaceSpeedOpt = None,
+    encoder: EncoderOpt = "minilm",
+    device: DeviceOpt = "cpu",
+    backend: BackendOpt = None,
+    structured_task_type: StructuredOpt = None,
+    progress: ProgressOpt = True,
+    as_json: JsonOpt = False,
+    judge: Annotated[
+        bool,
+        typer.Option(
+            "--judge",
+            help="After scoring, send the changed pairs (within the policy's budget) to the "
+            "judge configured by SHADOWEVAL_JUDGE__* before the gate; needs --send-pairs or "
+            "SHADOWEVAL_JUDGE__SEND_PAIRS=true.",
+        ),
+    ] = False,
+    send_pairs: SendPairsOpt = False,
+) -> None:
+    """Replay a capture log against a candidate, score every pair, (judge,) gate, and report.
+
+    Exit status: 0 PROMOTE, 1 HOLD, 2 ROLLBACK, 3 error.
+    """
+    from rich.console import Console
+
+    from shadoweval.application.evaluation import EvaluationRequest, evaluate
+    from shadoweval.application.runs import RunRequest
+    from shadoweval.cli.exit_codes import EXIT_CODES, EXIT_ERROR
+    from shadoweval.cli.render import (
+        load_text,
+        load_warnings,
+        print_result,
+        print_warnings,
+        wide_console,
+    )
+    from shadoweval.errors import ShadowEvalError
+
+    err = Console(stderr=True, soft_wrap=True)
+    out = wide_console(stderr=as_json)
+    try:
+        if report is not None:
+            ensure_writable(report)
+        settings = build_settings(
+            database_url=database_url,
+            concurrency=concurrency,
+            rate=rate,
+            timeout_s=timeout_s,
+            warmup=warmup,
+            pace=pace,
+            pace_speed=pace_speed,
+            backend=backend,
+        )
+        result = evaluate(
+            EvaluationRequest(
+                capture_log=capture_log,
+                run=RunRequest(
+                    candidate_url=candidate_url,
+                    candidate_model=candidate_model,
+                    baseline_repeat_url=baseline_repeat_url,
+                    baseline_repeat_model=baseline_repeat_model,
+                    baseline_repeat_share=baseline_repeat_share,
+                    policy_path=policy,
+                    run_name=name,
+                    run_id=run_id,
+                    encoder=encoder,
+                    structured_task_types=frozenset(structured_task_type or ()),
+                ),
+                device=device,
+                progress=progress,
+                judge=judge,
+                send_pairs=send_pairs,
+            ),
+            settings,
+            console=err,
+        )
+    except (ShadowEvalError, FileNotFoundError) as exc:
+        print_error(err, exc)
+        raise typer.Exit(EXIT_ERROR) from None
+    print_warnings(err, result.gate.warnings)
+    print_result(out, result.gate.summary, result.gate.verdict)
+    rep = result.replay
+    load = rep.as_dict()
+    print_warnings(err, load_warnings(load))
+    out.print(
+        f"replayed {sum(rep.sent.values())} (skipped {sum(rep.skipped.values())}) "
+        f"in {rep.wall_s:.1f}s ({load_text(load)}"
+        + f"); errors {dict(rep.errors) or 0}; rejected lines {dict(rep.rejected) or 0}; "
+        + (f"cache hits {dict(rep.cache_hits)}; " if rep.cache_hits else "")
+        + f"stages {result.stages_s}; embedding backend {result.compare.backend or '-'}"
+    )
+    if report is not None:
+        try:
+            result.write_report(report)
+        except OSError as exc:
+            print_error(err, f"the verdict is stored, but the report could not be written: {exc}")
+            raise typer.Exit(EXIT_ERROR) from None
+        out.print(f"report written to {report}")
+    if as_json:
+        typer.echo(result.gate.verdict.model_dump_json(indent=2))
+    raise typer.Exit(EXIT_CODES[result.gate.verdict.decision])
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``evaluate`` to the CLI."""
+    app.command("evaluate")(evaluate_command)

@@ -1,0 +1,263 @@
+"""``shadow-eval gate``: the verdict of a run, as an exit status for CI.
+
+With ``--wait`` the command polls while traffic accumulates: each poll re-evaluates the
+run (workers may have added pairs) until the decision is terminal (PROMOTE or ROLLBACK)
+or the wait runs out, printing one progress line per poll on stderr. The exit status is
+that of the last verdict: 0 PROMOTE, 1 HOLD, 2 ROLLBACK; 3 on any error.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from shadoweval.cli.options import DatabaseUrlOpt, ExistingRunOpt, JsonOpt, PolicyOpt
+from shadoweval.cli.render import print_error
+from shadoweval.errors import ConfigError
+
+if TYPE_CHECKING:
+    from shadoweval.application.gating import GateResult
+    from shadoweval.records import Coverage
+    from shadoweval.storage import Repository, RunInfo
+
+GATE_COMMAND = "shadow-eval gate"
+"""What the verdict history and the policy audit log record as the asking command."""
+
+DEFAULT_POLL_INTERVAL = "30s"
+
+_UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0}
+_PART = re.compile(r"(\d+(?:\.\d+)?)([hms])")
+
+WaitOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--wait",
+        help="Poll until the decision is PROMOTE or ROLLBACK, or until this much time has "
+        "passed (90s, 15m, 2h, 1h30m or plain seconds); exit with the last verdict.",
+    ),
+]
+PollIntervalOpt = Annotated[
+    str,
+    typer.Option("--poll-interval", help="Time between polls with --wait (same format)."),
+]
+JunitOpt = Annotated[
+    Path | None,
+    typer.Option("--junit", help="Also write the checks as JUnit XML (one case per check)."),
+]
+
+
+def parse_duration(text: str, option: str) -> float:
+    """Seconds in a duration: ``90s``, ``15m``, ``2h``, ``1h30m``, ``1.5h`` or plain seconds.
+
+    Raises:
+        ConfigError: not a duration, or negative / not finite; the message names
+            ``option`` and the value (``--wait '3x' is not a duration: ...``).
+    """
+    cleaned = text.strip().lower()
+    seconds: float | None = None
+    try:
+        seconds = float(cleaned)
+    except ValueError:
+        if cleaned and _PART.sub("", cleaned) == "":
+            seconds = sum(float(n) * _UNIT_S[unit] for n, unit in _PART.findall(cleaned))
+    if seconds is None or not math.isfinite(seconds) or seconds < 0:
+        raise ConfigError(
+            f"{option} {text!r} is not a duration: use e.g. 90s, 15m, 2h, 1h30m or plain "
+            "seconds (>= 0)",
+            field=option,
+            value=text,
+        )
+    return seconds
+
+
+def _format_s(seconds: float) -> str:
+    """``1h02m``, ``4m05s``, ``12s`` or ``0.5s``: a short human duration."""
+    if seconds < 10 and seconds != int(seconds):
+        return f"{seconds:.1f}s"
+    total = round(seconds)
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def _progress_line(poll: int, result: GateResult, note: str) -> str:
+    verdict = result.verdict
+    coverage = verdict.coverage
+    return (
+        f"gate run {verdict.run_id} poll {poll}: {verdict.decision.value.upper()} "
+        f"(look {verdict.look}, {coverage.paired} pairs, coverage {coverage.share:.1%}) {note}"
+    )
+
+
+def poll_verdict(
+    repo: Repository,
+    run: RunInfo,
+    *,
+    wait_s: float,
+    poll_s: float,
+    progress: Callable[[str], None],
+    command: str = GATE_COMMAND,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> GateResult:
+    """Gate ``run`` now and then every ``poll_s`` seconds until terminal or ``wait_s`` passed.
+
+    Every poll whose data changed (the run's coverage counts: captured, replayed, paired
+    ...) computes and stores a new verdict through :func:`~shadoweval.application.gating.gate_run`
+    (the code path of a plain ``gate``). A poll on unchanged data keeps the previous
+    verdict and stores nothing: asking again about the same sample is not a new look.
+    The last poll happens when the wait runs out. A database error after the first poll
+    is reported through ``progress`` and retried at the next poll.
+
+    Returns:
+        The last verdict's :class:`~shadoweval.application.gating.GateResult`.
+
+    Raises:
+        ShadowEvalError: the first poll, or the last one, failed.
+    """
+    from shadoweval.application.gating import gate_run
+    from shadoweval.errors import StorageError
+    from shadoweval.records import Decision
+
+    deadline = clock() + wait_s
+    last: GateResult | None = None
+    seen: Coverage | None = None
+    poll = 0
+    while True:
+        poll += 1
+        failure: StorageError | None = None
+        note = ""
+        try:
+            coverage = repo.coverage_counts(run.run_id)
+            if last is not None and coverage == seen:
+                note = "no new data, verdict kept;"
+            else:
+                last = gate_run(repo, run, command=command)
+                seen = coverage
+        except StorageError as exc:
+            if last is None:
+                raise
+            failure = exc
+        assert last is not None
+        left = deadline - clock()
+        terminal = last.verdict.decision in (Decision.PROMOTE, Decision.ROLLBACK)
+        if failure is not None:
+            if left <= 0:
+                raise failure
+            progress(f"gate run {run.run_id} poll {poll}: database error ({failure}); retrying")
+        elif terminal:
+            progress(_progress_line(poll, last, f"{note} terminal".strip()))
+            return last
+        elif left <= 0:
+            progress(_progress_line(poll, last, f"{note} wait over".strip()))
+            return last
+        else:
+            wait = min(poll_s, left)
+            progress(
+                _progress_line(
+                    poll, last, f"{note} next poll in {_format_s(wait)}, {_format_s(left)} left"
+                )
+            )
+        sleep(min(poll_s, left))
+
+
+def gate_command(
+    run_id: ExistingRunOpt,
+    database_url: DatabaseUrlOpt = None,
+    policy: PolicyOpt = None,
+    as_json: JsonOpt = False,
+    junit: JunitOpt = None,
+    wait: WaitOpt = None,
+    poll_interval: PollIntervalOpt = DEFAULT_POLL_INTERVAL,
+) -> None:
+    """Compute and store the verdict of a run under its frozen policy.
+
+    Exit status: 0 PROMOTE, 1 HOLD, 2 ROLLBACK, 3 error. PROMOTE and ROLLBACK are terminal:
+    once reached, later calls return the same verdict. ``--policy`` is only a check: a
+    policy other than the run's is an error (a different policy means a new run). With
+    ``--wait`` the run is re-evaluated every ``--poll-interval`` until the decision is
+    terminal or the wait runs out (one progress line per poll on stderr).
+    """
+    from shadoweval.application.database import open_repository
+    from shadoweval.application.gating import gate_run
+    from shadoweval.application.runs import check_presented_policy
+    from shadoweval.cli.exit_codes import EXIT_CODES, EXIT_ERROR
+    from shadoweval.cli.options import database_url as resolve_url
+    from shadoweval.cli.render import print_result, print_warnings, wide_console
+    from shadoweval.errors import ShadowEvalError
+
+    err = wide_console(stderr=True)
+    out = wide_console(stderr=as_json)
+    try:
+        wait_s = None if wait is None else parse_duration(wait, "--wait")
+        poll_s = parse_duration(poll_interval, "--poll-interval")
+        if poll_s <= 0:
+            raise ConfigError(
+                f"--poll-interval {poll_interval!r} must be > 0",
+                field="--poll-interval",
+                value=poll_interval,
+            )
+        if junit is not None and junit.is_dir():
+            raise ConfigError(
+                f"--junit {str(junit)!r} is a directory; give the path of the XML file to write",
+                field="--junit",
+                value=str(junit),
+            )
+        with open_repository(resolve_url(database_url), upgrade=False) as repo:
+            run = repo.get_run(run_id)
+            if run is None:
+                raise ShadowEvalError(f"run {run_id!r} not found")
+            check_presented_policy(repo, run, policy, command=GATE_COMMAND)
+            if wait_s is None:
+                result = gate_run(repo, run, command=GATE_COMMAND)
+            else:
+                result = poll_verdict(
+                    repo,
+                    run,
+                    wait_s=wait_s,
+                    poll_s=poll_s,
+                    progress=lambda line: typer.echo(line, err=True),
+                )
+    except ShadowEvalError as exc:
+        print_error(err, exc)
+        raise typer.Exit(EXIT_ERROR) from None
+    except KeyboardInterrupt:
+        print_error(err, "interrupted before a decision")
+        raise typer.Exit(EXIT_ERROR) from None
+    print_warnings(err, result.warnings)
+    print_result(out, result.summary, result.verdict)
+    if result.reused_terminal:
+        out.print("(terminal verdict: returned as stored)")
+    elif result.reused_look:
+        out.print(
+            f"(look {result.verdict.look}'s verdict, as stored: each checkpoint is evaluated "
+            "once; the next look comes with the next checkpoint)"
+        )
+    if junit is not None:
+        from shadoweval.cli.junit import write_junit
+
+        try:
+            write_junit(result.verdict, junit)
+        except OSError as exc:
+            print_error(
+                err,
+                f"cannot write --junit {str(junit)!r}: {exc.strerror or exc} "
+                f"(the verdict {result.verdict.decision.value.upper()} was stored)",
+            )
+            raise typer.Exit(EXIT_ERROR) from None
+    if as_json:
+        typer.echo(result.verdict.model_dump_json(indent=2))
+    raise typer.Exit(EXIT_CODES[result.verdict.decision])
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``gate`` to the CLI."""
+    app.command("gate")(gate_command)

@@ -1,0 +1,261 @@
+"""``shadow-eval judge``: the pairwise LLM judge of a run's changed pairs.
+
+* ``judge run --run-id ID [--send-pairs] [--max-per-task-type N]``: sends the run's
+  changed pairs (at most N per task type in total, stratified by divergence; the
+  policy's ``net_harm.max_judged_per_task_type`` by default) to the configured judge
+  (``SHADOWEVAL_JUDGE__URL``, ``__MODEL``, ``__API_KEY``), each in both orders, and stores
+  better / tie / worse with the rationale per pair
+  (:func:`shadoweval.application.judging.run_judge`).
+  Sending pairs is never a default: without ``SHADOWEVAL_JUDGE__SEND_PAIRS=true`` or
+  ``--send-pairs`` it exits 3 and sends nothing. The first judge run freezes the judge
+  (endpoint, model, prompt hash — which covers the response format,
+  ``SHADOWEVAL_JUDGE__RESPONSE_FORMAT`` — and sampling) with the run; a different judge
+  later exits 3 naming both; it exits 3 too when the run has no changed pair to judge or
+  every judgement sent failed. Prints per task type: pairs, changed, already judged,
+  selected, judged, better / tie / worse, failures, the judge's tokens, and the endpoint
+  the pairs went to.
+* ``judge summary --run-id ID [--json]``: the stored judgements by source, outcomes per
+  task type, the frozen judge and endpoint, the judge's tokens, judge–human agreement.
+
+Exit 0 on success, 3 on any error.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from shadoweval.cli.options import DatabaseUrlOpt, ExistingRunOpt, SendPairsOpt
+from shadoweval.cli.render import print_error
+
+if TYPE_CHECKING:
+    from shadoweval.application.judging import JudgeRunReport
+    from shadoweval.records import JudgeIdentity
+
+judge_app = typer.Typer(
+    name="judge",
+    help="The pairwise LLM judge: judge a run's changed pairs, summarize judgements.",
+    no_args_is_help=True,
+)
+
+RunJsonOpt = Annotated[
+    bool,
+    typer.Option(
+        "--json",
+        help="Print the judge run's report as JSON on stdout: the judge's identity and "
+        "endpoint, whether this run froze it, per task type the pairs, changed, budget, "
+        "sent, judged, better / tie / worse, order ties, failed and judge tokens, and the "
+        "first failures.",
+    ),
+]
+SummaryJsonOpt = Annotated[
+    bool,
+    typer.Option(
+        "--json",
+        help="Print the judgement summary as JSON on stdout: stored and resolved "
+        "judgements per source, outcomes per task type, the frozen judge, its endpoint "
+        "and response format, judge tokens, and judge–human agreement.",
+    ),
+]
+
+MaxPerTaskTypeOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-per-task-type",
+        help="Judge budget per task type, in total (default: the policy's "
+        "net_harm.max_judged_per_task_type).",
+    ),
+]
+
+
+@judge_app.command("run")
+def run_command(
+    run_id: ExistingRunOpt,
+    database_url: DatabaseUrlOpt = None,
+    send_pairs: SendPairsOpt = False,
+    max_per_task_type: MaxPerTaskTypeOpt = None,
+    as_json: RunJsonOpt = False,
+) -> None:
+    """Judge the run's changed pairs with the configured LLM judge, both orders each.
+
+    Exit 3 on error (sending not allowed, no judge configured, another judge frozen with
+    the run, unknown run, unreachable database), and when the run produced nothing to
+    judge: no changed pair at all, or every pair sent failed. Failed judge calls are kept:
+    stored as failed judgements, counted and retried by the next judge run; when every call
+    of a first judge run failed, the judge it froze is unfrozen again. A run whose changed
+    pairs were all judged before exits 0 (nothing new to do).
+    """
+    from rich.table import Table
+
+    from shadoweval.application.database import open_repository
+    from shadoweval.application.judging import JUDGE_COMMAND, check_judge_settings, run_judge
+    from shadoweval.cli.exit_codes import EXIT_ERROR
+    from shadoweval.cli.options import database_url as resolve_url
+    from shadoweval.cli.render import wide_console
+    from shadoweval.config import load_settings
+    from shadoweval.errors import ConfigError, ShadowEvalError
+
+    err = wide_console(stderr=True)
+    try:
+        settings = load_settings()
+        check_judge_settings(settings.judge, send_pairs=send_pairs)
+        with open_repository(resolve_url(database_url), upgrade=False) as repo:
+            if repo.get_run(run_id) is None:
+                raise ConfigError(f"--run {run_id!r}: run not found", field="--run", value=run_id)
+            report = run_judge(
+                repo,
+                run_id,
+                settings.judge,
+                send_pairs=send_pairs,
+                max_per_task_type=max_per_task_type,
+                command=JUDGE_COMMAND,
+            )
+    except ShadowEvalError as exc:
+        print_error(err, exc)
+        raise typer.Exit(EXIT_ERROR) from None
+    nothing = _nothing_judged(report)
+    if nothing:
+        err.print(f"judge run: {nothing}", highlight=False, markup=False)
+    if as_json:
+        typer.echo(json.dumps(report.as_dict()))
+        if nothing:
+            raise typer.Exit(EXIT_ERROR)
+        return
+    out = wide_console()
+    identity = report.identity
+    out.print(
+        f"judge {identity.model!r} at {report.endpoint} ({_format_text(identity)}): "
+        f"{report.selected} pairs sent"
+        f"{' (judge frozen with the run)' if report.first_use else ''}",
+        highlight=False,
+        markup=False,
+    )
+    table = Table(title=f"judge run of {run_id}", title_justify="left")
+    headers = (
+        "task type", "pairs", "changed", "judged before", "budget", "sent", "judged",
+        "better", "tie", "worse", "order ties", "failed", "judge tokens in/out",
+    )  # fmt: skip
+    for header in headers:
+        table.add_column(header, justify="left" if header == "task type" else "right")
+    for t in report.task_types.values():
+        table.add_row(
+            t.task_type,
+            str(t.pairs),
+            str(t.changed),
+            str(t.already_judged),
+            str(t.budget),
+            str(t.selected),
+            str(t.judged),
+            str(t.better),
+            str(t.tie),
+            str(t.worse),
+            str(t.disagreements),
+            str(t.failed),
+            f"{t.prompt_tokens}/{t.completion_tokens}",
+        )
+    out.print(table)
+    for failure in report.failures:
+        err.print(f"failed judgement {failure}", highlight=False, markup=False)
+    if nothing:
+        raise typer.Exit(EXIT_ERROR)
+
+
+def _nothing_judged(report: JudgeRunReport) -> str:
+    """Why a judge run produced nothing (``""`` when it judged, or all was judged before)."""
+    tallies = report.task_types.values()
+    pairs = sum(t.pairs for t in tallies)
+    changed = sum(t.changed for t in tallies)
+    if changed == 0:
+        return (
+            f"nothing to judge: run {report.run_id} has {pairs} scored pairs and none "
+            "changed (score the run first, or there is no divergence to judge)"
+        )
+    sent = report.selected
+    if sent and not sum(t.judged for t in tallies):
+        return (
+            f"every one of the {sent} judgements failed (kept as failed judgements and "
+            "retried by the next judge run); see the errors above"
+            + ("; the judge was not frozen with the run" if report.released else "")
+        )
+    return ""
+
+
+@judge_app.command("summary")
+def summary_command(
+    run_id: ExistingRunOpt,
+    database_url: DatabaseUrlOpt = None,
+    as_json: SummaryJsonOpt = False,
+) -> None:
+    """The run's quality judgements: by source (judge / reference / human) and task type,
+    the frozen judge and its endpoint, the judge's tokens, and judge–human agreement
+    (Cohen's κ with a 95% CI). Exit 3 on error."""
+    from rich.table import Table
+
+    from shadoweval.application.database import open_repository
+    from shadoweval.application.judging import judgement_summary
+    from shadoweval.cli.exit_codes import EXIT_ERROR
+    from shadoweval.cli.options import database_url as resolve_url
+    from shadoweval.cli.render import wide_console
+    from shadoweval.errors import ConfigError, ShadowEvalError
+
+    err = wide_console(stderr=True)
+    try:
+        with open_repository(resolve_url(database_url), upgrade=False) as repo:
+            if repo.get_run(run_id) is None:
+                raise ConfigError(f"--run {run_id!r}: run not found", field="--run", value=run_id)
+            summary = judgement_summary(repo, run_id)
+    except ShadowEvalError as exc:
+        print_error(err, exc)
+        raise typer.Exit(EXIT_ERROR) from None
+    if as_json:
+        typer.echo(json.dumps(summary.as_dict()))
+        return
+    out = wide_console()
+    if summary.judge is None:
+        out.print("judge: none has judged this run", highlight=False)
+    else:
+        out.print(
+            f"judge {summary.judge.model!r} at {summary.endpoint} (prompt "
+            f"{summary.judge.prompt_sha256[:12]}, {_format_text(summary.judge)}, "
+            f"temperature {summary.judge.temperature:g}); "
+            f"judge tokens {summary.judge_prompt_tokens} in / "
+            f"{summary.judge_completion_tokens} out",
+            highlight=False,
+            markup=False,
+        )
+    stored = ", ".join(
+        f"{source} {counts['ok']}" + (f" (+{counts['failed']} failed)" if counts["failed"] else "")
+        for source, counts in summary.stored.items()
+    )
+    out.print(f"stored: {stored}", highlight=False, markup=False)
+    table = Table(title=f"judgements of run {run_id} (as the gate uses them)", title_justify="left")
+    for header in ("task type", "better", "tie", "worse", "judge", "reference", "human", "failed"):
+        table.add_column(header, justify="left" if header == "task type" else "right")
+    for task_type, row in summary.per_task_type.items():
+        table.add_row(
+            task_type,
+            *(
+                str(row[k])
+                for k in (
+                    "candidate_better", "tie", "candidate_worse", "judge", "reference", "human",
+                    "failed",
+                )
+            ),
+        )  # fmt: skip
+    out.print(table)
+    out.print(str(summary.agreement["text"]), highlight=False, markup=False)
+
+
+def _format_text(identity: JudgeIdentity) -> str:
+    """``text answers`` / ``json_schema answers`` / ``unknown response format``."""
+    from shadoweval.application.judging import response_format_of
+
+    fmt = response_format_of(identity)
+    return "unknown response format" if fmt is None else f"{fmt} answers"
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``judge`` group to the CLI."""
+    app.add_typer(judge_app, name="judge")

@@ -1,0 +1,331 @@
+"""Terminal rendering of summaries and verdicts (rich)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+
+from shadoweval.records import POOLED, Check, CheckOutcome, Decision, Verdict
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from rich.console import Console
+
+_STYLE = {
+    CheckOutcome.PASS.value: "green",
+    CheckOutcome.FAIL.value: "bold red",
+    CheckOutcome.INCONCLUSIVE.value: "yellow",
+    "": "dim",
+}
+_DECISION_STYLE = {
+    Decision.PROMOTE: "bold green",
+    Decision.HOLD: "bold yellow",
+    Decision.ROLLBACK: "bold red",
+}
+
+
+def _num(value: Any, fmt: str = "{:.3f}") -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return fmt.format(value)
+
+
+def _pct(x: float) -> str:
+    """A rate as a short percentage: 1 decimal, without a trailing ``.0``."""
+    return f"{x:.1%}".replace(".0%", "%")
+
+
+def _pair(base: Any, cand: Any) -> str:
+    if base is None or (isinstance(base, float) and math.isnan(base)):
+        return "–"
+    return f"{_pct(base)}→{_pct(cand)}"
+
+
+_MARK = {"pass": "✓ pass", "fail": "✗ FAIL", "inconclusive": "? hold", "": "–"}
+
+# (header, priority): lower priority columns are dropped first when the table is too wide.
+_SUMMARY_COLUMNS: tuple[tuple[str, int], ...] = (
+    ("task type", 0),
+    ("n", 0),
+    ("sim", 1),
+    ("noise", 6),
+    ("p10", 7),
+    ("fail", 1),
+    ("infra", 3),
+    ("format", 1),
+    ("e2e p50×", 2),
+    ("e2e p95×", 4),
+    ("ttft p50×", 5),
+    ("ttfc p50×", 6),
+    ("tok×", 5),
+    ("e2e A", 8),
+    ("checks", 0),
+)
+
+
+def _summary_cells(row: Mapping[Hashable, Any]) -> list[str]:
+    outcome = str(row["outcome"])
+    return [
+        "all (pooled)" if row["task_type"] == POOLED else str(row["task_type"]),
+        str(row["n"]),
+        _num(row["similarity_mean"], "{:.2f}"),
+        _num(row.get("noise_similarity_mean"), "{:.2f}"),
+        _num(row["similarity_p10"], "{:.2f}"),
+        _pair(row["baseline_fail_rate"], row["candidate_fail_rate"]),
+        _pair(row["baseline_infra_error_rate"], row["candidate_infra_error_rate"]),
+        _pair(row["baseline_format_ok_rate"], row["candidate_format_ok_rate"])
+        if row["format_n"]
+        else "–",
+        _num(row["e2e_p50_ratio"], "{:.2f}"),
+        _num(row["e2e_p95_ratio"], "{:.2f}"),
+        _num(row["ttft_p50_ratio"], "{:.2f}"),
+        _num(row.get("ttfc_p50_ratio"), "{:.2f}"),
+        _num(row["output_tokens_ratio"], "{:.2f}"),
+        _num(row.get("e2e_cles"), "{:.2f}"),
+        _MARK.get(outcome, outcome),
+    ]
+
+
+def summary_table(
+    summary: pd.DataFrame, title: str = "Per task type", max_width: int | None = None
+) -> Table:
+    """A rich table of :func:`shadoweval.stats.summary.task_type_summary` (ratios are
+    candidate/baseline).
+
+    Columns: pairs; mean similarity, mean baseline-repeat similarity (the noise floor)
+    and 10th-percentile similarity; error-or-empty rate (without infrastructure errors),
+    infrastructure error rate and format-parse success rate, baseline → candidate; e2e
+    p50/p95, TTFT p50, TTFC p50 (time to first visible content) and output-token ratios;
+    the report-only common-language effect size of e2e latency (``e2e A`` =
+    P(candidate slower), 0.5 = no tendency); the worst check outcome of the task type
+    (``? hold``: a check is inconclusive). Columns with no value in any row are left out;
+    when the table would be wider than ``max_width``, the least important columns go
+    first (never task type, n or checks), so numbers are never cut.
+    """
+    from rich import box
+
+    records = summary.to_dict(orient="records")
+    rows = [_summary_cells(r) for r in records]
+    keep = [
+        i
+        for i, (name, priority) in enumerate(_SUMMARY_COLUMNS)
+        if priority == 0 or any(cells[i] != "–" for cells in rows)
+    ]
+    longest_task = max([len("task type")] + [len(cells[0]) for cells in rows])
+
+    def build(columns: list[int], caption: str) -> Table:
+        table = Table(
+            title=title, title_justify="left", caption=caption, box=box.SIMPLE_HEAD, pad_edge=False
+        )
+        for i in columns:
+            name = _SUMMARY_COLUMNS[i][0]
+            if name == "task type":
+                # Folded only when even the priority-0 columns do not fit, never to slivers.
+                table.add_column(name, overflow="fold", min_width=min(longest_task, 24))
+            else:
+                table.add_column(
+                    name, justify="left" if name == "checks" else "right", no_wrap=True
+                )
+        for record, cells in zip(records, rows, strict=True):
+            if record["task_type"] == POOLED:
+                table.add_section()
+            shown = [cells[i] for i in columns]
+            outcome = str(record["outcome"])
+            shown[-1] = f"[{_STYLE.get(outcome, '')}]{shown[-1]}[/]"
+            table.add_row(*shown)
+        return table
+
+    caption = (
+        "ratios × = candidate / baseline; rates baseline → candidate; noise = baseline vs "
+        "its repeat; e2e A = P(candidate slower), report only"
+    )
+    if max_width is not None:
+        while _natural_width(build(keep, "")) > max_width:
+            droppable = [i for i in keep if _SUMMARY_COLUMNS[i][1] > 0]
+            if not droppable:
+                break
+            keep.remove(max(droppable, key=lambda i: _SUMMARY_COLUMNS[i][1]))
+    dropped = [name for i, (name, _) in enumerate(_SUMMARY_COLUMNS) if i not in keep]
+    if max_width is not None and dropped:
+        caption += f"; not shown (no value or too narrow): {', '.join(dropped)}"
+    return build(keep, caption)
+
+
+def _natural_width(table: Table) -> int:
+    """The width ``table`` takes when nothing has to be folded (rich's own measure:
+    padding, column separators and edges included)."""
+    import io
+
+    from rich.console import Console
+    from rich.measure import Measurement
+
+    console = Console(file=io.StringIO(), width=100_000)
+    return Measurement.get(console, console.options, table).maximum
+
+
+def _task(task_type: str) -> str:
+    return "all (pooled)" if task_type == POOLED else task_type
+
+
+def checks_table(verdict: Verdict, *, only_not_passed: bool = True) -> Table:
+    """A rich table of the verdict's checks (by default those that did not pass).
+
+    The reasons are long sentences; :func:`print_result` prints them below the table.
+    """
+    table = Table(
+        title="Checks" + (" that did not pass" if only_not_passed else ""), title_justify="left"
+    )
+    for name in ("#", "task type", "metric", "estimate", "interval", "margin", "n", "outcome"):
+        table.add_column(name, overflow="fold" if name in ("task type", "metric") else "ellipsis")
+    for i, check in enumerate(_selected(verdict, only_not_passed), start=1):
+        interval = (
+            f"[{_num(check.ci_low)}, {_num(check.ci_high)}]"
+            if check.ci_low is not None or check.ci_high is not None
+            else "–"
+        )
+        table.add_row(
+            str(i),
+            _task(check.task_type),
+            check.metric,
+            _num(check.estimate),
+            interval,
+            _num(check.margin),
+            str(check.n),
+            f"[{_STYLE[check.outcome.value]}]{check.outcome.value}[/]",
+        )
+    return table
+
+
+def _selected(verdict: Verdict, only_not_passed: bool) -> list[Check]:
+    return [c for c in verdict.checks if not (only_not_passed and c.outcome is CheckOutcome.PASS)]
+
+
+def verdict_panel(verdict: Verdict, max_reasons: int = 6) -> Panel:
+    """The decision with its leading reasons, coverage, the pairs left out of latency as
+    cache hits (when any) and the policy hash."""
+    reasons = list(verdict.reasons[:max_reasons])
+    more = len(verdict.reasons) - len(reasons)
+    lines = [f"[{_DECISION_STYLE[verdict.decision]}]{verdict.decision.value.upper()}[/]"]
+    lines += [f"• {r}" for r in reasons]
+    if more > 0:
+        lines.append(f"… and {more} more reason(s)")
+    cov = verdict.coverage
+    lines.append(
+        f"coverage: {cov.paired}/{cov.captured} paired ({cov.share:.1%}); "
+        f"errored {cov.errored}, skipped {cov.skipped}, warm-up {cov.warmup}"
+    )
+    lines += coverage_lines(verdict)
+    cached = verdict.latency_cache_hits
+    if cached.pairs:
+        lines.append(
+            f"cache hits: {cached.pairs} pairs left out of latency "
+            f"({cached.baseline} baseline, {cached.candidate} candidate answers from a cache)"
+        )
+    lines.append(f"policy {verdict.policy_hash[:12]} · look {verdict.look} · run {verdict.run_id}")
+    return Panel("\n".join(lines), title="Verdict", title_align="left")
+
+
+def coverage_lines(verdict: Verdict) -> list[str]:
+    """``  by route: …`` and ``  by task type: …`` lines (paired / captured; skipped), each
+    route that was not evaluated marked; none for a verdict stored before they existed."""
+    cov = verdict.coverage
+    lines: list[str] = []
+    if cov.per_route:
+        parts = []
+        for route, c in sorted(cov.per_route.items()):
+            part = f"{escape(route)} {c.paired}/{c.captured}"
+            if c.skipped:
+                part += f" ({c.skipped} skipped)"
+            if c.captured and not c.paired:
+                part = f"[bold yellow]{part} not evaluated[/]"
+            parts.append(part)
+        lines.append("  by route: " + ", ".join(parts))
+    captured = {t: n for t, n in cov.per_task_type.items() if n > 0}
+    if captured:
+        paired = cov.paired_per_task_type
+        lines.append(
+            "  by task type: "
+            + ", ".join(f"{escape(t)} {paired.get(t, 0)}/{n}" for t, n in sorted(captured.items()))
+        )
+    for replay_pass in cov.load_shortfalls()[:1]:
+        lines.append(
+            f"[bold yellow]  replay load: measured at {replay_pass.describe_load()}[/] "
+            "(latency was compared at that load)"
+        )
+    return lines
+
+
+def load_text(counts: Mapping[str, Any]) -> str:
+    """A replay's pace and achieved start rate from its JSON counts:
+    ``13.9/s of 500/s asked``, ``captured pace ×2: 3.1/s of 3.1/s``, ``12.0/s``."""
+    achieved = counts.get("achieved_rate_per_s")
+    asked = counts.get("asked_rate_per_s")
+    rate = "–" if achieved is None else f"{achieved:.1f}/s"
+    if counts.get("pace") == "capture":
+        speed = counts.get("pace_speed") or 1.0
+        of = f" of {asked:.1f}/s" if asked is not None else ""
+        return f"captured pace ×{speed:g}: {rate}{of}"
+    if asked is not None:
+        return f"{rate} of {asked:g}/s asked"
+    return rate
+
+
+def load_warnings(counts: Mapping[str, Any]) -> list[str]:
+    """The warning a replay's JSON counts call for: its measured requests started below
+    95% of the asked rate (``rate_shortfall``)."""
+    if not counts.get("rate_shortfall"):
+        return []
+    return [
+        f"replay load: the measured requests started at {load_text(counts)} (below 95% of "
+        "the asked rate): the latency checks will say they were measured under a different "
+        "load; lower --rate, raise --concurrency, or check the target"
+    ]
+
+
+def print_warnings(console: Console, warnings: list[str] | tuple[str, ...]) -> None:
+    """Print each warning as ``warning: …`` (escaped, verbatim)."""
+    for warning in warnings:
+        console.print(
+            f"[bold yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True
+        )
+
+
+CI_WIDTH = 160
+"""Columns of output that is not a terminal (CI logs, a pipe) when ``COLUMNS`` is unset:
+wide enough for the per-task table with every column and for ``--help``."""
+
+
+def wide_console(*, stderr: bool = False) -> Console:
+    """A console for tables: the terminal's width, or ``COLUMNS`` when set; when output is
+    not a terminal and ``COLUMNS`` is unset (logs, CI), :data:`CI_WIDTH` columns rather
+    than rich's 80."""
+    import os
+
+    from rich.console import Console
+
+    console = Console(stderr=stderr)
+    if not console.is_terminal and not os.environ.get("COLUMNS"):
+        console = Console(stderr=stderr, width=max(console.width, CI_WIDTH))
+    return console
+
+
+def print_result(console: Console, summary: pd.DataFrame, verdict: Verdict) -> None:
+    """Print the per-task table, the verdict and the checks that did not pass."""
+    console.print(summary_table(summary, max_width=console.width))
+    console.print(verdict_panel(verdict))
+    selected = _selected(verdict, only_not_passed=True)
+    if selected:
+        console.print(checks_table(verdict))
+        for i, check in enumerate(selected, start=1):
+            console.print(f"  {i}. {_task(check.task_type)} / {check.metric}: {check.reason}")
+
+
+def print_error(console: Console, error: object) -> None:
+    """Print ``error:`` and the message verbatim (escaped: brackets in paths stay as is) on
+    one line, never wrapped at the console's width (a CI log grep finds it whole)."""
+    console.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False, soft_wrap=True)

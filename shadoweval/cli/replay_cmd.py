@@ -1,0 +1,183 @@
+"""``shadow-eval replay run``: replay a capture log or a Kafka topic into a run (no scoring,
+no gate)."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from shadoweval.cli.options import (
+    BaselineRepeatModelOpt,
+    BaselineRepeatShareOpt,
+    BaselineRepeatUrlOpt,
+    CandidateModelOpt,
+    CandidateUrlOpt,
+    ConcurrencyOpt,
+    DatabaseUrlOpt,
+    PaceOpt,
+    PaceSpeedOpt,
+    PolicyOpt,
+    ProgressOpt,
+    RateOpt,
+    RunIdOpt,
+    RunNameOpt,
+    TimeoutOpt,
+    WarmupOpt,
+)
+from shadoweval.cli.render import load_warnings, print_error, print_warnings
+
+replay_app = typer.Typer(help="Replay captured requests to shadow targets.", no_args_is_help=True)
+
+SourceOpt = Annotated[
+    str,
+    typer.Option(
+        "--source",
+        help="Capture log to replay (segment file or directory), or a Kafka topic to "
+        "consume: kafka://HOST:PORT[,HOST:PORT]/TOPIC.",
+    ),
+]
+UntilIdleOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--until-idle",
+        min=0.0,
+        help="Kafka: stop once no record arrived and nothing was in flight for this many "
+        "seconds (default: run until SIGTERM/SIGINT).",
+    ),
+]
+MetricsPortOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--metrics-port",
+        min=0,
+        max=65535,
+        help="Kafka: serve /metrics, /healthz and /readyz on this port "
+        "(default: SHADOWEVAL_WORKER__METRICS_PORT, else none).",
+    ),
+]
+GroupIdOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--group-id",
+        help="Kafka consumer group (default: SHADOWEVAL_WORKER__GROUP_ID, else "
+        "shadoweval-replay.<run id>).",
+    ),
+]
+BaselineModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--baseline-model",
+        help="Kafka: the live (baseline) model's name for a new run (default: the resumed "
+        "run's, else read from the first exchange on the topic).",
+    ),
+]
+SessionTimeoutOpt = Annotated[
+    float,
+    typer.Option(
+        "--session-timeout",
+        min=0.5,
+        max=300.0,
+        help="Kafka: consumer-group session timeout, seconds (a crashed worker's partitions "
+        "move to the others after this long).",
+    ),
+]
+
+
+@replay_app.command("run")
+def replay_run(
+    source: SourceOpt,
+    candidate_url: CandidateUrlOpt,
+    candidate_model: CandidateModelOpt = None,
+    baseline_repeat_url: BaselineRepeatUrlOpt = None,
+    baseline_repeat_model: BaselineRepeatModelOpt = None,
+    baseline_repeat_share: BaselineRepeatShareOpt = 0.1,
+    run_id: RunIdOpt = None,
+    name: RunNameOpt = None,
+    policy: PolicyOpt = None,
+    database_url: DatabaseUrlOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    rate: RateOpt = None,
+    timeout_s: TimeoutOpt = None,
+    warmup: WarmupOpt = None,
+    pace: PaceOpt = None,
+    pace_speed: PaceSpeedOpt = None,
+    progress: ProgressOpt = True,
+    until_idle: UntilIdleOpt = None,
+    metrics_port: MetricsPortOpt = None,
+    group_id: GroupIdOpt = None,
+    baseline_model: BaselineModelOpt = None,
+    session_timeout: SessionTimeoutOpt = 10.0,
+) -> None:
+    """Replay every exchange of a capture log or Kafka topic to the candidate (and a
+    baseline replica).
+
+    Outcomes are stored idempotently: running it again on the same run resumes, and sends
+    only what has no outcome yet. A Kafka worker commits offsets only after the outcomes
+    are stored; a restarted worker passes the same --run-id (its group is derived from
+    it). SIGTERM/SIGINT stop a Kafka worker gracefully. Warm-up requests (--warmup) are
+    sent and completed before the measured ones; --pace capture replays at the captured
+    inter-arrival times (--pace-speed to speed up). Prints the replay counts as JSON, and a
+    warning on stderr when the measured requests started below 95% of the asked rate.
+    Exit 3 on error.
+    """
+    from rich.console import Console
+
+    from shadoweval.application.replaying import (
+        KafkaReplayOptions,
+        ReplayRequest,
+        parse_replay_source,
+        replay,
+    )
+    from shadoweval.application.runs import RunRequest
+    from shadoweval.cli.evaluate_cmd import build_settings
+    from shadoweval.cli.exit_codes import EXIT_ERROR
+    from shadoweval.errors import ShadowEvalError
+
+    err = Console(stderr=True, soft_wrap=True)
+    try:
+        replay_source = parse_replay_source(source)
+        settings = build_settings(
+            database_url=database_url,
+            concurrency=concurrency,
+            rate=rate,
+            timeout_s=timeout_s,
+            warmup=warmup,
+            pace=pace,
+            pace_speed=pace_speed,
+        )
+        request = ReplayRequest(
+            source=replay_source,
+            run=RunRequest(
+                candidate_url=candidate_url,
+                candidate_model=candidate_model,
+                baseline_repeat_url=baseline_repeat_url,
+                baseline_repeat_model=baseline_repeat_model,
+                baseline_repeat_share=baseline_repeat_share,
+                policy_path=policy,
+                run_name=name,
+                run_id=run_id,
+                command="shadow-eval replay run",
+            ),
+            progress=progress,
+            kafka=KafkaReplayOptions(
+                baseline_model=baseline_model,
+                until_idle_s=until_idle,
+                session_timeout_ms=round(session_timeout * 1000),
+                group_id=group_id,
+                metrics_port=metrics_port,
+            ),
+        )
+        result = replay(request, settings, console=err)
+    except (ShadowEvalError, FileNotFoundError) as exc:
+        print_error(err, exc)
+        raise typer.Exit(EXIT_ERROR) from None
+    counts = result.report.as_dict()
+    print_warnings(err, [*result.warnings, *load_warnings(counts)])
+    typer.echo(json.dumps(counts, indent=2))
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``replay`` group to the CLI."""
+    app.add_typer(replay_app, name="replay")
