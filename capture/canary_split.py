@@ -171,37 +171,7 @@ def render_split_routes(spec: EnvoyConfigSpec, split: Split) -> str:
     ]
 
     def action(cluster: str | None) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if cluster is None:
-            out["weighted_clusters"] = {
-                # candidate first: Envoy takes the session header's xxHash64 mod the
-                # total weight through the clusters in order, so the candidate gets
-                # [0, weight): the router's rule (shadoweval.capture.session_router.stable_bucket)
-                "clusters": [
-                    {
-                        "name": CANDIDATE_CLUSTER,
-                        "weight": weight,
-                        "host_rewrite_literal": candidate_host,
-                    },
-                    {
-                        "name": BASELINE_CLUSTER,
-                        "weight": WEIGHT_TOTAL - weight,
-                        "host_rewrite_literal": baseline_host,
-                    },
-                ],
-                "use_hash_policy": True,
-            }
-            if hash_policy:
-                out["hash_policy"] = hash_policy
-        else:
-            out["cluster"] = cluster
-            out["host_rewrite_literal"] = (
-                candidate_host if cluster == CANDIDATE_CLUSTER else baseline_host
-            )
-        # no route timeout (long LLM streams), the client's Host in X-Forwarded-Host
-        out["timeout"] = "0s"
-        out["append_x_forwarded_host"] = True
-        return out
+        return _route_action(cluster, weight, candidate_host, baseline_host, hash_policy)
 
     def make(match: dict[str, Any], capture: bool) -> list[dict[str, Any]]:
         routes: list[dict[str, Any]] = []
@@ -251,6 +221,49 @@ def render_split_routes(spec: EnvoyConfigSpec, split: Split) -> str:
         f"{weight}/{WEIGHT_TOTAL} of new sessions; baseline {spec.upstream_url}.\n"
     )
     return header + yaml.safe_dump(document, sort_keys=False, default_flow_style=False)
+
+
+def _route_action(
+    cluster: str | None,
+    weight: int,
+    candidate_host: str,
+    baseline_host: str,
+    hash_policy: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """A route's action: to ``cluster`` (an arm chosen by the router), or with ``cluster``
+    ``None`` the weighted fallback (``weight`` basis points to the candidate, hashed on
+    the session headers of ``hash_policy``); no route timeout, ``Host`` rewritten."""
+    out: dict[str, Any] = {}
+    if cluster is None:
+        out["weighted_clusters"] = {
+            # candidate first: Envoy takes the session header's xxHash64 mod the
+            # total weight through the clusters in order, so the candidate gets
+            # [0, weight): the router's rule (shadoweval.capture.session_router.stable_bucket)
+            "clusters": [
+                {
+                    "name": CANDIDATE_CLUSTER,
+                    "weight": weight,
+                    "host_rewrite_literal": candidate_host,
+                },
+                {
+                    "name": BASELINE_CLUSTER,
+                    "weight": WEIGHT_TOTAL - weight,
+                    "host_rewrite_literal": baseline_host,
+                },
+            ],
+            "use_hash_policy": True,
+        }
+        if hash_policy:
+            out["hash_policy"] = hash_policy
+    else:
+        out["cluster"] = cluster
+        out["host_rewrite_literal"] = (
+            candidate_host if cluster == CANDIDATE_CLUSTER else baseline_host
+        )
+    # no route timeout (long LLM streams), the client's Host in X-Forwarded-Host
+    out["timeout"] = "0s"
+    out["append_x_forwarded_host"] = True
+    return out
 
 
 def write_split(split_dir: Path, spec: EnvoyConfigSpec, split: Split) -> Path:

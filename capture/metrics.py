@@ -28,131 +28,149 @@ class CaptureMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
-        self.proxied = Counter(
+        # registered in this order (the exposition lists them so)
+        self._add_proxy_metrics(r)
+        self._add_pipeline_metrics(r)
+        self._add_sink_metrics(r)
+        self._add_builder_metrics(r)
+
+    def _add_proxy_metrics(self, r: CollectorRegistry) -> None:
+        """The live path: forwarded requests, upstream failures, refusals, connections."""
+        self.proxied = _counter(
+            r,
             "shadoweval_proxy_requests_total",
             "Requests forwarded to the upstream, by route kind and status class.",
-            ["route", "status_class"],
-            registry=r,
+            "route",
+            "status_class",
         )
-        self.upstream_errors = Counter(
+        self.upstream_errors = _counter(
+            r,
             "shadoweval_proxy_upstream_errors_total",
             "Upstream failures, by kind: connect/timeout (the client got a 502/504) or mid_stream "
             "(the upstream broke after the headers; the client saw the same break).",
-            ["kind"],
-            registry=r,
+            "kind",
         )
-        self.rejected = Counter(
+        self.rejected = _counter(
+            r,
             "shadoweval_proxy_rejected_total",
             "Client requests or connections refused by a live-port limit, by reason "
             "(header_timeout, body_timeout, headers_too_large, body_too_large, "
             "connection_limit, bad_request, bad_target, dot_segment).",
-            ["reason"],
-            registry=r,
+            "reason",
         )
-        self.client_connections = Gauge(
-            "shadoweval_proxy_client_connections",
-            "Open client connections on the live port.",
-            registry=r,
+        self.client_connections = _gauge(
+            r, "shadoweval_proxy_client_connections", "Open client connections on the live port."
         )
-        self.upstream_stale = Counter(
+        self.upstream_stale = _counter(
+            r,
             "shadoweval_proxy_upstream_stale_total",
             "Idle upstream connections found closed by the upstream at the moment of use and "
             "discarded before any byte was written (the request went on another connection).",
-            registry=r,
         )
-        self.captured = Counter(
+
+    def _add_pipeline_metrics(self, r: CollectorRegistry) -> None:
+        """The copies: captured, built, left out by sampling, dropped, the tee queue."""
+        self.captured = _counter(
+            r,
             "shadoweval_capture_captured_total",
             "Exchanges copied aside and queued, by route and outcome as the live path saw "
             "it (before the builder: a stream cancelled after its [DONE] is still cancelled "
             "here; shadoweval_capture_built_total has the records' outcomes).",
-            ["route", "outcome"],
-            registry=r,
+            "route",
+            "outcome",
         )
-        self.built = Counter(
+        self.built = _counter(
+            r,
             "shadoweval_capture_built_total",
             "Exchanges built into records, by route and the record's outcome.",
-            ["route", "outcome"],
-            registry=r,
+            "route",
+            "outcome",
         )
-        self.unsampled = Counter(
+        self.unsampled = _counter(
+            r,
             "shadoweval_capture_unsampled_total",
             "Requests on a captured route left out by sampling.",
-            registry=r,
         )
-        self.dropped = Counter(
+        self.dropped = _counter(
+            r,
             "shadoweval_capture_dropped_total",
             "Exchanges that will not reach any sink, by reason.",
-            ["reason"],
-            registry=r,
+            "reason",
         )
-        self.queue_depth = Gauge(
-            "shadoweval_capture_queue_depth", "Exchanges waiting in the tee queue.", registry=r
+        self.queue_depth = _gauge(
+            r, "shadoweval_capture_queue_depth", "Exchanges waiting in the tee queue."
         )
-        self.queue_bytes = Gauge(
-            "shadoweval_capture_queue_bytes", "Bytes held by the tee queue.", registry=r
+        self.queue_bytes = _gauge(
+            r, "shadoweval_capture_queue_bytes", "Bytes held by the tee queue."
         )
-        self.produced = Counter(
+
+    def _add_sink_metrics(self, r: CollectorRegistry) -> None:
+        """The sinks: produced, produce errors, the disk spool, the Kafka producer, oversize."""
+        self.produced = _counter(
+            r,
             "shadoweval_capture_produced_total",
             "Exchanges acknowledged by a sink (kafka: broker ack; file: written and flushed "
             "to the operating system).",
-            ["sink"],
-            registry=r,
+            "sink",
         )
-        self.produce_errors = Counter(
+        self.produce_errors = _counter(
+            r,
             "shadoweval_capture_produce_errors_total",
             "Failed produce attempts (the exchange went to the spool), by reason.",
-            ["reason"],
-            registry=r,
+            "reason",
         )
-        self.spooled = Counter(
-            "shadoweval_capture_spooled_total", "Exchanges written to the disk spool.", registry=r
+        self.spooled = _counter(
+            r, "shadoweval_capture_spooled_total", "Exchanges written to the disk spool."
         )
-        self.spool_bytes = Gauge(
-            "shadoweval_capture_spool_bytes", "Bytes held by the disk spool.", registry=r
+        self.spool_bytes = _gauge(
+            r, "shadoweval_capture_spool_bytes", "Bytes held by the disk spool."
         )
-        self.spool_records = Gauge(
-            "shadoweval_capture_spool_records", "Exchanges waiting in the disk spool.", registry=r
+        self.spool_records = _gauge(
+            r, "shadoweval_capture_spool_records", "Exchanges waiting in the disk spool."
         )
-        self.spool_cursor_unsaved = Gauge(
+        self.spool_cursor_unsaved = _gauge(
+            r,
             "shadoweval_capture_spool_cursor_unsaved",
             "1 while the spool's read position is newer than its cursor file (the file "
             "could not be written, e.g. disk full): draining goes on, the save is retried; "
             "a restart meanwhile re-sends from the saved position (duplicates, no loss).",
-            registry=r,
         )
-        self.sink_spooling = Gauge(
+        self.sink_spooling = _gauge(
+            r,
             "shadoweval_capture_kafka_spooling",
             "1 while the Kafka sink writes to the spool instead of the broker.",
-            registry=r,
         )
-        self.kafka_idempotent = Gauge(
+        self.kafka_idempotent = _gauge(
+            r,
             "shadoweval_capture_kafka_idempotent",
             "1 when the broker granted an idempotent producer id.",
-            registry=r,
         )
-        self.oversize = Counter(
+        self.oversize = _counter(
+            r,
             "shadoweval_capture_oversize_total",
             "Exchanges over the broker's message size, by action (raw_body_dropped, offloaded).",
-            ["action"],
-            registry=r,
+            "action",
         )
-        self.redactions = Counter(
+
+    def _add_builder_metrics(self, r: CollectorRegistry) -> None:
+        """The builder: redaction hits, cache hits, fallbacks, build time."""
+        self.redactions = _counter(
+            r,
             "shadoweval_capture_redactions_total",
             "Redaction rule hits, by rule (values are never recorded).",
-            ["rule"],
-            registry=r,
+            "rule",
         )
-        self.cache_hits = Counter(
+        self.cache_hits = _counter(
+            r,
             "shadoweval_capture_cache_hits_total",
             "Captured answers a cache served (a cache-hit rule matched), by the first "
             "matched header; kept, and left out of latency by the gate.",
-            ["header"],
-            registry=r,
+            "header",
         )
-        self.build_fallbacks = Counter(
+        self.build_fallbacks = _counter(
+            r,
             "shadoweval_capture_build_fallbacks_total",
             "Captures that could not be fully built and were kept as a minimal error record.",
-            registry=r,
         )
         self.build_seconds = Histogram(
             "shadoweval_capture_build_seconds",
@@ -160,3 +178,13 @@ class CaptureMetrics:
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
             registry=r,
         )
+
+
+def _counter(registry: CollectorRegistry, name: str, documentation: str, *labels: str) -> Counter:
+    """A counter ``name`` in ``registry``, with label names ``labels``."""
+    return Counter(name, documentation, labels, registry=registry)
+
+
+def _gauge(registry: CollectorRegistry, name: str, documentation: str, *labels: str) -> Gauge:
+    """A gauge ``name`` in ``registry``, with label names ``labels``."""
+    return Gauge(name, documentation, labels, registry=registry)

@@ -52,80 +52,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
 
-from shadoweval.bus.errors import BusError, BusTimeoutError
+from shadoweval.bus.errors import BusError
 from shadoweval.bus.producer import BusProducer, Delivery, OutgoingRecord, RecordTooLargeError
 from shadoweval.capture.metrics import CaptureMetrics
 from shadoweval.capture.sinks.base import BuiltExchange
+from shadoweval.capture.sinks.kafka_producer import SCHEMA_HEADER as SCHEMA_HEADER
+from shadoweval.capture.sinks.kafka_producer import ProducerFactory as ProducerFactory
+from shadoweval.capture.sinks.kafka_producer import ProducerLike as ProducerLike
+from shadoweval.capture.sinks.kafka_producer import SinkMode as SinkMode
+from shadoweval.capture.sinks.kafka_producer import Sleep as Sleep
+from shadoweval.capture.sinks.kafka_producer import _reason, _Rec
 from shadoweval.capture.sinks.oversize import FitResult, OversizeHandler, message_limit_bytes
 from shadoweval.capture.sinks.spool import DiskSpool, SpoolError
 from shadoweval.config import KafkaSettings, SpoolSettings
 from shadoweval.disk import Opener
 from shadoweval.lifecycle import AsyncLifecycle, LifecycleState
 from shadoweval.log_limits import RateLimitedLog
-from shadoweval.records import SCHEMA_VERSION
 
 logger = logging.getLogger(__name__)
-
-SCHEMA_HEADER = ("schema_version", str(SCHEMA_VERSION).encode())
-"""The record header every exchange carries (consumers route on it without decoding)."""
-
-
-class ProducerLike(Protocol):
-    """What the sink needs from a producer (:class:`BusProducer`, or a test fake)."""
-
-    @property
-    def idempotent(self) -> bool:
-        """Whether the broker granted an idempotent producer id (valid after start)."""
-        ...
-
-    async def start(self) -> None:
-        """Connect; raise :class:`BusError` when the broker is unreachable."""
-
-    async def stop(self) -> None:
-        """Flush within a bounded wait and disconnect; never raise."""
-
-    async def send_many(
-        self, topic: str, records: Sequence[OutgoingRecord]
-    ) -> list[Delivery | BusError]:
-        """Produce in order; one :class:`Delivery` or :class:`BusError` per record."""
-        ...
-
-
-ProducerFactory = Callable[[KafkaSettings], ProducerLike]
-Sleep = Callable[[float], Awaitable[None]]
-"""How the drainer waits after a failure (:func:`asyncio.sleep`; a seam for tests)."""
-
-
-class SinkMode(enum.StrEnum):
-    """Where the Kafka sink sends new exchanges."""
-
-    DIRECT = "direct"
-    SPOOLING = "spooling"
-
-
-@dataclass(frozen=True, slots=True)
-class _Rec:
-    key: bytes
-    value: bytes
-
-
-def _reason(error: BusError) -> str:
-    if isinstance(error, BusTimeoutError):
-        return "timeout"
-    if isinstance(error, RecordTooLargeError):
-        return "too_large"
-    if "not started" in str(error):
-        return "not_connected"
-    return "broker_error"
 
 
 class KafkaSink(AsyncLifecycle):

@@ -8,7 +8,8 @@ sidecar restart during one) loses nothing that fitted. Layout of ``directory``::
     cursor.json                    {"segment": 1, "offset": 4096}: the first unconsumed byte
     .lock                          flock'ed while a process has the spool open
 
-Each record is one *frame* (big-endian unsigned 32-bit integers)::
+Each record is one *frame* (big-endian unsigned 32-bit integers; written and read by
+:mod:`shadoweval.capture.sinks.spool_format`)::
 
     [u32 length][u32 crc32][u32 key_len][key][value]
 
@@ -59,78 +60,39 @@ import contextlib
 import fcntl
 import logging
 import os
-import re
-import struct
 import threading
 import time
-import zlib
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import IO
 
 import orjson
 
+from shadoweval.capture.sinks.spool_format import CURSOR_FILE as CURSOR_FILE
+from shadoweval.capture.sinks.spool_format import HEADER as HEADER
+from shadoweval.capture.sinks.spool_format import KEY_LEN as KEY_LEN
+from shadoweval.capture.sinks.spool_format import SEGMENT_RE as SEGMENT_RE
+from shadoweval.capture.sinks.spool_format import Position as Position
+from shadoweval.capture.sinks.spool_format import (
+    _read_frame,
+    _segment_name,
+    fsync_directory,
+    read_cursor,
+)
+from shadoweval.capture.sinks.spool_format import encode_frame as encode_frame
+from shadoweval.capture.sinks.spool_format import frame_size as frame_size
 from shadoweval.disk import Opener, open_binary
 from shadoweval.errors import ShadowEvalError
 from shadoweval.log_limits import RateLimitedLog
 
 logger = logging.getLogger(__name__)
 
-HEADER = struct.Struct(">III")
-"""Frame header: ``length``, ``crc32``, ``key_len``."""
-KEY_LEN = struct.Struct(">I")
-SEGMENT_RE = re.compile(r"^segment-(\d{12})\.spool$")
-CURSOR_FILE = "cursor.json"
 LOCK_FILE = ".lock"
 
 
 class SpoolError(ShadowEvalError):
     """The spool directory cannot be used: locked by another process, or an I/O error."""
-
-
-def frame_size(key: bytes, value: bytes) -> int:
-    """Bytes one record takes on disk (12-byte header + key + value)."""
-    return HEADER.size + len(key) + len(value)
-
-
-def encode_frame(key: bytes, value: bytes) -> bytes:
-    """Frame one record: ``[u32 length][u32 crc32][u32 key_len][key][value]``."""
-    key_len = KEY_LEN.pack(len(key))
-    crc = zlib.crc32(value, zlib.crc32(key, zlib.crc32(key_len)))
-    return HEADER.pack(len(key) + len(value), crc, len(key)) + key + value
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class Position:
-    """A place in the spool: segment number and byte offset in that segment."""
-
-    segment: int
-    offset: int
-
-
-def _segment_name(seq: int) -> str:
-    return f"segment-{seq:012d}.spool"
-
-
-def _read_frame(fh: IO[bytes], offset: int, end: int) -> tuple[bytes, bytes, int] | None:
-    """Read the frame at ``offset`` (``fh`` positioned there); ``None`` if torn or corrupt.
-
-    Returns ``(key, value, next_offset)``.
-    """
-    if end - offset < HEADER.size:
-        return None
-    header = fh.read(HEADER.size)
-    if len(header) < HEADER.size:
-        return None
-    length, crc, key_len = HEADER.unpack(header)
-    if key_len > length or offset + HEADER.size + length > end:
-        return None
-    body = fh.read(length)
-    if len(body) < length or zlib.crc32(body, zlib.crc32(KEY_LEN.pack(key_len))) != crc:
-        return None
-    return body[:key_len], body[key_len:], offset + HEADER.size + length
 
 
 class DiskSpool:
@@ -233,17 +195,21 @@ class DiskSpool:
 
     # ------------------------------------------------------------------ recovery
 
+    def _segment_path(self, seq: int) -> Path:
+        """The file of segment ``seq`` in the spool directory."""
+        return self.directory / _segment_name(seq)
+
     def _recover(self) -> None:
         for tmp in self.directory.glob(f"{CURSOR_FILE}.*.tmp"):
             tmp.unlink(missing_ok=True)
         seqs = sorted(
             int(m.group(1)) for p in self.directory.iterdir() if (m := SEGMENT_RE.match(p.name))
         )
-        head = self._load_cursor()
+        head = read_cursor(self.directory)
         if head is None:
             head = Position(seqs[0] if seqs else 1, 0)
         for seq in seqs:
-            path = self.directory / _segment_name(seq)
+            path = self._segment_path(seq)
             if seq < head.segment:  # consumed; its deletion was interrupted
                 path.unlink(missing_ok=True)
                 continue
@@ -286,17 +252,6 @@ class DiskSpool:
                 count += 1
         return count, offset
 
-    def _load_cursor(self) -> Position | None:
-        path = self.directory / CURSOR_FILE
-        try:
-            data = orjson.loads(path.read_bytes())
-            return Position(int(data["segment"]), int(data["offset"]))
-        except FileNotFoundError:
-            return None
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-            logger.error("spool cursor %s is unreadable; re-reading the spool from its start", path)
-            return None
-
     def _save_cursor(self) -> None:
         """Write the cursor file atomically; raise :class:`OSError` (nothing replaced)."""
         path = self.directory / CURSOR_FILE
@@ -312,7 +267,7 @@ class DiskSpool:
             with contextlib.suppress(OSError):
                 tmp.unlink(missing_ok=True)
             raise
-        self._fsync_directory()
+        fsync_directory(self.directory)
 
     def _try_save_cursor(self) -> bool:
         """Save the cursor; on an error keep the position in memory (retried later)."""
@@ -345,13 +300,6 @@ class DiskSpool:
         with self._lock:
             self._check_open()
             return self._cursor_saved or self._try_save_cursor()
-
-    def _fsync_directory(self) -> None:
-        fd = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
     # ------------------------------------------------------------------ writing
 
@@ -415,7 +363,7 @@ class DiskSpool:
         """After a failed write: close the segment, cut it back to ``good_size`` and let
         the next append reuse it."""
         writer, self._writer = self._writer, None
-        path = self.directory / _segment_name(self._write_seq)
+        path = self._segment_path(self._write_seq)
         with contextlib.suppress(OSError, ValueError):
             if writer is not None:
                 writer.close()
@@ -437,7 +385,7 @@ class DiskSpool:
 
     def _reopen(self) -> None:
         """Reopen the segment a failed append was cut back from, for appending."""
-        path = self.directory / _segment_name(self._write_seq)
+        path = self._segment_path(self._write_seq)
         try:
             self._writer = self._opener(path, "ab")
         except OSError as exc:
@@ -448,7 +396,7 @@ class DiskSpool:
         self._close_writer()
         self._reopen_seq = None
         self._write_seq += 1
-        path = self.directory / _segment_name(self._write_seq)
+        path = self._segment_path(self._write_seq)
         try:
             self._writer = self._opener(path, "xb")
         except OSError as exc:
@@ -517,7 +465,7 @@ class DiskSpool:
 
     def _cut_corrupt(self, pos: Position) -> None:
         """A frame went bad after recovery (disk damage): cut its segment there, recount."""
-        path = self.directory / _segment_name(pos.segment)
+        path = self._segment_path(pos.segment)
         size = self._sizes[pos.segment]
         logger.error("spool segment %s is corrupt at byte %d; cutting it there", path, pos.offset)
         self.corrupt_tails += 1
@@ -534,7 +482,7 @@ class DiskSpool:
             if seq < self._head.segment:
                 continue
             start = self._head.offset if seq == self._head.segment else 0
-            self._records += self._scan(self.directory / _segment_name(seq), start, seg_size)[0]
+            self._records += self._scan(self._segment_path(seq), start, seg_size)[0]
 
     def _next_segment(self, seq: int) -> int | None:
         later = [s for s in self._sizes if s > seq]
@@ -544,7 +492,7 @@ class DiskSpool:
         if self._reader is not None and self._reader[0] == seq:
             return self._reader[1]
         self._drop_reader()
-        fh = (self.directory / _segment_name(seq)).open("rb")
+        fh = self._segment_path(seq).open("rb")
         self._reader = (seq, fh)
         return fh
 
@@ -605,7 +553,7 @@ class DiskSpool:
             self._close_writer()
         if self._reader is not None and self._reader[0] == seq:
             self._drop_reader()
-        (self.directory / _segment_name(seq)).unlink(missing_ok=True)
+        self._segment_path(seq).unlink(missing_ok=True)
         self._disk_bytes -= self._sizes.pop(seq)
 
     # ------------------------------------------------------------------ lifecycle

@@ -5,6 +5,7 @@ SSE framing, reassembly.
 * :mod:`.sse` — incremental SSE framing with incremental UTF-8 decoding.
 * :mod:`.assembler` — rebuilds a response (text, tool calls, usage, finish reason) and
   measures TTFB, TTFT, e2e, ITL and TPOT.
+* :mod:`.latency` — the inter-token latency summary (count, mean, quantiles, max).
 * :mod:`.finish_reason` — normalization of ``finish_reason`` variants.
 """
 
