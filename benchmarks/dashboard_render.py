@@ -61,11 +61,11 @@ from shadoweval.application.gating import gate_run, load_gate_policy
 from shadoweval.application.run_views import PairsCache, direction_summary, task_summary
 from shadoweval.dashboard.overview_table import direction_view, overview_table
 from shadoweval.records import PairScore
-from shadoweval.simulation.pair_seeding import add_labels, seed_run
 from shadoweval.stats.frame import pairs_frame
 from shadoweval.stats.policy import parse_policy_yaml
 from shadoweval.stats.summary import task_type_summary
 from shadoweval.storage import Database, Repository
+from shadoweval.testing.pair_seeding import add_labels, seed_run
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -42,8 +42,8 @@ from rich.table import Table
 
 from shadoweval.application.gating import load_gate_policy
 from shadoweval.records import PairScore
-from shadoweval.simulation.pair_seeding import seed_run
 from shadoweval.storage import Database, Repository
+from shadoweval.testing.pair_seeding import seed_run
 
 DEFAULT_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 TARGET_PER_S = 10_000.0

@@ -105,7 +105,7 @@ class Volume:
                 capture_output=True,
             )
         else:
-            from shadoweval.simulation.full_disk import FullDisk  # the seam: the current sinks only
+            from shadoweval.testing.full_disk import FullDisk  # the seam: the current sinks only
 
             self.opener = FullDisk(self.root, free=self.size)
         self.filler = self.root / "filler"

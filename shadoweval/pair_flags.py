@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Literal
 
 from shadoweval.errors import InvalidDataError
@@ -110,6 +110,21 @@ def format_ok(
     return math.nan
 
 
+_FIELD_FLAGS: tuple[tuple[PairFlag, Callable[[PairScore], object]], ...] = (
+    (PairFlag.CANDIDATE_ERROR, lambda score: score.candidate_error),
+    (PairFlag.BASELINE_ERROR, lambda score: score.baseline_error),
+    (PairFlag.CANDIDATE_INFRA_ERROR, lambda score: score.candidate_infra_error),
+    (PairFlag.BASELINE_INFRA_ERROR, lambda score: score.baseline_infra_error),
+    (PairFlag.CANDIDATE_EMPTY, lambda score: score.candidate_empty),
+    (PairFlag.BASELINE_EMPTY, lambda score: score.baseline_empty),
+    (PairFlag.TEMPLATE_LEAK, lambda score: score.template_leaks),
+    (PairFlag.CANDIDATE_HARM, lambda score: score.candidate_harms),
+    (PairFlag.BASELINE_HARM, lambda score: score.baseline_harms),
+    (PairFlag.TOOL_CHANGED, lambda score: score.tool_changes),
+)
+"""The flags set by one field of the score alone: when the field is true (non-empty)."""
+
+
 def pair_flags(score: PairScore) -> tuple[PairFlag, ...]:
     """Return the flags of one pair, in :class:`PairFlag` order.
 
@@ -142,19 +157,7 @@ def pair_flags(score: PairScore) -> tuple[PairFlag, ...]:
     so the three harm/tool bits need no backfill (they are 0 there); records scored
     before cache-hit rules existed have no cache hits, so ``cache_hit`` needs none either.
     """
-    found: set[PairFlag] = set()
-    if score.candidate_error:
-        found.add(PairFlag.CANDIDATE_ERROR)
-    if score.baseline_error:
-        found.add(PairFlag.BASELINE_ERROR)
-    if score.candidate_infra_error:
-        found.add(PairFlag.CANDIDATE_INFRA_ERROR)
-    if score.baseline_infra_error:
-        found.add(PairFlag.BASELINE_INFRA_ERROR)
-    if score.candidate_empty:
-        found.add(PairFlag.CANDIDATE_EMPTY)
-    if score.baseline_empty:
-        found.add(PairFlag.BASELINE_EMPTY)
+    found = {flag for flag, fired in _FIELD_FLAGS if fired(score)}
     if score.format_expected:
         baseline_ok = format_ok(
             format_expected=True,
@@ -176,8 +179,6 @@ def pair_flags(score: PairScore) -> tuple[PairFlag, ...]:
             found.add(PairFlag.FORMAT_REGRESSION)
         elif baseline_ok == 0.0 and candidate_ok == 1.0:
             found.add(PairFlag.FORMAT_FIXED)
-    if score.template_leaks:
-        found.add(PairFlag.TEMPLATE_LEAK)
     if (
         not score.baseline_error
         and not score.candidate_error
@@ -190,12 +191,6 @@ def pair_flags(score: PairScore) -> tuple[PairFlag, ...]:
         found.add(PairFlag.NO_SIMILARITY)
     elif score.noise_similarity is not None and score.similarity < score.noise_similarity:
         found.add(PairFlag.BELOW_NOISE_FLOOR)
-    if score.candidate_harms:
-        found.add(PairFlag.CANDIDATE_HARM)
-    if score.baseline_harms:
-        found.add(PairFlag.BASELINE_HARM)
-    if score.tool_changes:
-        found.add(PairFlag.TOOL_CHANGED)
     if score.baseline_cache_hit or score.candidate_cache_hit:
         found.add(PairFlag.CACHE_HIT)
     return tuple(flag for flag in _FLAG_ORDER if flag in found)

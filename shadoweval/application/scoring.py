@@ -23,11 +23,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from multiprocessing.connection import Connection
-from pathlib import Path
-from typing import Any
+from multiprocessing.process import BaseProcess
 
 from shadoweval.application.database import open_repository
-from shadoweval.compare.encoders import Encoder, HashingEncoder, MiniLMEncoder
+from shadoweval.application.scoring_options import (
+    ScoringOptions,
+    encoder_backend_id,
+    make_encoder,
+    options_encoder,
+)
+from shadoweval.compare.encoders import Encoder
 from shadoweval.compare.harms import compile_refusal_patterns
 from shadoweval.compare.metrics import FollowMetrics
 from shadoweval.compare.worker import (
@@ -39,7 +44,6 @@ from shadoweval.compare.worker import (
     run_compare,
     shard_of,
 )
-from shadoweval.config import CompareSettings
 from shadoweval.errors import ConfigError, ShadowEvalError
 from shadoweval.probes import probe_app
 from shadoweval.replay.exchange_replay import in_sample
@@ -60,111 +64,15 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class ScoringOptions:
-    """How a stored run is scored: one value for :func:`score_stored_run`, the multi-process
-    path and each worker process (picklable: it crosses a ``spawn``).
-
-    ``encoder``/``device``/``batch_size``/``model_path``/``backend``/``cache_dir`` as in
-    :func:`make_encoder`; ``structured_task_types``, ``rescore``, ``refusal_patterns``,
-    ``covered_scripts`` and ``embedding_cache`` as in :func:`compare_run`. ``backend``
-    defaults to the reference ``torch-fp32`` here; :meth:`from_settings` carries the
-    settings' default ``auto``.
-    """
-
-    encoder: str = "minilm"
-    device: str = "cpu"
-    batch_size: int = 64
-    model_path: Path | None = None
-    backend: str = "torch-fp32"
-    cache_dir: Path | None = None
-    structured_task_types: frozenset[str] = frozenset()
-    rescore: bool = False
-    refusal_patterns: tuple[str, ...] | None = None
-    covered_scripts: frozenset[str] | None = None
-    embedding_cache: bool = True
-
-    def __post_init__(self) -> None:
-        """Refuse a backend the hashing encoder cannot take before any database work.
-
-        Raises:
-            ConfigError: (field ``compare.backend``) a backend other than ``auto`` or
-                ``torch-fp32`` with ``encoder="hashing"``.
-        """
-        if self.encoder == "hashing":
-            _check_hashing_backend(self.backend)
-
-    @classmethod
-    def from_settings(cls, compare: CompareSettings, **overrides: Any) -> ScoringOptions:
-        """Options from ``compare`` settings (encoder, device, batch size, model path, backend,
-        cache dir, refusal patterns, covered scripts, embedding cache, structured types),
-        then ``overrides`` (e.g. the CLI's flags)."""
-        values: dict[str, Any] = {
-            "encoder": compare.encoder,
-            "device": compare.device,
-            "batch_size": compare.batch_size,
-            "model_path": compare.model_path,
-            "backend": compare.backend,
-            "cache_dir": compare.cache_dir,
-            "structured_task_types": frozenset(compare.structured_task_types),
-            "refusal_patterns": compare.refusal_patterns,
-            "covered_scripts": compare.covered_scripts(),
-            "embedding_cache": compare.embedding_cache,
-        }
-        values.update(overrides)
-        return cls(**values)
-
-
-def make_encoder(
-    name: str,
-    *,
-    device: str = "cpu",
-    batch_size: int = 64,
-    model_path: Path | None = None,
-    backend: str = "torch-fp32",
-    cache_dir: Path | None = None,
-) -> Encoder:
-    """Build the similarity encoder: ``minilm`` (bundled all-MiniLM-L6-v2) or ``hashing``.
-
-    ``device`` is a torch device (``cpu``, ``cuda``); ``batch_size`` pieces per forward
-    pass; ``model_path`` a local sentence-transformers model directory used instead of the
-    bundled weights (``compare.model_path``; MiniLM only); ``backend`` the inference backend
-    (:data:`shadoweval.compare.backends.BACKENDS`; ``auto`` measures and picks, DESIGN §6) and
-    ``cache_dir`` where ONNX exports and the ``auto`` choice are kept (default
-    :func:`shadoweval.compare.backends.default_cache_dir`). The hashing encoder has no inference
-    backend: it accepts ``auto`` and ``torch-fp32`` (nothing to choose) and refuses the others.
+def _check_patterns_and_shard(options: ScoringOptions, shard: tuple[int, int] | None) -> None:
+    """Refuse an invalid refusal pattern or shard before any encoder is loaded.
 
     Raises:
-        ConfigError: an unknown encoder name or backend, a backend this device cannot run,
-            the model cannot be loaded, or ``model_path``/another backend is given with the
-            hashing encoder.
+        ConfigError: a refusal pattern of ``options`` or ``shard`` is invalid.
     """
-    if name == "minilm":
-        return MiniLMEncoder(
-            model_path, device=device, batch_size=batch_size, backend=backend, cache_dir=cache_dir
-        )
-    if name == "hashing" and model_path is not None:
-        raise ConfigError(
-            "the hashing encoder has no model: compare.model_path applies to minilm only",
-            field="compare.model_path",
-            value=str(model_path),
-        )
-    if name == "hashing":
-        _check_hashing_backend(backend)
-        return HashingEncoder()
-    raise ConfigError(
-        f"encoder {name!r} is not known: use minilm or hashing", field="compare.encoder", value=name
-    )
-
-
-def _check_hashing_backend(backend: str) -> None:
-    if backend not in ("auto", "torch-fp32"):
-        raise ConfigError(
-            f"the hashing encoder has no inference backend: compare.backend {backend!r} "
-            "applies to minilm only (use auto or torch-fp32)",
-            field="compare.backend",
-            value=backend,
-        )
+    compile_refusal_patterns(options.refusal_patterns)
+    if shard is not None:
+        check_shard(shard)
 
 
 def compare_run(
@@ -210,8 +118,7 @@ def compare_run(
         shard=shard,
         exchange_ids=exchange_ids,
     )
-    backend_id = getattr(encoder, "backend_id", None)
-    report.backend = str(backend_id) if backend_id is not None else None
+    report.backend = encoder_backend_id(encoder)
     choice = getattr(encoder, "backend_choice", None)
     report.backend_choice = choice.as_dict() if choice is not None else None
     return report
@@ -243,17 +150,8 @@ def score_stored_run(
         StorageError: the database failed.
     """
     structured = _run_structured_types(repo, run_id, options.structured_task_types)
-    compile_refusal_patterns(options.refusal_patterns)  # a bad pattern fails before loading
-    if shard is not None:
-        check_shard(shard)
-    encoder = make_encoder(
-        options.encoder,
-        device=options.device,
-        batch_size=options.batch_size,
-        model_path=options.model_path,
-        backend=options.backend,
-        cache_dir=options.cache_dir,
-    )
+    _check_patterns_and_shard(options, shard)  # a bad pattern fails before loading
+    encoder = options_encoder(options)
     return compare_run(
         repo,
         run_id,
@@ -325,14 +223,7 @@ def follow_stored_run(
         structured = _run_structured_types(repo, run_id, options.structured_task_types)
         expects_repeat = _repeat_sample(repo, run_id)
         compile_refusal_patterns(options.refusal_patterns)
-        encoder = make_encoder(
-            options.encoder,
-            device=options.device,
-            batch_size=options.batch_size,
-            model_path=options.model_path,
-            backend=options.backend,
-            cache_dir=options.cache_dir,
-        )
+        encoder = options_encoder(options)
         with WorkLocks(repo.database, run_id) as locks:
             report = _follow(
                 repo,
@@ -350,8 +241,7 @@ def follow_stored_run(
     finally:
         if server is not None:
             server.stop()
-    backend_id = getattr(encoder, "backend_id", None)
-    report.backend = str(backend_id) if backend_id is not None else None
+    report.backend = encoder_backend_id(encoder)
     return report
 
 
@@ -534,9 +424,7 @@ def score_stored_run_in_processes(
             field="database_url",
             value=database_url,
         )
-    compile_refusal_patterns(options.refusal_patterns)
-    if shard is not None:
-        check_shard(shard)
+    _check_patterns_and_shard(options, shard)
     started = time.perf_counter()
     with open_repository(database_url, upgrade=False) as repo:
         structured = _run_structured_types(repo, run_id, options.structured_task_types)
@@ -546,10 +434,8 @@ def score_stored_run_in_processes(
         ids = [i for i in ids if shard_of(i, shard[1]) == shard[0]]
     ranges = split_ranges(ids, workers)
     threads = max(1, (cpu_count or os.cpu_count() or 1) // max(1, len(ranges)))
-    context = multiprocessing.get_context("spawn")
-    started_jobs = []
-    for first_last in ranges:
-        job = _WorkerJob(
+    jobs = [
+        _WorkerJob(
             database_url=database_url,
             run_id=run_id,
             options=job_options,
@@ -557,29 +443,15 @@ def score_stored_run_in_processes(
             exchange_ids=first_last,
             torch_threads=threads,
         )
-        receive, send = context.Pipe(duplex=False)
-        process = context.Process(target=_worker_main, args=(job, send), daemon=True)
-        process.start()
-        send.close()  # the child holds the only writing end: EOF when it dies
-        started_jobs.append((job, process, receive))
+        for first_last in ranges
+    ]
+    started_jobs = [_start(job) for job in jobs]
     report = CompareReport(run_id=run_id, workers=len(ranges))
-    failures: list[str] = []
-    for index, (job, process, receive) in enumerate(started_jobs, start=1):
-        message: tuple[str, object] | None = None
-        try:
-            message = receive.recv()
-        except EOFError:  # died without a word (killed, out of memory)
-            message = None
-        process.join()
-        receive.close()
-        first, last = job.exchange_ids
-        where = f"compare worker {index} of {len(ranges)} (exchange ids {first} … {last})"
-        if message is not None and message[0] == "ok" and process.exitcode == 0:
-            assert isinstance(message[1], CompareReport)
-            report.merge(message[1])
-            continue
-        detail = str(message[1]) if message is not None else "no report"
-        failures.append(f"{where} exited with code {process.exitcode}: {detail}")
+    failures = [
+        failure
+        for index, started_job in enumerate(started_jobs, start=1)
+        if (failure := _collect(started_job, index, len(ranges), report)) is not None
+    ]
     report.wall_s = time.perf_counter() - started
     if failures:
         raise ShadowEvalError(
@@ -587,3 +459,39 @@ def score_stored_run_in_processes(
             f"({report.scored} pairs were scored and kept): " + "; ".join(failures)
         )
     return report
+
+
+def _start(job: _WorkerJob) -> tuple[_WorkerJob, BaseProcess, Connection]:
+    """Start one compare process (``spawn``) on ``job``; the pipe's reading end comes back."""
+    context = multiprocessing.get_context("spawn")
+    receive, send = context.Pipe(duplex=False)
+    process = context.Process(target=_worker_main, args=(job, send), daemon=True)
+    process.start()
+    send.close()  # the child holds the only writing end: EOF when it dies
+    return job, process, receive
+
+
+def _collect(
+    started_job: tuple[_WorkerJob, BaseProcess, Connection],
+    index: int,
+    count: int,
+    report: CompareReport,
+) -> str | None:
+    """Wait for compare process ``index`` of ``count``: merge its report into ``report``, or
+    return why it failed (its exchange-id range, exit code and error)."""
+    job, process, receive = started_job
+    message: tuple[str, object] | None = None
+    try:
+        message = receive.recv()
+    except EOFError:  # died without a word (killed, out of memory)
+        message = None
+    process.join()
+    receive.close()
+    first, last = job.exchange_ids
+    where = f"compare worker {index} of {count} (exchange ids {first} … {last})"
+    if message is not None and message[0] == "ok" and process.exitcode == 0:
+        assert isinstance(message[1], CompareReport)
+        report.merge(message[1])
+        return None
+    detail = str(message[1]) if message is not None else "no report"
+    return f"{where} exited with code {process.exitcode}: {detail}"

@@ -66,7 +66,6 @@ def serve_command(
     """Serve the API until SIGINT (exit 0) or SIGTERM (uvicorn stops gracefully, then the
     signal ends the process). The database must be at the current schema
     (``shadow-eval db upgrade``). Exit 3 when it cannot start."""
-    import uvicorn
     from pydantic import ValidationError
     from rich.console import Console
 
@@ -106,36 +105,53 @@ def serve_command(
         )
         if token is None:
             typer.echo("warning: serving WITHOUT authentication", err=True)
-        server = uvicorn.Server(
-            uvicorn.Config(
-                API_FACTORY if token is not None else INSECURE_API_FACTORY,
-                factory=True,
-                host=bind_host,
-                port=bind_port,
-                log_level=log_level,
-                lifespan="on",
-                server_header=False,
-                timeout_graceful_shutdown=10,
-            )
+        _run_server(
+            API_FACTORY if token is not None else INSECURE_API_FACTORY,
+            host=bind_host,
+            port=bind_port,
+            log_level=log_level,
         )
-        try:
-            server.run()
-        except SystemExit:  # uvicorn exits 1 when it cannot bind: that is not HOLD
-            raise ShadowEvalError(
-                f"the API could not start on {bind_host}:{bind_port} (see above)"
-            ) from None
-        except KeyboardInterrupt:  # uvicorn re-raises SIGINT after a graceful stop
-            typer.echo("shadow-eval API stopped", err=True)
-            return
-        if not server.started:
-            raise ShadowEvalError(f"the API could not start on {bind_host}:{bind_port}")
-        # A graceful stop without the re-raise: the process started with SIGINT ignored
-        # (a background job of a non-interactive shell, as CI runners start them), so
-        # uvicorn's re-raised signal is ignored too and run() simply returns.
-        typer.echo("shadow-eval API stopped", err=True)
     except ShadowEvalError as exc:
         print_error(err, exc)
         raise typer.Exit(EXIT_ERROR) from None
+
+
+def _run_server(factory: str, *, host: str, port: int, log_level: str) -> None:
+    """Run uvicorn on the application ``factory`` (an import string) until it stops, then
+    say so on stderr.
+
+    Raises:
+        ShadowEvalError: the server could not start (e.g. the port is in use).
+    """
+    import uvicorn
+
+    from shadoweval.errors import ShadowEvalError
+
+    server = uvicorn.Server(
+        uvicorn.Config(
+            factory,
+            factory=True,
+            host=host,
+            port=port,
+            log_level=log_level,
+            lifespan="on",
+            server_header=False,
+            timeout_graceful_shutdown=10,
+        )
+    )
+    try:
+        server.run()
+    except SystemExit:  # uvicorn exits 1 when it cannot bind: that is not HOLD
+        raise ShadowEvalError(f"the API could not start on {host}:{port} (see above)") from None
+    except KeyboardInterrupt:  # uvicorn re-raises SIGINT after a graceful stop
+        typer.echo("shadow-eval API stopped", err=True)
+        return
+    if not server.started:
+        raise ShadowEvalError(f"the API could not start on {host}:{port}")
+    # A graceful stop without the re-raise: the process started with SIGINT ignored
+    # (a background job of a non-interactive shell, as CI runners start them), so
+    # uvicorn's re-raised signal is ignored too and run() simply returns.
+    typer.echo("shadow-eval API stopped", err=True)
 
 
 def register(app: typer.Typer) -> None:

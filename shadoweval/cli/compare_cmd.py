@@ -22,6 +22,70 @@ if TYPE_CHECKING:
 
 compare_app = typer.Typer(help="Score replayed pairs.", no_args_is_help=True)
 
+RescoreOpt = Annotated[
+    bool, typer.Option("--rescore", help="Score every pair again, not only new ones.")
+]
+WorkersOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--workers",
+        min=1,
+        help="Compare processes on this machine, each scoring a contiguous range of "
+        "exchange ids (default SHADOWEVAL_COMPARE__WORKERS, 1).",
+    ),
+]
+ShardOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--shard",
+        metavar="I/N",
+        help="Score only shard I of N (0 <= I < N, a stable split by exchange id): "
+        "N machines running shards 0/N … N-1/N cover the run exactly once.",
+    ),
+]
+NoEmbeddingCacheOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-embedding-cache",
+        help="Embed every text; neither read nor write the database's embedding cache.",
+    ),
+]
+FollowOpt = Annotated[
+    bool,
+    typer.Option(
+        "--follow",
+        help="Keep running: score new pairs as they are replayed, poll again, until "
+        "SIGTERM/SIGINT (the batch in hand is written, exit 0) or --until-idle-s. "
+        "Several --follow workers on PostgreSQL split the run by bucket locks.",
+    ),
+]
+PollIntervalOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--poll-interval-s",
+        help="--follow: seconds to wait after a poll that found nothing "
+        "(default SHADOWEVAL_COMPARE__POLL_INTERVAL_S, 2.0).",
+    ),
+]
+UntilIdleOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--until-idle-s",
+        help="--follow: exit 0 after this many seconds with nothing new to score "
+        "(default: run until signalled).",
+    ),
+]
+FollowMetricsPortOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--metrics-port",
+        min=0,
+        max=65535,
+        help="--follow: serve /metrics, /healthz and /readyz on this port "
+        "(default: SHADOWEVAL_COMPARE__METRICS_PORT, else none).",
+    ),
+]
+
 
 @compare_app.command("run")
 def compare_run_command(
@@ -31,69 +95,14 @@ def compare_run_command(
     device: DeviceOpt = "cpu",
     backend: BackendOpt = None,
     structured_task_type: StructuredOpt = None,
-    rescore: Annotated[
-        bool, typer.Option("--rescore", help="Score every pair again, not only new ones.")
-    ] = False,
-    workers: Annotated[
-        int | None,
-        typer.Option(
-            "--workers",
-            min=1,
-            help="Compare processes on this machine, each scoring a contiguous range of "
-            "exchange ids (default SHADOWEVAL_COMPARE__WORKERS, 1).",
-        ),
-    ] = None,
-    shard: Annotated[
-        str | None,
-        typer.Option(
-            "--shard",
-            metavar="I/N",
-            help="Score only shard I of N (0 <= I < N, a stable split by exchange id): "
-            "N machines running shards 0/N … N-1/N cover the run exactly once.",
-        ),
-    ] = None,
-    no_embedding_cache: Annotated[
-        bool,
-        typer.Option(
-            "--no-embedding-cache",
-            help="Embed every text; neither read nor write the database's embedding cache.",
-        ),
-    ] = False,
-    follow: Annotated[
-        bool,
-        typer.Option(
-            "--follow",
-            help="Keep running: score new pairs as they are replayed, poll again, until "
-            "SIGTERM/SIGINT (the batch in hand is written, exit 0) or --until-idle-s. "
-            "Several --follow workers on PostgreSQL split the run by bucket locks.",
-        ),
-    ] = False,
-    poll_interval_s: Annotated[
-        float | None,
-        typer.Option(
-            "--poll-interval-s",
-            help="--follow: seconds to wait after a poll that found nothing "
-            "(default SHADOWEVAL_COMPARE__POLL_INTERVAL_S, 2.0).",
-        ),
-    ] = None,
-    until_idle_s: Annotated[
-        float | None,
-        typer.Option(
-            "--until-idle-s",
-            help="--follow: exit 0 after this many seconds with nothing new to score "
-            "(default: run until signalled).",
-        ),
-    ] = None,
-    metrics_port: Annotated[
-        int | None,
-        typer.Option(
-            "--metrics-port",
-            min=0,
-            max=65535,
-            help="--follow: serve /metrics, /healthz and /readyz on this port "
-            "(default: SHADOWEVAL_COMPARE__METRICS_PORT, else none).",
-        ),
-    ] = None,
+    rescore: RescoreOpt = False,
+    workers: WorkersOpt = None,
+    shard: ShardOpt = None,
+    no_embedding_cache: NoEmbeddingCacheOpt = False,
+    follow: FollowOpt = False,
+    poll_interval_s: PollIntervalOpt = None,
+    until_idle_s: UntilIdleOpt = None,
+    metrics_port: FollowMetricsPortOpt = None,
 ) -> None:
     """Score every replayed pair of a run not scored yet (similarity, formats, harms, latency).
 
@@ -113,12 +122,7 @@ def compare_run_command(
     """
     from rich.console import Console
 
-    from shadoweval.application.database import open_repository
-    from shadoweval.application.scoring import (
-        ScoringOptions,
-        score_stored_run,
-        score_stored_run_in_processes,
-    )
+    from shadoweval.application.scoring import ScoringOptions
     from shadoweval.cli.exit_codes import EXIT_ERROR
     from shadoweval.cli.options import database_url as resolve_url
     from shadoweval.config import load_settings
@@ -162,17 +166,36 @@ def compare_run_command(
                 field="follow",
                 value=False,
             )
-        elif processes > 1:
-            report = score_stored_run_in_processes(
-                url, run_id, options, workers=processes, shard=parsed_shard
-            )
         else:
-            with open_repository(url, upgrade=False) as repo:
-                report = score_stored_run(repo, run_id, options, shard=parsed_shard)
+            report = _score_once(url, run_id, options, workers=processes, shard=parsed_shard)
     except ShadowEvalError as exc:
         print_error(err, exc)
         raise typer.Exit(EXIT_ERROR) from None
     typer.echo(json.dumps(report.as_dict(), indent=2))
+
+
+def _score_once(
+    url: str,
+    run_id: str,
+    options: ScoringOptions,
+    *,
+    workers: int,
+    shard: tuple[int, int] | None,
+) -> CompareReport:
+    """One scoring pass over the run (or shard ``(I, N)`` of it), in ``workers`` processes
+    when > 1.
+
+    Raises:
+        ShadowEvalError: as :func:`shadoweval.application.scoring.score_stored_run` and
+            :func:`~shadoweval.application.scoring.score_stored_run_in_processes`.
+    """
+    from shadoweval.application.database import open_repository
+    from shadoweval.application.scoring import score_stored_run, score_stored_run_in_processes
+
+    if workers > 1:
+        return score_stored_run_in_processes(url, run_id, options, workers=workers, shard=shard)
+    with open_repository(url, upgrade=False) as repo:
+        return score_stored_run(repo, run_id, options, shard=shard)
 
 
 def _follow(

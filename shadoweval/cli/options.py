@@ -141,3 +141,24 @@ SendPairsOpt = Annotated[
         "and redacted) to the judge; or set SHADOWEVAL_JUDGE__SEND_PAIRS=true.",
     ),
 ]
+
+
+# The capture sinks' options, shared by ``capture serve`` and ``capture envoy``: the flag is
+# the parameter's name (``--kafka-bootstrap``), except where the declaration names it.
+SinkOpt = Annotated[
+    list[str] | None,
+    typer.Option("--sink", help="kafka and/or file (repeat the option for both)."),
+]
+KafkaBootstrapOpt = Annotated[
+    str | None, typer.Option(help="Kafka bootstrap servers HOST:PORT[,HOST:PORT].")
+]
+TopicOpt = Annotated[str | None, typer.Option(help="Kafka topic for exchanges.")]
+CaptureDirOpt = Annotated[str | None, typer.Option(help="Capture-log directory of the file sink.")]
+SpoolDirOpt = Annotated[str | None, typer.Option(help="Directory of the disk spool.")]
+SamplePercentOpt = Annotated[
+    float | None, typer.Option(help="Share of sessions captured, 0-100 (sticky).")
+]
+GracePeriodOpt = Annotated[
+    float | None,
+    typer.Option("--grace-period", help="Seconds in-flight responses may run after SIGTERM."),
+]

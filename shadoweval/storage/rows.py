@@ -51,6 +51,32 @@ def nul_safe(value: Any) -> Any:
     return value
 
 
+def _fields(source: object, names: tuple[str, ...]) -> dict[str, Any]:
+    """``{name: source.name}`` for each of ``names``, in that order: the columns a record
+    and its row hold under the same name and in the same form."""
+    return {name: getattr(source, name) for name in names}
+
+
+_LABEL_KEYS = ("run_id", "exchange_id", "task_type")
+_LABEL_TAIL = ("note", "labeller", "labelled_at", "source")
+_REJECTED_TAIL = ("location", "reason", "detail", "raw", "created_at", "fingerprint")
+_OBSERVATION_FIELDS = (
+    "exchange_id",
+    "step_index",
+    "arm",
+    "observed_at",
+    "session",
+    "error",
+    "format_expected",
+    "format_ok",
+    "harmed",
+    "cache_hit",
+    "e2e_ms",
+    "ttft_ms",
+)
+_RATING_FIELDS = ("canary_id", "exchange_id", "rater", "rating", "note", "rated_at")
+
+
 def exchange_row(exchange: Exchange) -> dict[str, Any]:
     """Column values of ``exchange`` for the ``exchange`` table."""
     return {
@@ -105,14 +131,9 @@ def pair_score_row(score: PairScore) -> dict[str, Any]:
 def label_row(label: HumanLabel) -> dict[str, Any]:
     """Column values of ``label`` for the ``human_label`` table (``id`` is assigned)."""
     return {
-        "run_id": label.run_id,
-        "exchange_id": label.exchange_id,
-        "task_type": label.task_type,
+        **_fields(label, _LABEL_KEYS),
         "label": label.label.value,
-        "note": label.note,
-        "labeller": label.labeller,
-        "labelled_at": label.labelled_at,
-        "source": label.source,
+        **_fields(label, _LABEL_TAIL),
     }
 
 
@@ -132,16 +153,7 @@ def judgement_row(judgement: PairJudgement) -> dict[str, Any]:
 def human_label(row: HumanLabelRow) -> HumanLabel:
     """The :class:`HumanLabel` of a ``human_label`` row."""
     return HumanLabel.model_validate(
-        {
-            "run_id": row.run_id,
-            "exchange_id": row.exchange_id,
-            "task_type": row.task_type,
-            "label": row.label,
-            "note": row.note,
-            "labeller": row.labeller,
-            "labelled_at": row.labelled_at,
-            "source": row.source,
-        }
+        {**_fields(row, _LABEL_KEYS), "label": row.label, **_fields(row, _LABEL_TAIL)}
     )
 
 
@@ -150,12 +162,7 @@ def rejected_row(record: RejectedRecord) -> dict[str, Any]:
     return {
         "run_id": record.run_id,
         "stage": str(record.stage),
-        "location": record.location,
-        "reason": record.reason,
-        "detail": record.detail,
-        "raw": record.raw,
-        "created_at": record.created_at,
-        "fingerprint": record.fingerprint,
+        **_fields(record, _REJECTED_TAIL),
     }
 
 
@@ -179,15 +186,7 @@ def run_info(row: RunRow) -> RunInfo:
 def rejected_record(row: RejectedRecordRow) -> RejectedRecord:
     """The :class:`RejectedRecord` of a ``rejected_record`` row."""
     return RejectedRecord(
-        id=row.id,
-        run_id=row.run_id,
-        stage=row.stage,
-        location=row.location,
-        reason=row.reason,
-        detail=row.detail,
-        raw=row.raw,
-        created_at=row.created_at,
-        fingerprint=row.fingerprint,
+        id=row.id, run_id=row.run_id, stage=row.stage, **_fields(row, _REJECTED_TAIL)
     )
 
 
@@ -233,60 +232,21 @@ def canary_observation_row(canary_id: str, observation: CanaryObservation) -> di
     ``canary_observation`` table (``id`` is assigned)."""
     return {
         "canary_id": canary_id,
-        "exchange_id": observation.exchange_id,
-        "step_index": observation.step_index,
-        "arm": observation.arm,
-        "observed_at": observation.observed_at,
-        "session": observation.session,
-        "error": observation.error,
-        "format_expected": observation.format_expected,
-        "format_ok": observation.format_ok,
-        "harmed": observation.harmed,
-        "cache_hit": observation.cache_hit,
-        "e2e_ms": observation.e2e_ms,
-        "ttft_ms": observation.ttft_ms,
+        **_fields(observation, _OBSERVATION_FIELDS),
         "detail": dict(observation.detail),
     }
 
 
 def canary_observation(row: CanaryObservationRow) -> CanaryObservation:
     """The :class:`CanaryObservation` of a ``canary_observation`` row."""
-    return CanaryObservation(
-        exchange_id=row.exchange_id,
-        step_index=row.step_index,
-        arm=row.arm,
-        observed_at=row.observed_at,
-        session=row.session,
-        error=row.error,
-        format_expected=row.format_expected,
-        format_ok=row.format_ok,
-        harmed=row.harmed,
-        cache_hit=row.cache_hit,
-        e2e_ms=row.e2e_ms,
-        ttft_ms=row.ttft_ms,
-        detail=dict(row.detail),
-    )
+    return CanaryObservation(**_fields(row, _OBSERVATION_FIELDS), detail=dict(row.detail))
 
 
 def canary_rating_row(rating: CanaryRating) -> dict[str, Any]:
     """Column values of ``rating`` for the ``canary_rating`` table (``id`` is assigned)."""
-    return {
-        "canary_id": rating.canary_id,
-        "exchange_id": rating.exchange_id,
-        "rater": rating.rater,
-        "rating": rating.rating,
-        "note": rating.note,
-        "rated_at": rating.rated_at,
-    }
+    return _fields(rating, _RATING_FIELDS)
 
 
 def canary_rating(row: CanaryRatingRow) -> CanaryRating:
     """The :class:`CanaryRating` of a ``canary_rating`` row."""
-    return CanaryRating(
-        canary_id=row.canary_id,
-        exchange_id=row.exchange_id,
-        rater=row.rater,
-        rating=row.rating,
-        rated_at=row.rated_at,
-        note=row.note,
-    )
+    return CanaryRating(**_fields(row, _RATING_FIELDS))

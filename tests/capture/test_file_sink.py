@@ -23,7 +23,7 @@ from shadoweval.capture.sinks.base import ExchangeSink
 from shadoweval.capture.sinks.file import FileSink
 from shadoweval.capture_log import read_capture_log
 from shadoweval.config import CaptureSettings
-from shadoweval.simulation.full_disk import FullDisk
+from shadoweval.testing.full_disk import FullDisk
 from tests.capture.test_oversize import built_of, make_exchange
 from tests.waiting import eventually
 

@@ -36,7 +36,7 @@ from shadoweval.capture.sinks.spool import DiskSpool
 from shadoweval.capture_log import read_capture_log
 from shadoweval.config import KafkaSettings, SpoolSettings
 from shadoweval.records import Exchange
-from shadoweval.simulation.full_disk import FullDisk
+from shadoweval.testing.full_disk import FullDisk
 from tests.capture.test_oversize import built_of, make_exchange
 from tests.kafka_broker import TansuBroker
 from tests.waiting import eventually

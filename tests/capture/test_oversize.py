@@ -28,7 +28,7 @@ from shadoweval.records import (
     Usage,
     UsageSource,
 )
-from shadoweval.simulation.full_disk import FullDisk
+from shadoweval.testing.full_disk import FullDisk
 
 
 def make_exchange(

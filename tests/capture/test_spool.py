@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from shadoweval.capture.sinks.spool import DiskSpool, SpoolError, encode_frame, frame_size
-from shadoweval.simulation.full_disk import FullDisk
+from shadoweval.testing.full_disk import FullDisk
 
 
 def rec(i: int, size: int = 100) -> tuple[bytes, bytes]:

@@ -20,8 +20,8 @@ import typer
 from shadoweval.application.gating import load_gate_policy
 from shadoweval.cli import app
 from shadoweval.cli.render import CI_WIDTH
-from shadoweval.simulation import pair_seeding
 from shadoweval.storage import Database, Repository
+from shadoweval.testing import pair_seeding
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TRUNCATED_OPTION = re.compile(r"--[A-Za-z0-9][\w-]*…")

@@ -28,12 +28,12 @@ from shadoweval.records import (
     PairJudgement,
     QualityOutcome,
 )
-from shadoweval.simulation import pair_seeding
-from shadoweval.simulation.pair_seeding import T0, add_labels
 from shadoweval.stats.change import classify_changes
 from shadoweval.stats.frame import pairs_frame
 from shadoweval.stats.policy import parse_policy_yaml
 from shadoweval.storage import Database, Repository, RunInfo
+from shadoweval.testing import pair_seeding
+from shadoweval.testing.pair_seeding import T0, add_labels
 
 GATE_COMMAND = "shadow-eval gate"
 """The command recorded with the seeded run's verdict (as ``shadow-eval gate`` records it)."""

@@ -39,12 +39,12 @@ from shadoweval.records import (
     ReplayPass,
     RouteCoverage,
 )
-from shadoweval.simulation.pair_seeding import SECRET_EMAIL, SECRET_KEY, TASK_MIX
 from shadoweval.stats.change import classify_changes
 from shadoweval.stats.labels import label_summary
 from shadoweval.stats.policy import parse_policy_yaml
 from shadoweval.stats.summary import task_type_summary
 from shadoweval.storage.samples import SampleFilter
+from shadoweval.testing.pair_seeding import SECRET_EMAIL, SECRET_KEY, TASK_MIX
 
 from .conftest import APP_TIMEOUT_S, Seeded, page_path, seed_database
 from .expected import (
@@ -329,7 +329,7 @@ def test_overview_names_a_route_that_was_not_evaluated_and_a_replay_shortfall(
 def test_run_picker_switches_every_page_to_the_picked_run(tmp_path, open_app: OpenApp) -> None:
     from datetime import timedelta
 
-    from shadoweval.simulation.pair_seeding import T0
+    from shadoweval.testing.pair_seeding import T0
 
     from .conftest import seed_run
 
@@ -621,7 +621,7 @@ def test_unknown_run_in_the_address_is_an_error_not_another_run(
 ) -> None:
     from datetime import timedelta
 
-    from shadoweval.simulation.pair_seeding import T0
+    from shadoweval.testing.pair_seeding import T0
 
     from .conftest import seed_run
 
@@ -727,8 +727,8 @@ def _shown_texts(app: AppTest) -> list[str]:
 
 
 def test_samples_and_divergence_show_stored_texts_redacted(tmp_path, open_app: OpenApp) -> None:
-    from shadoweval.simulation.pair_seeding import add_secret_pair
     from shadoweval.storage import Database, Repository
+    from shadoweval.testing.pair_seeding import add_secret_pair
 
     from .conftest import seed_run
 

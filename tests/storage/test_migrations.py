@@ -245,8 +245,8 @@ every downgrade step (below it the table is gone)."""
 
 def _seed_every_table(repo: Repository) -> str:
     from shadoweval.records import JudgementSource, PairJudgement, QualityOutcome
-    from shadoweval.simulation.pair_seeding import add_labels, seed_run
     from shadoweval.storage import CachedEmbedding
+    from shadoweval.testing.pair_seeding import add_labels, seed_run
     from tests.storage.factories import make_verdict
 
     run = seed_run(

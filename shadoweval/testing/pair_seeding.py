@@ -176,6 +176,160 @@ def _flags(parses: bool) -> FormatFlags:
     return FormatFlags(strict=parses, fence_stripped=parses, extracted=parses)
 
 
+def _answer(
+    model: str, text: str, finish: FinishReason, tokens: float, streamed: bool
+) -> ResponseRecord:
+    """One side's successful answer (HTTP 200, reported usage)."""
+    return ResponseRecord(
+        status_code=200,
+        streamed=streamed,
+        model=model,
+        text=text,
+        finish_reason_raw=finish.value,
+        finish_reason=finish,
+        usage=Usage(completion_tokens=int(tokens), usage_source=UsageSource.REPORTED),
+    )
+
+
+def _measured(ttft: float, e2e: float, streamed: bool) -> Timings:
+    """One side's measured timings (TTFT only when streamed)."""
+    return Timings(
+        ttft_ms=_ttft(ttft, streamed),
+        ttfc_ms=_ttfc(ttft, e2e, streamed),
+        e2e_ms=float(e2e),
+        source=TimingSource.MEASURED,
+    )
+
+
+@dataclass(frozen=True)
+class _Fate:
+    """What happened to one pair: its ids, which side failed, and the candidate's ending."""
+
+    exchange_id: str
+    captured_at: datetime
+    task_type: str
+    streamed: bool
+    infra: bool
+    cand_error: bool
+    base_error: bool
+    cand_empty: bool
+    cand_finish: FinishReason
+    error_kind: ReplayErrorKind | None
+
+
+def _fate(prefix: str, i: int, k: int, task_type: str, d: _Draws) -> _Fate:
+    """The fate of exchange ``i`` (global index) from draw ``k`` of its task type's batch."""
+    infra = bool(d.cand_infra[k])
+    cand_error = infra or bool(d.cand_model_error[k])
+    error_kind = (
+        ReplayErrorKind.TIMEOUT if infra else (ReplayErrorKind.HTTP_STATUS if cand_error else None)
+    )
+    return _Fate(
+        exchange_id=f"{prefix}{i:07d}",
+        captured_at=T0 + timedelta(seconds=i),
+        task_type=task_type,
+        streamed=STREAMED[task_type],
+        infra=infra,
+        cand_error=cand_error,
+        base_error=bool(d.base_error[k]) and not cand_error,
+        cand_empty=bool(d.cand_empty[k]) and not cand_error,
+        cand_finish=FinishReason.LENGTH if d.finish_changed[k] else FinishReason.STOP,
+        error_kind=error_kind,
+    )
+
+
+def _exchange(f: _Fate, i: int, k: int, d: _Draws, baseline_text: str) -> Exchange:
+    """The captured exchange (the live baseline's side)."""
+    return Exchange(
+        exchange_id=f.exchange_id,
+        captured_at=f.captured_at,
+        task_type=f.task_type,
+        request=_request(f.task_type, i, f.streamed),
+        response=None
+        if f.base_error
+        else _answer(BASELINE.name, baseline_text, FinishReason.STOP, d.base_tokens[k], f.streamed),
+        timings=Timings() if f.base_error else _measured(d.base_ttft[k], d.base_e2e[k], f.streamed),
+        baseline_model=BASELINE,
+        source="sidecar:pod-1",
+        error_detail="upstream reset" if f.base_error else None,
+    )
+
+
+def _outcome(run_id: str, f: _Fate, i: int, k: int, d: _Draws, text: str) -> ReplayOutcome:
+    """The candidate's replay of the exchange."""
+    return ReplayOutcome(
+        run_id=run_id,
+        exchange_id=f.exchange_id,
+        model=CANDIDATE,
+        pinned_params={"temperature": 0.2, "max_tokens": 256},
+        response=None
+        if f.cand_error
+        else _answer(CANDIDATE.name, text, f.cand_finish, d.cand_tokens[k], f.streamed),
+        timings=Timings() if f.cand_error else _measured(d.cand_ttft[k], d.cand_e2e[k], f.streamed),
+        error_kind=f.error_kind,
+        error_detail=None if f.error_kind is None else f"{f.error_kind.value}: after 30 s",
+        warmup=i < 5,
+        replayed_at=f.captured_at + timedelta(hours=1),
+    )
+
+
+def _side_pair(f: _Fate, baseline: float | None, candidate: float | None) -> SidePair:
+    """A metric of both sides, ``None`` on a side that failed."""
+    return SidePair(
+        baseline=None if f.base_error else baseline,
+        candidate=None if f.cand_error else candidate,
+    )
+
+
+def _score(run_id: str, f: _Fate, i: int, k: int, d: _Draws) -> PairScore:
+    """The pair's scores, as the compare worker would store them."""
+    extraction = f.task_type == "extraction"
+    either = f.cand_error or f.base_error
+    baseline_format = _flags(not d.base_format_fail[k]) if extraction and not f.base_error else None
+    candidate_format = (
+        _flags(not d.cand_format_fail[k])
+        if extraction and not (f.cand_error or f.cand_empty)
+        else None
+    )
+    similarity: float | None = None if either else float(d.similarity[k])
+    if f.cand_empty and not either:
+        similarity = 0.0
+    streamed = f.streamed
+    return PairScore(
+        run_id=run_id,
+        exchange_id=f.exchange_id,
+        task_type=f.task_type,
+        captured_at=f.captured_at,
+        similarity=similarity,
+        noise_similarity=float(d.noise[k]) if d.repeat[k] and not f.base_error else None,
+        streamed=streamed,
+        format_expected=extraction,
+        baseline_format=baseline_format,
+        candidate_format=candidate_format,
+        baseline_error=f.base_error,
+        candidate_error=f.cand_error,
+        candidate_infra_error=f.infra,
+        candidate_error_kind=f.error_kind,
+        candidate_empty=f.cand_empty,
+        baseline_finish_reason=FinishReason.UNKNOWN if f.base_error else FinishReason.STOP,
+        candidate_finish_reason=FinishReason.UNKNOWN if f.cand_error else f.cand_finish,
+        output_tokens=_side_pair(
+            f, float(d.base_tokens[k]), 0.0 if f.cand_empty else float(d.cand_tokens[k])
+        ),
+        template_leaks=("<|im_start|>",) if d.leak[k] and not f.cand_error else (),
+        ttft_ms=_side_pair(f, _ttft(d.base_ttft[k], streamed), _ttft(d.cand_ttft[k], streamed)),
+        ttfc_ms=_side_pair(
+            f,
+            _ttfc(d.base_ttft[k], d.base_e2e[k], streamed),
+            _ttfc(d.cand_ttft[k], d.cand_e2e[k], streamed),
+        ),
+        e2e_ms=_side_pair(f, float(d.base_e2e[k]), float(d.cand_e2e[k])),
+        latency_baseline_source="baseline_repeat" if d.repeat[k] else "live",
+        candidate_warmup=i < 5,
+        scored_at=f.captured_at + timedelta(hours=2),
+    )
+
+
 def _pair(
     run_id: str,
     prefix: str,
@@ -186,129 +340,17 @@ def _pair(
     rng: np.random.Generator,
 ) -> tuple[Exchange, ReplayOutcome, PairScore]:
     """Exchange ``i`` (global index) from draw ``k`` of its task type's batch."""
-    exchange_id = f"{prefix}{i:07d}"
-    captured_at = T0 + timedelta(seconds=i)
-    streamed = STREAMED[task_type]
-    infra = bool(d.cand_infra[k])
-    cand_error = infra or bool(d.cand_model_error[k])
-    base_error = bool(d.base_error[k]) and not cand_error
-    cand_empty = bool(d.cand_empty[k]) and not cand_error
-    either = cand_error or base_error
+    fate = _fate(prefix, i, k, task_type, d)
     baseline_text, candidate_text = _texts(
         rng, task_type, i, int(d.words[k]), float(d.similarity[k])
     )
-    if cand_empty:
+    if fate.cand_empty:
         candidate_text = ""
-    repeat = bool(d.repeat[k])
-    cand_finish = FinishReason.LENGTH if d.finish_changed[k] else FinishReason.STOP
-    exchange = Exchange(
-        exchange_id=exchange_id,
-        captured_at=captured_at,
-        task_type=task_type,
-        request=_request(task_type, i, streamed),
-        response=None
-        if base_error
-        else ResponseRecord(
-            status_code=200,
-            streamed=streamed,
-            model=BASELINE.name,
-            text=baseline_text,
-            finish_reason_raw="stop",
-            finish_reason=FinishReason.STOP,
-            usage=Usage(completion_tokens=int(d.base_tokens[k]), usage_source=UsageSource.REPORTED),
-        ),
-        timings=Timings()
-        if base_error
-        else Timings(
-            ttft_ms=_ttft(d.base_ttft[k], streamed),
-            ttfc_ms=_ttfc(d.base_ttft[k], d.base_e2e[k], streamed),
-            e2e_ms=float(d.base_e2e[k]),
-            source=TimingSource.MEASURED,
-        ),
-        baseline_model=BASELINE,
-        source="sidecar:pod-1",
-        error_detail="upstream reset" if base_error else None,
+    return (
+        _exchange(fate, i, k, d, baseline_text),
+        _outcome(run_id, fate, i, k, d, candidate_text),
+        _score(run_id, fate, i, k, d),
     )
-    error_kind = (
-        ReplayErrorKind.TIMEOUT if infra else (ReplayErrorKind.HTTP_STATUS if cand_error else None)
-    )
-    outcome = ReplayOutcome(
-        run_id=run_id,
-        exchange_id=exchange_id,
-        model=CANDIDATE,
-        pinned_params={"temperature": 0.2, "max_tokens": 256},
-        response=None
-        if cand_error
-        else ResponseRecord(
-            status_code=200,
-            streamed=streamed,
-            model=CANDIDATE.name,
-            text=candidate_text,
-            finish_reason_raw=cand_finish.value,
-            finish_reason=cand_finish,
-            usage=Usage(completion_tokens=int(d.cand_tokens[k]), usage_source=UsageSource.REPORTED),
-        ),
-        timings=Timings()
-        if cand_error
-        else Timings(
-            ttft_ms=_ttft(d.cand_ttft[k], streamed),
-            ttfc_ms=_ttfc(d.cand_ttft[k], d.cand_e2e[k], streamed),
-            e2e_ms=float(d.cand_e2e[k]),
-            source=TimingSource.MEASURED,
-        ),
-        error_kind=error_kind,
-        error_detail=None if error_kind is None else f"{error_kind.value}: after 30 s",
-        warmup=i < 5,
-        replayed_at=captured_at + timedelta(hours=1),
-    )
-    extraction = task_type == "extraction"
-    baseline_format = _flags(not d.base_format_fail[k]) if extraction and not base_error else None
-    candidate_format = (
-        _flags(not d.cand_format_fail[k]) if extraction and not (cand_error or cand_empty) else None
-    )
-    similarity: float | None = None if either else float(d.similarity[k])
-    if cand_empty and not either:
-        similarity = 0.0
-    score = PairScore(
-        run_id=run_id,
-        exchange_id=exchange_id,
-        task_type=task_type,
-        captured_at=captured_at,
-        similarity=similarity,
-        noise_similarity=float(d.noise[k]) if repeat and not base_error else None,
-        streamed=streamed,
-        format_expected=extraction,
-        baseline_format=baseline_format,
-        candidate_format=candidate_format,
-        baseline_error=base_error,
-        candidate_error=cand_error,
-        candidate_infra_error=infra,
-        candidate_error_kind=error_kind,
-        candidate_empty=cand_empty,
-        baseline_finish_reason=FinishReason.UNKNOWN if base_error else FinishReason.STOP,
-        candidate_finish_reason=FinishReason.UNKNOWN if cand_error else cand_finish,
-        output_tokens=SidePair(
-            baseline=None if base_error else float(d.base_tokens[k]),
-            candidate=None if cand_error else (0.0 if cand_empty else float(d.cand_tokens[k])),
-        ),
-        template_leaks=("<|im_start|>",) if d.leak[k] and not cand_error else (),
-        ttft_ms=SidePair(
-            baseline=None if base_error else _ttft(d.base_ttft[k], streamed),
-            candidate=None if cand_error else _ttft(d.cand_ttft[k], streamed),
-        ),
-        ttfc_ms=SidePair(
-            baseline=None if base_error else _ttfc(d.base_ttft[k], d.base_e2e[k], streamed),
-            candidate=None if cand_error else _ttfc(d.cand_ttft[k], d.cand_e2e[k], streamed),
-        ),
-        e2e_ms=SidePair(
-            baseline=None if base_error else float(d.base_e2e[k]),
-            candidate=None if cand_error else float(d.cand_e2e[k]),
-        ),
-        latency_baseline_source="baseline_repeat" if repeat else "live",
-        candidate_warmup=i < 5,
-        scored_at=captured_at + timedelta(hours=2),
-    )
-    return exchange, outcome, score
 
 
 def _interleaved(mix: Mapping[str, int]) -> Iterator[str]:
