@@ -194,22 +194,66 @@ def classify_pair_arrays(
         InvalidDataError: ``task_types`` does not have one entry per row, or a code is
             outside ``names``.
     """
-    n = arrays.n
+    codes, names = _task_type_codes(task_types, arrays.n, names)
+    divergence = 1.0 - np.clip(arrays.similarity, -1.0, 1.0)
+    degenerate = _degenerate(arrays, policy)
+    noise = _noise_thresholds(arrays, codes, names, policy, degenerate)
+    changed = _changed(arrays, codes, names, policy, divergence, noise.per_row)
+    edges_of = [tuple(effective(policy, str(name)).net_harm.strata_edges) for name in names]
+    return ChangeResult(
+        changed=changed,
+        stratum=_strata(changed, codes, divergence, edges_of),
+        divergence=divergence,
+        noise_threshold=noise.threshold,
+        threshold_source=noise.source,
+        degenerate=degenerate,
+        noise_pairs=noise.noise_pairs,
+    )
+
+
+def _task_type_codes(
+    task_types: npt.NDArray[np.object_] | npt.NDArray[np.int64],
+    n: int,
+    names: tuple[str, ...] | None,
+) -> tuple[IntArray, tuple[str, ...]]:
+    """Each row's index into the task types, and the task types (sorted when factorised here).
+
+    Raises:
+        InvalidDataError: as :func:`classify_pair_arrays` says.
+    """
     if task_types.shape != (n,):
         raise InvalidDataError(f"task_types has shape {task_types.shape}, expected ({n},)")
     if names is None:
         codes, found = pd.factorize(pd.Series(task_types, dtype=object).astype(str), sort=True)
-        names = tuple(str(t) for t in found)
-    else:
-        codes = np.asarray(task_types, dtype=np.int64)
-        if n and (int(codes.min()) < 0 or int(codes.max()) >= len(names)):
-            raise InvalidDataError(f"task type codes outside 0..{len(names) - 1}")
-    usable = ~arrays.infra
-    divergence = 1.0 - np.clip(arrays.similarity, -1.0, 1.0)
-    d_noise = 1.0 - np.clip(arrays.noise_similarity, -1.0, 1.0)
-    has_noise = usable & np.isfinite(d_noise)
-    degenerate = _degenerate(arrays, policy)
+        return codes, tuple(str(t) for t in found)
+    codes = np.asarray(task_types, dtype=np.int64)
+    if n and (int(codes.min()) < 0 or int(codes.max()) >= len(names)):
+        raise InvalidDataError(f"task type codes outside 0..{len(names) - 1}")
+    return codes, names
 
+
+@dataclass(frozen=True)
+class _NoiseThresholds:
+    """The divergence threshold of each unit (``POOLED`` first), how it was set, the
+    baseline-repeat divergences it was read from, and each row's threshold (shape ``(n,)``)."""
+
+    threshold: dict[str, float]
+    source: dict[str, str]
+    noise_pairs: dict[str, int]
+    per_row: FloatArray
+
+
+def _noise_thresholds(
+    arrays: PairArrays,
+    codes: IntArray,
+    names: tuple[str, ...],
+    policy: GatePolicy,
+    degenerate: DegenerateNoise | None,
+) -> _NoiseThresholds:
+    """Each unit's threshold: its noise quantile, the pooled one, or ``divergence_threshold``
+    (module docstring)."""
+    d_noise = 1.0 - np.clip(arrays.noise_similarity, -1.0, 1.0)
+    has_noise = ~arrays.infra & np.isfinite(d_noise)
     thresholds: dict[str, float] = {}
     sources: dict[str, str] = {}
     noise_pairs: dict[str, int] = {}
@@ -228,23 +272,34 @@ def classify_pair_arrays(
         else:
             thresholds[unit], sources[unit] = block.divergence_threshold, "divergence_threshold"
 
+    n = arrays.n
     threshold(np.ones(n, dtype=bool), POOLED, None)
     pooled = (thresholds[POOLED], sources[POOLED])
     per_row = np.empty(n, dtype=np.float64)
-    order_counts = np.ones(n, dtype=bool)
-    edges_of: list[tuple[float, ...]] = []
     for i, name in enumerate(names):
         unit = str(name)
         mask = codes == i
         threshold(mask, unit, pooled)
         per_row[mask] = thresholds[unit]
-        view = effective(policy, unit)
-        if view.tool_calls.order_free:
-            order_counts[mask] = False
-        edges_of.append(tuple(view.net_harm.strata_edges))
+    return _NoiseThresholds(thresholds, sources, noise_pairs, per_row)
 
+
+def _changed(
+    arrays: PairArrays,
+    codes: IntArray,
+    names: tuple[str, ...],
+    policy: GatePolicy,
+    divergence: FloatArray,
+    threshold: FloatArray,
+) -> BoolArray:
+    """Which rows changed: a divergence above the row's ``threshold`` or a difference of
+    behaviour, and no infrastructure error (module docstring)."""
+    order_counts = np.ones(arrays.n, dtype=bool)
+    for i, name in enumerate(names):
+        if effective(policy, str(name)).tool_calls.order_free:
+            order_counts[codes == i] = False
     with np.errstate(invalid="ignore"):
-        diverged = divergence > per_row  # NaN compares false
+        diverged = divergence > threshold  # NaN compares false
     harm_differs = np.any(arrays.base_harm != arrays.cand_harm, axis=1)
     format_differs = (
         ~np.isnan(arrays.base_format_ok)
@@ -259,9 +314,21 @@ def classify_pair_arrays(
     cand_fail = arrays.cand_fail == 1.0
     fail_known = ~np.isnan(arrays.base_fail) & ~np.isnan(arrays.cand_fail)
     fail_differs = fail_known & (base_fail != cand_fail)
-    changed = usable & (diverged | harm_differs | format_differs | tool_differs | fail_differs)
+    changed: BoolArray = ~arrays.infra & (
+        diverged | harm_differs | format_differs | tool_differs | fail_differs
+    )
+    return changed
 
-    stratum = np.full(n, -1, dtype=np.int64)
+
+def _strata(
+    changed: BoolArray,
+    codes: IntArray,
+    divergence: FloatArray,
+    edges_of: list[tuple[float, ...]],
+) -> IntArray:
+    """Each changed row's divergence stratum under its task type's edges
+    (``len(edges) + 1`` without a similarity), −1 on the unchanged rows."""
+    stratum = np.full(changed.shape, -1, dtype=np.int64)
     for i, edges in enumerate(edges_of):
         rows = changed & (codes == i)
         if not np.any(rows):
@@ -272,15 +339,7 @@ def classify_pair_arrays(
         if np.any(scored):
             strata[scored] = np.asarray(divergence_strata(d[scored], edges), dtype=np.int64)
         stratum[rows] = strata
-    return ChangeResult(
-        changed=changed,
-        stratum=stratum,
-        divergence=divergence,
-        noise_threshold=thresholds,
-        threshold_source=sources,
-        degenerate=degenerate,
-        noise_pairs=noise_pairs,
-    )
+    return stratum
 
 
 def classify_changes(pairs: pd.DataFrame, policy: GatePolicy) -> ChangeResult:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import TypeVar
 
 import numpy as np
@@ -171,6 +172,8 @@ _Flag = TypeVar("_Flag", HarmKind, ToolChange)
 _HARM_BIT: dict[HarmKind, int] = {kind: 1 << i for i, kind in enumerate(HarmKind)}
 _TOOL_BIT: dict[ToolChange, int] = {change: 1 << i for i, change in enumerate(ToolChange)}
 _RUNAWAY = list(HarmKind).index(HarmKind.RUNAWAY_LENGTH)
+_FLAGS = frozenset(BASELINE_HARM_COLUMNS + CANDIDATE_HARM_COLUMNS + TOOL_CHANGE_COLUMNS)
+"""The flag columns, built apart from the rest (:func:`_with_flags`)."""
 
 
 def _value(x: float | None) -> float:
@@ -188,7 +191,7 @@ def _bits(values: Iterable[_Flag], table: Mapping[_Flag, int]) -> int:
     return mask
 
 
-def _unpack(masks: list[int], width: int) -> npt.NDArray[np.bool_]:
+def _unpack(masks: list[int] | npt.NDArray[np.int32], width: int) -> npt.NDArray[np.bool_]:
     """Bit masks (one per row) as a boolean array of shape ``(n, width)``."""
     packed = np.asarray(masks, dtype=np.int64)
     bits: npt.NDArray[np.bool_] = (packed[:, None] >> np.arange(width, dtype=np.int64)) & 1 == 1
@@ -236,13 +239,7 @@ def pairs_frame(
         frame with the same columns and dtypes when ``scores`` is empty.
     """
     judged = judgements or {}
-    columns: dict[str, list[object]] = {
-        name: []
-        for name in PAIRS_COLUMNS
-        if name not in BASELINE_HARM_COLUMNS
-        and name not in CANDIDATE_HARM_COLUMNS
-        and name not in TOOL_CHANGE_COLUMNS
-    }
+    columns: dict[str, list[object]] = {name: [] for name in PAIRS_COLUMNS if name not in _FLAGS}
     base_harms: list[int] = []
     cand_harms: list[int] = []
     tool_changes: list[int] = []
@@ -252,72 +249,97 @@ def pairs_frame(
         if flag is None:
             flag = effective(policy, score.task_type).format_parse.success_flag
             flags_by_type[score.task_type] = flag
-        baseline_infra = score.baseline_infra_error
-        candidate_infra = score.candidate_infra_error
-        quality, source = _quality(judged.get(score.exchange_id))
-        row: dict[str, object] = {
-            "exchange_id": score.exchange_id,
-            "task_type": score.task_type,
-            "captured_at": score.captured_at,
-            "similarity": _value(score.similarity),
-            "noise_similarity": _value(score.noise_similarity),
-            "uncovered_scripts": uncovered_scripts(score),
-            "streamed": score.streamed,
-            "baseline_fail": (score.baseline_error or score.baseline_empty) and not baseline_infra,
-            "candidate_fail": (score.candidate_error or score.candidate_empty)
-            and not candidate_infra,
-            "baseline_infra_error": baseline_infra,
-            "candidate_infra_error": candidate_infra,
-            "format_expected": score.format_expected,
-            "baseline_format_ok": format_ok(
-                format_expected=score.format_expected,
-                errored=score.baseline_error,
-                empty=score.baseline_empty,
-                flags=score.baseline_format,
-                tools=score.baseline_tools,
-                success_flag=flag,
-                infra_error=baseline_infra,
-            ),
-            "candidate_format_ok": format_ok(
-                format_expected=score.format_expected,
-                errored=score.candidate_error,
-                empty=score.candidate_empty,
-                flags=score.candidate_format,
-                tools=score.candidate_tools,
-                success_flag=flag,
-                infra_error=candidate_infra,
-            ),
-            "baseline_e2e_ms": _value(score.e2e_ms.baseline),
-            "candidate_e2e_ms": _value(score.e2e_ms.candidate),
-            "baseline_ttft_ms": _value(score.ttft_ms.baseline),
-            "candidate_ttft_ms": _value(score.ttft_ms.candidate),
-            "baseline_ttfc_ms": _value(score.ttfc_ms.baseline),
-            "candidate_ttfc_ms": _value(score.ttfc_ms.candidate),
-            "baseline_cache_hit": score.baseline_cache_hit,
-            "candidate_cache_hit": score.candidate_cache_hit,
-            "candidate_warmup": score.candidate_warmup,
-            "latency_baseline_source": score.latency_baseline_source,
-            "baseline_output_tokens": _value(score.output_tokens.baseline),
-            "candidate_output_tokens": _value(score.output_tokens.candidate),
-            "baseline_output_chars": _value(score.output_chars.baseline),
-            "candidate_output_chars": _value(score.output_chars.candidate),
-            "baseline_tool_text": tool_text(score.baseline_tools, score.baseline_empty),
-            "candidate_tool_text": tool_text(score.candidate_tools, score.candidate_empty),
-            "sampled": _tristate(score.sampled),
-            "noise_identical": _tristate(score.noise_identical),
-            "quality": quality,
-            "quality_source": source,
-        }
-        for name, value in row.items():
+        for name, value in _row(score, flag, judged.get(score.exchange_id)).items():
             columns[name].append(value)
         base_harms.append(_bits(score.baseline_harms, _HARM_BIT) if score.baseline_harms else 0)
         cand_harms.append(_bits(score.candidate_harms, _HARM_BIT) if score.candidate_harms else 0)
         tool_changes.append(_bits(score.tool_changes, _TOOL_BIT) if score.tool_changes else 0)
-    frame = pd.DataFrame(columns)
-    n = len(frame)
+    frame = _with_flags(pd.DataFrame(columns), policy, base_harms, cand_harms, tool_changes)
+    frame = frame[list(PAIRS_COLUMNS)]
+    if frame.empty:
+        return frame.astype(PAIRS_COLUMNS)
+    frame["captured_at"] = pd.to_datetime(frame["captured_at"], utc=True)
+    frame = frame.astype(PAIRS_COLUMNS)
+    frame = frame.sort_values(["captured_at", "exchange_id"], kind="mergesort")
+    return frame.reset_index(drop=True)
+
+
+def _row(score: PairScore, flag: SuccessFlag, judgement: PairJudgement | None) -> dict[str, object]:
+    """One pair's values of the :data:`PAIRS_COLUMNS` that are not flag columns."""
+    baseline_infra = score.baseline_infra_error
+    candidate_infra = score.candidate_infra_error
+    quality, source = _quality(judgement)
+    baseline_format_ok, candidate_format_ok = _format_ok_pair(score, flag)
+    return {
+        "exchange_id": score.exchange_id,
+        "task_type": score.task_type,
+        "captured_at": score.captured_at,
+        "similarity": _value(score.similarity),
+        "noise_similarity": _value(score.noise_similarity),
+        "uncovered_scripts": uncovered_scripts(score),
+        "streamed": score.streamed,
+        "baseline_fail": (score.baseline_error or score.baseline_empty) and not baseline_infra,
+        "candidate_fail": (score.candidate_error or score.candidate_empty) and not candidate_infra,
+        "baseline_infra_error": baseline_infra,
+        "candidate_infra_error": candidate_infra,
+        "format_expected": score.format_expected,
+        "baseline_format_ok": baseline_format_ok,
+        "candidate_format_ok": candidate_format_ok,
+        "baseline_e2e_ms": _value(score.e2e_ms.baseline),
+        "candidate_e2e_ms": _value(score.e2e_ms.candidate),
+        "baseline_ttft_ms": _value(score.ttft_ms.baseline),
+        "candidate_ttft_ms": _value(score.ttft_ms.candidate),
+        "baseline_ttfc_ms": _value(score.ttfc_ms.baseline),
+        "candidate_ttfc_ms": _value(score.ttfc_ms.candidate),
+        "baseline_cache_hit": score.baseline_cache_hit,
+        "candidate_cache_hit": score.candidate_cache_hit,
+        "candidate_warmup": score.candidate_warmup,
+        "latency_baseline_source": score.latency_baseline_source,
+        "baseline_output_tokens": _value(score.output_tokens.baseline),
+        "candidate_output_tokens": _value(score.output_tokens.candidate),
+        "baseline_output_chars": _value(score.output_chars.baseline),
+        "candidate_output_chars": _value(score.output_chars.candidate),
+        "baseline_tool_text": tool_text(score.baseline_tools, score.baseline_empty),
+        "candidate_tool_text": tool_text(score.candidate_tools, score.candidate_empty),
+        "sampled": _tristate(score.sampled),
+        "noise_identical": _tristate(score.noise_identical),
+        "quality": quality,
+        "quality_source": source,
+    }
+
+
+def _format_ok_pair(score: PairScore, flag: SuccessFlag) -> tuple[float, float]:
+    """The pair's ``baseline_format_ok`` and ``candidate_format_ok``: :func:`format_ok` of
+    each side with the task type's success flag."""
+    side_ok = partial(format_ok, format_expected=score.format_expected, success_flag=flag)
+    sides = zip(
+        (score.baseline_error, score.candidate_error),
+        (score.baseline_empty, score.candidate_empty),
+        (score.baseline_format, score.candidate_format),
+        (score.baseline_tools, score.candidate_tools),
+        (score.baseline_infra_error, score.candidate_infra_error),
+        strict=True,
+    )
+    baseline, candidate = (
+        side_ok(errored=errored, empty=empty, flags=flags, tools=tools, infra_error=infra)
+        for errored, empty, flags, tools, infra in sides
+    )
+    return baseline, candidate
+
+
+def _with_flags(
+    frame: pd.DataFrame,
+    policy: GatePolicy,
+    base_harms: list[int] | npt.NDArray[np.int32],
+    cand_harms: list[int] | npt.NDArray[np.int32],
+    tool_changes: list[int] | npt.NDArray[np.int32],
+) -> pd.DataFrame:
+    """``frame`` with the harm and tool-change flag columns appended, from one bit mask per
+    row and side (:data:`_HARM_BIT`, :data:`_TOOL_BIT`); the runaway length ratio
+    (:func:`_runaway_by_ratio`) adds to each side's ``*_harm_runaway_length``."""
     base = _unpack(base_harms, len(HarmKind))
     cand = _unpack(cand_harms, len(HarmKind))
-    if n:
+    if len(frame):
         base_long, cand_long = _runaway_by_ratio(frame, policy)
         base[:, _RUNAWAY] |= base_long
         cand[:, _RUNAWAY] |= cand_long
@@ -327,14 +349,7 @@ def pairs_frame(
         **{name: cand[:, j] for j, name in enumerate(CANDIDATE_HARM_COLUMNS)},
         **{name: tools[:, j] for j, name in enumerate(TOOL_CHANGE_COLUMNS)},
     }
-    frame = pd.concat([frame, pd.DataFrame(flags, index=frame.index)], axis=1)
-    frame = frame[list(PAIRS_COLUMNS)]
-    if frame.empty:
-        return frame.astype(PAIRS_COLUMNS)
-    frame["captured_at"] = pd.to_datetime(frame["captured_at"], utc=True)
-    frame = frame.astype(PAIRS_COLUMNS)
-    frame = frame.sort_values(["captured_at", "exchange_id"], kind="mergesort")
-    return frame.reset_index(drop=True)
+    return pd.concat([frame, pd.DataFrame(flags, index=frame.index)], axis=1)
 
 
 def _runaway_by_ratio(
@@ -385,26 +400,63 @@ def pairs_frame_from_facts(
     Returns:
         A DataFrame sorted by ``captured_at`` then ``exchange_id``, index 0..n−1.
     """
-    n = len(facts)
-    if n == 0:
+    if len(facts) == 0:
         return pairs_frame([], policy)
-    # Put the rows in table order first (one take of the packed records), so the frame is
-    # built sorted instead of reordering its 50-odd columns afterwards.
-    exchange_ids = np.asarray(facts.exchange_ids, dtype=object)
-    order = (
+    order = _table_order(facts)
+    values = facts.values[order]
+    exchange_ids = np.asarray(facts.exchange_ids, dtype=object)[order]
+    task_types = np.asarray(facts.task_types, dtype=object)[order]
+    scripts = np.asarray(facts.uncovered_scripts, dtype=object)[order]
+    quality, source = _quality_columns(exchange_ids, judgements or {})
+    columns: dict[str, object] = {
+        "exchange_id": pd.Series(exchange_ids, dtype=object),
+        "task_type": pd.Series(task_types, dtype=object),
+        "captured_at": pd.to_datetime(
+            values["captured_at_us"].astype(np.int64), unit="us", utc=True
+        ),
+        **_fact_columns(values, task_types, policy),
+        "quality": quality,
+        "quality_source": pd.Series(source, dtype=object),
+        "uncovered_scripts": pd.Series(scripts, dtype=object),
+    }
+    frame = _with_flags(
+        pd.DataFrame(columns),
+        policy,
+        values["baseline_harms"],
+        values["candidate_harms"],
+        values["tool_changes"],
+    )
+    return frame[list(PAIRS_COLUMNS)].astype(PAIRS_COLUMNS)
+
+
+def _table_order(facts: PairFacts) -> npt.NDArray[np.intp]:
+    """The packed rows' positions in table order: by capture time, then exchange id.
+
+    The rows are put in this order first (one take of the packed records), so the frame is
+    built sorted instead of reordering its 50-odd columns afterwards.
+    """
+    order: npt.NDArray[np.intp] = (
         pd.DataFrame(
             {
                 "captured_at": facts.values["captured_at_us"].astype(np.int64),
-                "exchange_id": pd.Series(exchange_ids, dtype=object),
+                "exchange_id": pd.Series(
+                    np.asarray(facts.exchange_ids, dtype=object), dtype=object
+                ),
             }
         )
         .sort_values(["captured_at", "exchange_id"], kind="mergesort")
         .index.to_numpy()
     )
-    values = facts.values[order]
-    exchange_ids = exchange_ids[order]
-    task_types = np.asarray(facts.task_types, dtype=object)[order]
-    scripts = np.asarray(facts.uncovered_scripts, dtype=object)[order]
+    return order
+
+
+def _fact_columns(
+    values: npt.NDArray[np.void], task_types: npt.NDArray[np.object_], policy: GatePolicy
+) -> dict[str, object]:
+    """The columns read from the packed facts (``values``, in table order): the floats,
+    the side flags and failures, ``*_format_ok`` under each task type's success flag, the
+    cache and warm-up flags, the latency baseline's source and the tri-state facts."""
+    n = len(values)
     codes, names = pd.factorize(task_types)
     bits = values["bits"].astype(np.int64)
 
@@ -412,13 +464,7 @@ def pairs_frame_from_facts(
         flags: npt.NDArray[np.bool_] = (bits & FACT_BITS[name]) != 0
         return flags
 
-    columns: dict[str, object] = {
-        "exchange_id": pd.Series(exchange_ids, dtype=object),
-        "task_type": pd.Series(task_types, dtype=object),
-        "captured_at": pd.to_datetime(
-            values["captured_at_us"].astype(np.int64), unit="us", utc=True
-        ),
-    }
+    columns: dict[str, object] = {}
     for name in FLOAT_FACTS:
         columns[name] = values[name].astype(np.float64)
     columns["streamed"] = bit("streamed")
@@ -451,7 +497,14 @@ def pairs_frame_from_facts(
     )
     for name in TRI_FACTS:
         columns[name] = _tri_floats(values[name])
-    judged = judgements or {}
+    return columns
+
+
+def _quality_columns(
+    exchange_ids: npt.NDArray[np.object_], judged: Mapping[str, PairJudgement]
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.object_]]:
+    """``quality`` and ``quality_source`` of each pair (:func:`_quality`), in row order."""
+    n = len(exchange_ids)
     quality = np.full(n, math.nan)
     source = np.full(n, "", dtype=object)
     if judged:
@@ -459,27 +512,4 @@ def pairs_frame_from_facts(
             found = judged.get(exchange_id)
             if found is not None:
                 quality[i], source[i] = _quality(found)
-    columns["quality"] = quality
-    columns["quality_source"] = pd.Series(source, dtype=object)
-    columns["uncovered_scripts"] = pd.Series(scripts, dtype=object)
-    frame = pd.DataFrame(columns)
-    base = _unpack_array(values["baseline_harms"], len(HarmKind))
-    cand = _unpack_array(values["candidate_harms"], len(HarmKind))
-    base_long, cand_long = _runaway_by_ratio(frame, policy)
-    base[:, _RUNAWAY] |= base_long
-    cand[:, _RUNAWAY] |= cand_long
-    tools = _unpack_array(values["tool_changes"], len(ToolChange))
-    flags = {
-        **{name: base[:, j] for j, name in enumerate(BASELINE_HARM_COLUMNS)},
-        **{name: cand[:, j] for j, name in enumerate(CANDIDATE_HARM_COLUMNS)},
-        **{name: tools[:, j] for j, name in enumerate(TOOL_CHANGE_COLUMNS)},
-    }
-    frame = pd.concat([frame, pd.DataFrame(flags, index=frame.index)], axis=1)
-    return frame[list(PAIRS_COLUMNS)].astype(PAIRS_COLUMNS)
-
-
-def _unpack_array(masks: npt.NDArray[np.int32], width: int) -> npt.NDArray[np.bool_]:
-    """Bit masks as a boolean array of shape ``(n, width)``."""
-    packed = masks.astype(np.int64)
-    bits: npt.NDArray[np.bool_] = (packed[:, None] >> np.arange(width, dtype=np.int64)) & 1 == 1
-    return bits
+    return quality, source

@@ -317,59 +317,86 @@ def paired_quantile_ratios_rf(
         InsufficientDataError: no pairs.
     """
     levels = tuple(_check_ratio_q(q) for q in qs)
-    alphas = tuple(alpha) if isinstance(alpha, tuple | list) else (alpha,) * len(levels)
-    if len(alphas) != len(levels):
-        raise InvalidDataError(f"{len(alphas)} alpha values for {len(levels)} quantiles")
-    for a in alphas:
-        if not 0.0 < a < 0.5 or math.isnan(a):
-            raise InvalidDataError(f"alpha must be in (0, 0.5), got {a}")
+    alphas = _check_ratio_alphas(alpha, len(levels))
     cand = finite_1d(candidate, "candidate", positive=True)
     base = finite_1d(baseline, "baseline", positive=True)
     if cand.size != base.size:
         raise InvalidDataError(
             f"paired arms differ in length: {cand.size} candidate vs {base.size} baseline values"
         )
-    n = int(cand.size)
     arms_c = _arm_quantiles(cand, levels)
     arms_b = _arm_quantiles(base, levels)
-    results = []
-    for q, a, c, b in zip(levels, alphas, arms_c, arms_b, strict=True):
-        below_c = cand <= c.point
-        below_b = base <= b.point
-        n_c = int(np.count_nonzero(below_c))
-        n_b = int(np.count_nonzero(below_b))
-        n_both = int(np.count_nonzero(below_c & below_b))
-        spread = float(n_c * (n - n_c)) * float(n_b * (n - n_b))
-        if n_both == n_c == n_b:  # the same requests below both quantiles: exactly 1
-            rho = 1.0
-        elif spread > 0.0:
-            rho = min(1.0, max(-1.0, (n * n_both - n_c * n_b) / math.sqrt(spread)))
-        else:
-            rho = 0.0
-        # Fréchet mixture: with weight ρ both arms at the same rank I (comonotone), else
-        # independent. ρ·E[(l_c(I) − l_b(I))²] + (1 − ρ)·(V_c + V_b) = V_c + V_b − 2ρ·C,
-        # written without cancellation (identical arms give exactly 0).
-        weight = max(rho, 0.0)
-        same_rank = float(c.weights @ (c.centred_logs - b.centred_logs) ** 2)
-        var = weight * same_rank + (1.0 - weight) * (c.var_log + b.var_log)
-        se = math.sqrt(max(var, 0.0))
-        estimate = c.point / b.point
-        z = float(scipy_stats.norm.isf(a))
-        results.append(
-            QuantileRatioResult(
-                estimate=estimate,
-                ci_low=float(estimate * math.exp(-z * se)),
-                ci_high=float(estimate * math.exp(z * se)),
-                candidate_quantile=c.point,
-                baseline_quantile=b.point,
-                n_candidate=n,
-                n_baseline=n,
-                q=q,
-                confidence=1.0 - 2.0 * a,
-                replicates=0,
-                paired=True,
-                se_log=se,
-                correlation=rho,
-            )
-        )
-    return results
+    return [
+        _paired_ratio(cand, base, q, a, c, b)
+        for q, a, c, b in zip(levels, alphas, arms_c, arms_b, strict=True)
+    ]
+
+
+def _check_ratio_alphas(
+    alpha: float | tuple[float, ...] | list[float], count: int
+) -> tuple[float, ...]:
+    """One α per quantile level: ``alpha`` itself when it is one value.
+
+    Raises:
+        InvalidDataError: the number of α values differs from ``count``, or an α outside
+            (0, 0.5).
+    """
+    alphas = tuple(alpha) if isinstance(alpha, tuple | list) else (alpha,) * count
+    if len(alphas) != count:
+        raise InvalidDataError(f"{len(alphas)} alpha values for {count} quantiles")
+    for a in alphas:
+        if not 0.0 < a < 0.5 or math.isnan(a):
+            raise InvalidDataError(f"alpha must be in (0, 0.5), got {a}")
+    return alphas
+
+
+def _below_both_correlation(
+    cand: FloatArray, base: FloatArray, c: _ArmQuantile, b: _ArmQuantile
+) -> float:
+    """ρ across requests of ``1{c_i ≤ Q_c}`` and ``1{b_i ≤ Q_b}``, clipped to [−1, 1]; exactly
+    1 when the same requests lie below both quantiles, 0 when an indicator is constant."""
+    n = int(cand.size)
+    below_c = cand <= c.point
+    below_b = base <= b.point
+    n_c = int(np.count_nonzero(below_c))
+    n_b = int(np.count_nonzero(below_b))
+    n_both = int(np.count_nonzero(below_c & below_b))
+    spread = float(n_c * (n - n_c)) * float(n_b * (n - n_b))
+    if n_both == n_c == n_b:  # the same requests below both quantiles: exactly 1
+        return 1.0
+    if spread > 0.0:
+        return min(1.0, max(-1.0, (n * n_both - n_c * n_b) / math.sqrt(spread)))
+    return 0.0
+
+
+def _paired_ratio(
+    cand: FloatArray, base: FloatArray, q: float, a: float, c: _ArmQuantile, b: _ArmQuantile
+) -> QuantileRatioResult:
+    """The ratio at one ``q`` and one-sided level ``a`` from the arms' quantiles ``c``, ``b``
+    (:func:`paired_quantile_ratios_rf`)."""
+    n = int(cand.size)
+    rho = _below_both_correlation(cand, base, c, b)
+    # Fréchet mixture: with weight ρ both arms at the same rank I (comonotone), else
+    # independent. ρ·E[(l_c(I) − l_b(I))²] + (1 − ρ)·(V_c + V_b) = V_c + V_b − 2ρ·C,
+    # written without cancellation (identical arms give exactly 0).
+    weight = max(rho, 0.0)
+    same_rank = float(c.weights @ (c.centred_logs - b.centred_logs) ** 2)
+    var = weight * same_rank + (1.0 - weight) * (c.var_log + b.var_log)
+    se = math.sqrt(max(var, 0.0))
+    estimate = c.point / b.point
+    z = float(scipy_stats.norm.isf(a))
+    return QuantileRatioResult(
+        estimate=estimate,
+        ci_low=float(estimate * math.exp(-z * se)),
+        ci_high=float(estimate * math.exp(z * se)),
+        candidate_quantile=c.point,
+        baseline_quantile=b.point,
+        n_candidate=n,
+        n_baseline=n,
+        q=q,
+        confidence=1.0 - 2.0 * a,
+        replicates=0,
+        paired=True,
+        se_log=se,
+        correlation=rho,
+    )

@@ -296,14 +296,7 @@ def confidence_sequence(
             positive integer, unknown side, ``null`` not finite, ``sd_floor`` < 0.
         InsufficientDataError: fewer than 2 values.
     """
-    alpha = check_alpha(alpha, upper=0.5)
-    n_star = positive_int(n_star, "n_star")
-    if side not in ("two-sided", "upper", "lower"):
-        raise InvalidDataError(f"unknown side {side!r}", name="side")
-    if not math.isfinite(null):
-        raise InvalidDataError(f"null must be finite, got {null}", name="null")
-    if not (math.isfinite(sd_floor) and sd_floor >= 0.0):
-        raise InvalidDataError(f"sd_floor must be finite and >= 0, got {sd_floor}")
+    alpha, n_star = _check_cs_args(alpha, n_star, side, null, sd_floor)
     x = finite_1d(values, "values", min_size=2)
     n = int(x.size)
     mean = float(np.mean(x))
@@ -334,15 +327,38 @@ def confidence_sequence(
     half = sd * _radius(n, rho2, alpha, side) / n
     low = -math.inf if side == "upper" else mean - half
     high = math.inf if side == "lower" else mean + half
+    return result(low, high, sd, _cs_p_value(n, n * (mean - null) / sd, rho2, side))
+
+
+def _check_cs_args(
+    alpha: float, n_star: int, side: CsSide, null: float, sd_floor: float
+) -> tuple[float, int]:
+    """:func:`confidence_sequence`'s checked ``alpha`` and ``n_star``.
+
+    Raises:
+        InvalidDataError: as :func:`confidence_sequence` says (but for the values).
+    """
+    alpha = check_alpha(alpha, upper=0.5)
+    n_star = positive_int(n_star, "n_star")
+    if side not in ("two-sided", "upper", "lower"):
+        raise InvalidDataError(f"unknown side {side!r}", name="side")
+    if not math.isfinite(null):
+        raise InvalidDataError(f"null must be finite, got {null}", name="null")
+    if not (math.isfinite(sd_floor) and sd_floor >= 0.0):
+        raise InvalidDataError(f"sd_floor must be finite and >= 0, got {sd_floor}")
+    return alpha, n_star
+
+
+def _cs_p_value(n: int, s_sum: float, rho2: float, side: CsSide) -> float:
+    """``min(1, 1/M_n(null))`` of :func:`confidence_sequence`'s mixture at ``V = n``, from
+    the sum-scale statistic ``s_sum = n(x̄ − null)/s``."""
     ratio = n * rho2 + 1.0
-    s_sum = n * (mean - null) / sd
     if side == "two-sided":
         log_e = rho2 * s_sum * s_sum / (2.0 * ratio) - 0.5 * math.log(ratio)
     else:
         signed = -s_sum if side == "upper" else s_sum
         log_e = _log_mixture_one_sided(signed / math.sqrt(ratio / rho2), ratio)
-    p = math.exp(-log_e) if log_e > 0.0 else 1.0
-    return result(low, high, sd, p)
+    return math.exp(-log_e) if log_e > 0.0 else 1.0
 
 
 # ------------------------------------------------------------------ alpha spending
