@@ -90,6 +90,38 @@ class _Shared:
     limit: dict[str, Any]
 
 
+def _listing(
+    s: _Shared,
+    summary: str,
+    operation_id: str,
+    query_filter: tuple[str, list[str]],
+    found: tuple[type[BaseModel], str],
+) -> dict[str, Any]:
+    """A ``GET`` listing: one filter of the query (its name and its values), ``limit``,
+    and the list model with its description."""
+    name, values = query_filter
+    model, description = found
+    return {
+        "summary": summary,
+        "operationId": operation_id,
+        "parameters": [
+            {
+                "name": name,
+                "in": "query",
+                "required": False,
+                "schema": {"type": "string", "enum": values},
+            },
+            s.limit,
+        ],
+        "responses": {
+            "200": _json(s.ref(model), description),
+            "400": _json(s.error, "A bad query parameter."),
+            **s.secured,
+            "503": s.unavailable,
+        },
+    }
+
+
 def _service_paths(s: _Shared) -> dict[str, Any]:
     """``/healthz``, ``/metrics`` and ``/openapi.json``."""
     return {
@@ -128,25 +160,13 @@ def _run_paths(s: _Shared) -> dict[str, Any]:
     """``/v1/runs``, a run's verdict and its audit log."""
     return {
         "/v1/runs": {
-            "get": {
-                "summary": "Runs, newest first, with their latest decision.",
-                "operationId": "listRuns",
-                "parameters": [
-                    {
-                        "name": "status",
-                        "in": "query",
-                        "required": False,
-                        "schema": {"type": "string", "enum": [s.value for s in RunStatus]},
-                    },
-                    s.limit,
-                ],
-                "responses": {
-                    "200": _json(s.ref(RunList), "The runs."),
-                    "400": _json(s.error, "A bad query parameter."),
-                    **s.secured,
-                    "503": s.unavailable,
-                },
-            }
+            "get": _listing(
+                s,
+                "Runs, newest first, with their latest decision.",
+                "listRuns",
+                ("status", [status.value for status in RunStatus]),
+                (RunList, "The runs."),
+            )
         },
         "/v1/runs/{run_id}/verdict": {
             "get": {
@@ -231,25 +251,13 @@ def _canary_paths(s: _Shared) -> dict[str, Any]:
     """``/v1/canaries``, one canary and its rollback."""
     return {
         "/v1/canaries": {
-            "get": {
-                "summary": "Canaries, newest first.",
-                "operationId": "listCanaries",
-                "parameters": [
-                    {
-                        "name": "state",
-                        "in": "query",
-                        "required": False,
-                        "schema": {"type": "string", "enum": [s.value for s in CanaryState]},
-                    },
-                    s.limit,
-                ],
-                "responses": {
-                    "200": _json(s.ref(CanaryList), "The canaries."),
-                    "400": _json(s.error, "A bad query parameter."),
-                    **s.secured,
-                    "503": s.unavailable,
-                },
-            }
+            "get": _listing(
+                s,
+                "Canaries, newest first.",
+                "listCanaries",
+                ("state", [state.value for state in CanaryState]),
+                (CanaryList, "The canaries."),
+            )
         },
         "/v1/canaries/{canary_id}": {
             "get": {
