@@ -483,7 +483,12 @@ def _score_and_save(
 ) -> None:
     """Score one batch (pair by pair when the batch fails), write the scores, count them.
 
-    ``rejected_ids`` collects the exchange ids of pairs kept as rejected records.
+    A pair that fails on its own is kept as a rejected record; ``rejected_ids`` collects
+    the exchange ids of those pairs.
+
+    Raises:
+        Exception: the last pair's error when every pair of a batch of several failed
+            (not a record's fault: nothing is rejected then).
     """
     if not items:
         return
@@ -491,24 +496,23 @@ def _score_and_save(
         scores = score(items)
     except Exception:
         logger.warning("scoring a batch of %d failed; scoring pair by pair", len(items))
-        scores = _score_one_by_one(repo, run_id, items, score, report, rejected_ids)
+        scores, failed = _score_one_by_one(run_id, items, score)
+        report.rejected["score_failed"] += len(failed)
+        if rejected_ids is not None:
+            rejected_ids.update(r.location for r in failed if r.location is not None)
+        if failed:
+            repo.save_rejected_many(failed)
     repo.save_pair_scores(scores)
     report.scored += len(scores)
 
 
 def _score_one_by_one(
-    repo: Repository,
-    run_id: str,
-    items: list[PairInput],
-    score: Score,
-    report: CompareReport,
-    rejected_ids: set[str] | None = None,
-) -> list[PairScore]:
-    """Score ``items`` one at a time; keep each that fails as a rejected record.
+    run_id: str, items: list[PairInput], score: Score
+) -> tuple[list[PairScore], list[RejectedRecord]]:
+    """Score ``items`` one at a time: the scores, and a rejected record for each that failed.
 
     Raises:
-        Exception: the last pair's error when every pair of a batch of several failed
-            (not a record's fault: nothing is rejected then).
+        Exception: the last pair's error when every pair of a batch of several failed.
     """
     scores: list[PairScore] = []
     failed: list[RejectedRecord] = []
@@ -521,12 +525,7 @@ def _score_one_by_one(
             failed.append(_rejected(run_id, item, exc))
     if last is not None and not scores and len(items) > 1:
         raise last
-    report.rejected["score_failed"] += len(failed)
-    if rejected_ids is not None:
-        rejected_ids.update(r.location for r in failed if r.location is not None)
-    if failed:
-        repo.save_rejected_many(failed)
-    return scores
+    return scores, failed
 
 
 def _rejected(run_id: str, item: PairInput, exc: Exception) -> RejectedRecord:

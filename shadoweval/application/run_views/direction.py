@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
@@ -304,6 +305,23 @@ def direction_of(
     return RunDirection(table, degenerate, agreement)
 
 
+_View = TypeVar("_View")
+
+
+def _of_stored_run(
+    repo: Repository,
+    run: RunInfo,
+    pairs: pd.DataFrame | None,
+    view: Callable[
+        [pd.DataFrame, GatePolicy, Sequence[PairJudgement], Sequence[HumanLabel]], _View
+    ],
+) -> _View:
+    """``view`` of the run as stored: its pairs under the frozen policy (``pairs`` when the
+    caller has them), its judgements and its human labels."""
+    policy, frame = frozen_policy_pairs(repo, run, pairs)
+    return view(frame, policy, repo.list_judgements(run.run_id), repo.load_labels(run.run_id))
+
+
 def direction_summary(
     repo: Repository, run: RunInfo, *, pairs: pd.DataFrame | None = None
 ) -> RunDirection:
@@ -320,10 +338,7 @@ def direction_summary(
         ConfigError: the frozen policy YAML no longer parses.
         StorageError: the database failed.
     """
-    policy, frame = frozen_policy_pairs(repo, run, pairs)
-    return direction_of(
-        frame, policy, repo.list_judgements(run.run_id), repo.load_labels(run.run_id)
-    )
+    return _of_stored_run(repo, run, pairs, direction_of)
 
 
 def changed_unjudged(
@@ -362,7 +377,4 @@ def changed_unjudged_ids(
         ConfigError: the frozen policy YAML no longer parses.
         StorageError: the database failed.
     """
-    policy, frame = frozen_policy_pairs(repo, run, pairs)
-    return changed_unjudged(
-        frame, policy, repo.list_judgements(run.run_id), repo.load_labels(run.run_id)
-    )
+    return _of_stored_run(repo, run, pairs, changed_unjudged)
