@@ -59,8 +59,11 @@ def test_upgrade_runs_from_an_installed_wheel(tmp_path: Path) -> None:
     (wheel,) = dist.glob("shadow_eval-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
-    top_level = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(
-        (".dist-info", ".data"))}
+    top_level = {
+        name.split("/")[0]
+        for name in names
+        if not name.split("/")[0].endswith((".dist-info", ".data"))
+    }
     assert top_level == {"shadoweval"}, f"{wheel.name} installs {sorted(top_level)}"
     (dist_info,) = {name.split("/")[0] for name in names if ".dist-info/" in name}
     with zipfile.ZipFile(wheel) as archive:
