@@ -68,9 +68,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
-
-from pydantic import ValidationError
+from typing import Literal
 
 from shadoweval.compare.encoders import Encoder
 from shadoweval.compare.formats import json_format_flags
@@ -83,13 +81,9 @@ from shadoweval.compare.harms import (
 )
 from shadoweval.compare.json_parse import canonical_json, parse_json
 from shadoweval.compare.leakage import template_leaks
+from shadoweval.compare.request_view import RequestView, request_view
 from shadoweval.compare.similarity import EmbeddingCache, SimilarityResult, pairwise_similarity
 from shadoweval.compare.tool_calls import tool_call_flags
-from shadoweval.llm_protocol.models import (
-    ChatCompletionRequest,
-    ResponseFormat,
-    ToolDefinition,
-)
 from shadoweval.records import (
     Exchange,
     ExchangeOutcome,
@@ -117,8 +111,6 @@ __all__ = ["PairInput", "RequestView", "request_view", "score_pairs", "side_text
 LatencySource = Literal["live", "recorded", "baseline_repeat", "missing"]
 TokenSource = Literal["live", "baseline_repeat", "missing"]
 
-_Part = TypeVar("_Part", ResponseFormat, ToolDefinition)
-
 _LIVE_SOURCE: dict[TimingSource, LatencySource] = {
     TimingSource.MEASURED: "live",
     TimingSource.RECORDED: "recorded",
@@ -137,110 +129,6 @@ class PairInput:
     exchange: Exchange
     candidate: ReplayOutcome
     baseline_repeat: ReplayOutcome | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class RequestView:
-    """What the scorers need from a captured request body.
-
-    ``wants_json``: ``response_format`` is ``json_object`` or ``json_schema``;
-    ``schema``: the ``json_schema`` schema, if any; ``tools``: the offered tools (empty
-    when none); ``stream``: the request asked for a streamed response; ``prompt``: the
-    text of the last ``user`` message (text parts joined by newlines; a completions
-    ``prompt`` string), ``None`` when there is none; ``max_tokens``: the token budget
-    (``max_completion_tokens``, else ``max_tokens``; a positive integer or ``None``);
-    ``sampled``: see :attr:`~shadoweval.records.PairScore.sampled`.
-    """
-
-    wants_json: bool = False
-    schema: dict[str, Any] | None = None
-    tools: tuple[ToolDefinition, ...] = ()
-    stream: bool = False
-    prompt: str | None = None
-    max_tokens: int | None = None
-    sampled: bool | None = None
-
-
-def request_view(exchange: Exchange) -> RequestView:
-    """Read ``response_format`` and ``tools`` from the captured request body.
-
-    Lenient: a body that is not a chat-completions request (e.g. ``/v1/completions``
-    with a ``prompt``) still yields whichever of the two parts parse on their own; a
-    body that is not a JSON object yields an empty view. Never raises.
-    """
-    body = exchange.request.json_body()
-    if body is None:
-        return RequestView()
-    try:
-        request = ChatCompletionRequest.model_validate(body)
-        response_format, tools = request.response_format, tuple(request.tools or ())
-    except ValidationError:
-        response_format = _lenient(ResponseFormat, body.get("response_format"))
-        raw_tools = body.get("tools")
-        candidates = raw_tools if isinstance(raw_tools, list) else []
-        parsed = (_lenient(ToolDefinition, raw) for raw in candidates)
-        tools = tuple(tool for tool in parsed if tool is not None)
-    wants_json = response_format is not None and response_format.type in (
-        "json_object",
-        "json_schema",
-    )
-    schema = response_format.schema_dict() if response_format is not None else None
-    if schema is None and response_format is not None and response_format.type == "json_object":
-        schema = {"type": "object"}  # JSON mode promises an object, not any JSON value
-    return RequestView(
-        wants_json=wants_json,
-        schema=schema,
-        tools=tools,
-        stream=body.get("stream") is True,
-        prompt=_prompt_text(body),
-        max_tokens=_token_budget(body),
-        sampled=_sampled(body),
-    )
-
-
-def _prompt_text(body: dict[str, Any]) -> str | None:
-    messages = body.get("messages")
-    if isinstance(messages, list):
-        for message in reversed(messages):
-            if isinstance(message, dict) and message.get("role") == "user":
-                return _content_text(message.get("content"))
-        return None
-    return _content_text(body.get("prompt"))
-
-
-def _content_text(content: object) -> str | None:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = [
-            part if isinstance(part, str) else part.get("text")
-            for part in content
-            if isinstance(part, str | dict)
-        ]
-        texts = [part for part in parts if isinstance(part, str)]
-        return "\n".join(texts) if texts else None
-    return None
-
-
-def _token_budget(body: dict[str, Any]) -> int | None:
-    for key in ("max_completion_tokens", "max_tokens"):
-        value = body.get(key)
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            continue
-        if value > 0 and float(value).is_integer():
-            return int(value)
-    return None
-
-
-def _sampled(body: dict[str, Any]) -> bool | None:
-    temperature = body.get("temperature")
-    if temperature is None:
-        return True  # not given: the server's default temperature samples
-    if isinstance(temperature, bool) or not isinstance(temperature, int | float):
-        return None
-    if temperature < 0 or temperature != temperature:  # negative or NaN: unreadable
-        return None
-    return temperature > 0
 
 
 def side_text(response: ResponseRecord | None) -> str:
@@ -371,6 +259,48 @@ class _SideTexts:
     repeat: str | None  # None: no repeat, or it errored
 
 
+class _SideChecks:
+    """The checks of one side's answer that the request calls for (either side alike).
+
+    JSON format flags when JSON is expected (asked for, or a structured task type), tool
+    call flags when tools were offered, and the harm detectors; an errored or missing
+    response gets none of them.
+    """
+
+    __slots__ = ("_check_json", "_context", "_view")
+
+    def __init__(self, view: RequestView, check_json: bool, refusal: RefusalPatterns) -> None:
+        self._view = view
+        self._check_json = check_json
+        self._context = SideContext(
+            prompt=view.prompt,
+            max_tokens=view.max_tokens,
+            json_expected=check_json,
+            schema=view.schema,
+            refusal=refusal,
+        )
+
+    def formats(self, resp: ResponseRecord | None, error: bool) -> FormatFlags | None:
+        """JSON format flags of the answer, ``None`` when JSON is not expected."""
+        if error or resp is None or not self._check_json:
+            return None
+        return json_format_flags(resp.text, self._view.schema)
+
+    def tools(self, resp: ResponseRecord | None, error: bool) -> ToolCallFlags | None:
+        """Tool-call flags of the answer, ``None`` when no tools were offered."""
+        if error or resp is None or not self._view.tools:
+            return None
+        return tool_call_flags(resp.tool_calls, self._view.tools)
+
+    def harms(
+        self, resp: ResponseRecord | None, error: bool, text: str, *, imported: bool = False
+    ) -> tuple[HarmKind, ...]:
+        """The harms that fire on the answer (:func:`shadoweval.compare.harms.side_harms`)."""
+        if error or resp is None:
+            return ()
+        return side_harms(resp, text=text, context=self._context, check_finish_reason=not imported)
+
+
 def _score_one(
     item: PairInput,
     *,
@@ -391,35 +321,12 @@ def _score_one(
     structured = exchange.task_type in structured_task_types
     check_json = view.wants_json or structured
 
-    def formats(resp: ResponseRecord | None, error: bool) -> FormatFlags | None:
-        if error or resp is None or not check_json:
-            return None
-        return json_format_flags(resp.text, view.schema)
-
-    def tools(resp: ResponseRecord | None, error: bool) -> ToolCallFlags | None:
-        if error or resp is None or not view.tools:
-            return None
-        return tool_call_flags(resp.tool_calls, view.tools)
-
     base_out, tokens_source = _baseline_output_tokens(item, base_error)
     cand_out = _completion_tokens(cand_resp, cand_error)
     base_prompt = base_resp.usage.prompt_tokens if base_resp is not None else None
     cand_prompt = cand_resp.usage.prompt_tokens if cand_resp is not None else None
     base_timings, latency_source, base_cached = _baseline_timings(item)
-    context = SideContext(
-        prompt=view.prompt,
-        max_tokens=view.max_tokens,
-        json_expected=check_json,
-        schema=view.schema,
-        refusal=refusal,
-    )
-
-    def harms(
-        resp: ResponseRecord | None, error: bool, text: str, *, imported: bool = False
-    ) -> tuple[HarmKind, ...]:
-        if error or resp is None:
-            return ()
-        return side_harms(resp, text=text, context=context, check_finish_reason=not imported)
+    checks = _SideChecks(view, check_json, refusal)
 
     changes: tuple[ToolChange, ...] = ()
     if view.tools and not base_error and not cand_error and base_resp and cand_resp:
@@ -439,10 +346,10 @@ def _score_one(
         noise_similarity=noise.similarity if noise is not None else None,
         streamed=view.stream,
         format_expected=view.wants_json or bool(view.tools) or structured,
-        baseline_format=formats(base_resp, base_error),
-        candidate_format=formats(cand_resp, cand_error),
-        baseline_tools=tools(base_resp, base_error),
-        candidate_tools=tools(cand_resp, cand_error),
+        baseline_format=checks.formats(base_resp, base_error),
+        candidate_format=checks.formats(cand_resp, cand_error),
+        baseline_tools=checks.tools(base_resp, base_error),
+        candidate_tools=checks.tools(cand_resp, cand_error),
         baseline_error=base_error,
         candidate_error=cand_error,
         baseline_infra_error=base_error and _baseline_infra_error(exchange),
@@ -464,8 +371,8 @@ def _score_one(
         candidate_cache_hit=_cache_hit(cand_resp),
         latency_baseline_source=latency_source,
         candidate_warmup=candidate.warmup,
-        baseline_harms=harms(base_resp, base_error, base_text, imported=_imported(exchange)),
-        candidate_harms=harms(cand_resp, cand_error, cand_text),
+        baseline_harms=checks.harms(base_resp, base_error, base_text, imported=_imported(exchange)),
+        candidate_harms=checks.harms(cand_resp, cand_error, cand_text),
         tool_changes=changes,
         output_chars=SidePair(
             baseline=None if base_error else float(len(base_text)),
@@ -589,12 +496,3 @@ def _baseline_timings(item: PairInput) -> tuple[Timings, LatencySource, bool]:
 
 def _cache_hit(response: ResponseRecord | None) -> bool:
     return response is not None and response.cache_hit
-
-
-def _lenient(model: type[_Part], value: object) -> _Part | None:
-    if not isinstance(value, dict):
-        return None
-    try:
-        return model.model_validate(value)
-    except ValidationError:
-        return None

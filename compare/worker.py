@@ -42,18 +42,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
-import numpy as np
-
+from shadoweval.compare.embedding_store import StorageEmbeddingCache
 from shadoweval.compare.encoders import Encoder
 from shadoweval.compare.harms import compile_refusal_patterns
 from shadoweval.compare.metrics import FollowMetrics
 from shadoweval.compare.pair import PairInput, score_pairs
-from shadoweval.compare.similarity import TextEmbedding
 from shadoweval.errors import ConfigError
 from shadoweval.records import PairScore
 from shadoweval.storage import (
     WORK_BUCKETS,
-    CachedEmbedding,
     RejectedRecord,
     Repository,
     WorkLocks,
@@ -61,9 +58,6 @@ from shadoweval.storage import (
 )
 
 logger = logging.getLogger(__name__)
-
-
-_F32LE = np.dtype("<f4")
 
 
 @dataclass(slots=True)
@@ -122,56 +116,6 @@ class CompareReport:
         self.backend_choice = self.backend_choice or other.backend_choice
 
 
-class StorageEmbeddingCache:
-    """:class:`~shadoweval.compare.similarity.EmbeddingCache` over the results database.
-
-    Vectors are stored as float32 little-endian bytes and read back with
-    ``np.frombuffer``, so a cached vector is bit-identical to the one stored. Counts
-    ``hits`` and ``misses`` over every lookup.
-
-    Raises (from ``lookup``/``store``):
-        StorageError: the database failed.
-    """
-
-    def __init__(self, repo: Repository) -> None:
-        self._repo = repo
-        self.hits = 0
-        self.misses = 0
-
-    def lookup(self, cache_key: str, text_hashes: Sequence[str]) -> dict[str, TextEmbedding]:
-        """Return the cached embeddings among ``text_hashes`` (by hash), counting hits."""
-        found = self._repo.lookup_embeddings(cache_key, text_hashes)
-        out = {
-            h: TextEmbedding(
-                vector=np.frombuffer(item.vector_f32le, dtype=_F32LE).astype(np.float32),
-                tokens=item.tokens,
-                chunks=item.chunks,
-                truncated=item.truncated,
-            )
-            for h, item in found.items()
-        }
-        distinct = len(set(text_hashes))
-        self.hits += len(out)
-        self.misses += distinct - len(out)
-        return out
-
-    def store(self, cache_key: str, items: Mapping[str, TextEmbedding]) -> None:
-        """Store embeddings with a vector (blank texts have none); first write wins."""
-        rows = [
-            CachedEmbedding(
-                text_sha256=h,
-                dimension=int(emb.vector.shape[0]),
-                vector_f32le=emb.vector.astype(_F32LE).tobytes(),
-                tokens=emb.tokens,
-                chunks=emb.chunks,
-                truncated=emb.truncated,
-            )
-            for h, emb in items.items()
-            if emb.vector is not None
-        ]
-        self._repo.save_embeddings(cache_key, rows)
-
-
 def limit_torch_threads(threads: int) -> None:
     """Use at most ``threads`` CPU threads for the encoder in this process.
 
@@ -217,6 +161,43 @@ def check_shard(shard: tuple[int, int]) -> None:
             field="shard",
             value=f"{index}/{count}",
         )
+
+
+Score = Callable[[list[PairInput]], list[PairScore]]
+"""Scores of a batch of pairs, in order (:func:`shadoweval.compare.pair.score_pairs`, bound)."""
+
+
+def _scorer(
+    encoder: Encoder,
+    run_id: str,
+    structured_task_types: frozenset[str],
+    encode_batch_size: int,
+    patterns: tuple[str, ...],
+    covered_scripts: frozenset[str] | None,
+    cache: StorageEmbeddingCache | None,
+) -> Score:
+    """:func:`shadoweval.compare.pair.score_pairs` with a pass's settings bound."""
+    return partial(
+        score_pairs,
+        encoder=encoder,
+        run_id=run_id,
+        structured_task_types=structured_task_types,
+        batch_size=encode_batch_size,
+        refusal_patterns=patterns,
+        covered_scripts=covered_scripts,
+        embedding_cache=cache,
+    )
+
+
+def _finished(
+    report: CompareReport, cache: StorageEmbeddingCache | None, started: float
+) -> CompareReport:
+    """``report`` with the embedding cache's counts and the pass's wall seconds."""
+    if cache is not None:
+        report.embedding_cache_hits = cache.hits
+        report.embedding_cache_misses = cache.misses
+    report.wall_s = time.perf_counter() - started
+    return report
 
 
 def run_compare(
@@ -268,15 +249,8 @@ def run_compare(
     cache = StorageEmbeddingCache(repo) if embedding_cache else None
     started = time.perf_counter()
 
-    score = partial(
-        score_pairs,
-        encoder=encoder,
-        run_id=run_id,
-        structured_task_types=structured_task_types,
-        batch_size=encode_batch_size,
-        refusal_patterns=patterns,
-        covered_scripts=covered_scripts,
-        embedding_cache=cache,
+    score = _scorer(
+        encoder, run_id, structured_task_types, encode_batch_size, patterns, covered_scripts, cache
     )
 
     batches = repo.iter_pair_inputs(
@@ -289,11 +263,7 @@ def run_compare(
             if shard is None or shard_of(e.exchange_id, shard[1]) == shard[0]
         ]
         _score_and_save(repo, run_id, items, score, report)
-    if cache is not None:
-        report.embedding_cache_hits = cache.hits
-        report.embedding_cache_misses = cache.misses
-    report.wall_s = time.perf_counter() - started
-    return report
+    return _finished(report, cache, started)
 
 
 def check_follow_timing(poll_interval_s: float, until_idle_s: float | None) -> None:
@@ -374,62 +344,21 @@ def follow_compare(
     started = time.perf_counter()
     offset = random.randrange(WORK_BUCKETS) if first_bucket is None else first_bucket
 
-    score = partial(
-        score_pairs,
-        encoder=encoder,
-        run_id=run_id,
-        structured_task_types=structured_task_types,
-        batch_size=encode_batch_size,
-        refusal_patterns=patterns,
-        covered_scripts=covered_scripts,
-        embedding_cache=cache,
+    score = _scorer(
+        encoder, run_id, structured_task_types, encode_batch_size, patterns, covered_scripts, cache
     )
 
-    rejected_ids: set[str] = set()
+    job = _FollowJob(repo, run_id, locks, stop, score, batch_size, expects_repeat, report)
     last_progress = clock()
     last_busy = 0
     scored_before, rejected_before = 0, Counter[str]()
     while not stop.is_set():
         report.polls = (report.polls or 0) + 1
         done_before = report.scored + sum(report.rejected.values())
-        by_bucket: defaultdict[int, list[str]] = defaultdict(list)
-        for exchange_id in repo.pair_exchange_ids(run_id, only_unscored=True):
-            if exchange_id not in rejected_ids:
-                by_bucket[shard_of(exchange_id, WORK_BUCKETS)].append(exchange_id)
+        by_bucket = job.unscored_buckets()
         if metrics is not None:
             metrics.ready = True  # the database answered and the encoder is loaded
-        busy = waiting = 0
-        for step in range(WORK_BUCKETS):
-            bucket = (offset + step) % WORK_BUCKETS
-            if stop.is_set():
-                break
-            if bucket not in by_bucket:
-                continue
-            if not locks.try_acquire(bucket):
-                busy += 1
-                continue
-            try:
-                pairs = [
-                    PairInput(exchange=e, candidate=c, baseline_repeat=b)
-                    for e, c, b in repo.pair_inputs_for(run_id, by_bucket[bucket])
-                    if e.exchange_id not in rejected_ids
-                ]
-                if expects_repeat is not None:
-                    ready = [
-                        p
-                        for p in pairs
-                        if p.baseline_repeat is not None
-                        or not expects_repeat(p.exchange.exchange_id)
-                    ]
-                    waiting += len(pairs) - len(ready)
-                    pairs = ready
-                for start in range(0, len(pairs), batch_size):
-                    batch = pairs[start : start + batch_size]
-                    _score_and_save(repo, run_id, batch, score, report, rejected_ids)
-                    if stop.is_set():
-                        break
-            finally:
-                locks.release(bucket)
+        busy, waiting = job.walk(by_bucket, offset)
         if busy != last_busy:
             logger.info("run %s: %d buckets with work are held by other workers", run_id, busy)
             last_busy = busy
@@ -449,11 +378,81 @@ def follow_compare(
         stop.wait(poll_interval_s)
     if metrics is not None:
         metrics.ready = False
-    if cache is not None:
-        report.embedding_cache_hits = cache.hits
-        report.embedding_cache_misses = cache.misses
-    report.wall_s = time.perf_counter() - started
-    return report
+    return _finished(report, cache, started)
+
+
+@dataclass
+class _FollowJob:
+    """What a follow worker's polls share: the run, its locks, the scorer and the report.
+
+    ``rejected_ids``: exchange ids this worker kept as rejected records (never retried).
+    """
+
+    repo: Repository
+    run_id: str
+    locks: WorkLocks
+    stop: threading.Event
+    score: Score
+    batch_size: int
+    expects_repeat: Callable[[str], bool] | None
+    report: CompareReport
+    rejected_ids: set[str] = field(default_factory=set)
+
+    def unscored_buckets(self) -> defaultdict[int, list[str]]:
+        """The run's unscored exchange ids (less the rejected ones) by work bucket."""
+        by_bucket: defaultdict[int, list[str]] = defaultdict(list)
+        for exchange_id in self.repo.pair_exchange_ids(self.run_id, only_unscored=True):
+            if exchange_id not in self.rejected_ids:
+                by_bucket[shard_of(exchange_id, WORK_BUCKETS)].append(exchange_id)
+        return by_bucket
+
+    def walk(self, by_bucket: Mapping[int, list[str]], offset: int) -> tuple[int, int]:
+        """Score every bucket with work whose lock this worker gets, from ``offset`` on.
+
+        Returns:
+            ``(busy, waiting)``: buckets with work held by other workers, and pairs left
+            waiting for their baseline repeat.
+        """
+        busy = waiting = 0
+        for step in range(WORK_BUCKETS):
+            bucket = (offset + step) % WORK_BUCKETS
+            if self.stop.is_set():
+                break
+            if bucket not in by_bucket:
+                continue
+            if not self.locks.try_acquire(bucket):
+                busy += 1
+                continue
+            try:
+                waiting += self._score_bucket(by_bucket[bucket])
+            finally:
+                self.locks.release(bucket)
+        return busy, waiting
+
+    def _score_bucket(self, exchange_ids: list[str]) -> int:
+        """Score a locked bucket's ready pairs in batches; returns the pairs left waiting."""
+        pairs = [
+            PairInput(exchange=e, candidate=c, baseline_repeat=b)
+            for e, c, b in self.repo.pair_inputs_for(self.run_id, exchange_ids)
+            if e.exchange_id not in self.rejected_ids
+        ]
+        waiting = 0
+        if self.expects_repeat is not None:
+            ready = [
+                p
+                for p in pairs
+                if p.baseline_repeat is not None or not self.expects_repeat(p.exchange.exchange_id)
+            ]
+            waiting = len(pairs) - len(ready)
+            pairs = ready
+        for start in range(0, len(pairs), self.batch_size):
+            batch = pairs[start : start + self.batch_size]
+            _score_and_save(
+                self.repo, self.run_id, batch, self.score, self.report, self.rejected_ids
+            )
+            if self.stop.is_set():
+                break
+        return waiting
 
 
 def _update_metrics(
@@ -478,13 +477,18 @@ def _score_and_save(
     repo: Repository,
     run_id: str,
     items: list[PairInput],
-    score: Callable[[list[PairInput]], list[PairScore]],
+    score: Score,
     report: CompareReport,
     rejected_ids: set[str] | None = None,
 ) -> None:
     """Score one batch (pair by pair when the batch fails), write the scores, count them.
 
-    ``rejected_ids`` collects the exchange ids of pairs kept as rejected records.
+    A pair that fails on its own is kept as a rejected record; ``rejected_ids`` collects
+    the exchange ids of those pairs.
+
+    Raises:
+        Exception: the last pair's error when every pair of a batch of several failed
+            (not a record's fault: nothing is rejected then).
     """
     if not items:
         return
@@ -492,24 +496,23 @@ def _score_and_save(
         scores = score(items)
     except Exception:
         logger.warning("scoring a batch of %d failed; scoring pair by pair", len(items))
-        scores = _score_one_by_one(repo, run_id, items, score, report, rejected_ids)
+        scores, failed = _score_one_by_one(run_id, items, score)
+        report.rejected["score_failed"] += len(failed)
+        if rejected_ids is not None:
+            rejected_ids.update(r.location for r in failed if r.location is not None)
+        if failed:
+            repo.save_rejected_many(failed)
     repo.save_pair_scores(scores)
     report.scored += len(scores)
 
 
 def _score_one_by_one(
-    repo: Repository,
-    run_id: str,
-    items: list[PairInput],
-    score: Callable[[list[PairInput]], list[PairScore]],
-    report: CompareReport,
-    rejected_ids: set[str] | None = None,
-) -> list[PairScore]:
-    """Score ``items`` one at a time; keep each that fails as a rejected record.
+    run_id: str, items: list[PairInput], score: Score
+) -> tuple[list[PairScore], list[RejectedRecord]]:
+    """Score ``items`` one at a time: the scores, and a rejected record for each that failed.
 
     Raises:
-        Exception: the last pair's error when every pair of a batch of several failed
-            (not a record's fault: nothing is rejected then).
+        Exception: the last pair's error when every pair of a batch of several failed.
     """
     scores: list[PairScore] = []
     failed: list[RejectedRecord] = []
@@ -522,12 +525,7 @@ def _score_one_by_one(
             failed.append(_rejected(run_id, item, exc))
     if last is not None and not scores and len(items) > 1:
         raise last
-    report.rejected["score_failed"] += len(failed)
-    if rejected_ids is not None:
-        rejected_ids.update(r.location for r in failed if r.location is not None)
-    if failed:
-        repo.save_rejected_many(failed)
-    return scores
+    return scores, failed
 
 
 def _rejected(run_id: str, item: PairInput, exc: Exception) -> RejectedRecord:

@@ -8,6 +8,8 @@ suite validates real responses against the schema each path declares.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
@@ -47,6 +49,265 @@ def _json(ref: dict[str, Any], description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": ref}}}
 
 
+def _path_parameter(name: str, description: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "path",
+        "required": True,
+        "schema": {"type": "string"},
+        "description": description,
+    }
+
+
+def _limit() -> dict[str, Any]:
+    return {
+        "name": "limit",
+        "in": "query",
+        "required": False,
+        "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT},
+    }
+
+
+_NO_RUN = "No run with this id."
+
+
+@dataclass(frozen=True)
+class _Shared:
+    """What the paths share: component references and the common error responses.
+
+    ``ref``: the ``$ref`` of a component schema (a fresh ``dict`` each call); ``error``:
+    the :class:`ErrorBody` reference; ``secured``: the ``401`` response when the server
+    asks for a bearer token, else nothing; ``unavailable``: the ``503`` response;
+    ``run_id``, ``canary_id``, ``limit``: the parameters several paths take.
+    """
+
+    ref: Callable[[type[BaseModel]], dict[str, Any]]
+    error: dict[str, Any]
+    secured: dict[str, Any]
+    unavailable: dict[str, Any]
+    run_id: dict[str, Any]
+    canary_id: dict[str, Any]
+    limit: dict[str, Any]
+
+
+def _listing(
+    s: _Shared,
+    summary: str,
+    operation_id: str,
+    query_filter: tuple[str, list[str]],
+    found: tuple[type[BaseModel], str],
+) -> dict[str, Any]:
+    """A ``GET`` listing: one filter of the query (its name and its values), ``limit``,
+    and the list model with its description."""
+    name, values = query_filter
+    model, description = found
+    return {
+        "summary": summary,
+        "operationId": operation_id,
+        "parameters": [
+            {
+                "name": name,
+                "in": "query",
+                "required": False,
+                "schema": {"type": "string", "enum": values},
+            },
+            s.limit,
+        ],
+        "responses": {
+            "200": _json(s.ref(model), description),
+            "400": _json(s.error, "A bad query parameter."),
+            **s.secured,
+            "503": s.unavailable,
+        },
+    }
+
+
+def _service_paths(s: _Shared) -> dict[str, Any]:
+    """``/healthz``, ``/metrics`` and ``/openapi.json``."""
+    return {
+        "/healthz": {
+            "get": {
+                "summary": "Liveness: the process serves (no token needed).",
+                "operationId": "health",
+                "security": [],
+                "responses": {"200": _json(s.ref(Health), "Serving.")},
+            }
+        },
+        "/metrics": {
+            "get": {
+                "summary": "Prometheus metrics: shadoweval_api_auth_failures_total{reason}.",
+                "operationId": "metrics",
+                "responses": {
+                    "200": {
+                        "description": "The Prometheus text exposition format.",
+                        "content": {"text/plain": {"schema": {"type": "string"}}},
+                    },
+                    **s.secured,
+                },
+            }
+        },
+        "/openapi.json": {
+            "get": {
+                "summary": "This document.",
+                "operationId": "openapi",
+                "responses": {"200": _json({"type": "object"}, "OpenAPI 3.1."), **s.secured},
+            }
+        },
+    }
+
+
+def _run_paths(s: _Shared) -> dict[str, Any]:
+    """``/v1/runs``, a run's verdict and its audit log."""
+    return {
+        "/v1/runs": {
+            "get": _listing(
+                s,
+                "Runs, newest first, with their latest decision.",
+                "listRuns",
+                ("status", [status.value for status in RunStatus]),
+                (RunList, "The runs."),
+            )
+        },
+        "/v1/runs/{run_id}/verdict": {
+            "get": {
+                "summary": "The run's latest verdict; computed and stored now if it has none.",
+                "description": "Computed through the code path of `shadow-eval gate` "
+                "(exit code 0 promote / 1 hold / 2 rollback ⇔ decision).",
+                "operationId": "getVerdict",
+                "parameters": [s.run_id],
+                "responses": {
+                    "200": _json(s.ref(VerdictOut), "The verdict."),
+                    **s.secured,
+                    "404": _json(s.error, _NO_RUN),
+                    "500": _json(s.error, "The gate failed on this run's data."),
+                    "503": s.unavailable,
+                },
+            }
+        },
+        "/v1/runs/{run_id}/audit": {
+            "get": {
+                "summary": "The run's policy audit log: created / used / refused, oldest first.",
+                "operationId": "getAudit",
+                "parameters": [s.run_id],
+                "responses": {
+                    "200": _json(s.ref(AuditLog), "The audit log."),
+                    **s.secured,
+                    "404": _json(s.error, _NO_RUN),
+                    "503": s.unavailable,
+                },
+            }
+        },
+    }
+
+
+def _export_paths(s: _Shared) -> dict[str, Any]:
+    """``/v1/runs/{run_id}/export``: the analysts' sample of a run."""
+    return {
+        "/v1/runs/{run_id}/export": {
+            "get": {
+                "summary": "A stratified, redacted sample of the run's pairs for analysts (zip).",
+                "description": "Up to `per_task_type` pairs of each task type, as "
+                "`shadow-eval export` writes them: a zip of `samples.<csv|jsonl|parquet>` "
+                "(columns exchange_id, run_id, task_type, captured_at, similarity, "
+                "noise_similarity, flags, request, baseline_text, candidate_text, "
+                "baseline_tool_calls, candidate_tool_calls, label, label_note) and "
+                "`manifest.json` (run, policy hash, filters, order, seed, counts per task "
+                "type, redaction rules and hits). Every text is redacted with the capture "
+                "body rules (secret keys, e-mail, phone, card numbers). The label columns "
+                "are empty; `shadow-eval labels import` reads them back.",
+                "operationId": "exportSamples",
+                "parameters": [s.run_id, *EXPORT_PARAMETERS],
+                "responses": {
+                    "200": {
+                        "description": "The zip (Content-Disposition: attachment).",
+                        "content": {
+                            "application/zip": {
+                                "schema": {
+                                    "type": "string",
+                                    "contentMediaType": "application/zip",
+                                }
+                            }
+                        },
+                    },
+                    "400": _json(
+                        s.error,
+                        "A bad query parameter (named with its value), or a task type the "
+                        "run does not have.",
+                    ),
+                    **s.secured,
+                    "404": _json(s.error, _NO_RUN),
+                    "503": _json(
+                        s.error,
+                        "The database cannot be reached, or the server has no export "
+                        "redactor configured.",
+                    ),
+                },
+            }
+        },
+    }
+
+
+def _canary_paths(s: _Shared) -> dict[str, Any]:
+    """``/v1/canaries``, one canary and its rollback."""
+    return {
+        "/v1/canaries": {
+            "get": _listing(
+                s,
+                "Canaries, newest first.",
+                "listCanaries",
+                ("state", [state.value for state in CanaryState]),
+                (CanaryList, "The canaries."),
+            )
+        },
+        "/v1/canaries/{canary_id}": {
+            "get": {
+                "summary": "A canary: its steps (each with its latest step verdict), what was "
+                "observed per arm and its audit trail.",
+                "description": "The body of `shadow-eval canary status --json`, with each "
+                "step's `last_verdict` (decision, reasons, checks) and `last_evaluated_at`.",
+                "operationId": "getCanary",
+                "parameters": [s.canary_id],
+                "responses": {
+                    "200": _json(s.ref(CanaryDetail), "The canary."),
+                    **s.secured,
+                    "404": _json(s.error, "No canary with this id."),
+                    "503": s.unavailable,
+                },
+            }
+        },
+        "/v1/canaries/{canary_id}/rollback": {
+            "post": {
+                "summary": "Roll the canary back now: share 0, the canary ends rolled_back.",
+                "description": "Writes a new split revision with candidate share 0 (every "
+                "session goes to the baseline on its next request; streams in flight finish "
+                "on their version), then ends the canary `rolled_back` with a "
+                "`canary_rolled_back` audit row naming `actor` and `why` — as `shadow-eval "
+                "canary rollback` does. Answers the canary after the rollback.",
+                "operationId": "rollbackCanary",
+                "parameters": [s.canary_id],
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": s.ref(RollbackIn)}},
+                },
+                "responses": {
+                    "200": _json(s.ref(CanaryDetail), "Rolled back: the canary now."),
+                    "400": _json(s.error, "A bad body (the field is named), e.g. an empty why."),
+                    **s.secured,
+                    "404": _json(s.error, "No canary with this id."),
+                    "409": _json(
+                        s.error, "The canary is already final, or another caller moved it."
+                    ),
+                    "503": _json(
+                        s.error,
+                        "The database cannot be reached, or the server has no Envoy canary "
+                        "settings (envoy.canary) to write the split with.",
+                    ),
+                },
+            }
+        },
+    }
+
+
 def openapi_document(*, auth: bool = True) -> dict[str, Any]:
     """The OpenAPI 3.1 document of the API (a JSON-ready ``dict``).
 
@@ -66,225 +327,22 @@ def openapi_document(*, auth: bool = True) -> dict[str, Any]:
 
     error = ref(ErrorBody)
     unauthorized = _json(error, "Missing or invalid bearer token (WWW-Authenticate: Bearer).")
-    not_found = _json(error, "No run with this id.")
-    unavailable = _json(error, "The database cannot be reached.")
-    run_id = {
-        "name": "run_id",
-        "in": "path",
-        "required": True,
-        "schema": {"type": "string"},
-        "description": "The run id (as printed by evaluate / replay run).",
-    }
-    secured: dict[str, Any] = {"401": unauthorized} if auth else {}
-    canary_id = {
-        "name": "canary_id",
-        "in": "path",
-        "required": True,
-        "schema": {"type": "string"},
-        "description": "The canary id (as printed by `shadow-eval canary start`).",
-    }
-    no_canary = _json(error, "No canary with this id.")
-    limit = {
-        "name": "limit",
-        "in": "query",
-        "required": False,
-        "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT},
-    }
+    shared = _Shared(
+        ref=ref,
+        error=error,
+        secured={"401": unauthorized} if auth else {},
+        unavailable=_json(error, "The database cannot be reached."),
+        run_id=_path_parameter("run_id", "The run id (as printed by evaluate / replay run)."),
+        canary_id=_path_parameter(
+            "canary_id", "The canary id (as printed by `shadow-eval canary start`)."
+        ),
+        limit=_limit(),
+    )
     paths: dict[str, Any] = {
-        "/healthz": {
-            "get": {
-                "summary": "Liveness: the process serves (no token needed).",
-                "operationId": "health",
-                "security": [],
-                "responses": {"200": _json(ref(Health), "Serving.")},
-            }
-        },
-        "/metrics": {
-            "get": {
-                "summary": "Prometheus metrics: shadoweval_api_auth_failures_total{reason}.",
-                "operationId": "metrics",
-                "responses": {
-                    "200": {
-                        "description": "The Prometheus text exposition format.",
-                        "content": {"text/plain": {"schema": {"type": "string"}}},
-                    },
-                    **secured,
-                },
-            }
-        },
-        "/openapi.json": {
-            "get": {
-                "summary": "This document.",
-                "operationId": "openapi",
-                "responses": {"200": _json({"type": "object"}, "OpenAPI 3.1."), **secured},
-            }
-        },
-        "/v1/runs": {
-            "get": {
-                "summary": "Runs, newest first, with their latest decision.",
-                "operationId": "listRuns",
-                "parameters": [
-                    {
-                        "name": "status",
-                        "in": "query",
-                        "required": False,
-                        "schema": {"type": "string", "enum": [s.value for s in RunStatus]},
-                    },
-                    {
-                        "name": "limit",
-                        "in": "query",
-                        "required": False,
-                        "schema": {
-                            "type": "integer",
-                            "minimum": 1,
-                            "maximum": MAX_LIMIT,
-                            "default": DEFAULT_LIMIT,
-                        },
-                    },
-                ],
-                "responses": {
-                    "200": _json(ref(RunList), "The runs."),
-                    "400": _json(error, "A bad query parameter."),
-                    **secured,
-                    "503": unavailable,
-                },
-            }
-        },
-        "/v1/runs/{run_id}/verdict": {
-            "get": {
-                "summary": "The run's latest verdict; computed and stored now if it has none.",
-                "description": "Computed through the code path of `shadow-eval gate` "
-                "(exit code 0 promote / 1 hold / 2 rollback ⇔ decision).",
-                "operationId": "getVerdict",
-                "parameters": [run_id],
-                "responses": {
-                    "200": _json(ref(VerdictOut), "The verdict."),
-                    **secured,
-                    "404": not_found,
-                    "500": _json(error, "The gate failed on this run's data."),
-                    "503": unavailable,
-                },
-            }
-        },
-        "/v1/runs/{run_id}/audit": {
-            "get": {
-                "summary": "The run's policy audit log: created / used / refused, oldest first.",
-                "operationId": "getAudit",
-                "parameters": [run_id],
-                "responses": {
-                    "200": _json(ref(AuditLog), "The audit log."),
-                    **secured,
-                    "404": not_found,
-                    "503": unavailable,
-                },
-            }
-        },
-        "/v1/runs/{run_id}/export": {
-            "get": {
-                "summary": "A stratified, redacted sample of the run's pairs for analysts (zip).",
-                "description": "Up to `per_task_type` pairs of each task type, as "
-                "`shadow-eval export` writes them: a zip of `samples.<csv|jsonl|parquet>` "
-                "(columns exchange_id, run_id, task_type, captured_at, similarity, "
-                "noise_similarity, flags, request, baseline_text, candidate_text, "
-                "baseline_tool_calls, candidate_tool_calls, label, label_note) and "
-                "`manifest.json` (run, policy hash, filters, order, seed, counts per task "
-                "type, redaction rules and hits). Every text is redacted with the capture "
-                "body rules (secret keys, e-mail, phone, card numbers). The label columns "
-                "are empty; `shadow-eval labels import` reads them back.",
-                "operationId": "exportSamples",
-                "parameters": [run_id, *EXPORT_PARAMETERS],
-                "responses": {
-                    "200": {
-                        "description": "The zip (Content-Disposition: attachment).",
-                        "content": {
-                            "application/zip": {
-                                "schema": {
-                                    "type": "string",
-                                    "contentMediaType": "application/zip",
-                                }
-                            }
-                        },
-                    },
-                    "400": _json(
-                        error,
-                        "A bad query parameter (named with its value), or a task type the "
-                        "run does not have.",
-                    ),
-                    **secured,
-                    "404": not_found,
-                    "503": _json(
-                        error,
-                        "The database cannot be reached, or the server has no export "
-                        "redactor configured.",
-                    ),
-                },
-            }
-        },
-        "/v1/canaries": {
-            "get": {
-                "summary": "Canaries, newest first.",
-                "operationId": "listCanaries",
-                "parameters": [
-                    {
-                        "name": "state",
-                        "in": "query",
-                        "required": False,
-                        "schema": {"type": "string", "enum": [s.value for s in CanaryState]},
-                    },
-                    limit,
-                ],
-                "responses": {
-                    "200": _json(ref(CanaryList), "The canaries."),
-                    "400": _json(error, "A bad query parameter."),
-                    **secured,
-                    "503": unavailable,
-                },
-            }
-        },
-        "/v1/canaries/{canary_id}": {
-            "get": {
-                "summary": "A canary: its steps (each with its latest step verdict), what was "
-                "observed per arm and its audit trail.",
-                "description": "The body of `shadow-eval canary status --json`, with each "
-                "step's `last_verdict` (decision, reasons, checks) and `last_evaluated_at`.",
-                "operationId": "getCanary",
-                "parameters": [canary_id],
-                "responses": {
-                    "200": _json(ref(CanaryDetail), "The canary."),
-                    **secured,
-                    "404": no_canary,
-                    "503": unavailable,
-                },
-            }
-        },
-        "/v1/canaries/{canary_id}/rollback": {
-            "post": {
-                "summary": "Roll the canary back now: share 0, the canary ends rolled_back.",
-                "description": "Writes a new split revision with candidate share 0 (every "
-                "session goes to the baseline on its next request; streams in flight finish "
-                "on their version), then ends the canary `rolled_back` with a "
-                "`canary_rolled_back` audit row naming `actor` and `why` — as `shadow-eval "
-                "canary rollback` does. Answers the canary after the rollback.",
-                "operationId": "rollbackCanary",
-                "parameters": [canary_id],
-                "requestBody": {
-                    "required": True,
-                    "content": {"application/json": {"schema": ref(RollbackIn)}},
-                },
-                "responses": {
-                    "200": _json(ref(CanaryDetail), "Rolled back: the canary now."),
-                    "400": _json(error, "A bad body (the field is named), e.g. an empty why."),
-                    **secured,
-                    "404": no_canary,
-                    "409": _json(error, "The canary is already final, or another caller moved it."),
-                    "503": _json(
-                        error,
-                        "The database cannot be reached, or the server has no Envoy canary "
-                        "settings (envoy.canary) to write the split with.",
-                    ),
-                },
-            }
-        },
+        **_service_paths(shared),
+        **_run_paths(shared),
+        **_export_paths(shared),
+        **_canary_paths(shared),
     }
     document: dict[str, Any] = {
         "openapi": "3.1.0",

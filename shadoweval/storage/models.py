@@ -23,7 +23,7 @@ difference after ``upgrade``.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from sqlalchemy import (
     JSON,
@@ -119,6 +119,17 @@ run_fk = Annotated[str, mapped_column(ForeignKey("run.run_id", ondelete="CASCADE
 exchange_fk = Annotated[str, mapped_column(ForeignKey("exchange.exchange_id", ondelete="CASCADE"))]
 int_pk = Annotated[int, mapped_column(BIGINT_ID, primary_key=True, autoincrement=True)]
 long_text = Annotated[str, mapped_column(NulSafeText)]
+canary_fk = Annotated[str, mapped_column(ForeignKey("canary.canary_id", ondelete="CASCADE"))]
+
+
+def _pair_score_fk() -> ForeignKeyConstraint:
+    """The composite foreign key to ``pair_score (run_id, exchange_id)``: a row that has it
+    exists only for a scored pair, and goes with it."""
+    return ForeignKeyConstraint(
+        ["run_id", "exchange_id"],
+        ["pair_score.run_id", "pair_score.exchange_id"],
+        ondelete="CASCADE",
+    )
 
 
 class Base(DeclarativeBase):
@@ -130,11 +141,24 @@ class Base(DeclarativeBase):
         JsonDict: JSON_VARIANT,
     }
 
+    _repr_fields: ClassVar[tuple[str, ...]] = ()
+    """The columns ``repr`` shows, in order."""
+    _repr_short: ClassVar[frozenset[str]] = frozenset()
+    """Of those, the ones shown by their first 12 characters (hashes)."""
+
+    def __repr__(self) -> str:
+        shown = []
+        for name in self._repr_fields:
+            value = getattr(self, name)
+            shown.append(f"{name}={(value[:12] if name in self._repr_short else value)!r}")
+        return f"{type(self).__name__}({', '.join(shown)})"
+
 
 class RunRow(Base):
     """One evaluation run: a baseline identity, a candidate identity, one frozen policy."""
 
     __tablename__ = "run"
+    _repr_fields = ("run_id", "name", "status")
 
     run_id: Mapped[str] = mapped_column(primary_key=True)
     name: Mapped[str]
@@ -148,14 +172,12 @@ class RunRow(Base):
     status: Mapped[str] = mapped_column(index=True)
     settings: Mapped[JsonDict]
 
-    def __repr__(self) -> str:
-        return f"RunRow(run_id={self.run_id!r}, name={self.name!r}, status={self.status!r})"
-
 
 class ExchangeRow(Base):
     """One captured exchange; ``record`` is the whole :class:`~shadoweval.records.Exchange`."""
 
     __tablename__ = "exchange"
+    _repr_fields = ("exchange_id", "task_type")
 
     exchange_id: Mapped[str] = mapped_column(primary_key=True)
     captured_at: Mapped[datetime] = mapped_column(index=True)
@@ -168,20 +190,15 @@ class ExchangeRow(Base):
     """The live answer was served from a cache (``record.response.cache_hit``); false for
     rows written before migration 0005."""
 
-    def __repr__(self) -> str:
-        return f"ExchangeRow(exchange_id={self.exchange_id!r}, task_type={self.task_type!r})"
-
 
 class RunExchangeRow(Base):
     """Membership of a captured exchange in a run's population (the coverage denominator)."""
 
     __tablename__ = "run_exchange"
+    _repr_fields = ("run_id", "exchange_id")
 
     run_id: Mapped[run_fk] = mapped_column(primary_key=True)
     exchange_id: Mapped[exchange_fk] = mapped_column(primary_key=True, index=True)
-
-    def __repr__(self) -> str:
-        return f"RunExchangeRow(run_id={self.run_id!r}, exchange_id={self.exchange_id!r})"
 
 
 class ReplayOutcomeRow(Base):
@@ -189,6 +206,7 @@ class ReplayOutcomeRow(Base):
 
     __tablename__ = "replay_outcome"
     __table_args__ = (UniqueConstraint("run_id", "exchange_id", "target"),)
+    _repr_fields = ("run_id", "exchange_id", "target", "error_kind")
 
     id: Mapped[int_pk]
     run_id: Mapped[run_fk]
@@ -206,12 +224,6 @@ class ReplayOutcomeRow(Base):
     before migration 0005."""
     cache_hit: Mapped[bool] = mapped_column(server_default=false())
     """The replayed answer was served from a cache (``record.response.cache_hit``)."""
-
-    def __repr__(self) -> str:
-        return (
-            f"ReplayOutcomeRow(run_id={self.run_id!r}, exchange_id={self.exchange_id!r}, "
-            f"target={self.target!r}, error_kind={self.error_kind!r})"
-        )
 
 
 class PairScoreRow(Base):
@@ -240,6 +252,7 @@ class PairScoreRow(Base):
         Index(None, "run_id", "similarity", "exchange_id", "flags"),
         Index(None, "run_id", "task_type", "similarity", "exchange_id", "flags"),
     )
+    _repr_fields = ("run_id", "exchange_id", "similarity")
 
     id: Mapped[int_pk]
     run_id: Mapped[run_fk]
@@ -255,17 +268,12 @@ class PairScoreRow(Base):
     facts: Mapped[bytes | None] = mapped_column(LargeBinary)
     uncovered_scripts: Mapped[str | None]
 
-    def __repr__(self) -> str:
-        return (
-            f"PairScoreRow(run_id={self.run_id!r}, exchange_id={self.exchange_id!r}, "
-            f"similarity={self.similarity!r})"
-        )
-
 
 class VerdictRow(Base):
     """One gate decision; a run's rows in (decided_at, id) order are its verdict history."""
 
     __tablename__ = "verdict"
+    _repr_fields = ("id", "run_id", "decision")
 
     id: Mapped[int_pk]
     run_id: Mapped[run_fk] = mapped_column(index=True)
@@ -275,9 +283,6 @@ class VerdictRow(Base):
     policy_hash: Mapped[str]
     command: Mapped[str]
     record: Mapped[JsonDict]
-
-    def __repr__(self) -> str:
-        return f"VerdictRow(id={self.id!r}, run_id={self.run_id!r}, decision={self.decision!r})"
 
 
 class RejectedRecordRow(Base):
@@ -299,6 +304,7 @@ class RejectedRecordRow(Base):
         Index(None, "run_id", "stage"),
         Index(None, "run_id", "stage", "fingerprint", unique=True),
     )
+    _repr_fields = ("id", "stage", "location", "reason")
 
     id: Mapped[int_pk]
     run_id: Mapped[str | None]
@@ -310,12 +316,6 @@ class RejectedRecordRow(Base):
     created_at: Mapped[datetime]
     fingerprint: Mapped[str | None]
 
-    def __repr__(self) -> str:
-        return (
-            f"RejectedRecordRow(id={self.id!r}, stage={self.stage!r}, "
-            f"location={self.location!r}, reason={self.reason!r})"
-        )
-
 
 class PolicyAuditRow(Base):
     """One use of a run's gate policy: created with the run, used, or refused (append-only).
@@ -326,6 +326,7 @@ class PolicyAuditRow(Base):
     """
 
     __tablename__ = "policy_audit"
+    _repr_fields = ("id", "run_id", "action", "command")
 
     id: Mapped[int_pk]
     run_id: Mapped[run_fk] = mapped_column(index=True)
@@ -335,12 +336,6 @@ class PolicyAuditRow(Base):
     command: Mapped[str]
     actor: Mapped[str]
     detail: Mapped[JsonDict]
-
-    def __repr__(self) -> str:
-        return (
-            f"PolicyAuditRow(id={self.id!r}, run_id={self.run_id!r}, action={self.action!r}, "
-            f"command={self.command!r})"
-        )
 
 
 class HumanLabelRow(Base):
@@ -353,12 +348,9 @@ class HumanLabelRow(Base):
     __tablename__ = "human_label"
     __table_args__ = (
         UniqueConstraint("run_id", "exchange_id", "labeller"),
-        ForeignKeyConstraint(
-            ["run_id", "exchange_id"],
-            ["pair_score.run_id", "pair_score.exchange_id"],
-            ondelete="CASCADE",
-        ),
+        _pair_score_fk(),
     )
+    _repr_fields = ("run_id", "exchange_id", "labeller", "label")
 
     id: Mapped[int_pk]
     run_id: Mapped[str]
@@ -369,12 +361,6 @@ class HumanLabelRow(Base):
     labeller: Mapped[str]
     labelled_at: Mapped[datetime]
     source: Mapped[str]
-
-    def __repr__(self) -> str:
-        return (
-            f"HumanLabelRow(run_id={self.run_id!r}, exchange_id={self.exchange_id!r}, "
-            f"labeller={self.labeller!r}, label={self.label!r})"
-        )
 
 
 class PairJudgementRow(Base):
@@ -389,12 +375,9 @@ class PairJudgementRow(Base):
     __tablename__ = "pair_judgement"
     __table_args__ = (
         UniqueConstraint("run_id", "exchange_id", "source"),
-        ForeignKeyConstraint(
-            ["run_id", "exchange_id"],
-            ["pair_score.run_id", "pair_score.exchange_id"],
-            ondelete="CASCADE",
-        ),
+        _pair_score_fk(),
     )
+    _repr_fields = ("run_id", "exchange_id", "source", "outcome")
 
     id: Mapped[int_pk]
     run_id: Mapped[str]
@@ -404,12 +387,6 @@ class PairJudgementRow(Base):
     outcome: Mapped[str | None]
     judged_at: Mapped[datetime]
     record: Mapped[JsonDict]
-
-    def __repr__(self) -> str:
-        return (
-            f"PairJudgementRow(run_id={self.run_id!r}, exchange_id={self.exchange_id!r}, "
-            f"source={self.source!r}, outcome={self.outcome!r})"
-        )
 
 
 class RunJudgeRow(Base):
@@ -421,15 +398,14 @@ class RunJudgeRow(Base):
     """
 
     __tablename__ = "run_judge"
+    _repr_fields = ("run_id", "judge_sha256")
+    _repr_short = frozenset(("judge_sha256",))
 
     run_id: Mapped[run_fk] = mapped_column(primary_key=True)
     judge: Mapped[JsonDict]
     judge_sha256: Mapped[str]
     frozen_at: Mapped[datetime]
     command: Mapped[str]
-
-    def __repr__(self) -> str:
-        return f"RunJudgeRow(run_id={self.run_id!r}, judge_sha256={self.judge_sha256[:12]!r})"
 
 
 class EmbeddingCacheRow(Base):
@@ -445,6 +421,8 @@ class EmbeddingCacheRow(Base):
     """
 
     __tablename__ = "embedding_cache"
+    _repr_fields = ("cache_key", "text_sha256", "dimension")
+    _repr_short = frozenset(("text_sha256",))
 
     cache_key: Mapped[str] = mapped_column(primary_key=True)
     text_sha256: Mapped[str] = mapped_column(primary_key=True)
@@ -454,12 +432,6 @@ class EmbeddingCacheRow(Base):
     chunks: Mapped[int]
     truncated: Mapped[bool]
     created_at: Mapped[datetime]
-
-    def __repr__(self) -> str:
-        return (
-            f"EmbeddingCacheRow(cache_key={self.cache_key!r}, "
-            f"text_sha256={self.text_sha256[:12]!r}, dimension={self.dimension})"
-        )
 
 
 class CanaryRow(Base):
@@ -479,6 +451,7 @@ class CanaryRow(Base):
     """
 
     __tablename__ = "canary"
+    _repr_fields = ("canary_id", "state", "step_index", "candidate_share")
 
     canary_id: Mapped[str] = mapped_column(primary_key=True)
     run_id: Mapped[run_fk] = mapped_column(index=True)
@@ -496,12 +469,6 @@ class CanaryRow(Base):
     error_breach_since: Mapped[datetime | None]
     ingest_state: Mapped[JsonDict]
 
-    def __repr__(self) -> str:
-        return (
-            f"CanaryRow(canary_id={self.canary_id!r}, state={self.state!r}, "
-            f"step_index={self.step_index}, candidate_share={self.candidate_share})"
-        )
-
 
 class CanaryStepRow(Base):
     """One step of a canary: its share, window and the latest verdict judged on it.
@@ -515,9 +482,10 @@ class CanaryStepRow(Base):
 
     __tablename__ = "canary_step"
     __table_args__ = (UniqueConstraint("canary_id", "step_index"),)
+    _repr_fields = ("canary_id", "step_index", "share", "outcome")
 
     id: Mapped[int_pk]
-    canary_id: Mapped[str] = mapped_column(ForeignKey("canary.canary_id", ondelete="CASCADE"))
+    canary_id: Mapped[canary_fk]
     step_index: Mapped[int]
     share: Mapped[float]
     started_at: Mapped[datetime]
@@ -527,12 +495,6 @@ class CanaryStepRow(Base):
     last_decision: Mapped[str | None]
     last_verdict: Mapped[JsonDict | None]
     last_evaluated_at: Mapped[datetime | None]
-
-    def __repr__(self) -> str:
-        return (
-            f"CanaryStepRow(canary_id={self.canary_id!r}, step_index={self.step_index}, "
-            f"share={self.share}, outcome={self.outcome!r})"
-        )
 
 
 class CanaryObservationRow(Base):
@@ -552,9 +514,10 @@ class CanaryObservationRow(Base):
         UniqueConstraint("canary_id", "exchange_id"),
         Index("ix_canary_observation_canary_id_step_index", "canary_id", "step_index"),
     )
+    _repr_fields = ("canary_id", "exchange_id", "arm")
 
     id: Mapped[int_pk]
-    canary_id: Mapped[str] = mapped_column(ForeignKey("canary.canary_id", ondelete="CASCADE"))
+    canary_id: Mapped[canary_fk]
     exchange_id: Mapped[str]
     step_index: Mapped[int]
     arm: Mapped[str]
@@ -569,12 +532,6 @@ class CanaryObservationRow(Base):
     ttft_ms: Mapped[float | None]
     detail: Mapped[JsonDict]
 
-    def __repr__(self) -> str:
-        return (
-            f"CanaryObservationRow(canary_id={self.canary_id!r}, "
-            f"exchange_id={self.exchange_id!r}, arm={self.arm!r})"
-        )
-
 
 class CanaryRatingRow(Base):
     """A spot check of one canary-served output: a 1–10 rating by one rater (upsert).
@@ -586,17 +543,12 @@ class CanaryRatingRow(Base):
 
     __tablename__ = "canary_rating"
     __table_args__ = (UniqueConstraint("canary_id", "exchange_id", "rater"),)
+    _repr_fields = ("canary_id", "exchange_id", "rater", "rating")
 
     id: Mapped[int_pk]
-    canary_id: Mapped[str] = mapped_column(ForeignKey("canary.canary_id", ondelete="CASCADE"))
+    canary_id: Mapped[canary_fk]
     exchange_id: Mapped[str]
     rater: Mapped[str]
     rating: Mapped[float]
     note: Mapped[long_text]
     rated_at: Mapped[datetime]
-
-    def __repr__(self) -> str:
-        return (
-            f"CanaryRatingRow(canary_id={self.canary_id!r}, exchange_id={self.exchange_id!r}, "
-            f"rater={self.rater!r}, rating={self.rating})"
-        )
