@@ -11,7 +11,7 @@ its ``columns`` and ``to_dict(orient="records")``.
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
@@ -51,13 +51,15 @@ class RecordFrame:
                 seen.update(dict.fromkeys(row))
             columns = list(seen)
         self.columns: list[str] = list(columns)
-        self._records = [{column: row.get(column) for column in self.columns} for row in rows]
+        self._records: list[dict[Hashable, Any]] = [
+            {column: row.get(column) for column in self.columns} for row in rows
+        ]
 
     def __len__(self) -> int:
         return len(self._records)
 
-    def to_dict(self, orient: Literal["records"] = "records") -> list[dict[str, Any]]:
-        """The rows as ``{column: value}`` dicts (copies), like ``DataFrame.to_dict``."""
+    def to_dict(self, orient: Literal["records"] = "records") -> list[dict[Hashable, Any]]:
+        """The rows as ``{column: value}`` dicts (copies), typed as ``DataFrame.to_dict``'s."""
         return [dict(row) for row in self._records]
 
 

@@ -127,12 +127,8 @@ def test_the_live_path_runs_the_capture_image() -> None:
             images[(deployment["metadata"]["name"], container["name"])] = image.partition(":")[0]
     assert images[("live-model", "capture")] == "shadow-eval-capture"
     assert images[("replay", "replay")] == "shadow-eval-capture"
-    for deployment, container in (
-        ("compare", "compare"),
-        ("api", "api"),
-        ("dashboard", "dashboard"),
-    ):
-        assert images[(deployment, container)] == "shadow-eval", container
+    for name in ("compare", "api", "dashboard"):
+        assert images[(name, name)] == "shadow-eval", name
 
 
 def test_the_sidecar_sits_beside_vllm_with_probes_on_its_admin_port() -> None:

