@@ -12,6 +12,7 @@ Without the variable the plugin does nothing.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import sys
@@ -20,7 +21,8 @@ from typing import Any
 
 import pytest
 
-_PATH = os.environ.get("SHADOWEVAL_VERDICT_SNAPSHOT")
+# Taken out of the environment at once: the settings refuse an unknown SHADOWEVAL_ variable.
+_PATH = os.environ.pop("SHADOWEVAL_VERDICT_SNAPSHOT", None)
 _current: dict[str, Any] = {"node": "(collection)", "index": 0}
 
 
@@ -51,9 +53,9 @@ def _wrap(kind: str, function: Callable[..., Any]) -> Callable[..., Any]:
         _record(kind, verdict)
         return verdict
 
-    wrapper.__wrapped__ = function  # type: ignore[attr-defined]
-    wrapper.__doc__ = function.__doc__
-    return wrapper
+    # functools.wraps gives the wrapper the original's module and qualified name, so pickle
+    # (the scoring and gate steps that cross process boundaries) finds it by that name.
+    return functools.wraps(function)(wrapper)
 
 
 def _install() -> None:
