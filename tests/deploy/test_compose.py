@@ -25,6 +25,7 @@ from tests.deploy.manifests import (
     exact_image,
     interpolate,
 )
+from tests.packaging.light import LIGHT_COMMANDS
 
 COMPOSE = REPO / "docker-compose.yml"
 DOCKERFILE = REPO / "Dockerfile"
@@ -59,7 +60,7 @@ def _services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def _ours(compose: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     for name, service in _services(compose).items():
-        if str(service.get("image", "")).startswith("shadow-eval:"):
+        if str(service.get("image", "")).startswith(("shadow-eval:", "shadow-eval-capture:")):
             yield name, service
 
 
@@ -135,15 +136,39 @@ def test_every_volume_mount_point_exists_in_the_image_for_its_user(
             assert any(target == o or target.startswith(o + "/") for o in owned), (name, target)
 
 
+IMAGE_TARGETS = {"shadow-eval": "full", "shadow-eval-capture": "capture"}
+"""Our images and the Dockerfile target each is built from."""
+CAPTURE_IMAGE_SERVICES = {
+    "migrate", "live-model", "candidate-model", "front", "sidecar", "replay", "canary-model",
+    "canary-front",
+}  # fmt: skip
+"""The live path (front ends, replay workers, example model servers, the migration): the
+capture image, the light install without the evaluator's weight."""
+
+
 def test_images_are_pinned(compose: dict[str, Any]) -> None:
     version = _project()["project"]["version"]
     for name, service in _services(compose).items():
         image = str(service["image"])
-        if image.startswith("shadow-eval:"):
-            assert image == f"shadow-eval:{version}", name
+        repository = image.partition(":")[0]
+        if repository in IMAGE_TARGETS:
+            assert image == f"{repository}:{version}", name
             assert service["build"]["dockerfile"] == "Dockerfile"
+            assert service["build"]["target"] == IMAGE_TARGETS[repository], name
         else:
             assert exact_image(image), f"{name}: image {image!r} is not pinned to a release"
+
+
+def test_the_live_path_runs_the_capture_image(compose: dict[str, Any]) -> None:
+    """The capture image runs the light commands only (tests/packaging/light.py: they run
+    in the base install); everything else runs the full image."""
+    light = {c[0] for c in LIGHT_COMMANDS} | {"db"}
+    for name, service in _ours(compose):
+        capture = str(service["image"]).startswith("shadow-eval-capture:")
+        assert capture == (name in CAPTURE_IMAGE_SERVICES), name
+        if capture:
+            assert _command(service)[0] in light, name
+    assert _dockerfile_targets() == {"capture", "full"} | {"runtime", "source"}
 
 
 def _listening_ports(service: dict[str, Any]) -> set[int]:
@@ -215,12 +240,47 @@ def _dockerfile() -> list[tuple[str, str]]:
     return lines
 
 
-def test_the_dockerfile_ships_every_package_and_runs_the_cli() -> None:
-    lines = _dockerfile()
-    froms = [rest for op, rest in lines if op == "FROM"]
-    assert froms
-    assert all(exact_image(image) for image in froms), froms
-    copied = {rest.split()[0] for op, rest in lines if op == "COPY"}
+def _stages() -> dict[str, list[tuple[str, str]]]:
+    """Each stage of the Dockerfile (``FROM … AS name``) and its instructions, with those
+    of the stages it is built ``FROM`` first."""
+    stages: dict[str, list[tuple[str, str]]] = {}
+    current: list[tuple[str, str]] = []
+    for op, rest in _dockerfile():
+        if op == "FROM":
+            image, _, name = rest.partition(" AS ")
+            current = [*stages.get(image.strip(), []), (op, image.strip())]
+            stages[name.strip() or image.strip()] = current
+        else:
+            current.append((op, rest))
+    return stages
+
+
+def _dockerfile_targets() -> set[str]:
+    return {name for name in _stages() if ":" not in name}
+
+
+def _copied(stage: str) -> set[str]:
+    """The repository paths ``stage`` copies, ``COPY --from=<stage>`` included."""
+    stages = _stages()
+    copied: set[str] = set()
+    for op, rest in stages[stage]:
+        if op != "COPY":
+            continue
+        words = rest.split()
+        if words[0].startswith("--from="):
+            copied |= _copied(words[0].removeprefix("--from="))
+        else:
+            copied |= set(words[:-1])
+    return copied
+
+
+@pytest.mark.parametrize("target", ["capture", "full"])
+def test_the_dockerfile_ships_every_package_and_runs_the_cli(target: str) -> None:
+    lines = _stages()[target]
+    stages = _stages()
+    for base in (rest.split(" AS ")[0].strip() for op, rest in _dockerfile() if op == "FROM"):
+        assert base in stages or exact_image(base), f"FROM {base}: not pinned to a release"
+    copied = _copied(target)
     for source in copied:
         assert (REPO / source).exists(), f"COPY {source}: not in the repository"
     packages = _project()["tool"]["setuptools"]["packages"]["find"]["include"]
@@ -229,8 +289,8 @@ def test_the_dockerfile_ships_every_package_and_runs_the_cli() -> None:
     linked = [p for p in (REPO / "shadoweval").iterdir() if p.is_symlink()]
     assert linked, "shadoweval/ links no stage folder"
     for link in linked:
-        target = link.resolve().relative_to(REPO).as_posix()
-        assert target in copied, f"the image would miss {target} (linked as {link.name})"
+        target_dir = link.resolve().relative_to(REPO).as_posix()
+        assert target_dir in copied, f"the image would miss {target_dir} (linked as {link.name})"
     ignored = {
         line.strip()
         for line in (REPO / ".dockerignore").read_text(encoding="utf-8").splitlines()
@@ -238,10 +298,15 @@ def test_the_dockerfile_ships_every_package_and_runs_the_cli() -> None:
     }
     assert not copied & ignored
     assert ("WORKDIR", "/app") in lines
+    installs = [rest for op, rest in lines if op == "RUN" and "pip install" in rest]
     makefile = (REPO / "Makefile").read_text(encoding="utf-8")
     torch_spec = re.search(r"TORCH_SPEC \?= (\S+)", makefile)
     assert torch_spec is not None
-    assert any(torch_spec[1] in rest for op, rest in lines if op == "RUN")
+    if target == "full":
+        assert any(torch_spec[1] in rest for rest in installs)
+        assert installs[-1] == 'pip install ".[all]"'
+    else:  # the light install: the base dependencies only, no torch
+        assert installs == ["pip install ."]
     user = [rest for op, rest in lines if op == "USER"][-1]
     assert user.isdigit()
     assert int(user) != 0

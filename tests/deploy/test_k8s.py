@@ -18,6 +18,7 @@ import yaml
 
 from shadoweval.drain import drain_budget
 from tests.deploy.manifests import REPO, check_settings_environment, command_line, exact_image
+from tests.packaging.light import LIGHT_COMMANDS
 
 K8S = REPO / "deploy" / "k8s"
 KUBERNETES_VERSION = "1.33.0"
@@ -96,7 +97,7 @@ def test_shadow_eval_containers_run_real_commands_and_settings(
     ran = 0
     for deployment in _kind("Deployment"):
         for container in _containers(deployment):
-            if not container["image"].startswith("shadow-eval:"):
+            if not container["image"].startswith(("shadow-eval:", "shadow-eval-capture:")):
                 continue
             command_line(container["args"])
             env = {}
@@ -111,6 +112,23 @@ def test_shadow_eval_containers_run_real_commands_and_settings(
                 check_settings_environment(env, patch)
             ran += 1
     assert ran >= 6
+
+
+def test_the_live_path_runs_the_capture_image() -> None:
+    """The sidecar beside vLLM and the replay workers run the capture image (the light
+    install: tests/packaging/light.py); compare, the API and the dashboard the full one."""
+    light = {c[0] for c in LIGHT_COMMANDS}
+    images = {}
+    for deployment in _kind("Deployment"):
+        for container in _containers(deployment):
+            image = str(container["image"])
+            if image.startswith("shadow-eval-capture:"):
+                assert container["args"][0] in light, container["name"]
+            images[(deployment["metadata"]["name"], container["name"])] = image.partition(":")[0]
+    assert images[("live-model", "capture")] == "shadow-eval-capture"
+    assert images[("replay", "replay")] == "shadow-eval-capture"
+    for name in ("compare", "api", "dashboard"):
+        assert images[(name, name)] == "shadow-eval", name
 
 
 def test_the_sidecar_sits_beside_vllm_with_probes_on_its_admin_port() -> None:
