@@ -5,14 +5,14 @@ appends one JSON line per shadow-gate verdict (:func:`shadoweval.stats.gate.eval
 and per canary step verdict (:func:`shadoweval.stats.canary.verdict.step_verdict`), keyed by
 the test's node id and the call's index within it. Two snapshots of the same tests, before
 and after a refactor, must be equal line for line (``diff`` them): the gate's verdict as
-its full JSON (but ``decided_at``, which is the clock's), the canary's as its stored JSON
-form (``StepVerdict.to_json``).
+its full JSON (but ``decided_at``, which is the clock's), the canary's as its JSON form.
 Without the variable the plugin does nothing.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import sys
@@ -21,15 +21,16 @@ from typing import Any
 
 import pytest
 
-_PATH = os.environ.get("SHADOWEVAL_VERDICT_SNAPSHOT")
+# Taken out of the environment at once: the settings refuse an unknown SHADOWEVAL_ variable.
+_PATH = os.environ.pop("SHADOWEVAL_VERDICT_SNAPSHOT", None)
 _current: dict[str, Any] = {"node": "(collection)", "index": 0}
 
 
 def _json(value: Any) -> Any:
-    if hasattr(value, "to_json"):  # the canary step verdict's stored form
-        return value.to_json()
     if hasattr(value, "model_dump"):
         return value.model_dump(mode="json")
+    if hasattr(value, "to_json"):
+        return value.to_json()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.asdict(value)
     return repr(value)
@@ -52,9 +53,9 @@ def _wrap(kind: str, function: Callable[..., Any]) -> Callable[..., Any]:
         _record(kind, verdict)
         return verdict
 
-    wrapper.__wrapped__ = function  # type: ignore[attr-defined]
-    wrapper.__doc__ = function.__doc__
-    return wrapper
+    # functools.wraps gives the wrapper the original's module and qualified name, so pickle
+    # (the scoring and gate steps that cross process boundaries) finds it by that name.
+    return functools.wraps(function)(wrapper)
 
 
 def _install() -> None:

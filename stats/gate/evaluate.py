@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from functools import partial
 
 import pandas as pd
 
@@ -101,36 +102,24 @@ def evaluate_gate(
             ``judgement_look`` < 1.
     """
     _check_arguments(pairs, look, judgement_look)
-    decided = decided_at if decided_at is not None else utc_now()
     levels = look_levels(policy, look, final=final)
-    fingerprint = judgements_sha256(pairs)
     cache_hits = latency_cache_hits(pairs)
-
-    def verdict(decision: Decision, reasons: list[str], checks: tuple[Check, ...]) -> Verdict:
-        return Verdict(
-            run_id=run_id,
-            decided_at=decided,
-            decision=decision,
-            reasons=tuple(reasons),
-            checks=checks,
-            coverage=coverage,
-            policy_hash=policy_hash(policy),
-            look=look,
-            judgement_look=judgement_look,
-            judgements_sha256=fingerprint,
-            latency_cache_hits=cache_hits,
-        )
-
+    verdict = partial(
+        Verdict,
+        run_id=run_id,
+        decided_at=decided_at if decided_at is not None else utc_now(),
+        coverage=coverage,
+        policy_hash=policy_hash(policy),
+        look=look,
+        judgement_look=judgement_look,
+        judgements_sha256=judgements_sha256(pairs),
+        latency_cache_hits=cache_hits,
+    )
     if len(pairs) == 0:
-        reasons = ["no data: no scored pairs for this run; nothing can be promoted"]
-        coverage_problem = _coverage_problem(coverage, policy)
-        reasons += [coverage_problem] if coverage_problem else []
-        reasons += unevaluated_reasons(pairs, policy, coverage)
-        return verdict(Decision.HOLD, reasons, ())
+        reasons = _no_data_reasons(pairs, policy, coverage)
+        return verdict(decision=Decision.HOLD, reasons=tuple(reasons), checks=())
     if paired_per_task_type is None:
-        paired_per_task_type = {
-            str(t): int(c) for t, c in pairs["task_type"].astype(str).value_counts().items()
-        }
+        paired_per_task_type = _paired_counts(pairs)
     validity, extra_notes, load_note = _validity(
         pairs, policy, coverage, paired_per_task_type, levels
     )
@@ -158,7 +147,22 @@ def evaluate_gate(
         reasons.insert(blocked, _at_cap(judged, policy))
     reasons.append(_coverage_line(coverage, paired_per_task_type))
     reasons.append(_trailer(levels, len(pairs), coverage, cache_hits))
-    return verdict(decision, reasons, tuple(j.check for j in judged))
+    checks = tuple(j.check for j in judged)
+    return verdict(decision=decision, reasons=tuple(reasons), checks=checks)
+
+
+def _paired_counts(pairs: pd.DataFrame) -> dict[str, int]:
+    """Pairs per task type."""
+    return {str(t): int(c) for t, c in pairs["task_type"].astype(str).value_counts().items()}
+
+
+def _no_data_reasons(pairs: pd.DataFrame, policy: GatePolicy, coverage: Coverage) -> list[str]:
+    """A verdict without pairs: no data, the coverage problem, what was not evaluated."""
+    reasons = ["no data: no scored pairs for this run; nothing can be promoted"]
+    coverage_problem = _coverage_problem(coverage, policy)
+    reasons += [coverage_problem] if coverage_problem else []
+    reasons += unevaluated_reasons(pairs, policy, coverage)
+    return reasons
 
 
 def _check_arguments(pairs: pd.DataFrame, look: int, judgement_look: int) -> None:
