@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from shadoweval.records import StepCheck, finite_or_none
+from shadoweval.records import StepCheck, StepStatus, finite_or_none
 from shadoweval.stats.canary.frames import latencies
 from shadoweval.stats.canary.looks import truncate_at_candidate
 from shadoweval.stats.canary.policy import latency_key_parts
@@ -49,9 +49,16 @@ def latency_ratio_check(
             f"latencies are too few for an order-statistic bound at level {level:.4g} "
             f"({note})"
         )
-        bounds = (finite_or_none(result.estimate), None, None)
+        ratio_bounds = (finite_or_none(result.estimate), None, None)
         check = StepCheck.of(
-            name, "promote", "not_enough_data", bounds, margin, level, detail, statistic=_RATIO
+            name,
+            "promote",
+            "not_enough_data",
+            ratio_bounds,
+            margin,
+            level,
+            detail,
+            statistic=_RATIO,
         )
         return judged(check)
     passed = result.below(margin)
@@ -62,8 +69,8 @@ def latency_ratio_check(
         f"({result.candidate_upper_ms:.1f} / {result.baseline_lower_ms:.1f} ms); "
         f"{'below' if passed else 'not shown below'} the margin {margin:g} ({note})"
     )
-    bounds = (result.estimate, None, result.high)
-    status = "pass" if passed else "fail"
+    bounds: tuple[float | None, float | None, float | None] = (result.estimate, None, result.high)
+    status: StepStatus = "pass" if passed else "fail"
     return judged(
         StepCheck.of(name, "promote", status, bounds, margin, level, detail, statistic=_RATIO)
     )
@@ -96,9 +103,16 @@ def latency_limit_check(
             f"{key}: {result.n} candidate latencies are too few for a lower order-statistic "
             f"bound at level {level:.4g} ({note})"
         )
-        bounds = (finite_or_none(result.estimate), None, None)
+        limit_bounds = (finite_or_none(result.estimate), None, None)
         check = StepCheck.of(
-            name, "rollback", "not_enough_data", bounds, limit_ms, level, detail, statistic=_LIMIT
+            name,
+            "rollback",
+            "not_enough_data",
+            limit_bounds,
+            limit_ms,
+            level,
+            detail,
+            statistic=_LIMIT,
         )
         return judged(check)
     detail = (
@@ -106,8 +120,8 @@ def latency_limit_check(
         f"{result.low:.1f} ms; {'above' if result.above else 'not shown above'} the limit "
         f"{limit_ms:g} ms (n = {result.n}, {note})"
     )
-    status = "breach" if result.above else "pass"
-    bounds = (result.estimate, result.low, None)
+    status: StepStatus = "breach" if result.above else "pass"
+    bounds: tuple[float | None, float | None, float | None] = (result.estimate, result.low, None)
     return judged(
         StepCheck.of(name, "rollback", status, bounds, limit_ms, level, detail, statistic=_LIMIT)
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from shadoweval.records import StepCheck, finite_or_none
+from shadoweval.records import StepCheck, StepStatus, finite_or_none
 from shadoweval.stats.canary.srm import sample_ratio_mismatch
 from shadoweval.stats.canary.step import CanaryJudged, StepContext, judged
 
@@ -16,7 +16,7 @@ def window(ctx: StepContext) -> list[CanaryJudged]:
     """The step has run its minimum window (``min_window_s``)."""
     elapsed_s, need_s = ctx.elapsed_s, ctx.step.min_window_s
     detail = f"the step has run {elapsed_s:.0f} s of its minimum window {need_s:g} s"
-    status = "pass" if elapsed_s >= need_s else "fail"
+    status: StepStatus = "pass" if elapsed_s >= need_s else "fail"
     check = StepCheck.of(
         "window", "validity", status, (elapsed_s, None, None), need_s, None, detail,
         statistic="window",
