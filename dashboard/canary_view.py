@@ -19,6 +19,7 @@ import pandas as pd
 from pydantic import JsonValue
 
 from shadoweval.application.canary import CanaryView, SharePoint
+from shadoweval.dashboard.check_cells import check_rows_table
 from shadoweval.storage import CanaryInfo, PolicyAuditEntry
 
 __all__ = [
@@ -45,6 +46,7 @@ STEP_COLUMNS = (
     "last decision",
 )
 CHECK_COLUMNS = ("name", "role", "status", "estimate", "low", "high", "threshold", "detail")
+_NUMERIC_COLUMNS = ("estimate", "low", "high", "threshold")
 AUDIT_COLUMNS = ("recorded at", "action", "who", "why", "what", "command")
 
 _VERSION_COLOURS = {"baseline": "#1f77b4", "candidate": "#ff7f0e"}
@@ -137,8 +139,9 @@ def _number(value: JsonValue) -> float | None:
 
 
 def check_table(verdict: Mapping[str, JsonValue]) -> pd.DataFrame:
-    """The checks of one stored step verdict, in the verdict's order (a missing field is
-    empty; numbers stay numbers, anything else is shown as text)."""
+    """The checks of one stored step verdict, in the verdict's order, through the one checks
+    table (:func:`shadoweval.dashboard.check_cells.check_rows_table`): a missing field is
+    empty; numbers stay numbers, anything else is shown as text."""
     raw = verdict.get("checks")
     checks = raw if isinstance(raw, list) else []
     rows = []
@@ -148,12 +151,12 @@ def check_table(verdict: Mapping[str, JsonValue]) -> pd.DataFrame:
         row: dict[str, object] = {}
         for column in CHECK_COLUMNS:
             value = check.get(column)
-            if column in {"estimate", "low", "high", "threshold"}:
+            if column in _NUMERIC_COLUMNS:
                 row[column] = _number(value) if value is not None else None
             else:
                 row[column] = "" if value is None else str(value)
         rows.append(row)
-    return pd.DataFrame(rows, columns=list(CHECK_COLUMNS))
+    return check_rows_table(rows, CHECK_COLUMNS, numeric=_NUMERIC_COLUMNS)
 
 
 def verdict_reasons(verdict: Mapping[str, JsonValue]) -> list[str]:

@@ -11,11 +11,15 @@ recomputed: ``estimate`` and ``[ci_low, ci_high]`` on the metric's own scale
 * ``similarity``: a mean divergence (or the noise-floor linearisation ``e``);
 * ``latency_<metric>_<q>``: a quantile ratio candidate / baseline;
 * ``output_tokens``: the token linearisation ``e = c − k·b``.
+
+One checks table (:func:`check_rows_table`) renders the gate's checks (:func:`checks_table`)
+and the canary step's (:func:`shadoweval.dashboard.canary_view.check_table`): a row per
+check, the caller's columns, numbers as float64 (missing or not a number → NaN).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import pandas as pd
 from pandas.io.formats.style import Styler
@@ -30,6 +34,7 @@ __all__ = [
     "LATENCY_METRICS",
     "OUTCOME_CSS",
     "check_cell",
+    "check_rows_table",
     "checks_table",
     "is_proportion_metric",
     "outcome_css",
@@ -152,8 +157,19 @@ def checks_table(
         }
         for c in (kept[i] for i in order)
     ]
-    frame = pd.DataFrame(rows, columns=list(CHECKS_COLUMNS))
-    for column in ("estimate", "ci low", "ci high", "margin", "p value"):
+    return check_rows_table(
+        rows, CHECKS_COLUMNS, numeric=("estimate", "ci low", "ci high", "margin", "p value")
+    )
+
+
+def check_rows_table(
+    rows: Iterable[Mapping[str, object]], columns: Sequence[str], *, numeric: Sequence[str]
+) -> pd.DataFrame:
+    """The one checks table: one row per check (a mapping of column → value) with
+    ``columns`` in order; the ``numeric`` columns as float64 (anything not a number → NaN).
+    """
+    frame = pd.DataFrame(list(rows), columns=list(columns))
+    for column in numeric:
         frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("float64")
     return frame
 

@@ -21,7 +21,10 @@ gate-statistics.md; each module cites its sources.
 :func:`design_sample_size`.
 * :mod:`shadoweval.stats.checkpoints` — :func:`evaluate_poll`: the verdict of a poll, on the prefix
   of the latest checkpoint.
+* :mod:`shadoweval.stats.engine` — the verdict engine both the gate and the canary step decide
+  through: check families, the decision rule, the reason ranking.
 * :mod:`shadoweval.stats.gate` — :func:`evaluate_gate`, the PROMOTE / HOLD / ROLLBACK verdict.
+* :mod:`shadoweval.stats.canary` — the live canary's two-arm checks and its step verdict.
 * :mod:`shadoweval.stats.summary` — :func:`task_type_summary`, descriptive and report-only numbers.
 * :mod:`shadoweval.stats.labels` — :func:`label_summary`, human labels as win / loss rates with
 Wilson

@@ -5,7 +5,8 @@ appends one JSON line per shadow-gate verdict (:func:`shadoweval.stats.gate.eval
 and per canary step verdict (:func:`shadoweval.stats.canary.verdict.step_verdict`), keyed by
 the test's node id and the call's index within it. Two snapshots of the same tests, before
 and after a refactor, must be equal line for line (``diff`` them): the gate's verdict as
-its full JSON (but ``decided_at``, which is the clock's), the canary's as its JSON form.
+its full JSON (but ``decided_at``, which is the clock's), the canary's as its stored JSON
+form (``StepVerdict.to_json``).
 Without the variable the plugin does nothing.
 """
 
@@ -27,10 +28,10 @@ _current: dict[str, Any] = {"node": "(collection)", "index": 0}
 
 
 def _json(value: Any) -> Any:
+    if hasattr(value, "to_json"):  # the canary step verdict (a pydantic record): its stored form
+        return value.to_json()
     if hasattr(value, "model_dump"):
         return value.model_dump(mode="json")
-    if hasattr(value, "to_json"):
-        return value.to_json()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.asdict(value)
     return repr(value)

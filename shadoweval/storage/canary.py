@@ -23,7 +23,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from shadoweval.errors import StorageError
-from shadoweval.records import utc_now
+from shadoweval.records import StepVerdict, utc_now
 from shadoweval.storage.audit import add_audit_row, audit_row
 from shadoweval.storage.database import Database
 from shadoweval.storage.models import (
@@ -223,12 +223,15 @@ class CanaryStore:
         *,
         step_index: int,
         decision: str,
-        verdict: Mapping[str, Any],
+        verdict: StepVerdict | Mapping[str, Any],
         error_breach_since: datetime | None,
         note: AuditNote | None = None,
         evaluated_at: datetime | None = None,
     ) -> CanaryStepInfo:
         """Store the latest verdict of the canary's current step (and its audit row, if any).
+
+        ``verdict`` is stored as its JSON form (:meth:`~shadoweval.records.StepVerdict.to_json`
+        for a typed verdict; a mapping as given).
 
         Raises:
             StorageError: unknown canary, not running, or no longer at ``step_index``.
@@ -243,7 +246,9 @@ class CanaryStore:
             ).one()
             step.evaluations += 1
             step.last_decision = decision
-            step.last_verdict = dict(verdict)
+            step.last_verdict = (
+                verdict.to_json() if isinstance(verdict, StepVerdict) else dict(verdict)
+            )
             step.last_evaluated_at = at
             canary.error_breach_since = error_breach_since
             canary.updated_at = at

@@ -18,7 +18,12 @@
 * :mod:`shadoweval.stats.canary.looks` — checkpoints on the candidate arm's request count, the data
   truncated at each, and union-bound levels ``α·6/(π²k²)`` so repeated polls stay valid.
 * :mod:`shadoweval.stats.canary.verdict` — :func:`step_verdict`: PROMOTE / HOLD / ROLLBACK for one
-  poll of one step, with every check's numbers (:class:`StepVerdict`, JSON-safe).
+  poll of one step, with every check's numbers (:class:`~shadoweval.records.StepVerdict`),
+  decided by the verdict engine (:mod:`shadoweval.stats.engine`). Its inputs are checked in
+  :mod:`~shadoweval.stats.canary.frames`; its check families (``validity_checks``,
+  ``proportion_checks``, ``latency_checks``) read one
+  :class:`~shadoweval.stats.canary.step.StepContext`
+  and are registered in :mod:`~shadoweval.stats.canary.families`.
 
 docs/canary-statistics.md describes each check, its source, the levels, the look rule,
 the decision table and the known limits.

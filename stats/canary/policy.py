@@ -28,7 +28,13 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, 
 
 from shadoweval.errors import ConfigError
 from shadoweval.stats.policy.schema import Count, Number
-from shadoweval.stats.policy.yaml_loading import describe_error, other_errors_note, read_policy_yaml
+from shadoweval.stats.policy.yaml_loading import (
+    describe_error,
+    other_errors_note,
+    read_policy_file,
+    read_policy_yaml,
+    validate_policy,
+)
 
 __all__ = [
     "DAILY_CYCLE_S",
@@ -293,15 +299,7 @@ def parse_canary_policy(mapping: Mapping[str, Any]) -> CanaryPolicy:
         ConfigError: not a mapping, or a field unknown or invalid; ``field`` is the
             dotted path (``"steps[1].min_window_s"``), ``value`` the value read.
     """
-    if not isinstance(mapping, Mapping):
-        raise ConfigError(
-            f"canary policy must be a mapping of fields, got {type(mapping).__name__}",
-            value=mapping,
-        )
-    try:
-        return CanaryPolicy.model_validate(dict(mapping))
-    except ValidationError as exc:
-        raise _config_error(exc) from None
+    return validate_policy(CanaryPolicy, mapping, subject="canary policy", to_error=_config_error)
 
 
 def parse_canary_policy_yaml(text: str, *, source: str = "<canary policy>") -> CanaryPolicy:
@@ -323,14 +321,7 @@ def load_canary_policy(path: Path | None) -> CanaryPolicy:
             fails.
     """
     file = DEFAULT_CANARY_POLICY_FILE if path is None else Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"canary policy file not found: {file}", value=str(file)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(
-            f"canary policy file {file} cannot be read: {exc}", value=str(file)
-        ) from exc
+    text = read_policy_file(file, subject="canary policy")
     return parse_canary_policy_yaml(text, source=f"file {file}")
 
 

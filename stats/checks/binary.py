@@ -202,29 +202,42 @@ def analyse_binary(
     b = int(np.count_nonzero(cand & ~base))
     c = int(np.count_nonzero(base & ~cand))
     counts = (b, c, int(np.count_nonzero(base)), int(np.count_nonzero(cand)))
+    need = _needed_pairs(b, c, n, margin, min_pairs, alpha, power)
+    if n < 2:
+        return analysis(counts, interval=None, need=need)
+    interval = _ni_interval(b, c, n, margin, levels)
+    return analysis(counts, interval=interval, need=need)
+
+
+def _needed_pairs(
+    b: int, c: int, n: int, margin: float, min_pairs: int, alpha: float, power: float
+) -> tuple[int, str]:
+    """The pairs needed to pass: ``min_pairs`` or the power calculation at the observed
+    discordance (b + c) / n, whichever is larger, with its words."""
     psi = (b + c) / n
     computed = paired_binary_min_pairs(
         max(psi, 1e-9), 0.0, margin, alpha=alpha, power=power, method="score"
     )
-    need = min_pairs_note(
+    return min_pairs_note(
         min_pairs, computed, f"{100 * power:g}% at the observed discordance {fmt_pct(psi)}"
     )
-    if n < 2:
-        return analysis(counts, interval=None, need=need)
+
+
+def _ni_interval(b: int, c: int, n: int, margin: float, levels: LookLevels) -> SequentialInterval:
+    """The look's interval of δ: Tango's score interval at α_k with a sample cap
+    (``spending``), else the confidence sequence of the mean of d."""
     if levels.mean_method == "spending":
         tango = tango_score_ci(b, c, n, confidence=1.0 - 2.0 * levels.alpha_k)
         described = f"Tango score interval (alpha_k {fmt_g(levels.alpha_k)} per side)"
-        interval = SequentialInterval(
+        return SequentialInterval(
             (b - c) / n, tango.low, tango.high, math.nan, n, math.nan, described
         )
-        return analysis(counts, interval=interval, need=need)
     d = np.zeros(n, dtype=np.float64)
     d[:b] = 1.0
     d[b : b + c] = -1.0
     # Under H0 (δ = m) the variance of d is ψ − m² ≥ m(1 − m): the floor of Tango's score
     # variance, so that few or no discordant pairs cannot make the sequence collapse.
-    interval = sequential_mean_interval(d, levels, sd_floor=math.sqrt(margin * (1.0 - margin)))
-    return analysis(counts, interval=interval, need=need)
+    return sequential_mean_interval(d, levels, sd_floor=math.sqrt(margin * (1.0 - margin)))
 
 
 def binary_check(a: BinaryAnalysis, *, harm_adjusted: float | None) -> Check:

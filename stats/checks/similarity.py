@@ -33,6 +33,7 @@ from shadoweval.records import Check, CheckOutcome
 from shadoweval.stats.checks.pair_arrays import BoolArray, FloatArray, PairArrays
 from shadoweval.stats.checks.reasons import CheckNumbers, fmt_p, fmt_pct, infra_note, make_check
 from shadoweval.stats.checks.sequential_interval import (
+    SequentialInterval,
     mean_min_pairs_note,
     mean_outcome,
     sequential_mean_interval,
@@ -287,12 +288,7 @@ def _similarity_check(
             CheckNumbers(),
             repeats_counted=repeats is not None and repeats.from_coverage,
         )
-    bad = int(np.count_nonzero(~np.isfinite(values) | (np.abs(values) > 1.0 + 1e-6)))
-    if noise_floor:
-        noise_values = noise[scored]
-        bad += int(
-            np.count_nonzero(~np.isfinite(noise_values) | (np.abs(noise_values) > 1.0 + 1e-6))
-        )
+    bad = _outside(values) + (_outside(noise[scored]) if noise_floor else 0)
     if bad:
         return check(
             CheckOutcome.INCONCLUSIVE,
@@ -309,29 +305,9 @@ def _similarity_check(
     tail = ""
     if noise_floor:
         d_noise = 1.0 - np.clip(noise[scored], -1.0, 1.0)
-        e = noise_floor_values(d_cand, d_noise, block.noise_ratio)
-        interval = sequential_mean_interval(e, levels)
-        report = tail_rate_split(
-            d_cand, d_noise, quantile=block.tail_quantile, seed=block.tail_seed
+        interval, summary, tail = _noise_floor_summary(
+            d_cand, d_noise, block, levels, margin, n_scored
         )
-        tail = (
-            f"; tail (report only): {fmt_pct(report.cand_rate)} of candidate vs "
-            f"{fmt_pct(report.noise_rate)} of noise divergences above the noise "
-            f"p{100 * block.tail_quantile:g} {report.threshold:.3f} (split sample, "
-            f"{report.n_eval} pairs, McNemar mid-p {fmt_p(report.p_value)})"
-        )
-        summary = (
-            f"noise-floor difference e = D_cand - {1 + block.noise_ratio:g}*D_noise: mean "
-            f"{interval.mean:.4f} (candidate divergence {float(d_cand.mean()):.3f}, "
-            f"baseline-repeat {float(d_noise.mean()):.3f}), {interval.label} "
-            f"{interval.low:.4f} to {interval.high:.4f} on {n} pairs with a baseline "
-            f"repeat, limit {margin:g}"
-        )
-        if n_scored > n:
-            summary += (
-                f" ({n_scored - n} pairs with a similarity but no baseline-repeat "
-                "similarity are not in the noise floor)"
-            )
     else:
         interval = sequential_mean_interval(d_cand, levels)
         summary = (
@@ -348,3 +324,44 @@ def _similarity_check(
         outcome = CheckOutcome.INCONCLUSIVE  # report only: a change is not a harm
     numbers = CheckNumbers(interval.mean, interval.low, interval.high, n)
     return check(outcome, reason + tail, numbers)
+
+
+def _outside(values: FloatArray) -> int:
+    """How many of ``values`` are infinite or outside [-1, 1] (with a 1e-6 tolerance)."""
+    return int(np.count_nonzero(~np.isfinite(values) | (np.abs(values) > 1.0 + 1e-6)))
+
+
+def _noise_floor_summary(
+    d_cand: FloatArray,
+    d_noise: FloatArray,
+    block: SimilarityPolicy,
+    levels: LookLevels,
+    margin: float,
+    n_scored: int,
+) -> tuple[SequentialInterval, str, str]:
+    """The noise-floor interval of ``e = D_cand − (1+r)·D_noise``, its summary sentence and
+    the report-only tail-rate words (``d_cand``/``d_noise``: divergences of the pairs with
+    a baseline repeat; ``n_scored``: pairs with a similarity)."""
+    n = int(d_cand.size)
+    e = noise_floor_values(d_cand, d_noise, block.noise_ratio)
+    interval = sequential_mean_interval(e, levels)
+    report = tail_rate_split(d_cand, d_noise, quantile=block.tail_quantile, seed=block.tail_seed)
+    tail = (
+        f"; tail (report only): {fmt_pct(report.cand_rate)} of candidate vs "
+        f"{fmt_pct(report.noise_rate)} of noise divergences above the noise "
+        f"p{100 * block.tail_quantile:g} {report.threshold:.3f} (split sample, "
+        f"{report.n_eval} pairs, McNemar mid-p {fmt_p(report.p_value)})"
+    )
+    summary = (
+        f"noise-floor difference e = D_cand - {1 + block.noise_ratio:g}*D_noise: mean "
+        f"{interval.mean:.4f} (candidate divergence {float(d_cand.mean()):.3f}, "
+        f"baseline-repeat {float(d_noise.mean()):.3f}), {interval.label} "
+        f"{interval.low:.4f} to {interval.high:.4f} on {n} pairs with a baseline "
+        f"repeat, limit {margin:g}"
+    )
+    if n_scored > n:
+        summary += (
+            f" ({n_scored - n} pairs with a similarity but no baseline-repeat "
+            "similarity are not in the noise floor)"
+        )
+    return interval, summary, tail

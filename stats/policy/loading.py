@@ -25,7 +25,13 @@ from pydantic import BaseModel, ValidationError
 
 from shadoweval.errors import ConfigError
 from shadoweval.stats.policy.schema import GatePolicy, RoutePolicy, TaskTypePolicy
-from shadoweval.stats.policy.yaml_loading import describe_error, other_errors_note, read_policy_yaml
+from shadoweval.stats.policy.yaml_loading import (
+    describe_error,
+    other_errors_note,
+    read_policy_file,
+    read_policy_yaml,
+    validate_policy,
+)
 
 __all__ = [
     "DEFAULT_POLICY_FILE",
@@ -90,15 +96,7 @@ def parse_policy(mapping: Mapping[str, Any]) -> GatePolicy:
         ConfigError: the mapping is not a mapping, or a field is unknown or invalid;
             ``field`` is the dotted path (``"error_rate.margin"``), ``value`` the value read.
     """
-    if not isinstance(mapping, Mapping):
-        raise ConfigError(
-            f"gate policy must be a mapping of fields, got {type(mapping).__name__}",
-            value=mapping,
-        )
-    try:
-        return GatePolicy.model_validate(dict(mapping))
-    except ValidationError as exc:
-        raise _config_error(exc) from None
+    return validate_policy(GatePolicy, mapping, subject="gate policy", to_error=_config_error)
 
 
 def parse_policy_yaml(text: str, *, source: str = "<policy>") -> GatePolicy:
@@ -118,14 +116,7 @@ def load_policy(path: str | Path) -> GatePolicy:
             repeats a key, or fails :func:`parse_policy`'s validation.
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"gate policy file not found: {path}", value=str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(
-            f"gate policy file {path} cannot be read: {exc}", value=str(path)
-        ) from exc
+    text = read_policy_file(path, subject="gate policy")
     return parse_policy_yaml(text, source=f"file {path}")
 
 

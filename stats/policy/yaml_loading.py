@@ -10,20 +10,33 @@ share, with the subject passed in so every message names the policy it is about:
   string), empty text and invalid YAML are errors.
 * :func:`describe_error` — one pydantic error as a short explanation (``must be > 0``).
 * :func:`other_errors_note` — the ``" (also: ...)"`` tail listing further errors.
+* :func:`read_policy_file` and :func:`validate_policy` — the one loader both policies go
+  through: the file read with its errors, and a mapping validated into the policy model
+  (each policy only supplies how its validation errors are worded).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
 
 import yaml
+from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from shadoweval.errors import ConfigError
 
-__all__ = ["describe_error", "other_errors_note", "read_policy_yaml"]
+__all__ = [
+    "describe_error",
+    "other_errors_note",
+    "read_policy_file",
+    "read_policy_yaml",
+    "validate_policy",
+]
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 Loc = tuple[int | str, ...]
 """A pydantic error location: field names and list indices from the root."""
@@ -151,3 +164,42 @@ def read_policy_yaml(text: str, *, subject: str, source: str) -> Any:
     if data is None:
         raise ConfigError(f"{subject} {source} is empty; write every threshold down", value=source)
     return data
+
+
+def read_policy_file(path: Path, *, subject: str) -> str:
+    """The text of a policy file.
+
+    Raises:
+        ConfigError: ``"{subject} file not found: {path}"`` or ``"{subject} file {path}
+            cannot be read: ..."`` (``value`` = the path).
+    """
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{subject} file not found: {path}", value=str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{subject} file {path} cannot be read: {exc}", value=str(path)) from exc
+
+
+def validate_policy(
+    model: type[ModelT],
+    mapping: Mapping[str, Any],
+    *,
+    subject: str,
+    to_error: Callable[[ValidationError], ConfigError],
+) -> ModelT:
+    """Validate parsed data into the policy ``model``.
+
+    Raises:
+        ConfigError: ``"{subject} must be a mapping of fields, got ..."``, or
+            ``to_error`` of the validation error (the policy's wording, naming the field).
+    """
+    if not isinstance(mapping, Mapping):
+        raise ConfigError(
+            f"{subject} must be a mapping of fields, got {type(mapping).__name__}",
+            value=mapping,
+        )
+    try:
+        return model.model_validate(dict(mapping))
+    except ValidationError as exc:
+        raise to_error(exc) from None

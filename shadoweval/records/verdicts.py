@@ -1,0 +1,220 @@
+"""The gate's records: Check, Coverage, Verdict and their parts."""
+
+from __future__ import annotations
+
+import enum
+from typing import Literal
+
+from pydantic import (
+    AwareDatetime,
+    Field,
+)
+
+from shadoweval.records.base import (
+    SCHEMA_VERSION,
+    _Record,
+    utc_now,
+)
+from shadoweval.records.enums import (
+    CheckOutcome,
+    Decision,
+)
+
+
+class Check(_Record):
+    """One gate check: one metric in one task type (or pooled).
+
+    ``estimate`` and the interval are on the metric's own scale (a difference in
+    proportions, a mean divergence, a quantile ratio); ``margin`` is the policy's
+    threshold on that scale; ``p_value`` is one-sided unless ``statistic`` says otherwise.
+    """
+
+    metric: str
+    task_type: str
+    statistic: str
+    estimate: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    margin: float | None = None
+    n: int = 0
+    p_value: float | None = None
+    outcome: CheckOutcome
+    reason: str
+    critical: bool = False
+
+
+class RouteCoverage(_Record):
+    """One route's part of a run's coverage (:attr:`Coverage.per_route`).
+
+    ``captured``: the run's exchanges on the route; ``replayed``: candidate replays sent;
+    ``skipped``: candidate outcomes deliberately not sent, with ``skip_reasons`` (reason →
+    count; a reason is the skip detail up to its first ``": "`` when that names a number,
+    e.g. ``size``); ``paired``: scored pairs. A captured route with no pair is traffic the
+    gate did not evaluate.
+    """
+
+    captured: int
+    replayed: int = 0
+    skipped: int = 0
+    paired: int = 0
+    skip_reasons: dict[str, int] = Field(default_factory=dict)
+
+
+class ReplayPace(enum.StrEnum):
+    """How a replay spaced its request starts."""
+
+    UNPACED = "unpaced"
+    """As fast as the concurrency allows."""
+    RATE = "rate"
+    """``--rate``: starts ``1 / rate`` seconds apart."""
+    CAPTURE = "capture"
+    """``--pace capture``: at the captured inter-arrival times, divided by ``--pace-speed``."""
+
+
+RATE_SHORTFALL_SHARE = 0.95
+"""A replay whose measured requests started at less than this share of the asked rate ran
+under a different load than asked: its latency checks say so."""
+MIN_RATE_STARTS = 20
+"""Fewer measured starts than this in a replay pass make no achieved rate (a resumed pass
+that sent a handful of requests says nothing about the load)."""
+
+
+class ReplayPass(_Record):
+    """One replay pass over a run's source (a capture log to its end, or one Kafka worker's
+    life): how its starts were paced, and the load the measured requests saw.
+
+    ``asked_rate_per_s``: ``--rate``, or for ``--pace capture`` the captured arrival rate
+    of the measured requests times ``pace_speed``; ``None`` unpaced. ``achieved_rate_per_s``:
+    the start rate of the measured (not warm-up, not skipped) requests, (n − 1) / (last
+    start − first start); ``None`` with fewer than 2. ``warmup_starts``: warm-up requests,
+    sent and completed before the first measured one of their target.
+    """
+
+    source: Literal["capture_log", "kafka"]
+    pace: ReplayPace = ReplayPace.UNPACED
+    pace_speed: float | None = None
+    asked_rate_per_s: float | None = None
+    achieved_rate_per_s: float | None = None
+    measured_starts: int = 0
+    warmup_starts: int = 0
+    finished_at: AwareDatetime = Field(default_factory=utc_now)
+
+    @property
+    def shortfall(self) -> bool:
+        """The measured requests started at less than :data:`RATE_SHORTFALL_SHARE` of the
+        asked rate (on at least :data:`MIN_RATE_STARTS` starts)."""
+        return (
+            self.asked_rate_per_s is not None
+            and self.asked_rate_per_s > 0
+            and self.achieved_rate_per_s is not None
+            and self.measured_starts >= MIN_RATE_STARTS
+            and self.achieved_rate_per_s < RATE_SHORTFALL_SHARE * self.asked_rate_per_s
+        )
+
+    def describe_load(self) -> str:
+        """``"13.9 req/s of 500 asked"`` (the achieved and asked start rates)."""
+        achieved = self.achieved_rate_per_s or 0.0
+        asked = self.asked_rate_per_s or 0.0
+        how = (
+            f" (--pace capture at speed {self.pace_speed:g})"
+            if self.pace is ReplayPace.CAPTURE
+            else ""
+        )
+        return f"{achieved:.3g} req/s of {asked:.4g} asked{how}"
+
+
+class Coverage(_Record):
+    """How much of the capture log the run actually compared.
+
+    ``captured`` counts every line of the run's capture log: the decoded exchanges (their
+    task types in ``per_task_type``) plus the ``rejected`` lines that could not be decoded.
+    ``share`` = ``paired`` / ``captured``: an unreadable line or a skipped replay lowers it.
+
+    ``replayed``, ``errored``, ``warmup`` and ``skipped`` count candidate outcomes.
+    ``baseline_repeat_replayed`` counts the baseline-repeat outcomes that were sent (not
+    skipped) and ``baseline_repeat_errored`` those of them with an error: a run whose
+    design includes baseline repeats (``baseline_repeat_replayed > 0``) is judged against
+    the noise floor even when every repeat failed (0 for records written before these
+    counts existed).
+
+    ``per_route``: the same counts by route (:class:`RouteCoverage`; the route without a
+    trailing slash), so traffic on a route that was captured but never replayed is named;
+    ``paired_per_task_type``: scored pairs by task type (beside ``per_task_type``, the
+    captured ones); ``replay_passes``: how each replay pass was paced and the load its
+    measured requests saw (:class:`ReplayPass`). Empty in records written before they
+    existed.
+    """
+
+    captured: int
+    replayed: int
+    paired: int
+    errored: int
+    warmup: int
+    skipped: int
+    share: float
+    per_task_type: dict[str, int] = Field(default_factory=dict)
+    rejected: int = 0
+    baseline_repeat_replayed: int = 0
+    baseline_repeat_errored: int = 0
+    per_route: dict[str, RouteCoverage] = Field(default_factory=dict)
+    paired_per_task_type: dict[str, int] = Field(default_factory=dict)
+    replay_passes: tuple[ReplayPass, ...] = ()
+
+    def unevaluated_routes(self) -> dict[str, RouteCoverage]:
+        """Routes with captured exchanges and not one scored pair, by name."""
+        return {
+            route: counts
+            for route, counts in sorted(self.per_route.items())
+            if counts.captured > 0 and counts.paired == 0
+        }
+
+    def load_shortfalls(self) -> tuple[ReplayPass, ...]:
+        """The replay passes whose measured requests started below the asked rate
+        (:attr:`ReplayPass.shortfall`), the worst (lowest achieved / asked) first."""
+        short = [p for p in self.replay_passes if p.shortfall]
+        return tuple(
+            sorted(short, key=lambda p: (p.achieved_rate_per_s or 0) / (p.asked_rate_per_s or 1))
+        )
+
+
+class LatencyCacheHits(_Record):
+    """Pairs of a verdict's look left out of the latency checks because an answer was
+    served from a cache (:attr:`PairScore.baseline_cache_hit` /
+    :attr:`PairScore.candidate_cache_hit`).
+
+    ``pairs`` counts pairs with a cache hit on either side; ``baseline`` and
+    ``candidate`` count the sides (a pair cached on both sides counts in both, once in
+    ``pairs``). Counted over all the look's pairs, before any other latency exclusion
+    (each latency check's reason says how many of its own unit's pairs it left out).
+    """
+
+    pairs: int = 0
+    baseline: int = 0
+    candidate: int = 0
+
+
+class Verdict(_Record):
+    """A gate decision with one check per task type × metric (DESIGN §4).
+
+    ``look`` is the checkpoint index of the pairs judged. Quality judgements (judge,
+    human, reference) keep arriving after a checkpoint's pairs are fixed, so a look is
+    re-evaluated when they change: ``judgements_sha256`` fingerprints the resolved
+    judgements of the look's pairs and ``judgement_look`` counts the evaluations of this
+    look with different judgements (1 for the first); the net-harm check spends its level
+    over them (:mod:`shadoweval.stats.net_harm`). 0 / ``None`` in verdicts stored before judgements
+    existed. ``latency_cache_hits`` counts the pairs left out of latency because an
+    answer came from a cache (zeros in verdicts stored before it existed).
+    """
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    run_id: str
+    decided_at: AwareDatetime = Field(default_factory=utc_now)
+    decision: Decision
+    reasons: tuple[str, ...] = ()
+    checks: tuple[Check, ...] = ()
+    coverage: Coverage
+    policy_hash: str
+    look: int = 1
+    judgement_look: int = 0
+    judgements_sha256: str | None = None
+    latency_cache_hits: LatencyCacheHits = LatencyCacheHits()

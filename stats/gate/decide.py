@@ -1,0 +1,181 @@
+"""The gate's decision on its judged checks, through the verdict engine
+(:mod:`shadoweval.stats.engine`): the gate's reason lines and its :data:`GATE_LAYOUT`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from shadoweval.records import POOLED, Check, CheckOutcome, Decision
+from shadoweval.stats.change import ChangeResult
+from shadoweval.stats.checks import HARM_METRIC_PREFIX, INFRA_FAILED, INFRA_METRIC, UNEQUAL_LOAD
+from shadoweval.stats.engine import Findings, Judged, ReasonLayout, decide, findings, open_checks
+from shadoweval.stats.gate.validity import _hours
+from shadoweval.stats.net_harm import NET_HARM_METRIC
+from shadoweval.stats.policy import GatePolicy
+
+GateJudged = Judged[Check]
+"""A decided gate check."""
+
+GATE_LAYOUT = ReasonLayout(
+    rollback_blocked=("harms", "blocked", "fails"),
+    hold_blocked=("blocked", "leading", "fails", "holds", "open", "waiting", "notes"),
+    rollback=("harms", "fails", "holds", "notes", "leading"),
+    hold=("leading", "holds", "open", "waiting", "notes"),
+    hold_leading=("leading", "holds"),
+)
+"""The gate's reasons per decision: a ROLLBACK of an invalid run names the harm, then why
+the run is invalid; a HOLD of an invalid run leads with why; a HOLD otherwise leads with
+the degenerate noise floor and the failed report-and-block checks (gate-statistics.md §2.3)."""
+
+
+def _label(task_type: str) -> str:
+    return "pooled" if task_type == POOLED else f"task type {task_type!r}"
+
+
+def _line(check: Check) -> str:
+    return f"{_label(check.task_type)}, {check.metric}: {check.reason}"
+
+
+def _infra_headline(judged: Sequence[GateJudged]) -> str:
+    where = ", ".join(_label(j.check.task_type) for j in judged if j.run_blocked)
+    return (
+        f"infrastructure: {INFRA_FAILED} (timeouts, connection errors, HTTP 408/429/5xx or "
+        f"undecodable responses: {INFRA_METRIC} FAIL in {where}); model quality could not "
+        "be judged on those pairs: HOLD, never ROLLBACK, for infrastructure errors; fix the "
+        "candidate's serving and replay again"
+    )
+
+
+def _open_lines(judged: Sequence[GateJudged]) -> list[str]:
+    """The reason lines of the open blocking checks, in the engine's ranking
+    (:func:`shadoweval.stats.engine.reason_rank`).
+
+    The harm detectors of one unit that are all open for the same want of pairs with no
+    detector firing on either side (b + c = 0) share one line, so seven detectors that
+    saw nothing do not bury the reason that decides.
+    """
+    ranked = [j.check for j in open_checks(judged)]
+    quiet: dict[tuple[str, int], list[Check]] = {}
+    for c in ranked:
+        if (
+            c.metric.startswith(HARM_METRIC_PREFIX)
+            and c.outcome == CheckOutcome.INCONCLUSIVE
+            and c.reason.startswith("too few")
+            and c.estimate == 0.0
+        ):
+            quiet.setdefault((c.task_type, c.n), []).append(c)
+    lines: list[str] = []
+    for c in ranked:
+        group = quiet.get((c.task_type, c.n))
+        if group is None or c not in group:
+            lines.append(_line(c))
+        elif c is group[0]:
+            others = ", ".join(g.metric for g in group[1:])
+            extra = (
+                f" (so are {others}: no harm detector fired on either side of these pairs)"
+                if others
+                else ""
+            )
+            lines.append(_line(c) + extra)
+    return lines
+
+
+def _notes(judged: Sequence[GateJudged], policy: GatePolicy, extra: Sequence[str]) -> list[str]:
+    """Minor task types left open, unequal latency load, and the caller's notes."""
+    minor_open = sorted(
+        {
+            j.check.task_type
+            for j in judged
+            if j.minor and j.check.outcome == CheckOutcome.INCONCLUSIVE
+        }
+    )
+    notes = [
+        f"{_label(t)} has less than min_traffic_share {100 * policy.min_traffic_share:g}% of the "
+        "pairs: reported, not blocking promotion"
+        for t in minor_open
+    ]
+    if any(UNEQUAL_LOAD in j.check.reason for j in judged):
+        notes.append(f"latency checks: {UNEQUAL_LOAD}; treat the latency comparison with care")
+    return notes + list(extra)
+
+
+def _promote_reasons(
+    judged: Sequence[GateJudged],
+    policy: GatePolicy,
+    span: float,
+    changes: ChangeResult,
+    tail: list[str],
+) -> list[str]:
+    """A PROMOTE's reasons: the blocking checks passed, what changed, the window, ``tail``."""
+    task_types = sorted({j.check.task_type for j in judged if j.blocking} - {POOLED})
+    passed = sum(1 for j in judged if j.blocking)
+    summary = (
+        f"all {passed} blocking checks passed (pooled and task types "
+        f"{', '.join(task_types) or 'none'})"
+    )
+    changed = int(np.count_nonzero(changes.changed))
+    net_blocking = any(j.blocking and j.check.metric == NET_HARM_METRIC for j in judged)
+    if changed and net_blocking:
+        summary += (
+            f"; {changed} pairs changed beyond the noise, and net harm passed in every "
+            "blocking unit"
+        )
+    elif changed:
+        summary += f"; {changed} pairs changed beyond the noise (change.mode no_change)"
+    else:
+        summary += "; no pair changed beyond the noise"
+    window_line = (
+        [
+            f"observation window: the pairs span {_hours(span)} of capture time "
+            f"(observation.min_window_hours {policy.observation.min_window_hours:g})"
+        ]
+        if policy.observation.min_window_hours > 0
+        else []
+    )
+    return [summary, *window_line, *tail]
+
+
+def _decide(
+    judged: list[GateJudged],
+    validity: list[str],
+    policy: GatePolicy,
+    *,
+    window: tuple[float, str | None],
+    changes: ChangeResult,
+    extra_notes: list[str] | None = None,
+) -> tuple[Decision, list[str], int]:
+    """The decision, its reasons, and how many leading reasons say why the run is blocked
+    (invalid run, failing infrastructure) or decided a HOLD.
+
+    The first reason says what decided the verdict: a significant harm or a FAIL for a
+    ROLLBACK; for a HOLD the validity or infrastructure problem, else the degenerate
+    noise floor, else the failed report-and-block checks, then the open blocking checks
+    (data problems, unmet margins, net harm to judge, too few pairs) and the observation
+    window; for a PROMOTE the count of passed blocking checks.
+    """
+    found = findings(judged, lambda j: _line(j.check))
+    notes = _notes(judged, policy, extra_notes or [])
+    degenerate = [changes.degenerate.describe()] if changes.degenerate is not None else []
+    span, window_problem = window
+    blocked = list(validity)
+    if found.blocked:
+        # An infrastructure failure makes the run unjudgeable, like low coverage: HOLD;
+        # only a significant critical harm on the pairs both sides answered rolls back.
+        blocked += [_infra_headline(judged), *found.blocked]
+    decided = decide(
+        Findings(
+            harms=found.harms,
+            blocked=blocked,
+            fails=found.fails,
+            holds=found.holds,
+            open=_open_lines(judged),
+            waiting=[window_problem] if window_problem is not None else [],
+            notes=notes,
+            leading=degenerate,
+        ),
+        GATE_LAYOUT,
+        promote=lambda: _promote_reasons(judged, policy, span, changes, [*notes, *degenerate]),
+    )
+    return decided.decision, decided.reasons, decided.leading

@@ -1,0 +1,353 @@
+"""The gate's validity rules (coverage, routes, policy names, task mix, duplicates) and
+the verdict's context lines."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from shadoweval.errors import ShadowEvalError
+from shadoweval.records import (
+    Coverage,
+    LatencyCacheHits,
+    RouteCoverage,
+)
+from shadoweval.stats.looks import LookLevels
+from shadoweval.stats.policy import (
+    GatePolicy,
+    policy_traffic_problems,
+)
+from shadoweval.stats.validity import coverage_by_task_type, task_mix_chi2
+
+
+def _coverage_problem(coverage: Coverage, policy: GatePolicy) -> str | None:
+    share = coverage.share
+    if share != share or share < policy.min_coverage:  # NaN or too low
+        return (
+            f"invalid run: replay coverage {share:.1%} ({coverage.paired} paired of "
+            f"{coverage.captured} captured) is below min_coverage {100 * policy.min_coverage:g}%; "
+            "promotion is blocked"
+        )
+    return None
+
+
+def _skip_reasons(counts: RouteCoverage) -> str:
+    """``reason: <detail>``, or ``reasons: <detail> (n), …`` (at most three, most frequent
+    first); ``no skip reason recorded`` when none was."""
+    reasons = list(counts.skip_reasons.items())
+    if not reasons:
+        return "no skip reason recorded"
+    if len(reasons) == 1:
+        return f"reason: {reasons[0][0]}"
+    shown = ", ".join(f"{detail} ({n})" for detail, n in reasons[:3])
+    more = f", and {len(reasons) - 3} more" if len(reasons) > 3 else ""
+    return f"reasons: {shown}{more}"
+
+
+def _route_shortfall(route: str, counts: RouteCoverage, policy: GatePolicy) -> str:
+    """What was not evaluated on one route: never replayed, replayed but not scored, or
+    replayed below ``min_coverage``."""
+    n = counts.captured
+    noun = "exchange" if n == 1 else "exchanges"
+    if counts.paired == 0 and counts.replayed == 0:
+        return f"{n} {noun} on {route} were captured but not replayed ({_skip_reasons(counts)})"
+    if counts.paired == 0:
+        return (
+            f"{n} {noun} on {route} were captured and {counts.replayed} replayed, but none "
+            "was scored (run shadow-eval compare)"
+        )
+    share = counts.paired / n
+    skipped = f"; {counts.skipped} skipped, {_skip_reasons(counts)}" if counts.skipped else ""
+    return (
+        f"route {route} has replay coverage {share:.1%} ({counts.paired} paired of {n} "
+        f"captured{skipped}), below min_coverage {100 * policy.min_coverage:g}%"
+    )
+
+
+def _route_problems(coverage: Coverage, policy: GatePolicy) -> tuple[list[str], list[str]]:
+    """Routes whose captured traffic was not evaluated (paired / captured below
+    ``min_coverage``; a route with no pair at all is the plain case): HOLD reasons for
+    required routes, notes for those the policy exempts (``routes.<route>.required``)."""
+    blocking: list[str] = []
+    notes: list[str] = []
+    for route, counts in sorted(coverage.per_route.items()):
+        if counts.captured == 0 or counts.paired / counts.captured >= policy.min_coverage:
+            continue
+        what = _route_shortfall(route, counts, policy)
+        if policy.route_required(route):
+            blocking.append(
+                f"{what}; unevaluated traffic is not a pass: promotion is blocked until the "
+                f"route is replayed, or exempted in the policy (routes: {{{route}: "
+                "{required: false}})"
+            )
+        else:
+            notes.append(
+                f"{what}; exempt by the policy (routes.{route}.required false): reported, "
+                "not blocking; those exchanges still count in the coverage"
+            )
+    return blocking, notes
+
+
+def _policy_problems(
+    policy: GatePolicy, coverage: Coverage, pairs: pd.DataFrame
+) -> tuple[list[str], list[str]]:
+    """Policy keys that match no traffic (:func:`shadoweval.stats.policy.policy_traffic_problems`):
+    a task type is a HOLD reason (its thresholds apply to nothing, so a typo would change
+    the verdict silently); a route listed as required a HOLD reason too (nothing on it
+    was evaluated); a route listed with ``required: false`` a note (an unmatched
+    exemption exempts nothing)."""
+    seen = {t for t, n in coverage.per_task_type.items() if n > 0}
+    if len(pairs):
+        seen |= set(pairs["task_type"].astype(str).unique())
+    routes = set(coverage.per_route) if coverage.per_route else None
+    blocking: list[str] = []
+    notes: list[str] = []
+    for problem in policy_traffic_problems(policy, task_types=seen, routes=routes):
+        if problem.field.startswith("task_types."):
+            blocking.append(
+                f"policy: {problem.describe()}: its thresholds apply to no pair, so the "
+                "verdict would not be the one the policy asks for; promotion is blocked "
+                "(correct the name: a corrected policy is a new run)"
+            )
+        elif policy.route_required(problem.name):
+            # Listed as required: the operator expects traffic there, and none came (a
+            # typo, or traffic that goes elsewhere) — nothing on it was evaluated.
+            blocking.append(
+                f"policy: {problem.describe()}: the policy requires this route to be "
+                "evaluated and no exchange on it was captured; promotion is blocked "
+                "(correct the route, or list it with required: false)"
+            )
+        else:
+            notes.append(f"policy: {problem.describe()}: the entry has no effect")
+    return blocking, notes
+
+
+def _script_notes(pairs: pd.DataFrame) -> list[str]:
+    """A note when some pairs have an answer in a script the embedding model is not
+    declared to cover (``uncovered_scripts``): their similarity may not measure change
+    (an English-only model such as the default all-MiniLM-L6-v2 maps most Chinese text
+    close together), so the similarity checks say less about those pairs. A warning,
+    not a HOLD: the direction checks (harms, judged and labelled pairs) still apply."""
+    if "uncovered_scripts" not in pairs.columns or not len(pairs):
+        return []
+    marked = pairs["uncovered_scripts"].fillna("").astype(str)
+    affected = int((marked != "").sum())
+    if not affected:
+        return []
+    per_script: dict[str, int] = {}
+    for value in marked[marked != ""]:
+        for script in value.split(","):
+            per_script[script] = per_script.get(script, 0) + 1
+    shown = ", ".join(
+        f"{script} {n}" for script, n in sorted(per_script.items(), key=lambda i: (-i[1], i[0]))
+    )
+    share = 100.0 * affected / len(pairs)
+    return [
+        f"similarity: {affected} of {len(pairs)} pairs ({share:.1f}%) have an answer in a "
+        f"script the embedding model is not declared to cover ({shown}; "
+        "compare.model_scripts): their similarity may not measure how much changed; score "
+        "with a model that covers them (compare.model_path) or read the direction checks"
+    ]
+
+
+def _load_note(coverage: Coverage) -> str:
+    """The words every latency reason gets when a replay pass started its measured
+    requests below :data:`~shadoweval.records.RATE_SHORTFALL_SHARE` of the asked rate
+    (the worst pass); empty otherwise."""
+    short = coverage.load_shortfalls()
+    if not short:
+        return ""
+    more = (
+        f" (and {len(short) - 1} more replay pass(es) below the asked rate)"
+        if len(short) > 1
+        else ""
+    )
+    return (
+        f"measured under a different load than asked: measured at {short[0].describe_load()}{more}"
+    )
+
+
+def _coverage_line(coverage: Coverage, paired: Mapping[str, int]) -> str:
+    """``coverage: 200 of 215 captured exchanges paired (93.0%); by route: …; by task
+    type: …`` — every verdict says what it evaluated, per route and per task type."""
+    line = (
+        f"coverage: {coverage.paired} of {coverage.captured} captured exchanges paired "
+        f"({coverage.share:.1%})"
+    )
+    if coverage.per_route:
+        parts = []
+        for route, counts in sorted(coverage.per_route.items()):
+            part = f"{route} {counts.paired} of {counts.captured}"
+            if counts.skipped:
+                part += f" ({counts.skipped} skipped)"
+            parts.append(part)
+        line += "; by route: " + ", ".join(parts)
+    captured = {t: n for t, n in coverage.per_task_type.items() if n > 0}
+    if captured:
+        line += "; by task type: " + ", ".join(
+            f"{t} {paired.get(t, 0)} of {n}" for t, n in sorted(captured.items())
+        )
+    if coverage.rejected:
+        line += f"; {coverage.rejected} unreadable capture lines"
+    return line
+
+
+def unevaluated_reasons(pairs: pd.DataFrame, policy: GatePolicy, coverage: Coverage) -> list[str]:
+    """What a verdict without checks (no data, or before the first checkpoint) still says:
+    routes not evaluated, policy names that match no traffic (blocking ones first, then
+    notes), and the coverage by route and by task type."""
+    route_blocking, route_notes = _route_problems(coverage, policy)
+    policy_blocking, policy_notes = _policy_problems(policy, coverage, pairs)
+    paired: Mapping[str, int] = coverage.paired_per_task_type
+    if len(pairs):
+        paired = {str(t): int(c) for t, c in pairs["task_type"].astype(str).value_counts().items()}
+    return [
+        *route_blocking,
+        *policy_blocking,
+        *route_notes,
+        *policy_notes,
+        _coverage_line(coverage, paired),
+    ]
+
+
+def _task_type_problems(
+    paired: Mapping[str, int], coverage: Coverage, policy: GatePolicy, levels: LookLevels
+) -> list[str]:
+    """Per-task-type coverage and the task-mix χ² test against the capture log."""
+    captured = {t: n for t, n in coverage.per_task_type.items() if n > 0}
+    if not captured:
+        return []
+    problems: list[str] = []
+    try:
+        low = coverage_by_task_type(paired, captured, policy.min_coverage)
+        mix = task_mix_chi2(paired, captured, alpha=levels.alpha_mix_k)
+    except ShadowEvalError as exc:
+        return [
+            f"invalid run: the pairs do not match the capture log ({exc}); promotion is blocked"
+        ]
+    for task_type, share in low:
+        problems.append(
+            f"invalid run: task type {task_type!r} has replay coverage {share:.1%} "
+            f"({paired.get(task_type, 0)} paired of {captured[task_type]} captured), below "
+            f"min_coverage {100 * policy.min_coverage:g}%; promotion is blocked"
+        )
+    if not mix.ok:
+        least = min(captured, key=lambda t: (paired.get(t, 0) / captured[t], t))
+        problems.append(
+            f"invalid run: the replayed task mix differs from the capture log's (chi-square "
+            f"{mix.statistic:.1f}, {mix.dof} dof, p {mix.p_value:.2g} < alpha_k "
+            f"{levels.alpha_mix_k:.3g} at look {levels.look}; largest deviation: task type "
+            f"{mix.worst_task_type!r}; least replayed: task type {least!r}, "
+            f"{paired.get(least, 0) / captured[least]:.1%} of its captures); promotion is "
+            "blocked"
+        )
+    return problems
+
+
+def _duplicates_problem(pairs: pd.DataFrame) -> str | None:
+    duplicated = int(pairs["exchange_id"].duplicated().sum())
+    if duplicated:
+        return f"invalid data: {duplicated} exchanges appear more than once in the pairs"
+    return None
+
+
+def latency_cache_hits(pairs: pd.DataFrame) -> LatencyCacheHits:
+    """How many of ``pairs`` had an answer served from a cache (columns
+    ``baseline_cache_hit`` / ``candidate_cache_hit``; a missing flag reads as false):
+    pairs with either side cached, and the cached sides. Such pairs are left out of every
+    latency check (:mod:`shadoweval.stats.checks.latency`)."""
+    if len(pairs) == 0:
+        return LatencyCacheHits()
+    base = pairs["baseline_cache_hit"].fillna(False).astype(bool).to_numpy()
+    cand = pairs["candidate_cache_hit"].fillna(False).astype(bool).to_numpy()
+    return LatencyCacheHits(
+        pairs=int(np.count_nonzero(base | cand)),
+        baseline=int(np.count_nonzero(base)),
+        candidate=int(np.count_nonzero(cand)),
+    )
+
+
+def _trailer(levels: LookLevels, n: int, coverage: Coverage, cache_hits: LatencyCacheHits) -> str:
+    means = (
+        f"mean-type metrics by {100 * (1 - 2 * levels.alpha):g}% confidence sequences "
+        f"(N* {levels.n_star})"
+        if levels.mean_method == "cs"
+        else "mean-type metrics at alpha_k (spending over the capped schedule)"
+    )
+    repeats = (
+        f"; baseline repeats: {coverage.baseline_repeat_replayed} sent, "
+        f"{coverage.baseline_repeat_errored} failed"
+        if coverage.baseline_repeat_replayed
+        else ""
+    )
+    return (
+        f"sequential: look {levels.look} on the first {n} pairs by capture time "
+        f"(checkpoint {levels.n_k}); quantile ratios and Tango at alpha_k "
+        f"{levels.alpha_k:.3g}, harm family at alpha_RB_k {levels.alpha_harm_k:.3g}, {means}; "
+        f"counted, not dropped: {coverage.errored} errored and {coverage.warmup} warm-up "
+        f"replays, {coverage.skipped} skipped{_skipped_by_route(coverage)}, "
+        f"{coverage.rejected} unreadable capture lines"
+        f"{repeats}{_cache_hit_note(cache_hits)}"
+    )
+
+
+def _skipped_by_route(coverage: Coverage) -> str:
+    """`` (/v1/responses 15, /v1/chat/completions 1)``: where the skipped replays were."""
+    routes = [(r, c.skipped) for r, c in sorted(coverage.per_route.items()) if c.skipped]
+    if not coverage.skipped or not routes:
+        return ""
+    return " (" + ", ".join(f"{route} {n}" for route, n in routes) + ")"
+
+
+def _cache_hit_note(cache_hits: LatencyCacheHits) -> str:
+    """The trailer's words on pairs left out of latency because a cache served them."""
+    if not cache_hits.pairs:
+        return ""
+    return (
+        f"; {cache_hits.pairs} pairs left out of latency because an answer was served from a "
+        f"cache ({cache_hits.baseline} baseline, {cache_hits.candidate} candidate; quality "
+        "checks still use them)"
+    )
+
+
+def judgements_sha256(pairs: pd.DataFrame) -> str:
+    """SHA-256 of the pairs' resolved judgements: ``exchange_id``, ``quality`` and
+    ``quality_source`` of every judged row (``quality`` not NaN), in exchange-id order.
+
+    Two evaluations of one look read the same judgements exactly when their fingerprints
+    agree (:func:`shadoweval.stats.checkpoints.evaluate_poll` re-evaluates a look otherwise). The
+    pairs table must have those three columns.
+    """
+    judged = pairs.loc[pairs["quality"].notna(), ["exchange_id", "quality", "quality_source"]]
+    judged = judged.sort_values("exchange_id", kind="mergesort")
+    digest = hashlib.sha256()
+    for exchange_id, quality, source in judged.itertuples(index=False, name=None):
+        digest.update(f"{exchange_id}\t{float(quality):+.0f}\t{source}\n".encode())
+    return digest.hexdigest()
+
+
+def _hours(hours: float) -> str:
+    return f"{hours:.1f} h"
+
+
+def _window_problem(pairs: pd.DataFrame, policy: GatePolicy) -> tuple[float, str | None]:
+    """The capture-time span of the judged pairs (hours) and, when it is shorter than
+    ``observation.min_window_hours``, the HOLD reason that says so."""
+    need = policy.observation.min_window_hours
+    captured = pd.to_datetime(pairs["captured_at"], utc=True).dropna()
+    span = (captured.max() - captured.min()).total_seconds() / 3600.0 if len(captured) else 0.0
+    if need <= 0 or span >= need:
+        return span, None
+    cycles = need / 24.0
+    cycle = ""
+    if cycles == 1:
+        cycle = " (a full daily cycle)"
+    elif cycles.is_integer():
+        cycle = f" ({cycles:g} full daily cycles)"
+    return span, (
+        f"observation window: the pairs span {_hours(span)} of capture time; the policy asks "
+        f"for {need:g} h{cycle} before a promote (observation.min_window_hours)"
+    )
