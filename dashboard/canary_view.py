@@ -2,24 +2,23 @@
 with its checks, and the audit trail.
 
 The share timeline is :func:`shadoweval.application.canary.share_timeline`'s (built from the steps'
-windows); the step verdict is the JSON the controller stores on each step
-(``last_verdict``: ``decision``, ``reasons``, ``checks`` — each check a dict with
-``name``, ``role``, ``status``, ``estimate``, ``low``, ``high``, ``threshold``,
-``detail``).
+windows); the step verdict is the typed :class:`shadoweval.records.StepVerdict` storage reads
+back on each step (``last_verdict``: ``decision``, ``reasons``, ``checks`` — each check with
+``name``, ``role``, ``status``, ``estimate``, ``low``, ``high``, ``threshold``, ``detail``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 
 import altair as alt
 import orjson
 import pandas as pd
-from pydantic import JsonValue
 
 from shadoweval.application.canary import CanaryView, SharePoint
 from shadoweval.dashboard.check_cells import check_rows_table
+from shadoweval.records import StepVerdict
 from shadoweval.storage import CanaryInfo, PolicyAuditEntry
 
 __all__ = [
@@ -132,37 +131,28 @@ def share_chart(frame: pd.DataFrame) -> alt.Chart:
     return chart
 
 
-def _number(value: JsonValue) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
-def check_table(verdict: Mapping[str, JsonValue]) -> pd.DataFrame:
-    """The checks of one stored step verdict, in the verdict's order, through the one checks
-    table (:func:`shadoweval.dashboard.check_cells.check_rows_table`): a missing field is
-    empty; numbers stay numbers, anything else is shown as text."""
-    raw = verdict.get("checks")
-    checks = raw if isinstance(raw, list) else []
-    rows = []
-    for check in checks:
-        if not isinstance(check, dict):
-            continue
-        row: dict[str, object] = {}
-        for column in CHECK_COLUMNS:
-            value = check.get(column)
-            if column in _NUMERIC_COLUMNS:
-                row[column] = _number(value) if value is not None else None
-            else:
-                row[column] = "" if value is None else str(value)
-        rows.append(row)
+def check_table(verdict: StepVerdict) -> pd.DataFrame:
+    """The checks of one step verdict, in the verdict's order, through the one checks table
+    (:func:`shadoweval.dashboard.check_cells.check_rows_table`)."""
+    rows = [
+        {
+            "name": c.name,
+            "role": c.role.value,
+            "status": c.status,
+            "estimate": c.estimate,
+            "low": c.low,
+            "high": c.high,
+            "threshold": c.threshold,
+            "detail": c.detail,
+        }
+        for c in verdict.checks
+    ]
     return check_rows_table(rows, CHECK_COLUMNS, numeric=_NUMERIC_COLUMNS)
 
 
-def verdict_reasons(verdict: Mapping[str, JsonValue]) -> list[str]:
-    """The reasons of one stored step verdict, as text."""
-    raw = verdict.get("reasons")
-    return [str(r) for r in raw] if isinstance(raw, list) else []
+def verdict_reasons(verdict: StepVerdict) -> list[str]:
+    """The reasons of one step verdict, as text."""
+    return list(verdict.reasons)
 
 
 def audit_table(entries: Sequence[PolicyAuditEntry]) -> pd.DataFrame:

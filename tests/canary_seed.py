@@ -13,6 +13,7 @@ from typing import Any
 from shadoweval.application.canary import start_canary
 from shadoweval.capture.canary_split import Split, write_split
 from shadoweval.capture.envoy_config import CanarySpec, EnvoyConfigSpec
+from shadoweval.records import StepVerdict
 from shadoweval.stats.canary.policy import load_canary_policy
 from shadoweval.storage import AuditNote, CanaryInfo, CanaryState, PolicyAuditAction, Repository
 from tests.storage.factories import BASELINE, CANDIDATE, T0
@@ -29,20 +30,30 @@ VERDICT: dict[str, Any] = {
             "low": -0.01,
             "high": 0.012,
             "threshold": 0.02,
+            "level": 0.01,
             "detail": "e-value 0.8 below 20",
         },
         {
             "name": "e2e_ms_p95_ratio",
             "role": "promote",
-            "status": "inconclusive",
+            "status": "not_enough_data",
             "estimate": 1.04,
             "low": 0.97,
             "high": 1.12,
             "threshold": 1.1,
+            "level": 0.025,
             "detail": "interval crosses the margin",
         },
     ],
+    "error_breach_since": None,
+    "n_baseline": 360,
+    "n_candidate": 40,
+    "sessions_baseline": 300,
+    "sessions_candidate": 35,
+    "look": 0,
+    "rollback_look": 1,
 }
+"""A step verdict in the form the controller stores (:meth:`StepVerdict.to_json`)."""
 
 
 def split_spec(split_dir: Path) -> EnvoyConfigSpec:
@@ -76,7 +87,7 @@ def two_step_canary(repo: Repository, spec: EnvoyConfigSpec, run_id: str) -> Can
         canary.canary_id,
         step_index=0,
         decision="hold",
-        verdict=VERDICT,
+        verdict=StepVerdict.from_json(VERDICT),
         error_breach_since=None,
     )
     assert spec.canary is not None

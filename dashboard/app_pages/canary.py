@@ -82,8 +82,9 @@ judged = [s for s in view.steps if s.last_verdict is not None]
 if not judged:
     st.info("No step verdict yet: the controller has not evaluated a step of this canary.")
 for s in reversed(judged):
-    verdict = s.last_verdict or {}
-    decision = str(verdict.get("decision", s.last_decision or ""))
+    verdict = s.last_verdict
+    assert verdict is not None
+    decision = verdict.decision.value
     with st.expander(
         f"Step {s.step_index} · share {s.share:.1%} · {decision}", expanded=s is judged[-1]
     ):

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import enum
 import math
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import AwareDatetime, JsonValue
 
@@ -131,6 +132,27 @@ class StepCheck(Check):
         """One human sentence with the numbers."""
         return self.reason
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StepCheck:
+        """The check of its stored JSON form (:meth:`to_json`). The statistic's name is not
+        stored: it reads back empty.
+
+        Raises:
+            pydantic.ValidationError: a field is missing or of the wrong type, naming it.
+            KeyError: ``status`` is none of ``pass``, ``fail``, ``breach``,
+                ``not_enough_data``.
+        """
+        return cls.of(
+            str(data["name"]),
+            str(data["role"]),
+            data["status"],
+            (data.get("estimate"), data.get("low"), data.get("high")),
+            data.get("threshold"),
+            data.get("level"),
+            str(data.get("detail", "")),
+            statistic=str(data.get("statistic", "")),
+        )
+
     def to_json(self) -> dict[str, JsonValue]:
         """The stored JSON form (NaN/inf → ``None``)."""
         return {
@@ -179,6 +201,23 @@ class StepVerdict(_Record):
         """This verdict with the decision and reasons the controller acted on (a split
         changed by hand turns PROMOTE into HOLD and adds its reason)."""
         return self.model_copy(update={"decision": decision, "reasons": reasons})
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StepVerdict:
+        """The verdict of its stored JSON form (:meth:`to_json`): what storage reads back
+        from ``canary_step.last_verdict``, so every face gets it typed.
+
+        Raises:
+            pydantic.ValidationError: a field is missing or of the wrong type, naming it.
+            KeyError: a check's ``status`` is unknown.
+        """
+        checks = data.get("checks") or []
+        return cls.model_validate(
+            {
+                **{k: v for k, v in data.items() if k != "checks"},
+                "checks": tuple(StepCheck.from_json(c) for c in checks),
+            }
+        )
 
     def to_json(self) -> dict[str, JsonValue]:
         """The stored JSON form (no NaN; datetimes as ISO 8601 strings)."""

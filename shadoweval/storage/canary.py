@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from pydantic import JsonValue
 from sqlalchemy import func, select
@@ -223,15 +222,15 @@ class CanaryStore:
         *,
         step_index: int,
         decision: str,
-        verdict: StepVerdict | Mapping[str, Any],
+        verdict: StepVerdict,
         error_breach_since: datetime | None,
         note: AuditNote | None = None,
         evaluated_at: datetime | None = None,
     ) -> CanaryStepInfo:
         """Store the latest verdict of the canary's current step (and its audit row, if any).
 
-        ``verdict`` is stored as its JSON form (:meth:`~shadoweval.records.StepVerdict.to_json`
-        for a typed verdict; a mapping as given).
+        ``verdict`` is stored as its JSON form (:meth:`~shadoweval.records.StepVerdict.to_json`)
+        and read back typed (:attr:`CanaryStepInfo.last_verdict`).
 
         Raises:
             StorageError: unknown canary, not running, or no longer at ``step_index``.
@@ -246,9 +245,7 @@ class CanaryStore:
             ).one()
             step.evaluations += 1
             step.last_decision = decision
-            step.last_verdict = (
-                verdict.to_json() if isinstance(verdict, StepVerdict) else dict(verdict)
-            )
+            step.last_verdict = verdict.to_json()
             step.last_evaluated_at = at
             canary.error_breach_since = error_breach_since
             canary.updated_at = at

@@ -18,6 +18,7 @@ from shadoweval.records import (
     PairJudgement,
     PairScore,
     ReplayOutcome,
+    StepVerdict,
 )
 from shadoweval.storage.models import (
     CanaryObservationRow,
@@ -222,7 +223,9 @@ def canary_step_info(row: CanaryStepRow) -> CanaryStepInfo:
         outcome=row.outcome,
         evaluations=row.evaluations,
         last_decision=row.last_decision,
-        last_verdict=None if row.last_verdict is None else dict(row.last_verdict),
+        last_verdict=(
+            None if row.last_verdict is None else StepVerdict.from_json(row.last_verdict)
+        ),
         last_evaluated_at=row.last_evaluated_at,
     )
 

@@ -19,7 +19,14 @@ from datetime import datetime
 from pydantic import JsonValue
 
 from shadoweval.errors import RecordDecodeError
-from shadoweval.records import Decision, JudgeIdentity, ModelIdentity, Verdict, utc_now
+from shadoweval.records import (
+    Decision,
+    JudgeIdentity,
+    ModelIdentity,
+    StepVerdict,
+    Verdict,
+    utc_now,
+)
 
 
 class RunStatus(enum.StrEnum):
@@ -288,7 +295,8 @@ class CanaryStepInfo:
     """One step of a canary (a row of ``canary_step``).
 
     ``outcome``: ``None`` while it runs, else ``promoted``, ``completed`` or
-    ``rolled_back``; ``last_verdict`` the JSON of the latest step verdict.
+    ``rolled_back``; ``last_verdict`` the latest step verdict (read back typed from the JSON
+    the controller stored, :meth:`shadoweval.records.StepVerdict.from_json`).
     """
 
     canary_id: str
@@ -299,7 +307,7 @@ class CanaryStepInfo:
     outcome: str | None
     evaluations: int
     last_decision: str | None
-    last_verdict: dict[str, JsonValue] | None
+    last_verdict: StepVerdict | None
     last_evaluated_at: datetime | None
 
 

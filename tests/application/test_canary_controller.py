@@ -116,7 +116,7 @@ def test_a_passing_step_advances_the_split_first_and_audits_the_move(
         (1.0, None, None),
     ]
     assert view.steps[0].last_verdict is not None
-    assert view.steps[0].last_verdict["decision"] == "promote"
+    assert view.steps[0].last_verdict.decision == "promote"
     moved = view.audit[-1]
     assert moved.action is PolicyAuditAction.CANARY_ADVANCED
     assert (moved.detail["step"], moved.detail["to_step"], moved.detail["share"]) == (0, 1, 1.0)
@@ -183,7 +183,7 @@ def test_a_split_changed_by_hand_blocks_promotion(
     assert any("changed the split's share by hand" in r for r in report.reasons)
     stored = canary_view(repo, canary_id).steps[0].last_verdict
     assert stored is not None
-    assert stored["reasons"] == list(report.reasons)
+    assert list(stored.reasons) == list(report.reasons)
     assert read_split(spec.canary.split_dir).revision == 7  # type: ignore[union-attr]
 
 

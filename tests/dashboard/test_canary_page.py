@@ -74,7 +74,7 @@ def test_the_page_shows_state_steps_verdict_checks_and_audit(
         assert "run `run-1`" in texts
         checks = frame_with(app, "threshold")
         assert list(checks["name"]) == [c["name"] for c in VERDICT["checks"]]
-        assert list(checks["status"]) == ["pass", "inconclusive"]
+        assert list(checks["status"]) == ["pass", "not_enough_data"]
         assert list(checks["role"]) == ["rollback", "promote"]
         assert list(checks["estimate"]) == [0.004, 1.04]
         assert list(checks["high"]) == [0.012, 1.12]

@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 
 from shadoweval.errors import StorageError
+from shadoweval.records import Decision, StepVerdict
 from shadoweval.storage import (
     AuditNote,
     CanaryObservation,
@@ -67,6 +68,21 @@ def _obs(exchange_id: str, arm: str = "candidate") -> CanaryObservation:
     )
 
 
+def _verdict(decision: str) -> StepVerdict:
+    """A step verdict with no check, as the controller would store it."""
+    return StepVerdict(
+        decision=Decision(decision),
+        reasons=(),
+        checks=(),
+        error_breach_since=None,
+        n_baseline=0,
+        n_candidate=0,
+        sessions_baseline=0,
+        sessions_candidate=0,
+        look=0,
+    )
+
+
 def test_start_advance_rollback_are_audited_under_the_run(repo: Repository) -> None:
     _start(repo, run_id=_run(repo))
     with pytest.raises(StorageError, match="already has a running canary 'c-1'"):
@@ -75,7 +91,7 @@ def test_start_advance_rollback_are_audited_under_the_run(repo: Repository) -> N
         "c-1",
         step_index=0,
         decision="PROMOTE",
-        verdict={"decision": "PROMOTE"},
+        verdict=_verdict("promote"),
         error_breach_since=None,
     )
     moved = repo.move_canary(
@@ -133,7 +149,7 @@ def test_start_advance_rollback_are_audited_under_the_run(repo: Repository) -> N
     assert started.policy_hash == "sha256:canary"
     with pytest.raises(StorageError, match="is rolled_back; it can no longer change"):
         repo.record_canary_evaluation(
-            "c-1", step_index=1, decision="HOLD", verdict={}, error_breach_since=None
+            "c-1", step_index=1, decision="HOLD", verdict=_verdict("hold"), error_breach_since=None
         )
 
 

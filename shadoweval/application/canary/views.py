@@ -112,7 +112,7 @@ def view_json(view: CanaryView) -> dict[str, JsonValue]:
                 "outcome": s.outcome,
                 "evaluations": s.evaluations,
                 "last_decision": s.last_decision,
-                "last_verdict": None if s.last_verdict is None else dict(s.last_verdict),
+                "last_verdict": None if s.last_verdict is None else s.last_verdict.to_json(),
                 "last_evaluated_at": None
                 if s.last_evaluated_at is None
                 else s.last_evaluated_at.isoformat(),
