@@ -15,32 +15,28 @@ summarizes them for the report (:func:`shadoweval.application.judging.summarize_
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pandas as pd
 
 from shadoweval.application.judging import JudgementSummary, summarize_judgements
+from shadoweval.application.run_policy import load_gate_policy, run_policy_warnings
 from shadoweval.records import Coverage, Decision, Verdict
 from shadoweval.stats.checkpoints import evaluate_poll
 from shadoweval.stats.frame import pairs_frame
 from shadoweval.stats.judgements import resolve_judgements
-from shadoweval.stats.policy import (
-    DEFAULT_POLICY_FILE,
-    GatePolicy,
-    load_policy,
-    parse_policy_yaml,
-    policy_hash,
-    policy_to_yaml,
-    policy_traffic_problems,
-)
+from shadoweval.stats.policy import GatePolicy, parse_policy_yaml, policy_traffic_problems
 from shadoweval.stats.summary import task_type_summary
 from shadoweval.storage import Repository, RunInfo, RunStatus
 
-
-def load_gate_policy(path: Path | None) -> tuple[GatePolicy, str, str]:
-    """Return (policy, its YAML text, its hash); the default policy when ``path`` is None."""
-    policy = load_policy(path if path is not None else DEFAULT_POLICY_FILE)
-    return policy, policy_to_yaml(policy), policy_hash(policy)
+# load_gate_policy and run_policy_warnings are run_policy's (the replay needs them without the
+# gate's statistics), re-exported here for the faces that gate.
+__all__ = [
+    "GateResult",
+    "gate_run",
+    "load_gate_policy",
+    "policy_warnings",
+    "run_policy_warnings",
+]
 
 
 @dataclass(slots=True)
@@ -77,13 +73,6 @@ def policy_warnings(policy: GatePolicy, coverage: Coverage, pairs: pd.DataFrame)
     routes = set(coverage.per_route) if coverage.per_route else None
     problems = policy_traffic_problems(policy, task_types=seen, routes=routes)
     return tuple(f"policy {problem.describe()}" for problem in problems)
-
-
-def run_policy_warnings(repo: Repository, run: RunInfo) -> tuple[str, ...]:
-    """:func:`policy_warnings` of ``run`` under its frozen policy, from its stored traffic
-    (captured task types and routes; no pairs needed: a replay can warn before scoring)."""
-    policy = parse_policy_yaml(run.policy_yaml)
-    return policy_warnings(policy, repo.coverage_counts(run.run_id), pd.DataFrame())
 
 
 def gate_run(repo: Repository, run: RunInfo, *, command: str) -> GateResult:

@@ -16,8 +16,6 @@ YAML 1.2 floats) and the error wording from :mod:`shadoweval.stats.policy.yaml_l
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -27,6 +25,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
 
 from shadoweval.errors import ConfigError
+from shadoweval.stats.policy.canonical import canonical_sha256
 from shadoweval.stats.policy.schema import Count, Number
 from shadoweval.stats.policy.yaml_loading import (
     describe_error,
@@ -329,14 +328,7 @@ def canary_policy_hash(policy: CanaryPolicy) -> str:
     """sha256 hex digest of the policy's canonical JSON (keys sorted, no whitespace,
     ASCII, defaults filled in), so comments, key order and omitted defaults do not
     change it."""
-    text = json.dumps(
-        policy.model_dump(mode="json"),
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=True,
-        allow_nan=False,
-    )
-    return hashlib.sha256(text.encode("ascii")).hexdigest()
+    return canonical_sha256(policy.model_dump(mode="json"))
 
 
 def canary_policy_to_yaml(policy: CanaryPolicy) -> str:

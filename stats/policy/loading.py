@@ -14,8 +14,6 @@ The strict YAML reading and the error wording are shared with the canary policy
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from shadoweval.errors import ConfigError
+from shadoweval.stats.policy.canonical import canonical_sha256
 from shadoweval.stats.policy.schema import GatePolicy, RoutePolicy, TaskTypePolicy
 from shadoweval.stats.policy.yaml_loading import (
     describe_error,
@@ -136,14 +135,7 @@ def policy_hash(policy: GatePolicy) -> str:
     per-task-type overrides resolved, so key order, comments and omitted defaults in
     the YAML file do not change the hash.
     """
-    text = json.dumps(
-        _canonical(policy),
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=True,
-        allow_nan=False,
-    )
-    return hashlib.sha256(text.encode("ascii")).hexdigest()
+    return canonical_sha256(_canonical(policy))
 
 
 def policy_to_yaml(policy: GatePolicy) -> str:

@@ -280,16 +280,5 @@ def effective(policy: GatePolicy, task_type: str) -> TaskTypePolicy:
     if task_type != POOLED and task_type in policy.task_types:
         return policy.task_types[task_type]
     min_pairs = policy.min_pairs_pooled if task_type == POOLED else policy.min_pairs_per_task_type
-    return TaskTypePolicy(
-        min_pairs=min_pairs,
-        error_rate=policy.error_rate,
-        infra_error_rate=policy.infra_error_rate,
-        format_parse=policy.format_parse,
-        similarity=policy.similarity,
-        latency=policy.latency,
-        output_tokens=policy.output_tokens,
-        change=policy.change,
-        harm=policy.harm,
-        tool_calls=policy.tool_calls,
-        net_harm=policy.net_harm,
-    )
+    blocks = {block: getattr(policy, block) for block in _METRIC_BLOCKS}
+    return TaskTypePolicy(min_pairs=min_pairs, **blocks)
