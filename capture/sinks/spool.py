@@ -64,7 +64,6 @@ import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from types import TracebackType
 from typing import IO
 
 import orjson
@@ -84,6 +83,7 @@ from shadoweval.capture.sinks.spool_format import encode_frame as encode_frame
 from shadoweval.capture.sinks.spool_format import frame_size as frame_size
 from shadoweval.disk import Opener, open_binary
 from shadoweval.errors import ShadowEvalError
+from shadoweval.lifecycle import Closing
 from shadoweval.log_limits import RateLimitedLog
 
 logger = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ class SpoolError(ShadowEvalError):
     """The spool directory cannot be used: locked by another process, or an I/O error."""
 
 
-class DiskSpool:
+class DiskSpool(Closing):
     """A bounded on-disk FIFO of ``(key, value)`` byte records (see the module docstring).
 
     Args:
@@ -578,14 +578,3 @@ class DiskSpool:
         with contextlib.suppress(OSError):
             fcntl.flock(self._lock_fh.fileno(), fcntl.LOCK_UN)
         self._lock_fh.close()
-
-    def __enter__(self) -> DiskSpool:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
