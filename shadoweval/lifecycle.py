@@ -127,32 +127,6 @@ class AsyncLifecycle(Lifecycle):
         await self.stop()
 
 
-class SyncLifecycle(Lifecycle):
-    """:class:`Lifecycle` plus ``with`` for objects with synchronous ``start()``/``stop()``:
-    entering starts the object and returns it, leaving stops it (whether the block raised or
-    not; an exception propagates)."""
-
-    def start(self) -> object:
-        """Acquire what the object holds (see the subclass)."""
-        raise NotImplementedError
-
-    def stop(self) -> None:
-        """Release what the object holds (see the subclass)."""
-        raise NotImplementedError
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-
 class Closing:
     """Mixin for an object that is usable once constructed and released by ``close()``:
     ``with obj`` returns the object itself and calls ``close()`` on exit (whether the block
@@ -172,3 +146,25 @@ class Closing:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class SyncLifecycle(Lifecycle, Closing):
+    """:class:`Lifecycle` plus ``with`` for objects with synchronous ``start()``/``stop()``:
+    entering starts the object and returns it, leaving stops it (:class:`Closing`: whether
+    the block raised or not; an exception propagates)."""
+
+    def start(self) -> object:
+        """Acquire what the object holds (see the subclass)."""
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """Release what the object holds (see the subclass)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """:meth:`stop` (what leaving ``with obj`` calls)."""
+        self.stop()
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
