@@ -157,7 +157,7 @@ class MetricDeclaration(Generic[MetricT]):
         labels: tuple[str, ...],
         **options: Any,
     ) -> None:
-        self.kind = kind
+        self.kind: type[MetricT] = kind
         self.name = name
         self.documentation = documentation
         self.labels = labels
@@ -169,9 +169,10 @@ class MetricDeclaration(Generic[MetricT]):
         Raises:
             ValueError: ``registry`` holds a metric of the same name already.
         """
-        return self.kind(
+        metric: MetricT = self.kind(
             self.name, self.documentation, self.labels, registry=registry, **self.options
         )
+        return metric
 
     @overload
     def __get__(self, instance: None, owner: type[Any]) -> MetricDeclaration[MetricT]: ...

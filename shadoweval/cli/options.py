@@ -1,11 +1,18 @@
-"""Options shared by several commands, declared once."""
+"""Options shared by several commands, declared once; options several commands take
+together are option groups (:mod:`shadoweval.cli.option_groups`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+from shadoweval.cli.option_groups import option_group
+
+if TYPE_CHECKING:
+    from shadoweval.application.capture import CaptureOverrides
 
 DatabaseUrlOpt = Annotated[
     str | None,
@@ -162,3 +169,48 @@ GracePeriodOpt = Annotated[
     float | None,
     typer.Option("--grace-period", help="Seconds in-flight responses may run after SIGTERM."),
 ]
+
+
+@option_group
+@dataclass(frozen=True)
+class CaptureSinkOptions:
+    """The capture sinks' options of ``capture serve`` and ``capture envoy``, in their
+    ``--help`` order (:mod:`shadoweval.cli.option_groups`)."""
+
+    sink: SinkOpt = None
+    kafka_bootstrap: KafkaBootstrapOpt = None
+    topic: TopicOpt = None
+    capture_dir: CaptureDirOpt = None
+    spool_dir: SpoolDirOpt = None
+    sample_percent: SamplePercentOpt = None
+    grace_period_s: GracePeriodOpt = None
+
+    def capture_overrides(
+        self,
+        *,
+        upstream: str,
+        host: str | None,
+        port: int | None,
+        admin_port: int | None,
+        live_model: str | None,
+        workers: int | None = None,
+    ) -> CaptureOverrides:
+        """The command line's capture settings: these sink options (``--sink`` repeated: a
+        tuple) and the command's own live-port options; ``None`` keeps the environment's."""
+        from shadoweval.application.capture import CaptureOverrides
+
+        return CaptureOverrides(
+            upstream=upstream,
+            host=host,
+            port=port,
+            admin_port=admin_port,
+            sinks=tuple(self.sink) if self.sink else None,
+            kafka_bootstrap=self.kafka_bootstrap,
+            topic=self.topic,
+            capture_dir=self.capture_dir,
+            spool_dir=self.spool_dir,
+            sample_percent=self.sample_percent,
+            grace_period_s=self.grace_period_s,
+            workers=workers,
+            live_model=live_model,
+        )
