@@ -47,6 +47,7 @@ def capture_serve(
     from rich.console import Console
 
     from shadoweval.application.capture import (
+        CaptureOverrides,
         capture_settings,
         check_capture_directories,
         serve_capture,
@@ -58,13 +59,15 @@ def capture_serve(
     err = Console(stderr=True, soft_wrap=True)
     try:
         settings = capture_settings(
-            sinks.capture_overrides(
-                upstream=upstream,
-                host=host,
-                port=port,
-                admin_port=admin_port,
-                workers=workers,
-                live_model=live_model,
+            sinks.applied_to(
+                CaptureOverrides(
+                    upstream=upstream,
+                    host=host,
+                    port=port,
+                    admin_port=admin_port,
+                    workers=workers,
+                    live_model=live_model,
+                )
             )
         )
         check_capture_directories(settings)

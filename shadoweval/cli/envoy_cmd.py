@@ -138,7 +138,7 @@ def capture_envoy(
 
     from rich.console import Console
 
-    from shadoweval.application.capture import check_capture_directories
+    from shadoweval.application.capture import CaptureOverrides, check_capture_directories
     from shadoweval.application.envoy_front import (
         EnvoyOverrides,
         envoy_settings,
@@ -151,12 +151,14 @@ def capture_envoy(
     err = Console(stderr=True, soft_wrap=True)
     try:
         settings = envoy_settings(
-            sinks.capture_overrides(
-                upstream=upstream,
-                host=host,
-                port=port,
-                admin_port=admin_port,
-                live_model=live_model,
+            sinks.applied_to(
+                CaptureOverrides(
+                    upstream=upstream,
+                    host=host,
+                    port=port,
+                    admin_port=admin_port,
+                    live_model=live_model,
+                )
             ),
             EnvoyOverrides(
                 ext_proc_host=ext_proc_host,

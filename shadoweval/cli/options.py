@@ -3,6 +3,7 @@ together are option groups (:mod:`shadoweval.cli.option_groups`)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -185,32 +186,10 @@ class CaptureSinkOptions:
     sample_percent: SamplePercentOpt = None
     grace_period_s: GracePeriodOpt = None
 
-    def capture_overrides(
-        self,
-        *,
-        upstream: str,
-        host: str | None,
-        port: int | None,
-        admin_port: int | None,
-        live_model: str | None,
-        workers: int | None = None,
-    ) -> CaptureOverrides:
-        """The command line's capture settings: these sink options (``--sink`` repeated: a
-        tuple) and the command's own live-port options; ``None`` keeps the environment's."""
-        from shadoweval.application.capture import CaptureOverrides
-
-        return CaptureOverrides(
-            upstream=upstream,
-            host=host,
-            port=port,
-            admin_port=admin_port,
-            sinks=tuple(self.sink) if self.sink else None,
-            kafka_bootstrap=self.kafka_bootstrap,
-            topic=self.topic,
-            capture_dir=self.capture_dir,
-            spool_dir=self.spool_dir,
-            sample_percent=self.sample_percent,
-            grace_period_s=self.grace_period_s,
-            workers=workers,
-            live_model=live_model,
-        )
+    def applied_to(self, overrides: CaptureOverrides) -> CaptureOverrides:
+        """``overrides`` (the command's own live-port options) with these sink options,
+        passed by name (``--sink`` repeated: a tuple, ``sinks``); ``None`` keeps the
+        environment's."""
+        sink_options = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+        sink_options["sinks"] = tuple(sink_options.pop("sink") or ()) or None
+        return dataclasses.replace(overrides, **sink_options)
