@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -14,6 +14,7 @@ from shadoweval.cli.option_groups import option_group
 
 if TYPE_CHECKING:
     from shadoweval.application.capture import CaptureOverrides
+    from shadoweval.application.runs import RunRequest
 
 DatabaseUrlOpt = Annotated[
     str | None,
@@ -193,3 +194,54 @@ class CaptureSinkOptions:
         sink_options = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
         sink_options["sinks"] = tuple(sink_options.pop("sink") or ()) or None
         return dataclasses.replace(overrides, **sink_options)
+
+
+@option_group
+@dataclass(frozen=True)
+class RunTargetOptions:
+    """The shadow targets of a new or resumed run (``replay run``, ``evaluate``): the
+    candidate and a baseline replica (:mod:`shadoweval.cli.option_groups`)."""
+
+    candidate_url: CandidateUrlOpt
+    candidate_model: CandidateModelOpt = None
+    baseline_repeat_url: BaselineRepeatUrlOpt = None
+    baseline_repeat_model: BaselineRepeatModelOpt = None
+    baseline_repeat_share: BaselineRepeatShareOpt = 0.1
+
+    def run_request(self, **run: Any) -> RunRequest:
+        """The :class:`~shadoweval.application.runs.RunRequest` of these targets (its fields
+        of the same names) and ``run`` (its other fields).
+
+        Raises:
+            TypeError: ``run`` names no field of a run request, or a target.
+        """
+        from shadoweval.application.runs import RunRequest
+
+        return RunRequest(**dataclasses.asdict(self), **run)
+
+
+@option_group
+@dataclass(frozen=True)
+class ReplayLoadOptions:
+    """How hard and how fast a replay sends (``replay run``, ``evaluate``): the
+    ``SHADOWEVAL_REPLAY__*`` settings the command line overrides
+    (:mod:`shadoweval.cli.option_groups`)."""
+
+    concurrency: ConcurrencyOpt = None
+    rate: RateOpt = None
+    timeout_s: TimeoutOpt = None
+    warmup: WarmupOpt = None
+    pace: PaceOpt = None
+    pace_speed: PaceSpeedOpt = None
+
+    def settings_overrides(self) -> dict[str, Any]:
+        """The ``replay`` section of the settings these options override (``None``: not
+        given, the environment's or default applies)."""
+        return {
+            "concurrency": self.concurrency,
+            "rate_per_s": self.rate,
+            "timeout_s": self.timeout_s,
+            "warmup_requests": self.warmup,
+            "pace": self.pace,
+            "pace_speed": self.pace_speed,
+        }
