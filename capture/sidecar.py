@@ -157,6 +157,46 @@ def make_sinks(
     return sinks
 
 
+async def ensure_exchange_topic(kafka: KafkaSettings, log: logging.Logger) -> None:
+    """Create the exchanges topic when missing, with room for the largest message plus
+    64 KiB (best effort, within twice ``kafka.send_timeout_s``: a broker that is down or
+    forbids creation is logged on ``log``, the front end's logger; the Kafka sink spools
+    meanwhile)."""
+    k = kafka
+    try:
+        created = await asyncio.wait_for(
+            ensure_topics(
+                k.bootstrap_servers,
+                [k.topic],
+                partitions=k.partitions,
+                replication_factor=k.replication_factor,
+                max_message_bytes=k.max_message_bytes + 64 * 1024,
+            ),
+            k.send_timeout_s * 2,
+        )
+        if created:
+            log.info("created topic %s (%d partitions)", k.topic, k.partitions)
+    except (TimeoutError, ShadowEvalError) as exc:
+        log.warning("could not check or create topic %s: %s", k.topic, exc)
+
+
+def admin_config(
+    metrics: CaptureMetrics, readiness: Readiness, host: str, port: int
+) -> uvicorn.Config:
+    """uvicorn's configuration of a capture front end's admin port on ``host:port``:
+    ``/healthz``, ``/readyz`` (``readiness``) and ``/metrics`` (``metrics``' registry),
+    JSON bodies (:func:`shadoweval.probes.probe_app`); no lifespan, no access log."""
+    return uvicorn.Config(
+        probe_app(metrics.registry, readiness.check),
+        host=host,
+        port=port,
+        lifespan="off",
+        log_level="warning",
+        access_log=False,
+        ws="none",
+    )
+
+
 class Sidecar(AsyncLifecycle):
     """One capture sidecar.
 
@@ -261,27 +301,9 @@ class Sidecar(AsyncLifecycle):
         if cap.upstream_probe:
             self._probe_task = asyncio.create_task(self._probe_upstream(), name="upstream-probe")
         if "kafka" in cap.sinks and self._sinks_override is None:
-            self._topic_task = asyncio.create_task(self._ensure_topic(), name="ensure-topic")
-
-    async def _ensure_topic(self) -> None:
-        """Create the exchanges topic when missing (best effort: a broker that is down or
-        forbids creation is logged; the Kafka sink spools meanwhile)."""
-        k = self.kafka
-        try:
-            created = await asyncio.wait_for(
-                ensure_topics(
-                    k.bootstrap_servers,
-                    [k.topic],
-                    partitions=k.partitions,
-                    replication_factor=k.replication_factor,
-                    max_message_bytes=k.max_message_bytes + 64 * 1024,
-                ),
-                k.send_timeout_s * 2,
+            self._topic_task = asyncio.create_task(
+                ensure_exchange_topic(self.kafka, logger), name="ensure-topic"
             )
-            if created:
-                logger.info("created topic %s (%d partitions)", k.topic, k.partitions)
-        except (TimeoutError, ShadowEvalError) as exc:
-            logger.warning("could not check or create topic %s: %s", k.topic, exc)
 
     async def _probe_upstream(self) -> None:
         url = self.capture.upstream_url.rstrip("/") + self.capture.readiness_path
@@ -352,17 +374,7 @@ class Sidecar(AsyncLifecycle):
         except BaseException:
             await self.stop()
             raise
-        self._admin = _Server(
-            uvicorn.Config(
-                probe_app(self.metrics.registry, self.readiness.check),
-                host=cap.host,
-                port=cap.admin_port,
-                lifespan="off",
-                log_level="warning",
-                access_log=False,
-                ws="none",
-            )
-        )
+        self._admin = _Server(admin_config(self.metrics, self.readiness, cap.host, cap.admin_port))
         loop = asyncio.get_running_loop()
         if install_signal_handlers:
             for sig in (signal.SIGTERM, signal.SIGINT):
