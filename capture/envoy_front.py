@@ -77,7 +77,7 @@ from shadoweval.capture.metrics import CaptureMetrics
 from shadoweval.capture.pipeline import BuilderMode, CapturePipeline
 from shadoweval.capture.router_process import RouterProcess
 from shadoweval.capture.sampling import StickySampler
-from shadoweval.capture.sidecar import admin_config, ensure_exchange_topic, make_sinks
+from shadoweval.capture.sidecar import admin_config, capture_pipeline, ensure_exchange_topic
 from shadoweval.capture.sinks.base import ExchangeSink
 from shadoweval.config import CaptureSettings, EnvoySettings, KafkaSettings
 from shadoweval.lifecycle import AsyncLifecycle
@@ -195,13 +195,8 @@ class EnvoyFrontEnd(AsyncLifecycle):
             cap.live_model, cap.live_model.name or UNKNOWN_MODEL, cap.upstream_url
         )
         builder = ExchangeBuilder(cap, model, source=f"envoy:{socket.gethostname()}")
-        sinks = (
-            self._sinks_override
-            if self._sinks_override is not None
-            else make_sinks(cap, self.kafka, self.metrics)
-        )
-        self.pipeline = CapturePipeline.from_settings(
-            cap, builder, sinks, self.metrics, self.builder_mode
+        self.pipeline = capture_pipeline(
+            cap, self.kafka, self.metrics, builder, self.builder_mode, self._sinks_override
         )
         await self.pipeline.start()
         sampler = StickySampler.from_settings(cap)
@@ -238,7 +233,7 @@ class EnvoyFrontEnd(AsyncLifecycle):
             pipeline.running(),
             f"queue depth {pipeline.depth}",
         )
-        for sink in sinks:
+        for sink in pipeline.sinks:
             self.readiness.informational[f"sink_{sink.name}"] = _sink_probe(sink)
         if "kafka" in cap.sinks and self._sinks_override is None:
             self._topic_task = asyncio.create_task(

@@ -197,6 +197,20 @@ def admin_config(
     )
 
 
+def capture_pipeline(
+    capture: CaptureSettings,
+    kafka: KafkaSettings,
+    metrics: CaptureMetrics,
+    builder: ExchangeBuilder,
+    builder_mode: BuilderMode,
+    sinks: Sequence[ExchangeSink] | None,
+) -> CapturePipeline:
+    """The capture pipeline (not started) of ``builder``, writing to ``sinks``, else to
+    the sinks ``capture.sinks`` names (:func:`make_sinks`)."""
+    chosen = sinks if sinks is not None else make_sinks(capture, kafka, metrics)
+    return CapturePipeline.from_settings(capture, builder, chosen, metrics, builder_mode)
+
+
 class Sidecar(AsyncLifecycle):
     """One capture sidecar.
 
@@ -270,13 +284,8 @@ class Sidecar(AsyncLifecycle):
             model = identity_from_settings(cap.live_model, name, cap.upstream_url)
         self.model = model
         builder = ExchangeBuilder(cap, model, source=f"sidecar:{socket.gethostname()}")
-        sinks = (
-            self._sinks_override
-            if self._sinks_override is not None
-            else make_sinks(cap, self.kafka, self.metrics)
-        )
-        self.pipeline = CapturePipeline.from_settings(
-            cap, builder, sinks, self.metrics, self.builder_mode
+        self.pipeline = capture_pipeline(
+            cap, self.kafka, self.metrics, builder, self.builder_mode, self._sinks_override
         )
         await self.pipeline.start()
         sampler = StickySampler.from_settings(cap)
@@ -296,7 +305,7 @@ class Sidecar(AsyncLifecycle):
             pipeline.running(),
             f"queue depth {pipeline.depth}",
         )
-        for sink in sinks:
+        for sink in pipeline.sinks:
             self.readiness.informational[f"sink_{sink.name}"] = _sink_probe(sink)
         if cap.upstream_probe:
             self._probe_task = asyncio.create_task(self._probe_upstream(), name="upstream-probe")
