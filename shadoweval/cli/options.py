@@ -3,7 +3,9 @@ together are option groups (:mod:`shadoweval.cli.option_groups`)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -15,6 +17,7 @@ from shadoweval.cli.option_groups import option_group
 if TYPE_CHECKING:
     from shadoweval.application.capture import CaptureOverrides
     from shadoweval.application.runs import RunRequest
+    from shadoweval.storage import Repository
 
 DatabaseUrlOpt = Annotated[
     str | None,
@@ -140,6 +143,25 @@ def database_url(option: str | None) -> str:
     from shadoweval.config import load_settings
 
     return load_settings().database.url
+
+
+@contextlib.contextmanager
+def existing_run(option: str | None, run_id: str) -> Iterator[Repository]:
+    """The results database (:func:`database_url` of ``option``), opened without upgrading
+    it, for a command on run ``run_id`` (``--run``), which must be stored there.
+
+    Raises:
+        StorageError: the database cannot be reached, does not exist or is behind
+            (:func:`shadoweval.application.database.open_repository`).
+        ConfigError: ``--run {run_id!r}: run not found``; an invalid environment.
+    """
+    from shadoweval.application.database import open_repository
+    from shadoweval.errors import ConfigError
+
+    with open_repository(database_url(option), upgrade=False) as repo:
+        if repo.get_run(run_id) is None:
+            raise ConfigError(f"--run {run_id!r}: run not found", field="--run", value=run_id)
+        yield repo
 
 
 SendPairsOpt = Annotated[
