@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from shadoweval.llm_protocol import SAMPLING_PARAMS
 from shadoweval.records import ToolCall
 from shadoweval.tables.reader import table_files
 from shadoweval.tables.rows import LoadResult, RecordedRow, RejectedRow, _unique
@@ -29,20 +30,12 @@ from shadoweval.tables.values import RowRejected, messages_cell, output_cell
 CHAT_ROUTE = "/v1/chat/completions"
 COMPLETIONS_ROUTE = "/v1/completions"
 
-SAMPLING_FIELDS: tuple[str, ...] = (
-    "temperature",
-    "top_p",
-    "max_tokens",
-    "max_completion_tokens",
-    "seed",
-    "stop",
-    "presence_penalty",
-    "frequency_penalty",
-    "n",
-    "top_k",
+SAMPLING_FIELDS: tuple[str, ...] = tuple(
+    name for name in SAMPLING_PARAMS if name not in ("logit_bias", "min_p", "repetition_penalty")
 )
-"""Recorded request parameters a trace preset copies into the replayed request
-(a subset of :data:`shadoweval.llm_protocol.SAMPLING_PARAMS`)."""
+"""Recorded request parameters a trace preset copies into the replayed request: those of
+:data:`shadoweval.llm_protocol.SAMPLING_PARAMS`, in its order, but ``logit_bias``,
+``min_p`` and ``repetition_penalty``."""
 
 REQUEST_FIELDS: tuple[str, ...] = ("response_format", "tool_choice", "parallel_tool_calls")
 """Further recorded request fields copied as they are."""
