@@ -81,7 +81,7 @@ from shadoweval.capture.sinks.spool_format import (
 )
 from shadoweval.capture.sinks.spool_format import encode_frame as encode_frame
 from shadoweval.capture.sinks.spool_format import frame_size as frame_size
-from shadoweval.disk import Opener, open_binary
+from shadoweval.disk import Opener, open_binary, replace_durably
 from shadoweval.errors import ShadowEvalError
 from shadoweval.lifecycle import Closing
 from shadoweval.log_limits import RateLimitedLog
@@ -258,11 +258,7 @@ class DiskSpool(Closing):
         tmp = self.directory / f"{CURSOR_FILE}.{os.getpid()}.tmp"
         data = orjson.dumps({"segment": self._head.segment, "offset": self._head.offset})
         try:
-            with self._opener(tmp, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
+            replace_durably(self._opener, tmp, path, data)
         except OSError:
             with contextlib.suppress(OSError):
                 tmp.unlink(missing_ok=True)
