@@ -75,6 +75,41 @@ _OBSERVATION_FIELDS = (
     "ttft_ms",
 )
 _RATING_FIELDS = ("canary_id", "exchange_id", "rater", "rating", "note", "rated_at")
+_RUN_FIELDS = (
+    "run_id",
+    "name",
+    "created_at",
+    "candidate_base_url",
+    "policy_hash",
+    "policy_yaml",
+    "source",
+)
+_CANARY_FIELDS = (
+    "canary_id",
+    "run_id",
+    "name",
+    "created_at",
+    "updated_at",
+    "policy_hash",
+    "policy_yaml",
+    "split_dir",
+    "step_index",
+    "candidate_share",
+    "split_revision",
+    "step_started_at",
+    "error_breach_since",
+)
+_STEP_FIELDS = (
+    "canary_id",
+    "step_index",
+    "share",
+    "started_at",
+    "ended_at",
+    "outcome",
+    "evaluations",
+    "last_decision",
+    "last_evaluated_at",
+)
 
 
 def exchange_row(exchange: Exchange) -> dict[str, Any]:
@@ -169,15 +204,9 @@ def rejected_row(record: RejectedRecord) -> dict[str, Any]:
 def run_info(row: RunRow) -> RunInfo:
     """The :class:`RunInfo` of a ``run`` row."""
     return RunInfo(
-        run_id=row.run_id,
-        name=row.name,
-        created_at=row.created_at,
+        **_fields(row, _RUN_FIELDS),
         baseline=ModelIdentity.model_validate(row.baseline_model),
         candidate=ModelIdentity.model_validate(row.candidate_model),
-        candidate_base_url=row.candidate_base_url,
-        policy_hash=row.policy_hash,
-        policy_yaml=row.policy_yaml,
-        source=row.source,
         status=RunStatus(row.status),
         settings=dict(row.settings),
     )
@@ -193,20 +222,8 @@ def rejected_record(row: RejectedRecordRow) -> RejectedRecord:
 def canary_info(row: CanaryRow) -> CanaryInfo:
     """The :class:`CanaryInfo` of a ``canary`` row."""
     return CanaryInfo(
-        canary_id=row.canary_id,
-        run_id=row.run_id,
-        name=row.name,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        policy_hash=row.policy_hash,
-        policy_yaml=row.policy_yaml,
-        split_dir=row.split_dir,
+        **_fields(row, _CANARY_FIELDS),
         state=CanaryState(row.state),
-        step_index=row.step_index,
-        candidate_share=row.candidate_share,
-        split_revision=row.split_revision,
-        step_started_at=row.step_started_at,
-        error_breach_since=row.error_breach_since,
         ingest_state=dict(row.ingest_state),
     )
 
@@ -214,16 +231,8 @@ def canary_info(row: CanaryRow) -> CanaryInfo:
 def canary_step_info(row: CanaryStepRow) -> CanaryStepInfo:
     """The :class:`CanaryStepInfo` of a ``canary_step`` row."""
     return CanaryStepInfo(
-        canary_id=row.canary_id,
-        step_index=row.step_index,
-        share=row.share,
-        started_at=row.started_at,
-        ended_at=row.ended_at,
-        outcome=row.outcome,
-        evaluations=row.evaluations,
-        last_decision=row.last_decision,
+        **_fields(row, _STEP_FIELDS),
         last_verdict=None if row.last_verdict is None else dict(row.last_verdict),
-        last_evaluated_at=row.last_evaluated_at,
     )
 
 
