@@ -67,7 +67,6 @@ import grpc
 import uvicorn
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ext_proc_grpc
 
-from shadoweval.bus import ensure_topics
 from shadoweval.capture.builder import ExchangeBuilder
 from shadoweval.capture.canary_split import SPLIT_FILE, Split, write_split
 from shadoweval.capture.envoy_config import EnvoyConfigSpec, find_envoy_binary, render_envoy_config
@@ -78,12 +77,11 @@ from shadoweval.capture.metrics import CaptureMetrics
 from shadoweval.capture.pipeline import BuilderMode, CapturePipeline
 from shadoweval.capture.router_process import RouterProcess
 from shadoweval.capture.sampling import StickySampler
-from shadoweval.capture.sidecar import make_sinks
+from shadoweval.capture.sidecar import admin_config, capture_pipeline, ensure_exchange_topic
 from shadoweval.capture.sinks.base import ExchangeSink
 from shadoweval.config import CaptureSettings, EnvoySettings, KafkaSettings
-from shadoweval.errors import ShadowEvalError
 from shadoweval.lifecycle import AsyncLifecycle
-from shadoweval.probes import Readiness, probe_app
+from shadoweval.probes import Readiness
 
 logger = logging.getLogger(__name__)
 
@@ -197,13 +195,8 @@ class EnvoyFrontEnd(AsyncLifecycle):
             cap.live_model, cap.live_model.name or UNKNOWN_MODEL, cap.upstream_url
         )
         builder = ExchangeBuilder(cap, model, source=f"envoy:{socket.gethostname()}")
-        sinks = (
-            self._sinks_override
-            if self._sinks_override is not None
-            else make_sinks(cap, self.kafka, self.metrics)
-        )
-        self.pipeline = CapturePipeline.from_settings(
-            cap, builder, sinks, self.metrics, self.builder_mode
+        self.pipeline = capture_pipeline(
+            cap, self.kafka, self.metrics, builder, self.builder_mode, self._sinks_override
         )
         await self.pipeline.start()
         sampler = StickySampler.from_settings(cap)
@@ -240,10 +233,12 @@ class EnvoyFrontEnd(AsyncLifecycle):
             pipeline.running(),
             f"queue depth {pipeline.depth}",
         )
-        for sink in sinks:
+        for sink in pipeline.sinks:
             self.readiness.informational[f"sink_{sink.name}"] = _sink_probe(sink)
         if "kafka" in cap.sinks and self._sinks_override is None:
-            self._topic_task = asyncio.create_task(self._ensure_topic(), name="ensure-topic")
+            self._topic_task = asyncio.create_task(
+                ensure_exchange_topic(self.kafka, logger), name="ensure-topic"
+            )
         if binary is None:
             self.readiness.required["ext_proc"] = lambda: (True, f"gRPC :{self.ext_proc_port}")
             return
@@ -316,38 +311,10 @@ class EnvoyFrontEnd(AsyncLifecycle):
         if self.router_process is not None:
             await self.router_process.stop_child()
 
-    async def _ensure_topic(self) -> None:
-        """Create the exchanges topic when missing, as the sidecar does (best effort: a
-        broker that is down or forbids creation is logged; the Kafka sink spools)."""
-        k = self.kafka
-        try:
-            created = await asyncio.wait_for(
-                ensure_topics(
-                    k.bootstrap_servers,
-                    [k.topic],
-                    partitions=k.partitions,
-                    replication_factor=k.replication_factor,
-                    max_message_bytes=k.max_message_bytes + 64 * 1024,
-                ),
-                k.send_timeout_s * 2,
-            )
-            if created:
-                logger.info("created topic %s (%d partitions)", k.topic, k.partitions)
-        except (TimeoutError, ShadowEvalError) as exc:
-            logger.warning("could not check or create topic %s: %s", k.topic, exc)
-
     async def _start_admin(self) -> None:
         cap = self.capture
         self._admin = _AdminServer(
-            uvicorn.Config(
-                probe_app(self.metrics.registry, self.readiness.check),
-                host=cap.host,
-                port=cap.admin_port,
-                lifespan="off",
-                log_level="warning",
-                access_log=False,
-                ws="none",
-            )
+            admin_config(self.metrics, self.readiness, cap.host, cap.admin_port)
         )
         self._admin_task = asyncio.create_task(self._admin.serve(), name="admin-server")
         while not self._admin.started:

@@ -19,172 +19,124 @@ exchange can fail to reach a sink is a ``shadoweval_capture_dropped_total`` reas
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from shadoweval.probes import MetricSet, counter, gauge, histogram
 
 
-class CaptureMetrics:
-    """The sidecar's metrics, registered in ``registry`` (a fresh one by default)."""
+class CaptureMetrics(MetricSet):
+    """The sidecar's metrics, registered in ``registry`` (a fresh one by default) in the
+    order declared here (the exposition lists them so)."""
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry or CollectorRegistry()
-        r = self.registry
-        # registered in this order (the exposition lists them so)
-        self._add_proxy_metrics(r)
-        self._add_pipeline_metrics(r)
-        self._add_sink_metrics(r)
-        self._add_builder_metrics(r)
+    # The live path: forwarded requests, upstream failures, refusals, connections.
+    proxied = counter(
+        "shadoweval_proxy_requests_total",
+        "Requests forwarded to the upstream, by route kind and status class.",
+        "route",
+        "status_class",
+    )
+    upstream_errors = counter(
+        "shadoweval_proxy_upstream_errors_total",
+        "Upstream failures, by kind: connect/timeout (the client got a 502/504) or mid_stream "
+        "(the upstream broke after the headers; the client saw the same break).",
+        "kind",
+    )
+    rejected = counter(
+        "shadoweval_proxy_rejected_total",
+        "Client requests or connections refused by a live-port limit, by reason "
+        "(header_timeout, body_timeout, headers_too_large, body_too_large, "
+        "connection_limit, bad_request, bad_target, dot_segment).",
+        "reason",
+    )
+    client_connections = gauge(
+        "shadoweval_proxy_client_connections", "Open client connections on the live port."
+    )
+    upstream_stale = counter(
+        "shadoweval_proxy_upstream_stale_total",
+        "Idle upstream connections found closed by the upstream at the moment of use and "
+        "discarded before any byte was written (the request went on another connection).",
+    )
 
-    def _add_proxy_metrics(self, r: CollectorRegistry) -> None:
-        """The live path: forwarded requests, upstream failures, refusals, connections."""
-        self.proxied = _counter(
-            r,
-            "shadoweval_proxy_requests_total",
-            "Requests forwarded to the upstream, by route kind and status class.",
-            "route",
-            "status_class",
-        )
-        self.upstream_errors = _counter(
-            r,
-            "shadoweval_proxy_upstream_errors_total",
-            "Upstream failures, by kind: connect/timeout (the client got a 502/504) or mid_stream "
-            "(the upstream broke after the headers; the client saw the same break).",
-            "kind",
-        )
-        self.rejected = _counter(
-            r,
-            "shadoweval_proxy_rejected_total",
-            "Client requests or connections refused by a live-port limit, by reason "
-            "(header_timeout, body_timeout, headers_too_large, body_too_large, "
-            "connection_limit, bad_request, bad_target, dot_segment).",
-            "reason",
-        )
-        self.client_connections = _gauge(
-            r, "shadoweval_proxy_client_connections", "Open client connections on the live port."
-        )
-        self.upstream_stale = _counter(
-            r,
-            "shadoweval_proxy_upstream_stale_total",
-            "Idle upstream connections found closed by the upstream at the moment of use and "
-            "discarded before any byte was written (the request went on another connection).",
-        )
+    # The copies: captured, built, left out by sampling, dropped, the tee queue.
+    captured = counter(
+        "shadoweval_capture_captured_total",
+        "Exchanges copied aside and queued, by route and outcome as the live path saw "
+        "it (before the builder: a stream cancelled after its [DONE] is still cancelled "
+        "here; shadoweval_capture_built_total has the records' outcomes).",
+        "route",
+        "outcome",
+    )
+    built = counter(
+        "shadoweval_capture_built_total",
+        "Exchanges built into records, by route and the record's outcome.",
+        "route",
+        "outcome",
+    )
+    unsampled = counter(
+        "shadoweval_capture_unsampled_total",
+        "Requests on a captured route left out by sampling.",
+    )
+    dropped = counter(
+        "shadoweval_capture_dropped_total",
+        "Exchanges that will not reach any sink, by reason.",
+        "reason",
+    )
+    queue_depth = gauge("shadoweval_capture_queue_depth", "Exchanges waiting in the tee queue.")
+    queue_bytes = gauge("shadoweval_capture_queue_bytes", "Bytes held by the tee queue.")
 
-    def _add_pipeline_metrics(self, r: CollectorRegistry) -> None:
-        """The copies: captured, built, left out by sampling, dropped, the tee queue."""
-        self.captured = _counter(
-            r,
-            "shadoweval_capture_captured_total",
-            "Exchanges copied aside and queued, by route and outcome as the live path saw "
-            "it (before the builder: a stream cancelled after its [DONE] is still cancelled "
-            "here; shadoweval_capture_built_total has the records' outcomes).",
-            "route",
-            "outcome",
-        )
-        self.built = _counter(
-            r,
-            "shadoweval_capture_built_total",
-            "Exchanges built into records, by route and the record's outcome.",
-            "route",
-            "outcome",
-        )
-        self.unsampled = _counter(
-            r,
-            "shadoweval_capture_unsampled_total",
-            "Requests on a captured route left out by sampling.",
-        )
-        self.dropped = _counter(
-            r,
-            "shadoweval_capture_dropped_total",
-            "Exchanges that will not reach any sink, by reason.",
-            "reason",
-        )
-        self.queue_depth = _gauge(
-            r, "shadoweval_capture_queue_depth", "Exchanges waiting in the tee queue."
-        )
-        self.queue_bytes = _gauge(
-            r, "shadoweval_capture_queue_bytes", "Bytes held by the tee queue."
-        )
+    # The sinks: produced, produce errors, the disk spool, the Kafka producer, oversize.
+    produced = counter(
+        "shadoweval_capture_produced_total",
+        "Exchanges acknowledged by a sink (kafka: broker ack; file: written and flushed "
+        "to the operating system).",
+        "sink",
+    )
+    produce_errors = counter(
+        "shadoweval_capture_produce_errors_total",
+        "Failed produce attempts (the exchange went to the spool), by reason.",
+        "reason",
+    )
+    spooled = counter("shadoweval_capture_spooled_total", "Exchanges written to the disk spool.")
+    spool_bytes = gauge("shadoweval_capture_spool_bytes", "Bytes held by the disk spool.")
+    spool_records = gauge(
+        "shadoweval_capture_spool_records", "Exchanges waiting in the disk spool."
+    )
+    spool_cursor_unsaved = gauge(
+        "shadoweval_capture_spool_cursor_unsaved",
+        "1 while the spool's read position is newer than its cursor file (the file "
+        "could not be written, e.g. disk full): draining goes on, the save is retried; "
+        "a restart meanwhile re-sends from the saved position (duplicates, no loss).",
+    )
+    sink_spooling = gauge(
+        "shadoweval_capture_kafka_spooling",
+        "1 while the Kafka sink writes to the spool instead of the broker.",
+    )
+    kafka_idempotent = gauge(
+        "shadoweval_capture_kafka_idempotent",
+        "1 when the broker granted an idempotent producer id.",
+    )
+    oversize = counter(
+        "shadoweval_capture_oversize_total",
+        "Exchanges over the broker's message size, by action (raw_body_dropped, offloaded).",
+        "action",
+    )
 
-    def _add_sink_metrics(self, r: CollectorRegistry) -> None:
-        """The sinks: produced, produce errors, the disk spool, the Kafka producer, oversize."""
-        self.produced = _counter(
-            r,
-            "shadoweval_capture_produced_total",
-            "Exchanges acknowledged by a sink (kafka: broker ack; file: written and flushed "
-            "to the operating system).",
-            "sink",
-        )
-        self.produce_errors = _counter(
-            r,
-            "shadoweval_capture_produce_errors_total",
-            "Failed produce attempts (the exchange went to the spool), by reason.",
-            "reason",
-        )
-        self.spooled = _counter(
-            r, "shadoweval_capture_spooled_total", "Exchanges written to the disk spool."
-        )
-        self.spool_bytes = _gauge(
-            r, "shadoweval_capture_spool_bytes", "Bytes held by the disk spool."
-        )
-        self.spool_records = _gauge(
-            r, "shadoweval_capture_spool_records", "Exchanges waiting in the disk spool."
-        )
-        self.spool_cursor_unsaved = _gauge(
-            r,
-            "shadoweval_capture_spool_cursor_unsaved",
-            "1 while the spool's read position is newer than its cursor file (the file "
-            "could not be written, e.g. disk full): draining goes on, the save is retried; "
-            "a restart meanwhile re-sends from the saved position (duplicates, no loss).",
-        )
-        self.sink_spooling = _gauge(
-            r,
-            "shadoweval_capture_kafka_spooling",
-            "1 while the Kafka sink writes to the spool instead of the broker.",
-        )
-        self.kafka_idempotent = _gauge(
-            r,
-            "shadoweval_capture_kafka_idempotent",
-            "1 when the broker granted an idempotent producer id.",
-        )
-        self.oversize = _counter(
-            r,
-            "shadoweval_capture_oversize_total",
-            "Exchanges over the broker's message size, by action (raw_body_dropped, offloaded).",
-            "action",
-        )
-
-    def _add_builder_metrics(self, r: CollectorRegistry) -> None:
-        """The builder: redaction hits, cache hits, fallbacks, build time."""
-        self.redactions = _counter(
-            r,
-            "shadoweval_capture_redactions_total",
-            "Redaction rule hits, by rule (values are never recorded).",
-            "rule",
-        )
-        self.cache_hits = _counter(
-            r,
-            "shadoweval_capture_cache_hits_total",
-            "Captured answers a cache served (a cache-hit rule matched), by the first "
-            "matched header; kept, and left out of latency by the gate.",
-            "header",
-        )
-        self.build_fallbacks = _counter(
-            r,
-            "shadoweval_capture_build_fallbacks_total",
-            "Captures that could not be fully built and were kept as a minimal error record.",
-        )
-        self.build_seconds = Histogram(
-            "shadoweval_capture_build_seconds",
-            "Time to build, redact and serialize one exchange (off the hot path).",
-            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
-            registry=r,
-        )
-
-
-def _counter(registry: CollectorRegistry, name: str, documentation: str, *labels: str) -> Counter:
-    """A counter ``name`` in ``registry``, with label names ``labels``."""
-    return Counter(name, documentation, labels, registry=registry)
-
-
-def _gauge(registry: CollectorRegistry, name: str, documentation: str, *labels: str) -> Gauge:
-    """A gauge ``name`` in ``registry``, with label names ``labels``."""
-    return Gauge(name, documentation, labels, registry=registry)
+    # The builder: redaction hits, cache hits, fallbacks, build time.
+    redactions = counter(
+        "shadoweval_capture_redactions_total",
+        "Redaction rule hits, by rule (values are never recorded).",
+        "rule",
+    )
+    cache_hits = counter(
+        "shadoweval_capture_cache_hits_total",
+        "Captured answers a cache served (a cache-hit rule matched), by the first "
+        "matched header; kept, and left out of latency by the gate.",
+        "header",
+    )
+    build_fallbacks = counter(
+        "shadoweval_capture_build_fallbacks_total",
+        "Captures that could not be fully built and were kept as a minimal error record.",
+    )
+    build_seconds = histogram(
+        "shadoweval_capture_build_seconds",
+        "Time to build, redact and serialize one exchange (off the hot path).",
+        buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
+    )

@@ -66,7 +66,7 @@ import xxhash
 from envoy.config.core.v3 import base_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ext_proc_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ext_proc_grpc
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry
 
 from shadoweval.capture.canary_split import (
     ARM_HEADER,
@@ -77,6 +77,7 @@ from shadoweval.capture.canary_split import (
     read_split,
 )
 from shadoweval.errors import ConfigError
+from shadoweval.probes import MetricSet, counter, gauge
 
 logger = logging.getLogger(__name__)
 
@@ -188,36 +189,30 @@ class PinTable:
             del self._pins[oldest_key]
 
 
-class RouterMetrics:
+class RouterMetrics(MetricSet):
     """The session router's metrics (see the module docstring)."""
 
+    decisions = counter(
+        "shadoweval_canary_decisions_total",
+        "Arm decisions of the canary session router, by arm and reason.",
+        "arm",
+        "reason",
+    )
+    pinned = gauge("shadoweval_canary_pinned_sessions", "Sessions whose arm the router remembers.")
+    share = gauge(
+        "shadoweval_canary_split_share",
+        "The candidate's share of the split the router applies (0..1).",
+    )
+    revision = gauge(
+        "shadoweval_canary_split_revision", "The revision of the split file the router applies."
+    )
+    reload_errors = counter(
+        "shadoweval_canary_split_reload_errors_total",
+        "Split files the router could not read (it kept the last good split).",
+    )
+
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.decisions = Counter(
-            "shadoweval_canary_decisions_total",
-            "Arm decisions of the canary session router, by arm and reason.",
-            ["arm", "reason"],
-            registry=registry,
-        )
-        self.pinned = Gauge(
-            "shadoweval_canary_pinned_sessions",
-            "Sessions whose arm the router remembers.",
-            registry=registry,
-        )
-        self.share = Gauge(
-            "shadoweval_canary_split_share",
-            "The candidate's share of the split the router applies (0..1).",
-            registry=registry,
-        )
-        self.revision = Gauge(
-            "shadoweval_canary_split_revision",
-            "The revision of the split file the router applies.",
-            registry=registry,
-        )
-        self.reload_errors = Counter(
-            "shadoweval_canary_split_reload_errors_total",
-            "Split files the router could not read (it kept the last good split).",
-            registry=registry,
-        )
+        super().__init__(registry)
         for arm in ("baseline", "candidate"):
             for reason in REASONS:
                 self.decisions.labels(arm=arm, reason=reason)

@@ -157,6 +157,60 @@ def make_sinks(
     return sinks
 
 
+async def ensure_exchange_topic(kafka: KafkaSettings, log: logging.Logger) -> None:
+    """Create the exchanges topic when missing, with room for the largest message plus
+    64 KiB (best effort, within twice ``kafka.send_timeout_s``: a broker that is down or
+    forbids creation is logged on ``log``, the front end's logger; the Kafka sink spools
+    meanwhile)."""
+    k = kafka
+    try:
+        created = await asyncio.wait_for(
+            ensure_topics(
+                k.bootstrap_servers,
+                [k.topic],
+                partitions=k.partitions,
+                replication_factor=k.replication_factor,
+                max_message_bytes=k.max_message_bytes + 64 * 1024,
+            ),
+            k.send_timeout_s * 2,
+        )
+        if created:
+            log.info("created topic %s (%d partitions)", k.topic, k.partitions)
+    except (TimeoutError, ShadowEvalError) as exc:
+        log.warning("could not check or create topic %s: %s", k.topic, exc)
+
+
+def admin_config(
+    metrics: CaptureMetrics, readiness: Readiness, host: str, port: int
+) -> uvicorn.Config:
+    """uvicorn's configuration of a capture front end's admin port on ``host:port``:
+    ``/healthz``, ``/readyz`` (``readiness``) and ``/metrics`` (``metrics``' registry),
+    JSON bodies (:func:`shadoweval.probes.probe_app`); no lifespan, no access log."""
+    return uvicorn.Config(
+        probe_app(metrics.registry, readiness.check),
+        host=host,
+        port=port,
+        lifespan="off",
+        log_level="warning",
+        access_log=False,
+        ws="none",
+    )
+
+
+def capture_pipeline(
+    capture: CaptureSettings,
+    kafka: KafkaSettings,
+    metrics: CaptureMetrics,
+    builder: ExchangeBuilder,
+    builder_mode: BuilderMode,
+    sinks: Sequence[ExchangeSink] | None,
+) -> CapturePipeline:
+    """The capture pipeline (not started) of ``builder``, writing to ``sinks``, else to
+    the sinks ``capture.sinks`` names (:func:`make_sinks`)."""
+    chosen = sinks if sinks is not None else make_sinks(capture, kafka, metrics)
+    return CapturePipeline.from_settings(capture, builder, chosen, metrics, builder_mode)
+
+
 class Sidecar(AsyncLifecycle):
     """One capture sidecar.
 
@@ -230,13 +284,8 @@ class Sidecar(AsyncLifecycle):
             model = identity_from_settings(cap.live_model, name, cap.upstream_url)
         self.model = model
         builder = ExchangeBuilder(cap, model, source=f"sidecar:{socket.gethostname()}")
-        sinks = (
-            self._sinks_override
-            if self._sinks_override is not None
-            else make_sinks(cap, self.kafka, self.metrics)
-        )
-        self.pipeline = CapturePipeline.from_settings(
-            cap, builder, sinks, self.metrics, self.builder_mode
+        self.pipeline = capture_pipeline(
+            cap, self.kafka, self.metrics, builder, self.builder_mode, self._sinks_override
         )
         await self.pipeline.start()
         sampler = StickySampler.from_settings(cap)
@@ -256,32 +305,14 @@ class Sidecar(AsyncLifecycle):
             pipeline.running(),
             f"queue depth {pipeline.depth}",
         )
-        for sink in sinks:
+        for sink in pipeline.sinks:
             self.readiness.informational[f"sink_{sink.name}"] = _sink_probe(sink)
         if cap.upstream_probe:
             self._probe_task = asyncio.create_task(self._probe_upstream(), name="upstream-probe")
         if "kafka" in cap.sinks and self._sinks_override is None:
-            self._topic_task = asyncio.create_task(self._ensure_topic(), name="ensure-topic")
-
-    async def _ensure_topic(self) -> None:
-        """Create the exchanges topic when missing (best effort: a broker that is down or
-        forbids creation is logged; the Kafka sink spools meanwhile)."""
-        k = self.kafka
-        try:
-            created = await asyncio.wait_for(
-                ensure_topics(
-                    k.bootstrap_servers,
-                    [k.topic],
-                    partitions=k.partitions,
-                    replication_factor=k.replication_factor,
-                    max_message_bytes=k.max_message_bytes + 64 * 1024,
-                ),
-                k.send_timeout_s * 2,
+            self._topic_task = asyncio.create_task(
+                ensure_exchange_topic(self.kafka, logger), name="ensure-topic"
             )
-            if created:
-                logger.info("created topic %s (%d partitions)", k.topic, k.partitions)
-        except (TimeoutError, ShadowEvalError) as exc:
-            logger.warning("could not check or create topic %s: %s", k.topic, exc)
 
     async def _probe_upstream(self) -> None:
         url = self.capture.upstream_url.rstrip("/") + self.capture.readiness_path
@@ -352,17 +383,7 @@ class Sidecar(AsyncLifecycle):
         except BaseException:
             await self.stop()
             raise
-        self._admin = _Server(
-            uvicorn.Config(
-                probe_app(self.metrics.registry, self.readiness.check),
-                host=cap.host,
-                port=cap.admin_port,
-                lifespan="off",
-                log_level="warning",
-                access_log=False,
-                ws="none",
-            )
-        )
+        self._admin = _Server(admin_config(self.metrics, self.readiness, cap.host, cap.admin_port))
         loop = asyncio.get_running_loop()
         if install_signal_handlers:
             for sig in (signal.SIGTERM, signal.SIGINT):

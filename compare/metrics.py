@@ -19,40 +19,36 @@ the run's unscored pairs (the database answers, the encoder is loaded) until it 
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry
+
+from shadoweval.probes import MetricSet, counter, gauge
 
 __all__ = ["FollowMetrics"]
 
 
-class FollowMetrics:
+class FollowMetrics(MetricSet):
     """The follow worker's metrics, registered in ``registry`` (a fresh one by default)."""
 
+    scored = counter("shadoweval_compare_scored", "Pairs scored and written by this worker.")
+    rejected = counter(
+        "shadoweval_compare_rejected",
+        "Pairs this worker kept as rejected records, by reason.",
+        "reason",
+    )
+    polls = counter("shadoweval_compare_polls", "Polls of the database.")
+    unscored = gauge(
+        "shadoweval_compare_unscored_pairs",
+        "Unscored pairs of the run at the start of the last poll (all workers' backlog).",
+    )
+    buckets_held_elsewhere = gauge(
+        "shadoweval_compare_buckets_held_elsewhere",
+        "Buckets with work held by other workers at the last poll.",
+    )
+    waiting_for_repeat = gauge(
+        "shadoweval_compare_waiting_for_repeat",
+        "Pairs left unscored at the last poll: their baseline-repeat outcome is not stored.",
+    )
+
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry or CollectorRegistry()
-        r = self.registry
+        super().__init__(registry)
         self.ready = False
-        self.scored = Counter(
-            "shadoweval_compare_scored", "Pairs scored and written by this worker.", registry=r
-        )
-        self.rejected = Counter(
-            "shadoweval_compare_rejected",
-            "Pairs this worker kept as rejected records, by reason.",
-            ["reason"],
-            registry=r,
-        )
-        self.polls = Counter("shadoweval_compare_polls", "Polls of the database.", registry=r)
-        self.unscored = Gauge(
-            "shadoweval_compare_unscored_pairs",
-            "Unscored pairs of the run at the start of the last poll (all workers' backlog).",
-            registry=r,
-        )
-        self.buckets_held_elsewhere = Gauge(
-            "shadoweval_compare_buckets_held_elsewhere",
-            "Buckets with work held by other workers at the last poll.",
-            registry=r,
-        )
-        self.waiting_for_repeat = Gauge(
-            "shadoweval_compare_waiting_for_repeat",
-            "Pairs left unscored at the last poll: their baseline-repeat outcome is not stored.",
-            registry=r,
-        )

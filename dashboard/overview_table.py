@@ -129,10 +129,7 @@ def overview_table(summary: pd.DataFrame, verdict: Verdict | None) -> OverviewTa
     Returns:
         An :class:`OverviewTable` with the summary's row order.
     """
-    checks: dict[tuple[str, str], Check] = {}
-    if verdict is not None:
-        for check in verdict.checks:
-            checks.setdefault((check.task_type, check.metric), check)
+    checks = _checks_by_cell(verdict)
     values: list[dict[str, object]] = []
     outcomes: list[dict[str, str]] = []
     for record in summary.to_dict(orient="records"):
@@ -250,10 +247,7 @@ def direction_view(direction: pd.DataFrame, verdict: Verdict | None) -> Overview
         (:func:`rate_cell` over the judged changed pairs); then the counts of
         :data:`DIRECTION_COUNTS`.
     """
-    checks: dict[tuple[str, str], Check] = {}
-    if verdict is not None:
-        for check in verdict.checks:
-            checks.setdefault((check.task_type, check.metric), check)
+    checks = _checks_by_cell(verdict)
     values: list[dict[str, object]] = []
     outcomes: list[dict[str, str]] = []
     for record in direction.to_dict(orient="records"):
@@ -306,3 +300,13 @@ def noise_floor_warning(sentence: str | None) -> str | None:
         + ". The similarity check cannot tell sampling noise from change here: judge the "
         "changed pairs (or export them for the analysts) to learn the direction."
     )
+
+
+def _checks_by_cell(verdict: Verdict | None) -> dict[tuple[str, str], Check]:
+    """The first check of ``verdict`` for each ``(task type, metric)`` (none without a
+    verdict)."""
+    checks: dict[tuple[str, str], Check] = {}
+    if verdict is not None:
+        for check in verdict.checks:
+            checks.setdefault((check.task_type, check.metric), check)
+    return checks

@@ -26,10 +26,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
 from starlette.applications import Starlette
 
-from shadoweval.probes import probe_app
+from shadoweval.probes import MetricSet, counter, gauge, probe_app
 from shadoweval.serving import BackgroundServer
 
 Partition = tuple[str, int]
@@ -40,52 +39,40 @@ def partition_label(partition: Partition) -> str:
     return f"{partition[0]}/{partition[1]}"
 
 
-class WorkerMetrics:
+class WorkerMetrics(MetricSet):
     """The replay worker's metrics, registered in ``registry`` (a fresh one by default)."""
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry or CollectorRegistry()
-        r = self.registry
-        self.replayed = Counter(
-            "shadoweval_replay_replayed_total",
-            "Finished replays, by target and outcome (ok or the error kind).",
-            ["target", "outcome"],
-            registry=r,
-        )
-        self.dead_letter = Counter(
-            "shadoweval_replay_dead_letter_total",
-            "Records sent to the dead-letter topic, by reason.",
-            ["reason"],
-            registry=r,
-        )
-        self.consumer_lag = Gauge(
-            "shadoweval_replay_consumer_lag",
-            "Records behind the partition's high watermark, per assigned partition.",
-            ["partition"],
-            registry=r,
-        )
-        self.in_flight = Gauge(
-            "shadoweval_replay_in_flight",
-            "Requests being sent to shadow targets now.",
-            registry=r,
-        )
-        self.buffered = Gauge(
-            "shadoweval_replay_buffered",
-            "Records fetched and not yet finished (bounded by max_buffered).",
-            registry=r,
-        )
-        self.committed_offset = Gauge(
-            "shadoweval_replay_committed_offset",
-            "Last committed position (next offset to read), per partition.",
-            ["partition"],
-            registry=r,
-        )
-        self.session_model_changes = Counter(
-            "shadoweval_replay_session_model_changes_total",
-            "Turns replayed against another candidate version than their session's first.",
-            ["target"],
-            registry=r,
-        )
+    replayed = counter(
+        "shadoweval_replay_replayed_total",
+        "Finished replays, by target and outcome (ok or the error kind).",
+        "target",
+        "outcome",
+    )
+    dead_letter = counter(
+        "shadoweval_replay_dead_letter_total",
+        "Records sent to the dead-letter topic, by reason.",
+        "reason",
+    )
+    consumer_lag = gauge(
+        "shadoweval_replay_consumer_lag",
+        "Records behind the partition's high watermark, per assigned partition.",
+        "partition",
+    )
+    in_flight = gauge("shadoweval_replay_in_flight", "Requests being sent to shadow targets now.")
+    buffered = gauge(
+        "shadoweval_replay_buffered",
+        "Records fetched and not yet finished (bounded by max_buffered).",
+    )
+    committed_offset = gauge(
+        "shadoweval_replay_committed_offset",
+        "Last committed position (next offset to read), per partition.",
+        "partition",
+    )
+    session_model_changes = counter(
+        "shadoweval_replay_session_model_changes_total",
+        "Turns replayed against another candidate version than their session's first.",
+        "target",
+    )
 
     def set_lag(self, lag: Mapping[Partition, int]) -> None:
         """Replace the lag gauges with ``lag`` (partitions no longer assigned are removed)."""

@@ -32,7 +32,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
 from typing import IO, cast
 
 import orjson
@@ -41,6 +40,7 @@ from ulid import ULID
 
 from shadoweval.disk import Opener, open_binary
 from shadoweval.errors import RecordDecodeError
+from shadoweval.lifecycle import Closing
 from shadoweval.records import SCHEMA_VERSION, Exchange
 
 ULID_TIME_MAX_MS = 2**48 - 1
@@ -299,7 +299,7 @@ def read_segment_from(
             yield line_entry(text, f"{file.name}:{lineno}"), end
 
 
-class CaptureLogWriter:
+class CaptureLogWriter(Closing):
     """Append exchanges to a capture-log directory, rotating segments by size.
 
     Args:
@@ -523,14 +523,3 @@ class CaptureLogWriter:
             self._close_segment()
         finally:
             self._terminate_cut_segment()
-
-    def __enter__(self) -> CaptureLogWriter:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -17,8 +17,13 @@ and the background servers all follow the same rules:
   stopped (a start afterwards raises, as after any stop).
 
 :class:`Lifecycle` is the state guard that writes these rules once; :class:`AsyncLifecycle`
-adds ``async with`` for objects whose ``stop()`` takes no argument. The guard is checked
+adds ``async with`` for objects whose ``stop()`` takes no argument, :class:`SyncLifecycle`
+``with`` for objects whose ``start()``/``stop()`` are synchronous. The guard is checked
 in ``start()``/``stop()`` only, never on a request path.
+
+Objects that are usable from construction and only released once (a capture-log writer,
+the disk spool, the database, the work locks) have no ``start()``: :class:`Closing` gives
+them ``with obj``, which returns the object and calls its ``close()`` on exit.
 """
 
 from __future__ import annotations
@@ -120,3 +125,46 @@ class AsyncLifecycle(Lifecycle):
         tb: TracebackType | None,
     ) -> None:
         await self.stop()
+
+
+class Closing:
+    """Mixin for an object that is usable once constructed and released by ``close()``:
+    ``with obj`` returns the object itself and calls ``close()`` on exit (whether the block
+    raised or not; an exception propagates)."""
+
+    def close(self) -> None:
+        """Release what the object holds (see the subclass)."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class SyncLifecycle(Lifecycle, Closing):
+    """:class:`Lifecycle` plus ``with`` for objects with synchronous ``start()``/``stop()``:
+    entering starts the object and returns it, leaving stops it (:class:`Closing`: whether
+    the block raised or not; an exception propagates)."""
+
+    def start(self) -> object:
+        """Acquire what the object holds (see the subclass)."""
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """Release what the object holds (see the subclass)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """:meth:`stop` (what leaving ``with obj`` calls)."""
+        self.stop()
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self

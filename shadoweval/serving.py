@@ -19,12 +19,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from types import TracebackType
 from typing import Any, Self
 
 import uvicorn
 
-from shadoweval.lifecycle import Lifecycle
+from shadoweval.lifecycle import SyncLifecycle
 from shadoweval.redaction import redact_request_target
 
 ACCESS_LOGGER = "uvicorn.access"
@@ -65,7 +64,7 @@ def install_access_log_redaction(logger_name: str = ACCESS_LOGGER) -> AccessLogR
     return redaction
 
 
-class BackgroundServer(Lifecycle):
+class BackgroundServer(SyncLifecycle):
     """uvicorn serving ``app`` on ``host:port`` in a daemon thread.
 
     Usage::
@@ -154,14 +153,3 @@ class BackgroundServer(Lifecycle):
         server.should_exit = True
         if thread.is_alive():
             thread.join(timeout=self._stop_timeout_s)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

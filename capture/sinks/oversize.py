@@ -39,7 +39,7 @@ from typing import Literal
 import orjson
 from pydantic import ValidationError
 
-from shadoweval.disk import Opener, open_binary
+from shadoweval.disk import Opener, open_binary, replace_durably
 from shadoweval.records import Exchange, OversizeNote, RequestRecord
 
 logger = logging.getLogger(__name__)
@@ -232,11 +232,7 @@ class OversizeHandler:
         previous = path.stat().st_size if path.exists() else 0
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:
-            with self._opener(tmp, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
+            replace_durably(self._opener, tmp, path, data)
         finally:
             tmp.unlink(missing_ok=True)
         return len(data) - previous

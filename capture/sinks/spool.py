@@ -64,7 +64,6 @@ import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from types import TracebackType
 from typing import IO
 
 import orjson
@@ -82,8 +81,9 @@ from shadoweval.capture.sinks.spool_format import (
 )
 from shadoweval.capture.sinks.spool_format import encode_frame as encode_frame
 from shadoweval.capture.sinks.spool_format import frame_size as frame_size
-from shadoweval.disk import Opener, open_binary
+from shadoweval.disk import Opener, open_binary, replace_durably
 from shadoweval.errors import ShadowEvalError
+from shadoweval.lifecycle import Closing
 from shadoweval.log_limits import RateLimitedLog
 
 logger = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ class SpoolError(ShadowEvalError):
     """The spool directory cannot be used: locked by another process, or an I/O error."""
 
 
-class DiskSpool:
+class DiskSpool(Closing):
     """A bounded on-disk FIFO of ``(key, value)`` byte records (see the module docstring).
 
     Args:
@@ -258,11 +258,7 @@ class DiskSpool:
         tmp = self.directory / f"{CURSOR_FILE}.{os.getpid()}.tmp"
         data = orjson.dumps({"segment": self._head.segment, "offset": self._head.offset})
         try:
-            with self._opener(tmp, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
+            replace_durably(self._opener, tmp, path, data)
         except OSError:
             with contextlib.suppress(OSError):
                 tmp.unlink(missing_ok=True)
@@ -578,14 +574,3 @@ class DiskSpool:
         with contextlib.suppress(OSError):
             fcntl.flock(self._lock_fh.fileno(), fcntl.LOCK_UN)
         self._lock_fh.close()
-
-    def __enter__(self) -> DiskSpool:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

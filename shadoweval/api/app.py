@@ -44,7 +44,7 @@ import logging
 import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import ExitStack, asynccontextmanager
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, SecretStr, ValidationError
@@ -102,6 +102,9 @@ from shadoweval.storage import (
 )
 
 logger = logging.getLogger(__name__)
+
+StoredT = TypeVar("StoredT")
+"""A stored record a route looks up by the id in its path (a run, a canary)."""
 
 ComputeVerdict = Callable[[Repository, RunInfo], Verdict]
 """Gate a run now and store the verdict (blocking; called in a worker thread)."""
@@ -271,11 +274,7 @@ class _Handlers:
             raise ApiError(400, "bad_request", str(exc)) from None
 
     async def _canary(self, request: Request) -> CanaryInfo:
-        canary_id = str(request.path_params["canary_id"])
-        canary = await run_in_threadpool(self._repo.get_canary, canary_id)
-        if canary is None:
-            raise ApiError(404, "not_found", f"canary {canary_id!r} not found")
-        return canary
+        return await _stored(self._repo.get_canary, "canary", request, "canary_id")
 
     def _export(self, wanted: ExportRequest, redaction: ExportRedaction) -> bytes:
         """Build the export and zip it (blocking)."""
@@ -285,11 +284,7 @@ class _Handlers:
             raise ApiError(400, "bad_request", str(exc)) from None
 
     async def _run(self, request: Request) -> RunInfo:
-        run_id = str(request.path_params["run_id"])
-        run = await run_in_threadpool(self._repo.get_run, run_id)
-        if run is None:
-            raise ApiError(404, "not_found", f"run {run_id!r} not found")
-        return run
+        return await _stored(self._repo.get_run, "run", request, "run_id")
 
     def _gate(self, run: RunInfo, client: str) -> Verdict:
         """Audit the use of the run's frozen policy, then gate it (blocking)."""
@@ -319,6 +314,22 @@ def _status_param(value: str | None) -> RunStatus | None:
     except ValueError:
         known = ", ".join(s.value for s in RunStatus)
         raise ApiError(400, "bad_request", f"status {value!r} is not one of {known}") from None
+
+
+async def _stored(
+    get: Callable[[str], StoredT | None], what: str, request: Request, param: str
+) -> StoredT:
+    """What ``get`` finds (blocking, in the thread pool) under the request's path
+    parameter ``param``.
+
+    Raises:
+        ApiError: 404 ``not_found`` (``{what} {id!r} not found``) when it finds nothing.
+    """
+    key = str(request.path_params[param])
+    found = await run_in_threadpool(get, key)
+    if found is None:
+        raise ApiError(404, "not_found", f"{what} {key!r} not found")
+    return found
 
 
 def _canary_state_param(value: str | None) -> CanaryState | None:

@@ -6,6 +6,9 @@ from typing import Annotated
 
 import typer
 
+from shadoweval.cli.option_groups import takes_option_groups
+from shadoweval.cli.options import CaptureSinkOptions
+
 capture_app = typer.Typer(
     help="Capture live traffic: a sidecar proxy in front of the live model.",
     no_args_is_help=True,
@@ -13,6 +16,7 @@ capture_app = typer.Typer(
 
 
 @capture_app.command("serve")
+@takes_option_groups
 def capture_serve(
     upstream: Annotated[str, typer.Option("--upstream", help="Base URL of the live model server.")],
     host: Annotated[str | None, typer.Option(help="Address to listen on.")] = None,
@@ -20,25 +24,7 @@ def capture_serve(
     admin_port: Annotated[
         int | None, typer.Option(help="Port of /healthz, /readyz and /metrics.")
     ] = None,
-    sink: Annotated[
-        list[str] | None,
-        typer.Option("--sink", help="kafka and/or file (repeat the option for both)."),
-    ] = None,
-    kafka_bootstrap: Annotated[
-        str | None, typer.Option(help="Kafka bootstrap servers HOST:PORT[,HOST:PORT].")
-    ] = None,
-    topic: Annotated[str | None, typer.Option(help="Kafka topic for exchanges.")] = None,
-    capture_dir: Annotated[
-        str | None, typer.Option(help="Capture-log directory of the file sink.")
-    ] = None,
-    spool_dir: Annotated[str | None, typer.Option(help="Directory of the disk spool.")] = None,
-    sample_percent: Annotated[
-        float | None, typer.Option(help="Share of sessions captured, 0-100 (sticky).")
-    ] = None,
-    grace_period_s: Annotated[
-        float | None,
-        typer.Option("--grace-period", help="Seconds in-flight responses may run after SIGTERM."),
-    ] = None,
+    sinks: CaptureSinkOptions = CaptureSinkOptions(),
     workers: Annotated[
         int | None,
         typer.Option(help="Relay processes sharing the port (SO_REUSEPORT); default 1."),
@@ -73,20 +59,15 @@ def capture_serve(
     err = Console(stderr=True, soft_wrap=True)
     try:
         settings = capture_settings(
-            CaptureOverrides(
-                upstream=upstream,
-                host=host,
-                port=port,
-                admin_port=admin_port,
-                sinks=tuple(sink) if sink else None,
-                kafka_bootstrap=kafka_bootstrap,
-                topic=topic,
-                capture_dir=capture_dir,
-                spool_dir=spool_dir,
-                sample_percent=sample_percent,
-                grace_period_s=grace_period_s,
-                workers=workers,
-                live_model=live_model,
+            sinks.applied_to(
+                CaptureOverrides(
+                    upstream=upstream,
+                    host=host,
+                    port=port,
+                    admin_port=admin_port,
+                    workers=workers,
+                    live_model=live_model,
+                )
             )
         )
         check_capture_directories(settings)

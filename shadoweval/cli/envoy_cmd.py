@@ -13,15 +13,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from shadoweval.cli.capture_cmd import capture_app
-from shadoweval.cli.options import (
-    CaptureDirOpt,
-    GracePeriodOpt,
-    KafkaBootstrapOpt,
-    SamplePercentOpt,
-    SinkOpt,
-    SpoolDirOpt,
-    TopicOpt,
-)
+from shadoweval.cli.option_groups import takes_option_groups
+from shadoweval.cli.options import CaptureSinkOptions
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -110,6 +103,7 @@ def capture_envoy_config(
 
 
 @capture_app.command("envoy")
+@takes_option_groups
 def capture_envoy(
     upstream: UpstreamOpt,
     host: HostOpt = None,
@@ -123,13 +117,7 @@ def capture_envoy(
     envoy_admin_port: EnvoyAdminOpt = None,
     envoy_binary: EnvoyBinaryOpt = None,
     concurrency: EnvoyConcurrencyOpt = None,
-    sink: SinkOpt = None,
-    kafka_bootstrap: KafkaBootstrapOpt = None,
-    topic: TopicOpt = None,
-    capture_dir: CaptureDirOpt = None,
-    spool_dir: SpoolDirOpt = None,
-    sample_percent: SamplePercentOpt = None,
-    grace_period_s: GracePeriodOpt = None,
+    sinks: CaptureSinkOptions = CaptureSinkOptions(),
     live_model: Annotated[
         str | None,
         typer.Option(help="Name of the live model (default: each response's model field)."),
@@ -163,19 +151,14 @@ def capture_envoy(
     err = Console(stderr=True, soft_wrap=True)
     try:
         settings = envoy_settings(
-            CaptureOverrides(
-                upstream=upstream,
-                host=host,
-                port=port,
-                admin_port=admin_port,
-                sinks=tuple(sink) if sink else None,
-                kafka_bootstrap=kafka_bootstrap,
-                topic=topic,
-                capture_dir=capture_dir,
-                spool_dir=spool_dir,
-                sample_percent=sample_percent,
-                grace_period_s=grace_period_s,
-                live_model=live_model,
+            sinks.applied_to(
+                CaptureOverrides(
+                    upstream=upstream,
+                    host=host,
+                    port=port,
+                    admin_port=admin_port,
+                    live_model=live_model,
+                )
             ),
             EnvoyOverrides(
                 ext_proc_host=ext_proc_host,

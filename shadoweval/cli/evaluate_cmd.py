@@ -8,29 +8,21 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from shadoweval.cli.option_groups import takes_option_groups
 from shadoweval.cli.options import (
     BackendOpt,
-    BaselineRepeatModelOpt,
-    BaselineRepeatShareOpt,
-    BaselineRepeatUrlOpt,
-    CandidateModelOpt,
-    CandidateUrlOpt,
-    ConcurrencyOpt,
     DatabaseUrlOpt,
     DeviceOpt,
     EncoderOpt,
     JsonOpt,
-    PaceOpt,
-    PaceSpeedOpt,
     PolicyOpt,
     ProgressOpt,
-    RateOpt,
+    ReplayLoadOptions,
     RunIdOpt,
     RunNameOpt,
+    RunTargetOptions,
     SendPairsOpt,
     StructuredOpt,
-    TimeoutOpt,
-    WarmupOpt,
 )
 from shadoweval.cli.render import print_error
 
@@ -60,12 +52,7 @@ JudgeOpt = Annotated[
 def build_settings(
     *,
     database_url: str | None,
-    concurrency: int | None,
-    rate: float | None,
-    timeout_s: float | None,
-    warmup: int | None,
-    pace: str | None = None,
-    pace_speed: float | None = None,
+    load: ReplayLoadOptions,
     backend: str | None = None,
 ) -> Settings:
     """Settings from the environment with the command-line overrides applied
@@ -79,14 +66,7 @@ def build_settings(
 
     return load_settings(
         {
-            "replay": {
-                "concurrency": concurrency,
-                "rate_per_s": rate,
-                "timeout_s": timeout_s,
-                "warmup_requests": warmup,
-                "pace": pace,
-                "pace_speed": pace_speed,
-            },
+            "replay": load.settings_overrides(),
             "database": {"url": database_url or None},
             "compare": {"backend": backend},
         }
@@ -116,24 +96,16 @@ def ensure_writable(path: Path) -> None:
         )
 
 
+@takes_option_groups
 def evaluate_command(
     capture_log: CaptureLogOpt,
-    candidate_url: CandidateUrlOpt,
-    candidate_model: CandidateModelOpt = None,
-    baseline_repeat_url: BaselineRepeatUrlOpt = None,
-    baseline_repeat_model: BaselineRepeatModelOpt = None,
-    baseline_repeat_share: BaselineRepeatShareOpt = 0.1,
+    targets: RunTargetOptions,
     policy: PolicyOpt = None,
     database_url: DatabaseUrlOpt = None,
     run_id: RunIdOpt = None,
     name: RunNameOpt = None,
     report: ReportOpt = None,
-    concurrency: ConcurrencyOpt = None,
-    rate: RateOpt = None,
-    timeout_s: TimeoutOpt = None,
-    warmup: WarmupOpt = None,
-    pace: PaceOpt = None,
-    pace_speed: PaceSpeedOpt = None,
+    load: ReplayLoadOptions = ReplayLoadOptions(),
     encoder: EncoderOpt = "minilm",
     device: DeviceOpt = "cpu",
     backend: BackendOpt = None,
@@ -150,7 +122,6 @@ def evaluate_command(
     from rich.console import Console
 
     from shadoweval.application.evaluation import EvaluationRequest, evaluate
-    from shadoweval.application.runs import RunRequest
     from shadoweval.cli.exit_codes import EXIT_CODES, EXIT_ERROR
     from shadoweval.cli.render import print_result, print_warnings, wide_console
     from shadoweval.errors import ShadowEvalError
@@ -160,25 +131,11 @@ def evaluate_command(
     try:
         if report is not None:
             ensure_writable(report)
-        settings = build_settings(
-            database_url=database_url,
-            concurrency=concurrency,
-            rate=rate,
-            timeout_s=timeout_s,
-            warmup=warmup,
-            pace=pace,
-            pace_speed=pace_speed,
-            backend=backend,
-        )
+        settings = build_settings(database_url=database_url, load=load, backend=backend)
         result = evaluate(
             EvaluationRequest(
                 capture_log=capture_log,
-                run=RunRequest(
-                    candidate_url=candidate_url,
-                    candidate_model=candidate_model,
-                    baseline_repeat_url=baseline_repeat_url,
-                    baseline_repeat_model=baseline_repeat_model,
-                    baseline_repeat_share=baseline_repeat_share,
+                run=targets.run_request(
                     policy_path=policy,
                     run_name=name,
                     run_id=run_id,

@@ -189,11 +189,10 @@ def export_command(
     samples.<other ext> files of an earlier export in --out are removed (no other file
     is touched). Exit 3 on error.
     """
-    from shadoweval.application.database import open_repository
     from shadoweval.application.exporting import cli_option, export_to_directory, make_request
     from shadoweval.application.redaction import body_redaction
     from shadoweval.cli.exit_codes import EXIT_ERROR
-    from shadoweval.cli.options import database_url as resolve_url
+    from shadoweval.cli.options import existing_run
     from shadoweval.cli.render import wide_console
     from shadoweval.errors import ConfigError, ShadowEvalError
 
@@ -225,9 +224,7 @@ def export_command(
             names=cli_option,
         )
         redaction = body_redaction()
-        with open_repository(resolve_url(database_url), upgrade=False) as repo:
-            if repo.get_run(run_id) is None:
-                raise ConfigError(f"--run {run_id!r}: run not found", field="--run", value=run_id)
+        with existing_run(database_url, run_id) as repo:
             written = export_to_directory(repo, request, out, redact=redaction, names=cli_option)
     except ShadowEvalError as exc:
         print_error(err, exc)

@@ -89,21 +89,18 @@ def run_command(
     """
     from rich.table import Table
 
-    from shadoweval.application.database import open_repository
     from shadoweval.application.judging import JUDGE_COMMAND, check_judge_settings, run_judge
     from shadoweval.cli.exit_codes import EXIT_ERROR
-    from shadoweval.cli.options import database_url as resolve_url
+    from shadoweval.cli.options import existing_run
     from shadoweval.cli.render import wide_console
     from shadoweval.config import load_settings
-    from shadoweval.errors import ConfigError, ShadowEvalError
+    from shadoweval.errors import ShadowEvalError
 
     err = wide_console(stderr=True)
     try:
         settings = load_settings()
         check_judge_settings(settings.judge, send_pairs=send_pairs)
-        with open_repository(resolve_url(database_url), upgrade=False) as repo:
-            if repo.get_run(run_id) is None:
-                raise ConfigError(f"--run {run_id!r}: run not found", field="--run", value=run_id)
+        with existing_run(database_url, run_id) as repo:
             report = run_judge(
                 repo,
                 run_id,
@@ -193,18 +190,15 @@ def summary_command(
     (Cohen's κ with a 95% CI). Exit 3 on error."""
     from rich.table import Table
 
-    from shadoweval.application.database import open_repository
     from shadoweval.application.judging import judgement_summary
     from shadoweval.cli.exit_codes import EXIT_ERROR
-    from shadoweval.cli.options import database_url as resolve_url
+    from shadoweval.cli.options import existing_run
     from shadoweval.cli.render import wide_console
-    from shadoweval.errors import ConfigError, ShadowEvalError
+    from shadoweval.errors import ShadowEvalError
 
     err = wide_console(stderr=True)
     try:
-        with open_repository(resolve_url(database_url), upgrade=False) as repo:
-            if repo.get_run(run_id) is None:
-                raise ConfigError(f"--run {run_id!r}: run not found", field="--run", value=run_id)
+        with existing_run(database_url, run_id) as repo:
             summary = judgement_summary(repo, run_id)
     except ShadowEvalError as exc:
         print_error(err, exc)

@@ -106,10 +106,9 @@ def import_command(
     header's is one of them, named by file:line. Exit 3 on error, and when no row became
     a label (nothing was imported).
     """
-    from shadoweval.application.database import open_repository
     from shadoweval.application.labels import import_labelled_export
     from shadoweval.cli.exit_codes import EXIT_ERROR
-    from shadoweval.cli.options import database_url as resolve_url
+    from shadoweval.cli.options import existing_run
     from shadoweval.cli.render import wide_console
     from shadoweval.errors import ConfigError, ShadowEvalError
 
@@ -125,9 +124,7 @@ def import_command(
         if not file.is_file():
             what = "is not a regular file" if file.exists() else "does not exist"
             raise ConfigError(f"FILE {str(file)!r} {what}", field="file", value=file)
-        with open_repository(resolve_url(database_url), upgrade=False) as repo:
-            if repo.get_run(run_id) is None:
-                raise ConfigError(f"--run {run_id!r}: run not found", field="--run", value=run_id)
+        with existing_run(database_url, run_id) as repo:
             result = import_labelled_export(repo, file, run_id=run_id, labeller=labeller)
     except ShadowEvalError as exc:
         print_error(err, exc)
@@ -183,18 +180,15 @@ def import_reference_command(
     """
     from rich.table import Table
 
-    from shadoweval.application.database import open_repository
     from shadoweval.application.judging import import_reference
     from shadoweval.cli.exit_codes import EXIT_ERROR
-    from shadoweval.cli.options import database_url as resolve_url
+    from shadoweval.cli.options import existing_run
     from shadoweval.cli.render import wide_console
-    from shadoweval.errors import ConfigError, ShadowEvalError
+    from shadoweval.errors import ShadowEvalError
 
     err = wide_console(stderr=True)
     try:
-        with open_repository(resolve_url(database_url), upgrade=False) as repo:
-            if repo.get_run(run_id) is None:
-                raise ConfigError(f"--run {run_id!r}: run not found", field="--run", value=run_id)
+        with existing_run(database_url, run_id) as repo:
             result = import_reference(
                 repo,
                 run_id,
@@ -278,20 +272,17 @@ def summary_command(
     labeller name that sorts first). Exit 3 on error."""
     from rich.table import Table
 
-    from shadoweval.application.database import open_repository
     from shadoweval.application.labels import label_rates
     from shadoweval.application.reports import json_records
     from shadoweval.cli.exit_codes import EXIT_ERROR
-    from shadoweval.cli.options import database_url as resolve_url
+    from shadoweval.cli.options import existing_run
     from shadoweval.cli.render import wide_console
-    from shadoweval.errors import ConfigError, ShadowEvalError
+    from shadoweval.errors import ShadowEvalError
     from shadoweval.records import POOLED
 
     err = wide_console(stderr=True)
     try:
-        with open_repository(resolve_url(database_url), upgrade=False) as repo:
-            if repo.get_run(run_id) is None:
-                raise ConfigError(f"--run {run_id!r}: run not found", field="--run", value=run_id)
+        with existing_run(database_url, run_id) as repo:
             labels = repo.load_labels(run_id)
     except ShadowEvalError as exc:
         print_error(err, exc)

@@ -1,11 +1,23 @@
-"""Options shared by several commands, declared once."""
+"""Options shared by several commands, declared once; options several commands take
+together are option groups (:mod:`shadoweval.cli.option_groups`)."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+from shadoweval.cli.option_groups import option_group
+
+if TYPE_CHECKING:
+    from shadoweval.application.capture import CaptureOverrides
+    from shadoweval.application.runs import RunRequest
+    from shadoweval.storage import Repository
 
 DatabaseUrlOpt = Annotated[
     str | None,
@@ -133,6 +145,25 @@ def database_url(option: str | None) -> str:
     return load_settings().database.url
 
 
+@contextlib.contextmanager
+def existing_run(option: str | None, run_id: str) -> Iterator[Repository]:
+    """The results database (:func:`database_url` of ``option``), opened without upgrading
+    it, for a command on run ``run_id`` (``--run``), which must be stored there.
+
+    Raises:
+        StorageError: the database cannot be reached, does not exist or is behind
+            (:func:`shadoweval.application.database.open_repository`).
+        ConfigError: ``--run {run_id!r}: run not found``; an invalid environment.
+    """
+    from shadoweval.application.database import open_repository
+    from shadoweval.errors import ConfigError
+
+    with open_repository(database_url(option), upgrade=False) as repo:
+        if repo.get_run(run_id) is None:
+            raise ConfigError(f"--run {run_id!r}: run not found", field="--run", value=run_id)
+        yield repo
+
+
 SendPairsOpt = Annotated[
     bool,
     typer.Option(
@@ -162,3 +193,77 @@ GracePeriodOpt = Annotated[
     float | None,
     typer.Option("--grace-period", help="Seconds in-flight responses may run after SIGTERM."),
 ]
+
+
+@option_group
+@dataclass(frozen=True)
+class CaptureSinkOptions:
+    """The capture sinks' options of ``capture serve`` and ``capture envoy``, in their
+    ``--help`` order (:mod:`shadoweval.cli.option_groups`)."""
+
+    sink: SinkOpt = None
+    kafka_bootstrap: KafkaBootstrapOpt = None
+    topic: TopicOpt = None
+    capture_dir: CaptureDirOpt = None
+    spool_dir: SpoolDirOpt = None
+    sample_percent: SamplePercentOpt = None
+    grace_period_s: GracePeriodOpt = None
+
+    def applied_to(self, overrides: CaptureOverrides) -> CaptureOverrides:
+        """``overrides`` (the command's own live-port options) with these sink options,
+        passed by name (``--sink`` repeated: a tuple, ``sinks``); ``None`` keeps the
+        environment's."""
+        sink_options = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+        sink_options["sinks"] = tuple(sink_options.pop("sink") or ()) or None
+        return dataclasses.replace(overrides, **sink_options)
+
+
+@option_group
+@dataclass(frozen=True)
+class RunTargetOptions:
+    """The shadow targets of a new or resumed run (``replay run``, ``evaluate``): the
+    candidate and a baseline replica (:mod:`shadoweval.cli.option_groups`)."""
+
+    candidate_url: CandidateUrlOpt
+    candidate_model: CandidateModelOpt = None
+    baseline_repeat_url: BaselineRepeatUrlOpt = None
+    baseline_repeat_model: BaselineRepeatModelOpt = None
+    baseline_repeat_share: BaselineRepeatShareOpt = 0.1
+
+    def run_request(self, **run: Any) -> RunRequest:
+        """The :class:`~shadoweval.application.runs.RunRequest` of these targets (its fields
+        of the same names) and ``run`` (its other fields).
+
+        Raises:
+            TypeError: ``run`` names no field of a run request, or a target.
+        """
+        from shadoweval.application.runs import RunRequest
+
+        return RunRequest(**dataclasses.asdict(self), **run)
+
+
+@option_group
+@dataclass(frozen=True)
+class ReplayLoadOptions:
+    """How hard and how fast a replay sends (``replay run``, ``evaluate``): the
+    ``SHADOWEVAL_REPLAY__*`` settings the command line overrides
+    (:mod:`shadoweval.cli.option_groups`)."""
+
+    concurrency: ConcurrencyOpt = None
+    rate: RateOpt = None
+    timeout_s: TimeoutOpt = None
+    warmup: WarmupOpt = None
+    pace: PaceOpt = None
+    pace_speed: PaceSpeedOpt = None
+
+    def settings_overrides(self) -> dict[str, Any]:
+        """The ``replay`` section of the settings these options override (``None``: not
+        given, the environment's or default applies)."""
+        return {
+            "concurrency": self.concurrency,
+            "rate_per_s": self.rate,
+            "timeout_s": self.timeout_s,
+            "warmup_requests": self.warmup,
+            "pace": self.pace,
+            "pace_speed": self.pace_speed,
+        }

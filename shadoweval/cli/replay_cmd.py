@@ -8,23 +8,15 @@ from typing import Annotated
 
 import typer
 
+from shadoweval.cli.option_groups import takes_option_groups
 from shadoweval.cli.options import (
-    BaselineRepeatModelOpt,
-    BaselineRepeatShareOpt,
-    BaselineRepeatUrlOpt,
-    CandidateModelOpt,
-    CandidateUrlOpt,
-    ConcurrencyOpt,
     DatabaseUrlOpt,
-    PaceOpt,
-    PaceSpeedOpt,
     PolicyOpt,
     ProgressOpt,
-    RateOpt,
+    ReplayLoadOptions,
     RunIdOpt,
     RunNameOpt,
-    TimeoutOpt,
-    WarmupOpt,
+    RunTargetOptions,
 )
 from shadoweval.cli.render import load_warnings, print_error, print_warnings
 
@@ -86,23 +78,15 @@ SessionTimeoutOpt = Annotated[
 
 
 @replay_app.command("run")
+@takes_option_groups
 def replay_run(
     source: SourceOpt,
-    candidate_url: CandidateUrlOpt,
-    candidate_model: CandidateModelOpt = None,
-    baseline_repeat_url: BaselineRepeatUrlOpt = None,
-    baseline_repeat_model: BaselineRepeatModelOpt = None,
-    baseline_repeat_share: BaselineRepeatShareOpt = 0.1,
+    targets: RunTargetOptions,
     run_id: RunIdOpt = None,
     name: RunNameOpt = None,
     policy: PolicyOpt = None,
     database_url: DatabaseUrlOpt = None,
-    concurrency: ConcurrencyOpt = None,
-    rate: RateOpt = None,
-    timeout_s: TimeoutOpt = None,
-    warmup: WarmupOpt = None,
-    pace: PaceOpt = None,
-    pace_speed: PaceSpeedOpt = None,
+    load: ReplayLoadOptions = ReplayLoadOptions(),
     progress: ProgressOpt = True,
     until_idle: UntilIdleOpt = None,
     metrics_port: MetricsPortOpt = None,
@@ -130,7 +114,6 @@ def replay_run(
         parse_replay_source,
         replay,
     )
-    from shadoweval.application.runs import RunRequest
     from shadoweval.cli.evaluate_cmd import build_settings
     from shadoweval.cli.exit_codes import EXIT_ERROR
     from shadoweval.errors import ShadowEvalError
@@ -138,23 +121,10 @@ def replay_run(
     err = Console(stderr=True, soft_wrap=True)
     try:
         replay_source = parse_replay_source(source)
-        settings = build_settings(
-            database_url=database_url,
-            concurrency=concurrency,
-            rate=rate,
-            timeout_s=timeout_s,
-            warmup=warmup,
-            pace=pace,
-            pace_speed=pace_speed,
-        )
+        settings = build_settings(database_url=database_url, load=load)
         request = ReplayRequest(
             source=replay_source,
-            run=RunRequest(
-                candidate_url=candidate_url,
-                candidate_model=candidate_model,
-                baseline_repeat_url=baseline_repeat_url,
-                baseline_repeat_model=baseline_repeat_model,
-                baseline_repeat_share=baseline_repeat_share,
+            run=targets.run_request(
                 policy_path=policy,
                 run_name=name,
                 run_id=run_id,

@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 from shadoweval.records import utc_now
 from shadoweval.storage.database import Database
 from shadoweval.storage.models import PolicyAuditRow
+from shadoweval.storage.rows import same_named
 from shadoweval.storage.types import PolicyAuditAction, PolicyAuditEntry
 
 
@@ -67,16 +68,15 @@ def add_audit_row(session: Session, row: PolicyAuditRow) -> int:
     return row.id
 
 
+_AUDIT_FIELDS = ("id", "run_id", "policy_hash", "recorded_at", "command", "actor")
+"""The audit row's columns a :class:`PolicyAuditEntry` holds as they are."""
+
+
 def audit_entry(row: PolicyAuditRow) -> PolicyAuditEntry:
     """The :class:`PolicyAuditEntry` of a ``policy_audit`` row."""
     return PolicyAuditEntry(
-        id=row.id,
-        run_id=row.run_id,
-        policy_hash=row.policy_hash,
-        recorded_at=row.recorded_at,
+        **same_named(row, _AUDIT_FIELDS),
         action=PolicyAuditAction(row.action),
-        command=row.command,
-        actor=row.actor,
         detail=dict(row.detail),
     )
 

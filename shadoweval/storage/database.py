@@ -24,7 +24,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import orjson
@@ -41,6 +40,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
 from shadoweval.errors import StorageError
+from shadoweval.lifecycle import Closing
 from shadoweval.storage.models import Base
 
 logger = logging.getLogger(__name__)
@@ -187,7 +187,7 @@ def _is_memory_sqlite(url: URL) -> bool:
     return database in ("", ":memory:") or "mode=memory" in database
 
 
-class Database:
+class Database(Closing):
     """A database reached through one SQLAlchemy engine.
 
     SQLite (the default, ``sqlite:///path.db``) gets ``PRAGMA foreign_keys=ON``, WAL
@@ -278,15 +278,8 @@ class Database:
         """Close every pooled connection. The object may be used again afterwards."""
         self._engine.dispose()
 
-    def __enter__(self) -> Database:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def close(self) -> None:
+        """:meth:`dispose` (what leaving ``with Database(...)`` calls)."""
         self.dispose()
 
     # -------------------------------------------------------------- migrations

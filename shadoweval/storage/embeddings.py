@@ -19,6 +19,7 @@ from sqlalchemy import func, select
 from shadoweval.records import utc_now
 from shadoweval.storage.database import Database
 from shadoweval.storage.models import EmbeddingCacheRow
+from shadoweval.storage.rows import same_named
 from shadoweval.storage.statements import insert_ignore
 from shadoweval.storage.types import CachedEmbedding
 
@@ -26,6 +27,9 @@ __all__ = ["EmbeddingStore"]
 
 LOOKUP_CHUNK = 500
 """Hashes per ``IN (...)`` lookup (well under SQLite's 32,766 bound parameters)."""
+
+_CACHED_FIELDS = ("text_sha256", "dimension", "tokens", "chunks", "truncated")
+"""The cache row's columns a :class:`CachedEmbedding` holds as they are."""
 
 
 class EmbeddingStore:
@@ -57,12 +61,7 @@ class EmbeddingStore:
                 )
                 for row in session.scalars(stmt):
                     found[row.text_sha256] = CachedEmbedding(
-                        text_sha256=row.text_sha256,
-                        dimension=row.dimension,
-                        vector_f32le=bytes(row.vector),
-                        tokens=row.tokens,
-                        chunks=row.chunks,
-                        truncated=row.truncated,
+                        **same_named(row, _CACHED_FIELDS), vector_f32le=bytes(row.vector)
                     )
         return found
 

@@ -52,9 +52,10 @@ def nul_safe(value: Any) -> Any:
     return value
 
 
-def _fields(source: object, names: tuple[str, ...]) -> dict[str, Any]:
+def same_named(source: object, names: tuple[str, ...]) -> dict[str, Any]:
     """``{name: source.name}`` for each of ``names``, in that order: the columns a record
-    and its row hold under the same name and in the same form."""
+    and its row hold under the same name and in the same form (the storage's row
+    converters copy them with it)."""
     return {name: getattr(source, name) for name in names}
 
 
@@ -76,6 +77,41 @@ _OBSERVATION_FIELDS = (
     "ttft_ms",
 )
 _RATING_FIELDS = ("canary_id", "exchange_id", "rater", "rating", "note", "rated_at")
+_RUN_FIELDS = (
+    "run_id",
+    "name",
+    "created_at",
+    "candidate_base_url",
+    "policy_hash",
+    "policy_yaml",
+    "source",
+)
+_CANARY_FIELDS = (
+    "canary_id",
+    "run_id",
+    "name",
+    "created_at",
+    "updated_at",
+    "policy_hash",
+    "policy_yaml",
+    "split_dir",
+    "step_index",
+    "candidate_share",
+    "split_revision",
+    "step_started_at",
+    "error_breach_since",
+)
+_STEP_FIELDS = (
+    "canary_id",
+    "step_index",
+    "share",
+    "started_at",
+    "ended_at",
+    "outcome",
+    "evaluations",
+    "last_decision",
+    "last_evaluated_at",
+)
 
 
 def exchange_row(exchange: Exchange) -> dict[str, Any]:
@@ -132,9 +168,9 @@ def pair_score_row(score: PairScore) -> dict[str, Any]:
 def label_row(label: HumanLabel) -> dict[str, Any]:
     """Column values of ``label`` for the ``human_label`` table (``id`` is assigned)."""
     return {
-        **_fields(label, _LABEL_KEYS),
+        **same_named(label, _LABEL_KEYS),
         "label": label.label.value,
-        **_fields(label, _LABEL_TAIL),
+        **same_named(label, _LABEL_TAIL),
     }
 
 
@@ -154,7 +190,7 @@ def judgement_row(judgement: PairJudgement) -> dict[str, Any]:
 def human_label(row: HumanLabelRow) -> HumanLabel:
     """The :class:`HumanLabel` of a ``human_label`` row."""
     return HumanLabel.model_validate(
-        {**_fields(row, _LABEL_KEYS), "label": row.label, **_fields(row, _LABEL_TAIL)}
+        {**same_named(row, _LABEL_KEYS), "label": row.label, **same_named(row, _LABEL_TAIL)}
     )
 
 
@@ -163,22 +199,16 @@ def rejected_row(record: RejectedRecord) -> dict[str, Any]:
     return {
         "run_id": record.run_id,
         "stage": str(record.stage),
-        **_fields(record, _REJECTED_TAIL),
+        **same_named(record, _REJECTED_TAIL),
     }
 
 
 def run_info(row: RunRow) -> RunInfo:
     """The :class:`RunInfo` of a ``run`` row."""
     return RunInfo(
-        run_id=row.run_id,
-        name=row.name,
-        created_at=row.created_at,
+        **same_named(row, _RUN_FIELDS),
         baseline=ModelIdentity.model_validate(row.baseline_model),
         candidate=ModelIdentity.model_validate(row.candidate_model),
-        candidate_base_url=row.candidate_base_url,
-        policy_hash=row.policy_hash,
-        policy_yaml=row.policy_yaml,
-        source=row.source,
         status=RunStatus(row.status),
         settings=dict(row.settings),
     )
@@ -187,27 +217,15 @@ def run_info(row: RunRow) -> RunInfo:
 def rejected_record(row: RejectedRecordRow) -> RejectedRecord:
     """The :class:`RejectedRecord` of a ``rejected_record`` row."""
     return RejectedRecord(
-        id=row.id, run_id=row.run_id, stage=row.stage, **_fields(row, _REJECTED_TAIL)
+        id=row.id, run_id=row.run_id, stage=row.stage, **same_named(row, _REJECTED_TAIL)
     )
 
 
 def canary_info(row: CanaryRow) -> CanaryInfo:
     """The :class:`CanaryInfo` of a ``canary`` row."""
     return CanaryInfo(
-        canary_id=row.canary_id,
-        run_id=row.run_id,
-        name=row.name,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        policy_hash=row.policy_hash,
-        policy_yaml=row.policy_yaml,
-        split_dir=row.split_dir,
+        **same_named(row, _CANARY_FIELDS),
         state=CanaryState(row.state),
-        step_index=row.step_index,
-        candidate_share=row.candidate_share,
-        split_revision=row.split_revision,
-        step_started_at=row.step_started_at,
-        error_breach_since=row.error_breach_since,
         ingest_state=dict(row.ingest_state),
     )
 
@@ -215,18 +233,10 @@ def canary_info(row: CanaryRow) -> CanaryInfo:
 def canary_step_info(row: CanaryStepRow) -> CanaryStepInfo:
     """The :class:`CanaryStepInfo` of a ``canary_step`` row."""
     return CanaryStepInfo(
-        canary_id=row.canary_id,
-        step_index=row.step_index,
-        share=row.share,
-        started_at=row.started_at,
-        ended_at=row.ended_at,
-        outcome=row.outcome,
-        evaluations=row.evaluations,
-        last_decision=row.last_decision,
+        **same_named(row, _STEP_FIELDS),
         last_verdict=(
             None if row.last_verdict is None else StepVerdict.from_json(row.last_verdict)
         ),
-        last_evaluated_at=row.last_evaluated_at,
     )
 
 
@@ -235,21 +245,21 @@ def canary_observation_row(canary_id: str, observation: CanaryObservation) -> di
     ``canary_observation`` table (``id`` is assigned)."""
     return {
         "canary_id": canary_id,
-        **_fields(observation, _OBSERVATION_FIELDS),
+        **same_named(observation, _OBSERVATION_FIELDS),
         "detail": dict(observation.detail),
     }
 
 
 def canary_observation(row: CanaryObservationRow) -> CanaryObservation:
     """The :class:`CanaryObservation` of a ``canary_observation`` row."""
-    return CanaryObservation(**_fields(row, _OBSERVATION_FIELDS), detail=dict(row.detail))
+    return CanaryObservation(**same_named(row, _OBSERVATION_FIELDS), detail=dict(row.detail))
 
 
 def canary_rating_row(rating: CanaryRating) -> dict[str, Any]:
     """Column values of ``rating`` for the ``canary_rating`` table (``id`` is assigned)."""
-    return _fields(rating, _RATING_FIELDS)
+    return same_named(rating, _RATING_FIELDS)
 
 
 def canary_rating(row: CanaryRatingRow) -> CanaryRating:
     """The :class:`CanaryRating` of a ``canary_rating`` row."""
-    return CanaryRating(**_fields(row, _RATING_FIELDS))
+    return CanaryRating(**same_named(row, _RATING_FIELDS))

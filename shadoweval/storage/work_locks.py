@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from types import TracebackType
 
 from sqlalchemy import Connection, text
 from sqlalchemy.exc import SQLAlchemyError
 
 from shadoweval.errors import StorageError
+from shadoweval.lifecycle import Closing
 from shadoweval.storage.database import Database, describe_error
 
 __all__ = ["WORK_BUCKETS", "WorkLocks", "run_lock_key"]
@@ -47,7 +47,7 @@ def run_lock_key(run_id: str) -> int:
     return int.from_bytes(digest[:4], "big", signed=True)
 
 
-class WorkLocks:
+class WorkLocks(Closing):
     """The bucket locks one follow worker holds on one run (see the module docstring).
 
     Use as a context manager (or call :meth:`close`): closing releases every lock and
@@ -146,14 +146,3 @@ class WorkLocks:
             with contextlib.suppress(SQLAlchemyError):  # the session ends just below anyway
                 self._connection.execute(text("select pg_advisory_unlock_all()"))
         self._drop()
-
-    def __enter__(self) -> WorkLocks:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -247,24 +247,18 @@ class Answer:
 
     def text_completion(self) -> dict[str, Any]:
         """The non-streamed legacy ``text_completion`` object (``choices[0].text``)."""
-        return {
-            "id": self.completion_id.replace("chatcmpl-", "cmpl-", 1),
-            "object": "text_completion",
-            "created": self.created,
-            "model": self.model,
-            "choices": [
-                {
-                    "index": 0,
-                    "text": self.text or "",
-                    "logprobs": None,
-                    "finish_reason": "stop" if self.tool_calls else self.finish_reason,
-                }
-            ],
-            "usage": self.usage(),
+        finish_reason = "stop" if self.tool_calls else self.finish_reason
+        return self._text_completion_object(self.text or "", finish_reason) | {
+            "usage": self.usage()
         }
 
     def text_chunk(self, text: str, finish_reason: str | None = None) -> dict[str, Any]:
         """One streamed ``text_completion`` event (``choices[0].text`` is the piece)."""
+        return self._text_completion_object(text, finish_reason)
+
+    def _text_completion_object(self, text: str, finish_reason: str | None) -> dict[str, Any]:
+        """A legacy ``text_completion`` object with one choice (``text``, ``finish_reason``)
+        and no ``usage``; its id is the chat completion's with the ``cmpl-`` prefix."""
         return {
             "id": self.completion_id.replace("chatcmpl-", "cmpl-", 1),
             "object": "text_completion",

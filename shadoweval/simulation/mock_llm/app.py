@@ -160,11 +160,7 @@ def _stream(answer: Answer, delays: Delays, *, include_usage: bool, malformed: b
             yield sse(answer.usage_chunk())
         yield SSE_DONE
 
-    return StreamingResponse(
-        events(),
-        media_type="text/event-stream",
-        headers={"cache-control": "no-cache", MOCK_HEADER[0]: MOCK_HEADER[1]},
-    )
+    return _event_stream(events())
 
 
 async def _chat(request: Request) -> Response:
@@ -253,11 +249,7 @@ def _stream_text(answer: Answer, delays: Delays, *, include_usage: bool) -> Resp
             yield sse(answer.usage_chunk() | {"object": "text_completion"})
         yield SSE_DONE
 
-    return StreamingResponse(
-        events(),
-        media_type="text/event-stream",
-        headers={"cache-control": "no-cache", MOCK_HEADER[0]: MOCK_HEADER[1]},
-    )
+    return _event_stream(events())
 
 
 async def _completions(request: Request) -> Response:
@@ -386,3 +378,12 @@ def create_app(
         time_scale=time_scale,
     )
     return app
+
+
+def _event_stream(events: AsyncIterator[bytes]) -> StreamingResponse:
+    """A ``text/event-stream`` response of ``events`` (uncached, with the mock's header)."""
+    return StreamingResponse(
+        events,
+        media_type="text/event-stream",
+        headers={"cache-control": "no-cache", MOCK_HEADER[0]: MOCK_HEADER[1]},
+    )

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import gzip
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from shadoweval.llm_protocol import SAMPLING_PARAMS
 from shadoweval.records import ToolCall
 from shadoweval.tables.reader import table_files
 from shadoweval.tables.rows import LoadResult, RecordedRow, RejectedRow, _unique
@@ -29,20 +30,12 @@ from shadoweval.tables.values import RowRejected, messages_cell, output_cell
 CHAT_ROUTE = "/v1/chat/completions"
 COMPLETIONS_ROUTE = "/v1/completions"
 
-SAMPLING_FIELDS: tuple[str, ...] = (
-    "temperature",
-    "top_p",
-    "max_tokens",
-    "max_completion_tokens",
-    "seed",
-    "stop",
-    "presence_penalty",
-    "frequency_penalty",
-    "n",
-    "top_k",
+SAMPLING_FIELDS: tuple[str, ...] = tuple(
+    name for name in SAMPLING_PARAMS if name not in ("logit_bias", "min_p", "repetition_penalty")
 )
-"""Recorded request parameters a trace preset copies into the replayed request
-(a subset of :data:`shadoweval.llm_protocol.SAMPLING_PARAMS`)."""
+"""Recorded request parameters a trace preset copies into the replayed request: those of
+:data:`shadoweval.llm_protocol.SAMPLING_PARAMS`, in its order, but ``logit_bias``,
+``min_p`` and ``repetition_penalty``."""
 
 REQUEST_FIELDS: tuple[str, ...] = ("response_format", "tool_choice", "parallel_tool_calls")
 """Further recorded request fields copied as they are."""
@@ -129,6 +122,36 @@ class RowCollector:
         """Keep a record that cannot be mapped, with its reason and the record itself."""
         kept = raw if isinstance(raw, dict) else {"value": raw}
         self.rejected.append(RejectedRow(location, reason, detail, kept))
+
+    def documents(self, path: Path) -> Iterator[Document]:
+        """The JSON documents of the export files at ``path`` (:func:`export_files`,
+        :func:`read_documents`), each file kept in ``files`` as it is reached; a document
+        that is not JSON is rejected ``invalid_json`` here, not yielded.
+
+        Raises:
+            FileNotFoundError: nothing at ``path``.
+        """
+        for file in export_files(path):
+            self.files.append(str(file))
+            for document in read_documents(file):
+                if document.error is not None:
+                    self.reject(document.location, "invalid_json", document.error, document.raw)
+                    continue
+                yield document
+
+    def add_mapped(
+        self, location: str, record: Mapping[str, Any], mapped: Callable[[], RecordedRow]
+    ) -> None:
+        """Keep the row ``mapped()`` makes of ``record``, or ``record`` as rejected: with the
+        reason of the :class:`RowRejected` it raised, or ``unprocessable`` when it raised
+        anything else (whatever a record holds, it is kept, not a crash)."""
+        try:
+            self.add(mapped())
+        except RowRejected as exc:
+            self.reject(location, exc.reason, exc.detail, dict(record))
+        except Exception as exc:  # whatever a record holds, it is kept, not a crash
+            detail = f"cannot be mapped: {type(exc).__name__}: {exc}"
+            self.reject(location, "unprocessable", detail, dict(record))
 
     def result(self) -> LoadResult:
         """The :class:`LoadResult` of everything collected."""

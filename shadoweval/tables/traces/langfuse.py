@@ -37,6 +37,7 @@ Mapping:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -47,13 +48,11 @@ from shadoweval.tables.traces.common import (
     RowCollector,
     chat_messages,
     elapsed_ms,
-    export_files,
     label,
     maybe_json,
     message_output,
     openai_tools,
     parse_time,
-    read_documents,
     request_parameters,
     token_count,
 )
@@ -207,21 +206,11 @@ def load_langfuse(path: Path, prompts: Path | None, fmt: TableFormat | None) -> 
         FileNotFoundError: nothing at ``path``.
     """
     collected = RowCollector()
-    for file in export_files(path):
-        collected.files.append(str(file))
-        for document in read_documents(file):
-            if document.error is not None:
-                collected.reject(document.location, "invalid_json", document.error, document.raw)
+    for document in collected.documents(path):
+        for location, record, trace in _observations(document.value, document.location):
+            if not isinstance(record, Mapping):
+                collected.reject(location, "not_observation", "not a JSON object", record)
                 continue
-            for location, record, trace in _observations(document.value, document.location):
-                if not isinstance(record, Mapping):
-                    collected.reject(location, "not_observation", "not a JSON object", record)
-                    continue
-                try:
-                    collected.add(_observation_row(record, trace, location))
-                except RowRejected as exc:
-                    collected.reject(location, exc.reason, exc.detail, dict(record))
-                except Exception as exc:  # whatever a record holds, it is kept, not a crash
-                    detail = f"cannot be mapped: {type(exc).__name__}: {exc}"
-                    collected.reject(location, "unprocessable", detail, dict(record))
+            row = functools.partial(_observation_row, record, trace, location)
+            collected.add_mapped(location, record, row)
     return collected.result()

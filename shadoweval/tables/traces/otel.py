@@ -60,6 +60,7 @@ One span → one row:
 from __future__ import annotations
 
 import base64
+import functools
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -560,13 +561,8 @@ def load_otel(path: Path, prompts: Path | None, fmt: TableFormat | None) -> Load
                             continue
                         sid = span_id(span.get("spanId"))
                         events = log_events.get(sid, _Events()) if sid else _Events()
-                        try:
-                            collected.add(_span_row(span, resource, events, location))
-                        except RowRejected as exc:
-                            collected.reject(location, exc.reason, exc.detail, dict(span))
-                        except Exception as exc:  # whatever a record holds, it is kept, not a crash
-                            detail = f"cannot be mapped: {type(exc).__name__}: {exc}"
-                            collected.reject(location, "unprocessable", detail, dict(span))
+                        row = functools.partial(_span_row, span, resource, events, location)
+                        collected.add_mapped(location, span, row)
         for location, detail, raw in problems.items:
             collected.reject(location, "not_otlp", detail, raw)
     return collected.result()
