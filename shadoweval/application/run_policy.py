@@ -5,9 +5,8 @@ replay warns about policy keys that match none of the run's traffic. Both need t
 schema only (:mod:`shadoweval.stats.policy`: pydantic and YAML), not the gate's statistics,
 so they live here rather than in :mod:`shadoweval.application.gating` (which needs pandas,
 SciPy and statsmodels): ``replay run`` works in the light install (``pip install
-shadow-eval``, no ``evaluate`` extra). :mod:`shadoweval.application.gating` gives the same
-answers: :func:`shadoweval.application.gating.load_gate_policy` and
-:func:`shadoweval.application.gating.run_policy_warnings`.
+shadow-eval``, no ``evaluate`` extra). :mod:`shadoweval.application.gating` re-exports
+both (:func:`load_gate_policy`, :func:`run_policy_warnings`).
 """
 
 from __future__ import annotations
