@@ -44,7 +44,7 @@ from datetime import datetime
 
 import pandas as pd
 
-from shadoweval.records import CheckRole, Decision, StepCheck, StepVerdict
+from shadoweval.records import CheckRole, StepVerdict
 from shadoweval.stats.canary.families import CANARY_FAMILIES, ROLE_ORDER
 from shadoweval.stats.canary.frames import OBSERVATION_COLUMNS, RATING_COLUMNS, SESSION_NEW
 from shadoweval.stats.canary.policy import CanaryPolicy
@@ -63,18 +63,9 @@ __all__ = [
     "OBSERVATION_COLUMNS",
     "RATING_COLUMNS",
     "SESSION_NEW",
-    "CanaryCheck",
-    "CanaryDecision",
     "StepVerdict",
     "step_verdict",
 ]
-
-CanaryDecision = Decision
-"""The step's decision is the engine's :class:`~shadoweval.records.Decision` (the name is
-kept for callers)."""
-
-CanaryCheck = StepCheck
-"""A canary check is a :class:`~shadoweval.records.StepCheck` (the name is kept for callers)."""
 
 CANARY_LAYOUT = ReasonLayout(
     rollback_blocked=("harms",),

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from pydantic import JsonValue
 
+from shadoweval.records import Decision
 from shadoweval.stats.canary.looks import promote_look, rollback_look
 from shadoweval.stats.canary.policy import (
     CanaryPolicy,
@@ -19,7 +20,6 @@ from shadoweval.stats.canary.policy import (
     RollbackConditions,
 )
 from shadoweval.stats.canary.verdict import (
-    CanaryDecision,
     StepVerdict,
     step_verdict,
 )
@@ -96,7 +96,7 @@ def test_good_candidate_promotes_after_window_and_counts() -> None:
     obs = _good()
     rated = ratings(np.random.default_rng(2), candidate=60, baseline=60, bad_c=0.05, bad_b=0.05)
     v = _verdict(obs, rated)
-    assert v.decision == CanaryDecision.PROMOTE, v.reasons
+    assert v.decision == Decision.PROMOTE, v.reasons
     assert v.reasons[0].startswith("all promote checks passed at promote look")
     assert v.look == promote_look(v.n_candidate, 200, POLICY.alpha).k
     assert v.look >= 3
@@ -119,7 +119,7 @@ def test_good_candidate_promotes_after_window_and_counts() -> None:
 
 def test_window_not_passed_holds_with_reason() -> None:
     v = _verdict(_good(), now=START + timedelta(seconds=1800))
-    assert v.decision == CanaryDecision.HOLD
+    assert v.decision == Decision.HOLD
     assert any(r.startswith("window not passed: the step has run 1800 s") for r in v.reasons)
     assert _check(v, "window", "validity")["status"] == "fail"
     # the statistics alone would promote: only the window holds it
@@ -129,7 +129,7 @@ def test_window_not_passed_holds_with_reason() -> None:
 def test_min_requests_not_met_holds() -> None:
     obs = traffic(np.random.default_rng(3), sessions=100, share=0.5, duration_s=WINDOW_S)
     v = _verdict(obs)
-    assert v.decision == CanaryDecision.HOLD
+    assert v.decision == Decision.HOLD
     assert any(r.startswith("not enough requests") for r in v.reasons)
     assert v.look == 0
     assert any(r.startswith("waiting for the first promote checkpoint") for r in v.reasons)
@@ -145,21 +145,21 @@ def test_error_excess_rolls_back_only_once_sustained() -> None:
     )
     first = _verdict(obs, now=AFTER)
     assert _check(first, "error_rate", "rollback")["status"] == "breach"
-    assert first.decision == CanaryDecision.HOLD
+    assert first.decision == Decision.HOLD
     assert first.error_breach_since == AFTER
     assert first.reasons[0].startswith(f"error-rate excess breaching since {AFTER.isoformat()}")
     later = AFTER + timedelta(seconds=599)
     second = _verdict(obs, now=later, since=first.error_breach_since)
-    assert second.decision == CanaryDecision.HOLD
+    assert second.decision == Decision.HOLD
     assert second.error_breach_since == AFTER
     third = _verdict(obs, now=AFTER + timedelta(seconds=600), since=second.error_breach_since)
-    assert third.decision == CanaryDecision.ROLLBACK
+    assert third.decision == Decision.ROLLBACK
     assert third.error_breach_since == AFTER
     assert third.reasons[0].startswith("rollback: the error-rate excess has breached")
     # a poll that no longer breaches resets the breach
     calm = _verdict(_good(), now=AFTER + timedelta(seconds=900), since=AFTER)
     assert calm.error_breach_since is None
-    assert calm.decision == CanaryDecision.PROMOTE
+    assert calm.decision == Decision.PROMOTE
 
 
 def test_error_excess_rolls_back_at_once_with_zero_sustain() -> None:
@@ -173,7 +173,7 @@ def test_error_excess_rolls_back_at_once_with_zero_sustain() -> None:
         duration_s=WINDOW_S,
         candidate=ArmSpec(error=0.15),
     )
-    assert _verdict(obs, policy=policy).decision == CanaryDecision.ROLLBACK
+    assert _verdict(obs, policy=policy).decision == Decision.ROLLBACK
 
 
 def test_planted_harm_rolls_back_at_once() -> None:
@@ -186,7 +186,7 @@ def test_planted_harm_rolls_back_at_once() -> None:
     )
     # even before the window has passed: rollback does not wait for the window
     v = _verdict(obs, now=START + timedelta(seconds=60))
-    assert v.decision == CanaryDecision.ROLLBACK
+    assert v.decision == Decision.ROLLBACK
     harm = _check(v, "harm_rate", "rollback")
     assert harm["status"] == "breach"
     assert isinstance(harm["low"], float)
@@ -204,7 +204,7 @@ def test_session_split_mismatch_holds() -> None:
         candidate_sessions=2100,  # 70/30 at share 0.5
     )
     v = _verdict(obs)
-    assert v.decision == CanaryDecision.HOLD
+    assert v.decision == Decision.HOLD
     srm = _check(v, "srm", "validity")
     assert srm["status"] == "fail"
     assert srm["estimate"] == pytest.approx(0.7)
@@ -227,7 +227,7 @@ def test_latency_limit_rolls_back() -> None:
         candidate=ArmSpec(e2e_median_ms=45000.0, e2e_sigma=0.5),
     )
     v = _verdict(obs, now=START + timedelta(seconds=60))
-    assert v.decision == CanaryDecision.ROLLBACK
+    assert v.decision == Decision.ROLLBACK
     limit = _check(v, "latency_limit.e2e_p99", "rollback")
     assert limit["status"] == "breach"
     assert isinstance(limit["low"], float)
@@ -249,7 +249,7 @@ def test_repeated_polls_at_one_checkpoint_repeat_the_same_tests() -> None:
         for k, s in ((early, 0), (early + 7, 30), (late, 60), (late, 60))
     ]
     decisions = {v.decision for v in polls}
-    assert decisions == {CanaryDecision.PROMOTE}
+    assert decisions == {Decision.PROMOTE}
     looks = {(v.look, v.rollback_look) for v in polls}
     assert len(looks) == 1
     tested = [tuple(c for c in v.checks if c.role != "validity") for v in polls]
@@ -259,13 +259,13 @@ def test_repeated_polls_at_one_checkpoint_repeat_the_same_tests() -> None:
 
 def test_empty_frames_hold() -> None:
     v = _verdict(empty_observations())
-    assert v.decision == CanaryDecision.HOLD
+    assert v.decision == Decision.HOLD
     assert (v.n_candidate, v.n_baseline, v.look) == (0, 0, 0)
     assert any(r.startswith("not enough requests: 0 candidate and 0 baseline") for r in v.reasons)
     assert _check(v, "srm", "validity")["status"] == "pass"
     json.dumps(v.to_json(), allow_nan=False)
     last = _verdict(empty_observations(), step_index=1)
-    assert last.decision == CanaryDecision.HOLD
+    assert last.decision == Decision.HOLD
 
 
 def test_missing_column_names_it() -> None:
@@ -295,11 +295,11 @@ def test_bad_values_are_refused() -> None:
 def test_spot_checks_below_min_ratings_do_not_block_and_bad_ratings_roll_back() -> None:
     few = ratings(np.random.default_rng(10), candidate=29, baseline=80, bad_c=0.5, bad_b=0.0)
     v = _verdict(_good(), few)
-    assert v.decision == CanaryDecision.PROMOTE
+    assert v.decision == Decision.PROMOTE
     assert _check(v, "spot_check_bad", "promote")["status"] == "not_enough_data"
     bad = ratings(np.random.default_rng(11), candidate=120, baseline=120, bad_c=0.45, bad_b=0.05)
     v = _verdict(_good(), bad)
-    assert v.decision == CanaryDecision.ROLLBACK
+    assert v.decision == Decision.ROLLBACK
     assert _check(v, "spot_check_bad", "rollback")["status"] == "breach"
 
 
@@ -307,11 +307,11 @@ def test_last_step_is_judged_on_the_candidate_alone() -> None:
     obs = traffic(np.random.default_rng(12), sessions=800, share=1.0, duration_s=WINDOW_S)
     assert set(obs["arm"]) == {"candidate"}
     v = _verdict(obs, step_index=1)
-    assert v.decision == CanaryDecision.PROMOTE
+    assert v.decision == Decision.PROMOTE
     assert v.reasons[0].startswith("complete: window")
     assert {c.name for c in v.checks} == {"window", "min_requests", "latency_limit.e2e_p99"}
     assert _verdict(obs, step_index=1, now=START + timedelta(seconds=60)).decision == (
-        CanaryDecision.HOLD
+        Decision.HOLD
     )
     slow = traffic(
         np.random.default_rng(13),
@@ -320,7 +320,7 @@ def test_last_step_is_judged_on_the_candidate_alone() -> None:
         duration_s=WINDOW_S,
         candidate=ArmSpec(e2e_median_ms=50000.0),
     )
-    assert _verdict(slow, step_index=1).decision == CanaryDecision.ROLLBACK
+    assert _verdict(slow, step_index=1).decision == Decision.ROLLBACK
 
 
 def test_false_rollback_rate_under_repeated_looks() -> None:

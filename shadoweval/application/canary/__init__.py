@@ -68,11 +68,8 @@ from shadoweval.application.canary.views import (
     view_json,
 )
 from shadoweval.export.canary_ratings import RATING_STAGE, rating_sheet_bytes
-from shadoweval.records import Decision, StepVerdict
+from shadoweval.records import StepVerdict
 from shadoweval.stats.canary.policy import load_canary_policy
-
-CanaryDecision = Decision
-"""A step's decision (the engine's :class:`~shadoweval.records.Decision`)."""
 
 __all__ = [
     "CANARY_REJECT_STAGE",
@@ -80,7 +77,6 @@ __all__ = [
     "RATING_COLUMNS",
     "RATING_STAGE",
     "ROLLBACK_ATTEMPTS",
-    "CanaryDecision",
     "CanaryView",
     "IngestReport",
     "RatingImportResult",
