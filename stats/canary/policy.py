@@ -10,7 +10,7 @@ steps[1].min_window_s = 600: ...``), a repeated YAML key as an error, and the ha
 (sha256 of the canonical JSON) that freezes the policy with the canary.
 
 It mirrors :mod:`shadoweval.stats.policy.loading` (the paired gate's policy): the strict-number
-types come from :mod:`shadoweval.stats.policy.schema`, the strict YAML reading (duplicate keys,
+types come from :mod:`shadoweval.stats.policy.blocks`, the strict YAML reading (duplicate keys,
 YAML 1.2 floats) and the error wording from :mod:`shadoweval.stats.policy.yaml_loading`.
 """
 
@@ -25,8 +25,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
 
 from shadoweval.errors import ConfigError
+from shadoweval.stats.policy.blocks import Count, Number
 from shadoweval.stats.policy.canonical import canonical_sha256
-from shadoweval.stats.policy.schema import Count, Number
 from shadoweval.stats.policy.yaml_loading import (
     describe_error,
     other_errors_note,
