@@ -39,6 +39,7 @@ from shadoweval.records import (
     ReplayPass,
     ReplayTarget,
     Timings,
+    same_named,
 )
 from shadoweval.redaction import scrub_secrets
 from shadoweval.replay.client import CandidateClient, ReplayResult
@@ -48,6 +49,10 @@ from shadoweval.storage import RejectedRecord, RejectStage, Repository, rejectio
 
 DETAIL_MAX_CHARS = 2000
 """A rejection's ``detail`` built from an exception is cut to this many characters."""
+
+_RESULT_FIELDS = ("response", "timings", "error_kind", "error_detail")
+"""What a :class:`ReplayOutcome` takes from the client's :class:`ReplayResult` under the
+same name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -409,10 +414,7 @@ class ExchangeReplayer:
                 model=spec.model,
                 pinned_params=dict(request.pinned_params),
                 missing_params=request.missing_params,
-                response=result.response,
-                timings=result.timings,
-                error_kind=result.error_kind,
-                error_detail=result.error_detail,
+                **same_named(result, _RESULT_FIELDS),
                 warmup=prepared.warmup,
             )
         except ReplayError:

@@ -37,11 +37,13 @@ from scipy import stats as scipy_stats
 from statsmodels.stats.inter_rater import cohens_kappa
 
 from shadoweval.records import (
+    PAIR_KEY_FIELDS,
     HumanLabel,
     JudgementSource,
     LabelValue,
     PairJudgement,
     QualityOutcome,
+    same_named,
 )
 from shadoweval.stats.labels import latest_per_pair
 
@@ -109,9 +111,7 @@ def label_judgement(label: HumanLabel) -> PairJudgement:
     ``labeller`` and ``judged_at`` (``labelled_at``) are kept.
     """
     return PairJudgement(
-        run_id=label.run_id,
-        exchange_id=label.exchange_id,
-        task_type=label.task_type,
+        **same_named(label, PAIR_KEY_FIELDS),
         source=JudgementSource.HUMAN,
         outcome=label_outcome(label.label),
         rationale=label.note,

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from shadoweval.application.choices import enum_choice
 from shadoweval.errors import ConfigError
 from shadoweval.export import LabelImport, read_labelled
 from shadoweval.export.labels_import import LABEL_STAGE, MAX_NOTE_CHARS, RejectedRow
-from shadoweval.records import HumanLabel, LabelValue
+from shadoweval.records import PAIR_KEY_FIELDS, HumanLabel, LabelValue, same_named
 from shadoweval.stats.labels import label_summary
 from shadoweval.storage import RejectedRecord, Repository, rejection_fingerprint
 from shadoweval.storage.samples import Sample, SampleFilter
@@ -55,13 +56,7 @@ def make_label(
         )
     if value is None:
         raise ConfigError("label: pick one of the four labels", field="label", value=None)
-    try:
-        label = LabelValue(value)
-    except ValueError:
-        known = ", ".join(v.value for v in LabelValue)
-        raise ConfigError(
-            f"label {value!r} is not one of {known}", field="label", value=value
-        ) from None
+    label = enum_choice(LabelValue, value, field="label")
     text = note.strip()
     if len(text) > MAX_NOTE_CHARS:
         raise ConfigError(
@@ -70,9 +65,7 @@ def make_label(
             value=len(text),
         )
     return HumanLabel(
-        run_id=sample.run_id,
-        exchange_id=sample.exchange_id,
-        task_type=sample.task_type,
+        **same_named(sample, PAIR_KEY_FIELDS),
         label=label,
         note=text,
         labeller=name,
@@ -143,6 +136,10 @@ def store_import(repo: Repository, run_id: str, imported: LabelImport) -> tuple[
     return stored, keep_rejected_rows(repo, imported.rejected, stage=LABEL_STAGE, run_id=run_id)
 
 
+_REJECTED_ROW_FIELDS = ("location", "reason", "detail", "raw")
+"""What a :class:`RejectedRecord` keeps of a refused row under the same name."""
+
+
 def keep_rejected_rows(
     repo: Repository, rows: Sequence[RejectedRow], *, stage: str, run_id: str
 ) -> int:
@@ -153,10 +150,7 @@ def keep_rejected_rows(
     records = [
         RejectedRecord(
             stage=stage,
-            reason=row.reason,
-            location=row.location,
-            detail=row.detail,
-            raw=row.raw,
+            **same_named(row, _REJECTED_ROW_FIELDS),
             run_id=run_id,
             fingerprint=rejection_fingerprint(row.location, row.raw),
         )

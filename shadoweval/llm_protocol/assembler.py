@@ -60,6 +60,7 @@ from shadoweval.records import (
     ToolCall,
     Usage,
     UsageSource,
+    same_named,
 )
 
 Clock = Callable[[], int]
@@ -152,17 +153,23 @@ class AssembledResponse:
             status_code=status_code,
             headers=headers,
             body=body,
-            streamed=self.streamed,
-            model=self.model,
-            text=self.text,
-            reasoning_text=self.reasoning_text,
-            tool_calls=self.tool_calls,
-            finish_reason_raw=self.finish_reason_raw,
             finish_reason=normalize_finish_reason(self.finish_reason_raw),
-            usage=self.usage,
-            choices_count=self.choices_count,
-            error_message=self.error_message,
+            **same_named(self, _RECORD_FIELDS),
         )
+
+
+_RECORD_FIELDS = (
+    "streamed",
+    "model",
+    "text",
+    "reasoning_text",
+    "tool_calls",
+    "finish_reason_raw",
+    "usage",
+    "choices_count",
+    "error_message",
+)
+"""What :meth:`AssembledResponse.to_response_record` copies as it is, under the same name."""
 
 
 _NO_CHOICES: list[Any] = []

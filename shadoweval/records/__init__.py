@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from shadoweval.records.base import (
     INT64_MAX,
+    PAIR_KEY_FIELDS,
     POOLED,
     SCHEMA_VERSION,
     STORED,
     decode_base64_body,
     new_exchange_id,
+    same_named,
     utc_now,
 )
 from shadoweval.records.enums import (
@@ -65,6 +67,8 @@ from shadoweval.records.pairs import (
     is_infra_status,
 )
 from shadoweval.records.step_verdict import (
+    CANARY_OBSERVATION_COLUMNS,
+    LIVE_ANSWER_COLUMNS,
     CheckRole,
     StepCheck,
     StepStatus,
@@ -84,10 +88,13 @@ from shadoweval.records.verdicts import (
 )
 
 __all__ = [
+    "CANARY_OBSERVATION_COLUMNS",
     "INFRA_HTTP_STATUSES",
     "INT64_MAX",
+    "LIVE_ANSWER_COLUMNS",
     "MAX_EXCHANGE_ID_CHARS",
     "MIN_RATE_STARTS",
+    "PAIR_KEY_FIELDS",
     "POOLED",
     "RATE_SHORTFALL_SHARE",
     "SCHEMA_VERSION",
@@ -143,5 +150,6 @@ __all__ = [
     "is_infra_failure",
     "is_infra_status",
     "new_exchange_id",
+    "same_named",
     "utc_now",
 ]

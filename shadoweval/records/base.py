@@ -17,7 +17,7 @@ import base64
 import math
 import unicodedata
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -53,6 +53,18 @@ checked wherever a record enters: a capture-log line, a Kafka record, a record b
 code. A record already stored was accepted once; reading it back with this context skips
 those rules, so a database written before a rule existed stays readable (its shape is
 still checked)."""
+
+
+PAIR_KEY_FIELDS: tuple[str, ...] = ("run_id", "exchange_id", "task_type")
+"""The fields that name one pair of a run in every per-pair record (score, judgement,
+label) and its table row."""
+
+
+def same_named(source: object, names: tuple[str, ...]) -> dict[str, Any]:
+    """``{name: source.name}`` for each of ``names``, in that order: the fields two shapes of
+    the same data hold under the same name and in the same form (a record built from an
+    assembled response, a record and its table row)."""
+    return {name: getattr(source, name) for name in names}
 
 
 def _checks_values(info: ValidationInfo) -> bool:

@@ -21,7 +21,37 @@ from shadoweval.records.base import POOLED, _Record
 from shadoweval.records.enums import CheckOutcome, Decision
 from shadoweval.records.verdicts import Check
 
-__all__ = ["CheckRole", "StepCheck", "StepStatus", "StepVerdict", "finite_or_none"]
+__all__ = [
+    "CANARY_OBSERVATION_COLUMNS",
+    "LIVE_ANSWER_COLUMNS",
+    "CheckRole",
+    "StepCheck",
+    "StepStatus",
+    "StepVerdict",
+    "finite_or_none",
+]
+
+LIVE_ANSWER_COLUMNS: tuple[str, ...] = (
+    "error",
+    "format_expected",
+    "format_ok",
+    "harmed",
+    "cache_hit",
+    "e2e_ms",
+    "ttft_ms",
+)
+"""The columns of a canary observation that one live answer shows on its own (the facts of
+:func:`shadoweval.compare.live_side.live_side_facts`, under the same names)."""
+
+CANARY_OBSERVATION_COLUMNS: tuple[str, ...] = (
+    "arm",
+    "observed_at",
+    "session",
+    *LIVE_ANSWER_COLUMNS,
+)
+"""What a step verdict reads of one live request of a canary step: the columns of its
+``observations`` frame (:func:`shadoweval.stats.canary.verdict.step_verdict`), stored as they
+are with the request (``canary_observation`` table, beside ``exchange_id`` and ``step_index``)."""
 
 StepStatus = Literal["pass", "fail", "not_enough_data", "breach"]
 """A canary check's status: ``fail`` a promote/validity check not met, ``breach`` a rollback

@@ -19,10 +19,9 @@ from pydantic import JsonValue
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from shadoweval.records import utc_now
+from shadoweval.records import same_named, utc_now
 from shadoweval.storage.database import Database
 from shadoweval.storage.models import PolicyAuditRow
-from shadoweval.storage.rows import same_named
 from shadoweval.storage.types import PolicyAuditAction, PolicyAuditEntry
 
 

@@ -16,10 +16,9 @@ from collections.abc import Iterable, Sequence
 
 from sqlalchemy import func, select
 
-from shadoweval.records import utc_now
+from shadoweval.records import same_named, utc_now
 from shadoweval.storage.database import Database
 from shadoweval.storage.models import EmbeddingCacheRow
-from shadoweval.storage.rows import same_named
 from shadoweval.storage.statements import insert_ignore
 from shadoweval.storage.types import CachedEmbedding
 

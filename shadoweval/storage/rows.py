@@ -12,6 +12,8 @@ from typing import Any
 from shadoweval.pair_facts import pack_pair_facts, uncovered_scripts
 from shadoweval.pair_flags import flags_mask, pair_flags
 from shadoweval.records import (
+    CANARY_OBSERVATION_COLUMNS,
+    PAIR_KEY_FIELDS,
     Exchange,
     HumanLabel,
     ModelIdentity,
@@ -19,6 +21,7 @@ from shadoweval.records import (
     PairScore,
     ReplayOutcome,
     StepVerdict,
+    same_named,
 )
 from shadoweval.storage.models import (
     CanaryObservationRow,
@@ -52,30 +55,16 @@ def nul_safe(value: Any) -> Any:
     return value
 
 
-def same_named(source: object, names: tuple[str, ...]) -> dict[str, Any]:
-    """``{name: source.name}`` for each of ``names``, in that order: the columns a record
-    and its row hold under the same name and in the same form (the storage's row
-    converters copy them with it)."""
-    return {name: getattr(source, name) for name in names}
-
-
-_LABEL_KEYS = ("run_id", "exchange_id", "task_type")
+_SCORE_COLUMNS = (
+    *PAIR_KEY_FIELDS,
+    "captured_at",
+    "similarity",
+    "candidate_error",
+    "baseline_error",
+)
 _LABEL_TAIL = ("note", "labeller", "labelled_at", "source")
 _REJECTED_TAIL = ("location", "reason", "detail", "raw", "created_at", "fingerprint")
-_OBSERVATION_FIELDS = (
-    "exchange_id",
-    "step_index",
-    "arm",
-    "observed_at",
-    "session",
-    "error",
-    "format_expected",
-    "format_ok",
-    "harmed",
-    "cache_hit",
-    "e2e_ms",
-    "ttft_ms",
-)
+_OBSERVATION_FIELDS = ("exchange_id", "step_index", *CANARY_OBSERVATION_COLUMNS)
 _RATING_FIELDS = ("canary_id", "exchange_id", "rater", "rating", "note", "rated_at")
 _RUN_FIELDS = (
     "run_id",
@@ -150,13 +139,7 @@ def pair_score_row(score: PairScore) -> dict[str, Any]:
     """Column values of ``score`` for the ``pair_score`` table (``facts``: its packed
     :mod:`shadoweval.pair_facts`)."""
     return {
-        "run_id": score.run_id,
-        "exchange_id": score.exchange_id,
-        "task_type": score.task_type,
-        "captured_at": score.captured_at,
-        "similarity": score.similarity,
-        "candidate_error": score.candidate_error,
-        "baseline_error": score.baseline_error,
+        **same_named(score, _SCORE_COLUMNS),
         "flags": flags_mask(pair_flags(score)),
         "scored_at": score.scored_at,
         "record": score.model_dump(mode="json"),
@@ -168,7 +151,7 @@ def pair_score_row(score: PairScore) -> dict[str, Any]:
 def label_row(label: HumanLabel) -> dict[str, Any]:
     """Column values of ``label`` for the ``human_label`` table (``id`` is assigned)."""
     return {
-        **same_named(label, _LABEL_KEYS),
+        **same_named(label, PAIR_KEY_FIELDS),
         "label": label.label.value,
         **same_named(label, _LABEL_TAIL),
     }
@@ -177,10 +160,8 @@ def label_row(label: HumanLabel) -> dict[str, Any]:
 def judgement_row(judgement: PairJudgement) -> dict[str, Any]:
     """Column values of ``judgement`` for the ``pair_judgement`` table (``id`` is assigned)."""
     return {
-        "run_id": judgement.run_id,
-        "exchange_id": judgement.exchange_id,
+        **same_named(judgement, PAIR_KEY_FIELDS),
         "source": judgement.source.value,
-        "task_type": judgement.task_type,
         "outcome": None if judgement.outcome is None else judgement.outcome.value,
         "judged_at": judgement.judged_at,
         "record": judgement.model_dump(mode="json"),
@@ -190,7 +171,7 @@ def judgement_row(judgement: PairJudgement) -> dict[str, Any]:
 def human_label(row: HumanLabelRow) -> HumanLabel:
     """The :class:`HumanLabel` of a ``human_label`` row."""
     return HumanLabel.model_validate(
-        {**same_named(row, _LABEL_KEYS), "label": row.label, **same_named(row, _LABEL_TAIL)}
+        {**same_named(row, PAIR_KEY_FIELDS), "label": row.label, **same_named(row, _LABEL_TAIL)}
     )
 
 

@@ -35,12 +35,14 @@ from sqlalchemy.orm import Session
 from shadoweval.errors import InvalidDataError, RecordDecodeError, StorageError
 from shadoweval.pair_flags import PairFlag, flags_from_mask, flags_mask
 from shadoweval.records import (
+    PAIR_KEY_FIELDS,
     STORED,
     Exchange,
     HumanLabel,
     PairScore,
     ReplayOutcome,
     ToolCall,
+    same_named,
 )
 from shadoweval.storage import queries
 from shadoweval.storage import rows as rows_
@@ -54,6 +56,9 @@ _IN_CHUNK = 500
 
 _TOKEN_VERSION = 1
 _SHOWN_TOKEN_CHARS = 80
+
+_SCORE_FIELDS = (*PAIR_KEY_FIELDS, "captured_at", "noise_similarity")
+"""What a :class:`Sample` takes from the pair's score under the same name."""
 
 
 @dataclass(frozen=True)
@@ -252,12 +257,8 @@ def _sample(records: Row[Any], label: HumanLabel | None) -> Sample:
     replayed = None if candidate is None else candidate.response
     error_kind = score.candidate_error_kind or (None if candidate is None else candidate.error_kind)
     return Sample(
-        run_id=score.run_id,
-        exchange_id=score.exchange_id,
-        task_type=score.task_type,
-        captured_at=score.captured_at,
+        **same_named(score, _SCORE_FIELDS),
         similarity=records.similarity,
-        noise_similarity=score.noise_similarity,
         flags=flags_from_mask(records.flags),
         request_messages=messages,
         request_params=params,

@@ -52,6 +52,7 @@ from shadoweval.records import (
     TimingSource,
     Usage,
     UsageSource,
+    same_named,
 )
 from shadoweval.storage import Repository, RunInfo
 
@@ -297,9 +298,7 @@ def _score(run_id: str, f: _Fate, i: int, k: int, d: _Draws) -> PairScore:
     streamed = f.streamed
     return PairScore(
         run_id=run_id,
-        exchange_id=f.exchange_id,
-        task_type=f.task_type,
-        captured_at=f.captured_at,
+        **same_named(f, ("exchange_id", "task_type", "captured_at")),
         similarity=similarity,
         noise_similarity=float(d.noise[k]) if d.repeat[k] and not f.base_error else None,
         streamed=streamed,

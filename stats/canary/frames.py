@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from shadoweval.records import CANARY_OBSERVATION_COLUMNS
 from shadoweval.stats.inputs import InvalidDataError
 
 __all__ = [
@@ -27,18 +28,7 @@ __all__ = [
     "new_sessions",
 ]
 
-OBSERVATION_COLUMNS: tuple[str, ...] = (
-    "arm",
-    "observed_at",
-    "session",
-    "error",
-    "format_expected",
-    "format_ok",
-    "harmed",
-    "cache_hit",
-    "e2e_ms",
-    "ttft_ms",
-)
+OBSERVATION_COLUMNS: tuple[str, ...] = CANARY_OBSERVATION_COLUMNS
 """Columns :func:`step_verdict` needs in ``observations`` (one row per live request)."""
 
 SESSION_NEW = "session_new"

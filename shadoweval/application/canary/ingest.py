@@ -21,7 +21,7 @@ from shadoweval.capture_log import (
 )
 from shadoweval.compare.live_side import live_side_facts
 from shadoweval.errors import ConfigError
-from shadoweval.records import Exchange
+from shadoweval.records import LIVE_ANSWER_COLUMNS, Exchange, same_named
 from shadoweval.storage import (
     CanaryInfo,
     CanaryObservation,
@@ -97,13 +97,7 @@ def observation_of(
         arm=arm,
         observed_at=exchange.captured_at,
         session=exchange.session_key_hash,
-        error=facts.error,
-        format_expected=facts.format_expected,
-        format_ok=facts.format_ok,
-        harmed=facts.harmed,
-        cache_hit=facts.cache_hit,
-        e2e_ms=facts.e2e_ms,
-        ttft_ms=facts.ttft_ms,
+        **same_named(facts, LIVE_ANSWER_COLUMNS),
         detail=detail,
     )
 
