@@ -106,7 +106,7 @@ from shadoweval.replay.kafka_partitions import (
 from shadoweval.replay.metrics import WorkerMetrics
 from shadoweval.replay.offload import OffloadUnavailable, is_offloaded, resolve_offloaded
 from shadoweval.replay.offsets import OffsetTracker, Partition
-from shadoweval.replay.scheduler import CapturePacer, Pacer, RatePacer, StartMeter
+from shadoweval.replay.scheduler import Pacer, StartMeter, replay_pacer
 from shadoweval.replay.sessions import SessionVersionTracker
 from shadoweval.storage import RejectStage, Repository
 
@@ -182,7 +182,9 @@ class KafkaReplayWorker(_PartitionBook, Lifecycle):
         self.metrics = metrics or WorkerMetrics()
         self.offload_base_dir = offload_base_dir
         self.fetch_timeout_ms = fetch_timeout_ms
-        pace = pace or (ReplayPace.RATE if rate_per_s is not None else ReplayPace.UNPACED)
+        pace, self._pacer = replay_pacer(
+            pace, pace_speed=pace_speed, rate_per_s=rate_per_s, pacer=pacer
+        )
         capture = pace is ReplayPace.CAPTURE
         self.report = WorkerReport(
             run_id=run_id,
@@ -196,9 +198,6 @@ class KafkaReplayWorker(_PartitionBook, Lifecycle):
         self._writer = OutcomeWriter(repo, batch=64, interval_s=settings.commit_interval_s)
         self._tracker = OffsetTracker()
         self._slots = asyncio.Semaphore(concurrency)
-        self._pacer: Pacer = pacer or (
-            CapturePacer(pace_speed) if capture else RatePacer(rate_per_s)
-        )
         self._meter = StartMeter()
         self._done: dict[ReplayTarget, set[str]] = {spec.target: set() for spec in self.targets}
         self._waiting: dict[tuple[str, ReplayTarget], list[_InFlightRecord]] = {}

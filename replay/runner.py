@@ -50,7 +50,7 @@ from shadoweval.replay.exchange_replay import (
     split_conflicts,
     unreplayable,
 )
-from shadoweval.replay.scheduler import CapturePacer, Pacer, RatePacer, run_paced
+from shadoweval.replay.scheduler import Pacer, replay_pacer, run_paced
 from shadoweval.storage import RejectedRecord, RejectStage, Repository
 
 __all__ = ["ReplayReport", "ReplayRunner", "TargetSpec", "in_sample"]
@@ -100,12 +100,10 @@ class ReplayRunner:
     ) -> None:
         if not targets:
             raise ValueError("at least one replay target is required")
-        self.pace = pace or (ReplayPace.RATE if rate_per_s is not None else ReplayPace.UNPACED)
+        self.pace, self.pacer = replay_pacer(
+            pace, pace_speed=pace_speed, rate_per_s=rate_per_s, pacer=pacer
+        )
         self.pace_speed = pace_speed
-        if pacer is None:
-            capture = self.pace is ReplayPace.CAPTURE
-            pacer = CapturePacer(pace_speed) if capture else RatePacer(rate_per_s)
-        self.pacer = pacer
         self.repo = repo
         self.run_id = run_id
         self.targets = list(targets)

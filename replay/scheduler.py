@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, TypeVar
 
+from shadoweval.records import ReplayPace
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -143,6 +145,29 @@ class CapturePacer:
             if due < now:
                 self._anchor = (now, at)  # late: restart the schedule from here
             return now
+
+
+def replay_pacer(
+    pace: ReplayPace | None,
+    *,
+    pace_speed: float,
+    rate_per_s: float | None,
+    pacer: Pacer | None = None,
+) -> tuple[ReplayPace, Pacer]:
+    """The pace of a replay and the pacer that keeps it.
+
+    ``pace`` left out is :attr:`ReplayPace.RATE` when ``rate_per_s`` is given, else
+    :attr:`ReplayPace.UNPACED`. ``pacer`` (a test's, with its own clock) is used as given;
+    without it the captured pace gets a :class:`CapturePacer` at ``pace_speed`` and any other
+    pace a :class:`RatePacer` at ``rate_per_s`` (``None``: every start at once).
+
+    Raises:
+        ValueError: ``pace_speed`` or ``rate_per_s`` is not > 0 (from the pacer built).
+    """
+    pace = pace or (ReplayPace.RATE if rate_per_s is not None else ReplayPace.UNPACED)
+    if pacer is None:
+        pacer = CapturePacer(pace_speed) if pace is ReplayPace.CAPTURE else RatePacer(rate_per_s)
+    return pace, pacer
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Literal
 
 from shadoweval.errors import InvalidDataError
@@ -27,6 +28,7 @@ __all__ = [
     "flags_from_mask",
     "flags_mask",
     "format_ok",
+    "format_ok_pair",
     "pair_flags",
 ]
 
@@ -110,6 +112,27 @@ def format_ok(
     return math.nan
 
 
+def format_ok_pair(
+    score: PairScore, success_flag: FormatSuccessFlag = DEFAULT_SUCCESS_FLAG
+) -> tuple[float, float]:
+    """The pair's ``(baseline, candidate)`` format-parse success: :func:`format_ok` of each
+    side of ``score`` with ``success_flag``."""
+    side_ok = partial(format_ok, format_expected=score.format_expected, success_flag=success_flag)
+    sides = zip(
+        (score.baseline_error, score.candidate_error),
+        (score.baseline_empty, score.candidate_empty),
+        (score.baseline_format, score.candidate_format),
+        (score.baseline_tools, score.candidate_tools),
+        (score.baseline_infra_error, score.candidate_infra_error),
+        strict=True,
+    )
+    baseline, candidate = (
+        side_ok(errored=errored, empty=empty, flags=flags, tools=tools, infra_error=infra)
+        for errored, empty, flags, tools, infra in sides
+    )
+    return baseline, candidate
+
+
 _FIELD_FLAGS: tuple[tuple[PairFlag, Callable[[PairScore], object]], ...] = (
     (PairFlag.CANDIDATE_ERROR, lambda score: score.candidate_error),
     (PairFlag.BASELINE_ERROR, lambda score: score.baseline_error),
@@ -159,22 +182,7 @@ def pair_flags(score: PairScore) -> tuple[PairFlag, ...]:
     """
     found = {flag for flag, fired in _FIELD_FLAGS if fired(score)}
     if score.format_expected:
-        baseline_ok = format_ok(
-            format_expected=True,
-            errored=score.baseline_error,
-            empty=score.baseline_empty,
-            flags=score.baseline_format,
-            tools=score.baseline_tools,
-            infra_error=score.baseline_infra_error,
-        )
-        candidate_ok = format_ok(
-            format_expected=True,
-            errored=score.candidate_error,
-            empty=score.candidate_empty,
-            flags=score.candidate_format,
-            tools=score.candidate_tools,
-            infra_error=score.candidate_infra_error,
-        )
+        baseline_ok, candidate_ok = format_ok_pair(score)
         if baseline_ok == 1.0 and candidate_ok == 0.0:
             found.add(PairFlag.FORMAT_REGRESSION)
         elif baseline_ok == 0.0 and candidate_ok == 1.0:

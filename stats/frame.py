@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from functools import partial
 from typing import TypeVar
 
 import numpy as np
@@ -42,7 +41,7 @@ from shadoweval.pair_facts import (
     tool_text,
     uncovered_scripts,
 )
-from shadoweval.pair_flags import FormatSuccessFlag, format_ok
+from shadoweval.pair_flags import FormatSuccessFlag, format_ok, format_ok_pair
 from shadoweval.records import (
     HarmKind,
     PairJudgement,
@@ -269,7 +268,7 @@ def _row(score: PairScore, flag: SuccessFlag, judgement: PairJudgement | None) -
     baseline_infra = score.baseline_infra_error
     candidate_infra = score.candidate_infra_error
     quality, source = _quality(judgement)
-    baseline_format_ok, candidate_format_ok = _format_ok_pair(score, flag)
+    baseline_format_ok, candidate_format_ok = format_ok_pair(score, flag)
     return {
         "exchange_id": score.exchange_id,
         "task_type": score.task_type,
@@ -306,25 +305,6 @@ def _row(score: PairScore, flag: SuccessFlag, judgement: PairJudgement | None) -
         "quality": quality,
         "quality_source": source,
     }
-
-
-def _format_ok_pair(score: PairScore, flag: SuccessFlag) -> tuple[float, float]:
-    """The pair's ``baseline_format_ok`` and ``candidate_format_ok``: :func:`format_ok` of
-    each side with the task type's success flag."""
-    side_ok = partial(format_ok, format_expected=score.format_expected, success_flag=flag)
-    sides = zip(
-        (score.baseline_error, score.candidate_error),
-        (score.baseline_empty, score.candidate_empty),
-        (score.baseline_format, score.candidate_format),
-        (score.baseline_tools, score.candidate_tools),
-        (score.baseline_infra_error, score.candidate_infra_error),
-        strict=True,
-    )
-    baseline, candidate = (
-        side_ok(errored=errored, empty=empty, flags=flags, tools=tools, infra_error=infra)
-        for errored, empty, flags, tools, infra in sides
-    )
-    return baseline, candidate
 
 
 def _with_flags(

@@ -14,6 +14,7 @@ from shadoweval.pair_flags import (
     flags_from_mask,
     flags_mask,
     format_ok,
+    format_ok_pair,
     pair_flags,
 )
 from shadoweval.records import FinishReason, FormatFlags, PairScore, ToolCallFlags
@@ -201,3 +202,18 @@ def test_infrastructure_error_is_not_a_format_regression() -> None:
 def test_the_flags_use_the_gates_format_rule() -> None:
     """One rule: the gate's frame imports it from the core (no copy to drift)."""
     assert gate_format_ok is format_ok
+
+
+def test_format_ok_pair_is_format_ok_of_each_side() -> None:
+    """``format_ok_pair`` reads each side's own fields (the flags and the gate's frame use it)."""
+    pair = score(
+        format_expected=True,
+        baseline_format=PARSES,
+        candidate_format=FAILS,
+        candidate_tools=ToolCallFlags(calls=1, arguments_parse=True, schema_valid=True),
+        baseline_infra_error=False,
+    )
+    assert format_ok_pair(pair) == (1.0, 1.0)  # the candidate's valid tool call wins
+    assert format_ok_pair(score(format_expected=True, candidate_format=FAILS))[1] == 0.0
+    strict = format_ok_pair(score(format_expected=True, baseline_format=PARSES), "strict")
+    assert strict[0] == 0.0

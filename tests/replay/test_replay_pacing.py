@@ -20,6 +20,7 @@ from shadoweval.replay.scheduler import (
     Dispatch,
     RatePacer,
     WarmupBarrier,
+    replay_pacer,
     run_paced,
 )
 
@@ -167,6 +168,26 @@ def test_capture_pace_speed_must_be_positive() -> None:
     for bad in (0.0, -1.0, float("nan")):
         with pytest.raises(ValueError, match="pace speed must be > 0"):
             CapturePacer(bad)
+
+
+def test_replay_pacer_picks_the_pace_and_its_pacer() -> None:
+    """Both replayers (file and Kafka) choose pace and pacer with this one rule."""
+    pace, pacer = replay_pacer(None, pace_speed=1.0, rate_per_s=5.0)
+    assert pace is ReplayPace.RATE
+    assert isinstance(pacer, RatePacer)
+    assert pacer.rate_per_s == 5.0
+    pace, pacer = replay_pacer(None, pace_speed=1.0, rate_per_s=None)
+    assert pace is ReplayPace.UNPACED
+    assert isinstance(pacer, RatePacer)
+    pace, pacer = replay_pacer(ReplayPace.CAPTURE, pace_speed=2.0, rate_per_s=None)
+    assert pace is ReplayPace.CAPTURE
+    assert isinstance(pacer, CapturePacer)
+    assert pacer.speed == 2.0
+    given = RatePacer(1.0)
+    assert replay_pacer(ReplayPace.CAPTURE, pace_speed=2.0, rate_per_s=None, pacer=given) == (
+        ReplayPace.CAPTURE,
+        given,
+    )
 
 
 # ----------------------------------------------------------------- rate, shortfall

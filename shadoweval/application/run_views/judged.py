@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from shadoweval.application.choices import enum_choice
 from shadoweval.application.run_views.pairs import frozen_policy_pairs
 from shadoweval.application.samples import redact_sample
 from shadoweval.errors import ConfigError
@@ -125,13 +126,7 @@ def judged_records(
         )
     wanted_source = None
     if source is not None:
-        try:
-            wanted_source = JudgementSource(source)
-        except ValueError:
-            known = ", ".join(s.value for s in JudgementSource)
-            raise ConfigError(
-                f"source {source!r} is not one of {known}", field="source", value=source
-            ) from None
+        wanted_source = enum_choice(JudgementSource, source, field="source")
     resolved = resolve_judgements(judgements, labels)
     every = list(judgements)
     stored = {(j.exchange_id, j.source) for j in judgements}
