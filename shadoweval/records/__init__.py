@@ -27,6 +27,13 @@ from shadoweval.records.enums import (
     TimingSource,
     UsageSource,
 )
+from shadoweval.records.environment import (
+    CONFIG_HTTP_STATUSES,
+    EnvironmentFailure,
+    doubled_v1,
+    repeated_rejections,
+    url_hint,
+)
 from shadoweval.records.exchange import (
     MAX_EXCHANGE_ID_CHARS,
     Exchange,
@@ -84,6 +91,7 @@ from shadoweval.records.verdicts import (
 )
 
 __all__ = [
+    "CONFIG_HTTP_STATUSES",
     "INFRA_HTTP_STATUSES",
     "INT64_MAX",
     "MAX_EXCHANGE_ID_CHARS",
@@ -97,6 +105,7 @@ __all__ = [
     "CheckRole",
     "Coverage",
     "Decision",
+    "EnvironmentFailure",
     "Exchange",
     "ExchangeOutcome",
     "FinishReason",
@@ -139,9 +148,12 @@ __all__ = [
     "UsageSource",
     "Verdict",
     "decode_base64_body",
+    "doubled_v1",
     "finite_or_none",
     "is_infra_failure",
     "is_infra_status",
     "new_exchange_id",
+    "repeated_rejections",
+    "url_hint",
     "utc_now",
 ]

@@ -33,6 +33,7 @@ from shadoweval.stats.gate.validity import (
     _task_type_problems,
     _trailer,
     _window_problem,
+    infra_sha256,
     judgements_sha256,
     latency_cache_hits,
     unevaluated_reasons,
@@ -113,6 +114,7 @@ def evaluate_gate(
         look=look,
         judgement_look=judgement_look,
         judgements_sha256=judgements_sha256(pairs),
+        infra_sha256=infra_sha256(pairs),
         latency_cache_hits=cache_hits,
     )
     if len(pairs) == 0:
@@ -142,6 +144,7 @@ def evaluate_gate(
         window=_window_problem(pairs, policy),
         changes=changes,
         extra_notes=extra_notes,
+        environment=coverage.environment_failures,
     )
     if decision == Decision.HOLD and levels.final:
         reasons.insert(blocked, _at_cap(judged, policy))
