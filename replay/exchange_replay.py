@@ -79,7 +79,8 @@ class ReplayReport:
     rejected records of stage ``replay``, by reason); ``exchanges``: decoded exchanges stored;
     ``already_done``: (exchange, target) pairs not sent because an outcome was stored
     before; ``retried``: per target, stored failures of the environment sent again (their
-    new outcome replaces the failure; issue 29); ``sent``/``skipped``/``ok``: per target; ``errors``: per error kind;
+    new outcome replaces the failure; issue 29); ``sent``/``skipped``/``ok``: per target;
+    ``errors``: per error kind;
     ``duplicates``: outcomes not written because the same key was stored already;
     ``cache_hits``: per target, answers a cache served (``response.cache_hit``: kept, and
     left out of the latency checks by the gate).

@@ -140,8 +140,9 @@ class PairScore(_Record):
     status 401/403/404/405/407, an undecodable body, a cancelled live request; for the
     candidate also a rejection repeated on most requests and a failure the baseline
     replica shares on the same exchange: :mod:`shadoweval.records.environment`) says
-    nothing about the model's quality and is gated separately; any other error (``*_error`` without ``*_infra_error``: the server
-    rejected the request with another 4xx) is the model's or its serving config's.
+    nothing about the model's quality and is gated separately; any other error
+    (``*_error`` without ``*_infra_error``: the server rejected the request with another
+    4xx) is the model's or its serving config's.
 
     Direction (:mod:`shadoweval.compare.harms`): ``baseline_harms`` / ``candidate_harms`` list the
     :class:`HarmKind` detectors that fired on each side (empty for an errored side);

@@ -197,7 +197,8 @@ def test_without_preflight_the_misconfigured_url_holds_and_a_fixed_rerun_replays
     lead = verdict.reasons[0]
     assert lead.startswith("environment: the candidate's requests failed for reasons of the")
     assert f"HTTP 404 on {PAIRS} pairs" in lead
-    assert "/v1/v1/chat/completions" in lead and "/v1 twice" in lead
+    assert "/v1/v1/chat/completions" in lead
+    assert "/v1 twice" in lead
     assert "prompt_not_recorded" not in lead  # the path was wrong, not the recording
     assert not [c for c in verdict.checks if c.metric == "error_rate" and c.outcome == "fail"]
 
