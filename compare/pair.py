@@ -12,7 +12,10 @@ in its own error-rate check.
 * **baseline error** — the live exchange did not end ``done``, has no response, or has
   HTTP status ≥ 400. **candidate error** — the replay has an ``error_kind``, no response,
   or HTTP status ≥ 400 (``candidate_error_kind`` is then ``http_status`` if the replay
-  layer left it unset).
+  layer left it unset). **candidate infrastructure error** — the environment's failure,
+  not the model's (:mod:`shadoweval.records.environment`): timeout, connection, undecodable
+  body, HTTP 408/429/5xx or 401/403/404/405/407, a rejection repeated on most requests
+  (``PairInput.repeated_rejection``), or a failure the baseline replica shares.
 * **empty** — no error, blank content (:func:`shadoweval.text.is_blank`: white space and
   invisible format characters such as U+200B only) and no tool calls.
 * **similarity** — cosine of :func:`side_text` of both sides
@@ -129,6 +132,9 @@ class PairInput:
     exchange: Exchange
     candidate: ReplayOutcome
     baseline_repeat: ReplayOutcome | None = None
+    repeated_rejection: bool = False
+    """The candidate's failure is a rejection repeated on most of the run's requests
+    (:func:`shadoweval.records.repeated_rejections`): the environment's, not the model's."""
 
 
 def side_text(response: ResponseRecord | None) -> str:
@@ -353,7 +359,7 @@ def _score_one(
         baseline_error=base_error,
         candidate_error=cand_error,
         baseline_infra_error=base_error and _baseline_infra_error(exchange),
-        candidate_infra_error=_replay_infra_error(candidate),
+        candidate_infra_error=_candidate_environment_error(item),
         candidate_error_kind=_candidate_error_kind(candidate),
         baseline_empty=not base_error and is_blank(base_text),
         candidate_empty=not cand_error and is_blank(cand_text),
@@ -436,6 +442,22 @@ def _baseline_infra_error(exchange: Exchange) -> bool:
 def _replay_infra_error(outcome: ReplayOutcome) -> bool:
     status = outcome.response.status_code if outcome.response is not None else None
     return _replay_error(outcome) and is_infra_failure(outcome.error_kind, status)
+
+
+def _candidate_environment_error(item: PairInput) -> bool:
+    """The candidate's failure is the environment's (issue 29): an infrastructure or
+    configuration failure, a rejection repeated on most requests, or a failure the baseline
+    replica shares on the same exchange."""
+    candidate, repeat = item.candidate, item.baseline_repeat
+    if not _replay_error(candidate):
+        return False
+    if _replay_infra_error(candidate) or item.repeated_rejection:
+        return True
+    return (
+        repeat is not None
+        and repeat.error_kind is not ReplayErrorKind.SKIPPED
+        and _replay_error(repeat)
+    )
 
 
 def _candidate_error_kind(candidate: ReplayOutcome) -> ReplayErrorKind | None:

@@ -55,6 +55,7 @@ from shadoweval.storage import (
     Repository,
     WorkLocks,
     rejection_fingerprint,
+    rejection_key,
 )
 
 logger = logging.getLogger(__name__)
@@ -256,9 +257,15 @@ def run_compare(
     batches = repo.iter_pair_inputs(
         run_id, only_unscored=not rescore, batch_size=batch_size, exchange_ids=exchange_ids
     )
+    repeated = repo.repeated_rejections(run_id)
     for batch in batches:
         items = [
-            PairInput(exchange=e, candidate=c, baseline_repeat=b)
+            PairInput(
+                exchange=e,
+                candidate=c,
+                baseline_repeat=b,
+                repeated_rejection=rejection_key(c) in repeated,
+            )
             for e, c, b in batch
             if shard is None or shard_of(e.exchange_id, shard[1]) == shard[0]
         ]
@@ -431,8 +438,14 @@ class _FollowJob:
 
     def _score_bucket(self, exchange_ids: list[str]) -> int:
         """Score a locked bucket's ready pairs in batches; returns the pairs left waiting."""
+        repeated = self.repo.repeated_rejections(self.run_id)
         pairs = [
-            PairInput(exchange=e, candidate=c, baseline_repeat=b)
+            PairInput(
+                exchange=e,
+                candidate=c,
+                baseline_repeat=b,
+                repeated_rejection=rejection_key(c) in repeated,
+            )
             for e, c, b in self.repo.pair_inputs_for(self.run_id, exchange_ids)
             if e.exchange_id not in self.rejected_ids
         ]

@@ -83,7 +83,9 @@ class ReplayReport:
     (exchange, target) pairs whose replay raised instead of returning an outcome (kept as
     rejected records of stage ``replay``, by reason); ``exchanges``: decoded exchanges stored;
     ``already_done``: (exchange, target) pairs not sent because an outcome was stored
-    before; ``sent``/``skipped``/``ok``: per target; ``errors``: per error kind;
+    before; ``retried``: per target, stored failures of the environment sent again (their
+    new outcome replaces the failure; issue 29); ``sent``/``skipped``/``ok``: per target;
+    ``errors``: per error kind;
     ``duplicates``: outcomes not written because the same key was stored already;
     ``cache_hits``: per target, answers a cache served (``response.cache_hit``: kept, and
     left out of the latency checks by the gate).
@@ -104,6 +106,7 @@ class ReplayReport:
     replay_failed: Counter[str] = field(default_factory=Counter)
     exchanges: int = 0
     already_done: int = 0
+    retried: Counter[str] = field(default_factory=Counter)
     sent: Counter[str] = field(default_factory=Counter)
     skipped: Counter[str] = field(default_factory=Counter)
     ok: Counter[str] = field(default_factory=Counter)
@@ -178,6 +181,7 @@ class ReplayReport:
             "replay_failed": dict(self.replay_failed),
             "exchanges": self.exchanges,
             "already_done": self.already_done,
+            "retried": dict(self.retried),
             "sent": dict(self.sent),
             "skipped": dict(self.skipped),
             "ok": dict(self.ok),
@@ -448,6 +452,11 @@ class FlushResult:
 class OutcomeWriter:
     """Collects finished outcomes and writes them in batches (idempotent, first write wins).
 
+    With ``replace_failures`` (a capture-log pass, which re-sends the environment's
+    failures) a stored *failed* outcome of the same key is replaced
+    (:meth:`~shadoweval.storage.Repository.replace_failed_outcomes`); a stored answer
+    never is.
+
     :meth:`due` says a flush is wanted: ``batch`` outcomes are waiting, or ``interval_s``
     seconds passed since the last flush. Flushes are serialized by a lock.
 
@@ -456,8 +465,16 @@ class OutcomeWriter:
             are dropped from the buffer; the caller must not treat them as stored).
     """
 
-    def __init__(self, repo: Repository, *, batch: int = 64, interval_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        repo: Repository,
+        *,
+        batch: int = 64,
+        interval_s: float = 1.0,
+        replace_failures: bool = False,
+    ) -> None:
         self.repo = repo
+        self.replace_failures = replace_failures
         self.batch = batch
         self.interval_s = interval_s
         self._pending: list[ReplayOutcome] = []
@@ -486,5 +503,10 @@ class OutcomeWriter:
             pending, self._pending = self._pending, []
             if not pending:
                 return FlushResult([], 0)
-            inserted = await asyncio.to_thread(self.repo.save_outcomes, pending)
+            save = (
+                self.repo.replace_failed_outcomes
+                if self.replace_failures
+                else self.repo.save_outcomes
+            )
+            inserted = await asyncio.to_thread(save, pending)
             return FlushResult(pending, len(pending) - inserted)

@@ -13,7 +13,9 @@ fingerprinted by location and content, so reading the same log again stores none
 
 Outcomes are written idempotently — unique ``(run_id, exchange_id, target)`` — so
 re-running a replay resumes: exchanges that already have an outcome for a target are not
-sent again.
+sent again, except those whose outcome failed for reasons of the environment (issue 29:
+:mod:`shadoweval.storage.environment`), which are sent again and replace the failure; an
+answer is never replaced.
 """
 
 from __future__ import annotations
@@ -114,7 +116,7 @@ class ReplayRunner:
         self.progress = progress
         self.console = console or Console(stderr=True)
         self._replayer = ExchangeReplayer(run_id, warmup_requests=warmup_requests)
-        self._writer = OutcomeWriter(repo, batch=64, interval_s=1.0)
+        self._writer = OutcomeWriter(repo, batch=64, interval_s=1.0, replace_failures=True)
 
     async def run(self, entries: Iterable[LogEntry]) -> ReplayReport:
         """Replay every entry; return the report. Candidate failures never raise.
@@ -136,12 +138,7 @@ class ReplayRunner:
             pace=self.pace,
             pace_speed=self.pace_speed if self.pace is ReplayPace.CAPTURE else None,
         )
-        done = {
-            spec.target: await asyncio.to_thread(
-                self.repo.completed_exchange_ids, self.run_id, spec.target
-            )
-            for spec in self.targets
-        }
+        done = {spec.target: await self._done(spec.target, report) for spec in self.targets}
         bar = Progress(
             TextColumn("replay"),
             BarColumn(),
@@ -186,6 +183,16 @@ class ReplayRunner:
                 report.duplicates += (await asyncio.shield(self._writer.flush())).duplicates
         report.record_load(stats)
         return report
+
+    async def _done(self, target: ReplayTarget, report: ReplayReport) -> set[str]:
+        """Exchanges with a stored outcome for ``target`` that this pass does not send again:
+        every outcome except the failures of the environment
+        (:meth:`~shadoweval.storage.Repository.environment_failed_ids`), which are sent
+        again and replaced (counted in ``report.retried``)."""
+        done = await asyncio.to_thread(self.repo.completed_exchange_ids, self.run_id, target)
+        retry = await asyncio.to_thread(self.repo.environment_failed_ids, self.run_id, target)
+        report.retried[target.value] += len(retry & done)
+        return done - retry
 
     async def _keep_failure(
         self, item: PreparedReplay, failure: ReplayFailure, report: ReplayReport

@@ -11,7 +11,8 @@ pandas exception types::
     ├── TableMappingError      a table that lacks a mapped column, or an unknown preset
     ├── StorageError           the database refused an operation
     ├── ReplayError            a replay that could not even be attempted (not a candidate failure:
-    │                          candidate failures are data on ReplayOutcome.error_kind)
+    │   │                      candidate failures are data on ReplayOutcome.error_kind)
+    │   └── PreflightError     a target failed the preflight request (URL, status, body named)
     ├── LifecycleError         a long-lived object started twice or after stop (.lifecycle)
     ├── InsufficientDataError  a statistic asked for on too little data
     └── InvalidDataError       values a statistic cannot use (NaN, infinite, out of range)
@@ -65,6 +66,24 @@ class StorageError(ShadowEvalError):
 
 class ReplayError(ShadowEvalError):
     """A replay that cannot run at all (bad base URL, unreadable source)."""
+
+
+class PreflightError(ReplayError):
+    """A shadow target failed the one real request sent before a replay
+    (:mod:`shadoweval.replay.preflight`): the message names the URL requested, the HTTP
+    status (or the connection error) and the first bytes of the body.
+
+    Attributes:
+        target: the target (``candidate``, ``baseline_repeat``, ``judge``).
+        url: the URL actually requested.
+        status: the HTTP status, or ``None`` when no response came back.
+    """
+
+    def __init__(self, message: str, *, target: str, url: str, status: int | None) -> None:
+        super().__init__(message)
+        self.target = target
+        self.url = url
+        self.status = status
 
 
 class LifecycleError(ShadowEvalError, RuntimeError):

@@ -24,6 +24,11 @@ verdict must mean the same whatever the number of polls (gate-statistics.md §2.
   (:func:`shadoweval.stats.gate.judgements_sha256` of the prefix) returns it, a poll with different
   ones re-evaluates the look as its next ``judgement_look`` (the net-harm checks spend the
   look's levels over these evaluations: :func:`shadoweval.stats.net_harm.judgement_levels`).
+* **The environment's failures are replayed again** (issue 29). A look is evaluated again
+  when the set of its pairs with an infrastructure or environment error changed
+  (:func:`shadoweval.stats.gate.infra_sha256`): a re-run of the run replayed them, and the
+  pairs left out of every quality check before are now answered (with the same
+  judgements, as the same judgement look).
 """
 
 from __future__ import annotations
@@ -34,7 +39,12 @@ from datetime import datetime
 import pandas as pd
 
 from shadoweval.records import Coverage, Decision, Verdict, utc_now
-from shadoweval.stats.gate import evaluate_gate, judgements_sha256, unevaluated_reasons
+from shadoweval.stats.gate import (
+    evaluate_gate,
+    infra_sha256,
+    judgements_sha256,
+    unevaluated_reasons,
+)
 from shadoweval.stats.inputs import InvalidDataError
 from shadoweval.stats.policy import GatePolicy, policy_hash
 from shadoweval.stats.sequential import latest_checkpoint
@@ -148,14 +158,17 @@ def evaluate_poll(
         fingerprint = judgements_sha256(ordered.iloc[:n_k])
         nothing = judgements_sha256(ordered.iloc[:0])
         stored = previous.judgements_sha256 or nothing
-        if stored == fingerprint:
+        same_infra = (previous.infra_sha256 or infra_sha256(ordered.iloc[:0])) == infra_sha256(
+            ordered.iloc[:n_k]
+        )
+        if stored == fingerprint and same_infra:
             return previous
         # An evaluation that read no judgement spent nothing of the net-harm level (with no
         # judged pair its check can neither pass a changed unit nor find harm), so the
         # first evaluation with judgements is judgement look 1 — e.g. the gate at the end of
         # `evaluate`, before `labels import-reference` or `judge run`, costs nothing.
         previous_look = max(previous.judgement_look, 1)
-        judgement_look = previous_look if stored == nothing else previous_look + 1
+        judgement_look = previous_look if stored in (nothing, fingerprint) else previous_look + 1
     paired_counts: Mapping[str, int] = {
         str(t): int(c) for t, c in ordered["task_type"].astype(str).value_counts().items()
     }

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from shadoweval.application.environment import environment_failures
 from shadoweval.application.judging import JudgementSummary, summarize_judgements
 from shadoweval.application.run_policy import load_gate_policy, run_policy_warnings
 from shadoweval.records import Coverage, Decision, Verdict
@@ -86,7 +87,9 @@ def gate_run(repo: Repository, run: RunInfo, *, command: str) -> GateResult:
     the look of the stored verdict returns it as stored (``reused_look``) and stores
     nothing, so polls between two checkpoints repeat the same verdict even when late
     pairs have been scored meanwhile. The pairs table carries each pair's resolved quality
-    judgement (judge, reference or human).
+    judgement (judge, reference or human). The candidate's failures of the environment
+    are named on the verdict's coverage (:func:`environment_failures`), and a look whose
+    such pairs changed (a re-run replayed them) is evaluated again.
     """
     policy = parse_policy_yaml(run.policy_yaml)
     scores = repo.load_pair_scores(run.run_id)
@@ -104,6 +107,9 @@ def gate_run(repo: Repository, run: RunInfo, *, command: str) -> GateResult:
         return GateResult(
             latest, pairs, policy, reused_terminal=True, judgement=judgement, warnings=warnings
         )
+    coverage = coverage.model_copy(
+        update={"environment_failures": environment_failures(repo, run, scores)}
+    )
     verdict = evaluate_poll(pairs, policy, run_id=run.run_id, coverage=coverage, previous=latest)
     if latest is not None and verdict is latest:
         return GateResult(

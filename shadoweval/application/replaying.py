@@ -31,6 +31,7 @@ from shadoweval.records import ReplayPace
 from shadoweval.replay.client import CandidateClient
 from shadoweval.replay.kafka_worker import KafkaReplayWorker, WorkerReport
 from shadoweval.replay.metrics import MetricsServer, WorkerMetrics, metrics_app
+from shadoweval.replay.preflight import first_replayable, preflight_targets
 from shadoweval.replay.runner import ReplayReport, ReplayRunner, TargetSpec
 from shadoweval.storage import Repository, RunInfo
 
@@ -201,16 +202,25 @@ async def replay_capture_log(
     counted in the report. The pass's pacing and achieved start rate are stored with the
     run (:meth:`~shadoweval.storage.Repository.record_replay_pass`) for the gate.
 
+    With ``settings.preflight`` (the default) the log's first replayable request is sent
+    once to every target first (:mod:`shadoweval.replay.preflight`), and nothing is
+    replayed when the environment fails it.
+
     Raises:
         FileNotFoundError: the capture log does not exist.
         StorageError: the database failed.
         ConfigError: ``--pace capture`` together with ``--rate``.
+        PreflightError: a target failed the preflight request (URL, status and body named).
     """
     pace, speed = replay_pacing(settings)
     clients, specs = _target_specs(targets, settings)
     for client in clients:
         await client.start()
     try:
+        if settings.preflight:
+            first = first_replayable(read_capture_log(capture_log))
+            if first is not None:
+                await preflight_targets(specs, first)
         runner = ReplayRunner(
             repo,
             run_id,

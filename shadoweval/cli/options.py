@@ -122,6 +122,16 @@ PaceOpt = Annotated[
         "divided by --pace-speed.",
     ),
 ]
+PreflightOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--preflight/--no-preflight",
+        help="Before replaying, send one real request (the log's first) to each target and "
+        "stop with exit 3 naming the URL, status and body when it fails for reasons of the "
+        "environment (wrong URL, key, server down); --no-preflight for a server that meters "
+        "requests (default SHADOWEVAL_REPLAY__PREFLIGHT, on).",
+    ),
+]
 PaceSpeedOpt = Annotated[
     float | None,
     typer.Option(
@@ -255,6 +265,7 @@ class ReplayLoadOptions:
     warmup: WarmupOpt = None
     pace: PaceOpt = None
     pace_speed: PaceSpeedOpt = None
+    preflight: PreflightOpt = None
 
     def settings_overrides(self) -> dict[str, Any]:
         """The ``replay`` section of the settings these options override (``None``: not
@@ -266,4 +277,5 @@ class ReplayLoadOptions:
             "warmup_requests": self.warmup,
             "pace": self.pace,
             "pace_speed": self.pace_speed,
+            "preflight": self.preflight,
         }

@@ -27,6 +27,11 @@ class ReplaySettings(BaseModel):
     without it); ``capture`` replays at the captured inter-arrival times (each exchange's
     ``captured_at``) divided by ``pace_speed`` (2.0: twice as fast), and excludes
     ``rate_per_s``. Warm-up requests are sent, and completed, before the measured ones.
+    ``preflight``: before a capture-log replay, send one real request (the log's first
+    replayable one) to each target and stop with a :class:`~shadoweval.errors.PreflightError`
+    naming the URL, status and body when the environment fails it
+    (:mod:`shadoweval.replay.preflight`); off (``--no-preflight``) for a server that meters
+    requests.
     """
 
     concurrency: int = Field(default=16, ge=1, le=4096)
@@ -41,6 +46,7 @@ class ReplaySettings(BaseModel):
     api_key: SecretStr | None = None
     keep_raw_body: bool = False
     cache_hit_rules: tuple[CacheHitRule, ...] = DEFAULT_CACHE_HIT_RULES
+    preflight: bool = True
 
 
 class WorkerSettings(BaseModel):

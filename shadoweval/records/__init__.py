@@ -29,6 +29,13 @@ from shadoweval.records.enums import (
     TimingSource,
     UsageSource,
 )
+from shadoweval.records.environment import (
+    CONFIG_HTTP_STATUSES,
+    EnvironmentFailure,
+    doubled_v1,
+    repeated_rejections,
+    url_hint,
+)
 from shadoweval.records.exchange import (
     MAX_EXCHANGE_ID_CHARS,
     Exchange,
@@ -89,6 +96,7 @@ from shadoweval.records.verdicts import (
 
 __all__ = [
     "CANARY_OBSERVATION_COLUMNS",
+    "CONFIG_HTTP_STATUSES",
     "INFRA_HTTP_STATUSES",
     "INT64_MAX",
     "LIVE_ANSWER_COLUMNS",
@@ -104,6 +112,7 @@ __all__ = [
     "CheckRole",
     "Coverage",
     "Decision",
+    "EnvironmentFailure",
     "Exchange",
     "ExchangeOutcome",
     "FinishReason",
@@ -146,10 +155,13 @@ __all__ = [
     "UsageSource",
     "Verdict",
     "decode_base64_body",
+    "doubled_v1",
     "finite_or_none",
     "is_infra_failure",
     "is_infra_status",
     "new_exchange_id",
+    "repeated_rejections",
     "same_named",
+    "url_hint",
     "utc_now",
 ]

@@ -19,6 +19,7 @@ from shadoweval.records.enums import (
     FinishReason,
     ReplayErrorKind,
 )
+from shadoweval.records.environment import CONFIG_HTTP_STATUSES
 
 
 class FormatFlags(_Record):
@@ -135,10 +136,13 @@ class PairScore(_Record):
     tells whether the captured request asked for a stream (TTFT exists only then).
 
     Errors come in two kinds (:func:`is_infra_failure`): an *infrastructure* error
-    (``*_infra_error``: timeout, connection failure, HTTP 408/429/5xx, an undecodable body,
-    a cancelled live request) says nothing about the model's quality and is gated
-    separately; any other error (``*_error`` without ``*_infra_error``: the server
-    rejected the request with another 4xx) is the model's or its serving config's.
+    (``*_infra_error``: timeout, connection failure, HTTP 408/429/5xx, a configuration
+    status 401/403/404/405/407, an undecodable body, a cancelled live request; for the
+    candidate also a rejection repeated on most requests and a failure the baseline
+    replica shares on the same exchange: :mod:`shadoweval.records.environment`) says
+    nothing about the model's quality and is gated separately; any other error
+    (``*_error`` without ``*_infra_error``: the server rejected the request with another
+    4xx) is the model's or its serving config's.
 
     Direction (:mod:`shadoweval.compare.harms`): ``baseline_harms`` / ``candidate_harms`` list the
     :class:`HarmKind` detectors that fired on each side (empty for an errored side);
@@ -207,15 +211,23 @@ INFRA_HTTP_STATUSES: frozenset[int] = frozenset({408, 429})
 
 
 def is_infra_status(status_code: int) -> bool:
-    """True for HTTP statuses that are infrastructure failures: 408, 429 and every 5xx."""
-    return status_code >= 500 or status_code in INFRA_HTTP_STATUSES
+    """True for HTTP statuses that are the environment's failures, not the model's: 408,
+    429 and every 5xx (the server could not answer now), and the configuration statuses
+    401, 403, 404, 405, 407 (wrong path, model name or credential:
+    :data:`~shadoweval.records.environment.CONFIG_HTTP_STATUSES`; issue 29)."""
+    return (
+        status_code >= 500
+        or status_code in INFRA_HTTP_STATUSES
+        or status_code in CONFIG_HTTP_STATUSES
+    )
 
 
 def is_infra_failure(error_kind: ReplayErrorKind | None, status_code: int | None) -> bool:
     """Whether a failed replay failed for infrastructure reasons (reference failure case 11).
 
     Timeouts, connection failures and undecodable bodies are infrastructure; an HTTP
-    failure is infrastructure when its status is 408, 429 or 5xx. A skipped replay is not a
+    failure is the environment's when :func:`is_infra_status` says so (408, 429, 5xx,
+    and the configuration statuses 401/403/404/405/407). A skipped replay is not a
     failure at all (it was never sent). ``None`` kind with an infra status counts too.
     """
     if error_kind in (ReplayErrorKind.TIMEOUT, ReplayErrorKind.CONNECT, ReplayErrorKind.DECODE):

@@ -19,6 +19,7 @@ from shadoweval.records.enums import (
     CheckOutcome,
     Decision,
 )
+from shadoweval.records.environment import EnvironmentFailure
 
 
 class Check(_Record):
@@ -142,7 +143,9 @@ class Coverage(_Record):
     ``paired_per_task_type``: scored pairs by task type (beside ``per_task_type``, the
     captured ones); ``replay_passes``: how each replay pass was paced and the load its
     measured requests saw (:class:`ReplayPass`). Empty in records written before they
-    existed.
+    existed. ``environment_failures``: the candidate's pairs that failed for reasons of the
+    environment, by cause with an example (:class:`EnvironmentFailure`, issue 29; filled
+    by the gate from the pairs and their replays, empty elsewhere).
     """
 
     captured: int
@@ -159,6 +162,7 @@ class Coverage(_Record):
     per_route: dict[str, RouteCoverage] = Field(default_factory=dict)
     paired_per_task_type: dict[str, int] = Field(default_factory=dict)
     replay_passes: tuple[ReplayPass, ...] = ()
+    environment_failures: tuple[EnvironmentFailure, ...] = ()
 
     def unevaluated_routes(self) -> dict[str, RouteCoverage]:
         """Routes with captured exchanges and not one scored pair, by name."""
@@ -204,6 +208,9 @@ class Verdict(_Record):
     over them (:mod:`shadoweval.stats.net_harm`). 0 / ``None`` in verdicts stored before judgements
     existed. ``latency_cache_hits`` counts the pairs left out of latency because an
     answer came from a cache (zeros in verdicts stored before it existed).
+    ``infra_sha256`` fingerprints the look's pairs with an infrastructure or environment
+    error: a re-run that replays them again re-evaluates the look (``None`` before it
+    existed, read as "no such pair").
     """
 
     schema_version: Literal[1] = SCHEMA_VERSION
@@ -217,4 +224,5 @@ class Verdict(_Record):
     look: int = 1
     judgement_look: int = 0
     judgements_sha256: str | None = None
+    infra_sha256: str | None = None
     latency_cache_hits: LatencyCacheHits = LatencyCacheHits()

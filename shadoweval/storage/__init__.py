@@ -31,6 +31,7 @@ from shadoweval.storage.database import (
     require_existing_sqlite,
     upgrade,
 )
+from shadoweval.storage.environment import rejection_key
 from shadoweval.storage.judgements import ScoredPairOrigin, judge_identity_sha256
 from shadoweval.storage.repository import PairInput, Repository
 from shadoweval.storage.samples import Sample, SampleCursor, SampleFilter, SamplePage
@@ -85,6 +86,7 @@ __all__ = [
     "is_memory_sqlite_url",
     "judge_identity_sha256",
     "rejection_fingerprint",
+    "rejection_key",
     "require_existing_sqlite",
     "upgrade",
 ]

@@ -46,6 +46,7 @@ from shadoweval.storage import rows as rows_
 from shadoweval.storage.audit import PolicyAuditLog, add_audit_row, audit_row
 from shadoweval.storage.canary import CanaryStore
 from shadoweval.storage.embeddings import EmbeddingStore
+from shadoweval.storage.environment import EnvironmentStore
 from shadoweval.storage.history import HistoryStore
 from shadoweval.storage.judgements import JudgementStore
 from shadoweval.storage.labels import LabelStore
@@ -77,6 +78,7 @@ class Repository(
     EmbeddingStore,
     CanaryStore,
     PairScoreStore,
+    EnvironmentStore,
 ):
     """Records in, records out, over one :class:`~shadoweval.storage.database.Database`.
 
@@ -94,7 +96,10 @@ class Repository(
     :class:`~shadoweval.storage.embeddings.EmbeddingStore`; pair scores (``save_pair_scores``,
     ``iter_pair_inputs``, ``pair_exchange_ids``, ``pair_inputs_for``, ``load_pair_scores``,
     ``load_pair_scores_after``, ``load_pair_facts_after``) from
-    :class:`~shadoweval.storage.pair_scores.PairScoreStore`.
+    :class:`~shadoweval.storage.pair_scores.PairScoreStore`; replay failures of the
+    environment (``environment_failed_ids``, ``replace_failed_outcomes``,
+    ``repeated_rejections``, ``load_outcomes_of``) from
+    :class:`~shadoweval.storage.environment.EnvironmentStore`.
     """
 
     # ------------------------------------------------------------------- runs

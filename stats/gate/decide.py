@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from shadoweval.records import POOLED, Check, CheckOutcome, Decision
+from shadoweval.records import POOLED, Check, CheckOutcome, Decision, EnvironmentFailure
 from shadoweval.stats.change import ChangeResult
 from shadoweval.stats.checks import HARM_METRIC_PREFIX, INFRA_FAILED, INFRA_METRIC, UNEQUAL_LOAD
 from shadoweval.stats.engine import Findings, Judged, ReasonLayout, decide, findings, open_checks
@@ -38,14 +38,36 @@ def _line(check: Check) -> str:
     return f"{_label(check.task_type)}, {check.metric}: {check.reason}"
 
 
-def _infra_headline(judged: Sequence[GateJudged]) -> str:
+def _infra_headline(
+    judged: Sequence[GateJudged], environment: Sequence[EnvironmentFailure] = ()
+) -> str:
     where = ", ".join(_label(j.check.task_type) for j in judged if j.run_blocked)
+    if environment:
+        causes = "; ".join(f.describe() for f in environment)
+        return (
+            f"environment: the candidate's requests failed for reasons of the environment, "
+            f"not the model ({INFRA_METRIC} FAIL in {where}): {causes}; model quality could "
+            "not be judged on those pairs: HOLD, never ROLLBACK; fix the setup and run the "
+            "same run again (same --run-id): those requests are replayed again"
+        )
     return (
         f"infrastructure: {INFRA_FAILED} (timeouts, connection errors, HTTP 408/429/5xx or "
         f"undecodable responses: {INFRA_METRIC} FAIL in {where}); model quality could not "
         "be judged on those pairs: HOLD, never ROLLBACK, for infrastructure errors; fix the "
         "candidate's serving and replay again"
     )
+
+
+def _environment_note(environment: Sequence[EnvironmentFailure]) -> list[str]:
+    """The note naming the environment's failures when they did not block the run."""
+    if not environment:
+        return []
+    causes = "; ".join(f.describe() for f in environment)
+    return [
+        f"environment: {sum(f.count for f in environment)} candidate pairs failed for reasons "
+        f"of the environment, not the model, and were left out of the quality checks: "
+        f"{causes}; a re-run of the same run replays them again"
+    ]
 
 
 def _open_lines(judged: Sequence[GateJudged]) -> list[str]:
@@ -145,6 +167,7 @@ def _decide(
     window: tuple[float, str | None],
     changes: ChangeResult,
     extra_notes: list[str] | None = None,
+    environment: Sequence[EnvironmentFailure] = (),
 ) -> tuple[Decision, list[str], int]:
     """The decision, its reasons, and how many leading reasons say why the run is blocked
     (invalid run, failing infrastructure) or decided a HOLD.
@@ -153,17 +176,21 @@ def _decide(
     ROLLBACK; for a HOLD the validity or infrastructure problem, else the degenerate
     noise floor, else the failed report-and-block checks, then the open blocking checks
     (data problems, unmet margins, net harm to judge, too few pairs) and the observation
-    window; for a PROMOTE the count of passed blocking checks.
+    window; for a PROMOTE the count of passed blocking checks. ``environment``: the
+    candidate's failures of the environment by cause (issue 29), named in the
+    infrastructure headline when ``infra_error_rate`` blocks the run, else in a note.
     """
     found = findings(judged, lambda j: _line(j.check))
     notes = _notes(judged, policy, extra_notes or [])
+    if not found.blocked:
+        notes = _environment_note(environment) + notes
     degenerate = [changes.degenerate.describe()] if changes.degenerate is not None else []
     span, window_problem = window
     blocked = list(validity)
     if found.blocked:
         # An infrastructure failure makes the run unjudgeable, like low coverage: HOLD;
         # only a significant critical harm on the pairs both sides answered rolls back.
-        blocked += [_infra_headline(judged), *found.blocked]
+        blocked += [_infra_headline(judged, environment), *found.blocked]
     decided = decide(
         Findings(
             harms=found.harms,

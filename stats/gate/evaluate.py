@@ -33,6 +33,7 @@ from shadoweval.stats.gate.validity import (
     _task_type_problems,
     _trailer,
     _window_problem,
+    infra_sha256,
     judgements_sha256,
     latency_cache_hits,
     unevaluated_reasons,
@@ -87,15 +88,13 @@ def evaluate_gate(
         paired_per_task_type: pairs per task type of the whole run so far, for the
             coverage and task-mix checks; by default counted from ``pairs``.
         judgement_look: the evaluation of this look with these judgements, ≥ 1 (1 the
-            first; :func:`shadoweval.stats.checkpoints.evaluate_poll` counts re-evaluations of a
-            look whose pairs' judgements changed): the net-harm checks spend the look's
-            levels over them (:func:`shadoweval.stats.net_harm.judgement_levels`). Stored in the
-            verdict with :func:`judgements_sha256` of ``pairs``.
+            first; :func:`shadoweval.stats.checkpoints.evaluate_poll` counts re-evaluations):
+            the net-harm checks spend the look's levels over them. Stored in the verdict
+            with :func:`judgements_sha256` and :func:`infra_sha256` of ``pairs``.
 
     Returns:
-        A :class:`~shadoweval.records.Verdict` with one check per analysis unit × metric
-        (pooled checks have ``task_type == POOLED``), ``reasons`` listing the deciding
-        reasons first and the sequential context last, and the policy's hash.
+        A :class:`~shadoweval.records.Verdict`: one check per analysis unit × metric
+        (pooled: ``task_type == POOLED``), the deciding reasons first, the policy's hash.
 
     Raises:
         InvalidDataError: ``pairs`` lacks a required column, or ``look`` or
@@ -113,6 +112,7 @@ def evaluate_gate(
         look=look,
         judgement_look=judgement_look,
         judgements_sha256=judgements_sha256(pairs),
+        infra_sha256=infra_sha256(pairs),
         latency_cache_hits=cache_hits,
     )
     if len(pairs) == 0:
@@ -142,6 +142,7 @@ def evaluate_gate(
         window=_window_problem(pairs, policy),
         changes=changes,
         extra_notes=extra_notes,
+        environment=coverage.environment_failures,
     )
     if decision == Decision.HOLD and levels.final:
         reasons.insert(blocked, _at_cap(judged, policy))

@@ -329,6 +329,24 @@ def judgements_sha256(pairs: pd.DataFrame) -> str:
     return digest.hexdigest()
 
 
+def infra_sha256(pairs: pd.DataFrame) -> str:
+    """SHA-256 of the exchange ids of the pairs with an infrastructure or environment error
+    on either side, in exchange-id order (issue 29).
+
+    A re-run that replays the environment's failures again changes it, and
+    :func:`shadoweval.stats.checkpoints.evaluate_poll` then evaluates the look again: the
+    pairs left out before are now answered. The pairs table must have ``exchange_id``,
+    ``baseline_infra_error`` and ``candidate_infra_error``.
+    """
+    infra = pairs["baseline_infra_error"].to_numpy(bool) | pairs["candidate_infra_error"].to_numpy(
+        bool
+    )
+    digest = hashlib.sha256()
+    for exchange_id in sorted(pairs.loc[infra, "exchange_id"].astype(str)):
+        digest.update(f"{exchange_id}\n".encode())
+    return digest.hexdigest()
+
+
 def _hours(hours: float) -> str:
     return f"{hours:.1f} h"
 

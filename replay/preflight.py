@@ -1,0 +1,96 @@
+"""Preflight: one real request per shadow target before a replay (issue 29).
+
+A wrong base URL (``http://host:port/v1`` makes every replay ``/v1/v1/chat/completions``),
+a wrong API key or a server that is not there would otherwise fail every request of the
+replay, and the run would blame the candidate. Before a capture-log replay, the log's
+first replayable request is sent once to each target through the target's own client
+(the same URL, headers and credential as the replay); the answer is not stored. The
+preflight fails — :class:`~shadoweval.errors.PreflightError`, exit 3 in the CLI — when the
+failure is the environment's (:func:`shadoweval.records.is_infra_failure`: no connection,
+a timeout, an undecodable body, HTTP 401/403/404/405/407/408/429/5xx). Another rejection
+(400, 413, 422) may be about that one request, so the replay goes on and a rejection
+repeated on most requests is classified during the run
+(:mod:`shadoweval.records.environment`). ``replay.preflight = false`` (``--no-preflight``)
+skips it for a server that meters requests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from shadoweval.capture_log import LogEntry
+from shadoweval.errors import PreflightError
+from shadoweval.records import Exchange, is_infra_failure, url_hint
+from shadoweval.redaction import strip_url_credentials
+from shadoweval.replay.client import ReplayResult
+from shadoweval.replay.exchange_replay import TargetSpec
+from shadoweval.replay.rewrite import ReplayRequest, build_replay_request
+
+__all__ = ["BODY_CHARS", "first_replayable", "preflight_message", "preflight_targets"]
+
+BODY_CHARS = 200
+"""Characters of the response body quoted in a preflight failure."""
+
+
+def first_replayable(entries: Iterable[LogEntry]) -> Exchange | None:
+    """The first exchange of ``entries`` whose replay request can be built (a replayed
+    route with a readable body), or ``None``."""
+    for entry in entries:
+        exchange = entry.exchange
+        if exchange is None:
+            continue
+        try:
+            request = build_replay_request(exchange)
+        except Exception:  # an unreplayable line is the replay's to reject, not ours
+            continue
+        if isinstance(request, ReplayRequest):
+            return exchange
+    return None
+
+
+def preflight_message(target: str, url: str, result: ReplayResult) -> str:
+    """The failure's message: target, URL requested, status (or error) and body head, and
+    the likely cause when the URL shows one (a doubled ``/v1``)."""
+    response = result.response
+    if response is not None:
+        body = " ".join((response.body or response.error_message or "").split())[:BODY_CHARS]
+        what = f"HTTP {response.status_code}: {body!r}"
+    else:
+        kind = result.error_kind.value if result.error_kind is not None else "error"
+        what = f"{kind}: {result.error_detail or 'no response'}"
+    hint = url_hint(url)
+    if not hint and response is not None and "prompt_not_recorded" in (response.body or ""):
+        hint = "the test double (mock-llm) has no recording of this prompt"
+    cause = f"; likely cause: {hint}" if hint else ""
+    return (
+        f"preflight: the {target} target failed one real request before the replay: "
+        f"POST {url} → {what}{cause}. Nothing was replayed; fix the target's URL, model "
+        "name or API key (or pass --no-preflight for a server that meters requests)"
+    )
+
+
+async def preflight_targets(specs: Sequence[TargetSpec], exchange: Exchange) -> None:
+    """Send ``exchange``'s replay request once to every target (clients started).
+
+    Raises:
+        PreflightError: a target failed it for reasons of the environment; the message
+            names the URL requested, the status and the first bytes of the body.
+        ReplayError: a target's client is not started.
+    """
+    for spec in specs:
+        request = build_replay_request(exchange, model=spec.model_name, api_key=spec.api_key)
+        if not isinstance(request, ReplayRequest):
+            continue
+        result = await spec.client.send(request)
+        if result.error_kind is None:
+            continue
+        status = result.response.status_code if result.response is not None else None
+        if not is_infra_failure(result.error_kind, status):
+            continue
+        url = strip_url_credentials(f"{spec.client.base_url}{request.path}")
+        raise PreflightError(
+            preflight_message(spec.target.value, url, result),
+            target=spec.target.value,
+            url=url,
+            status=status,
+        )

@@ -1,0 +1,112 @@
+"""Environment versus candidate: which replay failures are the environment's (issue 29).
+
+A replay that fails because of the setup around the model — a wrong base URL, a missing
+or wrong credential, a server that is not there, a port answered by another process, a
+test double without a recording — says nothing about the candidate model. One set of
+rules, read by the compare stage (``PairScore.candidate_infra_error``), the gate's reasons
+(:class:`EnvironmentFailure` on :class:`~shadoweval.records.Coverage`), the replay preflight
+and a re-run (which replays such failures again):
+
+* **infrastructure**: timeouts, refused or lost connections, undecodable bodies, HTTP
+  408/429/5xx (:func:`shadoweval.records.is_infra_failure`);
+* **configuration**: HTTP 401, 403 (credential), 404 (path or model name; the test
+  double's own ``prompt_not_recorded`` is a 404 too), 405 (method or path), 407 (proxy
+  credential): :data:`CONFIG_HTTP_STATUSES`;
+* **a rejection repeated on most requests**: the same HTTP 4xx status and message on more
+  than half of a target's sent requests (:func:`repeated_rejections`; e.g. a 400
+  "unknown parameter" of a server that refuses a field every request carries);
+* **shared with the baseline replica**: a failure the replica of the baseline shows on
+  the same exchange (the compare stage's rule: both shadows failed, so the model is not
+  to blame).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from shadoweval.records.base import _Record
+
+__all__ = [
+    "CONFIG_HTTP_STATUSES",
+    "REPEATED_REJECTION_MIN",
+    "EnvironmentFailure",
+    "doubled_v1",
+    "repeated_rejections",
+    "url_hint",
+]
+
+CONFIG_HTTP_STATUSES: frozenset[int] = frozenset({401, 403, 404, 405, 407})
+"""HTTP statuses that say the request was sent to the wrong place or with the wrong
+credential: a configuration error of the environment, never the model's answer."""
+
+REPEATED_REJECTION_MIN = 3
+"""A rejection repeated on most requests counts as configuration from this many on."""
+
+
+def doubled_v1(url: str) -> bool:
+    """Whether ``url``'s path repeats the API version (``/v1/v1/``): a base URL given with
+    ``/v1`` while the replayed paths carry their own."""
+    path = url.split("://", 1)[-1].partition("/")[2]
+    return "v1/v1/" in f"{path}/" or path.startswith("v1/v1")
+
+
+def url_hint(url: str) -> str:
+    """The likely cause to name beside a failed ``url``, or ``""``: a doubled ``/v1``."""
+    if not doubled_v1(url):
+        return ""
+    return (
+        "the path has /v1 twice: the base URL probably ends in /v1 while the replayed "
+        "path starts with it; give the base URL without /v1 (http://HOST:PORT)"
+    )
+
+
+def repeated_rejections(
+    rejections: Mapping[tuple[int, str], int], sent: int
+) -> frozenset[tuple[int, str]]:
+    """The (HTTP status, error message) rejections of one target that repeat on most of
+    its requests: a 4xx below 500 with the same message on more than half of the ``sent``
+    requests, and at least :data:`REPEATED_REJECTION_MIN` times.
+
+    Args:
+        rejections: count per (status, message) of the target's HTTP failures.
+        sent: the target's requests that were sent (not skipped), failures included.
+    """
+    return frozenset(
+        key
+        for key, count in rejections.items()
+        if 400 <= key[0] < 500 and count >= REPEATED_REJECTION_MIN and 2 * count > sent
+    )
+
+
+class EnvironmentFailure(_Record):
+    """Candidate replays that failed for reasons of the environment, grouped by cause.
+
+    ``cause`` names the failure (``HTTP 404``, ``timeout``, ``connect``; ``HTTP 400``
+    for a rejection repeated on most requests); ``count`` the candidate's pairs with it,
+    ``shared`` how many of them the baseline replica failed too; ``example_*`` one of
+    them: its exchange id, the URL requested, and the first ~200 characters of the
+    response body or the error detail. ``hint`` names a likely cause (a doubled ``/v1``,
+    the test double's ``prompt_not_recorded``), or is empty.
+    """
+
+    cause: str
+    count: int
+    shared: int = 0
+    example_exchange_id: str = ""
+    example_url: str = ""
+    example_detail: str = ""
+    hint: str = ""
+
+    def describe(self) -> str:
+        """``HTTP 404 on 805 pairs (805 shared with the baseline replica), e.g. exchange
+        x: POST URL → '…' (hint)``."""
+        shared = (
+            f", {self.shared} of them failed on the baseline replica too" if self.shared else ""
+        )
+        example = ""
+        if self.example_exchange_id:
+            where = f"POST {self.example_url}" if self.example_url else "the request"
+            body = f" → {self.example_detail!r}" if self.example_detail else ""
+            example = f", e.g. exchange {self.example_exchange_id}: {where}{body}"
+        hint = f" ({self.hint})" if self.hint else ""
+        return f"{self.cause} on {self.count} pairs{shared}{example}{hint}"
