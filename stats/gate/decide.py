@@ -11,6 +11,7 @@ from shadoweval.records import POOLED, Check, CheckOutcome, Decision
 from shadoweval.stats.change import ChangeResult
 from shadoweval.stats.checks import HARM_METRIC_PREFIX, INFRA_FAILED, INFRA_METRIC, UNEQUAL_LOAD
 from shadoweval.stats.engine import Findings, Judged, ReasonLayout, decide, findings, open_checks
+from shadoweval.stats.gate.trade_off import cost_trade_off
 from shadoweval.stats.gate.validity import _hours
 from shadoweval.stats.net_harm import NET_HARM_METRIC
 from shadoweval.stats.policy import GatePolicy
@@ -153,8 +154,11 @@ def _decide(
     ROLLBACK; for a HOLD the validity or infrastructure problem, else the degenerate
     noise floor, else the failed report-and-block checks, then the open blocking checks
     (data problems, unmet margins, net harm to judge, too few pairs) and the observation
-    window; for a PROMOTE the count of passed blocking checks.
+    window; for a PROMOTE the count of passed blocking checks. A cost guardrail that fails
+    where quality is significantly better holds instead of rolling back, its trade-off
+    leading the HOLD (:func:`shadoweval.stats.gate.trade_off.cost_trade_off`).
     """
+    judged, trade_off = cost_trade_off(judged, policy)
     found = findings(judged, lambda j: _line(j.check))
     notes = _notes(judged, policy, extra_notes or [])
     degenerate = [changes.degenerate.describe()] if changes.degenerate is not None else []
@@ -173,7 +177,7 @@ def _decide(
             open=_open_lines(judged),
             waiting=[window_problem] if window_problem is not None else [],
             notes=notes,
-            leading=degenerate,
+            leading=[*trade_off, *degenerate],
         ),
         GATE_LAYOUT,
         promote=lambda: _promote_reasons(judged, policy, span, changes, [*notes, *degenerate]),

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from shadoweval.errors import ConfigError
 from shadoweval.stats.policy.canonical import canonical_sha256
-from shadoweval.stats.policy.schema import GatePolicy, RoutePolicy, TaskTypePolicy
+from shadoweval.stats.policy.schema import CostPolicy, GatePolicy, RoutePolicy, TaskTypePolicy
 from shadoweval.stats.policy.yaml_loading import (
     describe_error,
     other_errors_note,
@@ -125,6 +125,9 @@ def _canonical(policy: GatePolicy) -> dict[str, Any]:
         # Left out when empty: a policy without per-route entries hashes (and dumps) as it
         # did before the key existed, so runs frozen then keep their hash.
         del dumped["routes"]
+    if dumped["cost"] == CostPolicy().model_dump(mode="json"):
+        # Likewise the cost block at its default: policies frozen before it keep their hash.
+        del dumped["cost"]
     return dumped
 
 

@@ -37,6 +37,7 @@ from shadoweval.stats.policy.blocks import (
     BinaryMetricPolicy,
     ChangeMode,
     ChangePolicy,
+    CostPolicy,
     Count,
     FormatParsePolicy,
     HarmPolicy,
@@ -62,6 +63,7 @@ __all__ = [
     "BinaryMetricPolicy",
     "ChangeMode",
     "ChangePolicy",
+    "CostPolicy",
     "Count",
     "FormatParsePolicy",
     "GatePolicy",
@@ -174,6 +176,8 @@ class GatePolicy(_Block):
             resolved on validation into full :class:`TaskTypePolicy` views. A name that
             matches no task type of the run's traffic is a HOLD naming it (a typo must
             not change the verdict silently; :mod:`shadoweval.stats.policy.traffic`).
+        cost: whether a cost guardrail alone may roll back a candidate whose quality is
+            significantly better (:class:`CostPolicy`; not per task type).
         routes: per-route requirements (:class:`RoutePolicy`), keyed by the route as
             captured, without a trailing slash (``/v1/responses``); every captured route
             is required unless listed here with ``required: false``.
@@ -200,6 +204,7 @@ class GatePolicy(_Block):
     tool_calls: ToolBehaviourPolicy = ToolBehaviourPolicy()
     net_harm: NetHarmPolicy = NetHarmPolicy()
     observation: ObservationPolicy = ObservationPolicy()
+    cost: CostPolicy = CostPolicy()
     task_types: dict[str, TaskTypePolicy] = Field(default_factory=dict)
     routes: dict[str, RoutePolicy] = Field(default_factory=dict)
 
