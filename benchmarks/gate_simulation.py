@@ -30,6 +30,9 @@ Scenarios (each under the default policy with :data:`NEUTRAL` unless said):
   the smallest task type, i.e. 10× that in total): α spending over the capped schedule.
 * ``aa_uncapped`` — the same A/A run without a cap (confidence sequences, α·6/(π²k²)),
   polled up to 2× the design total (checkpoints 200 … 51,200).
+* ``aa_batch_once`` / ``aa_batch_once_capped`` — the A/A run of ``aa_capped``'s size
+  gated once, as a batch imported at once (no cap: one look at its latest checkpoint,
+  spending the α of every checkpoint up to it; with the cap at its size: all of α).
 * ``aa_dense`` — A/A with 50 checkpoints (``factor`` chosen so the 50th is the cap): α
   spending over the most looks the acceptance asks for; every poll is a new look.
 * ``aa_dense_uncapped`` — the same 50 looks without a cap: confidence sequences and
@@ -258,6 +261,8 @@ def synthetic_pairs(sim: RunSim, n: int, rng: np.random.Generator) -> pd.DataFra
             "noise_identical": np.where(repeat & ~cols["base_infra"], 0.0, np.nan),
             "quality": np.full(n, np.nan),
             "quality_source": np.full(n, "", dtype=object),
+            # Every answer in a script the embedding model covers.
+            "uncovered_scripts": np.full(n, "", dtype=object),
         }
     )
     return frame.astype(PAIRS_COLUMNS)
@@ -313,8 +318,10 @@ def poll_run(pairs: pd.DataFrame, policy: GatePolicy, polls: int = 50) -> Outcom
 
     Each poll sees the first ``n`` pairs and the coverage of those; a poll between two
     checkpoints gets the cached verdict of the latest one (what a caller caching by look
-    would return; :func:`evaluate_poll` would recompute the same verdict). Stops at the
-    first PROMOTE or ROLLBACK (terminal).
+    would return; :func:`evaluate_poll` would recompute the same verdict). Each poll passes
+    the latest verdict as ``previous``, so the gate spends α at the looks it actually took
+    (``Verdict.looks_taken``). ``polls = 1`` is a batch gated once at its full size. Stops
+    at the first PROMOTE or ROLLBACK (terminal).
     """
     seq = policy.sequential
     cache: dict[int, Verdict] = {}
@@ -331,7 +338,12 @@ def poll_run(pairs: pd.DataFrame, policy: GatePolicy, polls: int = 50) -> Outcom
         if key not in cache:
             seen = pairs.iloc[:n]
             cache[key] = evaluate_poll(
-                seen, policy, run_id="sim", coverage=coverage_of(seen), decided_at=DECIDED
+                seen,
+                policy,
+                run_id="sim",
+                coverage=coverage_of(seen),
+                decided_at=DECIDED,
+                previous=verdict,
             )
         verdict = cache[key]
         if verdict.decision is not Decision.HOLD:
@@ -348,6 +360,7 @@ class Scenario:
     n: int
     policy: GatePolicy
     expect: str
+    polls: int = 50
 
 
 def _with(sim: RunSim, task: str, **changes: object) -> RunSim:
@@ -379,6 +392,8 @@ def scenarios() -> list[Scenario]:
     return [
         Scenario("aa_capped", base, total, capped, "PROMOTE >= 80%, ROLLBACK <= 1%"),
         Scenario("aa_uncapped", base, 2 * total, default, "ROLLBACK <= 1%"),
+        Scenario("aa_batch_once", base, total, default, "ROLLBACK <= 1%", polls=1),
+        Scenario("aa_batch_once_capped", base, total, capped, "ROLLBACK <= 1%", polls=1),
         Scenario("aa_dense", base, total, dense, "ROLLBACK <= 1%"),
         Scenario("aa_dense_uncapped", base, total, dense_open, "ROLLBACK <= 1%"),
         Scenario(
@@ -435,7 +450,7 @@ def run_scenario(scenario: Scenario, reps: int, seed: int) -> dict[str, object]:
     for r in range(reps):
         rng = np.random.default_rng([seed, r, zlib.crc32(scenario.name.encode())])
         pairs = judged_ties(synthetic_pairs(scenario.sim, scenario.n, rng))
-        outcome = poll_run(pairs, scenario.policy)
+        outcome = poll_run(pairs, scenario.policy, scenario.polls)
         counts[outcome.decision] += 1
         looks.append(outcome.look)
         if outcome.decision is Decision.PROMOTE:

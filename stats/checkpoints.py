@@ -14,6 +14,11 @@ verdict must mean the same whatever the number of polls (gate-statistics.md §2.
 * **Levels per look**: :func:`shadoweval.stats.looks.look_levels` (confidence sequences tuned at
   the design sample size, or α spending with a cap; union-bound spending for the
   quantile ratios and exact tests), applied by :func:`shadoweval.stats.gate.evaluate_gate`.
+  α is spent at the looks the gate actually took, not at every checkpoint the pair count
+  passed (Lan & DeMets 1983; Jennison & Turnbull 2000, ch. 7): a look spends what the
+  spending function allots between the previous look taken and this one. The looks taken
+  are kept in each verdict (:attr:`~shadoweval.records.Verdict.looks_taken`), so the
+  next poll (``previous``) knows them and the spent α can be recomputed.
 * **Sample cap.** At ``n ≥ n_max`` the last look is final: a gate still undecided there
   is a final HOLD ("inconclusive at the sample cap"), never an implicit PROMOTE.
 * **Terminal verdicts.** PROMOTE and ROLLBACK end a run: :func:`evaluate_poll` returns a
@@ -127,6 +132,8 @@ def evaluate_poll(
             peeking. With different judgements the look is re-evaluated as judgement
             look ``previous.judgement_look + 1`` — or as the same judgement look when the
             previous evaluation read no judgement at all (it spent no net-harm level).
+            Its :attr:`~shadoweval.records.Verdict.looks_taken` say which checkpoints the
+            gate looked at: a new look spends the α allotted since the last of them.
 
     Returns:
         The verdict, with ``look`` = the checkpoint index (0 before the first
@@ -150,6 +157,7 @@ def evaluate_poll(
     look, n_k = checkpoint
     ordered = ordered_by_capture(pairs)
     judgement_look = 1
+    looks_taken = _looks_taken(previous, look)
     if (
         previous is not None
         and previous.look == look
@@ -183,4 +191,21 @@ def evaluate_poll(
         final=final,
         paired_per_task_type=paired_counts,
         judgement_look=judgement_look,
+        looks_taken=looks_taken,
     )
+
+
+def _looks_taken(previous: Verdict | None, look: int) -> tuple[int, ...]:
+    """The run's looks taken, ending with ``look``: the previous verdict's, plus ``look``
+    when it is a new checkpoint.
+
+    A look re-evaluated (same checkpoint, new judgements) keeps the looks as they were;
+    a poll that finds fewer pairs than the previous look (pairs deleted) is tested at the
+    smallest levels, as if every checkpoint up to it had been looked at.
+    """
+    before = previous.looks_so_far() if previous is not None else ()
+    if not before or before[-1] < look:
+        return (*before, look)
+    if before[-1] == look:
+        return before
+    return tuple(range(1, look + 1))

@@ -211,6 +211,11 @@ class Verdict(_Record):
     ``infra_sha256`` fingerprints the look's pairs with an infrastructure or environment
     error: a re-run that replays them again re-evaluates the look (``None`` before it
     existed, read as "no such pair").
+    ``looks_taken`` are the checkpoint indices of the looks the gate actually made for
+    the run, oldest first, ending with ``look``: the α of a look is spent since the look
+    before it (:func:`shadoweval.stats.looks.look_levels`), so the levels can be
+    recomputed from it. Empty in verdicts stored before it existed (read as every
+    checkpoint up to ``look``) and in a verdict before the first checkpoint.
     """
 
     schema_version: Literal[1] = SCHEMA_VERSION
@@ -226,3 +231,11 @@ class Verdict(_Record):
     judgements_sha256: str | None = None
     infra_sha256: str | None = None
     latency_cache_hits: LatencyCacheHits = LatencyCacheHits()
+    looks_taken: tuple[int, ...] = ()
+
+    def looks_so_far(self) -> tuple[int, ...]:
+        """:attr:`looks_taken`, or ``(1, …, look)`` for a verdict stored before it existed
+        (the gate then spent α at every checkpoint); ``()`` before the first checkpoint."""
+        if self.looks_taken or self.look < 1:
+            return self.looks_taken
+        return tuple(range(1, self.look + 1))

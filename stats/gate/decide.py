@@ -11,6 +11,7 @@ from shadoweval.records import POOLED, Check, CheckOutcome, Decision, Environmen
 from shadoweval.stats.change import ChangeResult
 from shadoweval.stats.checks import HARM_METRIC_PREFIX, INFRA_FAILED, INFRA_METRIC, UNEQUAL_LOAD
 from shadoweval.stats.engine import Findings, Judged, ReasonLayout, decide, findings, open_checks
+from shadoweval.stats.gate.trade_off import cost_trade_off
 from shadoweval.stats.gate.validity import _hours
 from shadoweval.stats.net_harm import NET_HARM_METRIC
 from shadoweval.stats.policy import GatePolicy
@@ -178,8 +179,12 @@ def _decide(
     (data problems, unmet margins, net harm to judge, too few pairs) and the observation
     window; for a PROMOTE the count of passed blocking checks. ``environment``: the
     candidate's failures of the environment by cause (issue 29), named in the
-    infrastructure headline when ``infra_error_rate`` blocks the run, else in a note.
+    infrastructure headline when ``infra_error_rate`` blocks the run, else in a note. A
+    cost guardrail that fails
+    where quality is significantly better holds instead of rolling back, its trade-off
+    leading the HOLD (:func:`shadoweval.stats.gate.trade_off.cost_trade_off`).
     """
+    judged, trade_off = cost_trade_off(judged, policy)
     found = findings(judged, lambda j: _line(j.check))
     notes = _notes(judged, policy, extra_notes or [])
     if not found.blocked:
@@ -200,7 +205,7 @@ def _decide(
             open=_open_lines(judged),
             waiting=[window_problem] if window_problem is not None else [],
             notes=notes,
-            leading=degenerate,
+            leading=[*trade_off, *degenerate],
         ),
         GATE_LAYOUT,
         promote=lambda: _promote_reasons(judged, policy, span, changes, [*notes, *degenerate]),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from functools import partial
@@ -61,12 +62,12 @@ def evaluate_gate(
     final: bool | None = None,
     paired_per_task_type: Mapping[str, int] | None = None,
     judgement_look: int = 1,
+    looks_taken: tuple[int, ...] | None = None,
 ) -> Verdict:
     """Evaluate the gate on the given pairs as look ``look`` and return the verdict.
 
-    To poll a growing run, call :func:`shadoweval.stats.checkpoints.evaluate_poll`, which picks the
-    latest checkpoint and passes its prefix of pairs here; calling this directly judges
-    exactly ``pairs`` at the levels of look ``look``.
+    To poll a growing run, call :func:`shadoweval.stats.checkpoints.evaluate_poll` (it picks
+    the checkpoint's prefix); this judges exactly ``pairs`` at the levels of look ``look``.
 
     Args:
         pairs: one row per pair with the columns of :data:`shadoweval.stats.frame.PAIRS_COLUMNS`
@@ -91,17 +92,19 @@ def evaluate_gate(
             first; :func:`shadoweval.stats.checkpoints.evaluate_poll` counts re-evaluations):
             the net-harm checks spend the look's levels over them. Stored in the verdict
             with :func:`judgements_sha256` and :func:`infra_sha256` of ``pairs``.
+        looks_taken: the run's looks taken, ending with ``look`` (default: every
+            checkpoint); this look spends the α since the one before (stored).
 
     Returns:
         A :class:`~shadoweval.records.Verdict`: one check per analysis unit × metric
         (pooled: ``task_type == POOLED``), the deciding reasons first, the policy's hash.
 
     Raises:
-        InvalidDataError: ``pairs`` lacks a required column, or ``look`` or
-            ``judgement_look`` < 1.
+        InvalidDataError: missing columns, a look below 1, or bad ``looks_taken``.
     """
     _check_arguments(pairs, look, judgement_look)
-    levels = look_levels(policy, look, final=final)
+    taken = _check_looks_taken(look, looks_taken)
+    levels = look_levels(policy, look, final=final, previous_look=([0, *taken])[-2])
     cache_hits = latency_cache_hits(pairs)
     verdict = partial(
         Verdict,
@@ -114,6 +117,7 @@ def evaluate_gate(
         judgements_sha256=judgements_sha256(pairs),
         infra_sha256=infra_sha256(pairs),
         latency_cache_hits=cache_hits,
+        looks_taken=taken,
     )
     if len(pairs) == 0:
         reasons = _no_data_reasons(pairs, policy, coverage)
@@ -179,6 +183,28 @@ def _check_arguments(pairs: pd.DataFrame, look: int, judgement_look: int) -> Non
         or judgement_look < 1
     ):
         raise InvalidDataError(f"judgement_look must be an integer >= 1, got {judgement_look!r}")
+
+
+def _check_looks_taken(look: int, looks_taken: tuple[int, ...] | None) -> tuple[int, ...]:
+    """``looks_taken``, or ``(1, …, look)`` when ``None``.
+
+    Raises:
+        InvalidDataError: not strictly increasing positive integers ending with ``look``.
+    """
+    if looks_taken is None:
+        return tuple(range(1, look + 1))
+    taken = tuple(looks_taken)
+    if (
+        not taken
+        or taken[-1] != look
+        or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in taken)
+        or any(b <= a for a, b in itertools.pairwise(taken))
+    ):
+        raise InvalidDataError(
+            f"looks_taken must be increasing checkpoint indices ending with look {look}, "
+            f"got {looks_taken!r}"
+        )
+    return taken
 
 
 def _validity(

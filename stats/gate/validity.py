@@ -283,9 +283,20 @@ def _trailer(levels: LookLevels, n: int, coverage: Coverage, cache_hits: Latency
         if coverage.baseline_repeat_replayed
         else ""
     )
+    since = ""
+    if levels.skipped:
+        before = (
+            f"the previous look taken, at {levels.previous_n} pairs"
+            if levels.previous_look
+            else "0 pairs (the run's first look)"
+        )
+        since = (
+            f", alpha spent since {before}: the checkpoints not looked at left their levels "
+            "to this look"
+        )
     return (
         f"sequential: look {levels.look} on the first {n} pairs by capture time "
-        f"(checkpoint {levels.n_k}); quantile ratios and Tango at alpha_k "
+        f"(checkpoint {levels.n_k}{since}); quantile ratios and Tango at alpha_k "
         f"{levels.alpha_k:.3g}, harm family at alpha_RB_k {levels.alpha_harm_k:.3g}, {means}; "
         f"counted, not dropped: {coverage.errored} errored and {coverage.warmup} warm-up "
         f"replays, {coverage.skipped} skipped{_skipped_by_route(coverage)}, "

@@ -183,9 +183,33 @@ class _Reading:
         if e.judged == 0:
             # No judged pair: no spread to extrapolate from; judging decides.
             return judge, ""
-        return judge, (
-            f"even with all {e.changed} changed pairs judged the upper bound would not clear "
-            f"the margin {fmt_pp(margin)} at this spread: the unit needs more pairs"
+        return judge, self.pairs_needed()
+
+    def pairs_needed(self) -> str:
+        """Why judging cannot pass the unit, and how many pairs it needs instead.
+
+        With every changed pair judged the bound is ``Δ̂ + z·σ/√n`` (the phase-2 term is
+        0), so at the same shares and level it clears the margin from
+        ``n* = ⌈n·(z·σ/√n / (margin − Δ̂))²⌉`` pairs (docs/gate.md, "What the numbers mean
+        for sample size").
+        """
+        from shadoweval.stats.checks.reasons import fmt_pp
+
+        e, margin, alpha_k = self.estimate, self.block.margin, self.levels.alpha_k
+        all_judged = e.judged >= e.changed
+        upper = e.upper_bound_after(e.changed - e.judged, alpha_k)
+        half = upper - e.estimate
+        need = math.ceil(e.n * (half / (margin - e.estimate)) ** 2) if half > 0 else e.n
+        head = (
+            f"all {e.changed} changed pairs are judged and the upper bound {fmt_pp(upper)} is "
+            f"not below the margin {fmt_pp(margin)}"
+            if all_judged
+            else f"even with all {e.changed} changed pairs judged the upper bound "
+            f"({fmt_pp(upper)}) would not clear the margin {fmt_pp(margin)}"
+        )
+        return (
+            f"{head}: net harm in {self.unit} needs about {need:,} pairs at this spread and "
+            f"level (alpha_k {alpha_k:.3g}), {max(need - e.n, 1):,} more than its {e.n:,}"
         )
 
 

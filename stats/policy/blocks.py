@@ -25,6 +25,7 @@ __all__ = [
     "BinaryMetricPolicy",
     "ChangeMode",
     "ChangePolicy",
+    "CostPolicy",
     "Count",
     "FormatParsePolicy",
     "HarmPolicy",
@@ -232,6 +233,21 @@ class LatencyPolicy(_Block):
         if len(set(value)) != len(value):
             raise ValueError("metrics must not repeat")
         return value
+
+
+class CostPolicy(_Block):
+    """Whether cost may decide a verdict on its own.
+
+    Attributes:
+        decides: ``false`` (default): a cost guardrail (``output_tokens``) that fails while
+            the candidate's quality is significantly better (``net_harm`` significantly
+            below 0 in some unit) does not roll back: the verdict states the trade-off
+            ("quality better in 6 task types, output tokens ×1.52") and HOLDs for a person
+            to weigh it. ``true``: a cost FAIL rolls back whatever the quality. A cost FAIL
+            without a quality gain rolls back either way.
+    """
+
+    decides: StrictBool = False
 
 
 class OutputTokensPolicy(_Block):

@@ -22,6 +22,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from shadoweval.errors import ConfigError
+from shadoweval.stats.policy.blocks import CostPolicy
 from shadoweval.stats.policy.canonical import canonical_sha256
 from shadoweval.stats.policy.schema import GatePolicy, RoutePolicy, TaskTypePolicy
 from shadoweval.stats.policy.yaml_loading import (
@@ -125,6 +126,9 @@ def _canonical(policy: GatePolicy) -> dict[str, Any]:
         # Left out when empty: a policy without per-route entries hashes (and dumps) as it
         # did before the key existed, so runs frozen then keep their hash.
         del dumped["routes"]
+    if dumped["cost"] == CostPolicy().model_dump(mode="json"):
+        # Likewise the cost block at its default: policies frozen before it keep their hash.
+        del dumped["cost"]
     return dumped
 
 

@@ -35,6 +35,7 @@ from shadoweval.records import POOLED
 from shadoweval.stats.policy.blocks import (
     BinaryMetricPolicy,
     ChangePolicy,
+    CostPolicy,
     Count,
     FormatParsePolicy,
     HarmPolicy,
@@ -149,6 +150,8 @@ class GatePolicy(_Block):
             resolved on validation into full :class:`TaskTypePolicy` views. A name that
             matches no task type of the run's traffic is a HOLD naming it (a typo must
             not change the verdict silently; :mod:`shadoweval.stats.policy.traffic`).
+        cost: whether a cost guardrail alone may roll back a candidate whose quality is
+            significantly better (:class:`CostPolicy`; not per task type).
         routes: per-route requirements (:class:`RoutePolicy`), keyed by the route as
             captured, without a trailing slash (``/v1/responses``); every captured route
             is required unless listed here with ``required: false``.
@@ -175,6 +178,7 @@ class GatePolicy(_Block):
     tool_calls: ToolBehaviourPolicy = ToolBehaviourPolicy()
     net_harm: NetHarmPolicy = NetHarmPolicy()
     observation: ObservationPolicy = ObservationPolicy()
+    cost: CostPolicy = CostPolicy()
     task_types: dict[str, TaskTypePolicy] = Field(default_factory=dict)
     routes: dict[str, RoutePolicy] = Field(default_factory=dict)
 

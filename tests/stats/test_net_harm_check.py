@@ -162,8 +162,13 @@ def test_check_not_shown_yet_and_unreachable_by_judging() -> None:
     e = estimate_net_harm(q, c, s)
     check, _ = net_harm_check(e, task_type="qa", block=BLOCK, levels=LEVELS, sources=SOURCES)
     assert check.outcome is CheckOutcome.INCONCLUSIVE
-    assert check.reason.startswith("non-inferiority not shown yet: even with all 120 changed")
-    assert "the unit needs more pairs" in check.reason
+    # Every changed pair is judged: the reason says so (issue 29: not "even with all …
+    # judged") and how many pairs the unit's net harm needs at this spread and level.
+    assert check.reason.startswith(
+        "non-inferiority not shown yet: all 120 changed pairs are judged and the upper bound"
+    )
+    assert "net harm in `qa` needs about" in check.reason
+    assert "more than its 200" in check.reason
 
 
 def test_check_not_shown_yet_names_how_many_more() -> None:

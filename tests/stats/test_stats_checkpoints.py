@@ -132,6 +132,7 @@ def test_a_poll_evaluates_the_prefix_of_its_latest_checkpoint(
         coverage=coverage_for(800),
         look=3,
         decided_at=DECIDED,
+        looks_taken=(3,),  # the poll at 800 pairs is the run's first look
     )
     assert direct == at_800
 

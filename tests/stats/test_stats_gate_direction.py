@@ -419,10 +419,12 @@ def test_a_look_is_re_evaluated_when_its_judgements_change(
     assert second.judgements_sha256 != first.judgements_sha256
     [net] = [c for c in second.checks if c.task_type == POOLED and c.metric == "net_harm"]
     assert net.outcome == CheckOutcome.PASS
-    assert "look 3: alpha_k 0.00103" in net.statistic  # 0.00169 · 6/π²
+    # The run's first look, at checkpoint 3: the cumulative level 0.0207 (6/π²·Σ 1/i², i ≤ 3,
+    # of alpha; issue 29), split over judgement evaluations: · 6/π².
+    assert "look 3: alpha_k 0.0126" in net.statistic
     assert poll(judged(scores, QualityOutcome.TIE), second) is second
     # Different judgements again (analysts relabel): the next share of the level.
     third = poll(judged(scores, QualityOutcome.CANDIDATE_BETTER), second)
     assert (third.look, third.judgement_look) == (3, 2)
     [net] = [c for c in third.checks if c.task_type == POOLED and c.metric == "net_harm"]
-    assert "look 3: alpha_k 0.000257" in net.statistic  # 0.00169 · 6/(π²·2²)
+    assert "look 3: alpha_k 0.00314" in net.statistic  # 0.0207 · 6/(π²·2²)

@@ -1,0 +1,45 @@
+"""PROMOTE within reach when the truth is "no worse" (issue 29, item 6): a unit whose
+changed pairs are all judged says so, and how many pairs its net harm needs."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from shadoweval.records import Coverage, Decision, PairJudgement, PairScore
+from shadoweval.stats.checkpoints import evaluate_poll
+from shadoweval.stats.frame import pairs_frame
+from shadoweval.stats.policy import parse_policy
+
+ALPACA = {"helpful_base": 129, "koala": 156, "oasst": 188, "selfinstruct": 252, "vicuna": 80}
+"""AlpacaEval's 805 prompts by source set (docs/real-data.md)."""
+
+
+def test_all_changed_pairs_judged_same_names_the_pairs_net_harm_needs(
+    simulate: Callable[..., list[PairScore]],
+    coverage_for: Callable[[int], Coverage],
+    ties: Callable[..., dict[str, PairJudgement]],
+) -> None:
+    spec = {
+        t: {"n": n, "base_error": 0.0, "cand_error": 0.0, "similarity_mean": 0.95,
+            "similarity_sd": 0.04}
+        for t, n in ALPACA.items()
+    }  # fmt: skip
+    scores = simulate(spec)
+    policy = parse_policy({"observation": {"min_window_hours": 0}})
+    frame = pairs_frame(scores, policy, ties(scores))
+    v = evaluate_poll(frame, policy, run_id="alpaca", coverage=coverage_for(len(frame)))
+    assert v.decision == Decision.HOLD
+    net = [c for c in v.checks if c.metric == "net_harm" and c.task_type == "vicuna"]
+    [check] = net
+    assert "even with all" not in check.reason
+    found = re.search(
+        r"all (\d+) changed pairs are judged and the upper bound \+[\d.]+ pp is not below the "
+        r"margin \+2\.0 pp: net harm in `vicuna` needs about (\d+) pairs at this spread and "
+        r"level \(alpha_k [\d.]+\), (\d+) more than its (\d+)",
+        check.reason,
+    )
+    assert found is not None, check.reason
+    changed, need, more, have = (int(g) for g in found.groups())
+    assert f"{changed} of {changed} changed pairs judged" in check.reason
+    assert need - have == more > 0
