@@ -15,7 +15,7 @@ from shadoweval.cli.options import (
     ExistingRunOpt,
     StructuredOpt,
 )
-from shadoweval.cli.render import print_error
+from shadoweval.cli.render import exit_on_error
 
 if TYPE_CHECKING:
     from shadoweval.application.scoring import CompareReport, ScoringOptions
@@ -123,13 +123,12 @@ def compare_run_command(
     from rich.console import Console
 
     from shadoweval.application.scoring import ScoringOptions
-    from shadoweval.cli.exit_codes import EXIT_ERROR
     from shadoweval.cli.options import database_url as resolve_url
     from shadoweval.config import load_settings
-    from shadoweval.errors import ConfigError, ShadowEvalError
+    from shadoweval.errors import ConfigError
 
     err = Console(stderr=True, soft_wrap=True)
-    try:
+    with exit_on_error(err):
         overrides: dict[str, object] = {"backend": backend} if backend is not None else {}
         compare_settings = load_settings({"compare": overrides}).compare
         parsed_shard = parse_shard(shard) if shard is not None else None
@@ -168,9 +167,6 @@ def compare_run_command(
             )
         else:
             report = _score_once(url, run_id, options, workers=processes, shard=parsed_shard)
-    except ShadowEvalError as exc:
-        print_error(err, exc)
-        raise typer.Exit(EXIT_ERROR) from None
     typer.echo(json.dumps(report.as_dict(), indent=2))
 
 

@@ -123,12 +123,11 @@ def evaluate_command(
 
     from shadoweval.application.evaluation import EvaluationRequest, evaluate
     from shadoweval.cli.exit_codes import EXIT_CODES, EXIT_ERROR
-    from shadoweval.cli.render import print_result, print_warnings, wide_console
-    from shadoweval.errors import ShadowEvalError
+    from shadoweval.cli.render import exit_on_error, print_result, print_warnings, wide_console
 
     err = Console(stderr=True, soft_wrap=True)
     out = wide_console(stderr=as_json)
-    try:
+    with exit_on_error(err, FileNotFoundError):
         if report is not None:
             ensure_writable(report)
         settings = build_settings(database_url=database_url, load=load, backend=backend)
@@ -150,9 +149,6 @@ def evaluate_command(
             settings,
             console=err,
         )
-    except (ShadowEvalError, FileNotFoundError) as exc:
-        print_error(err, exc)
-        raise typer.Exit(EXIT_ERROR) from None
     print_warnings(err, result.gate.warnings)
     print_result(out, result.gate.summary, result.gate.verdict)
     _print_replay(out, err, result)

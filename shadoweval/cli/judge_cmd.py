@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from shadoweval.cli.options import DatabaseUrlOpt, ExistingRunOpt, SendPairsOpt
-from shadoweval.cli.render import print_error
+from shadoweval.cli.render import exit_on_error
 
 if TYPE_CHECKING:
     from shadoweval.application.judging import JudgeRunReport
@@ -94,10 +94,9 @@ def run_command(
     from shadoweval.cli.options import existing_run
     from shadoweval.cli.render import wide_console
     from shadoweval.config import load_settings
-    from shadoweval.errors import ShadowEvalError
 
     err = wide_console(stderr=True)
-    try:
+    with exit_on_error(err):
         settings = load_settings()
         check_judge_settings(settings.judge, send_pairs=send_pairs)
         with existing_run(database_url, run_id) as repo:
@@ -109,9 +108,6 @@ def run_command(
                 max_per_task_type=max_per_task_type,
                 command=JUDGE_COMMAND,
             )
-    except ShadowEvalError as exc:
-        print_error(err, exc)
-        raise typer.Exit(EXIT_ERROR) from None
     nothing = _nothing_judged(report)
     if nothing:
         err.print(f"judge run: {nothing}", highlight=False, markup=False)
@@ -191,18 +187,12 @@ def summary_command(
     from rich.table import Table
 
     from shadoweval.application.judging import judgement_summary
-    from shadoweval.cli.exit_codes import EXIT_ERROR
     from shadoweval.cli.options import existing_run
     from shadoweval.cli.render import wide_console
-    from shadoweval.errors import ShadowEvalError
 
     err = wide_console(stderr=True)
-    try:
-        with existing_run(database_url, run_id) as repo:
-            summary = judgement_summary(repo, run_id)
-    except ShadowEvalError as exc:
-        print_error(err, exc)
-        raise typer.Exit(EXIT_ERROR) from None
+    with exit_on_error(err), existing_run(database_url, run_id) as repo:
+        summary = judgement_summary(repo, run_id)
     if as_json:
         typer.echo(json.dumps(summary.as_dict()))
         return

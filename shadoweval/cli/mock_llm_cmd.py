@@ -10,8 +10,7 @@ from typing import Annotated
 
 import typer
 
-from shadoweval.cli.exit_codes import EXIT_ERROR
-from shadoweval.cli.render import print_error
+from shadoweval.cli.render import exit_on_error
 from shadoweval.cli.table_options import TableOptions, with_table_options
 
 _S = "Server"
@@ -78,10 +77,9 @@ def mock_llm_command(
     from rich.console import Console
 
     from shadoweval.application.mock_llm import MockLlmRequest, build_mock_llm, serve_mock_llm
-    from shadoweval.errors import ShadowEvalError
 
     console = Console(stderr=True, soft_wrap=True)
-    try:
+    with exit_on_error(console, FileNotFoundError, ValidationError):
         server = build_mock_llm(
             MockLlmRequest(
                 table=table.source(),
@@ -95,9 +93,6 @@ def mock_llm_command(
                 html_rate=html_rate,
             )
         )
-    except (ShadowEvalError, FileNotFoundError, ValidationError) as exc:
-        print_error(console, exc)
-        raise typer.Exit(EXIT_ERROR) from None
     console.print(
         f"mock-llm (test double) serving {server.prompts} recorded prompts as model "
         f"{server.model_name!r} on http://{host}:{port}/v1 — latency {server.latency}, "
