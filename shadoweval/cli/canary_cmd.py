@@ -28,6 +28,7 @@ Every error exits 3 with a message naming the field and value.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated
 
@@ -61,6 +62,11 @@ CaptureLogOpt = Annotated[
     ),
 ]
 _EXIT_OF_STATE = {"completed": 0, "running": 1, "rolled_back": 2}
+
+
+def _tally(counts: Mapping[str, int]) -> str:
+    """``"a 3, b 5"``: each key and its count, keys sorted (``""`` when there are none)."""
+    return ", ".join(f"{key} {n}" for key, n in sorted(counts.items()))
 
 
 @canary_app.command("start")
@@ -128,9 +134,9 @@ def ingest_command(
         open_repository(resolve_url(database_url), upgrade=False) as repo,
     ):
         report = ingest_source(repo, canary_id, capture_log)
-    arms = ", ".join(f"{arm} {n}" for arm, n in sorted(report.by_arm.items())) or "none"
     wide_console().print(
-        f"{report.lines} lines read: {report.stored} observations stored ({arms}), "
+        f"{report.lines} lines read: {report.stored} observations stored "
+        f"({_tally(report.by_arm) or 'none'}), "
         f"{report.duplicates} already stored, {report.unassigned} outside the split, "
         f"{report.outside_steps} outside the canary's steps, {report.rejected} rejected",
         highlight=False,
@@ -259,9 +265,9 @@ def sample_command(
                 redact=redaction.redact,
             )
         out.write_bytes(rating_sheet_bytes(sheet.rows, fmt))
-    picked = ", ".join(f"{arm} {n}" for arm, n in sorted(sheet.picked_per_arm.items())) or "none"
     wide_console().print(
-        f"{len(sheet.rows)} answers written to {out} (picked: {picked}; "
+        f"{len(sheet.rows)} answers written to {out} (picked: "
+        f"{_tally(sheet.picked_per_arm) or 'none'}; "
         f"{sheet.missing} no longer in the capture log); fill the rating column (1-10) and "
         f"import it with: shadow-eval canary rate {canary_id} --file {out} --rater NAME",
         highlight=False,
@@ -374,7 +380,7 @@ def status_command(
             highlight=False,
         )
         if view.rejected_lines:
-            kept = ", ".join(f"{reason} {n}" for reason, n in sorted(view.rejected_lines.items()))
+            kept = _tally(view.rejected_lines)
             console.print(
                 f"  capture-log lines kept as rejected records: {kept}",
                 highlight=False,

@@ -10,10 +10,8 @@ import typer
 
 from shadoweval.cli.option_groups import takes_option_groups
 from shadoweval.cli.options import (
-    BackendOpt,
     DatabaseUrlOpt,
-    DeviceOpt,
-    EncoderOpt,
+    EncoderOptions,
     JsonOpt,
     PolicyOpt,
     ProgressOpt,
@@ -22,7 +20,6 @@ from shadoweval.cli.options import (
     RunNameOpt,
     RunTargetOptions,
     SendPairsOpt,
-    StructuredOpt,
 )
 from shadoweval.cli.render import print_error
 
@@ -106,10 +103,7 @@ def evaluate_command(
     name: RunNameOpt = None,
     report: ReportOpt = None,
     load: ReplayLoadOptions = ReplayLoadOptions(),
-    encoder: EncoderOpt = "minilm",
-    device: DeviceOpt = "cpu",
-    backend: BackendOpt = None,
-    structured_task_type: StructuredOpt = None,
+    scoring: EncoderOptions = EncoderOptions(),
     progress: ProgressOpt = True,
     as_json: JsonOpt = False,
     judge: JudgeOpt = False,
@@ -130,7 +124,7 @@ def evaluate_command(
     with exit_on_error(err, FileNotFoundError):
         if report is not None:
             ensure_writable(report)
-        settings = build_settings(database_url=database_url, load=load, backend=backend)
+        settings = build_settings(database_url=database_url, load=load, backend=scoring.backend)
         result = evaluate(
             EvaluationRequest(
                 capture_log=capture_log,
@@ -138,10 +132,9 @@ def evaluate_command(
                     policy_path=policy,
                     run_name=name,
                     run_id=run_id,
-                    encoder=encoder,
-                    structured_task_types=frozenset(structured_task_type or ()),
+                    **scoring.run_fields(),
                 ),
-                device=device,
+                device=scoring.device,
                 progress=progress,
                 judge=judge,
                 send_pairs=send_pairs,

@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from shadoweval.cli.options import DatabaseUrlOpt, ExistingRunOpt, JsonOpt
+from shadoweval.cli.option_groups import takes_option_groups
+from shadoweval.cli.options import DatabaseUrlOpt, ExistingRunOpt, JsonOpt, StoredRunOptions
 from shadoweval.cli.render import exit_on_error
 
 if TYPE_CHECKING:
@@ -253,9 +254,9 @@ def _rate(row: dict[str, Any], name: str) -> str:
 
 
 @labels_app.command("summary")
+@takes_option_groups
 def summary_command(
-    run_id: ExistingRunOpt,
-    database_url: DatabaseUrlOpt = None,
+    run: StoredRunOptions,
     as_json: JsonOpt = False,
 ) -> None:
     """Per task type: labelled pairs (n), labels given, and the candidate's win / loss
@@ -266,18 +267,17 @@ def summary_command(
 
     from shadoweval.application.labels import label_rates
     from shadoweval.application.reports import json_records
-    from shadoweval.cli.options import existing_run
     from shadoweval.cli.render import wide_console
     from shadoweval.records import POOLED
 
     err = wide_console(stderr=True)
-    with exit_on_error(err), existing_run(database_url, run_id) as repo:
-        labels = repo.load_labels(run_id)
+    with exit_on_error(err), run.opened() as repo:
+        labels = repo.load_labels(run.run_id)
     records = json_records(label_rates(labels))
     if as_json:
-        typer.echo(json.dumps({"run_id": run_id, "labels": len(labels), "summary": records}))
+        typer.echo(json.dumps({"run_id": run.run_id, "labels": len(labels), "summary": records}))
         return
-    table = Table(title=f"labels of run {run_id}", title_justify="left")
+    table = Table(title=f"labels of run {run.run_id}", title_justify="left")
     for header in ("task type", "pairs", "labels", "better", "worse", "same", "both bad"):
         table.add_column(header, justify="left" if header == "task type" else "right")
     table.add_column("win rate [95% CI]", justify="right")
