@@ -69,7 +69,8 @@ from __future__ import annotations
 import logging
 import socket
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC
+from typing import Any
 from urllib.parse import quote, unquote_plus
 
 import orjson
@@ -255,13 +256,8 @@ class ExchangeBuilder:
         step[0] = "record"
         headers_removed = tuple(sorted(set(removed_req) | set(removed_resp)))
         exchange = Exchange(
-            exchange_id=raw.exchange_id,
-            captured_at=_aware(raw),
-            monotonic_start_ns=raw.start_ns,
-            route=raw.route,
+            **_captured_fields(raw),
             task_type=tag.task_type,
-            session_key_hash=raw.session_key_hash,
-            served_by=raw.served_by,
             request=RequestRecord(
                 method=raw.method,
                 path=f"{raw.path}?{query}" if query else raw.path,
@@ -387,12 +383,7 @@ class ExchangeBuilder:
             response = ResponseRecord(status_code=raw.status_code, error_message=reason)
         hits = (RedactionHit(rule="request_body_dropped", location="request.body", count=1),)
         exchange = Exchange(
-            exchange_id=raw.exchange_id,
-            captured_at=_aware(raw),
-            monotonic_start_ns=raw.start_ns,
-            route=raw.route,
-            session_key_hash=raw.session_key_hash,
-            served_by=raw.served_by,
+            **_captured_fields(raw),
             request=RequestRecord(method=raw.method, path=raw.path, body=""),
             response=response,
             outcome=ExchangeOutcome.ERROR,
@@ -410,9 +401,18 @@ class ExchangeBuilder:
         )
 
 
-def _aware(raw: RawCapture) -> datetime:
+def _captured_fields(raw: RawCapture) -> dict[str, Any]:
+    """The :class:`~shadoweval.records.Exchange` fields the raw capture gives as they are
+    (``captured_at`` made UTC-aware when naive), for a built and a fallback exchange alike."""
     at = raw.captured_at
-    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+    return {
+        "exchange_id": raw.exchange_id,
+        "captured_at": at if at.tzinfo is not None else at.replace(tzinfo=UTC),
+        "monotonic_start_ns": raw.start_ns,
+        "route": raw.route,
+        "session_key_hash": raw.session_key_hash,
+        "served_by": raw.served_by,
+    }
 
 
 # -- process pool entry points ---------------------------------------------------------

@@ -80,7 +80,7 @@ from shadoweval.capture.sampling import StickySampler
 from shadoweval.capture.sidecar import admin_config, capture_pipeline, ensure_exchange_topic
 from shadoweval.capture.sinks.base import ExchangeSink
 from shadoweval.config import CaptureSettings, EnvoySettings, KafkaSettings
-from shadoweval.lifecycle import AsyncLifecycle
+from shadoweval.lifecycle import AsyncLifecycle, cancel_tasks
 from shadoweval.probes import Readiness
 
 logger = logging.getLogger(__name__)
@@ -349,11 +349,7 @@ class EnvoyFrontEnd(AsyncLifecycle):
 
     async def _release(self, grace_s: float) -> None:
         self.draining = True
-        for task in (self._watch_task, self._topic_task):
-            if task is not None and not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        await cancel_tasks(self._watch_task, self._topic_task)
         if self.envoy_process is not None:
             idle = await self.envoy_process.drain(grace_s)
             if idle:  # every request ended: let the processor streams deliver their last

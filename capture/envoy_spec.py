@@ -101,24 +101,34 @@ class EnvoyConfigSpec:
                 router_timeout_ms=envoy.canary.router_timeout_ms,
             )
         return cls(
-            upstream_url=capture.upstream_url,
+            **{name: getattr(capture, name) for name in _NAMED_AS_IN_CAPTURE},
+            **{name: getattr(envoy, name) for name in _NAMED_AS_IN_ENVOY},
             listen_host=capture.host,
             listen_port=capture.port,
-            ext_proc_host=envoy.ext_proc_host,
-            ext_proc_port=envoy.ext_proc_port,
-            admin_port=envoy.admin_port,
             routes=tuple(capture.routes),
             connect_timeout_s=capture.upstream_connect_timeout_s,
-            stream_idle_timeout_s=envoy.stream_idle_timeout_s,
-            deferred_close_timeout_s=envoy.deferred_close_timeout_s,
             max_upstream_connections=capture.upstream_max_connections,
-            max_capture_streams=envoy.max_capture_streams,
-            max_downstream_connections=envoy.max_downstream_connections,
-            header_read_timeout_s=capture.header_read_timeout_s,
-            body_read_timeout_s=capture.body_read_timeout_s,
-            client_keepalive_timeout_s=capture.client_keepalive_timeout_s,
-            max_request_header_bytes=capture.max_request_header_bytes,
-            max_request_body_bytes=capture.max_request_body_bytes,
             session_headers=tuple(capture.session_headers),
             canary=canary,
         )
+
+
+_NAMED_AS_IN_CAPTURE = (
+    "upstream_url",
+    "header_read_timeout_s",
+    "body_read_timeout_s",
+    "client_keepalive_timeout_s",
+    "max_request_header_bytes",
+    "max_request_body_bytes",
+)
+"""The spec's fields that are the ``capture`` settings of the same name, as they are."""
+_NAMED_AS_IN_ENVOY = (
+    "ext_proc_host",
+    "ext_proc_port",
+    "admin_port",
+    "stream_idle_timeout_s",
+    "deferred_close_timeout_s",
+    "max_capture_streams",
+    "max_downstream_connections",
+)
+"""The spec's fields that are the ``envoy`` settings of the same name, as they are."""

@@ -41,7 +41,6 @@ from shadoweval.capture.raw import RawCapture
 from shadoweval.errors import RecordDecodeError
 from shadoweval.llm_protocol import ChatStreamAssembler, parse_completion_body
 from shadoweval.llm_protocol.assembler import AssembledResponse
-from shadoweval.llm_protocol.finish_reason import normalize_finish_reason
 from shadoweval.records import (
     ExchangeOutcome,
     HeaderPair,
@@ -285,21 +284,14 @@ class ResponseAssembler:
             fields_fired=fields_fired or result.choices_count > 1,
             hits=hits,
         )
-        return ResponseRecord(
-            status_code=status,
-            headers=headers,
-            body=body,
-            streamed=result.streamed,
-            model=result.model,
+        redacted = replace(
+            result,
             text=text,
             reasoning_text=reasoning,
             tool_calls=tool_calls,
-            finish_reason_raw=result.finish_reason_raw,
-            finish_reason=normalize_finish_reason(result.finish_reason_raw),
-            usage=result.usage,
-            choices_count=result.choices_count,
             error_message=error_message,
         )
+        return redacted.to_response_record(status, headers, body)
 
     def _raw_body(
         self,

@@ -70,7 +70,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from shadoweval.errors import ConfigError
-from shadoweval.lifecycle import AsyncLifecycle
+from shadoweval.lifecycle import AsyncLifecycle, cancel_tasks
 
 logger = logging.getLogger(__name__)
 
@@ -446,10 +446,7 @@ class RouterProcess(AsyncLifecycle):
         end's ``stop_router`` for tests, where Envoy's fallback must serve)."""
         self._stopping_now = True
         task, self._restart_task = self._restart_task, None
-        if task is not None and not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_tasks(task)
         proc = self.process
         with self._lock:
             conn, self._conn = self._conn, None

@@ -66,7 +66,7 @@ from shadoweval.capture.sinks.file import FileSink
 from shadoweval.capture.sinks.kafka import KafkaSink, SinkMode
 from shadoweval.config import CaptureSettings, KafkaSettings
 from shadoweval.errors import ConfigError, ShadowEvalError
-from shadoweval.lifecycle import AsyncLifecycle
+from shadoweval.lifecycle import AsyncLifecycle, cancel_tasks
 from shadoweval.probes import Readiness, probe_app
 from shadoweval.records import ModelIdentity
 
@@ -335,11 +335,7 @@ class Sidecar(AsyncLifecycle):
         if not self._stopping():
             return
         self.draining = True
-        for task in (self._probe_task, self._topic_task):
-            if task is not None and not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        await cancel_tasks(self._probe_task, self._topic_task)
         if self.proxy is not None:
             await self.proxy.stop()
         if self.pipeline is not None:

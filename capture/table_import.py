@@ -62,7 +62,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import orjson
 from pydantic import ValidationError
@@ -73,7 +73,7 @@ from shadoweval.capture.sampling import hash_session_key
 from shadoweval.capture.tagging import TaskTagger, valid_task_type
 from shadoweval.capture_log import CaptureLogWriter
 from shadoweval.errors import ConfigError, TableMappingError
-from shadoweval.llm_protocol import SAMPLING_PARAMS, normalize_finish_reason
+from shadoweval.llm_protocol import SAMPLING_PARAMS, normalize_finish_reason, tpot_ms
 from shadoweval.records import (
     Exchange,
     HeaderPair,
@@ -205,15 +205,8 @@ def _timings(row: RecordedRow, *, stream: bool) -> Timings:
     ):
         return Timings(source=TimingSource.MISSING)
     tpot = row.itl_ms
-    tokens = row.completion_tokens
-    if (
-        tpot is None
-        and row.latency_ms is not None
-        and row.ttft_ms is not None
-        and tokens is not None
-        and tokens > 1
-    ):
-        tpot = (row.latency_ms - row.ttft_ms) / (tokens - 1)
+    if tpot is None:
+        tpot = tpot_ms(row.latency_ms, row.ttft_ms, row.completion_tokens)
     return Timings(
         ttft_ms=row.ttft_ms,
         # Streamed: the recorded TTFC, else the first token stands for the first content
@@ -376,6 +369,17 @@ def _reject_line(item: RejectedRow) -> bytes:
     return orjson.dumps(payload, default=str, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
 
 
+class _WriteOptions(TypedDict, total=False):
+    """The keyword arguments of :func:`import_rows` that :func:`import_table` passes on."""
+
+    stream: bool
+    sampling: dict[str, Any] | None
+    baseline: ModelIdentity | None
+    compress: bool
+    rules: CaptureRules | None
+    limit: int | None
+
+
 def import_rows(
     loaded: LoadResult,
     *,
@@ -500,12 +504,7 @@ def import_table(
     preset: str | Preset | None = None,
     prompts: str | Path | None = None,
     format: TableFormat | None = None,
-    stream: bool = True,
-    sampling: dict[str, Any] | None = None,
-    baseline: ModelIdentity | None = None,
-    compress: bool = False,
-    rules: CaptureRules | None = None,
-    limit: int | None = None,
+    **options: Unpack[_WriteOptions],
 ) -> ImportReport:
     """Read a recorded table and write it as a capture log.
 
@@ -513,12 +512,13 @@ def import_table(
         path: the outputs table (file or directory).
         out: capture-log directory (created; new segments are added to what is there).
         mapping, preset, prompts, format: as :func:`~shadoweval.tables.load_recorded_rows`.
-        stream: record requests as streamed (default) or not.
-        sampling: sampling parameters to record in every request (only these).
-        baseline: model identity to record (default: each row's model).
-        compress: gzip the segments.
-        rules: redaction, task-type rules and session salt applied as capture does.
-        limit: write at most this many exchanges.
+        options: how the rows are written (keyword arguments of :func:`import_rows`):
+            stream: record requests as streamed (default) or not.
+            sampling: sampling parameters to record in every request (only these).
+            baseline: model identity to record (default: each row's model).
+            compress: gzip the segments.
+            rules: redaction, task-type rules and session salt applied as capture does.
+            limit: write at most this many exchanges.
 
     Returns:
         :class:`ImportReport`; rejected rows are also appended to
@@ -528,15 +528,6 @@ def import_table(
         TableMappingError, FileNotFoundError, RecordDecodeError: as ``load_recorded_rows``.
         ConfigError: an unknown sampling parameter (raised before anything is written).
     """
-    _check_sampling(sampling)
+    _check_sampling(options.get("sampling"))
     loaded = load_recorded_rows(path, mapping, preset=preset, prompts=prompts, format=format)
-    return import_rows(
-        loaded,
-        out=out,
-        stream=stream,
-        sampling=sampling,
-        baseline=baseline,
-        compress=compress,
-        rules=rules,
-        limit=limit,
-    )
+    return import_rows(loaded, out=out, **options)

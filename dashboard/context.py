@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import streamlit as st
 
@@ -23,6 +24,9 @@ from shadoweval.dashboard import loaders
 from shadoweval.dashboard.formatting import md_escape
 from shadoweval.dashboard.loaders import DataVersion
 from shadoweval.storage import Repository, RunInfo
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "CONTEXT_KEY",
@@ -35,6 +39,7 @@ __all__ = [
     "initial_run",
     "pick_run",
     "run_label",
+    "scored_pairs_page",
 ]
 
 DATABASE_URL_ENV = "SHADOWEVAL_DATABASE__URL"
@@ -65,6 +70,18 @@ class PageContext:
     def repo(self) -> Repository:
         """The shared repository (:func:`shadoweval.dashboard.loaders.repository`)."""
         return loaders.repository(self.database_url)
+
+
+def scored_pairs_page(title: str) -> tuple[PageContext, pd.DataFrame]:
+    """Start a page that shows scored pairs: its ``title``, then the page's context and
+    the run's scored pairs (:func:`shadoweval.dashboard.loaders.pairs`). For a run with
+    none yet the page says so and stops there (``st.stop``)."""
+    ctx = current()
+    st.title(title)
+    if ctx.version.pairs == 0:
+        st.info("This run has no scored pairs yet.")
+        st.stop()
+    return ctx, loaders.pairs(ctx.database_url, ctx.run_id, ctx.version.pairs)
 
 
 def run_label(run: RunInfo) -> str:

@@ -42,6 +42,7 @@ from shadoweval.disk import Opener, open_binary
 from shadoweval.errors import RecordDecodeError
 from shadoweval.lifecycle import Closing
 from shadoweval.records import SCHEMA_VERSION, Exchange
+from shadoweval.text import held_invalid_utf8
 
 ULID_TIME_MAX_MS = 2**48 - 1
 
@@ -189,15 +190,6 @@ def _first_bad_byte(text: str) -> str:
     return "unknown"
 
 
-def _invalid_utf8(text: str) -> bool:
-    """Whether a line read with ``surrogateescape`` held bytes that are not UTF-8."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
 def read_capture_log(path: str | Path) -> Iterator[LogEntry]:
     """Iterate every line of a capture log in order, decoded or with its error.
 
@@ -248,7 +240,7 @@ def line_entry(text: str, location: str) -> LogEntry:
                 reason="blank_line",
             ),
         )
-    if _invalid_utf8(text):
+    if held_invalid_utf8(text):
         shown = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
         return LogEntry(
             location,

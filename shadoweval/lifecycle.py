@@ -21,6 +21,8 @@ adds ``async with`` for objects whose ``stop()`` takes no argument, :class:`Sync
 ``with`` for objects whose ``start()``/``stop()`` are synchronous. The guard is checked
 in ``start()``/``stop()`` only, never on a request path.
 
+:func:`cancel_tasks` ends an object's background tasks in its ``stop()``.
+
 Objects that are usable from construction and only released once (a capture-log writer,
 the disk spool, the database, the work locks) have no ``start()``: :class:`Closing` gives
 them ``with obj``, which returns the object and calls its ``close()`` on exit.
@@ -28,11 +30,12 @@ them ``with obj``, which returns the object and calls its ``close()`` on exit.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import enum
 from collections.abc import Iterator
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 from shadoweval.errors import LifecycleError
 
@@ -168,3 +171,13 @@ class SyncLifecycle(Lifecycle, Closing):
     def __enter__(self) -> Self:
         self.start()
         return self
+
+
+async def cancel_tasks(*tasks: asyncio.Task[Any] | None) -> None:
+    """Cancel each task that is still running and wait until it has ended (its
+    cancellation is not raised); ``None`` and finished tasks are passed over."""
+    for task in tasks:
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

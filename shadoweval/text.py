@@ -1,6 +1,7 @@
 """Text helpers every stage shares.
 
 :func:`is_blank` is the one definition of an *empty answer*: nothing a reader can see.
+:func:`held_invalid_utf8` tells a text read with ``surrogateescape`` that was not UTF-8.
 """
 
 from __future__ import annotations
@@ -20,6 +21,16 @@ def is_blank(text: str | None) -> bool:
     if not text:
         return True
     return all(ch.isspace() or unicodedata.category(ch) == "Cf" for ch in text)
+
+
+def held_invalid_utf8(text: str) -> bool:
+    """Whether ``text``, read with ``errors="surrogateescape"``, held bytes that are not
+    UTF-8 (they are its lone surrogates, which UTF-8 cannot encode)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 # ------------------------------------------------------------------ scripts

@@ -113,7 +113,7 @@ from shadoweval.capture.upstream_pool import UpstreamConnection, UpstreamError, 
 from shadoweval.config import CaptureSettings
 from shadoweval.errors import ConfigError
 from shadoweval.lifecycle import AsyncLifecycle
-from shadoweval.records import ExchangeOutcome, new_exchange_id, utc_now
+from shadoweval.records import new_exchange_id, utc_now
 from shadoweval.routes import normalize_route
 
 __all__ = [
@@ -294,12 +294,7 @@ class CaptureProxy(AsyncLifecycle):
         """Cut every in-flight exchange now (see :meth:`drain`); returns how many."""
         cut = 0
         for client in list(self._clients):
-            req = client.active
-            if req is not None and not req.done:
-                if req.raw is not None:
-                    req.raw.outcome = ExchangeOutcome.CANCELLED
-                    req.raw.error = "cancelled (server shutdown)"
-                client._cut(req)
+            if client.cancel_active("cancelled (server shutdown)"):
                 cut += 1
             if client.transport is not None:
                 client.transport.abort()

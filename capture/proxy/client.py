@@ -120,12 +120,7 @@ class _ClientConnection(asyncio.Protocol):
             self._emit_unforwarded(
                 reading, "client disconnected before the request body was complete"
             )
-        active = self.active
-        if active is not None and not active.done:
-            if active.raw is not None:
-                active.raw.outcome = ExchangeOutcome.CANCELLED
-                active.raw.error = "client disconnected"
-            self._cut(active)
+        self.cancel_active("client disconnected")
         while self.queue:
             queued = self.queue.popleft()
             if queued.raw is not None:
@@ -357,6 +352,18 @@ class _ClientConnection(asyncio.Protocol):
             self._close()
         else:
             self._next()
+
+    def cancel_active(self, error: str) -> bool:
+        """Cut the exchange in flight, if any (:meth:`_cut`), recorded as cancelled with
+        ``error``; returns whether there was one."""
+        active = self.active
+        if active is None or active.done:
+            return False
+        if active.raw is not None:
+            active.raw.outcome = ExchangeOutcome.CANCELLED
+            active.raw.error = error
+        self._cut(active)
+        return True
 
     def _cut(self, req: _Request) -> None:
         """End ``req`` now: close its upstream connection (the model server sees it)."""

@@ -9,7 +9,7 @@ import streamlit as st
 from shadoweval.application.samples import redacted_page
 from shadoweval.dashboard import loaders
 from shadoweval.dashboard.check_cells import checks_table, style_checks_table
-from shadoweval.dashboard.context import current
+from shadoweval.dashboard.context import scored_pairs_page
 from shadoweval.dashboard.divergence_view import histogram_chart, lowest_table, similarity_histogram
 from shadoweval.dashboard.formatting import task_type_label
 from shadoweval.dashboard.redaction import page_redactor
@@ -19,13 +19,7 @@ from shadoweval.storage.samples import SampleFilter
 
 LOWEST = 20
 
-ctx = current()
-st.title("Divergence")
-if ctx.version.pairs == 0:
-    st.info("This run has no scored pairs yet.")
-    st.stop()
-
-pairs = loaders.pairs(ctx.database_url, ctx.run_id, ctx.version.pairs)
+ctx, pairs = scored_pairs_page("Divergence")
 summary = loaders.summary(ctx.database_url, ctx.run_id, ctx.version)
 options = [*loaders.task_types(ctx.database_url, ctx.run_id, ctx.version.pairs), POOLED]
 task_type = st.selectbox("Task type", options, format_func=task_type_label, key="divergence_task")

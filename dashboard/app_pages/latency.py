@@ -7,7 +7,7 @@ import streamlit as st
 from shadoweval.dashboard import loaders
 from shadoweval.dashboard.check_cells import LATENCY_METRICS as LATENCY_CHECKS
 from shadoweval.dashboard.check_cells import checks_table, style_checks_table
-from shadoweval.dashboard.context import current
+from shadoweval.dashboard.context import scored_pairs_page
 from shadoweval.dashboard.formatting import task_type_label
 from shadoweval.dashboard.latency_view import (
     LATENCY_METRICS,
@@ -18,13 +18,7 @@ from shadoweval.dashboard.latency_view import (
 )
 from shadoweval.records import POOLED
 
-ctx = current()
-st.title("Latency")
-if ctx.version.pairs == 0:
-    st.info("This run has no scored pairs yet.")
-    st.stop()
-
-pairs = loaders.pairs(ctx.database_url, ctx.run_id, ctx.version.pairs)
+ctx, pairs = scored_pairs_page("Latency")
 options = [*loaders.task_types(ctx.database_url, ctx.run_id, ctx.version.pairs), POOLED]
 verdict = loaders.latest_verdict(ctx.database_url, ctx.run_id, ctx.version.verdict)
 if st.session_state.get("latency_task") not in options:

@@ -44,6 +44,7 @@ import logging
 import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import ExitStack, asynccontextmanager
+from enum import StrEnum
 from typing import Any, Literal, TypeVar
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -104,6 +105,7 @@ from shadoweval.storage import (
 logger = logging.getLogger(__name__)
 
 StoredT = TypeVar("StoredT")
+EnumT = TypeVar("EnumT", bound=StrEnum)
 """A stored record a route looks up by the id in its path (a run, a canary)."""
 
 ComputeVerdict = Callable[[Repository, RunInfo], Verdict]
@@ -181,7 +183,7 @@ class _Handlers:
         return JSONResponse(self._openapi, headers={"Cache-Control": "no-store"})
 
     async def runs(self, request: Request) -> Response:
-        status = _status_param(request.query_params.get("status"))
+        status = _enum_param(RunStatus, request, "status")
         limit = _limit_param(request.query_params.get("limit"))
         runs = await run_in_threadpool(self._repo.list_runs, status=status, limit=limit)
         latest = await run_in_threadpool(self._repo.latest_decisions, [r.run_id for r in runs])
@@ -230,7 +232,7 @@ class _Handlers:
         )
 
     async def canaries(self, request: Request) -> Response:
-        state = _canary_state_param(request.query_params.get("state"))
+        state = _enum_param(CanaryState, request, "state")
         limit = _limit_param(request.query_params.get("limit"))
         found = await run_in_threadpool(list_canaries, self._repo, state=state, limit=limit)
         return _body(CanaryList(canaries=[CanaryOut.of(c) for c in found]))
@@ -306,14 +308,21 @@ def _client(request: Request) -> str:
     return request.client.host if request.client else "unknown"
 
 
-def _status_param(value: str | None) -> RunStatus | None:
+def _enum_param(values: type[EnumT], request: Request, param: str) -> EnumT | None:
+    """The request's query parameter ``param`` as one of ``values`` (``None``: not given).
+
+    Raises:
+        ApiError: 400 ``bad_request`` (``{param} {value!r} is not one of …``) for another
+            value.
+    """
+    value = request.query_params.get(param)
     if value is None:
         return None
     try:
-        return RunStatus(value)
+        return values(value)
     except ValueError:
-        known = ", ".join(s.value for s in RunStatus)
-        raise ApiError(400, "bad_request", f"status {value!r} is not one of {known}") from None
+        known = ", ".join(member.value for member in values)
+        raise ApiError(400, "bad_request", f"{param} {value!r} is not one of {known}") from None
 
 
 async def _stored(
@@ -330,16 +339,6 @@ async def _stored(
     if found is None:
         raise ApiError(404, "not_found", f"{what} {key!r} not found")
     return found
-
-
-def _canary_state_param(value: str | None) -> CanaryState | None:
-    if value is None:
-        return None
-    try:
-        return CanaryState(value)
-    except ValueError:
-        known = ", ".join(s.value for s in CanaryState)
-        raise ApiError(400, "bad_request", f"state {value!r} is not one of {known}") from None
 
 
 def _rollback_body(raw: bytes) -> RollbackIn:

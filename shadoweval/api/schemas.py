@@ -128,21 +128,10 @@ class VerdictOut(_Body):
 
     @classmethod
     def of(cls, verdict: Verdict, source: Literal["stored", "computed"]) -> VerdictOut:
-        """From a verdict record."""
-        return cls(
-            run_id=verdict.run_id,
-            decision=verdict.decision,
-            decided_at=verdict.decided_at,
-            look=verdict.look,
-            policy_hash=verdict.policy_hash,
-            reasons=list(verdict.reasons),
-            checks=[
-                CheckOut.model_validate(check.model_dump(include=set(CheckOut.model_fields)))
-                for check in verdict.checks
-            ],
-            coverage=verdict.coverage,
-            source=source,
-        )
+        """From a verdict record (its fields of the same names; each check's fields that
+        :class:`CheckOut` declares)."""
+        fields = {name: getattr(verdict, name) for name in cls.model_fields if name != "source"}
+        return cls.model_validate({**fields, "source": source}, from_attributes=True)
 
 
 class AuditEntryOut(_Body):
@@ -187,19 +176,8 @@ class CanaryOut(_Body):
 
     @classmethod
     def of(cls, canary: CanaryInfo) -> CanaryOut:
-        """From the storage value."""
-        return cls(
-            canary_id=canary.canary_id,
-            run_id=canary.run_id,
-            name=canary.name,
-            state=canary.state,
-            step_index=canary.step_index,
-            candidate_share=canary.candidate_share,
-            split_revision=canary.split_revision,
-            created_at=canary.created_at,
-            updated_at=canary.updated_at,
-            step_started_at=canary.step_started_at,
-        )
+        """From the storage value (its fields of the same names)."""
+        return cls.model_validate(canary, from_attributes=True)
 
 
 class CanaryList(_Body):

@@ -16,7 +16,7 @@ from typing import Annotated
 import typer
 
 from shadoweval.cli.options import DatabaseUrlOpt
-from shadoweval.cli.render import print_error
+from shadoweval.cli.render import exit_on_error
 
 API_FACTORY = "shadoweval.api.app:app_from_environment"
 """The API's application factory (a token required), handed to uvicorn by import string:
@@ -72,12 +72,11 @@ def serve_command(
     from shadoweval.api_settings import ApiSettings, required_token
     from shadoweval.application.database import open_repository
     from shadoweval.application.redaction import body_redaction
-    from shadoweval.cli.exit_codes import EXIT_ERROR
     from shadoweval.cli.options import database_url as resolve_url
-    from shadoweval.errors import ConfigError, ShadowEvalError
+    from shadoweval.errors import ConfigError
 
     err = Console(stderr=True, soft_wrap=True)
-    try:
+    with exit_on_error(err):
         try:
             settings = ApiSettings()
         except ValidationError as exc:
@@ -111,9 +110,6 @@ def serve_command(
             port=bind_port,
             log_level=log_level,
         )
-    except ShadowEvalError as exc:
-        print_error(err, exc)
-        raise typer.Exit(EXIT_ERROR) from None
 
 
 def _run_server(factory: str, *, host: str, port: int, log_level: str) -> None:

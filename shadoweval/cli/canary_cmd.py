@@ -28,13 +28,14 @@ Every error exits 3 with a message naming the field and value.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from shadoweval.cli.options import DatabaseUrlOpt, ExistingRunOpt, JsonOpt
-from shadoweval.cli.render import print_error
+from shadoweval.cli.render import exit_on_error, print_error
 
 canary_app = typer.Typer(
     name="canary",
@@ -63,12 +64,9 @@ CaptureLogOpt = Annotated[
 _EXIT_OF_STATE = {"completed": 0, "running": 1, "rolled_back": 2}
 
 
-def _fail(exc: Exception) -> typer.Exit:
-    from shadoweval.cli.exit_codes import EXIT_ERROR
-    from shadoweval.cli.render import wide_console
-
-    print_error(wide_console(stderr=True), exc)
-    return typer.Exit(EXIT_ERROR)
+def _tally(counts: Mapping[str, int]) -> str:
+    """``"a 3, b 5"``: each key and its count, keys sorted (``""`` when there are none)."""
+    return ", ".join(f"{key} {n}" for key, n in sorted(counts.items()))
 
 
 @canary_app.command("start")
@@ -97,9 +95,8 @@ def start_command(
     from shadoweval.application.database import open_repository
     from shadoweval.cli.options import database_url as resolve_url
     from shadoweval.cli.render import wide_console
-    from shadoweval.errors import ShadowEvalError
 
-    try:
+    with exit_on_error(wide_console(stderr=True)):
         spec = split_spec_from_settings()
         loaded = load_canary_policy(policy)
         with open_repository(resolve_url(database_url)) as repo:
@@ -113,8 +110,6 @@ def start_command(
                 why=why,
                 require_promote=not without_promote,
             )
-    except ShadowEvalError as exc:
-        raise _fail(exc) from None
     wide_console().print(
         f"canary {canary.canary_id} started: step 0, candidate share {canary.candidate_share:g} "
         f"(split revision {canary.split_revision})",
@@ -133,16 +128,15 @@ def ingest_command(
     from shadoweval.application.database import open_repository
     from shadoweval.cli.options import database_url as resolve_url
     from shadoweval.cli.render import wide_console
-    from shadoweval.errors import ShadowEvalError
 
-    try:
-        with open_repository(resolve_url(database_url), upgrade=False) as repo:
-            report = ingest_source(repo, canary_id, capture_log)
-    except ShadowEvalError as exc:
-        raise _fail(exc) from None
-    arms = ", ".join(f"{arm} {n}" for arm, n in sorted(report.by_arm.items())) or "none"
+    with (
+        exit_on_error(wide_console(stderr=True)),
+        open_repository(resolve_url(database_url), upgrade=False) as repo,
+    ):
+        report = ingest_source(repo, canary_id, capture_log)
     wide_console().print(
-        f"{report.lines} lines read: {report.stored} observations stored ({arms}), "
+        f"{report.lines} lines read: {report.stored} observations stored "
+        f"({_tally(report.by_arm) or 'none'}), "
         f"{report.duplicates} already stored, {report.unassigned} outside the split, "
         f"{report.outside_steps} outside the canary's steps, {report.rejected} rejected",
         highlight=False,
@@ -168,7 +162,6 @@ def run_command(
     from shadoweval.application.database import open_repository
     from shadoweval.cli.options import database_url as resolve_url
     from shadoweval.cli.render import wide_console
-    from shadoweval.errors import ShadowEvalError
 
     console = wide_console()
     err_console = wide_console(stderr=True)
@@ -201,22 +194,21 @@ def run_command(
 
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
-        spec = split_spec_from_settings()
-        with open_repository(resolve_url(database_url), upgrade=False) as repo:
-            canary = run_canary(
-                repo,
-                canary_id,
-                spec=spec,
-                capture_log=capture_log,
-                interval_s=interval_s,
-                stop=stop,
-                max_ticks=1 if once else None,
-                on_tick=show,
-                on_error=lambda exc: print_error(err_console, exc),
-                actor=actor,
-            )
-    except ShadowEvalError as exc:
-        raise _fail(exc) from None
+        with exit_on_error(err_console):
+            spec = split_spec_from_settings()
+            with open_repository(resolve_url(database_url), upgrade=False) as repo:
+                canary = run_canary(
+                    repo,
+                    canary_id,
+                    spec=spec,
+                    capture_log=capture_log,
+                    interval_s=interval_s,
+                    stop=stop,
+                    max_ticks=1 if once else None,
+                    on_tick=show,
+                    on_error=lambda exc: print_error(err_console, exc),
+                    actor=actor,
+                )
     except KeyboardInterrupt:
         console.print("stopped; the canary stays where it is", highlight=False)
         raise typer.Exit(_EXIT_OF_STATE["running"]) from None
@@ -249,9 +241,9 @@ def sample_command(
     from shadoweval.application.redaction import body_redaction
     from shadoweval.cli.options import database_url as resolve_url
     from shadoweval.cli.render import wide_console
-    from shadoweval.errors import ConfigError, ShadowEvalError
+    from shadoweval.errors import ConfigError
 
-    try:
+    with exit_on_error(wide_console(stderr=True)):
         fmt = out.suffix.lower().lstrip(".")
         if fmt not in ("csv", "jsonl"):
             raise ConfigError(
@@ -273,11 +265,9 @@ def sample_command(
                 redact=redaction.redact,
             )
         out.write_bytes(rating_sheet_bytes(sheet.rows, fmt))
-    except ShadowEvalError as exc:
-        raise _fail(exc) from None
-    picked = ", ".join(f"{arm} {n}" for arm, n in sorted(sheet.picked_per_arm.items())) or "none"
     wide_console().print(
-        f"{len(sheet.rows)} answers written to {out} (picked: {picked}; "
+        f"{len(sheet.rows)} answers written to {out} (picked: "
+        f"{_tally(sheet.picked_per_arm) or 'none'}; "
         f"{sheet.missing} no longer in the capture log); fill the rating column (1-10) and "
         f"import it with: shadow-eval canary rate {canary_id} --file {out} --rater NAME",
         highlight=False,
@@ -304,13 +294,12 @@ def rate_command(
     from shadoweval.application.database import open_repository
     from shadoweval.cli.options import database_url as resolve_url
     from shadoweval.cli.render import wide_console
-    from shadoweval.errors import ShadowEvalError
 
-    try:
-        with open_repository(resolve_url(database_url), upgrade=False) as repo:
-            result = import_canary_ratings(repo, canary_id, file, rater=rater)
-    except ShadowEvalError as exc:
-        raise _fail(exc) from None
+    with (
+        exit_on_error(wide_console(stderr=True)),
+        open_repository(resolve_url(database_url), upgrade=False) as repo,
+    ):
+        result = import_canary_ratings(repo, canary_id, file, rater=rater)
     imported = result.imported
     console = wide_console()
     console.print(
@@ -340,9 +329,9 @@ def rollback_command(
     from shadoweval.application.database import open_repository
     from shadoweval.cli.options import database_url as resolve_url
     from shadoweval.cli.render import wide_console
-    from shadoweval.errors import ConfigError, ShadowEvalError, StorageError
+    from shadoweval.errors import ConfigError, StorageError
 
-    try:
+    with exit_on_error(wide_console(stderr=True)):
         spec = split_spec_from_settings()
         if not why.strip():
             raise ConfigError("why = '': a rollback must say why", field="why", value=why)
@@ -355,8 +344,6 @@ def rollback_command(
                 # the database is unreachable: the split still goes to share 0 at once
                 raise rollback_without_database(spec, canary_id, exc) from exc
             canary = rollback_canary(repo, canary_id, spec=spec, why=why, actor=actor)
-    except ShadowEvalError as exc:
-        raise _fail(exc) from None
     wide_console().print(
         f"canary {canary.canary_id} rolled back: candidate share 0 "
         f"(split revision {canary.split_revision})",
@@ -375,13 +362,12 @@ def status_command(
     from shadoweval.application.database import open_repository
     from shadoweval.cli.options import database_url as resolve_url
     from shadoweval.cli.render import wide_console
-    from shadoweval.errors import ShadowEvalError
 
-    try:
-        with open_repository(resolve_url(database_url), upgrade=False) as repo:
-            view = canary_view(repo, canary_id)
-    except ShadowEvalError as exc:
-        raise _fail(exc) from None
+    with (
+        exit_on_error(wide_console(stderr=True)),
+        open_repository(resolve_url(database_url), upgrade=False) as repo,
+    ):
+        view = canary_view(repo, canary_id)
     body = view_json(view)
     console = wide_console()
     if as_json:
@@ -394,7 +380,7 @@ def status_command(
             highlight=False,
         )
         if view.rejected_lines:
-            kept = ", ".join(f"{reason} {n}" for reason, n in sorted(view.rejected_lines.items()))
+            kept = _tally(view.rejected_lines)
             console.print(
                 f"  capture-log lines kept as rejected records: {kept}",
                 highlight=False,

@@ -42,8 +42,6 @@ def capture_serve(
     never touches the live path. All settings can also come from SHADOWEVAL_CAPTURE__* and
     SHADOWEVAL_KAFKA__* environment variables. Exit 3 on a configuration error.
     """
-    import logging
-
     from rich.console import Console
 
     from shadoweval.application.capture import (
@@ -52,12 +50,10 @@ def capture_serve(
         check_capture_directories,
         serve_capture,
     )
-    from shadoweval.cli.exit_codes import EXIT_ERROR
-    from shadoweval.cli.render import print_error
-    from shadoweval.errors import ShadowEvalError
+    from shadoweval.cli.render import exit_on_error
 
     err = Console(stderr=True, soft_wrap=True)
-    try:
+    with exit_on_error(err):
         settings = capture_settings(
             sinks.applied_to(
                 CaptureOverrides(
@@ -71,14 +67,7 @@ def capture_serve(
             )
         )
         check_capture_directories(settings)
-    except ShadowEvalError as exc:
-        print_error(err, exc)
-        raise typer.Exit(EXIT_ERROR) from None
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    # aiokafka logs every failed reconnect (~30 lines/s during an outage) and httpx every
-    # readiness probe; the sink logs each mode change once and the metrics count the rest.
-    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    configure_capture_logging()
     cap = settings.capture
     err.print(
         f"shadow-eval capture: starting proxy http://{cap.host}:{cap.port} → "
@@ -86,11 +75,20 @@ def capture_serve(
         f"sinks {', '.join(cap.sinks)}",
         soft_wrap=True,
     )
-    try:
+    with exit_on_error(err):
         serve_capture(settings)
-    except ShadowEvalError as exc:
-        print_error(err, exc)
-        raise typer.Exit(EXIT_ERROR) from None
+
+
+def configure_capture_logging() -> None:
+    """Log at INFO on stderr, with times, for a capture front end (``capture serve``,
+    ``capture envoy``)."""
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    # aiokafka logs every failed reconnect (~30 lines/s during an outage) and httpx every
+    # readiness probe; the sink logs each mode change once and the metrics count the rest.
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
 def register(app: typer.Typer) -> None:

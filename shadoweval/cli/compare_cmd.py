@@ -7,15 +7,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from shadoweval.cli.options import (
-    BackendOpt,
-    DatabaseUrlOpt,
-    DeviceOpt,
-    EncoderOpt,
-    ExistingRunOpt,
-    StructuredOpt,
-)
-from shadoweval.cli.render import print_error
+from shadoweval.cli.option_groups import takes_option_groups
+from shadoweval.cli.options import EncoderOptions, StoredRunOptions
+from shadoweval.cli.render import exit_on_error
 
 if TYPE_CHECKING:
     from shadoweval.application.scoring import CompareReport, ScoringOptions
@@ -88,13 +82,10 @@ FollowMetricsPortOpt = Annotated[
 
 
 @compare_app.command("run")
+@takes_option_groups
 def compare_run_command(
-    run_id: ExistingRunOpt,
-    database_url: DatabaseUrlOpt = None,
-    encoder: EncoderOpt = "minilm",
-    device: DeviceOpt = "cpu",
-    backend: BackendOpt = None,
-    structured_task_type: StructuredOpt = None,
+    run: StoredRunOptions,
+    scoring: EncoderOptions = EncoderOptions(),
     rescore: RescoreOpt = False,
     workers: WorkersOpt = None,
     shard: ShardOpt = None,
@@ -123,30 +114,30 @@ def compare_run_command(
     from rich.console import Console
 
     from shadoweval.application.scoring import ScoringOptions
-    from shadoweval.cli.exit_codes import EXIT_ERROR
     from shadoweval.cli.options import database_url as resolve_url
     from shadoweval.config import load_settings
-    from shadoweval.errors import ConfigError, ShadowEvalError
+    from shadoweval.errors import ConfigError
 
     err = Console(stderr=True, soft_wrap=True)
-    try:
+    with exit_on_error(err):
+        backend = scoring.backend
         overrides: dict[str, object] = {"backend": backend} if backend is not None else {}
         compare_settings = load_settings({"compare": overrides}).compare
         parsed_shard = parse_shard(shard) if shard is not None else None
         processes = workers if workers is not None else compare_settings.workers
-        url = resolve_url(database_url)
+        url = resolve_url(run.database_url)
         options = ScoringOptions.from_settings(
             compare_settings,
-            encoder=encoder,
-            device=device,
-            structured_task_types=frozenset(structured_task_type or ()),
+            encoder=scoring.encoder,
+            device=scoring.device,
+            structured_task_types=scoring.structured_task_types,
             rescore=rescore,
             embedding_cache=compare_settings.embedding_cache and not no_embedding_cache,
         )
         if follow:
             report = _follow(
                 url,
-                run_id,
+                run.run_id,
                 options,
                 poll_interval_s=(
                     poll_interval_s
@@ -167,10 +158,7 @@ def compare_run_command(
                 value=False,
             )
         else:
-            report = _score_once(url, run_id, options, workers=processes, shard=parsed_shard)
-    except ShadowEvalError as exc:
-        print_error(err, exc)
-        raise typer.Exit(EXIT_ERROR) from None
+            report = _score_once(url, run.run_id, options, workers=processes, shard=parsed_shard)
     typer.echo(json.dumps(report.as_dict(), indent=2))
 
 

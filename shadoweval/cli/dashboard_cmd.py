@@ -20,7 +20,7 @@ from typing import Annotated
 import typer
 
 from shadoweval.cli.options import DatabaseUrlOpt
-from shadoweval.cli.render import print_error
+from shadoweval.cli.render import exit_on_error
 
 DATABASE_URL_ENV = "SHADOWEVAL_DATABASE__URL"
 """The settings variable of the database URL (``dashboard.context`` reads it)."""
@@ -129,20 +129,15 @@ def dashboard_command(
     current schema (`shadow-eval db upgrade`). Exit 3 when it cannot start.
     """
     from shadoweval.application.database import open_repository
-    from shadoweval.cli.exit_codes import EXIT_ERROR
     from shadoweval.cli.options import database_url as resolve_url
     from shadoweval.cli.render import wide_console
-    from shadoweval.errors import ShadowEvalError
 
     err = wide_console(stderr=True)
-    try:
+    with exit_on_error(err):
         url = resolve_url(database_url)
         with open_repository(url, upgrade=False) as repo:
             shown = repo.database.safe_url
         check_port(address, port)
-    except ShadowEvalError as exc:
-        print_error(err, exc)
-        raise typer.Exit(EXIT_ERROR) from None
     typer.echo(f"shadow-eval dashboard on http://{address}:{port} (database {shown})", err=True)
     sys.stdout.flush()
     sys.stderr.flush()

@@ -43,9 +43,7 @@ def demo_command(
 
     from shadoweval.application.demo import DemoPaths, DemoRequest, run_demo
     from shadoweval.application.evaluation import EvaluationResult
-    from shadoweval.cli.exit_codes import EXIT_ERROR
-    from shadoweval.cli.render import print_error, print_result, wide_console
-    from shadoweval.errors import ShadowEvalError
+    from shadoweval.cli.render import exit_on_error, print_result, wide_console
 
     console = wide_console()
     err = Console(stderr=True, soft_wrap=True)
@@ -70,7 +68,7 @@ def demo_command(
         )
 
     console.rule("shadow-eval demo")
-    try:
+    with exit_on_error(err):
         demo = run_demo(
             DemoRequest(
                 workdir=workdir,
@@ -85,9 +83,6 @@ def demo_command(
             on_servers=servers_started,
             on_evaluation=evaluated,
         )
-    except ShadowEvalError as exc:
-        print_error(err, exc)
-        raise typer.Exit(EXIT_ERROR) from None
     regressed = demo.evaluation.gate.verdict.decision.value.upper()
     better = demo.better.gate.verdict.decision.value.upper()
     planted = ", ".join(f"{t}/{m}" for t, m in demo.planted)

@@ -77,12 +77,10 @@ def capture_envoy_config(
 
     from shadoweval.application.capture import CaptureOverrides
     from shadoweval.application.envoy_front import EnvoyOverrides, envoy_config_text, envoy_settings
-    from shadoweval.cli.exit_codes import EXIT_ERROR
-    from shadoweval.cli.render import print_error
-    from shadoweval.errors import ShadowEvalError
+    from shadoweval.cli.render import exit_on_error
 
     err = Console(stderr=True, soft_wrap=True)
-    try:
+    with exit_on_error(err):
         settings = envoy_settings(
             CaptureOverrides(upstream=upstream, host=host, port=port),
             EnvoyOverrides(
@@ -92,9 +90,6 @@ def capture_envoy_config(
             ),
         )
         text = envoy_config_text(settings)
-    except ShadowEvalError as exc:
-        print_error(err, exc)
-        raise typer.Exit(EXIT_ERROR) from None
     if out is None:
         typer.echo(text, nl=False)
     else:
@@ -134,8 +129,6 @@ def capture_envoy(
     SIGTERM/SIGINT drains Envoy within the grace period, stops it and flushes the sinks.
     Exit 3 on a configuration error or when Envoy fails or exits on its own.
     """
-    import logging
-
     from rich.console import Console
 
     from shadoweval.application.capture import CaptureOverrides, check_capture_directories
@@ -144,12 +137,11 @@ def capture_envoy(
         envoy_settings,
         serve_envoy_front,
     )
-    from shadoweval.cli.exit_codes import EXIT_ERROR
-    from shadoweval.cli.render import print_error
-    from shadoweval.errors import ShadowEvalError
+    from shadoweval.cli.capture_cmd import configure_capture_logging
+    from shadoweval.cli.render import exit_on_error
 
     err = Console(stderr=True, soft_wrap=True)
-    try:
+    with exit_on_error(err):
         settings = envoy_settings(
             sinks.applied_to(
                 CaptureOverrides(
@@ -169,21 +161,13 @@ def capture_envoy(
             ),
         )
         check_capture_directories(settings)
-    except ShadowEvalError as exc:
-        print_error(err, exc)
-        raise typer.Exit(EXIT_ERROR) from None
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    configure_capture_logging()
 
     def ready(ports: FrontEndPorts) -> None:
         _print_ready(err, settings, ports, launched=launch)
 
-    try:
+    with exit_on_error(err):
         serve_envoy_front(settings, on_ready=ready, config_copy=write_config, launch_envoy=launch)
-    except ShadowEvalError as exc:
-        print_error(err, exc)
-        raise typer.Exit(EXIT_ERROR) from None
 
 
 def _print_ready(err: Console, settings: Settings, ports: FrontEndPorts, *, launched: bool) -> None:

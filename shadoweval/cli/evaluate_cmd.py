@@ -10,10 +10,8 @@ import typer
 
 from shadoweval.cli.option_groups import takes_option_groups
 from shadoweval.cli.options import (
-    BackendOpt,
     DatabaseUrlOpt,
-    DeviceOpt,
-    EncoderOpt,
+    EncoderOptions,
     JsonOpt,
     PolicyOpt,
     ProgressOpt,
@@ -22,7 +20,6 @@ from shadoweval.cli.options import (
     RunNameOpt,
     RunTargetOptions,
     SendPairsOpt,
-    StructuredOpt,
 )
 from shadoweval.cli.render import print_error
 
@@ -106,10 +103,7 @@ def evaluate_command(
     name: RunNameOpt = None,
     report: ReportOpt = None,
     load: ReplayLoadOptions = ReplayLoadOptions(),
-    encoder: EncoderOpt = "minilm",
-    device: DeviceOpt = "cpu",
-    backend: BackendOpt = None,
-    structured_task_type: StructuredOpt = None,
+    scoring: EncoderOptions = EncoderOptions(),
     progress: ProgressOpt = True,
     as_json: JsonOpt = False,
     judge: JudgeOpt = False,
@@ -123,15 +117,14 @@ def evaluate_command(
 
     from shadoweval.application.evaluation import EvaluationRequest, evaluate
     from shadoweval.cli.exit_codes import EXIT_CODES, EXIT_ERROR
-    from shadoweval.cli.render import print_result, print_warnings, wide_console
-    from shadoweval.errors import ShadowEvalError
+    from shadoweval.cli.render import exit_on_error, print_result, print_warnings, wide_console
 
     err = Console(stderr=True, soft_wrap=True)
     out = wide_console(stderr=as_json)
-    try:
+    with exit_on_error(err, FileNotFoundError):
         if report is not None:
             ensure_writable(report)
-        settings = build_settings(database_url=database_url, load=load, backend=backend)
+        settings = build_settings(database_url=database_url, load=load, backend=scoring.backend)
         result = evaluate(
             EvaluationRequest(
                 capture_log=capture_log,
@@ -139,10 +132,9 @@ def evaluate_command(
                     policy_path=policy,
                     run_name=name,
                     run_id=run_id,
-                    encoder=encoder,
-                    structured_task_types=frozenset(structured_task_type or ()),
+                    **scoring.run_fields(),
                 ),
-                device=device,
+                device=scoring.device,
                 progress=progress,
                 judge=judge,
                 send_pairs=send_pairs,
@@ -150,9 +142,6 @@ def evaluate_command(
             settings,
             console=err,
         )
-    except (ShadowEvalError, FileNotFoundError) as exc:
-        print_error(err, exc)
-        raise typer.Exit(EXIT_ERROR) from None
     print_warnings(err, result.gate.warnings)
     print_result(out, result.gate.summary, result.gate.verdict)
     _print_replay(out, err, result)

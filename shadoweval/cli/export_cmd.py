@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from shadoweval.cli.options import DatabaseUrlOpt, ExistingRunOpt
-from shadoweval.cli.render import print_error
+from shadoweval.cli.render import exit_on_error
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -191,13 +191,12 @@ def export_command(
     """
     from shadoweval.application.exporting import cli_option, export_to_directory, make_request
     from shadoweval.application.redaction import body_redaction
-    from shadoweval.cli.exit_codes import EXIT_ERROR
     from shadoweval.cli.options import existing_run
     from shadoweval.cli.render import wide_console
-    from shadoweval.errors import ConfigError, ShadowEvalError
+    from shadoweval.errors import ConfigError
 
     err = wide_console(stderr=True)
-    try:
+    with exit_on_error(err):
         if not out_text.strip():
             raise ConfigError(
                 f"--out {out_text!r} is empty: name the directory to write the export into",
@@ -226,9 +225,6 @@ def export_command(
         redaction = body_redaction()
         with existing_run(database_url, run_id) as repo:
             written = export_to_directory(repo, request, out, redact=redaction, names=cli_option)
-    except ShadowEvalError as exc:
-        print_error(err, exc)
-        raise typer.Exit(EXIT_ERROR) from None
     print_export(wide_console(), written.result, written.paths, written.removed)
 
 

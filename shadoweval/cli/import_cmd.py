@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from shadoweval.cli.exit_codes import EXIT_ERROR
-from shadoweval.cli.render import print_error
+from shadoweval.cli.render import exit_on_error
 from shadoweval.cli.table_options import TableOptions, with_table_options
 
 if TYPE_CHECKING:
@@ -80,10 +80,9 @@ def import_command(
     from rich.console import Console
 
     from shadoweval.application.importing import ImportRequest, import_table
-    from shadoweval.errors import ShadowEvalError
 
     console = Console()
-    try:
+    with exit_on_error(console, FileNotFoundError):
         report = import_table(
             ImportRequest(
                 table=table.source(),
@@ -95,9 +94,6 @@ def import_command(
                 limit=limit,
             )
         )
-    except (ShadowEvalError, FileNotFoundError) as exc:
-        print_error(console, exc)
-        raise typer.Exit(EXIT_ERROR) from None
     _print_report(console, report)
     if report.written == 0:
         raise typer.Exit(EXIT_ERROR)

@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from shadoweval.cli.options import DatabaseUrlOpt, ExistingRunOpt, SendPairsOpt
-from shadoweval.cli.render import print_error
+from shadoweval.cli.option_groups import takes_option_groups
+from shadoweval.cli.options import SendPairsOpt, StoredRunOptions
+from shadoweval.cli.render import exit_on_error
 
 if TYPE_CHECKING:
     from shadoweval.application.judging import JudgeRunReport
@@ -71,9 +72,9 @@ MaxPerTaskTypeOpt = Annotated[
 
 
 @judge_app.command("run")
+@takes_option_groups
 def run_command(
-    run_id: ExistingRunOpt,
-    database_url: DatabaseUrlOpt = None,
+    run: StoredRunOptions,
     send_pairs: SendPairsOpt = False,
     max_per_task_type: MaxPerTaskTypeOpt = None,
     as_json: RunJsonOpt = False,
@@ -91,27 +92,22 @@ def run_command(
 
     from shadoweval.application.judging import JUDGE_COMMAND, check_judge_settings, run_judge
     from shadoweval.cli.exit_codes import EXIT_ERROR
-    from shadoweval.cli.options import existing_run
     from shadoweval.cli.render import wide_console
     from shadoweval.config import load_settings
-    from shadoweval.errors import ShadowEvalError
 
     err = wide_console(stderr=True)
-    try:
+    with exit_on_error(err):
         settings = load_settings()
         check_judge_settings(settings.judge, send_pairs=send_pairs)
-        with existing_run(database_url, run_id) as repo:
+        with run.opened() as repo:
             report = run_judge(
                 repo,
-                run_id,
+                run.run_id,
                 settings.judge,
                 send_pairs=send_pairs,
                 max_per_task_type=max_per_task_type,
                 command=JUDGE_COMMAND,
             )
-    except ShadowEvalError as exc:
-        print_error(err, exc)
-        raise typer.Exit(EXIT_ERROR) from None
     nothing = _nothing_judged(report)
     if nothing:
         err.print(f"judge run: {nothing}", highlight=False, markup=False)
@@ -129,7 +125,7 @@ def run_command(
         highlight=False,
         markup=False,
     )
-    table = Table(title=f"judge run of {run_id}", title_justify="left")
+    table = Table(title=f"judge run of {run.run_id}", title_justify="left")
     headers = (
         "task type", "pairs", "changed", "judged before", "budget", "sent", "judged",
         "better", "tie", "worse", "order ties", "failed", "judge tokens in/out",
@@ -180,9 +176,9 @@ def _nothing_judged(report: JudgeRunReport) -> str:
 
 
 @judge_app.command("summary")
+@takes_option_groups
 def summary_command(
-    run_id: ExistingRunOpt,
-    database_url: DatabaseUrlOpt = None,
+    run: StoredRunOptions,
     as_json: SummaryJsonOpt = False,
 ) -> None:
     """The run's quality judgements: by source (judge / reference / human) and task type,
@@ -191,18 +187,11 @@ def summary_command(
     from rich.table import Table
 
     from shadoweval.application.judging import judgement_summary
-    from shadoweval.cli.exit_codes import EXIT_ERROR
-    from shadoweval.cli.options import existing_run
     from shadoweval.cli.render import wide_console
-    from shadoweval.errors import ShadowEvalError
 
     err = wide_console(stderr=True)
-    try:
-        with existing_run(database_url, run_id) as repo:
-            summary = judgement_summary(repo, run_id)
-    except ShadowEvalError as exc:
-        print_error(err, exc)
-        raise typer.Exit(EXIT_ERROR) from None
+    with exit_on_error(err), run.opened() as repo:
+        summary = judgement_summary(repo, run.run_id)
     if as_json:
         typer.echo(json.dumps(summary.as_dict()))
         return
@@ -224,7 +213,9 @@ def summary_command(
         for source, counts in summary.stored.items()
     )
     out.print(f"stored: {stored}", highlight=False, markup=False)
-    table = Table(title=f"judgements of run {run_id} (as the gate uses them)", title_justify="left")
+    table = Table(
+        title=f"judgements of run {run.run_id} (as the gate uses them)", title_justify="left"
+    )
     for header in ("task type", "better", "tie", "worse", "judge", "reference", "human", "failed"):
         table.add_column(header, justify="left" if header == "task type" else "right")
     for task_type, row in summary.per_task_type.items():

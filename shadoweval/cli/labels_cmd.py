@@ -38,8 +38,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from shadoweval.cli.options import DatabaseUrlOpt, ExistingRunOpt, JsonOpt
-from shadoweval.cli.render import print_error
+from shadoweval.cli.option_groups import takes_option_groups
+from shadoweval.cli.options import DatabaseUrlOpt, ExistingRunOpt, JsonOpt, StoredRunOptions
+from shadoweval.cli.render import exit_on_error
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -110,10 +111,10 @@ def import_command(
     from shadoweval.cli.exit_codes import EXIT_ERROR
     from shadoweval.cli.options import existing_run
     from shadoweval.cli.render import wide_console
-    from shadoweval.errors import ConfigError, ShadowEvalError
+    from shadoweval.errors import ConfigError
 
     err = wide_console(stderr=True)
-    try:
+    with exit_on_error(err):
         if file.is_dir():
             raise ConfigError(
                 f"FILE {str(file)!r} is a directory; give the labelled export inside it "
@@ -126,9 +127,6 @@ def import_command(
             raise ConfigError(f"FILE {str(file)!r} {what}", field="file", value=file)
         with existing_run(database_url, run_id) as repo:
             result = import_labelled_export(repo, file, run_id=run_id, labeller=labeller)
-    except ShadowEvalError as exc:
-        print_error(err, exc)
-        raise typer.Exit(EXIT_ERROR) from None
     _print_import(wide_console(), err, result.imported, result.stored, result.skipped)
     if result.stored == 0:
         imported = result.imported
@@ -184,21 +182,16 @@ def import_reference_command(
     from shadoweval.cli.exit_codes import EXIT_ERROR
     from shadoweval.cli.options import existing_run
     from shadoweval.cli.render import wide_console
-    from shadoweval.errors import ShadowEvalError
 
     err = wide_console(stderr=True)
-    try:
-        with existing_run(database_url, run_id) as repo:
-            result = import_reference(
-                repo,
-                run_id,
-                preset=preset,
-                baseline_scores=baseline_scores,
-                candidate_scores=candidate_scores,
-            )
-    except ShadowEvalError as exc:
-        print_error(err, exc)
-        raise typer.Exit(EXIT_ERROR) from None
+    with exit_on_error(err), existing_run(database_url, run_id) as repo:
+        result = import_reference(
+            repo,
+            run_id,
+            preset=preset,
+            baseline_scores=baseline_scores,
+            candidate_scores=candidate_scores,
+        )
     nothing = result.stored == 0
     if nothing:
         err.print(
@@ -261,9 +254,9 @@ def _rate(row: dict[str, Any], name: str) -> str:
 
 
 @labels_app.command("summary")
+@takes_option_groups
 def summary_command(
-    run_id: ExistingRunOpt,
-    database_url: DatabaseUrlOpt = None,
+    run: StoredRunOptions,
     as_json: JsonOpt = False,
 ) -> None:
     """Per task type: labelled pairs (n), labels given, and the candidate's win / loss
@@ -274,24 +267,17 @@ def summary_command(
 
     from shadoweval.application.labels import label_rates
     from shadoweval.application.reports import json_records
-    from shadoweval.cli.exit_codes import EXIT_ERROR
-    from shadoweval.cli.options import existing_run
     from shadoweval.cli.render import wide_console
-    from shadoweval.errors import ShadowEvalError
     from shadoweval.records import POOLED
 
     err = wide_console(stderr=True)
-    try:
-        with existing_run(database_url, run_id) as repo:
-            labels = repo.load_labels(run_id)
-    except ShadowEvalError as exc:
-        print_error(err, exc)
-        raise typer.Exit(EXIT_ERROR) from None
+    with exit_on_error(err), run.opened() as repo:
+        labels = repo.load_labels(run.run_id)
     records = json_records(label_rates(labels))
     if as_json:
-        typer.echo(json.dumps({"run_id": run_id, "labels": len(labels), "summary": records}))
+        typer.echo(json.dumps({"run_id": run.run_id, "labels": len(labels), "summary": records}))
         return
-    table = Table(title=f"labels of run {run_id}", title_justify="left")
+    table = Table(title=f"labels of run {run.run_id}", title_justify="left")
     for header in ("task type", "pairs", "labels", "better", "worse", "same", "both bad"):
         table.add_column(header, justify="left" if header == "task type" else "right")
     table.add_column("win rate [95% CI]", justify="right")

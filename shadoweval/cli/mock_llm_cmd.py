@@ -6,12 +6,11 @@ The table options are the ones of ``shadow-eval import`` (declared once in
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from shadoweval.cli.exit_codes import EXIT_ERROR
-from shadoweval.cli.render import print_error
+from shadoweval.cli.render import exit_on_error
 from shadoweval.cli.table_options import TableOptions, with_table_options
 
 _S = "Server"
@@ -30,58 +29,51 @@ MOCK_HELP = (
 )
 
 
+def _server_option(flag: str, help: str | None = None) -> Any:
+    """A server option (``--help`` panel "Server")."""
+    return typer.Option(flag, help=help, rich_help_panel=_S)
+
+
+def _fault_rate(flag: str, help: str) -> Any:
+    """The share of requests given one injected fault (its ``--help`` panel)."""
+    return typer.Option(flag, help=help, rich_help_panel=_F)
+
+
 @with_table_options
 def mock_llm_command(
     table: TableOptions,
     latency_profile: Annotated[
         str,
-        typer.Option(
-            "--latency-profile",
-            help="none | fixed:TTFT_MS,ITL_MS | llmperf:FILE_OR_DIR | table",
-            rich_help_panel=_S,
+        _server_option(
+            "--latency-profile", "none | fixed:TTFT_MS,ITL_MS | llmperf:FILE_OR_DIR | table"
         ),
     ] = "none",
-    seed: Annotated[
-        int, typer.Option("--seed", help="Seed of latency draws and faults.", rich_help_panel=_S)
-    ] = 0,
+    seed: Annotated[int, _server_option("--seed", "Seed of latency draws and faults.")] = 0,
     time_scale: Annotated[
-        float,
-        typer.Option("--time-scale", help="Multiply every delay by this.", rich_help_panel=_S),
+        float, _server_option("--time-scale", "Multiply every delay by this.")
     ] = 1.0,
     model_name: Annotated[
         str | None,
-        typer.Option(
-            "--model-name",
-            help="Model id to serve (default: the table's model when it has one).",
-            rich_help_panel=_S,
+        _server_option(
+            "--model-name", "Model id to serve (default: the table's model when it has one)."
         ),
     ] = None,
-    host: Annotated[str, typer.Option("--host", rich_help_panel=_S)] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", rich_help_panel=_S)] = 8000,
-    error_rate: Annotated[
-        float, typer.Option("--error-rate", help="HTTP 500 with error JSON.", rich_help_panel=_F)
-    ] = 0.0,
-    hang_rate: Annotated[
-        float,
-        typer.Option("--hang-rate", help="Accept, never answer.", rich_help_panel=_F),
-    ] = 0.0,
+    host: Annotated[str, _server_option("--host")] = "127.0.0.1",
+    port: Annotated[int, _server_option("--port")] = 8000,
+    error_rate: Annotated[float, _fault_rate("--error-rate", "HTTP 500 with error JSON.")] = 0.0,
+    hang_rate: Annotated[float, _fault_rate("--hang-rate", "Accept, never answer.")] = 0.0,
     malformed_rate: Annotated[
-        float,
-        typer.Option("--malformed-rate", help="Body/chunk that is not JSON.", rich_help_panel=_F),
+        float, _fault_rate("--malformed-rate", "Body/chunk that is not JSON.")
     ] = 0.0,
-    html_rate: Annotated[
-        float,
-        typer.Option("--html-rate", help="502 text/html proxy page.", rich_help_panel=_F),
-    ] = 0.0,
+    html_rate: Annotated[float, _fault_rate("--html-rate", "502 text/html proxy page.")] = 0.0,
 ) -> None:
     from pydantic import ValidationError
     from rich.console import Console
 
     from shadoweval.application.mock_llm import MockLlmRequest, build_mock_llm, serve_mock_llm
-    from shadoweval.errors import ShadowEvalError
 
     console = Console(stderr=True, soft_wrap=True)
-    try:
+    with exit_on_error(console, FileNotFoundError, ValidationError):
         server = build_mock_llm(
             MockLlmRequest(
                 table=table.source(),
@@ -95,9 +87,6 @@ def mock_llm_command(
                 html_rate=html_rate,
             )
         )
-    except (ShadowEvalError, FileNotFoundError, ValidationError) as exc:
-        print_error(console, exc)
-        raise typer.Exit(EXIT_ERROR) from None
     console.print(
         f"mock-llm (test double) serving {server.prompts} recorded prompts as model "
         f"{server.model_name!r} on http://{host}:{port}/v1 — latency {server.latency}, "

@@ -174,6 +174,21 @@ def existing_run(option: str | None, run_id: str) -> Iterator[Repository]:
         yield repo
 
 
+@option_group
+@dataclass(frozen=True)
+class StoredRunOptions:
+    """A run that exists and the results database it is stored in (``--run``,
+    ``--database-url``), of a command on a stored run (:mod:`shadoweval.cli.option_groups`)."""
+
+    run_id: ExistingRunOpt
+    database_url: DatabaseUrlOpt = None
+
+    def opened(self) -> contextlib.AbstractContextManager[Repository]:
+        """The results database, opened without upgrading it, with the run checked to be
+        there (:func:`existing_run`, which says what it raises)."""
+        return existing_run(self.database_url, self.run_id)
+
+
 SendPairsOpt = Annotated[
     bool,
     typer.Option(
@@ -226,6 +241,29 @@ class CaptureSinkOptions:
         sink_options = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
         sink_options["sinks"] = tuple(sink_options.pop("sink") or ()) or None
         return dataclasses.replace(overrides, **sink_options)
+
+
+@option_group
+@dataclass(frozen=True)
+class EncoderOptions:
+    """How pairs are scored (``compare run``, ``evaluate``): the similarity encoder, where
+    and how it runs, and the task types whose outputs must be JSON
+    (:mod:`shadoweval.cli.option_groups`)."""
+
+    encoder: EncoderOpt = "minilm"
+    device: DeviceOpt = "cpu"
+    backend: BackendOpt = None
+    structured_task_type: StructuredOpt = None
+
+    @property
+    def structured_task_types(self) -> frozenset[str]:
+        """The ``--structured-task-type`` values given (none: an empty set)."""
+        return frozenset(self.structured_task_type or ())
+
+    def run_fields(self) -> dict[str, Any]:
+        """The fields of a new run's :class:`~shadoweval.application.runs.RunRequest` these
+        options set (the run freezes them): ``encoder``, ``structured_task_types``."""
+        return {"encoder": self.encoder, "structured_task_types": self.structured_task_types}
 
 
 @option_group

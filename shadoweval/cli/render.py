@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+import typer
 from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
@@ -329,3 +331,23 @@ def print_error(console: Console, error: object) -> None:
     """Print ``error:`` and the message verbatim (escaped: brackets in paths stay as is) on
     one line, never wrapped at the console's width (a CI log grep finds it whole)."""
     console.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False, soft_wrap=True)
+
+
+@contextlib.contextmanager
+def exit_on_error(console: Console, *also: type[Exception]) -> Iterator[None]:
+    """Run the ``with`` block; on a :class:`~shadoweval.errors.ShadowEvalError` (or one of
+    the exception types ``also``), print it on ``console`` (:func:`print_error`) and exit
+    with :data:`~shadoweval.cli.exit_codes.EXIT_ERROR` (3).
+
+    Raises:
+        typer.Exit: exit status 3, after such an error (its traceback is not shown).
+    """
+    from shadoweval.cli.exit_codes import EXIT_ERROR
+    from shadoweval.errors import ShadowEvalError
+
+    caught: tuple[type[Exception], ...] = (ShadowEvalError, *also)
+    try:
+        yield
+    except caught as exc:
+        print_error(console, exc)
+        raise typer.Exit(EXIT_ERROR) from None

@@ -18,7 +18,7 @@ from shadoweval.cli.options import (
     RunNameOpt,
     RunTargetOptions,
 )
-from shadoweval.cli.render import load_warnings, print_error, print_warnings
+from shadoweval.cli.render import exit_on_error, load_warnings, print_warnings
 
 replay_app = typer.Typer(help="Replay captured requests to shadow targets.", no_args_is_help=True)
 
@@ -115,11 +115,9 @@ def replay_run(
         replay,
     )
     from shadoweval.cli.evaluate_cmd import build_settings
-    from shadoweval.cli.exit_codes import EXIT_ERROR
-    from shadoweval.errors import ShadowEvalError
 
     err = Console(stderr=True, soft_wrap=True)
-    try:
+    with exit_on_error(err, FileNotFoundError):
         replay_source = parse_replay_source(source)
         settings = build_settings(database_url=database_url, load=load)
         request = ReplayRequest(
@@ -140,9 +138,6 @@ def replay_run(
             ),
         )
         result = replay(request, settings, console=err)
-    except (ShadowEvalError, FileNotFoundError) as exc:
-        print_error(err, exc)
-        raise typer.Exit(EXIT_ERROR) from None
     counts = result.report.as_dict()
     print_warnings(err, [*result.warnings, *load_warnings(counts)])
     typer.echo(json.dumps(counts, indent=2))

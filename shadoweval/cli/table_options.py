@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, Field, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast, get_type_hints
 
@@ -32,8 +32,27 @@ FORMATS = ("json", "jsonl", "csv", "tsv", "parquet")
 
 
 def _option(*decls: str, help: str, panel: str = MAPPING_PANEL) -> dict[str, Any]:
-    """A table option's field metadata: its flags, help and help panel."""
+    """A table option's field metadata: its flags (none: :func:`_flags`), help and help
+    panel."""
     return {"decls": decls, "help": help, "panel": panel}
+
+
+def _table_option(help: str) -> Any:
+    """The field of an optional option of the table panel (where the table is, a preset);
+    its flag is the field's name (:func:`_flags`)."""
+    return field(default=None, metadata=_option(help=help, panel=TABLE_PANEL))
+
+
+def _column_option(help: str, default: str | None = None) -> Any:
+    """The field of an option of the explicit column mapping (``default``: when not given);
+    its flag is the field's name (:func:`_flags`)."""
+    return field(default=default, metadata=_option(help=help))
+
+
+def _flags(option: Field[Any]) -> tuple[str, ...]:
+    """The flags of a :class:`TableOptions` field: those its metadata names, else
+    ``--field-name`` (``prompt_col``: ``--prompt-col``)."""
+    return option.metadata["decls"] or ("--" + option.name.replace("_", "-"),)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +61,8 @@ class TableOptions:
 
     Either ``preset`` or the explicit mapping (``output_col`` and ``prompt_col`` or
     ``messages_col``, plus optional label, timing, token, tool and request-field
-    columns); each field is one option (its flag is in the field's metadata).
+    columns); each field is one option (its flag is ``--`` and its name, unless its
+    metadata names its flags: :func:`_flags`).
     """
 
     input: Path = field(
@@ -54,122 +74,51 @@ class TableOptions:
             panel=TABLE_PANEL,
         )
     )
-    preset: str | None = field(
-        default=None,
-        metadata=_option(
-            "--preset",
-            help="Built-in mapping: alpaca_eval, mt_bench (first turns) or bfcl; or a "
-            "trace format: otel_genai (OTLP/JSON spans), langfuse, litellm.",
-            panel=TABLE_PANEL,
-        ),
+    preset: str | None = _table_option(
+        "Built-in mapping: alpaca_eval, mt_bench (first turns) or bfcl; or a "
+        "trace format: otel_genai (OTLP/JSON spans), langfuse, litellm.",
     )
-    prompts: Path | None = field(
+    prompts: Path | None = field(  # not _table_option: ruff (RUF009) takes Path as mutable
         default=None,
         metadata=_option(
-            "--prompts",
             help="Prompts table joined to the outputs (mt_bench: question.jsonl; bfcl: data/).",
             panel=TABLE_PANEL,
         ),
     )
-    format: str | None = field(
-        default=None,
-        metadata=_option(
-            "--format",
-            help="Force the file format: json, jsonl, csv, tsv, parquet.",
-            panel=TABLE_PANEL,
-        ),
-    )
-    prompt_col: str | None = field(
-        default=None,
-        metadata=_option("--prompt-col", help="Column with the prompt text (one user message)."),
-    )
-    messages_col: str | None = field(
-        default=None, metadata=_option("--messages-col", help="Column with an OpenAI message list.")
-    )
-    system_col: str | None = field(
-        default=None, metadata=_option("--system-col", help="Column with a system prompt.")
-    )
-    output_col: str | None = field(
-        default=None, metadata=_option("--output-col", help="Column with the model's answer.")
-    )
-    output_format: str = field(
+    format: str | None = _table_option("Force the file format: json, jsonl, csv, tsv, parquet.")
+    prompt_col: str | None = _column_option("Column with the prompt text (one user message).")
+    messages_col: str | None = _column_option("Column with an OpenAI message list.")
+    system_col: str | None = _column_option("Column with a system prompt.")
+    output_col: str | None = _column_option("Column with the model's answer.")
+    output_format: str = _column_option(
+        "Answer format: text, openai (tool_calls list) or bfcl ({name: args} list).",
         default="text",
-        metadata=_option(
-            "--output-format",
-            help="Answer format: text, openai (tool_calls list) or bfcl ({name: args} list).",
-        ),
     )
-    task_type_col: str | None = field(
-        default=None, metadata=_option("--task-type-col", help="Column with the task type.")
+    task_type_col: str | None = _column_option("Column with the task type.")
+    task_type: str | None = _column_option("Task type for every row (or for null cells).")
+    model_col: str | None = _column_option("Column with the model name.")
+    model: str | None = _column_option("Model name for every row (or for null cells).")
+    id_col: str | None = _column_option("Column with a row id (default: a prompt hash).")
+    captured_at_col: str | None = _column_option(
+        "Column with the capture time: ISO 8601 with a UTC offset, or epoch seconds."
     )
-    task_type: str | None = field(
-        default=None,
-        metadata=_option("--task-type", help="Task type for every row (or for null cells)."),
+    latency_col: str | None = _column_option("Column with end-to-end latency.")
+    ttft_col: str | None = _column_option("Column with time to first token.")
+    ttfc_col: str | None = _column_option(
+        "Column with time to first visible content (reasoning excluded); "
+        "without it TTFC is taken from TTFT.",
     )
-    model_col: str | None = field(
-        default=None, metadata=_option("--model-col", help="Column with the model name.")
+    itl_col: str | None = _column_option("Column with mean inter-token latency.")
+    latency_unit: str | None = _column_option(
+        "Unit of the timing columns: s or ms (required with a timing column)."
     )
-    model: str | None = field(
-        default=None,
-        metadata=_option("--model", help="Model name for every row (or for null cells)."),
+    prompt_tokens_col: str | None = _column_option("Column with prompt token counts.")
+    completion_tokens_col: str | None = _column_option("Column with completion token counts.")
+    tools_col: str | None = _column_option("Column with tool schemas.")
+    request_fields_col: str | None = _column_option(
+        "Column with a JSON object of further request fields (response_format, ...)."
     )
-    id_col: str | None = field(
-        default=None,
-        metadata=_option("--id-col", help="Column with a row id (default: a prompt hash)."),
-    )
-    captured_at_col: str | None = field(
-        default=None,
-        metadata=_option(
-            "--captured-at-col",
-            help="Column with the capture time: ISO 8601 with a UTC offset, or epoch seconds.",
-        ),
-    )
-    latency_col: str | None = field(
-        default=None, metadata=_option("--latency-col", help="Column with end-to-end latency.")
-    )
-    ttft_col: str | None = field(
-        default=None, metadata=_option("--ttft-col", help="Column with time to first token.")
-    )
-    ttfc_col: str | None = field(
-        default=None,
-        metadata=_option(
-            "--ttfc-col",
-            help="Column with time to first visible content (reasoning excluded); "
-            "without it TTFC is taken from TTFT.",
-        ),
-    )
-    itl_col: str | None = field(
-        default=None, metadata=_option("--itl-col", help="Column with mean inter-token latency.")
-    )
-    latency_unit: str | None = field(
-        default=None,
-        metadata=_option(
-            "--latency-unit",
-            help="Unit of the timing columns: s or ms (required with a timing column).",
-        ),
-    )
-    prompt_tokens_col: str | None = field(
-        default=None,
-        metadata=_option("--prompt-tokens-col", help="Column with prompt token counts."),
-    )
-    completion_tokens_col: str | None = field(
-        default=None,
-        metadata=_option("--completion-tokens-col", help="Column with completion token counts."),
-    )
-    tools_col: str | None = field(
-        default=None, metadata=_option("--tools-col", help="Column with tool schemas.")
-    )
-    request_fields_col: str | None = field(
-        default=None,
-        metadata=_option(
-            "--request-fields-col",
-            help="Column with a JSON object of further request fields (response_format, ...).",
-        ),
-    )
-    tools_format: str = field(
-        default="openai",
-        metadata=_option("--tools-format", help="Tool schema format: openai or bfcl."),
-    )
+    tools_format: str = _column_option("Tool schema format: openai or bfcl.", default="openai")
 
     def mapping(self) -> TableMapping | None:
         """The explicit mapping, or ``None`` with ``--preset``.
@@ -236,7 +185,7 @@ class TableOptions:
 
 _NOT_COLUMNS = frozenset({"input", "preset", "prompts", "format", "output_format", "tools_format"})
 _COLUMN_OPTIONS: dict[str, str] = {
-    f.name: f.metadata["decls"][0] for f in fields(TableOptions) if f.name not in _NOT_COLUMNS
+    f.name: _flags(f)[0] for f in fields(TableOptions) if f.name not in _NOT_COLUMNS
 }
 """The mapping's column options (and the two constants): field name → flag."""
 
@@ -247,7 +196,7 @@ def _typer_parameters() -> list[inspect.Parameter]:
     parameters = []
     for f in fields(TableOptions):
         meta = f.metadata
-        option = typer.Option(*meta["decls"], help=meta["help"], rich_help_panel=meta["panel"])
+        option = typer.Option(*_flags(f), help=meta["help"], rich_help_panel=meta["panel"])
         parameters.append(
             inspect.Parameter(
                 f.name,

@@ -45,6 +45,7 @@ import orjson
 from shadoweval.errors import ConfigError, RecordDecodeError
 from shadoweval.export.writer import unescape_formula
 from shadoweval.records import HumanLabel, LabelValue, utc_now
+from shadoweval.text import held_invalid_utf8
 
 LABEL_STAGE = "label_import"
 """``rejected_record.stage`` of rows refused here."""
@@ -223,7 +224,7 @@ def _csv_rows(path: Path) -> Rows:
                 raw = _raw({"line_cells": cells, "header": header})
                 yield location, RejectedRow(location, "wrong_cell_count", detail, raw)
                 continue
-            if any(_not_utf8(cell) for cell in cells):
+            if any(held_invalid_utf8(cell) for cell in cells):
                 detail = f"{location}: the row is not valid UTF-8 (save the file as UTF-8)"
                 raw = _raw({"line_cells": [_shown(cell) for cell in cells]})
                 yield location, RejectedRow(location, "invalid_utf8", detail, raw)
@@ -231,15 +232,6 @@ def _csv_rows(path: Path) -> Rows:
             # A cell the export escaped (a run id or note starting like a formula) is read
             # as it was before the escape, so a round trip keeps every value.
             yield location, dict(zip(header, map(unescape_formula, cells), strict=True))
-
-
-def _not_utf8(cell: str) -> bool:
-    """Whether a cell read with ``surrogateescape`` held bytes that are not UTF-8."""
-    try:
-        cell.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
 
 
 def _shown(cell: str) -> str:

@@ -114,6 +114,11 @@ class _Stage(Protocol):
         """Whether the encoded stream reached its end marker."""
 
 
+def _corrupt(coding: str, exc: Exception) -> ContentDecodingError:
+    """The error of a body that is not valid ``coding`` (the decoder's ``exc`` says why)."""
+    return ContentDecodingError(f"corrupt {coding} body: {exc}", coding=coding, reason="corrupt")
+
+
 def _too_large(coding: str, limit: int) -> ContentDecodingError:
     return ContentDecodingError(
         f"{coding}-decoded body exceeds {limit} bytes (decompression bomb?)",
@@ -163,9 +168,7 @@ class _ZlibStage:
             try:
                 out += self._d.decompress(pending, max(limit - len(out), 0) + 1)
             except zlib.error as exc:
-                raise ContentDecodingError(
-                    f"corrupt {self.coding} body: {exc}", coding=self.coding, reason="corrupt"
-                ) from exc
+                raise _corrupt(self.coding, exc) from exc
             if len(out) > limit:
                 raise _too_large(self.coding, limit)
             pending = self._d.unconsumed_tail
@@ -186,9 +189,7 @@ class _ZlibStage:
         try:
             return bytes(self._d.flush())
         except zlib.error as exc:  # pragma: no cover - flush after bad data raises earlier
-            raise ContentDecodingError(
-                f"corrupt {self.coding} body: {exc}", coding=self.coding, reason="corrupt"
-            ) from exc
+            raise _corrupt(self.coding, exc) from exc
 
     @property
     def complete(self) -> bool:
@@ -215,9 +216,7 @@ class _BrotliStage:
             while len(out) <= limit and not self._d.can_accept_more_data():
                 out += self._d.process(b"", output_buffer_limit=limit + 1 - len(out))
         except brotli.error as exc:
-            raise ContentDecodingError(
-                f"corrupt br body: {exc}", coding="br", reason="corrupt"
-            ) from exc
+            raise _corrupt("br", exc) from exc
         if len(out) > limit:
             raise _too_large("br", limit)
         return bytes(out)
@@ -248,9 +247,7 @@ class _ZstdStage:
             try:
                 out += self._d.decompress(pending)
             except _zstd.ZstdError as exc:
-                raise ContentDecodingError(
-                    f"corrupt zstd body: {exc}", coding="zstd", reason="corrupt"
-                ) from exc
+                raise _corrupt("zstd", exc) from exc
             if len(out) > limit:
                 raise _too_large("zstd", limit)
             pending = b""

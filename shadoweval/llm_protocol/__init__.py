@@ -16,6 +16,7 @@ from shadoweval.llm_protocol.assembler import (
     summarize_itl,
 )
 from shadoweval.llm_protocol.finish_reason import normalize_finish_reason
+from shadoweval.llm_protocol.latency import tpot_ms
 from shadoweval.llm_protocol.models import (
     COMPLETION_SAMPLING_PARAMS,
     SAMPLING_PARAMS,
@@ -46,4 +47,5 @@ __all__ = [
     "normalize_finish_reason",
     "parse_completion_body",
     "summarize_itl",
+    "tpot_ms",
 ]

@@ -44,6 +44,7 @@ from pydantic import ValidationError
 
 from shadoweval.llm_protocol.finish_reason import normalize_finish_reason
 from shadoweval.llm_protocol.latency import summarize_itl as summarize_itl
+from shadoweval.llm_protocol.latency import tpot_ms
 from shadoweval.llm_protocol.models import (
     ChatCompletionChunk,
     ChatCompletionResponse,
@@ -123,21 +124,12 @@ class AssembledResponse:
 
     def timings(self) -> Timings:
         """Return the measured :class:`Timings` (TPOT from reported completion tokens)."""
-        tpot = None
-        tokens = self.usage.completion_tokens
-        if (
-            self.ttft_ms is not None
-            and self.e2e_ms is not None
-            and tokens is not None
-            and tokens > 1
-        ):
-            tpot = (self.e2e_ms - self.ttft_ms) / (tokens - 1)
         return Timings(
             ttfb_ms=self.ttfb_ms,
             ttft_ms=self.ttft_ms,
             ttfc_ms=self.ttfc_ms,
             e2e_ms=self.e2e_ms,
-            tpot_ms=tpot,
+            tpot_ms=tpot_ms(self.e2e_ms, self.ttft_ms, self.usage.completion_tokens),
             itl=summarize_itl(self.itl_ms),
             source=TimingSource.MEASURED if self.ttfb_ms is not None else TimingSource.MISSING,
         )

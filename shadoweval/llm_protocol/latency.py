@@ -1,5 +1,6 @@
 """The inter-token latency summary of a response: :func:`summarize_itl` (re-exported by
-:mod:`shadoweval.llm_protocol.assembler` and the package).
+:mod:`shadoweval.llm_protocol.assembler` and the package); its time per output token from
+the end-to-end latency: :func:`tpot_ms`.
 
 Count, mean, p50/p95/p99 (numpy's default ``linear`` quantile) and max of the ITLs in
 milliseconds; short lists are computed in Python with numpy's own arithmetic (same bits).
@@ -45,6 +46,16 @@ def summarize_itl(itl_ms: tuple[float, ...] | list[float]) -> LatencySummary | N
         p99_ms=float(p99),
         max_ms=top,
     )
+
+
+def tpot_ms(
+    e2e_ms: float | None, ttft_ms: float | None, completion_tokens: int | None
+) -> float | None:
+    """Time per output token after the first, ms: ``(e2e - ttft) / (tokens - 1)``;
+    ``None`` when a figure is missing or there are fewer than 2 completion tokens."""
+    if e2e_ms is None or ttft_ms is None or completion_tokens is None or completion_tokens < 2:
+        return None
+    return (e2e_ms - ttft_ms) / (completion_tokens - 1)
 
 
 _NUMPY_FROM = 128

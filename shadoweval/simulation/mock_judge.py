@@ -51,7 +51,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from shadoweval.simulation.mock_llm.app import PROXY_502_HTML, error_json
+from shadoweval.simulation.mock_llm.app import PROXY_502_HTML, error_json, json_object_body
 from shadoweval.simulation.mock_llm.faults import FaultConfig, FaultKind, seeded_unit
 
 __all__ = [
@@ -263,17 +263,11 @@ async def _answer(request: Request, state: JudgeState, payload: dict[str, Any]) 
 
 async def _chat(request: Request) -> Response:
     state: JudgeState = request.app.state.judge
-    raw = await request.body()
-    try:
-        payload = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        return error_json(
-            400, f"body is not JSON: {exc}", type_="invalid_request_error", code="invalid_json"
-        )
-    if not isinstance(payload, dict):
-        return error_json(
-            400, "body must be an object", type_="invalid_request_error", code="invalid_request"
-        )
+    payload = await json_object_body(
+        request, not_json="body is not JSON", not_object="body must be an object"
+    )
+    if isinstance(payload, JSONResponse):
+        return payload
     with state._lock:
         state.seen.append((dict(request.headers), payload))
     return await _answer(request, state, payload)

@@ -55,3 +55,34 @@ def test_a_repeated_name_is_refused() -> None:
 def test_only_a_dataclass_is_a_group() -> None:
     with pytest.raises(TypeError, match="not a dataclass"):
         option_group(int)
+
+
+def test_exit_on_error_prints_the_error_and_exits_3() -> None:
+    from rich.console import Console
+
+    from shadoweval.cli.render import exit_on_error
+    from shadoweval.errors import ConfigError
+
+    app = typer.Typer()
+
+    @app.command("fail")
+    def fail(kind: str) -> None:
+        """Fail."""
+        with exit_on_error(Console(stderr=True, soft_wrap=True), FileNotFoundError):
+            if kind == "config":
+                raise ConfigError("--x 'y': bad [value]", field="--x", value="y")
+            if kind == "missing":
+                raise FileNotFoundError("no such file: a.csv")
+            raise KeyError(kind)
+
+    @app.command("other")
+    def other() -> None:
+        """Another command, so that ``fail`` is a subcommand."""
+
+    runner = CliRunner()
+    config = runner.invoke(app, ["fail", "config"])
+    assert (config.exit_code, config.output) == (3, "error: --x 'y': bad [value]\n")
+    missing = runner.invoke(app, ["fail", "missing"])
+    assert (missing.exit_code, missing.output) == (3, "error: no such file: a.csv\n")
+    other_error = runner.invoke(app, ["fail", "other"])
+    assert isinstance(other_error.exception, KeyError)  # not an error it was told of

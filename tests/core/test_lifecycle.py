@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 
 import httpx
@@ -13,7 +14,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from shadoweval.errors import LifecycleError, ShadowEvalError
-from shadoweval.lifecycle import AsyncLifecycle, LifecycleState
+from shadoweval.lifecycle import AsyncLifecycle, LifecycleState, cancel_tasks
 from shadoweval.probes import Readiness, probe_app
 from shadoweval.serving import BackgroundServer
 
@@ -187,3 +188,14 @@ async def test_text_probes_answer_one_word() -> None:
     assert (ready.status_code, ready.text) == (200, "ready\n")
     state = (False, "stopping")
     assert (await _get(app, "/readyz")).text == "not ready: stopping\n"
+
+
+async def test_cancel_tasks_ends_running_tasks_and_passes_over_the_rest() -> None:
+    never = asyncio.Event()
+    running = asyncio.create_task(never.wait())
+    finished = asyncio.create_task(asyncio.sleep(0, result="done"))
+    await finished
+    await asyncio.sleep(0)  # let ``running`` reach its wait
+    await cancel_tasks(running, None, finished)
+    assert running.cancelled()
+    assert finished.result() == "done"

@@ -73,6 +73,24 @@ def error_json(
     return JSONResponse(body, status_code=status, headers=dict([MOCK_HEADER]))
 
 
+async def json_object_body(
+    request: Request, *, not_json: str, not_object: str
+) -> dict[str, Any] | JSONResponse:
+    """The request's body as a JSON object, or the 400 answer (:func:`error_json`) to
+    send instead: ``"{not_json}: {the parse error}"`` (code ``invalid_json``) for a body
+    that is not JSON, ``not_object`` (code ``invalid_request``) for JSON that is not an
+    object."""
+    try:
+        payload = orjson.loads(await request.body())
+    except orjson.JSONDecodeError as exc:
+        return error_json(
+            400, f"{not_json}: {exc}", type_="invalid_request_error", code="invalid_json"
+        )
+    if not isinstance(payload, dict):
+        return error_json(400, not_object, type_="invalid_request_error", code="invalid_request")
+    return payload
+
+
 class MockState:
     """Everything a running mock server holds: table, profile, faults, attempt counters."""
 
@@ -165,23 +183,13 @@ def _stream(answer: Answer, delays: Delays, *, include_usage: bool, malformed: b
 
 async def _chat(request: Request) -> Response:
     state: MockState = request.app.state.mock
-    raw = await request.body()
-    try:
-        payload = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        return error_json(
-            400,
-            f"request body is not valid JSON: {exc}",
-            type_="invalid_request_error",
-            code="invalid_json",
-        )
-    if not isinstance(payload, dict):
-        return error_json(
-            400,
-            "request body must be a JSON object",
-            type_="invalid_request_error",
-            code="invalid_request",
-        )
+    payload = await json_object_body(
+        request,
+        not_json="request body is not valid JSON",
+        not_object="request body must be a JSON object",
+    )
+    if isinstance(payload, JSONResponse):
+        return payload
     try:
         parsed = ChatCompletionRequest.model_validate(payload)
     except ValidationError as exc:
