@@ -159,9 +159,9 @@ def check_run_source(run: RunInfo, source: str, *, capture_log: Path | None = No
     and, for a capture log, by content: the run records its log's first decodable exchange
     (``settings[SOURCE_FIRST_EXCHANGE_KEY]``: its id and a hash of its content); a log at
     the same path that no longer holds that exchange is another capture (a CI job that
-    regenerates ``capture.jsonl`` and keeps its ``--run-id``). A log that grew, or that a new segment
-    joined, holds it still. Runs stored without a source or a recorded first exchange are
-    compared by what they have.
+    regenerates ``capture.jsonl`` and keeps its ``--run-id``). A log that grew, or that a
+    new segment joined, holds it still. Runs stored without a source or a recorded first
+    exchange are compared by what they have.
 
     Raises:
         ConfigError: (field ``run_id``) the source differs; the message names both.
