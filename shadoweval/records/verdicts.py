@@ -142,7 +142,8 @@ class Coverage(_Record):
     ``paired_per_task_type``: scored pairs by task type (beside ``per_task_type``, the
     captured ones); ``replay_passes``: how each replay pass was paced and the load its
     measured requests saw (:class:`ReplayPass`). Empty in records written before they
-    existed.
+    existed. ``per_baseline_model``: members by the baseline (live) model their exchange
+    recorded — more than one name means the live model changed while capturing.
     """
 
     captured: int
@@ -159,6 +160,7 @@ class Coverage(_Record):
     per_route: dict[str, RouteCoverage] = Field(default_factory=dict)
     paired_per_task_type: dict[str, int] = Field(default_factory=dict)
     replay_passes: tuple[ReplayPass, ...] = ()
+    per_baseline_model: dict[str, int] = Field(default_factory=dict)
 
     def unevaluated_routes(self) -> dict[str, RouteCoverage]:
         """Routes with captured exchanges and not one scored pair, by name."""
