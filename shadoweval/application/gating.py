@@ -92,7 +92,9 @@ def gate_run(repo: Repository, run: RunInfo, *, command: str) -> GateResult:
     such pairs changed (a re-run replayed them) is evaluated again.
     """
     policy = parse_policy_yaml(run.policy_yaml)
-    scores = repo.load_pair_scores(run.run_id)
+    # A capture whose live model changed: the policy's baseline_model scopes pairs and
+    # coverage to its exchanges (stats.gate.validity.baseline_model_problems says so).
+    scores = repo.load_pair_scores(run.run_id, baseline_model=policy.baseline_model)
     judgements = repo.list_judgements(run.run_id)
     labels = repo.load_labels(run.run_id)
     resolved = resolve_judgements(judgements, labels)
@@ -101,7 +103,7 @@ def gate_run(repo: Repository, run: RunInfo, *, command: str) -> GateResult:
         run.run_id, judgements, labels, repo.run_judge(run.run_id), resolved
     )
     latest = repo.latest_verdict(run.run_id)
-    coverage = repo.coverage_counts(run.run_id)
+    coverage = repo.coverage_counts(run.run_id, baseline_model=policy.baseline_model)
     warnings = policy_warnings(policy, coverage, pairs)
     if latest is not None and latest.decision in (Decision.PROMOTE, Decision.ROLLBACK):
         return GateResult(

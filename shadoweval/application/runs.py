@@ -16,6 +16,7 @@ log, :func:`prepare_kafka_run` for a Kafka topic, both through :func:`resolve_ru
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 import uuid
 from dataclasses import dataclass
@@ -25,20 +26,24 @@ from pydantic import JsonValue
 
 from shadoweval.application.run_policy import load_gate_policy
 from shadoweval.bus import BusConsumer, KafkaSource, ensure_topics
+from shadoweval.bus.url import is_kafka_url
 from shadoweval.capture_log import decode_exchange_line, read_capture_log
 from shadoweval.config import Settings
 from shadoweval.errors import ConfigError, RecordDecodeError, ShadowEvalError
 from shadoweval.model_listing import ModelListingError, list_model_ids, models_url_for_display
-from shadoweval.records import ModelIdentity, ReplayTarget
+from shadoweval.records import Exchange, ModelIdentity, ReplayTarget
 from shadoweval.redaction import strip_url_credentials
 from shadoweval.storage import PolicyAuditAction, Repository, RunInfo
 
 __all__ = [
+    "SOURCE_FIRST_EXCHANGE_KEY",
     "RunRequest",
     "TargetConfig",
     "audit_policy",
     "baseline_identity",
     "check_presented_policy",
+    "check_run_source",
+    "exchange_fingerprint",
     "peek_baseline_identity",
     "prepare_kafka_run",
     "prepare_run",
@@ -96,6 +101,26 @@ class TargetConfig:
     send_model_name: bool = True
 
 
+SOURCE_FIRST_EXCHANGE_KEY = "source_first_exchange"
+"""Key of the run's ``settings`` holding the fingerprint of its capture log's first decodable
+exchange (:func:`exchange_fingerprint`; what :func:`check_run_source` compares on resume)."""
+
+
+def exchange_fingerprint(exchange: Exchange) -> str:
+    """``<exchange id>:<SHA-256 of the record's JSON, first 16 hex digits>``: the id alone
+    does not tell two captures apart (a table import derives ids from capture times), so
+    the content is part of it."""
+    digest = hashlib.sha256(exchange.model_dump_json().encode()).hexdigest()[:16]
+    return f"{exchange.exchange_id}:{digest}"
+
+
+def _first_exchange(capture_log: Path) -> Exchange:
+    for entry in read_capture_log(capture_log):
+        if entry.exchange is not None:
+            return entry.exchange
+    raise ShadowEvalError(f"capture log {capture_log} holds no decodable exchange")
+
+
 def baseline_identity(capture_log: Path) -> ModelIdentity:
     """The baseline model identity recorded in the first decodable exchange of a log.
 
@@ -103,10 +128,67 @@ def baseline_identity(capture_log: Path) -> ModelIdentity:
         ShadowEvalError: the log holds no decodable exchange.
         FileNotFoundError: the log does not exist.
     """
-    for entry in read_capture_log(capture_log):
-        if entry.exchange is not None:
-            return entry.exchange.baseline_model
-    raise ShadowEvalError(f"capture log {capture_log} holds no decodable exchange")
+    return _first_exchange(capture_log).baseline_model
+
+
+def _same_source(stored: str, given: str) -> bool:
+    """A ``kafka://`` URL is the same source when equal; a capture-log path when it names
+    the same file or directory (relative or absolute)."""
+    if stored == given:
+        return True
+    if is_kafka_url(stored) or is_kafka_url(given):
+        return False
+    return Path(stored).resolve() == Path(given).resolve()
+
+
+def _log_holds(capture_log: Path, fingerprint: str) -> bool:
+    exchange_id = fingerprint.split(":", 1)[0]
+    return any(
+        entry.exchange is not None
+        and entry.exchange.exchange_id == exchange_id
+        and exchange_fingerprint(entry.exchange) == fingerprint
+        for entry in read_capture_log(capture_log)
+    )
+
+
+def check_run_source(run: RunInfo, source: str, *, capture_log: Path | None = None) -> None:
+    """Refuse to resume ``run`` from another capture source than the one it was started on.
+
+    A run is one population: resuming it from another capture log (or topic) would blend
+    two captures into one verdict. Two sources are compared by name (:func:`_same_source`)
+    and, for a capture log, by content: the run records its log's first decodable exchange
+    (``settings[SOURCE_FIRST_EXCHANGE_KEY]``: its id and a hash of its content); a log at
+    the same path that no longer holds that exchange is another capture (a CI job that
+    regenerates ``capture.jsonl`` and keeps its ``--run-id``). A log that grew, or that a
+    new segment joined, holds it still. Runs stored without a source or a recorded first
+    exchange are compared by what they have.
+
+    Raises:
+        ConfigError: (field ``run_id``) the source differs; the message names both.
+    """
+    if run.source is None:
+        return
+    advice = "another capture means a new run: omit --run-id (or give a new one)"
+    if not _same_source(run.source, source):
+        raise ConfigError(
+            f"run {run.run_id} was started on capture source {run.source}; this source is "
+            f"{source}: {advice}",
+            field="run_id",
+            value=run.run_id,
+        )
+    first = run.settings.get(SOURCE_FIRST_EXCHANGE_KEY)
+    if capture_log is None or not isinstance(first, str):
+        return
+    if exchange_fingerprint(_first_exchange(capture_log)) != first and not _log_holds(
+        capture_log, first
+    ):
+        raise ConfigError(
+            f"run {run.run_id} was started on capture log {run.source} whose first exchange "
+            f"is {first.split(':', 1)[0]}; the log now at {source} does not hold that "
+            f"exchange as it was captured, so it is another capture: {advice}",
+            field="run_id",
+            value=run.run_id,
+        )
 
 
 async def peek_baseline_identity(
@@ -257,8 +339,17 @@ def prepare_run(
         ShadowEvalError: the capture log holds no exchange, or a model name cannot be read.
         FileNotFoundError: the capture log does not exist.
     """
+    first = _first_exchange(capture_log)
+    existing = repo.get_run(request.run_id) if request.run_id else None
+    if existing is not None:
+        check_run_source(existing, str(capture_log), capture_log=capture_log)
     return resolve_run(
-        repo, request, settings, baseline=baseline_identity(capture_log), source=str(capture_log)
+        repo,
+        request,
+        settings,
+        baseline=first.baseline_model,
+        source=str(capture_log),
+        first_exchange=exchange_fingerprint(first),
     )
 
 
@@ -292,6 +383,8 @@ def prepare_kafka_run(
         )
     )
     existing = repo.get_run(request.run_id) if request.run_id else None
+    if existing is not None:
+        check_run_source(existing, str(source))
     if baseline_model:
         baseline = ModelIdentity(name=baseline_model)
     elif existing is not None:
@@ -336,12 +429,15 @@ def resolve_run(
     *,
     baseline: ModelIdentity,
     source: str,
+    first_exchange: str | None = None,
 ) -> tuple[RunInfo, list[TargetConfig]]:
     """Resolve the replay targets; resume ``request.run_id`` or create the run.
 
     The candidate's identity comes from the request or the server's ``/v1/models``; the
     policy is frozen into a new run (YAML and hash); ``source`` (a capture-log path or a
-    ``kafka://`` URL) is recorded with it.
+    ``kafka://`` URL) is recorded with it, and so is ``first_exchange`` (the fingerprint
+    of a capture log's first decodable exchange, which :func:`check_run_source` compares on
+    resume).
 
     Returns:
         The run and its targets (the candidate first).
@@ -400,6 +496,7 @@ def resolve_run(
             "baseline_repeat_share": request.baseline_repeat_share,
             "encoder": request.encoder,
             "structured_task_types": structured,
+            SOURCE_FIRST_EXCHANGE_KEY: first_exchange,
         },
         audit_detail={"policy_path": policy_path_for_audit(request.policy_path)},
     )

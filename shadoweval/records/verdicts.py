@@ -146,6 +146,8 @@ class Coverage(_Record):
     existed. ``environment_failures``: the candidate's pairs that failed for reasons of the
     environment, by cause with an example (:class:`EnvironmentFailure`, issue 29; filled
     by the gate from the pairs and their replays, empty elsewhere).
+    ``per_baseline_model``: members by the baseline (live) model their exchange
+    recorded — more than one name means the live model changed while capturing.
     """
 
     captured: int
@@ -163,6 +165,7 @@ class Coverage(_Record):
     paired_per_task_type: dict[str, int] = Field(default_factory=dict)
     replay_passes: tuple[ReplayPass, ...] = ()
     environment_failures: tuple[EnvironmentFailure, ...] = ()
+    per_baseline_model: dict[str, int] = Field(default_factory=dict)
 
     def unevaluated_routes(self) -> dict[str, RouteCoverage]:
         """Routes with captured exchanges and not one scored pair, by name."""

@@ -220,11 +220,17 @@ class PairScoreStore:
             if len(rows) < batch_size:
                 return
 
-    def load_pair_scores(self, run_id: str) -> list[PairScore]:
-        """Return a run's pair scores ordered by ``(captured_at, exchange_id)``."""
+    def load_pair_scores(
+        self, run_id: str, *, baseline_model: str | None = None
+    ) -> list[PairScore]:
+        """Return a run's pair scores ordered by ``(captured_at, exchange_id)``; with
+        ``baseline_model``, only those whose exchange recorded that baseline model."""
         stmt = (
             select(PairScoreRow.record)
-            .where(PairScoreRow.run_id == run_id)
+            .where(
+                PairScoreRow.run_id == run_id,
+                *queries.baseline_model_scope(PairScoreRow.exchange_id, run_id, baseline_model),
+            )
             .order_by(PairScoreRow.captured_at, PairScoreRow.exchange_id)
         )
         with self._db.session() as session:

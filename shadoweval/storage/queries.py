@@ -113,19 +113,63 @@ def pair_inputs(
     return stmt
 
 
-def coverage(session: Session, run_id: str) -> Coverage:
+def baseline_model_name() -> ColumnElement[str]:
+    """The baseline (live) model name an exchange recorded (``record.baseline_model.name``)."""
+    name: ColumnElement[str] = ExchangeRow.record["baseline_model"]["name"].as_string()
+    return name
+
+
+def baseline_model_scope(
+    column: Any, run_id: str, baseline_model: str | None
+) -> tuple[ColumnElement[bool], ...]:
+    """``column IN`` the run's members of ``baseline_model`` (nothing when ``None``)."""
+    if baseline_model is None:
+        return ()
+    members = (
+        select(RunExchangeRow.exchange_id)
+        .join(ExchangeRow, ExchangeRow.exchange_id == RunExchangeRow.exchange_id)
+        .where(RunExchangeRow.run_id == run_id, baseline_model_name() == baseline_model)
+    )
+    return (column.in_(members),)
+
+
+def baseline_model_counts(session: Session, run_id: str) -> dict[str, int]:
+    """The run's members by the baseline model name their exchange recorded, by name."""
+    # Grouped in an outer query: PostgreSQL does not match a JSON path in GROUP BY to the
+    # same path in the select list when each binds its own parameters.
+    names = (
+        select(baseline_model_name().label("name"))
+        .join(RunExchangeRow, RunExchangeRow.exchange_id == ExchangeRow.exchange_id)
+        .where(RunExchangeRow.run_id == run_id)
+        .subquery()
+    )
+    return {
+        str(name): int(count)
+        for name, count in session.execute(
+            select(names.c.name, func.count()).group_by(names.c.name).order_by(names.c.name)
+        )
+    }
+
+
+def coverage(session: Session, run_id: str, *, baseline_model: str | None = None) -> Coverage:
     """Count a run's members, undecodable log lines, replay outcomes and pair scores.
 
     ``replayed``, ``errored``, ``skipped`` and ``warmup`` count candidate outcomes;
     ``baseline_repeat_replayed`` counts baseline-repeat outcomes that were sent (not
     ``skipped``) and ``baseline_repeat_errored`` those with another error kind.
+    ``baseline_model``: count only the members whose exchange recorded that baseline model
+    (the policy's choice when the live model changed while capturing);
+    ``per_baseline_model`` always counts all members.
     """
     per_task_type = {
         task_type: count
         for task_type, count in session.execute(
             select(ExchangeRow.task_type, func.count())
             .join(RunExchangeRow, RunExchangeRow.exchange_id == ExchangeRow.exchange_id)
-            .where(RunExchangeRow.run_id == run_id)
+            .where(
+                RunExchangeRow.run_id == run_id,
+                *baseline_model_scope(ExchangeRow.exchange_id, run_id, baseline_model),
+            )
             .group_by(ExchangeRow.task_type)
             .order_by(ExchangeRow.task_type)
         )
@@ -145,13 +189,21 @@ def coverage(session: Session, run_id: str) -> Coverage:
             func.count().filter(is_candidate, ReplayOutcomeRow.warmup.is_(True)),
             func.count().filter(is_repeat, was_sent),
             func.count().filter(is_repeat, has_error),
-        ).where(ReplayOutcomeRow.run_id == run_id)
+        ).where(
+            ReplayOutcomeRow.run_id == run_id,
+            *baseline_model_scope(ReplayOutcomeRow.exchange_id, run_id, baseline_model),
+        )
     ).one()
     replayed, errored, skipped_count, warmup, repeat_replayed, repeat_errored = (
         int(v) for v in outcome_counts
     )
     paired = session.scalar(
-        select(func.count()).select_from(PairScoreRow).where(PairScoreRow.run_id == run_id)
+        select(func.count())
+        .select_from(PairScoreRow)
+        .where(
+            PairScoreRow.run_id == run_id,
+            *baseline_model_scope(PairScoreRow.exchange_id, run_id, baseline_model),
+        )
     )
     rejected = int(
         session.scalar(
@@ -170,7 +222,10 @@ def coverage(session: Session, run_id: str) -> Coverage:
         str(task_type): int(count)
         for task_type, count in session.execute(
             select(PairScoreRow.task_type, func.count())
-            .where(PairScoreRow.run_id == run_id)
+            .where(
+                PairScoreRow.run_id == run_id,
+                *baseline_model_scope(PairScoreRow.exchange_id, run_id, baseline_model),
+            )
             .group_by(PairScoreRow.task_type)
             .order_by(PairScoreRow.task_type)
         )
@@ -187,9 +242,10 @@ def coverage(session: Session, run_id: str) -> Coverage:
         per_task_type=per_task_type,
         baseline_repeat_replayed=repeat_replayed,
         baseline_repeat_errored=repeat_errored,
-        per_route=route_coverage(session, run_id),
+        per_route=route_coverage(session, run_id, baseline_model=baseline_model),
         paired_per_task_type=paired_per_task_type,
         replay_passes=replay_passes(session, run_id),
+        per_baseline_model=baseline_model_counts(session, run_id),
     )
 
 
@@ -200,8 +256,11 @@ def skip_reason_code(detail: str | None) -> str:
     return text.split(": ", 1)[0]
 
 
-def route_coverage(session: Session, run_id: str) -> dict[str, RouteCoverage]:
-    """:class:`~shadoweval.records.RouteCoverage` of each route of the run's members.
+def route_coverage(
+    session: Session, run_id: str, *, baseline_model: str | None = None
+) -> dict[str, RouteCoverage]:
+    """:class:`~shadoweval.records.RouteCoverage` of each route of the run's members (of
+    ``baseline_model``'s exchanges only, when given).
 
     Routes are named without a trailing slash (:func:`shadoweval.routes.normalize_route`).
     Skip details are grouped by :func:`skip_reason_code`; each group is named by its most
@@ -235,7 +294,10 @@ def route_coverage(session: Session, run_id: str) -> dict[str, RouteCoverage]:
             scored,
             and_(scored.exchange_id == RunExchangeRow.exchange_id, scored.run_id == run_id),
         )
-        .where(RunExchangeRow.run_id == run_id)
+        .where(
+            RunExchangeRow.run_id == run_id,
+            *baseline_model_scope(RunExchangeRow.exchange_id, run_id, baseline_model),
+        )
         .group_by(ExchangeRow.route)
     ).all()
     counts: dict[str, list[int]] = {}
@@ -253,6 +315,7 @@ def route_coverage(session: Session, run_id: str) -> dict[str, RouteCoverage]:
             candidate.run_id == run_id,
             candidate.target == ReplayTarget.CANDIDATE.value,
             candidate.error_kind == skipped,
+            *baseline_model_scope(candidate.exchange_id, run_id, baseline_model),
         )
         .group_by(ExchangeRow.route, detail_column)
     ):

@@ -305,7 +305,7 @@ class Repository(
 
     # ---------------------------------------------------------------- coverage
 
-    def coverage_counts(self, run_id: str) -> Coverage:
+    def coverage_counts(self, run_id: str, *, baseline_model: str | None = None) -> Coverage:
         """Count how much of the run's population was replayed and compared.
 
         * ``captured``: exchanges that are members of the run, plus ``rejected``: lines of
@@ -320,10 +320,14 @@ class Repository(
           gate judges similarity against the noise floor, never the absolute limit;
         * ``per_route``: members, candidate replays sent and skipped (with the skip
           reasons) and pairs per route; ``paired_per_task_type``: pairs per task type;
-        * ``replay_passes``: the passes recorded by :meth:`record_replay_pass`.
+        * ``replay_passes``: the passes recorded by :meth:`record_replay_pass`;
+        * ``per_baseline_model``: members by the baseline model their exchange recorded.
+
+        ``baseline_model``: every other count only over the members of that baseline model
+        (the gate policy's ``baseline_model``).
         """
         with self._db.session() as session:
-            return queries.coverage(session, run_id)
+            return queries.coverage(session, run_id, baseline_model=baseline_model)
 
     def record_replay_pass(self, run_id: str, replay_pass: ReplayPass) -> None:
         """Append one replay pass (its pacing and achieved load) to the run.

@@ -34,6 +34,7 @@ from shadoweval.stats.gate.validity import (
     _task_type_problems,
     _trailer,
     _window_problem,
+    baseline_model_problems,
     infra_sha256,
     judgements_sha256,
     latency_cache_hits,
@@ -221,6 +222,9 @@ def _validity(
     """
     route_blocking, route_notes = _route_problems(coverage, policy)
     policy_blocking, policy_notes = _policy_problems(policy, coverage, pairs)
+    baseline_blocking, baseline_notes = baseline_model_problems(coverage, policy)
+    policy_blocking += baseline_blocking
+    policy_notes += baseline_notes
     validity = route_blocking + policy_blocking
     validity += _task_type_problems(paired_per_task_type, coverage, policy, levels)
     coverage_problem = _coverage_problem(coverage, policy)

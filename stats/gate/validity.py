@@ -34,6 +34,50 @@ def _coverage_problem(coverage: Coverage, policy: GatePolicy) -> str | None:
     return None
 
 
+def _models(counts: Mapping[str, int]) -> str:
+    """``'base-v1' (55 exchanges), 'base-v1.1' (55)``, most exchanges first."""
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(
+        f"{name!r} ({n} exchange{'s' if n != 1 else ''})" if i == 0 else f"{name!r} ({n})"
+        for i, (name, n) in enumerate(ranked)
+    )
+
+
+def baseline_model_problems(coverage: Coverage, policy: GatePolicy) -> tuple[list[str], list[str]]:
+    """The live (baseline) model changed while capturing: HOLD reasons and notes.
+
+    Several baseline models among the run's exchanges and no ``baseline_model`` in the
+    policy: a blocking reason naming each with its count (the pairs would blend two
+    baselines, and a verdict against a blend is a verdict against neither). A policy
+    ``baseline_model`` that names none of them blocks too; one that names one gates only
+    its exchanges (the caller scoped the pairs and coverage), and a note counts the
+    exchanges set aside.
+    """
+    seen = coverage.per_baseline_model
+    chosen = policy.baseline_model
+    if chosen is None:
+        if len(seen) <= 1:
+            return [], []
+        return [
+            f"baseline model changed within the capture: {_models(seen)}; the pairs would "
+            "blend two baselines, so promotion is blocked until the policy names the one "
+            "that counts (baseline_model: in the policy; a new run)"
+        ], []
+    if seen and chosen not in seen:
+        return [
+            f"policy: baseline_model {chosen!r} matches none of the capture's baseline "
+            f"models ({_models(seen)}); promotion is blocked (correct the name: a "
+            "corrected policy is a new run)"
+        ], []
+    others = {name: n for name, n in seen.items() if name != chosen}
+    if not others:
+        return [], []
+    return [], [
+        f"baseline model: only exchanges of {chosen!r} (policy baseline_model) are gated; "
+        f"set aside: {_models(others)}"
+    ]
+
+
 def _skip_reasons(counts: RouteCoverage) -> str:
     """``reason: <detail>``, or ``reasons: <detail> (n), …`` (at most three, most frequent
     first); ``no skip reason recorded`` when none was."""
@@ -201,6 +245,9 @@ def unevaluated_reasons(pairs: pd.DataFrame, policy: GatePolicy, coverage: Cover
     notes), and the coverage by route and by task type."""
     route_blocking, route_notes = _route_problems(coverage, policy)
     policy_blocking, policy_notes = _policy_problems(policy, coverage, pairs)
+    baseline_blocking, baseline_notes = baseline_model_problems(coverage, policy)
+    policy_blocking += baseline_blocking
+    policy_notes += baseline_notes
     paired: Mapping[str, int] = coverage.paired_per_task_type
     if len(pairs):
         paired = {str(t): int(c) for t, c in pairs["task_type"].astype(str).value_counts().items()}

@@ -120,12 +120,17 @@ def load_policy(path: str | Path) -> GatePolicy:
     return parse_policy_yaml(text, source=f"file {path}")
 
 
+_ADDED_KEYS = ("routes", "baseline_model")
+"""Keys added after runs were first frozen: left out of the canonical JSON when empty."""
+
+
 def _canonical(policy: GatePolicy) -> dict[str, Any]:
     dumped = policy.model_dump(mode="json")
-    if not dumped["routes"]:
-        # Left out when empty: a policy without per-route entries hashes (and dumps) as it
-        # did before the key existed, so runs frozen then keep their hash.
-        del dumped["routes"]
+    for key in _ADDED_KEYS:
+        # Left out when empty: a policy without the key hashes (and dumps) as it did
+        # before the key existed, so runs frozen then keep their hash.
+        if not dumped[key]:
+            del dumped[key]
     if dumped["cost"] == CostPolicy().model_dump(mode="json"):
         # Likewise the cost block at its default: policies frozen before it keep their hash.
         del dumped["cost"]

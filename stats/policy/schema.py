@@ -155,6 +155,10 @@ class GatePolicy(_Block):
         routes: per-route requirements (:class:`RoutePolicy`), keyed by the route as
             captured, without a trailing slash (``/v1/responses``); every captured route
             is required unless listed here with ``required: false``.
+        baseline_model: the baseline model that counts when the capture holds exchanges
+            of several (the live model was changed while capturing): only its exchanges
+            are gated. ``None`` (default): a capture with several baseline models holds
+            the verdict, naming them (a blend of two baselines compares to neither).
     """
 
     version: Annotated[Literal[1], BeforeValidator(_strict_integer)] = 1
@@ -181,6 +185,7 @@ class GatePolicy(_Block):
     cost: CostPolicy = CostPolicy()
     task_types: dict[str, TaskTypePolicy] = Field(default_factory=dict)
     routes: dict[str, RoutePolicy] = Field(default_factory=dict)
+    baseline_model: str | None = Field(default=None, min_length=1)
 
     @model_validator(mode="before")
     @classmethod

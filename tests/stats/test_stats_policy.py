@@ -228,6 +228,19 @@ def test_hash_ignores_layout_and_omitted_defaults() -> None:
     assert policy_hash(a) == policy_hash(b) == policy_hash(GatePolicy())
 
 
+FROZEN_DEFAULT_HASH = "41c66b2263d8e83a6b68ecf08022200ea7a4e90177b367558842709aa66b4136"
+"""The default policy's hash since issue 28: runs frozen under it keep being resumable."""
+
+
+def test_a_new_policy_key_at_its_default_keeps_the_frozen_hash() -> None:
+    """A key added later (``routes``, ``baseline_model``) is left out of the canonical JSON
+    while empty, so a run frozen before it existed keeps its hash; set, it is a new run."""
+    assert policy_hash(GatePolicy()) == FROZEN_DEFAULT_HASH
+    chosen = parse_policy({"baseline_model": "base-v1.1"})
+    assert policy_hash(chosen) != FROZEN_DEFAULT_HASH
+    assert chosen.baseline_model == "base-v1.1"
+
+
 def test_policy_is_frozen() -> None:
     policy = GatePolicy()
     with pytest.raises(ValueError, match="frozen"):

@@ -279,6 +279,8 @@ def test_coverage_counts(repo: Repository, run_id: str) -> None:
             )
         },
         paired_per_task_type={"chat": 4},
+        # members by the baseline model their exchange recorded (issue 29)
+        per_baseline_model={"llama-3.1-8b-instruct": 10},
     )
 
 
