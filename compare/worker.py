@@ -48,7 +48,7 @@ from shadoweval.compare.harms import compile_refusal_patterns
 from shadoweval.compare.metrics import FollowMetrics
 from shadoweval.compare.pair import PairInput, score_pairs
 from shadoweval.errors import ConfigError
-from shadoweval.records import PairScore
+from shadoweval.records import Exchange, PairScore, ReplayOutcome
 from shadoweval.storage import (
     WORK_BUCKETS,
     RejectedRecord,
@@ -115,6 +115,23 @@ class CompareReport:
         self.embedding_cache_misses += other.embedding_cache_misses
         self.backend = self.backend or other.backend
         self.backend_choice = self.backend_choice or other.backend_choice
+
+
+def pair_input(
+    exchange: Exchange,
+    candidate: ReplayOutcome,
+    baseline_repeat: ReplayOutcome | None,
+    repeated: frozenset[tuple[int, str]],
+) -> PairInput:
+    """A :class:`PairInput`, its ``repeated_rejection`` set when the candidate's failure
+    is one of the run's ``repeated`` rejections
+    (:meth:`shadoweval.storage.Repository.repeated_rejections`)."""
+    return PairInput(
+        exchange=exchange,
+        candidate=candidate,
+        baseline_repeat=baseline_repeat,
+        repeated_rejection=rejection_key(candidate) in repeated,
+    )
 
 
 def limit_torch_threads(threads: int) -> None:
@@ -260,12 +277,7 @@ def run_compare(
     repeated = repo.repeated_rejections(run_id)
     for batch in batches:
         items = [
-            PairInput(
-                exchange=e,
-                candidate=c,
-                baseline_repeat=b,
-                repeated_rejection=rejection_key(c) in repeated,
-            )
+            pair_input(e, c, b, repeated)
             for e, c, b in batch
             if shard is None or shard_of(e.exchange_id, shard[1]) == shard[0]
         ]
@@ -440,12 +452,7 @@ class _FollowJob:
         """Score a locked bucket's ready pairs in batches; returns the pairs left waiting."""
         repeated = self.repo.repeated_rejections(self.run_id)
         pairs = [
-            PairInput(
-                exchange=e,
-                candidate=c,
-                baseline_repeat=b,
-                repeated_rejection=rejection_key(c) in repeated,
-            )
+            pair_input(e, c, b, repeated)
             for e, c, b in self.repo.pair_inputs_for(self.run_id, exchange_ids)
             if e.exchange_id not in self.rejected_ids
         ]

@@ -44,7 +44,7 @@ from shadoweval.http1.decoding import BodyDecoder, ContentDecodingError, support
 from shadoweval.http1.exchange import Http1Exchange, ResponseLostError, encode_request
 from shadoweval.http1.fd_limit import ensure_fd_limit
 from shadoweval.http1.pool import UpstreamError, UpstreamPool
-from shadoweval.lifecycle import AsyncLifecycle
+from shadoweval.lifecycle import AsyncLifecycle, aclose_all
 from shadoweval.llm_protocol import ChatStreamAssembler, parse_completion_body
 from shadoweval.llm_protocol.assembler import AssembledResponse
 from shadoweval.records import (
@@ -174,14 +174,10 @@ class CandidateClient(AsyncLifecycle):
 
     async def stop(self) -> None:
         """Close the pool (idempotent)."""
-        if not self._stopping():
-            return
-        client, self._client = self._client, None
-        if client is not None:
-            await client.aclose()
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            await pool.aclose()
+        if self._stopping():
+            client, self._client = self._client, None
+            pool, self._pool = self._pool, None
+            await aclose_all(client, pool)
 
     async def send(self, request: ReplayRequest) -> ReplayResult:
         """Send one replay; never raises for candidate failures (they are returned)."""

@@ -35,7 +35,7 @@ import contextlib
 import enum
 from collections.abc import Iterator
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Protocol, Self
 
 from shadoweval.errors import LifecycleError
 
@@ -181,3 +181,17 @@ async def cancel_tasks(*tasks: asyncio.Task[Any] | None) -> None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+class AsyncClosable(Protocol):
+    """What :func:`aclose_all` closes: an object with ``async aclose()`` (an
+    ``httpx.AsyncClient``, the raw HTTP/1.1 pool)."""
+
+    async def aclose(self) -> None: ...
+
+
+async def aclose_all(*closables: AsyncClosable | None) -> None:
+    """Close each of ``closables`` in order (``await x.aclose()``); ``None`` is passed over."""
+    for closable in closables:
+        if closable is not None:
+            await closable.aclose()

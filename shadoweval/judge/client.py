@@ -45,7 +45,7 @@ from shadoweval.judge.prompt import (
     build_messages,
     response_format_body,
 )
-from shadoweval.lifecycle import AsyncLifecycle
+from shadoweval.lifecycle import AsyncLifecycle, aclose_all
 from shadoweval.records import JudgeIdentity, JudgeVote
 
 __all__ = ["JudgeClient", "chat_completions_url", "public_endpoint"]
@@ -214,11 +214,9 @@ class JudgeClient(AsyncLifecycle):
 
     async def stop(self) -> None:
         """Close the pool (idempotent)."""
-        if not self._stopping():
-            return
-        client, self._client = self._client, None
-        if client is not None:
-            await client.aclose()
+        if self._stopping():
+            client, self._client = self._client, None
+            await aclose_all(client)
 
     def request_body(self, pair: PairText, order: Order) -> dict[str, Any]:
         """The JSON body of the judge request for ``pair`` shown in ``order``.

@@ -323,53 +323,54 @@ def _load_bfcl(path: Path, prompts: Path | None, fmt: TableFormat | None) -> Loa
 
 # ------------------------------------------------------------------------- registry
 
+
+def _trace_preset(name: str, description: str, loader: Loader) -> Preset:
+    """A preset of live-traffic logs: no column mapping, no prompts table, and an import
+    redacts its records as the capture sidecar would (``kind="trace"``)."""
+    return Preset(name, description, None, uses_prompts=False, loader=loader, kind="trace")
+
+
 PRESETS: dict[str, Preset] = {
-    "alpaca_eval": Preset(
-        name="alpaca_eval",
-        description="AlpacaEval model_outputs.json: instruction, output, dataset, generator",
-        mapping=ALPACA_EVAL_MAPPING,
-        uses_prompts=False,
-        loader=_load_alpaca,
-    ),
-    "mt_bench": Preset(
-        name="mt_bench",
-        description="MT-Bench first turns: model_answer/<model>.jsonl joined with question.jsonl",
-        mapping=MT_BENCH_MAPPING,
-        uses_prompts=True,
-        loader=_load_mt_bench,
-    ),
-    "bfcl": Preset(
-        name="bfcl",
-        description="BFCL v1 results (result/<model>/) joined with questions (data/) by id",
-        mapping=BFCL_MAPPING,
-        uses_prompts=True,
-        loader=_load_bfcl,
-    ),
-    "otel_genai": Preset(
-        name="otel_genai",
-        description="OpenTelemetry GenAI chat spans, OTLP/JSON (resourceSpans), one export "
-        "per file or per line",
-        mapping=None,
-        uses_prompts=False,
-        loader=load_otel,
-        kind="trace",
-    ),
-    "langfuse": Preset(
-        name="langfuse",
-        description="Langfuse GENERATION observations (API pages, traces, UI JSON/JSONL export)",
-        mapping=None,
-        uses_prompts=False,
-        loader=load_langfuse,
-        kind="trace",
-    ),
-    "litellm": Preset(
-        name="litellm",
-        description="LiteLLM StandardLoggingPayload JSON Lines (callbacks, spend logs)",
-        mapping=None,
-        uses_prompts=False,
-        loader=load_litellm,
-        kind="trace",
-    ),
+    p.name: p
+    for p in (
+        Preset(
+            "alpaca_eval",
+            "AlpacaEval model_outputs.json: instruction, output, dataset, generator",
+            ALPACA_EVAL_MAPPING,
+            uses_prompts=False,
+            loader=_load_alpaca,
+        ),
+        Preset(
+            "mt_bench",
+            "MT-Bench first turns: model_answer/<model>.jsonl joined with question.jsonl",
+            MT_BENCH_MAPPING,
+            uses_prompts=True,
+            loader=_load_mt_bench,
+        ),
+        Preset(
+            "bfcl",
+            "BFCL v1 results (result/<model>/) joined with questions (data/) by id",
+            BFCL_MAPPING,
+            uses_prompts=True,
+            loader=_load_bfcl,
+        ),
+        _trace_preset(
+            "otel_genai",
+            "OpenTelemetry GenAI chat spans, OTLP/JSON (resourceSpans), one export per file "
+            "or per line",
+            load_otel,
+        ),
+        _trace_preset(
+            "langfuse",
+            "Langfuse GENERATION observations (API pages, traces, UI JSON/JSONL export)",
+            load_langfuse,
+        ),
+        _trace_preset(
+            "litellm",
+            "LiteLLM StandardLoggingPayload JSON Lines (callbacks, spend logs)",
+            load_litellm,
+        ),
+    )
 }
 """The built-in presets, by name."""
 
