@@ -9,10 +9,16 @@ Errors are data, kept apart from quality (reference §4 case 11): a side that er
 no similarity, no format or tool flags and no output-token count, and the gate counts it
 in its own error-rate check.
 
-* **baseline error** — the live exchange did not end ``done``, has no response, or has
-  HTTP status ≥ 400. **candidate error** — the replay has an ``error_kind``, no response,
-  or HTTP status ≥ 400 (``candidate_error_kind`` is then ``http_status`` if the replay
-  layer left it unset).
+* **baseline error** — the live exchange did not end ``done``, has no response, has
+  HTTP status ≥ 400, or is an interrupted stream. **candidate error** — the replay has an
+  ``error_kind``, no response, HTTP status ≥ 400 (``candidate_error_kind`` is then
+  ``http_status`` if the replay layer left it unset), or is an interrupted stream stored
+  before the replay client applied the rule (``interrupted``). One rule
+  (:mod:`shadoweval.llm_protocol.interruption`): a 2xx stream without a finish_reason was
+  cut, never an empty or unfinished answer (an imported baseline is exempt: its table
+  records no finish reasons). ``*_interrupted`` and ``candidate_context_length`` say
+  why (:func:`~shadoweval.llm_protocol.interruption.failure_cause`); such failures are
+  infrastructure errors.
 * **empty** — no error, blank content (:func:`shadoweval.text.is_blank`: white space and
   invisible format characters such as U+200B only) and no tool calls.
 * **similarity** — cosine of :func:`side_text` of both sides
@@ -84,9 +90,11 @@ from shadoweval.compare.leakage import template_leaks
 from shadoweval.compare.request_view import RequestView, request_view
 from shadoweval.compare.similarity import EmbeddingCache, SimilarityResult, pairwise_similarity
 from shadoweval.compare.tool_calls import tool_call_flags
+from shadoweval.llm_protocol.interruption import failure_cause, response_interrupted
 from shadoweval.records import (
     Exchange,
     ExchangeOutcome,
+    FailureCause,
     FinishReason,
     FormatFlags,
     HarmKind,
@@ -317,6 +325,7 @@ def _score_one(
     base_resp, cand_resp = exchange.response, candidate.response
     base_error = _baseline_error(exchange)
     cand_error = _replay_error(candidate)
+    cand_cause = _replay_cause(candidate)
     view = request_view(exchange)
     structured = exchange.task_type in structured_task_types
     check_json = view.wants_json or structured
@@ -355,6 +364,9 @@ def _score_one(
         baseline_infra_error=base_error and _baseline_infra_error(exchange),
         candidate_infra_error=_replay_infra_error(candidate),
         candidate_error_kind=_candidate_error_kind(candidate),
+        baseline_interrupted=_baseline_interrupted(exchange),
+        candidate_interrupted=cand_error and cand_cause is FailureCause.INTERRUPTED,
+        candidate_context_length=cand_error and cand_cause is FailureCause.CONTEXT_LENGTH,
         baseline_empty=not base_error and is_blank(base_text),
         candidate_empty=not cand_error and is_blank(cand_text),
         baseline_finish_reason=_finish(base_resp),
@@ -415,17 +427,41 @@ def _failed_status(response: ResponseRecord | None) -> bool:
     return response is None or response.status_code >= 400
 
 
+def _baseline_interrupted(exchange: Exchange) -> bool:
+    """The live answer was an interrupted stream (the rule on the stored record,
+    :func:`~shadoweval.llm_protocol.interruption.response_interrupted`); never for an
+    imported baseline, whose table records no finish reason for any row."""
+    return not _imported(exchange) and response_interrupted(exchange.response) is not None
+
+
 def _baseline_error(exchange: Exchange) -> bool:
-    return exchange.outcome != ExchangeOutcome.DONE or _failed_status(exchange.response)
+    return (
+        exchange.outcome != ExchangeOutcome.DONE
+        or _failed_status(exchange.response)
+        or _baseline_interrupted(exchange)
+    )
+
+
+def _replay_cause(outcome: ReplayOutcome) -> FailureCause | None:
+    """Why the replay failed, where the interruption rule or the message says more than
+    its error kind (:func:`~shadoweval.llm_protocol.interruption.failure_cause`)."""
+    return failure_cause(outcome.error_kind, outcome.response, outcome.error_detail)
 
 
 def _replay_error(outcome: ReplayOutcome) -> bool:
-    return outcome.error_kind is not None or _failed_status(outcome.response)
+    """The replay failed: an error kind, no response, HTTP ≥ 400, or a stored 2xx stream
+    that the interruption rule finds cut (stored before the replay client applied it)."""
+    return (
+        outcome.error_kind is not None
+        or _failed_status(outcome.response)
+        or response_interrupted(outcome.response) is not None
+    )
 
 
 def _baseline_infra_error(exchange: Exchange) -> bool:
-    """The live request was cancelled, timed out upstream, or got 408/429/5xx."""
-    if exchange.outcome is ExchangeOutcome.CANCELLED:
+    """The live request was cancelled, timed out upstream, got 408/429/5xx, or was an
+    interrupted stream."""
+    if exchange.outcome is ExchangeOutcome.CANCELLED or _baseline_interrupted(exchange):
         return True
     response = exchange.response
     if response is None:
@@ -434,8 +470,12 @@ def _baseline_infra_error(exchange: Exchange) -> bool:
 
 
 def _replay_infra_error(outcome: ReplayOutcome) -> bool:
+    """An infrastructure failure (:func:`~shadoweval.records.is_infra_failure`), an
+    interruption, or a failure at the context length (the gate's policy decides whose)."""
     status = outcome.response.status_code if outcome.response is not None else None
-    return _replay_error(outcome) and is_infra_failure(outcome.error_kind, status)
+    return _replay_error(outcome) and (
+        is_infra_failure(outcome.error_kind, status) or _replay_cause(outcome) is not None
+    )
 
 
 def _candidate_error_kind(candidate: ReplayOutcome) -> ReplayErrorKind | None:
@@ -443,6 +483,8 @@ def _candidate_error_kind(candidate: ReplayOutcome) -> ReplayErrorKind | None:
         return candidate.error_kind
     if candidate.response is not None and candidate.response.status_code >= 400:
         return ReplayErrorKind.HTTP_STATUS
+    if response_interrupted(candidate.response) is not None:
+        return ReplayErrorKind.INTERRUPTED
     return None
 
 

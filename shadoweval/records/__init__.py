@@ -18,9 +18,13 @@ from shadoweval.records.base import (
     utc_now,
 )
 from shadoweval.records.enums import (
+    CONTEXT_LENGTH_WORDS,
+    INTERRUPTED_WORDS,
+    INTERRUPTION_BURST_SHARE,
     CheckOutcome,
     Decision,
     ExchangeOutcome,
+    FailureCause,
     FinishReason,
     ReplayErrorKind,
     ReplayTarget,
@@ -84,8 +88,11 @@ from shadoweval.records.verdicts import (
 )
 
 __all__ = [
+    "CONTEXT_LENGTH_WORDS",
     "INFRA_HTTP_STATUSES",
     "INT64_MAX",
+    "INTERRUPTED_WORDS",
+    "INTERRUPTION_BURST_SHARE",
     "MAX_EXCHANGE_ID_CHARS",
     "MIN_RATE_STARTS",
     "POOLED",
@@ -99,6 +106,7 @@ __all__ = [
     "Decision",
     "Exchange",
     "ExchangeOutcome",
+    "FailureCause",
     "FinishReason",
     "FormatFlags",
     "HarmKind",

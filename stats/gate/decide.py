@@ -41,10 +41,10 @@ def _line(check: Check) -> str:
 def _infra_headline(judged: Sequence[GateJudged]) -> str:
     where = ", ".join(_label(j.check.task_type) for j in judged if j.run_blocked)
     return (
-        f"infrastructure: {INFRA_FAILED} (timeouts, connection errors, HTTP 408/429/5xx or "
-        f"undecodable responses: {INFRA_METRIC} FAIL in {where}); model quality could not "
-        "be judged on those pairs: HOLD, never ROLLBACK, for infrastructure errors; fix the "
-        "candidate's serving and replay again"
+        f"infrastructure: {INFRA_FAILED} (timeouts, connection errors, HTTP 408/429/5xx, "
+        f"interrupted streams or undecodable responses: {INFRA_METRIC} FAIL in {where}); "
+        "model quality could not be judged on those pairs: HOLD, never ROLLBACK, for "
+        "infrastructure errors; fix the candidate's serving and replay again"
     )
 
 
@@ -145,6 +145,7 @@ def _decide(
     window: tuple[float, str | None],
     changes: ChangeResult,
     extra_notes: list[str] | None = None,
+    causes: list[str] | None = None,
 ) -> tuple[Decision, list[str], int]:
     """The decision, its reasons, and how many leading reasons say why the run is blocked
     (invalid run, failing infrastructure) or decided a HOLD.
@@ -153,17 +154,22 @@ def _decide(
     ROLLBACK; for a HOLD the validity or infrastructure problem, else the degenerate
     noise floor, else the failed report-and-block checks, then the open blocking checks
     (data problems, unmet margins, net harm to judge, too few pairs) and the observation
-    window; for a PROMOTE the count of passed blocking checks.
+    window; for a PROMOTE the count of passed blocking checks. ``causes`` (interrupted
+    streams, the candidate's context length: :mod:`shadoweval.stats.gate.causes`) follow
+    the infrastructure headline when the infrastructure check failed, else lead the notes.
     """
     found = findings(judged, lambda j: _line(j.check))
     notes = _notes(judged, policy, extra_notes or [])
+    causes = causes or []
     degenerate = [changes.degenerate.describe()] if changes.degenerate is not None else []
     span, window_problem = window
     blocked = list(validity)
     if found.blocked:
         # An infrastructure failure makes the run unjudgeable, like low coverage: HOLD;
         # only a significant critical harm on the pairs both sides answered rolls back.
-        blocked += [_infra_headline(judged), *found.blocked]
+        blocked += [_infra_headline(judged), *causes, *found.blocked]
+    else:
+        notes = [*causes, *notes]
     decided = decide(
         Findings(
             harms=found.harms,
