@@ -91,7 +91,8 @@ class ReplayReport:
     count); ``rate_shortfall`` when it is below 95% of the asked rate
     (:attr:`~shadoweval.records.ReplayPass.shortfall`).
 
-    Interruptions: ``concurrency`` the most requests in flight; per target, ``streamed``
+    Interruptions: ``concurrency`` the requests in flight at most (``--concurrency``); per
+    target, ``streamed``
     counts the streamed replays that came back and ``interrupted`` those that were an
     interrupted stream (``error_kind interrupted``); :meth:`interruption_advice` says to
     lower ``--concurrency`` when a burst of them shows a server that interrupts running

@@ -90,9 +90,9 @@ class ReplayPass(_Record):
     the start rate of the measured (not warm-up, not skipped) requests, (n − 1) / (last
     start − first start); ``None`` with fewer than 2. ``warmup_starts``: warm-up requests,
     sent and completed before the first measured one of their target. ``concurrency``:
-    the most requests the pass had in flight (``None``: not recorded); ``streamed`` and
-    ``interrupted``: per target, the streamed replays sent and those that were an
-    interrupted stream (:meth:`interruption_advice`).
+    the replay's ``--concurrency``, requests in flight at most (``None``: not recorded);
+    ``streamed`` and ``interrupted``: per target, the streamed replays sent and those that
+    were an interrupted stream (:meth:`interruption_advice`).
     """
 
     source: Literal["capture_log", "kafka"]
