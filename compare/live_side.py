@@ -23,6 +23,7 @@ from shadoweval.compare.harms import (
 )
 from shadoweval.compare.pair import request_view, side_text
 from shadoweval.compare.tool_calls import tool_call_flags
+from shadoweval.llm_protocol.interruption import response_interrupted
 from shadoweval.pair_flags import format_ok
 from shadoweval.records import Exchange, ExchangeOutcome, HarmKind, is_infra_status
 from shadoweval.text import is_blank
@@ -34,11 +35,13 @@ __all__ = ["LiveSideFacts", "live_side_facts"]
 class LiveSideFacts:
     """What one live answer shows on its own.
 
-    ``error``: the request failed (not ``done``, no response, or status ≥ 400);
-    ``infra_error``: the failure was the infrastructure's (cancelled, 408/429/5xx, no
-    response); ``format_expected``: JSON was asked for, tools were offered or the task
-    type is structured; ``format_ok``: ``None`` when not applicable (no format expected,
-    or an infrastructure error), else whether the answer parsed; ``harms``: the harm
+    ``error``: the request failed (not ``done``, no response, status ≥ 400, or an
+    interrupted stream: :mod:`shadoweval.llm_protocol.interruption`, the rule the pair
+    scorer applies); ``infra_error``: the failure was the infrastructure's (cancelled,
+    408/429/5xx, no response, an interrupted stream); ``format_expected``: JSON was asked
+    for, tools were offered or the task type is structured; ``format_ok``: ``None`` when
+    not applicable (no format expected, or an infrastructure error), else whether the
+    answer parsed; ``harms``: the harm
     detectors that fired (empty for a failed request); ``e2e_ms``/``ttft_ms``:
     milliseconds, ``None`` when unknown, when the request failed, or when a cache
     answered (``cache_hit``); ``status_code``: ``None`` without a response.
@@ -75,9 +78,14 @@ def live_side_facts(
     """
     response = exchange.response
     status = response.status_code if response is not None else None
+    interrupted = response_interrupted(response) is not None
     error = exchange.outcome != ExchangeOutcome.DONE or status is None or status >= 400
+    error = error or interrupted
     infra = error and (
-        exchange.outcome is ExchangeOutcome.CANCELLED or status is None or is_infra_status(status)
+        exchange.outcome is ExchangeOutcome.CANCELLED
+        or status is None
+        or is_infra_status(status)
+        or interrupted
     )
     view = request_view(exchange)
     structured = exchange.task_type in structured_task_types

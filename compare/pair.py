@@ -15,7 +15,12 @@ in its own error-rate check.
   layer left it unset). **candidate infrastructure error** — the environment's failure,
   not the model's (:mod:`shadoweval.records.environment`): timeout, connection, undecodable
   body, HTTP 408/429/5xx or 401/403/404/405/407, a rejection repeated on most requests
-  (``PairInput.repeated_rejection``), or a failure the baseline replica shares.
+  (``PairInput.repeated_rejection``), or a failure the baseline replica shares. An
+  interrupted stream (either side) is an error too, and infrastructure. One rule
+  (:mod:`shadoweval.llm_protocol.interruption`): a 2xx stream without a finish_reason was
+  cut, never an empty or unfinished answer (an imported baseline is exempt: its table
+  records no finish reasons). ``*_interrupted`` and ``candidate_context_length`` say
+  why (:func:`~shadoweval.llm_protocol.interruption.failure_cause`).
 * **empty** — no error, blank content (:func:`shadoweval.text.is_blank`: white space and
   invisible format characters such as U+200B only) and no tool calls.
 * **similarity** — cosine of :func:`side_text` of both sides
@@ -87,9 +92,11 @@ from shadoweval.compare.leakage import template_leaks
 from shadoweval.compare.request_view import RequestView, request_view
 from shadoweval.compare.similarity import EmbeddingCache, SimilarityResult, pairwise_similarity
 from shadoweval.compare.tool_calls import tool_call_flags
+from shadoweval.llm_protocol.interruption import failure_cause, response_interrupted
 from shadoweval.records import (
     Exchange,
     ExchangeOutcome,
+    FailureCause,
     FinishReason,
     FormatFlags,
     HarmKind,
@@ -323,6 +330,7 @@ def _score_one(
     base_resp, cand_resp = exchange.response, candidate.response
     base_error = _baseline_error(exchange)
     cand_error = _replay_error(candidate)
+    cand_cause = _replay_cause(candidate)
     view = request_view(exchange)
     structured = exchange.task_type in structured_task_types
     check_json = view.wants_json or structured
@@ -361,6 +369,9 @@ def _score_one(
         baseline_infra_error=base_error and _baseline_infra_error(exchange),
         candidate_infra_error=_candidate_environment_error(item),
         candidate_error_kind=_candidate_error_kind(candidate),
+        baseline_interrupted=_baseline_interrupted(exchange),
+        candidate_interrupted=cand_error and cand_cause is FailureCause.INTERRUPTED,
+        candidate_context_length=cand_error and cand_cause is FailureCause.CONTEXT_LENGTH,
         baseline_empty=not base_error and is_blank(base_text),
         candidate_empty=not cand_error and is_blank(cand_text),
         baseline_finish_reason=_finish(base_resp),
@@ -421,17 +432,41 @@ def _failed_status(response: ResponseRecord | None) -> bool:
     return response is None or response.status_code >= 400
 
 
+def _baseline_interrupted(exchange: Exchange) -> bool:
+    """The live answer was an interrupted stream (the rule on the stored record,
+    :func:`~shadoweval.llm_protocol.interruption.response_interrupted`); never for an
+    imported baseline, whose table records no finish reason for any row."""
+    return not _imported(exchange) and response_interrupted(exchange.response) is not None
+
+
 def _baseline_error(exchange: Exchange) -> bool:
-    return exchange.outcome != ExchangeOutcome.DONE or _failed_status(exchange.response)
+    return (
+        exchange.outcome != ExchangeOutcome.DONE
+        or _failed_status(exchange.response)
+        or _baseline_interrupted(exchange)
+    )
+
+
+def _replay_cause(outcome: ReplayOutcome) -> FailureCause | None:
+    """Why the replay failed, where the interruption rule or the message says more than
+    its error kind (:func:`~shadoweval.llm_protocol.interruption.failure_cause`)."""
+    return failure_cause(outcome.error_kind, outcome.response, outcome.error_detail)
 
 
 def _replay_error(outcome: ReplayOutcome) -> bool:
-    return outcome.error_kind is not None or _failed_status(outcome.response)
+    """The replay failed: an error kind, no response, HTTP ≥ 400, or a stored 2xx stream
+    that the interruption rule finds cut (stored before the replay client applied it)."""
+    return (
+        outcome.error_kind is not None
+        or _failed_status(outcome.response)
+        or response_interrupted(outcome.response) is not None
+    )
 
 
 def _baseline_infra_error(exchange: Exchange) -> bool:
-    """The live request was cancelled, timed out upstream, or got 408/429/5xx."""
-    if exchange.outcome is ExchangeOutcome.CANCELLED:
+    """The live request was cancelled, timed out upstream, got 408/429/5xx, or was an
+    interrupted stream."""
+    if exchange.outcome is ExchangeOutcome.CANCELLED or _baseline_interrupted(exchange):
         return True
     response = exchange.response
     if response is None:
@@ -440,8 +475,12 @@ def _baseline_infra_error(exchange: Exchange) -> bool:
 
 
 def _replay_infra_error(outcome: ReplayOutcome) -> bool:
+    """An infrastructure failure (:func:`~shadoweval.records.is_infra_failure`), an
+    interruption, or a failure at the context length (the gate's policy decides whose)."""
     status = outcome.response.status_code if outcome.response is not None else None
-    return _replay_error(outcome) and is_infra_failure(outcome.error_kind, status)
+    return _replay_error(outcome) and (
+        is_infra_failure(outcome.error_kind, status) or _replay_cause(outcome) is not None
+    )
 
 
 def _candidate_environment_error(item: PairInput) -> bool:
@@ -465,6 +504,8 @@ def _candidate_error_kind(candidate: ReplayOutcome) -> ReplayErrorKind | None:
         return candidate.error_kind
     if candidate.response is not None and candidate.response.status_code >= 400:
         return ReplayErrorKind.HTTP_STATUS
+    if response_interrupted(candidate.response) is not None:
+        return ReplayErrorKind.INTERRUPTED
     return None
 
 

@@ -10,7 +10,9 @@ results. A connection the server had closed while idle is discarded before use, 
 written to; a request already written is never retried.
 
 Failures are data: every call returns a :class:`ReplayResult`, with ``error_kind`` set
-(``timeout``, ``connect``, ``http_status``, ``decode``) when no usable response came back.
+(``timeout``, ``connect``, ``http_status``, ``decode``, ``interrupted``: a 200 stream cut
+before its ``finish_reason``, :mod:`shadoweval.llm_protocol.interruption`) when no usable
+response came back.
 Only connection *establishment* errors are retried (the request never reached the model,
 so a retry cannot duplicate work), with exponential backoff and jitter. The whole request
 — headers and every body byte — is bounded by ``timeout_s`` (``asyncio.timeout``), so a
@@ -376,6 +378,7 @@ class CandidateClient(AsyncLifecycle):
             result.error_message is not None
             or result.decode_errors > 0
             or (result.events == 0 and not result.done_seen)
+            or result.interruption() is not None
         )
         body: str | None = None
         if self.keep_raw_body or failed:  # a failed stream is always kept, for diagnosis
@@ -391,12 +394,16 @@ class CandidateClient(AsyncLifecycle):
                 f"error event in stream (HTTP {status_code}): {result.error_message}",
                 attempt,
             )
+        kind = None
         if result.decode_errors or (result.events == 0 and not result.done_seen):
-            detail = _decode_detail(result)
-            # The record says why, as the capture side's record of the same stream does.
-            record = record.model_copy(update={"error_message": detail})
-            return ReplayResult(record, timings, ReplayErrorKind.DECODE, detail, attempt)
-        return ReplayResult(record, timings, None, None, attempt)
+            kind, detail = ReplayErrorKind.DECODE, _decode_detail(result)
+        elif (cut := result.interruption()) is not None:  # HTTP 200, cut: never an answer
+            kind, detail = ReplayErrorKind.INTERRUPTED, cut.detail
+        if kind is None:
+            return ReplayResult(record, timings, None, None, attempt)
+        # The record says why, as the capture side's record of the same stream does.
+        record = record.model_copy(update={"error_message": detail})
+        return ReplayResult(record, timings, kind, detail, attempt)
 
     async def _read_body(
         self, response: httpx.Response, headers: tuple[HeaderPair, ...], start_ns: int, attempt: int

@@ -97,6 +97,13 @@ class ReplayReport:
     ``measured_starts`` starts (warm-up requests, ``warmup_starts``, and skips do not
     count); ``rate_shortfall`` when it is below 95% of the asked rate
     (:attr:`~shadoweval.records.ReplayPass.shortfall`).
+
+    Interruptions: ``concurrency`` the requests in flight at most (``--concurrency``); per
+    target, ``streamed``
+    counts the streamed replays that came back and ``interrupted`` those that were an
+    interrupted stream (``error_kind interrupted``); :meth:`interruption_advice` says to
+    lower ``--concurrency`` when a burst of them shows a server that interrupts running
+    streams (:meth:`~shadoweval.records.ReplayPass.interruption_advice`).
     """
 
     run_id: str
@@ -122,6 +129,9 @@ class ReplayReport:
     asked_rate_per_s: float | None = None
     measured_starts: int = 0
     warmup_starts: int = 0
+    concurrency: int | None = None
+    streamed: Counter[str] = field(default_factory=Counter)
+    interrupted: Counter[str] = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
         if self.pace is ReplayPace.UNPACED and self.target_rate_per_s is not None:
@@ -148,7 +158,15 @@ class ReplayReport:
             achieved_rate_per_s=self.achieved_rate_per_s,
             measured_starts=self.measured_starts,
             warmup_starts=self.warmup_starts,
+            concurrency=self.concurrency,
+            streamed=dict(self.streamed),
+            interrupted=dict(self.interrupted),
         )
+
+    def interruption_advice(self) -> str | None:
+        """Lower ``--concurrency`` or fix the server: a burst of interrupted streams under
+        concurrency (:meth:`~shadoweval.records.ReplayPass.interruption_advice`)."""
+        return self.replay_pass("capture_log").interruption_advice()
 
     @property
     def rate_shortfall(self) -> bool:
@@ -170,6 +188,10 @@ class ReplayReport:
             self.errors[outcome.error_kind.value] += 1
         if outcome.response is not None and outcome.response.cache_hit:
             self.cache_hits[key] += 1
+        if outcome.response is not None and outcome.response.streamed:
+            self.streamed[key] += 1
+        if outcome.error_kind is ReplayErrorKind.INTERRUPTED:
+            self.interrupted[key] += 1
 
     def as_dict(self) -> dict[str, object]:
         """A JSON-ready view."""
@@ -198,6 +220,10 @@ class ReplayReport:
             "measured_starts": self.measured_starts,
             "warmup_starts": self.warmup_starts,
             "rate_shortfall": self.rate_shortfall,
+            "concurrency": self.concurrency,
+            "streamed": dict(self.streamed),
+            "interrupted": dict(self.interrupted),
+            "interruption_advice": self.interruption_advice(),
         }
 
 

@@ -191,6 +191,7 @@ class KafkaReplayWorker(_PartitionBook, Lifecycle):
             target_rate_per_s=rate_per_s,
             pace=pace,
             pace_speed=pace_speed if capture else None,
+            concurrency=concurrency,
         )
         self.buffered = 0
         consumer.on_revoked = self._on_revoked

@@ -137,6 +137,7 @@ class ReplayRunner:
             target_rate_per_s=self.rate_per_s,
             pace=self.pace,
             pace_speed=self.pace_speed if self.pace is ReplayPace.CAPTURE else None,
+            concurrency=self.concurrency,
         )
         done = {spec.target: await self._done(spec.target, report) for spec in self.targets}
         bar = Progress(

@@ -83,10 +83,14 @@ FACT_BITS: dict[str, int] = {
             "baseline_cache_hit",
             "candidate_cache_hit",
             "candidate_warmup",
+            "baseline_interrupted",
+            "candidate_interrupted",
+            "candidate_context_length",
         )
     )
 }
-"""Bit of each boolean :class:`~shadoweval.records.PairScore` field in ``bits``."""
+"""Bit of each boolean :class:`~shadoweval.records.PairScore` field in ``bits`` (append new
+fields only: a row packed before a field existed reads it as false, its default)."""
 
 FLOAT_FACTS: tuple[str, ...] = (
     "similarity",

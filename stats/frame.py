@@ -102,6 +102,9 @@ PAIRS_COLUMNS: dict[str, str] = {
     "candidate_fail": "bool",
     "baseline_infra_error": "bool",
     "candidate_infra_error": "bool",
+    "baseline_interrupted": "bool",
+    "candidate_interrupted": "bool",
+    "candidate_context_length": "bool",
     "format_expected": "bool",
     "baseline_format_ok": "float64",
     "candidate_format_ok": "float64",
@@ -144,6 +147,11 @@ The direction columns (issue 11):
   (``PairScore.*_harms``; false on an errored side). ``*_harm_runaway_length`` also holds
   when the side's answer is longer than the task type's ``harm.length_ratio_max`` times
   the other side's and at least ``harm.min_runaway_chars`` characters.
+* ``baseline_interrupted`` / ``candidate_interrupted``: that side was an interrupted
+  stream (HTTP 200 cut before its finish_reason; infrastructure);
+  ``candidate_context_length``: the candidate failed at its context window. Under
+  ``infra_error_rate.context_length: rollback`` such a pair is the candidate's failure
+  (``candidate_fail``), not an infrastructure error.
 * ``baseline_output_chars`` / ``candidate_output_chars``: answer length in characters
   (``PairScore.output_chars``), NaN when unknown.
 * ``uncovered_scripts``: the scripts of the pair's answers that the embedding model is not
@@ -248,7 +256,8 @@ def pairs_frame(
         if flag is None:
             flag = effective(policy, score.task_type).format_parse.success_flag
             flags_by_type[score.task_type] = flag
-        for name, value in _row(score, flag, judged.get(score.exchange_id)).items():
+        row = _row(score, flag, judged.get(score.exchange_id), _context_rollback(policy))
+        for name, value in row.items():
             columns[name].append(value)
         base_harms.append(_bits(score.baseline_harms, _HARM_BIT) if score.baseline_harms else 0)
         cand_harms.append(_bits(score.candidate_harms, _HARM_BIT) if score.candidate_harms else 0)
@@ -263,10 +272,20 @@ def pairs_frame(
     return frame.reset_index(drop=True)
 
 
-def _row(score: PairScore, flag: SuccessFlag, judgement: PairJudgement | None) -> dict[str, object]:
+def _context_rollback(policy: GatePolicy) -> bool:
+    """The policy counts failures at the candidate's context length as the candidate's
+    errors (``infra_error_rate.context_length: rollback``), not as infrastructure."""
+    return policy.infra_error_rate.context_length == "rollback"
+
+
+def _row(
+    score: PairScore, flag: SuccessFlag, judgement: PairJudgement | None, context_rollback: bool
+) -> dict[str, object]:
     """One pair's values of the :data:`PAIRS_COLUMNS` that are not flag columns."""
     baseline_infra = score.baseline_infra_error
-    candidate_infra = score.candidate_infra_error
+    candidate_infra = score.candidate_infra_error and not (
+        context_rollback and score.candidate_context_length
+    )
     quality, source = _quality(judgement)
     baseline_format_ok, candidate_format_ok = format_ok_pair(score, flag)
     return {
@@ -281,6 +300,9 @@ def _row(score: PairScore, flag: SuccessFlag, judgement: PairJudgement | None) -
         "candidate_fail": (score.candidate_error or score.candidate_empty) and not candidate_infra,
         "baseline_infra_error": baseline_infra,
         "candidate_infra_error": candidate_infra,
+        "baseline_interrupted": score.baseline_interrupted,
+        "candidate_interrupted": score.candidate_interrupted,
+        "candidate_context_length": score.candidate_context_length,
         "format_expected": score.format_expected,
         "baseline_format_ok": baseline_format_ok,
         "candidate_format_ok": candidate_format_ok,
@@ -450,10 +472,14 @@ def _fact_columns(
     columns["streamed"] = bit("streamed")
     base_infra = bit("baseline_infra_error")
     cand_infra = bit("candidate_infra_error")
+    if _context_rollback(policy):
+        cand_infra = cand_infra & ~bit("candidate_context_length")
     columns["baseline_fail"] = (bit("baseline_error") | bit("baseline_empty")) & ~base_infra
     columns["candidate_fail"] = (bit("candidate_error") | bit("candidate_empty")) & ~cand_infra
     columns["baseline_infra_error"] = base_infra
     columns["candidate_infra_error"] = cand_infra
+    for name in ("baseline_interrupted", "candidate_interrupted", "candidate_context_length"):
+        columns[name] = bit(name)
     columns["format_expected"] = bit("format_expected")
     flag_index = np.array(
         [

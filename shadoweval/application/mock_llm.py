@@ -16,7 +16,12 @@ from starlette.applications import Starlette
 
 from shadoweval.application.importing import TableSource, load_table
 from shadoweval.errors import ShadowEvalError
-from shadoweval.simulation.mock_llm import FaultConfig, create_app, parse_latency_profile
+from shadoweval.simulation.mock_llm import (
+    FaultConfig,
+    StreamCuts,
+    create_app,
+    parse_latency_profile,
+)
 
 __all__ = ["MockLlm", "MockLlmRequest", "build_mock_llm", "serve_mock_llm"]
 
@@ -41,6 +46,11 @@ class MockLlmRequest:
         hang_rate: share accepted and never answered.
         malformed_rate: share whose body or chunk is not JSON.
         html_rate: share answered by a 502 ``text/html`` proxy page.
+        interrupt_running: cut a running stream (``[DONE]``, no finish chunk) when a new
+            request arrives, as llama-cpp-python's ``interrupt_requests`` does.
+        context_tokens: a context window in the mock's tokens, as llama.cpp's ``n_ctx``
+            (a longer prompt: HTTP 500; a stream past it: cut without finish or
+            ``[DONE]``); ``None``: none.
     """
 
     table: TableSource
@@ -52,6 +62,8 @@ class MockLlmRequest:
     hang_rate: float = 0.0
     malformed_rate: float = 0.0
     html_rate: float = 0.0
+    interrupt_running: bool = False
+    context_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +93,8 @@ def build_mock_llm(request: MockLlmRequest) -> MockLlm:
             RecordDecodeError), it has no usable rows, or an unknown latency profile
             (ConfigError).
         FileNotFoundError: no table at ``request.table.input``.
-        pydantic.ValidationError: a fault rate out of [0, 1], or rates summing over 1.
+        pydantic.ValidationError: a fault rate out of [0, 1], or rates summing over 1; a
+            ``context_tokens`` below 1.
     """
     loaded = load_table(request.table)
     if not loaded.rows:
@@ -102,6 +115,9 @@ def build_mock_llm(request: MockLlmRequest) -> MockLlm:
         seed=request.seed,
         model_name=name,
         time_scale=request.time_scale,
+        cuts=StreamCuts(
+            interrupt_running=request.interrupt_running, context_tokens=request.context_tokens
+        ),
     )
     return MockLlm(
         app=app,

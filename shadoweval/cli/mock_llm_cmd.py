@@ -66,6 +66,24 @@ def mock_llm_command(
         float, _fault_rate("--malformed-rate", "Body/chunk that is not JSON.")
     ] = 0.0,
     html_rate: Annotated[float, _fault_rate("--html-rate", "502 text/html proxy page.")] = 0.0,
+    interrupt_running: Annotated[
+        bool,
+        typer.Option(
+            "--interrupt-running/--no-interrupt-running",
+            help="Cut a running stream ([DONE], no finish chunk) when a new request arrives, "
+            "as llama-cpp-python's interrupt_requests does.",
+            rich_help_panel=_F,
+        ),
+    ] = False,
+    context_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--context-tokens",
+            help="A context window in mock tokens, as llama.cpp's n_ctx: a longer prompt gets "
+            "HTTP 500; a stream past it is cut without finish chunk or [DONE].",
+            rich_help_panel=_F,
+        ),
+    ] = None,
 ) -> None:
     from pydantic import ValidationError
     from rich.console import Console
@@ -85,6 +103,8 @@ def mock_llm_command(
                 hang_rate=hang_rate,
                 malformed_rate=malformed_rate,
                 html_rate=html_rate,
+                interrupt_running=interrupt_running,
+                context_tokens=context_tokens,
             )
         )
     console.print(
@@ -92,6 +112,8 @@ def mock_llm_command(
         f"{server.model_name!r} on http://{host}:{port}/v1 — latency {server.latency}, "
         f"time scale {time_scale:g}, faults error={error_rate:g} hang={hang_rate:g} "
         f"malformed={malformed_rate:g} html={html_rate:g}, seed {seed}"
+        + ("; interrupts running streams" if interrupt_running else "")
+        + (f"; context window {context_tokens} tokens" if context_tokens else "")
         + (f"; {server.rejected} table rows rejected" if server.rejected else ""),
         highlight=False,
     )

@@ -278,15 +278,20 @@ def load_text(counts: Mapping[str, Any]) -> str:
 
 
 def load_warnings(counts: Mapping[str, Any]) -> list[str]:
-    """The warning a replay's JSON counts call for: its measured requests started below
-    95% of the asked rate (``rate_shortfall``)."""
-    if not counts.get("rate_shortfall"):
-        return []
-    return [
-        f"replay load: the measured requests started at {load_text(counts)} (below 95% of "
-        "the asked rate): the latency checks will say they were measured under a different "
-        "load; lower --rate, raise --concurrency, or check the target"
-    ]
+    """The warnings a replay's JSON counts call for: a server that interrupts running
+    streams under concurrency (``interruption_advice``), and measured requests that
+    started below 95% of the asked rate (``rate_shortfall``)."""
+    warnings: list[str] = []
+    advice = counts.get("interruption_advice")
+    if advice:
+        warnings.append(f"replay interruptions: {advice}")
+    if counts.get("rate_shortfall"):
+        warnings.append(
+            f"replay load: the measured requests started at {load_text(counts)} (below 95% "
+            "of the asked rate): the latency checks will say they were measured under a "
+            "different load; lower --rate, raise --concurrency, or check the target"
+        )
+    return warnings
 
 
 def print_warnings(console: Console, warnings: list[str] | tuple[str, ...]) -> None:

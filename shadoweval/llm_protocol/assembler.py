@@ -43,6 +43,11 @@ import orjson
 from pydantic import ValidationError
 
 from shadoweval.llm_protocol.finish_reason import normalize_finish_reason
+from shadoweval.llm_protocol.interruption import (
+    Interruption,
+    output_chars,
+    stream_interruption,
+)
 from shadoweval.llm_protocol.latency import summarize_itl as summarize_itl
 from shadoweval.llm_protocol.latency import tpot_ms
 from shadoweval.llm_protocol.models import (
@@ -93,7 +98,8 @@ class AssembledResponse:
     :func:`parse_completion_body`.
 
     ``decode_errors`` counts events or bodies that were not valid JSON chunks;
-    ``done_seen`` tells whether ``data: [DONE]`` arrived; ``itl_ms`` lists inter-token
+    ``done_seen`` tells whether ``data: [DONE]`` arrived, ``finish_seen`` whether a choice
+    carried a non-null ``finish_reason``; ``itl_ms`` lists inter-token
     latencies in milliseconds; ``ttfc_ms`` is the time to first visible content (module
     doc), ``None`` for a stream that carried none.
     """
@@ -116,11 +122,25 @@ class AssembledResponse:
     e2e_ms: float | None
     itl_ms: tuple[float, ...]
     ttfc_ms: float | None = None
+    finish_seen: bool = False
 
     @property
     def is_empty(self) -> bool:
         """True when the response carries neither text nor tool calls."""
         return not (self.text or "").strip() and not self.tool_calls
+
+    def interruption(self) -> Interruption | None:
+        """The stream's :class:`~shadoweval.llm_protocol.interruption.Interruption`: cut
+        before its ``finish_reason``
+        (:func:`~shadoweval.llm_protocol.interruption.stream_interruption`); ``None`` for a
+        finished stream, a non-streamed body, or one with an error event."""
+        if not self.streamed or self.error_message is not None:
+            return None
+        return stream_interruption(
+            output_chars=output_chars(self.text, self.reasoning_text, self.tool_calls),
+            finish_seen=self.finish_seen,
+            done_seen=self.done_seen,
+        )
 
     def timings(self) -> Timings:
         """Return the measured :class:`Timings` (TPOT from reported completion tokens)."""
@@ -490,6 +510,7 @@ class ChatStreamAssembler:
             e2e_ms=self._ms(self._token_ns[-1]) if self._token_ns else None,
             itl_ms=itl,
             ttfc_ms=self._ms(self._content_ns),
+            finish_seen=any(c.finish_seen for c in self._choices.values()),
         )
 
 
@@ -564,4 +585,5 @@ def parse_completion_body(
         e2e_ms=e2e_ms,
         itl_ms=(),
         ttfc_ms=e2e_ms,
+        finish_seen=first.finish_reason is not None,
     )

@@ -20,9 +20,13 @@ from shadoweval.records.base import (
     utc_now,
 )
 from shadoweval.records.enums import (
+    CONTEXT_LENGTH_WORDS,
+    INTERRUPTED_WORDS,
+    INTERRUPTION_BURST_SHARE,
     CheckOutcome,
     Decision,
     ExchangeOutcome,
+    FailureCause,
     FinishReason,
     ReplayErrorKind,
     ReplayTarget,
@@ -97,8 +101,11 @@ from shadoweval.records.verdicts import (
 __all__ = [
     "CANARY_OBSERVATION_COLUMNS",
     "CONFIG_HTTP_STATUSES",
+    "CONTEXT_LENGTH_WORDS",
     "INFRA_HTTP_STATUSES",
     "INT64_MAX",
+    "INTERRUPTED_WORDS",
+    "INTERRUPTION_BURST_SHARE",
     "LIVE_ANSWER_COLUMNS",
     "MAX_EXCHANGE_ID_CHARS",
     "MIN_RATE_STARTS",
@@ -115,6 +122,7 @@ __all__ = [
     "EnvironmentFailure",
     "Exchange",
     "ExchangeOutcome",
+    "FailureCause",
     "FinishReason",
     "FormatFlags",
     "HarmKind",

@@ -60,6 +60,31 @@ class ReplayErrorKind(enum.StrEnum):
     HTTP_STATUS = "http_status"
     DECODE = "decode"
     SKIPPED = "skipped"
+    INTERRUPTED = "interrupted"
+    """HTTP 200, but the stream was cut before its ``finish_reason``
+    (:mod:`shadoweval.llm_protocol.interruption`): infrastructure, never an empty answer."""
+
+
+INTERRUPTED_WORDS = "interrupted stream (HTTP 200, cut before its finish_reason)"
+"""How every reason names an interruption (replay detail, compare, gate, canary)."""
+CONTEXT_LENGTH_WORDS = "the candidate's context length"
+"""How every reason names a failure that the candidate's context window caused."""
+INTERRUPTION_BURST_SHARE = 0.2
+"""A replay target whose streamed replays were interrupted at least this often while the
+replay ran more than one request at a time has a server that interrupts running streams
+under concurrency (:meth:`shadoweval.records.ReplayPass.interruption_advice`)."""
+
+
+class FailureCause(enum.StrEnum):
+    """Why a side failed, where the failure says more than its error kind
+    (:func:`shadoweval.llm_protocol.interruption.failure_cause`)."""
+
+    INTERRUPTED = "interrupted"
+    """The server cut a 2xx stream before its ``finish_reason``: its setting (llama.cpp's
+    ``interrupt_requests``) or the replay's concurrency; infrastructure."""
+    CONTEXT_LENGTH = "context_length"
+    """The candidate's context window: a stream cut after content without a finish chunk
+    or ``[DONE]``, or an HTTP error naming the context length."""
 
 
 class Decision(enum.StrEnum):

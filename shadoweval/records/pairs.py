@@ -143,6 +143,12 @@ class PairScore(_Record):
     nothing about the model's quality and is gated separately; any other error
     (``*_error`` without ``*_infra_error``: the server rejected the request with another
     4xx) is the model's or its serving config's.
+    ``*_interrupted``: that side was an interrupted stream (HTTP 200, cut before its
+    ``finish_reason``; :mod:`shadoweval.llm_protocol.interruption`), an infrastructure
+    error; ``candidate_context_length``: the candidate failed at its own context window
+    (a stream cut after content without finish or ``[DONE]``, or an HTTP error naming the
+    context length), an infrastructure error that the gate's policy
+    (``infra_error_rate.context_length``) may count as the candidate's instead.
 
     Direction (:mod:`shadoweval.compare.harms`): ``baseline_harms`` / ``candidate_harms`` list the
     :class:`HarmKind` detectors that fired on each side (empty for an errored side);
@@ -181,6 +187,9 @@ class PairScore(_Record):
     baseline_infra_error: bool = False
     candidate_infra_error: bool = False
     candidate_error_kind: ReplayErrorKind | None = None
+    baseline_interrupted: bool = False
+    candidate_interrupted: bool = False
+    candidate_context_length: bool = False
     baseline_empty: bool = False
     candidate_empty: bool = False
     baseline_finish_reason: FinishReason = FinishReason.UNKNOWN
@@ -222,14 +231,26 @@ def is_infra_status(status_code: int) -> bool:
     )
 
 
+_INFRA_KINDS = frozenset(
+    {
+        ReplayErrorKind.TIMEOUT,
+        ReplayErrorKind.CONNECT,
+        ReplayErrorKind.DECODE,
+        ReplayErrorKind.INTERRUPTED,
+    }
+)
+
+
 def is_infra_failure(error_kind: ReplayErrorKind | None, status_code: int | None) -> bool:
     """Whether a failed replay failed for infrastructure reasons (reference failure case 11).
 
-    Timeouts, connection failures and undecodable bodies are infrastructure; an HTTP
-    failure is the environment's when :func:`is_infra_status` says so (408, 429, 5xx,
-    and the configuration statuses 401/403/404/405/407). A skipped replay is not a
-    failure at all (it was never sent). ``None`` kind with an infra status counts too.
+    Timeouts, connection failures, undecodable bodies and interrupted streams (HTTP 200
+    cut before a ``finish_reason``, :mod:`shadoweval.llm_protocol.interruption`) are
+    infrastructure; an HTTP failure is the environment's when :func:`is_infra_status` says
+    so (408, 429, 5xx, and the configuration statuses 401/403/404/405/407). A skipped
+    replay is not a failure at all (it was never sent). ``None`` kind with an infra
+    status counts too.
     """
-    if error_kind in (ReplayErrorKind.TIMEOUT, ReplayErrorKind.CONNECT, ReplayErrorKind.DECODE):
+    if error_kind in _INFRA_KINDS:
         return True
     return status_code is not None and is_infra_status(status_code)

@@ -16,6 +16,8 @@ from shadoweval.records.base import (
     utc_now,
 )
 from shadoweval.records.enums import (
+    INTERRUPTED_WORDS,
+    INTERRUPTION_BURST_SHARE,
     CheckOutcome,
     Decision,
 )
@@ -88,7 +90,10 @@ class ReplayPass(_Record):
     of the measured requests times ``pace_speed``; ``None`` unpaced. ``achieved_rate_per_s``:
     the start rate of the measured (not warm-up, not skipped) requests, (n − 1) / (last
     start − first start); ``None`` with fewer than 2. ``warmup_starts``: warm-up requests,
-    sent and completed before the first measured one of their target.
+    sent and completed before the first measured one of their target. ``concurrency``:
+    the replay's ``--concurrency``, requests in flight at most (``None``: not recorded);
+    ``streamed`` and ``interrupted``: per target, the streamed replays sent and those that
+    were an interrupted stream (:meth:`interruption_advice`).
     """
 
     source: Literal["capture_log", "kafka"]
@@ -98,7 +103,32 @@ class ReplayPass(_Record):
     achieved_rate_per_s: float | None = None
     measured_starts: int = 0
     warmup_starts: int = 0
+    concurrency: int | None = None
+    streamed: dict[str, int] = Field(default_factory=dict)
+    interrupted: dict[str, int] = Field(default_factory=dict)
     finished_at: AwareDatetime = Field(default_factory=utc_now)
+
+    def interruption_advice(self) -> str | None:
+        """What to do about a server that interrupts running streams under concurrency:
+        a target whose streamed replays were :data:`INTERRUPTED_WORDS` at least
+        :data:`INTERRUPTION_BURST_SHARE` of the time while ``concurrency`` > 1 (the worst
+        target named); ``None`` otherwise."""
+        if self.concurrency is None or self.concurrency <= 1:
+            return None
+        bursts = [
+            (cut / sent, target, cut, sent)
+            for target, sent in self.streamed.items()
+            if sent and (cut := self.interrupted.get(target, 0)) >= INTERRUPTION_BURST_SHARE * sent
+        ]
+        if not bursts:
+            return None
+        share, target, cut, sent = max(bursts)
+        return (
+            f"the {target} server interrupts running streams under concurrency: {cut} of "
+            f"{sent} streamed replays ({share:.0%}) were an {INTERRUPTED_WORDS} at "
+            f"--concurrency {self.concurrency}; lower --concurrency (to 1) or fix the "
+            "server setting (llama-cpp-python: --interrupt_requests False) and replay again"
+        )
 
     @property
     def shortfall(self) -> bool:
@@ -174,6 +204,14 @@ class Coverage(_Record):
             for route, counts in sorted(self.per_route.items())
             if counts.captured > 0 and counts.paired == 0
         }
+
+    def interruption_advice(self) -> str | None:
+        """The latest replay pass's :meth:`ReplayPass.interruption_advice` that has one."""
+        for replay_pass in reversed(self.replay_passes):
+            advice = replay_pass.interruption_advice()
+            if advice is not None:
+                return advice
+        return None
 
     def load_shortfalls(self) -> tuple[ReplayPass, ...]:
         """The replay passes whose measured requests started below the asked rate

@@ -52,10 +52,10 @@ def _infra_headline(
             "same run again (same --run-id): those requests are replayed again"
         )
     return (
-        f"infrastructure: {INFRA_FAILED} (timeouts, connection errors, HTTP 408/429/5xx or "
-        f"undecodable responses: {INFRA_METRIC} FAIL in {where}); model quality could not "
-        "be judged on those pairs: HOLD, never ROLLBACK, for infrastructure errors; fix the "
-        "candidate's serving and replay again"
+        f"infrastructure: {INFRA_FAILED} (timeouts, connection errors, HTTP 408/429/5xx, "
+        f"interrupted streams or undecodable responses: {INFRA_METRIC} FAIL in {where}); "
+        "model quality could not be judged on those pairs: HOLD, never ROLLBACK, for "
+        "infrastructure errors; fix the candidate's serving and replay again"
     )
 
 
@@ -169,6 +169,7 @@ def _decide(
     changes: ChangeResult,
     extra_notes: list[str] | None = None,
     environment: Sequence[EnvironmentFailure] = (),
+    causes: list[str] | None = None,
 ) -> tuple[Decision, list[str], int]:
     """The decision, its reasons, and how many leading reasons say why the run is blocked
     (invalid run, failing infrastructure) or decided a HOLD.
@@ -180,13 +181,16 @@ def _decide(
     window; for a PROMOTE the count of passed blocking checks. ``environment``: the
     candidate's failures of the environment by cause (issue 29), named in the
     infrastructure headline when ``infra_error_rate`` blocks the run, else in a note. A
-    cost guardrail that fails
-    where quality is significantly better holds instead of rolling back, its trade-off
-    leading the HOLD (:func:`shadoweval.stats.gate.trade_off.cost_trade_off`).
+    cost guardrail that fails where quality is significantly better holds instead of
+    rolling back, its trade-off leading the HOLD
+    (:func:`shadoweval.stats.gate.trade_off.cost_trade_off`). ``causes`` (interrupted
+    streams, the candidate's context length: :mod:`shadoweval.stats.gate.causes`) follow
+    the infrastructure headline when the infrastructure check failed, else lead the notes.
     """
     judged, trade_off = cost_trade_off(judged, policy)
     found = findings(judged, lambda j: _line(j.check))
     notes = _notes(judged, policy, extra_notes or [])
+    causes = causes or []
     if not found.blocked:
         notes = _environment_note(environment) + notes
     degenerate = [changes.degenerate.describe()] if changes.degenerate is not None else []
@@ -195,7 +199,9 @@ def _decide(
     if found.blocked:
         # An infrastructure failure makes the run unjudgeable, like low coverage: HOLD;
         # only a significant critical harm on the pairs both sides answered rolls back.
-        blocked += [_infra_headline(judged, environment), *found.blocked]
+        blocked += [_infra_headline(judged, environment), *causes, *found.blocked]
+    else:
+        notes = [*causes, *notes]
     decided = decide(
         Findings(
             harms=found.harms,

@@ -20,6 +20,7 @@ from shadoweval.records import (
 )
 from shadoweval.stats.engine import Judged
 from shadoweval.stats.frame import PAIRS_COLUMNS
+from shadoweval.stats.gate.causes import failure_cause_lines
 from shadoweval.stats.gate.decide import _decide
 from shadoweval.stats.gate.families import _judge
 from shadoweval.stats.gate.units import _baseline_repeats, _groups
@@ -148,13 +149,13 @@ def evaluate_gate(
         changes=changes,
         extra_notes=extra_notes,
         environment=coverage.environment_failures,
+        causes=failure_cause_lines(pairs, policy, coverage),
     )
     if decision == Decision.HOLD and levels.final:
         reasons.insert(blocked, _at_cap(judged, policy))
     reasons.append(_coverage_line(coverage, paired_per_task_type))
     reasons.append(_trailer(levels, len(pairs), coverage, cache_hits))
-    checks = tuple(j.check for j in judged)
-    return verdict(decision=decision, reasons=tuple(reasons), checks=checks)
+    return verdict(decision=decision, reasons=tuple(reasons), checks=tuple(j.check for j in judged))
 
 
 def _paired_counts(pairs: pd.DataFrame) -> dict[str, int]:

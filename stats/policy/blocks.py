@@ -131,10 +131,18 @@ class InfraErrorPolicy(_Block):
             proportion). Default 0.02. Must be in (0, 1).
         critical: always false: infrastructure errors never roll a candidate back.
             Writing ``true`` is an error.
+        context_length: what a failure at the candidate's own context window is (a
+            stream cut after content without finish or ``[DONE]``, or an HTTP error naming
+            the context length; :mod:`shadoweval.llm_protocol.interruption`): ``hold``
+            (default) gates it here with the infrastructure errors, and the HOLD's reason
+            names the context length; ``rollback`` counts it as the candidate's error
+            (``error_rate``), so a significant excess rolls the candidate back, and the
+            reason says the policy chose so.
     """
 
     margin: Number = Field(default=0.02, gt=0, lt=1)
     critical: StrictBool = False
+    context_length: Literal["hold", "rollback"] = "hold"
 
     @field_validator("critical")
     @classmethod

@@ -17,10 +17,12 @@ from shadoweval.records import (
     ExchangeOutcome,
     FinishReason,
     HarmKind,
+    ReplayErrorKind,
     RequestRecord,
     ResponseRecord,
     SidePair,
     ToolChange,
+    Usage,
 )
 from tests.compare.test_compare_pair import (
     ENCODER,
@@ -65,11 +67,36 @@ def test_identical_outputs_have_no_harm_and_full_direction_fields() -> None:
     assert s.noise_identical is None  # no baseline repeat
 
 
-def test_candidate_stream_without_finish_reason_vs_baseline_stop() -> None:
+def test_candidate_stream_without_finish_reason_is_interrupted_not_harmed() -> None:
+    # Cut is not harm (issue 29, item 8): a 2xx stream that ended without a finish_reason
+    # was interrupted, an infrastructure error, whatever it had said before the cut.
     s = score(PairInput(exchange(response("Paris.")), replay(stream_without_finish("Paris."))))
     assert s.baseline_finish_reason is FinishReason.STOP
-    assert s.candidate_harms == (HarmKind.MISSING_FINISH_REASON,)
+    assert s.candidate_harms == s.baseline_harms == ()
+    assert s.candidate_error
+    assert s.candidate_infra_error
+    assert s.candidate_interrupted
+    assert s.candidate_error_kind is ReplayErrorKind.INTERRUPTED
+    assert not s.candidate_context_length
+    assert s.similarity is None
+
+
+def test_a_live_baseline_stream_without_content_or_finish_is_interrupted() -> None:
+    cut = stream_without_finish("").model_copy(update={"usage": Usage()})
+    s = score(PairInput(exchange(cut), replay()))
+    assert s.baseline_error
+    assert s.baseline_infra_error
+    assert s.baseline_interrupted
+    assert not s.baseline_empty
     assert s.baseline_harms == ()
+
+
+def test_a_non_streamed_answer_without_finish_reason_is_still_the_harm() -> None:
+    unfinished = response("Paris.").model_copy(update={"finish_reason_raw": None})
+    s = score(PairInput(exchange(), replay(unfinished)))
+    assert s.candidate_harms == (HarmKind.MISSING_FINISH_REASON,)
+    assert not s.candidate_error
+    assert not s.candidate_interrupted
 
 
 def test_imported_baseline_is_not_flagged_for_a_finish_reason_it_never_had() -> None:

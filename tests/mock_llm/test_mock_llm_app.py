@@ -472,7 +472,15 @@ def test_cli_help_says_test_double() -> None:
     result = CliRunner().invoke(_cli(), ["mock-llm", "--help"], terminal_width=200)
     assert result.exit_code == 0
     assert "TEST DOUBLE" in result.output
-    for option in ("--preset", "--prompt-col", "--latency-profile", "--hang-rate", "--port"):
+    for option in (
+        "--preset",
+        "--prompt-col",
+        "--latency-profile",
+        "--hang-rate",
+        "--port",
+        "--interrupt-running",
+        "--context-tokens",
+    ):
         assert option in result.output
 
 
@@ -482,6 +490,7 @@ def test_cli_help_says_test_double() -> None:
         (["--latency-profile", "warp"], "unknown latency profile"),
         (["--error-rate", "0.7", "--html-rate", "0.7"], "more than 1"),
         (["--prompt-col", "prompt", "--output-col", "nope"], "'nope'"),
+        (["--context-tokens", "0"], "context_tokens"),
     ],
 )
 def test_cli_errors_exit_2_before_serving(tmp_path: Any, args: list[str], message: str) -> None:

@@ -8,11 +8,14 @@ end without a GPU. It does not run a model and answers only prompts in its table
 * :func:`create_app` — the Starlette app.
 * :mod:`.latency` — latency profiles (``none``, ``fixed``, ``llmperf``, ``table``).
 * :mod:`.faults` — fault injection (error, hang, malformed, html).
+* :mod:`.cuts` — llama.cpp's stream cuts (a running stream interrupted by a new request;
+  a context window).
 * :mod:`.answers` — lookup by prompt key and the OpenAI payloads.
 * :mod:`.pieces` — the mock's tokenization (word pieces).
 """
 
 from shadoweval.simulation.mock_llm.app import create_app
+from shadoweval.simulation.mock_llm.cuts import StreamCuts
 from shadoweval.simulation.mock_llm.faults import FaultConfig, FaultKind
 from shadoweval.simulation.mock_llm.latency import (
     Delays,
@@ -33,6 +36,7 @@ __all__ = [
     "LatencyProfile",
     "LlmperfLatency",
     "NoLatency",
+    "StreamCuts",
     "TableLatency",
     "create_app",
     "parse_latency_profile",

@@ -9,8 +9,9 @@ Endpoints:
 * ``POST /v1/chat/completions`` — the recorded answer, streamed (SSE) or as JSON
   (formats in :mod:`shadoweval.simulation.mock_llm.answers`), paced by a latency profile
   (:mod:`shadoweval.simulation.mock_llm.latency`), with seeded injected faults
-  (:mod:`shadoweval.simulation.mock_llm.faults`). The request's ``model`` is not checked; responses
-  name ``model_name``.
+  (:mod:`shadoweval.simulation.mock_llm.faults`) and, when asked, llama.cpp's stream cuts
+  (:mod:`shadoweval.simulation.mock_llm.cuts`). The request's ``model`` is not checked;
+  responses name ``model_name``.
 * ``POST /v1/completions`` — the legacy completions API: the ``prompt`` (a string, or a
   list of strings joined by newlines) is looked up as one user message, and the recorded
   text comes back as a ``text_completion`` (streamed or not; tool calls are left out),
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -51,6 +53,7 @@ from shadoweval.simulation.mock_llm.answers import (
     prompt_excerpt,
     sse,
 )
+from shadoweval.simulation.mock_llm.cuts import StreamCuts, prompt_pieces
 from shadoweval.simulation.mock_llm.faults import FaultConfig, FaultKind, seeded_int, seeded_unit
 from shadoweval.simulation.mock_llm.latency import Delays, LatencyProfile
 from shadoweval.tables import RecordedRow, prompt_key
@@ -103,6 +106,7 @@ class MockState:
         seed: int,
         model_name: str,
         time_scale: float,
+        cuts: StreamCuts | None = None,
     ) -> None:
         if time_scale < 0:
             raise ValueError("time_scale must be >= 0")
@@ -112,7 +116,36 @@ class MockState:
         self.seed = seed
         self.model_name = model_name
         self.time_scale = time_scale
+        self.cuts = cuts or StreamCuts()
+        self.arrivals = 0
+        """Chat requests arrived so far (a stream started as request ``k`` is cut by
+        ``cuts.interrupt_running`` once this passes ``k``)."""
+        self._next_arrival: anyio.Event | None = None
         self._attempts: dict[str, int] = {}
+
+    def arrive(self) -> int:
+        """Count one more chat request (waking streams that wait for a newer one); its
+        1-based arrival number."""
+        self.arrivals += 1
+        if self._next_arrival is not None:
+            self._next_arrival.set()
+            self._next_arrival = None
+        return self.arrivals
+
+    async def cut_before(self, arrival: int, deadline: float) -> bool:
+        """Wait until ``deadline`` (the next piece is due) on the event loop's clock;
+        ``True`` when the stream that arrived as request ``arrival`` must be cut then:
+        ``cuts.interrupt_running`` is on and a newer request arrived (which wakes it at
+        once, as the request waiting for llama.cpp's lock does)."""
+        if not self.cuts.interrupt_running:
+            await _sleep_until(deadline)
+            return False
+        if self.arrivals == arrival:
+            if self._next_arrival is None:
+                self._next_arrival = anyio.Event()
+            with anyio.CancelScope(deadline=deadline):
+                await self._next_arrival.wait()
+        return self.arrivals > arrival
 
     def next_attempt(self, key: str) -> int:
         """Count one more request for prompt ``key``; return its 0-based attempt number."""
@@ -156,14 +189,39 @@ async def _hang(request: Request, limit_s: float) -> Response:
     )
 
 
-def _stream(answer: Answer, delays: Delays, *, include_usage: bool, malformed: bool) -> Response:
+@dataclass(frozen=True, slots=True)
+class _Cut:
+    """How one stream may be cut (:mod:`shadoweval.simulation.mock_llm.cuts`): before each
+    content piece, a newer request cuts it (``[DONE]``, no finish chunk) when ``state``
+    interrupts running streams; after ``budget`` pieces the body ends (no finish chunk,
+    no ``[DONE]``)."""
+
+    state: MockState | None = None
+    arrival: int = 0
+    budget: int | None = None
+
+    async def due(self, deadline: float) -> bool:
+        """Wait until the piece is due; ``True`` when the stream is interrupted instead."""
+        if self.state is None:
+            await _sleep_until(deadline)
+            return False
+        return await self.state.cut_before(self.arrival, deadline)
+
+
+def _stream(
+    answer: Answer, delays: Delays, *, include_usage: bool, malformed: bool, cut: _Cut = _Cut()
+) -> Response:
     async def events() -> AsyncIterator[bytes]:
         yield sse(answer.role_chunk())
         # Token i is due at start + TTFT + i·ITL: on a schedule, as a model server emits
         # them, so a late wake-up (a loaded event loop) delays one token, never all later ones.
         start = anyio.current_time()
         for i, delta in enumerate(answer.deltas):
-            await _sleep_until(start + delays.ttft_s + i * delays.itl_s)
+            if await cut.due(start + delays.ttft_s + i * delays.itl_s):
+                yield SSE_DONE
+                return
+            if cut.budget is not None and i >= cut.budget:
+                return
             if malformed and i == 0:
                 yield b"data: " + orjson.dumps(answer.chunk(delta))[:40] + b"\n\n"
             else:
@@ -206,7 +264,12 @@ async def _chat(request: Request) -> Response:
     tools: list[dict[str, Any]] | None = payload.get("tools")
     key = prompt_key(messages)
     attempt = state.next_attempt(key)
+    arrival = state.arrive()
     fault = state.fault(key, attempt)
+    prompt_tokens = prompt_pieces(messages)
+    context_error = state.cuts.context_error(prompt_tokens)
+    if context_error is not None:
+        return error_json(500, context_error, type_="server_error", code="context_window")
     if fault is FaultKind.ERROR:
         return error_json(
             500,
@@ -233,9 +296,14 @@ async def _chat(request: Request) -> Response:
     answer = Answer.build(row, messages, model=state.model_name, attempt=attempt)
     delays = state.delays(key, row, answer.pieces)
     malformed = fault is FaultKind.MALFORMED
+    budget = state.cuts.budget(prompt_tokens)
     if parsed.stream:
         include_usage = bool(parsed.stream_options and parsed.stream_options.include_usage)
-        return _stream(answer, delays, include_usage=include_usage, malformed=malformed)
+        cut = _Cut(state, arrival, budget)
+        return _stream(answer, delays, include_usage=include_usage, malformed=malformed, cut=cut)
+    if budget is not None and answer.pieces > budget:
+        message = state.cuts.context_error(state.cuts.context_tokens or 0)
+        return error_json(500, message or "", type_="server_error", code="context_window")
     await _sleep(delays.total_s(answer.pieces))
     body = orjson.dumps(answer.completion())
     if malformed:
@@ -352,6 +420,7 @@ def create_app(
     seed: int,
     model_name: str,
     time_scale: float = 1.0,
+    cuts: StreamCuts | None = None,
 ) -> Starlette:
     """Build the mock server (a test double of an OpenAI-compatible model server).
 
@@ -363,6 +432,8 @@ def create_app(
         seed: seeds latency draws and faults (with the prompt key, never arrival order).
         model_name: the model id served and echoed in responses.
         time_scale: multiplies every delay (``0.01`` in tests; ``0`` = no waiting).
+        cuts: llama.cpp's stream cuts to reproduce
+            (:class:`~shadoweval.simulation.mock_llm.cuts.StreamCuts`; none by default).
 
     Returns:
         A Starlette ASGI app; run it with uvicorn or call it through
@@ -384,6 +455,7 @@ def create_app(
         seed=seed,
         model_name=model_name,
         time_scale=time_scale,
+        cuts=cuts,
     )
     return app
 
