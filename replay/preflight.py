@@ -4,14 +4,18 @@ A wrong base URL (``http://host:port/v1`` makes every replay ``/v1/v1/chat/compl
 a wrong API key or a server that is not there would otherwise fail every request of the
 replay, and the run would blame the candidate. Before a capture-log replay, the log's
 first replayable request is sent once to each target through the target's own client
-(the same URL, headers and credential as the replay); the answer is not stored. The
-preflight fails — :class:`~shadoweval.errors.PreflightError`, exit 3 in the CLI — when the
-failure is the environment's (:func:`shadoweval.records.is_infra_failure`: no connection,
-a timeout, an undecodable body, HTTP 401/403/404/405/407/408/429/5xx). Another rejection
-(400, 413, 422) may be about that one request, so the replay goes on and a rejection
-repeated on most requests is classified during the run
-(:mod:`shadoweval.records.environment`). ``replay.preflight = false`` (``--no-preflight``)
-skips it for a server that meters requests.
+(the same URL, headers and credential as the replay); the answer is not stored.
+
+The preflight stops the replay — :class:`~shadoweval.errors.PreflightError`, exit 3 in
+the CLI — only for what no retry fixes: no connection, or a configuration status
+(:data:`~shadoweval.records.CONFIG_HTTP_STATUSES`: 401/403/404/405/407; mock-llm's
+``prompt_not_recorded`` 404 excepted, a missing recording of one prompt). A transient
+failure (timeout, 408/429/5xx, an interrupted stream, an undecodable body) says how the
+server is doing, not how it is configured: it is returned as a warning and the replay goes
+on, counting such failures as the environment's. Another rejection (400, 413, 422) may
+be about that one request; a rejection repeated on most requests is classified during the
+run (:mod:`shadoweval.records.environment`). ``replay.preflight = false``
+(``--no-preflight``) skips it for a server that meters requests.
 """
 
 from __future__ import annotations
@@ -20,7 +24,13 @@ from collections.abc import Iterable, Sequence
 
 from shadoweval.capture_log import LogEntry
 from shadoweval.errors import PreflightError
-from shadoweval.records import Exchange, is_infra_failure, url_hint
+from shadoweval.records import (
+    CONFIG_HTTP_STATUSES,
+    Exchange,
+    ReplayErrorKind,
+    is_infra_failure,
+    url_hint,
+)
 from shadoweval.redaction import strip_url_credentials
 from shadoweval.replay.client import ReplayResult
 from shadoweval.replay.exchange_replay import TargetSpec
@@ -69,14 +79,31 @@ def preflight_message(target: str, url: str, result: ReplayResult) -> str:
     )
 
 
-async def preflight_targets(specs: Sequence[TargetSpec], exchange: Exchange) -> None:
+def _stops(result: ReplayResult) -> bool:
+    """No retry fixes it: no connection, or a configuration status (not a missing
+    recording of the test double)."""
+    if result.error_kind is ReplayErrorKind.CONNECT:
+        return True
+    response = result.response
+    if response is None or response.status_code not in CONFIG_HTTP_STATUSES:
+        return False
+    return "prompt_not_recorded" not in (response.body or "")
+
+
+async def preflight_targets(specs: Sequence[TargetSpec], exchange: Exchange) -> list[str]:
     """Send ``exchange``'s replay request once to every target (clients started).
 
+    Returns:
+        One warning per target that failed it transiently (timeout, 408/429/5xx, an
+        interrupted stream, an undecodable body, a missing recording), for the caller to
+        print; the replay goes on and classifies such failures.
+
     Raises:
-        PreflightError: a target failed it for reasons of the environment; the message
-            names the URL requested, the status and the first bytes of the body.
+        PreflightError: a target failed it with no connection or a configuration status;
+            the message names the URL requested, the status and the first bytes of the body.
         ReplayError: a target's client is not started.
     """
+    warnings: list[str] = []
     for spec in specs:
         request = build_replay_request(exchange, model=spec.model_name, api_key=spec.api_key)
         if not isinstance(request, ReplayRequest):
@@ -88,9 +115,12 @@ async def preflight_targets(specs: Sequence[TargetSpec], exchange: Exchange) -> 
         if not is_infra_failure(result.error_kind, status):
             continue
         url = strip_url_credentials(f"{spec.client.base_url}{request.path}")
-        raise PreflightError(
-            preflight_message(spec.target.value, url, result),
-            target=spec.target.value,
-            url=url,
-            status=status,
-        )
+        message = preflight_message(spec.target.value, url, result)
+        if not _stops(result):
+            warnings.append(
+                message.split(". Nothing was replayed", 1)[0]
+                + ". Replaying anyway: such failures are counted as the environment's"
+            )
+            continue
+        raise PreflightError(message, target=spec.target.value, url=url, status=status)
+    return warnings

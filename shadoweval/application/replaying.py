@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Literal
 
 from rich.console import Console
+from rich.markup import escape
 
 from shadoweval.application.database import open_repository
 from shadoweval.application.run_policy import run_policy_warnings
@@ -203,8 +204,9 @@ async def replay_capture_log(
     run (:meth:`~shadoweval.storage.Repository.record_replay_pass`) for the gate.
 
     With ``settings.preflight`` (the default) the log's first replayable request is sent
-    once to every target first (:mod:`shadoweval.replay.preflight`), and nothing is
-    replayed when the environment fails it.
+    once to every target first (:mod:`shadoweval.replay.preflight`): nothing is replayed
+    when no connection or a configuration status (401/403/404/405/407) fails it; a
+    transient failure is printed as a warning on ``console`` and the replay goes on.
 
     Raises:
         FileNotFoundError: the capture log does not exist.
@@ -220,7 +222,10 @@ async def replay_capture_log(
         if settings.preflight:
             first = first_replayable(read_capture_log(capture_log))
             if first is not None:
-                await preflight_targets(specs, first)
+                for warning in await preflight_targets(specs, first):
+                    (console or Console(stderr=True)).print(
+                        f"[yellow]warning:[/] {escape(warning)}", highlight=False
+                    )
         runner = ReplayRunner(
             repo,
             run_id,

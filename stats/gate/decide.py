@@ -46,7 +46,7 @@ def _infra_headline(
     if environment:
         causes = "; ".join(f.describe() for f in environment)
         return (
-            f"environment: the candidate's requests failed for reasons of the environment, "
+            f"infrastructure: the candidate's requests failed for reasons of the environment, "
             f"not the model ({INFRA_METRIC} FAIL in {where}): {causes}; model quality could "
             "not be judged on those pairs: HOLD, never ROLLBACK; fix the setup and run the "
             "same run again (same --run-id): those requests are replayed again"

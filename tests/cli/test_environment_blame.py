@@ -195,7 +195,7 @@ def test_without_preflight_the_misconfigured_url_holds_and_a_fixed_rerun_replays
     assert verdict.decision is Decision.HOLD, verdict.reasons
     assert wrong.exit_code == EXIT_CODES[Decision.HOLD]
     lead = verdict.reasons[0]
-    assert lead.startswith("environment: the candidate's requests failed for reasons of the")
+    assert lead.startswith("infrastructure: the candidate's requests failed for reasons of the")
     assert f"HTTP 404 on {PAIRS} pairs" in lead
     assert "/v1/v1/chat/completions" in lead
     assert "/v1 twice" in lead

@@ -532,10 +532,18 @@ def test_unreachable_candidate_is_counted_never_promoted(
 ) -> None:
     monkeypatch.setenv("SHADOWEVAL_REPLAY__CONNECT_RETRIES", "0")
     url = f"http://127.0.0.1:{closed_port()}"
-    result = evaluate(workload, url, db, "--candidate-model", "m", "--report", tmp_path / "r.json")
+    # The preflight stops before the replay, naming the URL requested (issue 29).
+    stopped = evaluate(workload, url, db, "--candidate-model", "m", "--run-id", "stopped")
+    assert stopped.exit_code == EXIT_ERROR
+    assert f"POST {url}/v1/chat/completions" in stderr_text(stopped)
+    # Without it, every replay fails to connect: counted as infrastructure, never promoted.
+    result = evaluate(
+        workload, url, db, "--candidate-model", "m", "--report", tmp_path / "r.json",
+        "--no-preflight",
+    )  # fmt: skip
     report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
     decision = Decision(report["verdict"]["decision"])
-    assert decision is not Decision.PROMOTE
+    assert decision is Decision.HOLD
     assert result.exit_code == EXIT_CODES[decision]
     assert report["replay"]["errors"] == {"connect": EXCHANGES}
 
