@@ -120,7 +120,9 @@ from shadoweval.stats.net_harm.estimate import (
     WORSE as WORSE,
 )
 from shadoweval.stats.net_harm.strata import (
+    GROUND_TRUTH_STRATUM_NAME,
     divergence_strata,
+    ground_truth_stratum,
     pooled_strata,
     stratum_label,
     stratum_names,
@@ -128,6 +130,7 @@ from shadoweval.stats.net_harm.strata import (
 from shadoweval.stats.net_harm.stratified import StratifiedMean
 
 __all__ = [
+    "GROUND_TRUTH_STRATUM_NAME",
     "NET_HARM_METRIC",
     "NET_HARM_STATISTIC",
     "NOT_REACHABLE",
@@ -136,6 +139,7 @@ __all__ = [
     "StratumEstimate",
     "divergence_strata",
     "estimate_net_harm",
+    "ground_truth_stratum",
     "judgement_levels",
     "net_harm_check",
     "pooled_strata",

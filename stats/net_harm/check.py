@@ -142,7 +142,7 @@ class _Reading:
     def stratum_name(self, row: StratumEstimate) -> str:
         if row.name is not None:
             return row.name
-        if 0 <= row.stratum <= len(self.block.strata_edges) + 1:
+        if 0 <= row.stratum <= len(self.block.strata_edges) + 2:
             return stratum_label(row.stratum, self.block.strata_edges)
         return f"stratum {row.stratum}"
 
