@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pandas as pd
 
+from shadoweval.application.run_views import direction_of
 from shadoweval.records import (
     Coverage,
     HumanLabel,
@@ -115,6 +116,8 @@ def test_a_pair_whose_reference_differs_is_changed_whatever_its_similarity() -> 
     # Net harm −12.5 pp: read from the reference, not "200 pairs, all ties".
     assert float(reasons["rest/net_harm:value"]) == -25 / 200
     assert "all ties" not in net
+    # The 165 reference ties are read (both sides equally right), not "not read".
+    assert "165 unchanged pairs counted as ties (ground truth: a tie on 165 of them)" in net
 
 
 def test_analysts_labels_on_unchanged_pairs_count_and_same_is_a_tie() -> None:
@@ -184,3 +187,13 @@ def test_without_ground_truth_or_exact_facts_nothing_changes() -> None:
     assert int(np.count_nonzero(changes.changed)) == 50
     assert not changes.similarity_found.any()
     assert "miss rate" not in gate(frame, policy)["rest/similarity"]
+
+
+def test_the_run_view_classifies_with_ground_truth_and_reports_the_miss_rate() -> None:
+    scores = [score(i, 0.99, exact_differs=i == 0) for i in range(20)]
+    judgements = [reference(1, True, False), reference(2, True, True)]
+    policy = GatePolicy()
+    direction = direction_of(pairs_frame(scores, policy), policy, judgements, [])
+    row = direction.table.set_index("task_type").loc["rest"]
+    assert (row["changed"], row["worse"], row["judged_reference"]) == (2, 1, 1)
+    assert (row["similarity_found"], row["similarity_missed"]) == (2, 2)
