@@ -189,6 +189,15 @@ def _unit_row(
     return row
 
 
+def with_judgements(pairs: pd.DataFrame, resolved: Mapping[str, PairJudgement]) -> pd.DataFrame:
+    """``pairs`` with ``quality`` / ``quality_source`` set from the resolved judgements
+    (:func:`pair_quality`), a copy: ground truth marks pairs changed
+    (:mod:`shadoweval.stats.change`), so a view classifies the pairs with the judgements the
+    gate reads."""
+    quality, source = pair_quality([str(i) for i in pairs["exchange_id"]], resolved)
+    return pairs.assign(quality=quality, quality_source=pd.Series(source, dtype=object))
+
+
 def direction_table(
     task_types: np.ndarray,
     changed: np.ndarray,
@@ -296,9 +305,7 @@ def direction_of(
         return RunDirection(table, None, agreement)
     ids = [str(i) for i in pairs["exchange_id"]]
     quality, source = pair_quality(ids, resolved)
-    # Ground truth marks pairs changed (stats.change), so classify with the judgements.
-    judged_pairs = pairs.assign(quality=quality, quality_source=pd.Series(source, dtype=object))
-    changes = classify_changes(judged_pairs, policy)
+    changes = classify_changes(with_judgements(pairs, resolved), policy)
     failed = np.array(
         [(j := resolved.get(i)) is not None and j.outcome is None for i in ids], dtype=bool
     )
