@@ -61,6 +61,9 @@ text
 * **noise_identical** — the baseline-repeat replay's side text equals the captured
   baseline's, character for character; ``None`` without a repeat that answered without
   error, or when the baseline errored.
+* **exact_differs** — :func:`shadoweval.compare.exact.exact_differs` of the two sides'
+  content and tool calls (structured or short answers compared exactly after
+  normalisation); ``None`` when either side errored or both are long prose.
 * **latency** — candidate TTFT/TTFC/e2e from its replay; baseline from the
   baseline-repeat replay when one exists without error, not warm-up, with timings
   (``latency_baseline_source="baseline_repeat"``: equal shadow hardware), else from the
@@ -79,6 +82,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from shadoweval.compare.encoders import Encoder
+from shadoweval.compare.exact import exact_differs
 from shadoweval.compare.formats import json_format_flags
 from shadoweval.compare.harms import (
     RefusalPatterns,
@@ -397,7 +401,18 @@ def _score_one(
         ),
         sampled=view.sampled,
         noise_identical=(None if base_error or texts.repeat is None else texts.repeat == base_text),
+        exact_differs=_exact_differs(base_resp, cand_resp, base_error or cand_error),
     )
+
+
+def _exact_differs(
+    base: ResponseRecord | None, cand: ResponseRecord | None, errored: bool
+) -> bool | None:
+    """:func:`shadoweval.compare.exact.exact_differs` of the two answers; ``None`` when a
+    side errored or has no response."""
+    if errored or base is None or cand is None:
+        return None
+    return exact_differs((base.text, base.tool_calls), (cand.text, cand.tool_calls))
 
 
 def _imported(exchange: Exchange) -> bool:

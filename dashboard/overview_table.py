@@ -194,6 +194,8 @@ DIRECTION_COUNTS: dict[str, str] = {
     "better": "better",
     "tie": "tie",
     "worse": "worse",
+    "truth/exact changed": "similarity_found",
+    "missed by similarity": "similarity_missed",
 }
 """Shown count column → :data:`shadoweval.application.run_views.DIRECTION_COLUMNS` column it
 copies."""

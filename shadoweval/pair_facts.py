@@ -56,7 +56,7 @@ __all__ = [
     "unpack_pair_facts",
 ]
 
-PAIR_FACTS_LAYOUT = 1
+PAIR_FACTS_LAYOUT = 2
 """Layout number stored in each packed row's first byte."""
 
 FORMAT_SUCCESS_FLAGS: tuple[FormatSuccessFlag, ...] = get_args(FormatSuccessFlag)
@@ -111,6 +111,7 @@ TRI_FACTS: tuple[str, ...] = (
     "candidate_tool_text",
     "sampled",
     "noise_identical",
+    "exact_differs",
 )
 """The float and three-valued :class:`~shadoweval.records.PairScore` fields a packed row holds
 (in this order); readers of the packed rows (``shadoweval.stats.frame``) iterate the same tuples."""
@@ -270,6 +271,7 @@ def pack_pair_facts(score: PairScore) -> bytes:
         _tri(tool_text(score.candidate_tools, score.candidate_empty)),
         _tri(score.sampled),
         _tri(score.noise_identical),
+        _tri(score.exact_differs),
         LATENCY_SOURCES.index(score.latency_baseline_source),
     )
 

@@ -12,7 +12,16 @@ direction (issue 11). A pair is **changed** when
 * the two sides differ in any harm detector (``*_harm_<kind>`` columns, the runaway
   length ratio included), in format-parse success (both scored, one parses), in tool
   behaviour (any ``tool_<change>``; an order change only where ``tool_calls.order_free``
-  is false), or in a model failure (one side errored or was empty, the other not).
+  is false), or in a model failure (one side errored or was empty, the other not); or
+* the normalised exact comparison of a structured or short pair says its answers differ
+  (``exact_differs``, :mod:`shadoweval.compare.exact`: ``"operating_hours": 11`` vs ``23``,
+  which the embedding reads as unchanged); or
+* its **ground truth** differs between the sides: a reference checker's per-side
+  correctness or an analyst's label (``quality_source`` ``reference`` or ``human``) says
+  the candidate is better or worse. Ground truth is read on every pair it covers,
+  whatever the similarity says; a pair where both sides are equally correct (a tie) is
+  not changed by it. An LLM judge's outcome never marks a change: the judge is asked
+  about changed pairs only.
 
 A pair with an infrastructure error on either side (or a missing infrastructure flag) is
 never changed: the model was not judged there (``infra_error_rate`` gates it).
@@ -23,7 +32,15 @@ divergence
 **stratum** for the stratified net-harm estimator and the judge budget:
 :func:`shadoweval.stats.net_harm.divergence_strata` of its ``D`` with its task type's
 ``net_harm.strata_edges`` (0 … ``len(edges)``), ``len(edges) + 1`` for a changed pair
-without a similarity (an error or tool change), −1 for an unchanged pair.
+without a similarity (an error or tool change), ``len(edges) + 2``
+(:func:`shadoweval.stats.net_harm.ground_truth_stratum`) for a pair that only its ground
+truth marks changed, −1 for an unchanged pair.
+
+**The similarity's miss rate.** Of the pairs with a similarity that ground truth or the
+exact comparison found changed, the share whose divergence stayed at or below the
+threshold (:attr:`ChangeResult.similarity_found` and :attr:`ChangeResult.similarity_missed`):
+how often the embedding alone would have called a changed pair unchanged, per task type
+in the similarity check's reason.
 
 **Degenerate noise floor.** A baseline repeat that returns exactly the captured answer on
 (nearly) every request that sampled — a recorded replica, not a second draw — measures a
@@ -47,15 +64,16 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from shadoweval.records import POOLED, ToolChange
+from shadoweval.records import POOLED, JudgementSource, ToolChange
 from shadoweval.stats.checks.pair_arrays import BoolArray, FloatArray, IntArray, PairArrays
 from shadoweval.stats.checks.reasons import fmt_g
 from shadoweval.stats.frame import PAIRS_COLUMNS
 from shadoweval.stats.inputs import InvalidDataError
-from shadoweval.stats.net_harm import divergence_strata
+from shadoweval.stats.net_harm import divergence_strata, ground_truth_stratum
 from shadoweval.stats.policy import GatePolicy, effective
 
 __all__ = [
+    "GROUND_TRUTH_SOURCES",
     "IDENTICAL_SIMILARITY",
     "MIN_NOISE_THRESHOLD",
     "ChangeResult",
@@ -74,6 +92,12 @@ quantile can be exactly 0, and an encoder's rounding (``D`` of 1e-7 between iden
 texts) must not count as a change. Equals ``1 − IDENTICAL_SIMILARITY``."""
 
 _ORDER = list(ToolChange).index(ToolChange.ORDER_CHANGED)
+
+GROUND_TRUTH_SOURCES: tuple[str, ...] = (
+    JudgementSource.HUMAN.value,
+    JudgementSource.REFERENCE.value,
+)
+"""The ``quality_source`` values that are ground truth: read on every pair they cover."""
 
 
 @dataclass(frozen=True)
@@ -139,6 +163,10 @@ class ChangeResult:
             ``"divergence_threshold"`` (no usable noise floor, or a degenerate one).
         degenerate: the degenerate noise floor, or ``None``.
         noise_pairs: baseline-repeat divergences per unit (pooled included).
+        similarity_found: shape ``(n,)``, pairs with a similarity (no infrastructure
+            error) that ground truth or the exact comparison found changed.
+        similarity_missed: shape ``(n,)``, those of them whose divergence stayed at or
+            below the threshold: the embedding alone called them unchanged.
     """
 
     changed: BoolArray
@@ -148,6 +176,8 @@ class ChangeResult:
     threshold_source: dict[str, str]
     degenerate: DegenerateNoise | None
     noise_pairs: dict[str, int]
+    similarity_found: BoolArray
+    similarity_missed: BoolArray
 
 
 def _degenerate(arrays: PairArrays, policy: GatePolicy) -> DegenerateNoise | None:
@@ -198,16 +228,23 @@ def classify_pair_arrays(
     divergence = 1.0 - np.clip(arrays.similarity, -1.0, 1.0)
     degenerate = _degenerate(arrays, policy)
     noise = _noise_thresholds(arrays, codes, names, policy, degenerate)
-    changed = _changed(arrays, codes, names, policy, divergence, noise.per_row)
+    reasons = _changed(arrays, codes, names, policy, divergence, noise.per_row)
     edges_of = [tuple(effective(policy, str(name)).net_harm.strata_edges) for name in names]
+    stratum = _strata(reasons.changed, codes, divergence, edges_of)
+    truth_only = reasons.truth & ~reasons.other
+    for i, edges in enumerate(edges_of):
+        stratum[truth_only & (codes == i)] = ground_truth_stratum(edges)
+    found = ~arrays.infra & np.isfinite(divergence) & (reasons.truth | reasons.exact)
     return ChangeResult(
-        changed=changed,
-        stratum=_strata(changed, codes, divergence, edges_of),
+        changed=reasons.changed,
+        stratum=stratum,
         divergence=divergence,
         noise_threshold=noise.threshold,
         threshold_source=noise.source,
         degenerate=degenerate,
         noise_pairs=noise.noise_pairs,
+        similarity_found=found,
+        similarity_missed=found & ~reasons.diverged,
     )
 
 
@@ -284,6 +321,28 @@ def _noise_thresholds(
     return _NoiseThresholds(thresholds, sources, noise_pairs, per_row)
 
 
+@dataclass(frozen=True)
+class _ChangeReasons:
+    """Why each row changed (shape ``(n,)`` each, infrastructure errors never changed):
+    ``diverged`` its divergence exceeds the threshold, ``exact`` its normalised exact forms
+    differ, ``truth`` its ground truth differs, ``other`` anything but ground truth
+    (divergence, exact, harm, format, tool or failure difference); ``changed`` any."""
+
+    diverged: BoolArray
+    exact: BoolArray
+    truth: BoolArray
+    other: BoolArray
+    changed: BoolArray
+
+
+def _truth_differs(arrays: PairArrays) -> BoolArray:
+    """Rows whose ground truth (:data:`GROUND_TRUTH_SOURCES`) says better or worse."""
+    truth = np.isin(arrays.quality_source.astype(str), GROUND_TRUTH_SOURCES)
+    with np.errstate(invalid="ignore"):
+        differs: BoolArray = truth & (np.abs(arrays.quality) == 1.0)
+    return differs
+
+
 def _changed(
     arrays: PairArrays,
     codes: IntArray,
@@ -291,9 +350,10 @@ def _changed(
     policy: GatePolicy,
     divergence: FloatArray,
     threshold: FloatArray,
-) -> BoolArray:
-    """Which rows changed: a divergence above the row's ``threshold`` or a difference of
-    behaviour, and no infrastructure error (module docstring)."""
+) -> _ChangeReasons:
+    """Which rows changed and why: a divergence above the row's ``threshold``, a difference
+    of behaviour, of exact form or of ground truth, and no infrastructure error (module
+    docstring)."""
     order_counts = np.ones(arrays.n, dtype=bool)
     for i, name in enumerate(names):
         if effective(policy, str(name)).tool_calls.order_free:
@@ -314,10 +374,15 @@ def _changed(
     cand_fail = arrays.cand_fail == 1.0
     fail_known = ~np.isnan(arrays.base_fail) & ~np.isnan(arrays.cand_fail)
     fail_differs = fail_known & (base_fail != cand_fail)
-    changed: BoolArray = ~arrays.infra & (
-        diverged | harm_differs | format_differs | tool_differs | fail_differs
+    usable = ~arrays.infra
+    exact = usable & (arrays.exact_differs == 1.0)
+    truth = usable & _truth_differs(arrays)
+    other = usable & (
+        diverged | exact | harm_differs | format_differs | tool_differs | fail_differs
     )
-    return changed
+    return _ChangeReasons(
+        diverged=usable & diverged, exact=exact, truth=truth, other=other, changed=other | truth
+    )
 
 
 def _strata(

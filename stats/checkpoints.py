@@ -21,8 +21,13 @@ verdict must mean the same whatever the number of polls (gate-statistics.md §2.
   next poll (``previous``) knows them and the spent α can be recomputed.
 * **Sample cap.** At ``n ≥ n_max`` the last look is final: a gate still undecided there
   is a final HOLD ("inconclusive at the sample cap"), never an implicit PROMOTE.
-* **Terminal verdicts.** PROMOTE and ROLLBACK end a run: :func:`evaluate_poll` returns a
-  terminal ``previous`` verdict unchanged.
+* **Terminal verdicts.** PROMOTE and ROLLBACK end a run for the evidence they saw:
+  :func:`evaluate_poll` returns a terminal ``previous`` verdict unchanged while the
+  resolved judgements of its look's pairs are the ones it read (its
+  ``judgements_sha256``). New ground truth — a reference import, analysts' labels — or
+  new judge outcomes of those pairs reopen the gate (issue 29): the look is evaluated
+  again as below, its reasons end with :data:`REOPENED` naming the terminal verdict, and
+  the run's verdict history keeps both.
 * **Judgements arrive later.** A judge, an analyst or a reference import can judge a
   look's pairs after its checkpoint was evaluated; a look is evaluated once *per set of
   judgements*: a poll of the stored verdict's look with the same judgements
@@ -52,12 +57,14 @@ from shadoweval.stats.gate import (
 )
 from shadoweval.stats.inputs import InvalidDataError
 from shadoweval.stats.policy import GatePolicy, policy_hash
-from shadoweval.stats.sequential import latest_checkpoint
+from shadoweval.stats.sequential import checkpoint_schedule, latest_checkpoint
 
-__all__ = ["WAITING", "evaluate_poll", "ordered_by_capture"]
+__all__ = ["REOPENED", "WAITING", "evaluate_poll", "ordered_by_capture"]
 
 WAITING = "waiting for the first checkpoint"
 """Start of the reason of a verdict given before the first checkpoint (look 0)."""
+REOPENED = "reopened"
+"""Start of the last reason of a verdict that reopened a terminal one."""
 
 
 def ordered_by_capture(pairs: pd.DataFrame) -> pd.DataFrame:
@@ -122,7 +129,9 @@ def evaluate_poll(
             task mix of *all* pairs so far, not only the prefix).
         decided_at: time of the decision, default now (UTC).
         previous: the run's latest verdict, if any: a PROMOTE or ROLLBACK is terminal
-            and returned unchanged; a verdict of the same look ``k ≥ 1`` under the same
+            and returned unchanged unless the judgements of its look's pairs changed
+            since (:func:`_reopens`: then the gate is evaluated again, the reasons end
+            with :data:`REOPENED`); a verdict of the same look ``k ≥ 1`` under the same
             policy and with the same judgements of the prefix (its
             ``judgements_sha256``; a verdict stored before judgements existed matches a
             prefix without judgements) is returned unchanged too, so each checkpoint is
@@ -142,8 +151,11 @@ def evaluate_poll(
     Raises:
         InvalidDataError: ``pairs`` lacks a required column.
     """
+    reopened: Verdict | None = None
     if previous is not None and previous.decision in (Decision.PROMOTE, Decision.ROLLBACK):
-        return previous
+        if not _reopens(pairs, policy, previous):
+            return previous
+        reopened = previous
     decided = decided_at if decided_at is not None else utc_now()
     seq = policy.sequential
     n = len(pairs)
@@ -181,7 +193,7 @@ def evaluate_poll(
         str(t): int(c) for t, c in ordered["task_type"].astype(str).value_counts().items()
     }
     final = seq.n_max is not None and n >= seq.n_max
-    return evaluate_gate(
+    verdict = evaluate_gate(
         ordered.iloc[:n_k],
         policy,
         run_id=run_id,
@@ -192,6 +204,43 @@ def evaluate_poll(
         paired_per_task_type=paired_counts,
         judgement_look=judgement_look,
         looks_taken=looks_taken,
+    )
+    if reopened is None:
+        return verdict
+    return verdict.model_copy(update={"reasons": (*verdict.reasons, _reopened_reason(reopened))})
+
+
+def _look_prefix(pairs: pd.DataFrame, policy: GatePolicy, look: int) -> pd.DataFrame:
+    """The first ``n_k`` pairs by capture time of checkpoint ``look`` (all pairs when the
+    schedule or the pairs end before it; none for look 0)."""
+    if look <= 0:
+        return pairs.iloc[:0]
+    seq = policy.sequential
+    schedule = checkpoint_schedule(seq.first_checkpoint, seq.factor, seq.n_max, limit=max(64, look))
+    n_k = schedule[min(look, len(schedule)) - 1]
+    return ordered_by_capture(pairs).iloc[:n_k]
+
+
+def _reopens(pairs: pd.DataFrame, policy: GatePolicy, terminal: Verdict) -> bool:
+    """Whether a terminal verdict is reopened: the resolved judgements of its look's pairs
+    (:func:`shadoweval.stats.gate.judgements_sha256`) differ from the ones it read
+    (``judgements_sha256``; ``None``, stored before judgements existed, read none).
+    Under another policy than the run's it never reopens (the policy is frozen)."""
+    if terminal.policy_hash != policy_hash(policy):
+        return False
+    prefix = _look_prefix(pairs, policy, terminal.look)
+    seen = terminal.judgements_sha256 or judgements_sha256(prefix.iloc[:0])
+    return judgements_sha256(prefix) != seen
+
+
+def _reopened_reason(terminal: Verdict) -> str:
+    """The reason that says which terminal verdict new evidence reopened."""
+    decided = terminal.decided_at.isoformat(timespec="seconds")
+    return (
+        f"{REOPENED}: the {terminal.decision.value.upper()} of {decided} (look "
+        f"{terminal.look}) is terminal only for the evidence it saw; judgements of its pairs "
+        "arrived after it (ground truth: a reference import or analysts' labels, or judge "
+        "outcomes), so the gate was evaluated again"
     )
 
 

@@ -129,6 +129,7 @@ PAIRS_COLUMNS: dict[str, str] = {
     **dict.fromkeys(TOOL_CHANGE_COLUMNS, "bool"),
     "sampled": "float64",
     "noise_identical": "float64",
+    "exact_differs": "float64",
     "quality": "float64",
     "quality_source": "object",
     "uncovered_scripts": "object",
@@ -165,7 +166,9 @@ The direction columns (issue 11):
   tool behaviour differs that way (``PairScore.tool_changes``).
 * ``sampled``: 1.0 the request sampled (temperature > 0 or not given), 0.0 temperature 0,
   NaN unknown. ``noise_identical``: 1.0 the baseline repeat returned exactly the captured
-  answer, 0.0 it did not, NaN without a usable repeat.
+  answer, 0.0 it did not, NaN without a usable repeat. ``exact_differs``: 1.0 the
+  normalised exact forms of a structured or short pair differ
+  (``PairScore.exact_differs``), 0.0 they are equal, NaN not compared.
 * ``quality``: the pair's resolved judgement, :data:`QUALITY_VALUES` (+1 candidate worse,
   −1 better, 0 tie), NaN when not judged or the judgement failed; ``quality_source`` its
   :class:`~shadoweval.records.JudgementSource` value (``judge``, ``human``,
@@ -324,6 +327,7 @@ def _row(
         "candidate_tool_text": tool_text(score.candidate_tools, score.candidate_empty),
         "sampled": _tristate(score.sampled),
         "noise_identical": _tristate(score.noise_identical),
+        "exact_differs": _tristate(score.exact_differs),
         "quality": quality,
         "quality_source": source,
     }

@@ -10,15 +10,18 @@ from shadoweval.compare.json_parse import canonical_json, parse_json
 from shadoweval.records import ToolCall, ToolChange
 
 
-def _json_number_normalised(value: Any) -> Any:
+def json_numbers_normalised(value: Any) -> Any:
+    """``value`` (parsed JSON, or a Python literal of dicts, lists and tuples) with integral
+    floats written as integers, recursively: JSON has one number type, so ``1`` and ``1.0``
+    are the same value. Tuples become lists, dict keys strings; ``bool`` stays ``bool``."""
     if isinstance(value, bool) or value is None or isinstance(value, str | int):
         return value
     if isinstance(value, float):
         return int(value) if value.is_integer() else value
-    if isinstance(value, list):
-        return [_json_number_normalised(item) for item in value]
+    if isinstance(value, list | tuple):
+        return [json_numbers_normalised(item) for item in value]
     if isinstance(value, dict):
-        return {key: _json_number_normalised(item) for key, item in value.items()}
+        return {str(key): json_numbers_normalised(item) for key, item in value.items()}
     return value
 
 
@@ -33,7 +36,7 @@ def normalised_arguments(arguments: str) -> str:
     parsed = parse_json(arguments)
     if not parsed.ok:
         return arguments.strip()
-    return canonical_json(_json_number_normalised(parsed.value))
+    return canonical_json(json_numbers_normalised(parsed.value))
 
 
 def tool_changes(

@@ -79,7 +79,11 @@ def policy_warnings(policy: GatePolicy, coverage: Coverage, pairs: pd.DataFrame)
 def gate_run(repo: Repository, run: RunInfo, *, command: str) -> GateResult:
     """Compute, store and return the verdict of ``run`` under its frozen policy.
 
-    PROMOTE and ROLLBACK are terminal: once stored, later calls return that verdict. The
+    PROMOTE and ROLLBACK are terminal for the evidence they saw: later calls return that
+    verdict (``reused_terminal``) until judgements of its look's pairs change — new ground
+    truth (``labels import-reference``, ``labels import``) or judge outcomes — which
+    reopen the gate (:func:`shadoweval.stats.checkpoints.evaluate_poll`): the new verdict
+    is stored after the terminal one, so the run's verdict history shows both. The
     verdict is that of the run's latest checkpoint
     (:func:`shadoweval.stats.checkpoints.evaluate_poll`:
     the first ``n_k`` pairs by capture time; its ``look`` is the checkpoint index, 0
@@ -105,17 +109,20 @@ def gate_run(repo: Repository, run: RunInfo, *, command: str) -> GateResult:
     latest = repo.latest_verdict(run.run_id)
     coverage = repo.coverage_counts(run.run_id, baseline_model=policy.baseline_model)
     warnings = policy_warnings(policy, coverage, pairs)
-    if latest is not None and latest.decision in (Decision.PROMOTE, Decision.ROLLBACK):
-        return GateResult(
-            latest, pairs, policy, reused_terminal=True, judgement=judgement, warnings=warnings
-        )
     coverage = coverage.model_copy(
         update={"environment_failures": environment_failures(repo, run, scores)}
     )
     verdict = evaluate_poll(pairs, policy, run_id=run.run_id, coverage=coverage, previous=latest)
     if latest is not None and verdict is latest:
+        terminal = latest.decision in (Decision.PROMOTE, Decision.ROLLBACK)
         return GateResult(
-            latest, pairs, policy, reused_look=True, judgement=judgement, warnings=warnings
+            latest,
+            pairs,
+            policy,
+            reused_terminal=terminal,
+            reused_look=not terminal,
+            judgement=judgement,
+            warnings=warnings,
         )
     status = {
         Decision.PROMOTE: RunStatus.PROMOTED,
@@ -123,5 +130,6 @@ def gate_run(repo: Repository, run: RunInfo, *, command: str) -> GateResult:
         Decision.HOLD: RunStatus.HELD,
     }[verdict.decision]
     repo.save_verdict(verdict, command)
-    repo.set_run_status(run.run_id, status)
+    reopened = latest is not None and latest.decision in (Decision.PROMOTE, Decision.ROLLBACK)
+    repo.set_run_status(run.run_id, status, reopen=reopened)
     return GateResult(verdict, pairs, policy, judgement=judgement, warnings=warnings)

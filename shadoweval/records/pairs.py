@@ -158,7 +158,11 @@ class PairScore(_Record):
     server's default samples; ``False`` only for temperature 0; ``None`` when the body
     could not be read); ``noise_identical`` whether the baseline repeat returned exactly
     the captured answer (``None`` without a usable repeat) — the degenerate-noise-floor
-    test of :mod:`shadoweval.stats.change` reads it.
+    test of :mod:`shadoweval.stats.change` reads it. ``exact_differs``: where either
+    answer is structured or short (JSON, tool calls, under ~40 tokens), whether their
+    normalised exact forms differ (:func:`shadoweval.compare.exact.exact_differs`;
+    ``None`` where neither is, a side errored, or the score predates the field): the
+    gate counts such a pair as changed whatever its similarity says.
 
     Latency: ``ttft_ms``, ``ttfc_ms`` (time to first visible content,
     :class:`Timings`) and ``e2e_ms`` of each side; the baseline's come from the source
@@ -212,6 +216,7 @@ class PairScore(_Record):
     output_chars: SidePair = SidePair()
     sampled: bool | None = None
     noise_identical: bool | None = None
+    exact_differs: bool | None = None
     scored_at: AwareDatetime = Field(default_factory=utc_now)
 
 

@@ -180,14 +180,18 @@ class Repository(
         with self._db.session() as session:
             return [rows_.run_info(row) for row in session.scalars(stmt)]
 
-    def set_run_status(self, run_id: str, status: RunStatus) -> RunInfo:
+    def set_run_status(self, run_id: str, status: RunStatus, *, reopen: bool = False) -> RunInfo:
         """Set a run's status and return the updated run.
 
-        Setting the status a run already has is a no-op.
+        Setting the status a run already has is a no-op. ``reopen`` lets a promoted or
+        rolled-back run take another status: the gate reopened its terminal verdict on
+        new evidence (:func:`shadoweval.application.gating.gate_run`); an aborted run
+        never changes.
 
         Raises:
             StorageError: unknown run, or the run is in a terminal status
-                (promoted, rolled_back, aborted) and ``status`` differs.
+                (promoted, rolled_back, aborted) and ``status`` differs (unless
+                ``reopen`` and the run is promoted or rolled back).
         """
         with self._db.session() as session:
             row = session.get(RunRow, run_id, with_for_update=True)
@@ -195,7 +199,8 @@ class Repository(
                 raise StorageError(f"unknown run {run_id!r}")
             current = RunStatus(row.status)
             if current is not status:
-                if current.terminal:
+                reopened = reopen and current in (RunStatus.PROMOTED, RunStatus.ROLLED_BACK)
+                if current.terminal and not reopened:
                     raise StorageError(
                         f"run {run_id!r} is {current.value}, a terminal status; "
                         f"it cannot become {status.value}"

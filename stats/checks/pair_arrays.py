@@ -190,6 +190,7 @@ class PairArrays:
     tool_change: FlagMatrix = field(metadata=_columns(TOOL_CHANGE_COLUMNS))
     sampled: FloatArray = field(metadata=_column("sampled", _floats))
     noise_identical: FloatArray = field(metadata=_column("noise_identical", _floats))
+    exact_differs: FloatArray = field(metadata=_column("exact_differs", _floats))
     quality: FloatArray = field(metadata=_column("quality", _floats))
     quality_source: npt.NDArray[np.object_] = field(metadata=_column("quality_source", _strings))
     infra: BoolArray = field(init=False)

@@ -73,7 +73,10 @@ class UnitChanges:
     ``changed`` of ``pairs`` (the unit's pairs without an infrastructure error) changed;
     ``threshold`` is the unit's divergence threshold, ``source`` how it was set
     (``noise``, ``pooled noise`` or ``divergence_threshold``) and ``quantile`` the
-    policy's ``change.noise_quantile``.
+    policy's ``change.noise_quantile``. ``found`` counts the unit's pairs with a
+    similarity that ground truth or the exact comparison found changed, ``missed`` those
+    of them the divergence alone called unchanged (the similarity's miss rate,
+    :mod:`shadoweval.stats.change`).
     """
 
     changed: int
@@ -81,6 +84,20 @@ class UnitChanges:
     threshold: float
     source: str
     quantile: float = 0.95
+    found: int = 0
+    missed: int = 0
+
+    def miss_rate(self) -> str:
+        """``similarity miss rate 64.8%: of the 253 pairs that ground truth or exact
+        comparison found changed, the embedding alone called 164 unchanged (all counted as
+        changed)``; ``""`` when no pair was found changed that way (report only)."""
+        if not self.found:
+            return ""
+        return (
+            f"similarity miss rate {fmt_pct(self.missed / self.found)}: of the {self.found} "
+            "pairs that ground truth or exact comparison found changed, the embedding alone "
+            f"called {self.missed} unchanged (all counted as changed)"
+        )
 
     def describe(self) -> str:
         """``changed beyond the noise: 312 of 805 pairs (38.8%; D > 0.213, the noise p95)``."""
@@ -210,6 +227,8 @@ def similarity_check(
     lead = [degenerate] if degenerate else []
     if changes is not None and (mode == "judge" or degenerate):
         lead.append(changes.describe())
+    if changes is not None and changes.miss_rate():
+        lead.append(changes.miss_rate())
     if mode == "judge":
         lead.append(REPORT_ONLY)
     outcome = check.outcome

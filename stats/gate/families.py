@@ -139,6 +139,8 @@ def similarity_family(u: GateUnit) -> list[GateEntry]:
         threshold=changes.noise_threshold.get(group.task_type, view.change.divergence_threshold),
         source=changes.threshold_source.get(group.task_type, "divergence_threshold"),
         quantile=view.change.noise_quantile,
+        found=int(np.count_nonzero(group.found)),
+        missed=int(np.count_nonzero(group.missed)),
     )
     judge_mode = view.change.mode == "judge"
     similarity = similarity_check(

@@ -13,6 +13,7 @@ from shadoweval.records import (
     Check,
     CheckOutcome,
 )
+from shadoweval.stats.change import GROUND_TRUTH_SOURCES
 from shadoweval.stats.checks import (
     HARM_METRIC_PREFIX,
     INFRA_METRIC,
@@ -22,6 +23,7 @@ from shadoweval.stats.checks import (
     binary_check,
     tool_check,
 )
+from shadoweval.stats.checks.pair_arrays import BoolArray, PairArrays
 from shadoweval.stats.checks.reasons import fmt_g, fmt_p, infra_note
 from shadoweval.stats.engine import Judged, OnFail
 from shadoweval.stats.gate.units import (
@@ -187,6 +189,7 @@ def _net_harm_test(
         alpha=policy.alpha,
         power=policy.power,
         sources=_source_counts(group.arrays, keep & group.changed),
+        truth_ties=_truth_ties(group.arrays, keep & ~group.changed),
     )
     n_infra = group.arrays.n - int(np.count_nonzero(keep))
     if n_infra:
@@ -207,6 +210,12 @@ def _net_harm_test(
         on_fail="rollback" if critical else "hold",
         net_check=check,
     )
+
+
+def _truth_ties(arrays: PairArrays, rows: BoolArray) -> int:
+    """Pairs among ``rows`` (the unchanged ones) whose ground truth is a tie."""
+    truth = np.isin(arrays.quality_source.astype(str), GROUND_TRUTH_SOURCES)
+    return int(np.count_nonzero(rows & truth & (arrays.quality == 0.0)))
 
 
 def _paired_binary_test(

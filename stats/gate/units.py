@@ -35,7 +35,9 @@ class _Group:
     ``changed`` and ``stratum`` are the unit's rows of
     :func:`shadoweval.stats.change.classify_changes`
     (aligned with ``arrays``); ``blocking`` is false for a task type below
-    ``min_traffic_share``.
+    ``min_traffic_share``. ``found`` / ``missed`` are its rows of
+    :attr:`ChangeResult.similarity_found` / :attr:`ChangeResult.similarity_missed`
+    (the similarity's miss rate).
     """
 
     task_type: str
@@ -44,6 +46,8 @@ class _Group:
     blocking: bool
     changed: BoolArray
     stratum: IntArray
+    found: BoolArray
+    missed: BoolArray
 
 
 def _groups(
@@ -65,7 +69,18 @@ def _groups(
     changes = classify_pair_arrays(arrays, pooled.codes, policy, names=pooled.names)
     counts = np.bincount(codes, minlength=len(names))
     bounds = np.concatenate([[0], np.cumsum(counts)])
-    groups = [_Group(POOLED, arrays, 1.0, True, changes.changed, changes.stratum)]
+    groups = [
+        _Group(
+            POOLED,
+            arrays,
+            1.0,
+            True,
+            changes.changed,
+            changes.stratum,
+            changes.similarity_found,
+            changes.similarity_missed,
+        )
+    ]
     for i, task_type in enumerate(names):
         share = float(counts[i]) / total
         lo, hi = int(bounds[i]), int(bounds[i + 1])
@@ -77,6 +92,8 @@ def _groups(
                 share >= policy.min_traffic_share,
                 changes.changed[lo:hi],
                 changes.stratum[lo:hi],
+                changes.similarity_found[lo:hi],
+                changes.similarity_missed[lo:hi],
             )
         )
     captured = sum(coverage.per_task_type.values())
@@ -92,6 +109,8 @@ def _groups(
                     share >= policy.min_traffic_share,
                     changes.changed[:0],
                     changes.stratum[:0],
+                    changes.similarity_found[:0],
+                    changes.similarity_missed[:0],
                 )
             )
     return groups, changes, pooled
@@ -140,11 +159,11 @@ def _pooled_strata(
     """Strata of the pooled unit: task type × divergence stratum.
 
     The same codes and names as :func:`shadoweval.stats.net_harm.pooled_strata` (task type index ×
-    ``len(edges) + 2`` + stratum, named ``"koala: D 0.1-0.2"``), computed from the task
+    ``len(edges) + 3`` + stratum, named ``"koala: D 0.1-0.2"``), computed from the task
     types' integer codes the gate already has instead of their strings (a million
     string comparisons otherwise).
     """
-    width = len(edges) + 2
+    width = len(edges) + 3
     codes = np.where(stratum >= 0, pooled.codes * width + stratum, -1).astype(np.int64)
     labels = stratum_names(edges)
     names = {

@@ -9,7 +9,11 @@ judge, an analyst or a reference checker: :mod:`shadoweval.stats.judgements`). T
 
 over *all* pairs of the traffic. A pair whose answers did not change beyond the noise
 (:mod:`shadoweval.stats.change`) is a tie by definition (``y = 0``, never judged; a judgement of
-such a pair is counted in :attr:`NetHarmEstimate.judged_unchanged` and not read). The
+such a pair is counted in :attr:`NetHarmEstimate.judged_unchanged` and not read). Ground
+truth that differs between the sides (reference correctness, analysts' labels) makes a
+pair changed whatever its divergence, so on an unchanged pair it can only be a tie; where
+nothing else marks such a pair changed it is in the "ground truth only" stratum
+(:func:`ground_truth_stratum`), a census read exactly. The
 changed pairs fall into strata ``h`` by divergence (:func:`divergence_strata`); a random
 sample of each stratum is judged (the judge budget), so the estimator is **stratified**:
 
@@ -120,7 +124,9 @@ from shadoweval.stats.net_harm.estimate import (
     WORSE as WORSE,
 )
 from shadoweval.stats.net_harm.strata import (
+    GROUND_TRUTH_STRATUM_NAME,
     divergence_strata,
+    ground_truth_stratum,
     pooled_strata,
     stratum_label,
     stratum_names,
@@ -128,6 +134,7 @@ from shadoweval.stats.net_harm.strata import (
 from shadoweval.stats.net_harm.stratified import StratifiedMean
 
 __all__ = [
+    "GROUND_TRUTH_STRATUM_NAME",
     "NET_HARM_METRIC",
     "NET_HARM_STATISTIC",
     "NOT_REACHABLE",
@@ -136,6 +143,7 @@ __all__ = [
     "StratumEstimate",
     "divergence_strata",
     "estimate_net_harm",
+    "ground_truth_stratum",
     "judgement_levels",
     "net_harm_check",
     "pooled_strata",

@@ -83,6 +83,22 @@ def _share(name: str, share: StratifiedMean) -> str:
     return f"{name} {fmt_pct(low)} to {fmt_pct(high)} (unjudged strata)"
 
 
+def _unchanged_text(e: NetHarmEstimate, truth_ties: int) -> str:
+    """``153 unchanged pairs counted as ties (ground truth: a tie on 150 of them; 3 judge
+    judgements not read)``: the unchanged pairs and what is known of them. Ground truth
+    on an unchanged pair is always a tie (a difference would have made it changed)."""
+    text = f"{e.n - e.changed} unchanged pairs counted as ties"
+    ties = min(truth_ties, e.judged_unchanged)
+    others = e.judged_unchanged - ties
+    if ties and others:
+        return f"{text} (ground truth: a tie on {ties} of them; {others} judge judgements not read)"
+    if ties:
+        return f"{text} (ground truth: a tie on {ties} of them)"
+    if others:
+        return f"{text} (their {others} judgements not read)"
+    return text
+
+
 def _joined(*parts: str) -> str:
     return "; ".join(p for p in parts if p)
 
@@ -96,6 +112,7 @@ class _Reading:
     block: NetHarmPolicy
     levels: LookLevels
     sources: Mapping[str, int]
+    truth_ties: int = 0
 
     @property
     def unit(self) -> str:
@@ -133,16 +150,12 @@ class _Reading:
     @property
     def tail(self) -> str:
         """The unchanged pairs counted as ties, closing every reason."""
-        e = self.estimate
-        tail = f"; {e.n - e.changed} unchanged pairs counted as ties"
-        if e.judged_unchanged:
-            tail += f" (their {e.judged_unchanged} judgements not read)"
-        return tail
+        return f"; {_unchanged_text(self.estimate, self.truth_ties)}"
 
     def stratum_name(self, row: StratumEstimate) -> str:
         if row.name is not None:
             return row.name
-        if 0 <= row.stratum <= len(self.block.strata_edges) + 1:
+        if 0 <= row.stratum <= len(self.block.strata_edges) + 2:
             return stratum_label(row.stratum, self.block.strata_edges)
         return f"stratum {row.stratum}"
 
@@ -222,6 +235,7 @@ def net_harm_check(
     sources: Mapping[str, int],
     alpha: float | None = None,
     power: float | None = None,
+    truth_ties: int = 0,
 ) -> tuple[Check, float | None]:
     """The ``net_harm`` check of one unit and its one-sided harm p-value.
 
@@ -255,6 +269,8 @@ def net_harm_check(
             others such as ``failed`` are shown when non-zero).
         alpha, power: accepted for the gate's common call; the minimum is
             ``block.min_judged``, not a power calculation, so they are not read.
+        truth_ties: unchanged pairs whose ground truth (reference, analyst) is a tie:
+            read, and named apart from judge judgements of unchanged pairs.
 
     Returns:
         The :class:`~shadoweval.records.Check` and the one-sided p-value of H0: Δ ≤ 0
@@ -266,17 +282,18 @@ def net_harm_check(
     from shadoweval.stats.checks.reasons import CheckNumbers
 
     e = estimate
-    reading = _Reading(e, task_type, block, levels, sources)
+    reading = _Reading(e, task_type, block, levels, sources, truth_ties)
     if e.n == 0:
         return reading.check(
             CheckOutcome.INCONCLUSIVE, "no pairs; cannot judge", CheckNumbers(), None
         )
     if e.changed == 0:
-        note = (
-            f" (judgements of {e.judged_unchanged} unchanged pairs not read)"
-            if e.judged_unchanged
-            else ""
-        )
+        ties = min(truth_ties, e.judged_unchanged)
+        others = e.judged_unchanged - ties
+        notes = [f"ground truth: a tie on {ties}"] if ties else []
+        if others:
+            notes.append(f"judgements of {others} unchanged pairs not read")
+        note = f" ({'; '.join(notes)})" if notes else ""
         return reading.check(
             CheckOutcome.PASS,
             f"no pair changed beyond the noise: {e.n} pairs, all ties{note}",

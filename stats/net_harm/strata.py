@@ -14,9 +14,33 @@ import numpy.typing as npt
 
 from shadoweval.stats.inputs import FloatArray, InvalidDataError
 
-__all__ = ["IntArray", "divergence_strata", "pooled_strata", "stratum_label", "stratum_names"]
+__all__ = [
+    "GROUND_TRUTH_STRATUM_NAME",
+    "IntArray",
+    "divergence_strata",
+    "ground_truth_stratum",
+    "pooled_strata",
+    "stratum_label",
+    "stratum_names",
+]
 
 IntArray = npt.NDArray[np.int64]
+
+GROUND_TRUTH_STRATUM_NAME = "ground truth only"
+"""The name of the stratum of pairs that only their ground truth marks changed."""
+
+
+def ground_truth_stratum(edges: Sequence[float]) -> int:
+    """The stratum code of the pairs changed by their ground truth alone: ``len(edges) + 2``.
+
+    A pair whose reference correctness or analyst's label differs between the sides is
+    changed whatever its similarity says (:mod:`shadoweval.stats.change`); where nothing
+    else marks it (its divergence below the threshold, no behaviour or exact difference)
+    it is in this stratum, which is a census (every pair in it is judged: its judgement
+    put it there), so the estimator reads its outcomes exactly and the divergence strata
+    keep their random judge samples.
+    """
+    return len(edges) + 2
 
 
 def divergence_strata(divergence: FloatArray, edges: Sequence[float]) -> IntArray:
@@ -56,14 +80,17 @@ def divergence_strata(divergence: FloatArray, edges: Sequence[float]) -> IntArra
 
 def stratum_label(index: int, edges: Sequence[float]) -> str:
     """The name of divergence stratum ``index`` (:func:`divergence_strata`): ``D < 0.1``,
-    ``D 0.1-0.2``, ``D >= 0.35``, ``no similarity``.
+    ``D 0.1-0.2``, ``D >= 0.35``, ``no similarity``; ``ground truth only`` for
+    :func:`ground_truth_stratum`.
 
     Raises:
-        ValueError: ``index`` outside ``0 … len(edges) + 1``.
+        ValueError: ``index`` outside ``0 … len(edges) + 2``.
     """
     e = [f"{x:g}" for x in edges]
-    if not 0 <= index <= len(e) + 1:
-        raise ValueError(f"stratum index {index} outside 0..{len(e) + 1}")
+    if not 0 <= index <= len(e) + 2:
+        raise ValueError(f"stratum index {index} outside 0..{len(e) + 2}")
+    if index == len(e) + 2:
+        return GROUND_TRUTH_STRATUM_NAME
     if index == len(e) + 1:
         return "no similarity"
     if not e:
@@ -76,8 +103,8 @@ def stratum_label(index: int, edges: Sequence[float]) -> str:
 
 
 def stratum_names(edges: Sequence[float]) -> dict[int, str]:
-    """Every divergence stratum's :func:`stratum_label`, by index."""
-    return {i: stratum_label(i, edges) for i in range(len(edges) + 2)}
+    """Every stratum's :func:`stratum_label`, by index (the ground-truth stratum included)."""
+    return {i: stratum_label(i, edges) for i in range(len(edges) + 3)}
 
 
 def pooled_strata(
@@ -97,7 +124,8 @@ def pooled_strata(
         group: the task type of each pair, shape ``(n,)``.
         stratum: each pair's divergence stratum (−1 unchanged), shape ``(n,)``.
         edges: the strata edges of :func:`divergence_strata` (the same for every task type
-            of the unit; strata ``0 … len(edges) + 1``).
+            of the unit; strata ``0 … len(edges) + 2``, the last
+            :func:`ground_truth_stratum`).
 
     Returns:
         The combined stratum codes (−1 where ``stratum`` is −1) and their names
@@ -105,7 +133,7 @@ def pooled_strata(
 
     Raises:
         InvalidDataError: the arrays differ in length, or a stratum above
-            ``len(edges) + 1``.
+            ``len(edges) + 2``.
     """
     groups = np.asarray(group, dtype=object)
     strata = np.asarray(stratum, dtype=np.int64)
@@ -114,7 +142,7 @@ def pooled_strata(
             f"group and stratum differ in shape: {groups.shape} vs {strata.shape}",
             name="stratum",
         )
-    width = len(edges) + 2
+    width = len(edges) + 3
     too_large = int(np.count_nonzero(strata >= width))
     if too_large:
         raise InvalidDataError(

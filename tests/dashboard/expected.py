@@ -105,7 +105,6 @@ def direction_expected(repo: Repository, run_id: str) -> dict[str, dict[str, Any
     assert run is not None
     policy = parse_policy_yaml(run.policy_yaml)
     pairs = pairs_frame(repo.load_pair_scores(run_id), policy)
-    changes = classify_changes(pairs, policy)
     worse = {"candidate_worse": 1.0, "candidate_better": -1.0, "tie": 0.0, "same": 0.0}
     worse["both_bad"] = 0.0
     outcome: dict[str, tuple[float, str]] = {}
@@ -130,6 +129,8 @@ def direction_expected(repo: Repository, run_id: str) -> dict[str, dict[str, Any
     quality = np.array([outcome.get(i, (np.nan, ""))[0] for i in ids])
     source = np.array([outcome.get(i, (np.nan, ""))[1] for i in ids], dtype=object)
     is_failed = np.array([i in failed and i not in outcome for i in ids])
+    # Ground truth (reference, labels) marks a pair changed whatever its similarity (issue 29).
+    changes = classify_changes(pairs.assign(quality=quality, quality_source=source), policy)
     task_types = pairs["task_type"].to_numpy(dtype=object)
     expected: dict[str, dict[str, Any]] = {}
     for unit in [*sorted(set(task_types)), POOLED]:

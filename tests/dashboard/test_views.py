@@ -611,6 +611,9 @@ def test_direction_table_counts_rates_and_net_harm_by_hand() -> None:
         "tie": 0,
         "worse": 2,
         "net_harm": pytest.approx(0.1),  # 2/10 · (−1) + 3/10 · (+1)
+        # set by direction_of from the change classification (none from arrays alone)
+        "similarity_found": 0,
+        "similarity_missed": 0,
     }
     assert (a["win_rate"], a["tie_rate"], a["loss_rate"]) == (0.5, 0.0, 0.5)
     assert (a["win_low"], a["win_high"]) == pytest.approx(_wilson(2, 4))

@@ -74,25 +74,27 @@ def test_stratum_names() -> None:
         2: "D 0.2-0.35",
         3: "D >= 0.35",
         4: "no similarity",
+        5: "ground truth only",
     }
     with pytest.raises(ValueError, match="outside"):
-        stratum_label(5, EDGES)
+        stratum_label(6, EDGES)
 
 
 def test_pooled_strata_cross_task_type_and_divergence() -> None:
     group = np.array(["qa", "code", "qa", "code", "qa"], dtype=object)
     stratum = np.array([0, 4, -1, 0, 3])
     codes, names = pooled_strata(group, stratum, EDGES)
-    # task types sorted: code 0, qa 1; width len(edges) + 2 = 5.
-    assert codes.tolist() == [5, 4, -1, 0, 8]
+    # task types sorted: code 0, qa 1; width len(edges) + 3 = 6 (the divergence strata,
+    # "no similarity" and "ground truth only").
+    assert codes.tolist() == [6, 4, -1, 0, 9]
     assert names == {
         0: "code: D < 0.1",
         4: "code: no similarity",
-        5: "qa: D < 0.1",
-        8: "qa: D >= 0.35",
+        6: "qa: D < 0.1",
+        9: "qa: D >= 0.35",
     }
-    with pytest.raises(InvalidDataError, match="above 4"):
-        pooled_strata(group, np.array([0, 5, 0, 0, 0]), EDGES)
+    with pytest.raises(InvalidDataError, match="above 5"):
+        pooled_strata(group, np.array([0, 6, 0, 0, 0]), EDGES)
 
 
 def test_pooled_estimate_is_the_traffic_weighted_sum_of_task_types() -> None:

@@ -225,7 +225,7 @@ def test_unpack_refuses_rows_of_another_length_or_layout() -> None:
     assert len(packed) == PAIR_FACTS_BYTES
     with pytest.raises(ValueError, match=r"row 1 has 3 bytes, expected"):
         unpack_pair_facts([packed, b"abc"])
-    with pytest.raises(ValueError, match=r"row 0 has layout 9, expected 1"):
+    with pytest.raises(ValueError, match=r"row 0 has layout 9, expected 2"):
         unpack_pair_facts([b"\x09" + packed[1:]])
     with pytest.raises(ValueError, match="columns differ in length"):
         PairFacts(("a",), (), (), unpack_pair_facts([]))

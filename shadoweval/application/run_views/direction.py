@@ -19,7 +19,7 @@ from shadoweval.records import (
     PairJudgement,
     QualityOutcome,
 )
-from shadoweval.stats.change import classify_changes
+from shadoweval.stats.change import ChangeResult, classify_changes
 from shadoweval.stats.judgements import Agreement, judge_human_agreement, resolve_judgements
 from shadoweval.stats.net_harm import estimate_net_harm, pooled_strata
 from shadoweval.stats.policy import GatePolicy, effective
@@ -55,6 +55,8 @@ DIRECTION_COLUMNS: dict[str, str] = {
     "net_harm": "float64",
     "net_harm_low": "float64",
     "net_harm_high": "float64",
+    "similarity_found": "int64",
+    "similarity_missed": "int64",
 }
 """Columns of :attr:`RunDirection.table` and their pandas dtypes.
 
@@ -75,7 +77,11 @@ DIRECTION_COLUMNS: dict[str, str] = {
   size; a changed stratum with no judged pair at the midpoint 0 with worst-case bounds),
   with its interval (:meth:`shadoweval.stats.net_harm.NetHarmEstimate.interval`, each bound
   one-sided at (1 − :data:`DIRECTION_CONFIDENCE`) / 2, clipped to [−1, 1]; NaN for a
-  unit without pairs).
+  unit without pairs);
+* ``similarity_found`` / ``similarity_missed``: pairs with a similarity that ground truth
+  or the exact comparison found changed, and those of them the embedding alone called
+  unchanged (:attr:`shadoweval.stats.change.ChangeResult.similarity_missed`): the
+  similarity's miss rate is their ratio.
 """
 
 _SOURCE_COLUMNS: dict[JudgementSource, str] = {
@@ -166,6 +172,8 @@ def _unit_row(
         "better": better,
         "tie": tie,
         "worse": worse,
+        "similarity_found": 0,
+        "similarity_missed": 0,
     }
     for value, column in _SOURCE_COLUMNS.items():
         row[column] = int((judged & (source == value.value)).sum())
@@ -179,6 +187,15 @@ def _unit_row(
         low, high = estimate.interval((1 - DIRECTION_CONFIDENCE) / 2)
         row["net_harm_low"], row["net_harm_high"] = float(low), float(high)
     return row
+
+
+def with_judgements(pairs: pd.DataFrame, resolved: Mapping[str, PairJudgement]) -> pd.DataFrame:
+    """``pairs`` with ``quality`` / ``quality_source`` set from the resolved judgements
+    (:func:`pair_quality`), a copy: ground truth marks pairs changed
+    (:mod:`shadoweval.stats.change`), so a view classifies the pairs with the judgements the
+    gate reads."""
+    quality, source = pair_quality([str(i) for i in pairs["exchange_id"]], resolved)
+    return pairs.assign(quality=quality, quality_source=pd.Series(source, dtype=object))
 
 
 def direction_table(
@@ -286,9 +303,9 @@ def direction_of(
             edges=(),
         )
         return RunDirection(table, None, agreement)
-    changes = classify_changes(pairs, policy)
     ids = [str(i) for i in pairs["exchange_id"]]
     quality, source = pair_quality(ids, resolved)
+    changes = classify_changes(with_judgements(pairs, resolved), policy)
     failed = np.array(
         [(j := resolved.get(i)) is not None and j.outcome is None for i in ids], dtype=bool
     )
@@ -301,8 +318,17 @@ def direction_of(
         failed,
         edges=_longest_edges(policy, pairs["task_type"].unique()),
     )
+    _add_miss_counts(table, pairs["task_type"].astype(str).to_numpy(), changes)
     degenerate = None if changes.degenerate is None else changes.degenerate.describe()
     return RunDirection(table, degenerate, agreement)
+
+
+def _add_miss_counts(table: pd.DataFrame, task_types: np.ndarray, changes: ChangeResult) -> None:
+    """Set ``similarity_found`` / ``similarity_missed`` of each row of ``table`` (in place)."""
+    for i, unit in enumerate(table["task_type"].astype(str)):
+        rows = np.ones(task_types.size, dtype=bool) if unit == POOLED else task_types == unit
+        table.loc[i, "similarity_found"] = int(np.count_nonzero(changes.similarity_found & rows))
+        table.loc[i, "similarity_missed"] = int(np.count_nonzero(changes.similarity_missed & rows))
 
 
 _View = TypeVar("_View")

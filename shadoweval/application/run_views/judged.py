@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from shadoweval.application.choices import enum_choice
+from shadoweval.application.run_views.direction import with_judgements
 from shadoweval.application.run_views.pairs import frozen_policy_pairs
 from shadoweval.application.samples import redact_sample
 from shadoweval.errors import ConfigError
@@ -228,7 +229,8 @@ def judged_pairs_view(
     policy, frame = frozen_policy_pairs(repo, run, pairs)
     classes: dict[str, tuple[bool, int]] = {}
     if not frame.empty and shown:
-        changes = classify_changes(frame, policy)
+        resolved = resolve_judgements(stored, given)
+        changes = classify_changes(with_judgements(frame, resolved), policy)
         classes = {
             str(e): (bool(c), int(h))
             for e, c, h in zip(frame["exchange_id"], changes.changed, changes.stratum, strict=True)
