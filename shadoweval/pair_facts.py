@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, get_args
@@ -37,9 +37,17 @@ import numpy as np
 import numpy.typing as npt
 
 from shadoweval.pair_flags import FormatSuccessFlag
-from shadoweval.records import FormatFlags, HarmKind, PairScore, ToolCallFlags, ToolChange
+from shadoweval.records import (
+    FinishReason,
+    FormatFlags,
+    HarmKind,
+    PairScore,
+    ToolCallFlags,
+    ToolChange,
+)
 
 __all__ = [
+    "DERIVED_BITS",
     "FACT_BITS",
     "FLOAT_FACTS",
     "FORMAT_SUCCESS_FLAGS",
@@ -56,7 +64,7 @@ __all__ = [
     "unpack_pair_facts",
 ]
 
-PAIR_FACTS_LAYOUT = 2
+PAIR_FACTS_LAYOUT = 3
 """Layout number stored in each packed row's first byte."""
 
 FORMAT_SUCCESS_FLAGS: tuple[FormatSuccessFlag, ...] = get_args(FormatSuccessFlag)
@@ -86,11 +94,21 @@ FACT_BITS: dict[str, int] = {
             "baseline_interrupted",
             "candidate_interrupted",
             "candidate_context_length",
+            "baseline_finish_length",
+            "candidate_finish_length",
         )
     )
 }
-"""Bit of each boolean :class:`~shadoweval.records.PairScore` field in ``bits`` (append new
-fields only: a row packed before a field existed reads it as false, its default)."""
+"""Bit of each boolean :class:`~shadoweval.records.PairScore` field in ``bits``, and of the
+derived flags :data:`DERIVED_BITS` (append new names only)."""
+
+DERIVED_BITS: dict[str, Callable[[PairScore], bool]] = {
+    "baseline_finish_length": lambda s: s.baseline_finish_reason == FinishReason.LENGTH,
+    "candidate_finish_length": lambda s: s.candidate_finish_reason == FinishReason.LENGTH,
+}
+"""Flags of :data:`FACT_BITS` that are not a :class:`~shadoweval.records.PairScore` field:
+that side's answer ended with ``finish_reason: length`` (its token budget; the cause
+attribution of :mod:`shadoweval.stats.gate.attribution` reads them)."""
 
 FLOAT_FACTS: tuple[str, ...] = (
     "similarity",
@@ -105,6 +123,7 @@ FLOAT_FACTS: tuple[str, ...] = (
     "candidate_output_tokens",
     "baseline_output_chars",
     "candidate_output_chars",
+    "prompt_token_ratio",
 )
 TRI_FACTS: tuple[str, ...] = (
     "baseline_tool_text",
@@ -229,7 +248,8 @@ def pack_pair_facts(score: PairScore) -> bytes:
     values = score.__dict__  # the fields' values (pydantic keeps them there)
     bits = 0
     for name, bit in FACT_BITS.items():
-        if values[name]:
+        derived = DERIVED_BITS.get(name)
+        if derived(score) if derived is not None else values[name]:
             bits |= bit
     captured_us = (score.captured_at - _EPOCH) // timedelta(microseconds=1)
     return _STRUCT.pack(
@@ -247,6 +267,7 @@ def pack_pair_facts(score: PairScore) -> bytes:
         _float(score.output_tokens.candidate),
         _float(score.output_chars.baseline),
         _float(score.output_chars.candidate),
+        _float(score.prompt_token_ratio),
         bits,
         _mask(score.baseline_harms, _HARM_BIT),
         _mask(score.candidate_harms, _HARM_BIT),

@@ -43,8 +43,10 @@ how often the embedding alone would have called a changed pair unchanged, per ta
 in the similarity check's reason.
 
 **Degenerate noise floor.** A baseline repeat that returns exactly the captured answer on
-(nearly) every request that sampled — a recorded replica, not a second draw — measures a
-recording, not sampling noise: every changed answer would be "beyond the noise". Among
+(nearly) every request that sampled — a deterministic replica (a fixed seed, as
+llama-cpp-python reseeds every request from one fixed chain; or a server replaying stored
+answers), not a second draw — shows no sampling noise: every changed answer would be
+"beyond the noise". Among
 the pairs with a noise similarity whose request sampled (``sampled`` 1.0 or unknown), the
 share with ``noise_identical`` 1.0 (where that is unknown: noise similarity ≥
 :data:`IDENTICAL_SIMILARITY`) is compared with ``change.degenerate_identical_share``
@@ -102,7 +104,7 @@ GROUND_TRUTH_SOURCES: tuple[str, ...] = (
 
 @dataclass(frozen=True)
 class DegenerateNoise:
-    """A degenerate noise floor: the baseline repeat returned the captured answer.
+    """A degenerate noise floor: a deterministic replica repeated the captured answer.
 
     Attributes:
         identical: sampled requests whose baseline repeat was identical to the capture.
@@ -129,11 +131,14 @@ class DegenerateNoise:
         ``0.30000000000000004``).
         """
         return (
-            "degenerate noise floor: the baseline repeat returned exactly the captured "
-            f"answer on {self.identical} of {self.sampled_with_repeat} sampled requests "
-            f"({_share_pct(self.identical, self.sampled_with_repeat)}): it measures a "
-            "recording, not sampling noise; changes are measured against "
-            f"divergence_threshold {fmt_g(self.divergence_threshold)} instead"
+            "degenerate noise floor: the baseline replica is deterministic: it repeated the "
+            f"captured answer word for word on {self.identical} of "
+            f"{self.sampled_with_repeat} sampled requests "
+            f"({_share_pct(self.identical, self.sampled_with_repeat)}), as a fixed seed does "
+            "(llama-cpp-python reseeds every request from one fixed chain) or a server "
+            "replaying stored answers; a second draw of the same request is then the same "
+            "draw, so it shows no sampling noise to measure changes against; changes are "
+            f"measured against divergence_threshold {fmt_g(self.divergence_threshold)} instead"
         )
 
 

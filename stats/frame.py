@@ -31,6 +31,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from shadoweval.pair_facts import (
+    DERIVED_BITS,
     FACT_BITS,
     FLOAT_FACTS,
     FORMAT_SUCCESS_FLAGS,
@@ -120,6 +121,9 @@ PAIRS_COLUMNS: dict[str, str] = {
     "latency_baseline_source": "object",
     "baseline_output_tokens": "float64",
     "candidate_output_tokens": "float64",
+    "prompt_token_ratio": "float64",
+    "baseline_finish_length": "bool",
+    "candidate_finish_length": "bool",
     **dict.fromkeys(BASELINE_HARM_COLUMNS, "bool"),
     **dict.fromkeys(CANDIDATE_HARM_COLUMNS, "bool"),
     "baseline_output_chars": "float64",
@@ -140,6 +144,12 @@ Latency columns: ``baseline_/candidate_`` ``e2e_ms``, ``ttft_ms`` and ``ttfc_ms`
 first visible content; equals e2e for a non-streamed response), NaN when unknown;
 ``baseline_cache_hit`` / ``candidate_cache_hit``: that side's answer was served from a
 cache (``PairScore.*_cache_hit``), so the pair is left out of every latency check.
+
+The cause columns (issue 29 item 9; :mod:`shadoweval.stats.gate.attribution`):
+``prompt_token_ratio`` (``PairScore.prompt_token_ratio``: candidate/baseline prompt tokens
+of the same request, NaN when either side did not report them) and
+``baseline_finish_length`` / ``candidate_finish_length`` (that side ended with
+``finish_reason: length``).
 
 The direction columns (issue 11):
 
@@ -321,6 +331,8 @@ def _row(
         "latency_baseline_source": score.latency_baseline_source,
         "baseline_output_tokens": _value(score.output_tokens.baseline),
         "candidate_output_tokens": _value(score.output_tokens.candidate),
+        "prompt_token_ratio": _value(score.prompt_token_ratio),
+        **{name: derived(score) for name, derived in DERIVED_BITS.items()},
         "baseline_output_chars": _value(score.output_chars.baseline),
         "candidate_output_chars": _value(score.output_chars.candidate),
         "baseline_tool_text": tool_text(score.baseline_tools, score.baseline_empty),
@@ -499,6 +511,8 @@ def _fact_columns(
     columns["baseline_cache_hit"] = bit("baseline_cache_hit")
     columns["candidate_cache_hit"] = bit("candidate_cache_hit")
     columns["candidate_warmup"] = bit("candidate_warmup")
+    for name in DERIVED_BITS:
+        columns[name] = bit(name)
     columns["latency_baseline_source"] = pd.Series(
         np.asarray(LATENCY_SOURCES, dtype=object)[
             values["latency_baseline_source"].astype(np.int64)

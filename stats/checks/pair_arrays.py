@@ -152,7 +152,9 @@ class PairArrays:
     ``(n, len(ToolChange))`` block in :class:`~shadoweval.records.ToolChange` order;
     ``quality`` is +1 candidate worse, −1 better, 0 tie, NaN not judged; ``base_cache_hit`` /
     ``cand_cache_hit`` are true where that side was served from a cache; ``source`` codes index
-    :data:`LATENCY_BASELINE_SOURCES` (``latency_baseline_source``). Build with
+    :data:`LATENCY_BASELINE_SOURCES` (``latency_baseline_source``); ``prompt_ratio`` is the
+    prompt-token ratio candidate/baseline and ``*_finish_length`` whether that side ended
+    with ``finish_reason: length`` (the cause attribution's columns). Build with
     :meth:`from_frame`; :meth:`slice` gives a task type's rows when the frame was
     ordered by task type (:meth:`take`). ``infra`` is derived: an infrastructure error
     (or a missing flag) on either side.
@@ -181,6 +183,9 @@ class PairArrays:
     cand_cache_hit: BoolArray = field(metadata=_column("candidate_cache_hit", _bools))
     base_tokens: FloatArray = field(metadata=_column("baseline_output_tokens", _floats))
     cand_tokens: FloatArray = field(metadata=_column("candidate_output_tokens", _floats))
+    prompt_ratio: FloatArray = field(metadata=_column("prompt_token_ratio", _floats))
+    base_finish_length: BoolArray = field(metadata=_column("baseline_finish_length", _bools))
+    cand_finish_length: BoolArray = field(metadata=_column("candidate_finish_length", _bools))
     base_harm: FlagMatrix = field(metadata=_columns(BASELINE_HARM_COLUMNS))
     cand_harm: FlagMatrix = field(metadata=_columns(CANDIDATE_HARM_COLUMNS))
     base_chars: FloatArray = field(metadata=_column("baseline_output_chars", _floats))

@@ -236,8 +236,9 @@ def similarity_check(
         outcome = CheckOutcome.INCONCLUSIVE
         lead.insert(
             1,
-            "the similarity check cannot judge divergence against a recording "
-            "(INCONCLUSIVE); replay with a baseline-repeat replica that samples",
+            "the similarity check cannot judge divergence against a deterministic replica "
+            "(INCONCLUSIVE); replay with a baseline-repeat replica that draws a fresh seed "
+            "per request",
         )
     if not lead:
         return check

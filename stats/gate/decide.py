@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -11,6 +11,7 @@ from shadoweval.records import POOLED, Check, CheckOutcome, Decision, Environmen
 from shadoweval.stats.change import ChangeResult
 from shadoweval.stats.checks import HARM_METRIC_PREFIX, INFRA_FAILED, INFRA_METRIC, UNEQUAL_LOAD
 from shadoweval.stats.engine import Findings, Judged, ReasonLayout, decide, findings, open_checks
+from shadoweval.stats.gate.attribution import UnitCauses
 from shadoweval.stats.gate.trade_off import cost_trade_off
 from shadoweval.stats.gate.validity import _hours
 from shadoweval.stats.net_harm import NET_HARM_METRIC
@@ -69,6 +70,40 @@ def _environment_note(environment: Sequence[EnvironmentFailure]) -> list[str]:
         f"of the environment, not the model, and were left out of the quality checks: "
         f"{causes}; a re-run of the same run replays them again"
     ]
+
+
+def _deciding_failure(judged: Sequence[GateJudged]) -> GateJudged | None:
+    """The failed check whose line leads the failures: the first harm, else the first FAIL
+    that rolls back, else the first report-and-block FAIL (the engine's section order)."""
+    failed = [
+        j
+        for j in judged
+        if j.check.outcome == CheckOutcome.FAIL and not j.harm and not j.run_blocked
+    ]
+    ordered = [
+        *(j for j in judged if j.harm),
+        *(j for j in failed if j.on_fail == "rollback"),
+        *(j for j in failed if j.on_fail == "hold"),
+    ]
+    return ordered[0] if ordered else None
+
+
+def _attributed_line(
+    judged: Sequence[GateJudged], causes: Mapping[str, UnitCauses]
+) -> Callable[[GateJudged], str]:
+    """The reason line of a judged check, the deciding failure's led by its likely cause
+    (:mod:`shadoweval.stats.gate.attribution`: its unit's, else the pooled unit's)."""
+    deciding = _deciding_failure(judged)
+    found = None
+    if deciding is not None:
+        found = causes.get(deciding.check.task_type) or causes.get(POOLED)
+
+    def line(j: GateJudged) -> str:
+        if found is not None and j is deciding:
+            return f"{found.likely()}: {_line(j.check)}"
+        return _line(j.check)
+
+    return line
 
 
 def _open_lines(judged: Sequence[GateJudged]) -> list[str]:
@@ -169,7 +204,8 @@ def _decide(
     changes: ChangeResult,
     extra_notes: list[str] | None = None,
     environment: Sequence[EnvironmentFailure] = (),
-    causes: list[str] | None = None,
+    failure_causes: list[str] | None = None,
+    causes: Mapping[str, UnitCauses] | None = None,
 ) -> tuple[Decision, list[str], int]:
     """The decision, its reasons, and how many leading reasons say why the run is blocked
     (invalid run, failing infrastructure) or decided a HOLD.
@@ -183,14 +219,19 @@ def _decide(
     infrastructure headline when ``infra_error_rate`` blocks the run, else in a note. A
     cost guardrail that fails where quality is significantly better holds instead of
     rolling back, its trade-off leading the HOLD
-    (:func:`shadoweval.stats.gate.trade_off.cost_trade_off`). ``causes`` (interrupted
-    streams, the candidate's context length: :mod:`shadoweval.stats.gate.causes`) follow
-    the infrastructure headline when the infrastructure check failed, else lead the notes.
+    (:func:`shadoweval.stats.gate.trade_off.cost_trade_off`). ``failure_causes``
+    (interrupted streams, the candidate's context length:
+    :mod:`shadoweval.stats.gate.causes`) follow the infrastructure headline when the
+    infrastructure check failed, else lead the notes. ``causes``: the units where a cause
+    other than the weights is at work
+    (:func:`shadoweval.stats.gate.attribution.attribute_causes`), listed first among the
+    notes; the deciding failure's line is led by its unit's likely cause.
     """
     judged, trade_off = cost_trade_off(judged, policy)
-    found = findings(judged, lambda j: _line(j.check))
-    notes = _notes(judged, policy, extra_notes or [])
-    causes = causes or []
+    causes = causes or {}
+    found = findings(judged, _attributed_line(judged, causes))
+    notes = [c.note() for c in causes.values()] + _notes(judged, policy, extra_notes or [])
+    failure_causes = failure_causes or []
     if not found.blocked:
         notes = _environment_note(environment) + notes
     degenerate = [changes.degenerate.describe()] if changes.degenerate is not None else []
@@ -199,9 +240,9 @@ def _decide(
     if found.blocked:
         # An infrastructure failure makes the run unjudgeable, like low coverage: HOLD;
         # only a significant critical harm on the pairs both sides answered rolls back.
-        blocked += [_infra_headline(judged, environment), *causes, *found.blocked]
+        blocked += [_infra_headline(judged, environment), *failure_causes, *found.blocked]
     else:
-        notes = [*causes, *notes]
+        notes = [*failure_causes, *notes]
     decided = decide(
         Findings(
             harms=found.harms,

@@ -15,11 +15,13 @@ from shadoweval.records import (
     CheckOutcome,
     Coverage,
     Decision,
+    LatencyCacheHits,
     Verdict,
     utc_now,
 )
 from shadoweval.stats.engine import Judged
 from shadoweval.stats.frame import PAIRS_COLUMNS
+from shadoweval.stats.gate.attribution import attribute_causes
 from shadoweval.stats.gate.causes import failure_cause_lines
 from shadoweval.stats.gate.decide import _decide
 from shadoweval.stats.gate.families import _judge
@@ -107,19 +109,8 @@ def evaluate_gate(
     _check_arguments(pairs, look, judgement_look)
     taken = _check_looks_taken(look, looks_taken)
     levels = look_levels(policy, look, final=final, previous_look=([0, *taken])[-2])
-    cache_hits = latency_cache_hits(pairs)
-    verdict = partial(
-        Verdict,
-        run_id=run_id,
-        decided_at=decided_at if decided_at is not None else utc_now(),
-        coverage=coverage,
-        policy_hash=policy_hash(policy),
-        look=look,
-        judgement_look=judgement_look,
-        judgements_sha256=judgements_sha256(pairs),
-        infra_sha256=infra_sha256(pairs),
-        latency_cache_hits=cache_hits,
-        looks_taken=taken,
+    verdict, cache_hits = _verdict_fields(
+        pairs, policy, coverage, run_id, look, judgement_look, taken, decided_at
     )
     if len(pairs) == 0:
         reasons = _no_data_reasons(pairs, policy, coverage)
@@ -149,13 +140,44 @@ def evaluate_gate(
         changes=changes,
         extra_notes=extra_notes,
         environment=coverage.environment_failures,
-        causes=failure_cause_lines(pairs, policy, coverage),
+        failure_causes=failure_cause_lines(pairs, policy, coverage),
+        causes=attribute_causes([(g.task_type, g.arrays) for g in groups], policy.causes),
     )
     if decision == Decision.HOLD and levels.final:
         reasons.insert(blocked, _at_cap(judged, policy))
     reasons.append(_coverage_line(coverage, paired_per_task_type))
     reasons.append(_trailer(levels, len(pairs), coverage, cache_hits))
     return verdict(decision=decision, reasons=tuple(reasons), checks=tuple(j.check for j in judged))
+
+
+def _verdict_fields(
+    pairs: pd.DataFrame,
+    policy: GatePolicy,
+    coverage: Coverage,
+    run_id: str,
+    look: int,
+    judgement_look: int,
+    looks_taken: tuple[int, ...],
+    decided_at: datetime | None,
+) -> tuple[partial[Verdict], LatencyCacheHits]:
+    """The verdict with every field but its decision, reasons and checks filled in (the
+    hashes of ``pairs``' judgements and infrastructure flags, the policy's hash), and the
+    pairs' latency cache hits."""
+    cache_hits = latency_cache_hits(pairs)
+    verdict = partial(
+        Verdict,
+        run_id=run_id,
+        decided_at=decided_at if decided_at is not None else utc_now(),
+        coverage=coverage,
+        policy_hash=policy_hash(policy),
+        look=look,
+        judgement_look=judgement_look,
+        judgements_sha256=judgements_sha256(pairs),
+        infra_sha256=infra_sha256(pairs),
+        latency_cache_hits=cache_hits,
+        looks_taken=looks_taken,
+    )
+    return verdict, cache_hits
 
 
 def _paired_counts(pairs: pd.DataFrame) -> dict[str, int]:

@@ -34,6 +34,7 @@ from shadoweval.stats.policy.blocks import (
     ToolBehaviourPolicy,
     ValidityPolicy,
 )
+from shadoweval.stats.policy.causes import CausesPolicy
 from shadoweval.stats.policy.loading import (
     DEFAULT_POLICY_FILE,
     load_policy,
@@ -49,6 +50,7 @@ __all__ = [
     "DEFAULT_POLICY_FILE",
     "HARM_DETECTORS",
     "BinaryMetricPolicy",
+    "CausesPolicy",
     "ChangeMode",
     "ChangePolicy",
     "CostPolicy",

@@ -351,7 +351,8 @@ class ChangePolicy(_Block):
 
     A *degenerate* noise floor — the baseline repeat returned exactly the captured answer
     on at least ``degenerate_identical_share`` of the pairs whose request sampled
-    (temperature > 0 or unknown) — measures a recording, not sampling noise: the
+    (temperature > 0 or unknown) — is a deterministic replica (a fixed seed or stored
+    answers), not sampling noise: the
     similarity check is then inconclusive, its first reason says so, and changes are
     measured against ``divergence_threshold``.
 

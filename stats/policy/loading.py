@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 from shadoweval.errors import ConfigError
 from shadoweval.stats.policy.blocks import CostPolicy
 from shadoweval.stats.policy.canonical import canonical_sha256
+from shadoweval.stats.policy.causes import CausesPolicy
 from shadoweval.stats.policy.schema import GatePolicy, RoutePolicy, TaskTypePolicy
 from shadoweval.stats.policy.yaml_loading import (
     describe_error,
@@ -134,6 +135,9 @@ def _canonical(policy: GatePolicy) -> dict[str, Any]:
     if dumped["cost"] == CostPolicy().model_dump(mode="json"):
         # Likewise the cost block at its default: policies frozen before it keep their hash.
         del dumped["cost"]
+    if dumped["causes"] == CausesPolicy().model_dump(mode="json"):
+        # Likewise cause attribution at its defaults (issue 29 item 9).
+        del dumped["causes"]
     return dumped
 
 

@@ -52,6 +52,7 @@ from shadoweval.stats.policy.blocks import (
     _Block,
     _strict_integer,
 )
+from shadoweval.stats.policy.causes import CausesPolicy
 
 __all__ = [
     "GatePolicy",
@@ -152,6 +153,9 @@ class GatePolicy(_Block):
             not change the verdict silently; :mod:`shadoweval.stats.policy.traffic`).
         cost: whether a cost guardrail alone may roll back a candidate whose quality is
             significantly better (:class:`CostPolicy`; not per task type).
+        causes: when the verdict names the tokenizer, the chat template, the token budget
+            or the sampling defaults as the likely cause (:class:`CausesPolicy`; not per
+            task type).
         routes: per-route requirements (:class:`RoutePolicy`), keyed by the route as
             captured, without a trailing slash (``/v1/responses``); every captured route
             is required unless listed here with ``required: false``.
@@ -183,6 +187,7 @@ class GatePolicy(_Block):
     net_harm: NetHarmPolicy = NetHarmPolicy()
     observation: ObservationPolicy = ObservationPolicy()
     cost: CostPolicy = CostPolicy()
+    causes: CausesPolicy = CausesPolicy()
     task_types: dict[str, TaskTypePolicy] = Field(default_factory=dict)
     routes: dict[str, RoutePolicy] = Field(default_factory=dict)
     baseline_model: str | None = Field(default=None, min_length=1)

@@ -12,7 +12,13 @@ import pandas as pd
 import pytest
 import sqlalchemy as sa
 
-from shadoweval.pair_facts import PAIR_FACTS_BYTES, PairFacts, pack_pair_facts, unpack_pair_facts
+from shadoweval.pair_facts import (
+    PAIR_FACTS_BYTES,
+    PAIR_FACTS_LAYOUT,
+    PairFacts,
+    pack_pair_facts,
+    unpack_pair_facts,
+)
 from shadoweval.records import (
     FormatFlags,
     HarmKind,
@@ -225,7 +231,7 @@ def test_unpack_refuses_rows_of_another_length_or_layout() -> None:
     assert len(packed) == PAIR_FACTS_BYTES
     with pytest.raises(ValueError, match=r"row 1 has 3 bytes, expected"):
         unpack_pair_facts([packed, b"abc"])
-    with pytest.raises(ValueError, match=r"row 0 has layout 9, expected 2"):
+    with pytest.raises(ValueError, match=rf"row 0 has layout 9, expected {PAIR_FACTS_LAYOUT}"):
         unpack_pair_facts([b"\x09" + packed[1:]])
     with pytest.raises(ValueError, match="columns differ in length"):
         PairFacts(("a",), (), (), unpack_pair_facts([]))
