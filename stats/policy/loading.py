@@ -138,6 +138,12 @@ def _canonical(policy: GatePolicy) -> dict[str, Any]:
     if dumped["causes"] == CausesPolicy().model_dump(mode="json"):
         # Likewise cause attribution at its defaults (issue 29 item 9).
         del dumped["causes"]
+    for block in (dumped, *dumped["task_types"].values()):
+        # infra_error_rate.context_length (issue 29 item 8) at its default, here and in
+        # every task type's resolved view.
+        infra = block.get("infra_error_rate")
+        if isinstance(infra, dict) and infra.get("context_length") == "hold":
+            del infra["context_length"]
     return dumped
 
 

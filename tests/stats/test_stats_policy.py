@@ -236,6 +236,11 @@ def test_a_new_policy_key_at_its_default_keeps_the_frozen_hash() -> None:
     """A key added later (``routes``, ``baseline_model``) is left out of the canonical JSON
     while empty, so a run frozen before it existed keeps its hash; set, it is a new run."""
     assert policy_hash(GatePolicy()) == FROZEN_DEFAULT_HASH
+    # and a per-task-type override, whose resolved view holds every block too
+    overridden = parse_policy({"task_types": {"a": {"min_pairs": 60}}})
+    assert policy_hash(overridden) == (
+        "03042eb1af3892cea5ac18fbeab35a0ef2bc7eb4ee4edbf7125bf1132652a6ba"
+    )
     chosen = parse_policy({"baseline_model": "base-v1.1"})
     assert policy_hash(chosen) != FROZEN_DEFAULT_HASH
     assert chosen.baseline_model == "base-v1.1"
