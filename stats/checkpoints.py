@@ -59,12 +59,27 @@ from shadoweval.stats.inputs import InvalidDataError
 from shadoweval.stats.policy import GatePolicy, policy_hash
 from shadoweval.stats.sequential import checkpoint_schedule, latest_checkpoint
 
-__all__ = ["REOPENED", "WAITING", "evaluate_poll", "ordered_by_capture"]
+__all__ = ["REOPENED", "WAITING", "at_sample_cap", "evaluate_poll", "ordered_by_capture"]
 
 WAITING = "waiting for the first checkpoint"
 """Start of the reason of a verdict given before the first checkpoint (look 0)."""
 REOPENED = "reopened"
 """Start of the last reason of a verdict that reopened a terminal one."""
+
+
+def at_sample_cap(verdict: Verdict, policy: GatePolicy) -> bool:
+    """Whether ``verdict`` is the look at the sample cap ``sequential.n_max`` (the capped
+    schedule's last checkpoint).
+
+    Such a look is final: more pairs map to the same checkpoint, and :func:`evaluate_poll`
+    returns its verdict unchanged unless the judgements of its pairs change (new labels,
+    judgements or reference) or a re-run replays its environment failures. So a HOLD
+    there (a final HOLD) cannot change while traffic accumulates. False without a cap.
+    """
+    seq = policy.sequential
+    if seq.n_max is None or verdict.look < 1:
+        return False
+    return verdict.look >= len(checkpoint_schedule(seq.first_checkpoint, seq.factor, seq.n_max))
 
 
 def ordered_by_capture(pairs: pd.DataFrame) -> pd.DataFrame:

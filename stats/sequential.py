@@ -53,6 +53,7 @@ __all__ = [
     "SpendingKind",
     "checkpoint_schedule",
     "confidence_sequence",
+    "cs_half_width",
     "lan_demets_spent",
     "latest_checkpoint",
     "look_alpha",
@@ -324,10 +325,21 @@ def confidence_sequence(
         low = -math.inf if side == "upper" else mean
         high = math.inf if side == "lower" else mean
         return result(low, high, 0.0, p)
-    half = sd * _radius(n, rho2, alpha, side) / n
+    half = cs_half_width(n, sd, alpha=alpha, n_star=n_star, side=side)
     low = -math.inf if side == "upper" else mean - half
     high = math.inf if side == "lower" else mean + half
     return result(low, high, sd, _cs_p_value(n, n * (mean - null) / sd, rho2, side))
+
+
+def cs_half_width(n: int, sd: float, *, alpha: float, n_star: int, side: CsSide) -> float:
+    """Half-width of :func:`confidence_sequence` at ``n`` values of standard deviation
+    ``sd`` (the same unit as ``sd``): ``sd·r(n)/n``, ``r`` the mixture boundary on the
+    standardised sum. It is what the sequence adds to the mean, so the pairs a check needs
+    before its bound clears a margin are found on it (:func:`shadoweval.stats.checks.
+    sequential_interval.pairs_to_clear`), not on a second formula.
+    """
+    rho2 = _rho_squared(alpha if side == "two-sided" else 2.0 * alpha, n_star)
+    return sd * _radius(n, rho2, alpha, side) / n
 
 
 def _check_cs_args(

@@ -1,9 +1,10 @@
 """``shadow-eval gate``: the verdict of a run, as an exit status for CI.
 
 With ``--wait`` the command polls while traffic accumulates: each poll re-evaluates the
-run (workers may have added pairs) until the decision is terminal (PROMOTE or ROLLBACK)
-or the wait runs out, printing one progress line per poll on stderr. The exit status is
-that of the last verdict: 0 PROMOTE, 1 HOLD, 2 ROLLBACK; 3 on any error.
+run (workers may have added pairs) until the verdict cannot change — terminal (PROMOTE
+or ROLLBACK), or a final HOLD at the sample cap ``sequential.n_max`` — or the wait runs
+out, printing one progress line per poll on stderr. The exit status is that of the last
+verdict: 0 PROMOTE, 1 HOLD, 2 ROLLBACK; 3 on any error.
 """
 
 from __future__ import annotations
@@ -38,8 +39,9 @@ WaitOpt = Annotated[
     str | None,
     typer.Option(
         "--wait",
-        help="Poll until the decision is PROMOTE or ROLLBACK, or until this much time has "
-        "passed (90s, 15m, 2h, 1h30m or plain seconds); exit with the last verdict.",
+        help="Poll until the verdict cannot change (PROMOTE, ROLLBACK, or a final HOLD at "
+        "the sample cap n_max), or until this much time has passed (90s, 15m, 2h, 1h30m "
+        "or plain seconds); exit with the last verdict.",
     ),
 ]
 PollIntervalOpt = Annotated[
@@ -97,6 +99,27 @@ def _progress_line(poll: int, result: GateResult, note: str) -> str:
     )
 
 
+def _settled(result: GateResult) -> str:
+    """Why no later poll can change ``result``'s verdict (``""`` when one can).
+
+    PROMOTE and ROLLBACK are terminal; a HOLD at the sample cap ``sequential.n_max`` is
+    final: more pairs map to the same, last look
+    (:func:`shadoweval.stats.checkpoints.at_sample_cap`).
+    """
+    from shadoweval.records import Decision
+    from shadoweval.stats.checkpoints import at_sample_cap
+
+    verdict = result.verdict
+    if verdict.decision in (Decision.PROMOTE, Decision.ROLLBACK):
+        return "terminal"
+    if at_sample_cap(verdict, result.policy):
+        return (
+            f"final HOLD at the sample cap n_max {result.policy.sequential.n_max}: more pairs "
+            "cannot change it (new labels or judgements re-open the look: gate again)"
+        )
+    return ""
+
+
 def poll_verdict(
     repo: Repository,
     run: RunInfo,
@@ -108,7 +131,8 @@ def poll_verdict(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> GateResult:
-    """Gate ``run`` now and then every ``poll_s`` seconds until terminal or ``wait_s`` passed.
+    """Gate ``run`` now and then every ``poll_s`` seconds until the verdict cannot change
+    (terminal, or a final HOLD at the sample cap) or ``wait_s`` passed.
 
     Every poll whose data changed (the run's coverage counts: captured, replayed, paired
     ...) computes and stores a new verdict through :func:`~shadoweval.application.gating.gate_run`
@@ -125,7 +149,6 @@ def poll_verdict(
     """
     from shadoweval.application.gating import gate_run
     from shadoweval.errors import StorageError
-    from shadoweval.records import Decision
 
     deadline = clock() + wait_s
     last: GateResult | None = None
@@ -148,13 +171,13 @@ def poll_verdict(
             failure = exc
         assert last is not None
         left = deadline - clock()
-        terminal = last.verdict.decision in (Decision.PROMOTE, Decision.ROLLBACK)
+        settled = _settled(last)
         if failure is not None:
             if left <= 0:
                 raise failure
             progress(f"gate run {run.run_id} poll {poll}: database error ({failure}); retrying")
-        elif terminal:
-            progress(_progress_line(poll, last, f"{note} terminal".strip()))
+        elif settled:
+            progress(_progress_line(poll, last, f"{note} {settled}".strip()))
             return last
         elif left <= 0:
             progress(_progress_line(poll, last, f"{note} wait over".strip()))
@@ -183,8 +206,9 @@ def gate_command(
     Exit status: 0 PROMOTE, 1 HOLD, 2 ROLLBACK, 3 error. PROMOTE and ROLLBACK are terminal:
     once reached, later calls return the same verdict. ``--policy`` is only a check: a
     policy other than the run's is an error (a different policy means a new run). With
-    ``--wait`` the run is re-evaluated every ``--poll-interval`` until the decision is
-    terminal or the wait runs out (one progress line per poll on stderr).
+    ``--wait`` the run is re-evaluated every ``--poll-interval`` until the verdict cannot
+    change (terminal, or a final HOLD at the sample cap) or the wait runs out (one progress
+    line per poll on stderr).
     """
     from shadoweval.application.database import open_repository
     from shadoweval.application.gating import gate_run

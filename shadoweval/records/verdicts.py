@@ -30,6 +30,10 @@ class Check(_Record):
     ``estimate`` and the interval are on the metric's own scale (a difference in
     proportions, a mean divergence, a quantile ratio); ``margin`` is the policy's
     threshold on that scale; ``p_value`` is one-sided unless ``statistic`` says otherwise.
+    ``pairs_needed``: for an open check, the pairs (in its unit) at which it would pass with
+    its rates and spread as observed, from the check's own interval and power code; ``None``
+    when not computed or out of reach. ``pairs_needed_basis`` says at what it was computed
+    (``1-point margin at zero discordance (95% confidence sequence (N* 3454))``).
     """
 
     metric: str
@@ -44,6 +48,8 @@ class Check(_Record):
     outcome: CheckOutcome
     reason: str
     critical: bool = False
+    pairs_needed: int | None = None
+    pairs_needed_basis: str = ""
 
 
 class RouteCoverage(_Record):

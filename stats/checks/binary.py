@@ -36,9 +36,14 @@ from shadoweval.stats.checks.reasons import (
     fmt_pp,
     infra_note,
     make_check,
+    margin_words,
     min_pairs_note,
 )
-from shadoweval.stats.checks.sequential_interval import SequentialInterval, sequential_mean_interval
+from shadoweval.stats.checks.sequential_interval import (
+    SequentialInterval,
+    pairs_to_clear,
+    sequential_mean_interval,
+)
 from shadoweval.stats.looks import LookLevels
 from shadoweval.stats.paired_binary import mcnemar, tango_score_ci, tango_score_test
 from shadoweval.stats.policy import BinaryMetricPolicy, InfraErrorPolicy
@@ -240,6 +245,24 @@ def _ni_interval(b: int, c: int, n: int, margin: float, levels: LookLevels) -> S
     return sequential_mean_interval(d, levels, sd_floor=math.sqrt(margin * (1.0 - margin)))
 
 
+def _reach(a: BinaryAnalysis) -> tuple[int | None, str]:
+    """The pairs at which ``a`` would pass, its rates as observed, and at what: the larger
+    of its power minimum and the pairs where its interval clears the margin
+    (:func:`~shadoweval.stats.checks.sequential_interval.pairs_to_clear` on the same
+    interval). Without a cap only (the capped check decides on Tango's test)."""
+    interval = a.interval
+    if interval is None or a.levels.mean_method != "cs" or a.baseline_fails == a.n:
+        return None, ""
+    cleared = pairs_to_clear(interval.mean, interval.sd, a.margin, a.levels)
+    if cleared is None:
+        return None, ""
+    psi = (a.b + a.c) / a.n
+    at = "zero discordance" if psi == 0 else f"the observed discordance {fmt_pct(psi)}"
+    if a.b != a.c:
+        at += f" and difference {fmt_pp(interval.mean)}"
+    return max(cleared, a.min_pairs), f"{margin_words(a.margin)} margin at {at} ({interval.label})"
+
+
 def binary_check(a: BinaryAnalysis, *, harm_adjusted: float | None) -> Check:
     """Decide a paired binary check from its analysis and its Holm-adjusted harm p-value.
 
@@ -277,6 +300,7 @@ def binary_check(a: BinaryAnalysis, *, harm_adjusted: float | None) -> Check:
             reason + excluded,
             CheckNumbers(estimate, shown_low, shown_high, a.n, a.ni_p),
             critical=a.critical,
+            reach=_reach(a) if outcome is CheckOutcome.INCONCLUSIVE else (None, ""),
         )
 
     if a.problem is not None or a.harm_p is None or a.ni_p is None:

@@ -25,6 +25,7 @@ __all__ = [
     "fmt_pp",
     "infra_note",
     "make_check",
+    "margin_words",
     "min_pairs_note",
 ]
 
@@ -89,8 +90,10 @@ def make_check(
     reason: str,
     numbers: CheckNumbers,
     critical: bool = False,
+    reach: tuple[int | None, str] = (None, ""),
 ) -> Check:
-    """The :class:`~shadoweval.records.Check` record, NaN and infinite numbers as ``None``."""
+    """The :class:`~shadoweval.records.Check` record, NaN and infinite numbers as ``None``;
+    ``reach`` is its ``(pairs_needed, pairs_needed_basis)``."""
 
     def finite(x: float | None) -> float | None:
         return None if x is None or not math.isfinite(x) else float(x)
@@ -108,7 +111,14 @@ def make_check(
         outcome=outcome,
         reason=reason,
         critical=critical,
+        pairs_needed=reach[0],
+        pairs_needed_basis=reach[1],
     )
+
+
+def margin_words(margin: float) -> str:
+    """A proportion margin in words: ``1-point`` for 0.01."""
+    return f"{100 * margin:g}-point"
 
 
 def min_pairs_note(floor: int, computed: int | None, basis: str) -> tuple[int, str]:

@@ -24,9 +24,19 @@ from shadoweval.stats.checks.pair_arrays import FloatArray
 from shadoweval.stats.checks.reasons import fmt_g, min_pairs_note
 from shadoweval.stats.looks import LookLevels
 from shadoweval.stats.power import mean_min_pairs
-from shadoweval.stats.sequential import confidence_sequence
+from shadoweval.stats.sequential import confidence_sequence, cs_half_width
 
-__all__ = ["SequentialInterval", "mean_min_pairs_note", "mean_outcome", "sequential_mean_interval"]
+__all__ = [
+    "PAIRS_SEARCH_LIMIT",
+    "SequentialInterval",
+    "mean_min_pairs_note",
+    "mean_outcome",
+    "pairs_to_clear",
+    "sequential_mean_interval",
+]
+
+PAIRS_SEARCH_LIMIT = 10_000_000
+"""The most pairs :func:`pairs_to_clear` looks for; beyond it: ``None`` (out of reach)."""
 
 
 @dataclass(frozen=True)
@@ -139,3 +149,51 @@ def mean_min_pairs_note(
         computed = mean_min_pairs(interval.sd, interval.mean, margin, alpha=alpha, power=power)
     basis = f"{100 * power:g}% at the observed mean {interval.mean:.3g} and sd {interval.sd:.3g}"
     return min_pairs_note(floor, computed, basis)
+
+
+def pairs_to_clear(mean: float, sd: float, margin: float, levels: LookLevels) -> int | None:
+    """The fewest pairs at which the look's upper bound of a mean clears ``margin``,
+    the mean and standard deviation staying as observed.
+
+    The bound is the one :func:`sequential_mean_interval` computes: ``mean +`` the
+    confidence sequence's half-width (:func:`shadoweval.stats.sequential.cs_half_width`)
+    without a cap, ``mean + z(α_k)·sd/√n`` at this look's spent level with one (later
+    looks spend differently: an estimate). The bound falls with ``n``; the smallest ``n``
+    with ``bound < margin`` is found by doubling, then bisection.
+
+    Args:
+        mean: the observed mean (the margin's unit).
+        sd: the standard deviation used, after any floor, ≥ 0.
+        margin: the non-inferiority margin the upper bound must fall below.
+        levels: the look's levels.
+
+    Returns:
+        The pairs, ≥ 2; ``None`` when the mean is not below the margin or more than
+        :data:`PAIRS_SEARCH_LIMIT` pairs would be needed.
+    """
+    if not (math.isfinite(mean) and math.isfinite(sd)) or mean >= margin:
+        return None
+    if sd <= 0.0:
+        return 2
+    z = float(scipy_stats.norm.isf(levels.alpha_k))
+
+    def clears(n: int) -> bool:
+        if levels.mean_method == "cs":
+            half = cs_half_width(n, sd, alpha=levels.alpha, n_star=levels.n_star, side="upper")
+        else:
+            half = z * sd / math.sqrt(n)
+        return mean + half < margin
+
+    high = 2
+    while not clears(high):
+        if high >= PAIRS_SEARCH_LIMIT:
+            return None
+        high *= 2
+    low = high // 2
+    while high - low > 1:  # clears(high), not clears(low) (or low < 2)
+        mid = (low + high) // 2
+        if clears(mid):
+            high = mid
+        else:
+            low = mid
+    return max(high, 2)

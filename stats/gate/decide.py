@@ -12,6 +12,7 @@ from shadoweval.stats.change import ChangeResult
 from shadoweval.stats.checks import HARM_METRIC_PREFIX, INFRA_FAILED, INFRA_METRIC, UNEQUAL_LOAD
 from shadoweval.stats.engine import Findings, Judged, ReasonLayout, decide, findings, open_checks
 from shadoweval.stats.gate.attribution import UnitCauses
+from shadoweval.stats.gate.reach import promote_reach
 from shadoweval.stats.gate.trade_off import cost_trade_off
 from shadoweval.stats.gate.validity import _hours
 from shadoweval.stats.net_harm import NET_HARM_METRIC
@@ -195,6 +196,17 @@ def _promote_reasons(
     return [summary, *window_line, *tail]
 
 
+def _judging_first(judged: Sequence[GateJudged]) -> bool:
+    """An open blocking net-harm check needs judgements, not pairs (no pair count)."""
+    return any(
+        j.blocking
+        and j.check.metric == NET_HARM_METRIC
+        and j.check.outcome == CheckOutcome.INCONCLUSIVE
+        and j.check.pairs_needed is None
+        for j in judged
+    )
+
+
 def _decide(
     judged: list[GateJudged],
     validity: list[str],
@@ -243,16 +255,27 @@ def _decide(
         blocked += [_infra_headline(judged, environment), *failure_causes, *found.blocked]
     else:
         notes = [*failure_causes, *notes]
+    reach = (
+        []
+        if blocked or found.harms or found.fails or found.holds or trade_off
+        else promote_reach(judged)
+    )
+    open_lines = _open_lines(judged)
+    if reach and _judging_first(judged):
+        # Judging decides first: the pairs line follows the "judge K more" lines.
+        at = next((i for i, line in enumerate(open_lines) if NET_HARM_METRIC not in line), 0)
+        open_lines[at:at] = reach
+        reach = []
     decided = decide(
         Findings(
             harms=found.harms,
             blocked=blocked,
             fails=found.fails,
             holds=found.holds,
-            open=_open_lines(judged),
+            open=open_lines,
             waiting=[window_problem] if window_problem is not None else [],
             notes=notes,
-            leading=[*trade_off, *degenerate],
+            leading=[*trade_off, *degenerate, *reach],
         ),
         GATE_LAYOUT,
         promote=lambda: _promote_reasons(judged, policy, span, changes, [*notes, *degenerate]),

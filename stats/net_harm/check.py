@@ -160,7 +160,12 @@ class _Reading:
         return f"stratum {row.stratum}"
 
     def check(
-        self, outcome: CheckOutcome, reason: str, numbers: CheckNumbers, p: float | None
+        self,
+        outcome: CheckOutcome,
+        reason: str,
+        numbers: CheckNumbers,
+        p: float | None,
+        reach: tuple[int | None, str] = (None, ""),
     ) -> tuple[Check, float | None]:
         """The unit's ``net_harm`` check with this outcome, and the harm p-value ``p``."""
         from shadoweval.stats.checks.reasons import make_check
@@ -175,6 +180,7 @@ class _Reading:
             reason,
             numbers,
             critical=self.block.critical,
+            reach=reach,
         )
         return made, p
 
@@ -198,6 +204,14 @@ class _Reading:
             return judge, ""
         return judge, self.pairs_needed()
 
+    @property
+    def need(self) -> int:
+        """The pairs at which the unit's bound clears the margin with every changed pair
+        judged, at the same shares and level: ``⌈n·(z·σ/√n / (margin − Δ̂))²⌉``."""
+        e, margin = self.estimate, self.block.margin
+        half = e.upper_bound_after(e.changed - e.judged, self.levels.alpha_k) - e.estimate
+        return math.ceil(e.n * (half / (margin - e.estimate)) ** 2) if half > 0 else e.n
+
     def pairs_needed(self) -> str:
         """Why judging cannot pass the unit, and how many pairs it needs instead.
 
@@ -211,8 +225,7 @@ class _Reading:
         e, margin, alpha_k = self.estimate, self.block.margin, self.levels.alpha_k
         all_judged = e.judged >= e.changed
         upper = e.upper_bound_after(e.changed - e.judged, alpha_k)
-        half = upper - e.estimate
-        need = math.ceil(e.n * (half / (margin - e.estimate)) ** 2) if half > 0 else e.n
+        need = self.need
         head = (
             f"all {e.changed} changed pairs are judged and the upper bound {fmt_pp(upper)} is "
             f"not below the margin {fmt_pp(margin)}"
@@ -331,7 +344,7 @@ def _judged(
 ) -> tuple[Check, float | None]:
     """The check of a unit with judged changed pairs, from its unclipped ``bounds`` and the
     ``shown`` (clipped) interval at ``alpha_k``: FAIL, INCONCLUSIVE or PASS."""
-    from shadoweval.stats.checks.reasons import CheckNumbers, fmt_g, fmt_p, fmt_pp
+    from shadoweval.stats.checks.reasons import CheckNumbers, fmt_g, fmt_p, fmt_pp, margin_words
 
     e, block, alpha_k = r.estimate, r.block, r.levels.alpha_k
     margin = block.margin
@@ -373,11 +386,20 @@ def _judged(
             p_harm,
         )
     judge, unreachable = r.more()
+    reach: tuple[int | None, str] = (None, "")
+    if not judge and unreachable and e.estimate < margin:
+        # Every changed pair that could be judged is: only more pairs can pass the unit.
+        reach = (
+            max(r.need, e.n + 1),
+            f"{margin_words(margin)} margin with every changed pair judged, at net harm "
+            f"{fmt_pp(e.estimate)} and this spread (interval at alpha_k {fmt_g(alpha_k)})",
+        )
     return r.check(
         CheckOutcome.INCONCLUSIVE,
         f"non-inferiority not shown yet: {_joined(judge, unreachable, body)}",
         numbers,
         p_harm,
+        reach,
     )
 
 

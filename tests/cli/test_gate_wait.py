@@ -188,6 +188,47 @@ def test_a_run_that_becomes_terminal_mid_wait_returns_at_once_with_its_code(
     }
 
 
+def clone_under_policy(repo: Repository, source: str, run_id: str, policy_yaml: str) -> None:
+    """Make ``run_id``: ``source``'s population, replays and pair scores under another policy."""
+    from shadoweval.stats.policy import parse_policy_yaml, policy_hash
+
+    run = repo.get_run(source)
+    assert run is not None
+    repo.create_run(
+        run_id=run_id,
+        name=f"clone of {source}",
+        baseline=run.baseline,
+        candidate=run.candidate,
+        policy_hash=policy_hash(parse_policy_yaml(policy_yaml)),
+        policy_yaml=policy_yaml,
+        command="test clone",
+    )
+    for batch in repo.iter_pair_inputs(source):
+        repo.save_exchanges(run_id, [exchange for exchange, _, _ in batch])
+        repo.save_outcomes([c.model_copy(update={"run_id": run_id}) for _, c, _ in batch])
+    copy_scores(repo, source, run_id)
+
+
+def test_a_final_hold_at_the_sample_cap_returns_at_once_with_exit_1(
+    repo: Repository, db: str
+) -> None:
+    # The workload's policy caps the run at its 160 pairs (n_max 160, one look): with a
+    # floor of 1,000 pairs per unit every check is inconclusive at the cap, a final HOLD
+    # that no poll can change. --wait returns it at the first poll, not when 120 s ran out.
+    capped = POLICY.replace("min_pairs_per_task_type: 30", "min_pairs_per_task_type: 1000")
+    capped = capped.replace("min_pairs_pooled: 30", "min_pairs_pooled: 1000")
+    clone_under_policy(repo, "promoted", "capped", capped)
+    code, stderr, _ = gate(db, "capped", "--wait", "120s", "--poll-interval", "60s")
+    assert code == HOLD == 1, stderr
+    (line,) = poll_lines(stderr)  # one poll: it did not sleep for a second one
+    assert "HOLD" in line
+    assert "final HOLD at the sample cap n_max 160: more pairs cannot change it" in line
+    assert "next poll" not in line
+    history = repo.verdict_history("capped")
+    assert [e.verdict.look for e in history] == [1]
+    assert history[-1].verdict.decision is Decision.HOLD
+
+
 @pytest.mark.parametrize(("run_id", "code"), [("promoted", 0), ("rolled", 2)])
 def test_a_run_already_terminal_returns_at_once(
     run_id: str, code: int, repo: Repository, db: str

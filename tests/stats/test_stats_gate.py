@@ -279,13 +279,15 @@ def test_too_few_pairs_in_a_blocking_task_type_holds(
     scores = simulate({"chat": {"n": 1500}, "rare": {"n": 120}})  # 7% share
     v = run_gate(scores, coverage_for, judgements=ties(scores))
     assert v.decision == Decision.HOLD
-    assert v.reasons[0].startswith("task type 'rare'")
+    # First how many pairs PROMOTE needs (issue 29 item 6), then the open checks.
+    assert v.reasons[0].startswith("PROMOTE needs about 1,019 pairs per task type (now 120")
+    assert v.reasons[1].startswith("task type 'rare'")
     # The power calculation at the observed discordance asks for more than the floor of 50.
     # (Reasons order: data problems, then unmet margins, then "too few pairs".)
     [few] = [r for r in v.reasons if r.startswith("task type 'rare', error_rate")]
     assert "too few pairs: 120 < min pairs" in few
     assert "(power 80% at the observed discordance" in few
-    assert all("'rare'" in r for r in v.reasons[:-2])
+    assert all("'rare'" in r for r in v.reasons[1:-2])
     assert v.reasons[-2].startswith("coverage:")  # what was evaluated, then the context
     assert v.reasons[-1].startswith("sequential:")
 
