@@ -16,11 +16,12 @@ official score saw (checked against every ``model_result_decoded`` of the score 
 ``"``, then parsed as a JSON object with ``name`` and ``arguments``. Other lines of a
 block are ignored (a call written over several lines fails on its first line, as it does
 on the leaderboard). A call the leaderboard cannot decode (the line is not JSON after the
-quote replacement — Python's ``True``, an apostrophe inside a string — or lacks ``name``
-or ``arguments``) is kept as a call whose ``arguments`` are that line as the decoder read
-it, which does not parse: the tool-call checks then report the format failure the
-official checker reported (``decoder_failed``) instead of seeing no call at all. Its
-name is the ``"name"`` the line writes, when one can be read.
+quote replacement — Python's ``True``, an apostrophe inside a string, a call cut off at
+the token limit — or it lacks ``name`` or ``arguments``) is kept as a call whose
+``arguments`` are that line as the decoder read it, and whose name is the ``"name"`` the
+line writes (empty when none can be read): the tool-call checks then report the format
+failure the official checker reported (``decoder_failed``: arguments that do not parse,
+or a tool that is not offered) instead of seeing no call at all.
 
 The text outside the blocks (whitespace stripped) is the answer's text; ``None`` when
 there is none.
@@ -55,8 +56,7 @@ class TextToolCalls:
     Attributes:
         text: the answer's text outside the blocks, stripped; ``None`` when empty.
         calls: one call per block, in order (``index`` from 0).
-        undecodable: how many of ``calls`` the leaderboard could not decode (their
-            ``arguments`` do not parse).
+        undecodable: how many of ``calls`` the leaderboard could not decode.
     """
 
     text: str | None
@@ -78,7 +78,7 @@ def _decode(line: str, index: int, *, as_text: bool) -> tuple[ToolCall, bool]:
                 arguments = {key: str(item) for key, item in arguments.items()}
             text = orjson.dumps(arguments).decode("utf-8")
             return ToolCall(index=index, name=name, arguments=text), True
-    match = _NAME.search(line)
+    match = _NAME.search(quoted)
     name = match.group(1) if match else ""
     return ToolCall(index=index, name=name, arguments=quoted), False
 
