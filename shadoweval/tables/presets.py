@@ -17,7 +17,8 @@ an explicit :class:`~shadoweval.tables.mapping.TableMapping`, or with a preset:
   Hermes ``<tool_call>`` blocks, see :func:`~shadoweval.tables.values.output_cell`),
   ``latency`` seconds, ``input_token_count``, ``output_token_count``; models run in
   prompt mode record only ``id`` and ``result``: their latency and token counts are
-  unknown, never zero, and :attr:`LoadResult.notes` says so per model) joined by ``id`` with the question files
+  unknown, never zero, and :attr:`LoadResult.notes` says so per model) joined by ``id``
+  with the question files
   (``data/gorilla_openfunctions_v1_test_<cat>.json``: ``id``, ``question``, ``function``).
   Either side may be a file or a directory; files pair by name (``<q>_result`` ↔ ``<q>``).
   Task type = the category ``<cat>``; model = the result file's folder name; tools are

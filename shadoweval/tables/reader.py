@@ -26,7 +26,6 @@ import gzip
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-
 from shadoweval.errors import RecordDecodeError
 from shadoweval.tables.frames import RecordFrame, pandas_installed
 from shadoweval.tables.json_numbers import loads_keeping_numbers

@@ -275,4 +275,5 @@ def test_score_file_with_a_number_beyond_float_range_is_read(tmp_path: Path) -> 
     )
     (score,) = read_bfcl_scores(folder).values()
     assert score.failed == {1: "executable_checker:wrong_result"}
-    assert score.passed(0) and not score.passed(1)
+    assert score.passed(0)
+    assert not score.passed(1)

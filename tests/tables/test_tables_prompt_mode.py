@@ -15,7 +15,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from shadoweval.tables import load_recorded_rows
+from shadoweval.tables import BfclLanguage, load_recorded_rows
 from shadoweval.tables.json_numbers import loads_keeping_numbers
 from shadoweval.tables.plain_reader import read_plain_table
 from shadoweval.tables.prompt_calls import hermes_tool_calls
@@ -65,7 +65,8 @@ def test_result_without_latency_or_token_columns_is_imported(tmp_path: Path) -> 
     assert loaded.rejected == []
     (row,) = loaded.rows
     assert row.latency_ms is None  # unknown, never zero
-    assert row.prompt_tokens is None and row.completion_tokens is None
+    assert row.prompt_tokens is None
+    assert row.completion_tokens is None
     assert any("latency" in note and "unknown" in note for note in loaded.notes)
     assert any("some-prompt-model" in note for note in loaded.notes)
 
@@ -103,7 +104,8 @@ def test_hermes_blocks_become_tool_calls(tmp_path: Path) -> None:
         {"base": 10, "height": 5},
         {"base": 3, "height": 4},
     ]
-    assert prose.output_text == "I cannot help with that." and prose.tool_calls == ()
+    assert prose.output_text == "I cannot help with that."
+    assert prose.tool_calls == ()
 
 
 def test_hermes_block_the_leaderboard_cannot_decode_is_a_call_that_does_not_parse() -> None:
@@ -112,13 +114,14 @@ def test_hermes_block_the_leaderboard_cannot_decode_is_a_call_that_does_not_pars
     (call,) = decoded.calls
     assert call.name == "primes"
     assert decoded.undecodable == 1
-    with pytest.raises(ValueError):
+    with pytest.raises(orjson.JSONDecodeError, match="unexpected character"):
         orjson.loads(call.arguments)
 
 
 def test_hermes_quote_replacement_and_java_casts_follow_the_leaderboard() -> None:
     single = hermes_tool_calls("<tool_call>\n{'arguments': {'a': 'x'}, 'name': 'f'}\n</tool_call>")
-    assert single is not None and single.undecodable == 0
+    assert single is not None
+    assert single.undecodable == 0
     assert json.loads(single.calls[0].arguments) == {"a": "x"}
     java = hermes_tool_calls(_call_line('{"flag": true, "items": ["a", "b"]}', "g"), "java")
     assert java is not None
@@ -142,7 +145,8 @@ def test_list_of_text_parts_and_text_mixed_with_calls(tmp_path: Path) -> None:
     loaded = load_recorded_rows(model, preset="bfcl")
     assert loaded.rejected == []
     parts, mixed = loaded.rows
-    assert parts.output_text == "I cannot \ndo that." and parts.tool_calls == ()
+    assert parts.output_text == "I cannot \ndo that."
+    assert parts.tool_calls == ()
     assert mixed.output_text == "Calling it."
     assert [c.name for c in mixed.tool_calls] == ["calculate_triangle_area"]
 
@@ -152,7 +156,8 @@ def test_a_list_item_that_is_neither_text_nor_a_call_is_rejected_and_kept(tmp_pa
     loaded = load_recorded_rows(model, preset="bfcl")
     assert loaded.rows == []
     (rejected,) = loaded.rejected
-    assert rejected.reason == "bad_tool_calls" and "item 1" in rejected.detail
+    assert rejected.reason == "bad_tool_calls"
+    assert "item 1" in rejected.detail
     assert rejected.raw["result"] == ["text", 42]
 
 
@@ -210,7 +215,9 @@ def test_decoding_matches_the_score_files(shared_data: Path, model: str) -> None
     for category, line in _score_lines(shared_data, model):
         raw = line.get("model_result_raw", line.get("model_result"))
         decoded = line.get("model_result_decoded", line.get("decoded_result"))
-        language = category if category in ("java", "javascript") else "python"
+        language: BfclLanguage = "python"
+        if category in ("java", "javascript"):
+            language = "java" if category == "java" else "javascript"
         assert isinstance(raw, str)
         mine = hermes_tool_calls(raw, language)
         if decoded is not None and not category.startswith("executable") and category != "rest":
@@ -219,6 +226,8 @@ def test_decoding_matches_the_score_files(shared_data: Path, model: str) -> None
             assert mine is None or mine.undecodable == 0
             seen["decoded"] += 1
         if str(line["error_type"]).endswith("decoder_failed"):
-            assert mine is not None and mine.undecodable > 0, raw
+            assert mine is not None, raw
+            assert mine.undecodable > 0, raw
             seen["decoder_failed"] += 1
-    assert seen["decoded"] > 300 and seen["decoder_failed"] >= 50
+    assert seen["decoded"] > 300
+    assert seen["decoder_failed"] >= 50
