@@ -140,6 +140,8 @@ class ImportReport:
             earlier row's (:attr:`~shadoweval.tables.LoadResult.renamed_keys`).
         over_limit: mapped rows not written because ``limit`` exchanges were written.
         redacted: exchanges on which a body redaction rule fired.
+        notes: what the table does not record, per model (a BFCL prompt-mode model: no
+            latency column, so latency is unknown, not zero; :attr:`LoadResult.notes`).
     """
 
     files: tuple[str, ...]
@@ -152,6 +154,7 @@ class ImportReport:
     renamed_keys: int = 0
     over_limit: int = 0
     redacted: int = 0
+    notes: tuple[str, ...] = ()
 
     def rejected_by_reason(self) -> dict[str, int]:
         """Count rejected rows per reason."""
@@ -459,6 +462,7 @@ def import_rows(
         renamed_keys=loaded.renamed_keys,
         over_limit=over_limit,
         redacted=redacted,
+        notes=tuple(loaded.notes),
     )
 
 

@@ -76,6 +76,8 @@ class MockLlm:
         prompts: recorded prompts it answers (the table's usable rows).
         rejected: table rows it could not use.
         latency: the latency profile, described (``fixed 200 ms + 20 ms/token`` …).
+        notes: what the table does not record (:attr:`LoadResult.notes`: a BFCL
+            prompt-mode model has no latency column, so ``table`` latency falls back).
     """
 
     app: Starlette
@@ -83,6 +85,7 @@ class MockLlm:
     prompts: int
     rejected: int
     latency: str
+    notes: tuple[str, ...] = ()
 
 
 def build_mock_llm(request: MockLlmRequest) -> MockLlm:
@@ -125,6 +128,7 @@ def build_mock_llm(request: MockLlmRequest) -> MockLlm:
         prompts=len(loaded.rows),
         rejected=len(loaded.rejected),
         latency=profile.describe(),
+        notes=tuple(loaded.notes),
     )
 
 

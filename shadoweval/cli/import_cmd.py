@@ -115,6 +115,8 @@ def _print_report(console: Console, report: ImportReport) -> None:
     summary.add_row("duplicate keys renamed", str(report.renamed_keys))
     summary.add_row("capture log", str(report.out_dir))
     console.print(summary)
+    for note in report.notes:
+        console.print(f"note: {note}", highlight=False)
     by_reason = report.rejected_by_reason()
     if by_reason:
         reasons = Table(title="rejected by reason")

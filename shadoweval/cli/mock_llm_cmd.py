@@ -117,6 +117,8 @@ def mock_llm_command(
         + (f"; {server.rejected} table rows rejected" if server.rejected else ""),
         highlight=False,
     )
+    for note in server.notes:
+        console.print(f"note: {note}", highlight=False)
     serve_mock_llm(server, host=host, port=port)
 
 

@@ -9,7 +9,9 @@ item, its ``id`` the item's **1-based** position in the category (``simple`` ite
 on reading: a summary with the three fields, integer ids in ``1..total_count`` without
 repeats, ``total_count − failures == correct_count``, and — where a failure line carries
 the question (``prompt.id``) — that it is ``<category>_<id − 1>``; a file that fails a
-check is refused naming the file, the line and the value.
+check is refused naming the file, the line and the value. Numbers beyond a double or a
+64-bit integer (a failed item's ``execution_result`` holding 1000!) are read exactly, as
+text (:func:`~shadoweval.tables.json_numbers.loads_keeping_numbers`), never a refusal.
 
 Pairs are matched to items by the exchange's origin: the ``bfcl`` table import
 (:mod:`shadoweval.tables.presets`, :mod:`shadoweval.capture.table_import`) records each exchange's
@@ -36,11 +38,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 
-import orjson
-
 from shadoweval.errors import ConfigError, RecordDecodeError
 from shadoweval.records import JudgementSource, PairJudgement, QualityOutcome
 from shadoweval.tables import bfcl_category
+from shadoweval.tables.json_numbers import loads_keeping_numbers
 
 __all__ = [
     "BFCL_CHECKER",
@@ -119,8 +120,8 @@ def _read_score_file(path: Path) -> CategoryScore:
         if not raw.strip():
             continue
         try:
-            records.append((number, orjson.loads(raw)))
-        except orjson.JSONDecodeError as exc:
+            records.append((number, loads_keeping_numbers(raw)))
+        except ValueError as exc:
             raise _fail(path, number, f"not JSON: {exc}") from None
     if not records:
         raise _fail(path, 1, "empty score file (line 1 must be the summary)")

@@ -6,7 +6,8 @@ The light install (``pip install shadow-eval``, no ``tables`` extra) reads table
 follow the pandas reader's, so that values arrive as they were written:
 
 * JSON / JSON Lines: orjson; nested objects and lists stay Python objects, no type
-  guessing.
+  guessing. Numbers beyond a double or a 64-bit integer (1000! in a BFCL score) are kept
+  exactly, as their text (:func:`~shadoweval.tables.json_numbers.loads_keeping_numbers`).
 * CSV / TSV: every cell as text; only the empty cell is missing (``None``), so an answer
   ``"None"`` or ``"NA"`` is kept as text and an id ``"007"`` keeps its zeros.
 * A trailing ``.gz`` is decompressed.
@@ -21,9 +22,8 @@ import io
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from shadoweval.tables.frames import TABLES_EXTRA, RecordFrame
+from shadoweval.tables.json_numbers import loads_keeping_numbers
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -42,7 +42,7 @@ def _json_lines(data: bytes, path: Path) -> list[dict[str, Any]]:
     for number, line in enumerate(data.splitlines(), start=1):
         if not line.strip():
             continue
-        row = orjson.loads(line)
+        row = loads_keeping_numbers(line)
         if not isinstance(row, dict):
             raise ValueError(f"{path}: line {number} is not a JSON object")
         rows.append(row)
@@ -82,7 +82,7 @@ def read_plain_table(path: Path, fmt: str) -> RecordFrame:
         )
     data = _read_bytes(path)
     if fmt == "json":
-        return RecordFrame(_records(orjson.loads(data), path))
+        return RecordFrame(_records(loads_keeping_numbers(data), path))
     if fmt == "jsonl":
         return RecordFrame(_json_lines(data, path))
     if fmt in ("csv", "tsv"):

@@ -13,8 +13,12 @@ an explicit :class:`~shadoweval.tables.mapping.TableMapping`, or with a preset:
   answer file's folder or the one above it.
 * ``bfcl`` — BFCL v1 result files
   (``result/<model>/gorilla_openfunctions_v1_test_<cat>_result.json``: ``id``,
-  ``result`` (BFCL tool-call format or text), ``latency`` seconds, ``input_token_count``,
-  ``output_token_count``) joined by ``id`` with the question files
+  ``result`` (BFCL tool-call format, text, text parts, or — prompt mode — raw text with
+  Hermes ``<tool_call>`` blocks, see :func:`~shadoweval.tables.values.output_cell`),
+  ``latency`` seconds, ``input_token_count``, ``output_token_count``; models run in
+  prompt mode record only ``id`` and ``result``: their latency and token counts are
+  unknown, never zero, and :attr:`LoadResult.notes` says so per model) joined by ``id``
+  with the question files
   (``data/gorilla_openfunctions_v1_test_<cat>.json``: ``id``, ``question``, ``function``).
   Either side may be a file or a directory; files pair by name (``<q>_result`` ↔ ``<q>``).
   Task type = the category ``<cat>``; model = the result file's folder name; tools are
@@ -37,6 +41,7 @@ capture's body rules and tags their task type with the capture's rules.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -270,55 +275,92 @@ def _pair_bfcl(path: Path, prompts: Path) -> list[tuple[Path, Path]]:
     return pairs
 
 
+_BFCL_MEASUREMENTS = {
+    "latency_col": "latency",
+    "prompt_tokens_col": "input_token_count",
+    "completion_tokens_col": "output_token_count",
+}
+"""The measurement columns of BFCL result files: models run in prompt mode (no native
+tool calling) record none of them."""
+
+
+def _bfcl_absent(columns: list[str]) -> dict[str, None]:
+    """The mapping's measurement fields whose column a result file lacks (→ ``None``)."""
+    return {field: None for field, column in _BFCL_MEASUREMENTS.items() if column not in columns}
+
+
+def _bfcl_notes(absent: dict[str, dict[str, None]]) -> list[str]:
+    """One note per model whose result files lack a measurement column: unknown, not 0."""
+    notes = []
+    for model, fields in absent.items():
+        if "latency_col" in fields:
+            notes.append(
+                f"{model}: no latency column in its result files: latency unknown "
+                "(not zero); its exchanges carry no timings and latency is not compared "
+                "against them"
+            )
+        if "prompt_tokens_col" in fields or "completion_tokens_col" in fields:
+            notes.append(
+                f"{model}: no token counts (input_token_count, output_token_count) in its "
+                "result files: token usage unknown"
+            )
+    return notes
+
+
+def _join_bfcl(
+    results: pd.DataFrame | RecordFrame, by_id: dict[str, dict[str, Any]], question_file: Path
+) -> tuple[list[dict[str, Any]], dict[int, tuple[str, str]]]:
+    """Result records joined with their questions by ``id``; unmatched rows by position."""
+    unmatched: dict[int, tuple[str, str]] = {}
+    joined = []
+    for position, record in enumerate(results.to_dict(orient="records")):
+        key = _join_key(record.get("id"))
+        question = by_id.get(key) if key is not None else None
+        if question is None:
+            unmatched[position] = ("unmatched_id", f"id {key!r} not in {question_file}")
+            question = {}
+        joined.append(
+            {
+                **{str(k): v for k, v in record.items()},
+                "question": question.get("question"),
+                "function": question.get("function"),
+            }
+        )
+    return joined, unmatched
+
+
 def _load_bfcl(path: Path, prompts: Path | None, fmt: TableFormat | None) -> LoadResult:
     prompts = prompts or _default_bfcl_prompts(path)
     parts = []
+    absent: dict[str, dict[str, None]] = {}
     for result_file, question_file in _pair_bfcl(path, prompts):
         category = bfcl_category(_stem(question_file))
         results = read_table(result_file, fmt)
         questions = read_table(question_file, fmt)
-        require_columns(
-            results,
-            {
-                "join key": "id",
-                "output": "result",
-                "latency": "latency",
-                "prompt tokens": "input_token_count",
-                "completion tokens": "output_token_count",
-            },
-            str(result_file),
-        )
+        require_columns(results, {"join key": "id", "output": "result"}, str(result_file))
         require_columns(
             questions,
             {"join key": "id", "prompt": "question", "tools": "function"},
             str(question_file),
         )
         by_id = _index_by(questions, "id", str(question_file))
-        unmatched: dict[int, tuple[str, str]] = {}
-        joined = []
-        for position, record in enumerate(results.to_dict(orient="records")):
-            key = _join_key(record.get("id"))
-            question = by_id.get(key) if key is not None else None
-            if question is None:
-                unmatched[position] = ("unmatched_id", f"id {key!r} not in {question_file}")
-                question = {}
-            joined.append(
-                {
-                    **{str(k): v for k, v in record.items()},
-                    "question": question.get("question"),
-                    "function": question.get("function"),
-                }
-            )
+        joined, unmatched = _join_bfcl(results, by_id, question_file)
+        model = result_file.parent.name
+        missing = _bfcl_absent([str(c) for c in results.columns])
+        if missing:
+            absent.setdefault(model, {}).update(missing)
         mapping = BFCL_MAPPING.model_copy(
             update={
                 "task_type": category,
-                "model": result_file.parent.name,
+                "model": model,
                 "tools_language": _language(category),
+                **missing,
             }
         )
         frame = new_frame(joined)
         parts.append(rows_from_frame(frame, mapping, file=str(result_file), pre_rejected=unmatched))
-    return LoadResult.merge(parts)
+    merged = LoadResult.merge(parts)
+    return dataclasses.replace(merged, notes=merged.notes + _bfcl_notes(absent))
 
 
 # ------------------------------------------------------------------------- registry

@@ -11,7 +11,8 @@ Reading choices, so that values arrive as they were written:
 
 * JSON / JSON Lines: ``dtype=False`` (no guessing that an id column is a number or a
   date), ``precise_float=True`` (latencies keep every digit); nested objects and lists
-  stay Python objects.
+  stay Python objects. A file with a number beyond a double or a 64-bit integer (which
+  pandas refuses) is read by the plain reader, which keeps such numbers exactly, as text.
 * CSV / TSV: every column as text (``dtype=str``) and only the empty cell is missing
   (``keep_default_na=False``), so an answer ``"None"`` or ``"NA"`` is kept as text and
   an id ``"007"`` keeps its zeros; numbers are parsed per column later.
@@ -25,10 +26,9 @@ import gzip
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-import orjson
-
 from shadoweval.errors import RecordDecodeError
 from shadoweval.tables.frames import RecordFrame, pandas_installed
+from shadoweval.tables.json_numbers import loads_keeping_numbers
 from shadoweval.tables.plain_reader import read_plain_table
 
 if TYPE_CHECKING:
@@ -81,8 +81,8 @@ def sniff_format(path: Path) -> TableFormat:
     if text[:1] == b"{":
         first_line = text.split(b"\n", 1)[0]
         try:
-            return "jsonl" if isinstance(orjson.loads(first_line), dict) else "json"
-        except orjson.JSONDecodeError:
+            return "jsonl" if isinstance(loads_keeping_numbers(first_line), dict) else "json"
+        except ValueError:
             return "json"
     return "csv"
 
@@ -138,6 +138,9 @@ def read_table(path: str | Path, format: TableFormat | None = None) -> pd.DataFr
             return pd.read_json(path, orient="records", dtype=False, precise_float=True)
         if fmt == "jsonl":
             return pd.read_json(path, lines=True, dtype=False, precise_float=True)
+    except ValueError as exc:
+        return _json_keeping_numbers(path, fmt, exc)
+    try:
         if fmt in ("csv", "tsv"):
             return pd.read_csv(
                 path,
@@ -153,6 +156,18 @@ def read_table(path: str | Path, format: TableFormat | None = None) -> pd.DataFr
             f"{path}: cannot read as {fmt}: {exc}", location=str(path), reason="unreadable_table"
         ) from exc
     raise ValueError(f"unknown table format {fmt!r}")
+
+
+def _json_keeping_numbers(path: Path, fmt: TableFormat, error: ValueError) -> RecordFrame:
+    """A JSON table pandas refused, read again keeping numbers beyond a double or int64
+    exactly, as text (pandas refuses the whole file for one such cell: "Value is too
+    big!"); a file that is not JSON at all is reported with pandas' message."""
+    try:
+        return read_plain_table(path, fmt)
+    except (ValueError, OSError, UnicodeDecodeError):
+        raise RecordDecodeError(
+            f"{path}: cannot read as {fmt}: {error}", location=str(path), reason="unreadable_table"
+        ) from error
 
 
 def table_files(path: str | Path) -> list[Path]:

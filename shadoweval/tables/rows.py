@@ -123,12 +123,15 @@ class LoadResult:
     ``renamed_keys`` counts rows whose key repeated an earlier row's and was made unique
     (``"~2"``, ``"~3"``… appended; see :attr:`RecordedRow.key`): the rows are kept, and
     the count is reported so that a table with repeated ids does not pass unnoticed.
+    ``notes`` says what the files do not record (``"<model>: no latency column in 12 result
+    files: latency unknown (not zero)"``), for the import and the mock server to print.
     """
 
     rows: list[RecordedRow]
     rejected: list[RejectedRow]
     files: list[str]
     renamed_keys: int = 0
+    notes: list[str] = field(default_factory=list)
 
     @property
     def rows_read(self) -> int:
@@ -158,6 +161,7 @@ class LoadResult:
             rejected=[r for p in parts for r in p.rejected],
             files=[f for p in parts for f in p.files],
             renamed_keys=renamed,
+            notes=list(dict.fromkeys(n for p in parts for n in p.notes)),
         )
 
 
@@ -202,7 +206,9 @@ def _row(record: Mapping[str, Any], mapping: TableMapping, location: str) -> Rec
             raise RowRejected("bad_system", f"column {m.system_col!r} is not text")
         if system:
             messages = [{"role": "system", "content": system}, *messages]
-    text, calls = output_cell(record.get(m.output_col), m.output_col, m.output_format)
+    text, calls = output_cell(
+        record.get(m.output_col), m.output_col, m.output_format, language=m.tools_language
+    )
 
     task_type = m.task_type
     if m.task_type_col is not None:

@@ -23,6 +23,8 @@ import numpy as np
 import orjson
 
 from shadoweval.records import ToolCall
+from shadoweval.tables.bfcl_schema import BfclLanguage
+from shadoweval.tables.prompt_calls import hermes_tool_calls
 
 OutputFormat = Literal["text", "openai", "bfcl"]
 
@@ -307,15 +309,55 @@ def _bfcl_call(item: Any, index: int) -> ToolCall | None:
     return ToolCall(index=index, name=name, arguments=_arguments_text(arguments))
 
 
+def _bfcl_text(value: str, language: BfclLanguage) -> tuple[str | None, tuple[ToolCall, ...]]:
+    """A BFCL string result: prose, or calls written as Hermes ``<tool_call>`` blocks
+    (prompt mode, decoded as the leaderboard does: :mod:`shadoweval.tables.prompt_calls`)."""
+    decoded = hermes_tool_calls(value, language)
+    if decoded is None or not decoded.calls:
+        return value, ()
+    return decoded.text, decoded.calls
+
+
+def _list_output(
+    value: list[Any], column: str, output_format: OutputFormat
+) -> tuple[str | None, tuple[ToolCall, ...]]:
+    """A list cell: tool calls, and (BFCL) text parts among them, joined by newlines."""
+    if not value:
+        raise RowRejected("empty_output", f"column {column!r} is an empty tool-call list")
+    parse = _openai_call if output_format == "openai" else _bfcl_call
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for i, item in enumerate(value):
+        if output_format == "bfcl" and isinstance(item, str):
+            texts.append(item)
+            continue
+        call = parse(item, len(calls))
+        if call is None:
+            raise RowRejected(
+                "bad_tool_calls",
+                f"column {column!r} item {i} is not a {output_format} tool call"
+                + (" or text" if output_format == "bfcl" else "")
+                + f": {str(item)[:80]}",
+            )
+        calls.append(call)
+    return ("\n".join(texts) if texts else None), tuple(calls)
+
+
 def output_cell(
-    value: Any, column: str, output_format: OutputFormat
+    value: Any, column: str, output_format: OutputFormat, *, language: BfclLanguage = "python"
 ) -> tuple[str | None, tuple[ToolCall, ...]]:
     """Return ``(text, tool_calls)`` of an output cell.
 
     * ``text``: the cell must be a string (``""`` is a legitimate empty answer).
     * ``openai``: a ``tool_calls`` list (``[{"id", "type", "function": {"name",
       "arguments"}}]``; flat ``{"name", "arguments"}`` items are accepted).
-    * ``bfcl``: a list of one-key objects ``{function_name: arguments_json_string}``.
+    * ``bfcl``: a list of one-key objects ``{function_name: arguments_json_string}``;
+      items that are strings are parts of the answer's text (joined by newlines: a model
+      family that answers in text parts, or text mixed with calls). A string cell is the
+      model's raw text: calls written in it as Hermes ``<tool_call>`` blocks (prompt
+      mode) are decoded as the leaderboard does
+      (:func:`~shadoweval.tables.prompt_calls.hermes_tool_calls`, with ``language``, the
+      BFCL category's), the text around them kept.
 
     In both tool formats a string means a text answer (BFCL records a model that replied
     in prose that way), unless the string is the JSON text of a non-empty list of tool
@@ -325,7 +367,8 @@ def output_cell(
 
     Raises:
         RowRejected: ``missing_output`` (null), ``bad_output`` (wrong shape),
-            ``empty_output`` (an empty call list).
+            ``empty_output`` (an empty call list), ``bad_tool_calls`` (a list item that is
+            neither a call nor, in ``bfcl``, text).
     """
     if value is None:
         raise RowRejected("missing_output", f"column {column!r} is null")
@@ -344,20 +387,11 @@ def output_cell(
                 found = tuple(c for c in parsed if c is not None)
                 if len(found) == len(parsed):
                     return None, found
+        if output_format == "bfcl":
+            return _bfcl_text(value, language)
         return value, ()
     if isinstance(value, dict):
         value = [value]
     if not isinstance(value, list):
         raise RowRejected("bad_output", f"column {column!r} is {type(value).__name__}")
-    if not value:
-        raise RowRejected("empty_output", f"column {column!r} is an empty tool-call list")
-    calls: list[ToolCall] = []
-    for i, item in enumerate(value):
-        call = parse(item, i)
-        if call is None:
-            raise RowRejected(
-                "bad_tool_calls",
-                f"column {column!r} item {i} is not a {output_format} tool call: {str(item)[:80]}",
-            )
-        calls.append(call)
-    return None, tuple(calls)
+    return _list_output(value, column, output_format)

@@ -13,6 +13,7 @@ refused naming the file and line.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -258,3 +259,21 @@ def test_unknown_preset_and_missing_folder_exit_3(bfcl_run: str, tmp_path: Path)
     )  # fmt: skip
     assert result.exit_code == 3
     assert "does not exist" in result.stderr
+
+
+def test_score_file_with_a_number_beyond_float_range_is_read(tmp_path: Path) -> None:
+    """A failed executable item's ``execution_result`` holds 1000! (issue 29, 9d): the file
+    is read (it was refused: "number is infinity when parsed as double") and the item
+    counted as failed."""
+    folder = tmp_path / "score"
+    folder.mkdir()
+    big = str(math.factorial(1000))
+    (folder / "executable_simple_score.json").write_text(
+        '{"accuracy": 0.5, "correct_count": 1, "total_count": 2}\n'
+        '{"id": 2, "error_type": "executable_checker:wrong_result", '
+        '"prompt": {"id": "executable_simple_1"}, "execution_result": [' + big + "]}\n"
+    )
+    (score,) = read_bfcl_scores(folder).values()
+    assert score.failed == {1: "executable_checker:wrong_result"}
+    assert score.passed(0)
+    assert not score.passed(1)
