@@ -19,13 +19,13 @@ check, the caller's columns, numbers as float64 (missing or not a number → NaN
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 from pandas.io.formats.style import Styler
 
 from shadoweval.dashboard.formatting import is_missing, task_type_label
-from shadoweval.records import POOLED, Check, CheckOutcome
+from shadoweval.records import NOT_POWERED, POOLED, REPORT_ONLY, Check, CheckOutcome
 
 __all__ = [
     "BINARY_METRICS",
@@ -67,8 +67,12 @@ OUTCOME_CSS: dict[str, str] = {
     CheckOutcome.PASS.value: "background-color: #d4edda; color: #155724",
     CheckOutcome.FAIL.value: "background-color: #f8d7da; color: #721c24; font-weight: bold",
     CheckOutcome.INCONCLUSIVE.value: "background-color: #fff3cd; color: #856404",
+    REPORT_ONLY: "color: #6c757d",
+    NOT_POWERED: "color: #6c757d",
 }
-"""Cell style per check outcome: pass green, fail red, inconclusive amber."""
+"""Cell style per check outcome: pass green, fail red, inconclusive amber; in a PROMOTE a
+check that did not decide (report only, not powered yet) grey
+(:meth:`~shadoweval.records.Verdict.check_status`)."""
 
 CHECKS_COLUMNS: tuple[str, ...] = (
     "task type",
@@ -128,13 +132,19 @@ def _unit_order(task_type: str) -> tuple[int, str]:
 
 
 def checks_table(
-    checks: Iterable[Check], *, task_types: Sequence[str] | None = None
+    checks: Iterable[Check],
+    *,
+    task_types: Sequence[str] | None = None,
+    status: Callable[[Check], str] | None = None,
 ) -> pd.DataFrame:
     """Every check as one row (task types sorted, pooled last; checks in verdict order).
 
     Args:
         checks: the verdict's checks.
         task_types: keep only these analysis units (``POOLED`` for the pooled one).
+        status: what the ``outcome`` column shows for a check, e.g.
+            :meth:`~shadoweval.records.Verdict.check_status` (in a PROMOTE, ``report only``
+            or ``not powered yet`` rather than ``inconclusive``); by default its outcome.
 
     Returns:
         A DataFrame with :data:`CHECKS_COLUMNS`; numbers as stored (``None`` → NaN).
@@ -145,7 +155,7 @@ def checks_table(
         {
             "task type": task_type_label(c.task_type),
             "metric": c.metric,
-            "outcome": c.outcome.value,
+            "outcome": c.outcome.value if status is None else status(c),
             "estimate": c.estimate,
             "ci low": c.ci_low,
             "ci high": c.ci_high,

@@ -145,7 +145,9 @@ def overview_table(summary: pd.DataFrame, verdict: Verdict | None) -> OverviewTa
         for shown, metric in CHECK_COLUMNS.items():
             found = checks.get((task_type, metric))
             row[shown] = check_cell(found)
-            outcome_row[shown] = "" if found is None else found.outcome.value
+            outcome_row[shown] = (
+                "" if found is None or verdict is None else verdict.check_status(found)
+            )
         values.append(row)
         outcomes.append(outcome_row)
     columns = list(COLUMNS)

@@ -176,10 +176,12 @@ def _row(
 def _worst(verdict: Verdict | None, task_type: str) -> str:
     if verdict is None:
         return ""
-    outcomes = [c.outcome for c in verdict.checks if c.task_type == task_type]
-    if not outcomes:
+    checks = [c for c in verdict.checks if c.task_type == task_type]
+    if not checks:
         return ""
-    return min(outcomes, key=lambda o: _ORDER[o]).value
+    # In a PROMOTE a check that did not pass did not decide: shown as report only or not
+    # powered yet, never as a hold (Verdict.check_status).
+    return verdict.check_status(min(checks, key=lambda c: _ORDER[c.outcome]))
 
 
 def task_type_summary(
@@ -189,7 +191,9 @@ def task_type_summary(
 
     Args:
         pairs: the table from :func:`shadoweval.stats.frame.pairs_frame`.
-        verdict: when given, ``outcome`` holds the worst check outcome of each task type.
+        verdict: when given, ``outcome`` holds the worst check outcome of each task type
+            as every face shows it (:meth:`~shadoweval.records.Verdict.check_status`: in a
+            PROMOTE, ``report only`` or ``not powered yet`` rather than ``inconclusive``).
         latency: ``False`` leaves the :data:`LATENCY_COLUMNS` NaN and skips computing
             them (the report-only statistics cost about half a second at 200,000
             pairs; the dashboard's overview shows none of them); every other column is

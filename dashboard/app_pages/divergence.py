@@ -63,7 +63,9 @@ else:
 verdict = loaders.latest_verdict(ctx.database_url, ctx.run_id, ctx.version.verdict)
 if verdict is not None:
     similarity_checks = checks_table(
-        [c for c in verdict.checks if c.metric == "similarity"], task_types=[task_type]
+        [c for c in verdict.checks if c.metric == "similarity"],
+        task_types=[task_type],
+        status=verdict.check_status,
     )
     if not similarity_checks.empty:
         st.dataframe(

@@ -59,7 +59,9 @@ st.caption(
 
 if verdict is not None:
     latency_checks = [c for c in verdict.checks if c.metric in LATENCY_CHECKS]
-    table_of_checks = checks_table(latency_checks, task_types=[task_type])
+    table_of_checks = checks_table(
+        latency_checks, task_types=[task_type], status=verdict.check_status
+    )
     st.subheader("Gate checks")
     if table_of_checks.empty:
         st.info("The stored verdict has no latency check for this task type.")

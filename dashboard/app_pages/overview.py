@@ -118,7 +118,7 @@ else:
     if verdict is not None:
         with st.expander(checks_heading(len(verdict.checks))):
             st.dataframe(
-                style_checks_table(checks_table(verdict.checks)),
+                style_checks_table(checks_table(verdict.checks, status=verdict.check_status)),
                 hide_index=True,
                 placeholder="–",
                 key="checks_table",

@@ -12,7 +12,15 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from shadoweval.records import POOLED, Check, CheckOutcome, Decision, Verdict
+from shadoweval.records import (
+    NOT_POWERED,
+    POOLED,
+    REPORT_ONLY,
+    Check,
+    CheckOutcome,
+    Decision,
+    Verdict,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -22,6 +30,8 @@ _STYLE = {
     CheckOutcome.PASS.value: "green",
     CheckOutcome.FAIL.value: "bold red",
     CheckOutcome.INCONCLUSIVE.value: "yellow",
+    REPORT_ONLY: "dim",
+    NOT_POWERED: "dim",
     "": "dim",
 }
 _DECISION_STYLE = {
@@ -48,7 +58,14 @@ def _pair(base: Any, cand: Any) -> str:
     return f"{_pct(base)}→{_pct(cand)}"
 
 
-_MARK = {"pass": "✓ pass", "fail": "✗ FAIL", "inconclusive": "? hold", "": "–"}
+_MARK = {
+    "pass": "✓ pass",
+    "fail": "✗ FAIL",
+    "inconclusive": "? hold",
+    REPORT_ONLY: "· report only",
+    NOT_POWERED: "· not powered yet",
+    "": "–",
+}
 
 # (header, priority): lower priority columns are dropped first when the table is too wide.
 _SUMMARY_COLUMNS: tuple[tuple[str, int], ...] = (
@@ -105,9 +122,11 @@ def summary_table(
     p50/p95, TTFT p50, TTFC p50 (time to first visible content) and output-token ratios;
     the report-only common-language effect size of e2e latency (``e2e A`` =
     P(candidate slower), 0.5 = no tendency); the worst check outcome of the task type
-    (``? hold``: a check is inconclusive). Columns with no value in any row are left out;
-    when the table would be wider than ``max_width``, the least important columns go
-    first (never task type, n or checks), so numbers are never cut.
+    (``? hold``: a check is inconclusive; in a PROMOTE ``· report only`` or ``· not
+    powered yet``, :meth:`~shadoweval.records.Verdict.check_status`). Columns with no
+    value in any row are left out; when the table would be wider than ``max_width``, the
+    least important columns go first (never task type, n or checks), so numbers are never
+    cut.
     """
     from rich import box
 
@@ -174,13 +193,22 @@ def _task(task_type: str) -> str:
     return "all (pooled)" if task_type == POOLED else task_type
 
 
+def checks_title(verdict: Verdict) -> str:
+    """The title of the verdict's table of checks that did not pass: in a PROMOTE they did
+    not decide (report only, or not powered yet), so the title says so."""
+    if verdict.decision is Decision.PROMOTE:
+        return f"Checks that did not decide ({REPORT_ONLY} or {NOT_POWERED})"
+    return "Checks that did not pass"
+
+
 def checks_table(verdict: Verdict, *, only_not_passed: bool = True) -> Table:
-    """A rich table of the verdict's checks (by default those that did not pass).
+    """A rich table of the verdict's checks (by default those that did not pass), each
+    outcome as every face shows it (:meth:`~shadoweval.records.Verdict.check_status`).
 
     The reasons are long sentences; :func:`print_result` prints them below the table.
     """
     table = Table(
-        title="Checks" + (" that did not pass" if only_not_passed else ""), title_justify="left"
+        title=checks_title(verdict) if only_not_passed else "Checks", title_justify="left"
     )
     for name in ("#", "task type", "metric", "estimate", "interval", "margin", "n", "outcome"):
         table.add_column(name, overflow="fold" if name in ("task type", "metric") else "ellipsis")
@@ -190,6 +218,7 @@ def checks_table(verdict: Verdict, *, only_not_passed: bool = True) -> Table:
             if check.ci_low is not None or check.ci_high is not None
             else "–"
         )
+        status = verdict.check_status(check)
         table.add_row(
             str(i),
             _task(check.task_type),
@@ -198,7 +227,7 @@ def checks_table(verdict: Verdict, *, only_not_passed: bool = True) -> Table:
             interval,
             _num(check.margin),
             str(check.n),
-            f"[{_STYLE[check.outcome.value]}]{check.outcome.value}[/]",
+            f"[{_STYLE[status]}]{status}[/]",
         )
     return table
 
@@ -322,7 +351,8 @@ def wide_console(*, stderr: bool = False) -> Console:
 
 
 def print_result(console: Console, summary: pd.DataFrame, verdict: Verdict) -> None:
-    """Print the per-task table, the verdict and the checks that did not pass."""
+    """Print the per-task table, the verdict and the checks that did not pass (in a
+    PROMOTE: that did not decide, :func:`checks_title`)."""
     console.print(summary_table(summary, max_width=console.width))
     console.print(verdict_panel(verdict))
     selected = _selected(verdict, only_not_passed=True)

@@ -88,7 +88,9 @@ from shadoweval.records.step_verdict import (
 )
 from shadoweval.records.verdicts import (
     MIN_RATE_STARTS,
+    NOT_POWERED,
     RATE_SHORTFALL_SHARE,
+    REPORT_ONLY,
     Check,
     Coverage,
     LatencyCacheHits,
@@ -109,9 +111,11 @@ __all__ = [
     "LIVE_ANSWER_COLUMNS",
     "MAX_EXCHANGE_ID_CHARS",
     "MIN_RATE_STARTS",
+    "NOT_POWERED",
     "PAIR_KEY_FIELDS",
     "POOLED",
     "RATE_SHORTFALL_SHARE",
+    "REPORT_ONLY",
     "SCHEMA_VERSION",
     "STORED",
     "Check",

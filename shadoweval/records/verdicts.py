@@ -23,6 +23,13 @@ from shadoweval.records.enums import (
 )
 from shadoweval.records.environment import EnvironmentFailure
 
+REPORT_ONLY = "report only"
+"""How a face shows a check that did not pass in a PROMOTE: it did not decide
+(:meth:`Verdict.check_status`)."""
+NOT_POWERED = "not powered yet"
+"""How a face shows a check of a PROMOTE that is open only for want of pairs (too few to
+be powered; it did not decide)."""
+
 
 class Check(_Record):
     """One gate check: one metric in one task type (or pooled).
@@ -166,6 +173,9 @@ class Coverage(_Record):
     ``captured`` counts every line of the run's capture log: the decoded exchanges (their
     task types in ``per_task_type``) plus the ``rejected`` lines that could not be decoded.
     ``share`` = ``paired`` / ``captured``: an unreadable line or a skipped replay lowers it.
+    ``conflicting_duplicates``: of the ``rejected`` lines, those that reuse an exchange id
+    with other content (readable, but the first line with that id is kept); 0 in records
+    written before it existed.
 
     ``replayed``, ``errored``, ``warmup`` and ``skipped`` count candidate outcomes.
     ``baseline_repeat_replayed`` counts the baseline-repeat outcomes that were sent (not
@@ -195,6 +205,7 @@ class Coverage(_Record):
     share: float
     per_task_type: dict[str, int] = Field(default_factory=dict)
     rejected: int = 0
+    conflicting_duplicates: int = 0
     baseline_repeat_replayed: int = 0
     baseline_repeat_errored: int = 0
     per_route: dict[str, RouteCoverage] = Field(default_factory=dict)
@@ -286,3 +297,15 @@ class Verdict(_Record):
         if self.looks_taken or self.look < 1:
             return self.looks_taken
         return tuple(range(1, self.look + 1))
+
+    def check_status(self, check: Check) -> str:
+        """What ``check`` shows on every face (CLI, dashboard, summary rows): its outcome
+        (``pass``, ``fail``, ``inconclusive``), except in a PROMOTE, where a check that did
+        not pass cannot have decided (every blocking check passed): :data:`NOT_POWERED`
+        when it is open for too few pairs, else :data:`REPORT_ONLY` (a report-only check,
+        or a check of a task type below ``min_traffic_share``)."""
+        if self.decision is not Decision.PROMOTE or check.outcome is CheckOutcome.PASS:
+            return check.outcome.value
+        if check.reason.startswith(("too few", "no ")):
+            return NOT_POWERED
+        return REPORT_ONLY

@@ -39,7 +39,7 @@ from shadoweval.storage.models import (
     RunExchangeRow,
     RunRow,
 )
-from shadoweval.storage.types import RejectStage
+from shadoweval.storage.types import CONFLICTING_DUPLICATE, RejectStage
 
 
 def pair_inputs(
@@ -216,6 +216,18 @@ def coverage(session: Session, run_id: str, *, baseline_model: str | None = None
         )
         or 0
     )
+    conflicting = int(
+        session.scalar(
+            select(func.count())
+            .select_from(RejectedRecordRow)
+            .where(
+                RejectedRecordRow.run_id == run_id,
+                RejectedRecordRow.stage == RejectStage.CAPTURE_LOG.value,
+                RejectedRecordRow.reason == CONFLICTING_DUPLICATE,
+            )
+        )
+        or 0
+    )
     captured = sum(per_task_type.values()) + rejected
     paired_count = int(paired or 0)
     paired_per_task_type = {
@@ -232,6 +244,7 @@ def coverage(session: Session, run_id: str, *, baseline_model: str | None = None
     }
     return Coverage(
         rejected=rejected,
+        conflicting_duplicates=conflicting,
         captured=captured,
         replayed=replayed,
         paired=paired_count,

@@ -59,6 +59,12 @@ class RejectStage(enum.StrEnum):
     GATE = "gate"
 
 
+CONFLICTING_DUPLICATE = "conflicting_duplicate"
+"""The reason of a rejected capture line that reuses an exchange id with other content
+(the first line with that id is kept): counted apart in the verdict's coverage
+(:attr:`~shadoweval.records.Coverage.conflicting_duplicates`)."""
+
+
 @dataclass(frozen=True, slots=True)
 class RunInfo:
     """One run: a baseline identity, a candidate identity and one frozen, hashed policy.

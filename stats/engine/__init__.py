@@ -13,7 +13,8 @@ The shadow gate (:mod:`shadoweval.stats.gate`) and the canary step
   :data:`shadoweval.stats.canary.families.CANARY_FAMILIES`), run in that order by
   :func:`run_families`;
 * :func:`findings` sorts the judged checks into what rolls back, what holds and what is
-  still open (ranked by :func:`reason_rank`), and :func:`decide` applies the one decision
+  still open (ranked by :func:`reason_rank`: quality signals before the checks that
+  :func:`cannot_judge` for want of pairs), and :func:`decide` applies the one decision
   rule (harm first, then validity, then failures, then open checks, else PROMOTE) with each
   caller's :class:`ReasonLayout` (which sections its reasons list, in which order).
 """
@@ -30,9 +31,15 @@ from shadoweval.stats.engine.decision import (
 )
 from shadoweval.stats.engine.families import CheckFamily, run_families
 from shadoweval.stats.engine.judged import CheckLines, Judged, OnFail, findings, open_checks
-from shadoweval.stats.engine.ranking import DATA_PROBLEMS, reason_rank
+from shadoweval.stats.engine.ranking import (
+    CANNOT_JUDGE_RANK,
+    DATA_PROBLEMS,
+    cannot_judge,
+    reason_rank,
+)
 
 __all__ = [
+    "CANNOT_JUDGE_RANK",
     "DATA_PROBLEMS",
     "CheckFamily",
     "CheckLines",
@@ -42,6 +49,7 @@ __all__ = [
     "OnFail",
     "ReasonLayout",
     "Section",
+    "cannot_judge",
     "decide",
     "findings",
     "open_checks",

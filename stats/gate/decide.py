@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -10,7 +11,15 @@ import numpy as np
 from shadoweval.records import POOLED, Check, CheckOutcome, Decision, EnvironmentFailure
 from shadoweval.stats.change import ChangeResult
 from shadoweval.stats.checks import HARM_METRIC_PREFIX, INFRA_FAILED, INFRA_METRIC, UNEQUAL_LOAD
-from shadoweval.stats.engine import Findings, Judged, ReasonLayout, decide, findings, open_checks
+from shadoweval.stats.engine import (
+    Findings,
+    Judged,
+    ReasonLayout,
+    cannot_judge,
+    decide,
+    findings,
+    open_checks,
+)
 from shadoweval.stats.gate.attribution import UnitCauses
 from shadoweval.stats.gate.reach import promote_reach
 from shadoweval.stats.gate.trade_off import cost_trade_off
@@ -109,11 +118,14 @@ def _attributed_line(
 
 def _open_lines(judged: Sequence[GateJudged]) -> list[str]:
     """The reason lines of the open blocking checks, in the engine's ranking
-    (:func:`shadoweval.stats.engine.reason_rank`).
+    (:func:`shadoweval.stats.engine.reason_rank`: quality signals first, the checks that
+    cannot judge for want of pairs last).
 
     The harm detectors of one unit that are all open for the same want of pairs with no
-    detector firing on either side (b + c = 0) share one line, so seven detectors that
-    saw nothing do not bury the reason that decides.
+    detector firing on either side (b + c = 0) share one line, and every check that
+    :func:`~shadoweval.stats.engine.cannot_judge` shares one line naming its units
+    (:func:`_cannot_judge_line`), so seven detectors that saw nothing or 28 task types
+    without pairs do not bury the reason that decides.
     """
     ranked = [j.check for j in open_checks(judged)]
     quiet: dict[tuple[str, int], list[Check]] = {}
@@ -125,10 +137,14 @@ def _open_lines(judged: Sequence[GateJudged]) -> list[str]:
             and c.estimate == 0.0
         ):
             quiet.setdefault((c.task_type, c.n), []).append(c)
+    empty = [c for c in ranked if cannot_judge(c)]
     lines: list[str] = []
     for c in ranked:
         group = quiet.get((c.task_type, c.n))
-        if group is None or c not in group:
+        if len(empty) >= FOLD_CANNOT_JUDGE_AT and c in empty:
+            if c is empty[0]:
+                lines.append(_cannot_judge_line(empty))
+        elif group is None or c not in group:
             lines.append(_line(c))
         elif c is group[0]:
             others = ", ".join(g.metric for g in group[1:])
@@ -141,6 +157,40 @@ def _open_lines(judged: Sequence[GateJudged]) -> list[str]:
     return lines
 
 
+FOLD_CANNOT_JUDGE_AT = 4
+"""From this many open checks that cannot judge for want of pairs, they share one line."""
+
+
+def _units_text(task_types: Sequence[str]) -> str:
+    """``task type 'code'``, ``pooled``, ``3 task types ('a', 'b', 'c')``, ``pooled and
+    task type 'chat'``."""
+    named = [t for t in task_types if t != POOLED]
+    if len(named) == 1:
+        text = _label(named[0])
+    else:
+        text = f"{len(named)} task types ({', '.join(repr(t) for t in named)})"
+    if len(named) == len(task_types):
+        return text
+    return "pooled" if not named else f"pooled and {text}"
+
+
+def _cannot_judge_line(checks: Sequence[Check]) -> str:
+    """One line for the open checks that cannot judge for want of pairs: the units they
+    belong to, the checks by the head of their reason, and the first in full."""
+    units = list(dict.fromkeys(c.task_type for c in checks))
+    by_head: dict[str, list[str]] = {}
+    for c in checks:
+        head = re.split(r" \(|;|:", c.reason, maxsplit=1)[0]
+        metrics = by_head.setdefault(head, [])
+        if c.metric not in metrics:
+            metrics.append(c.metric)
+    heads = "; ".join(f"{head}: {', '.join(metrics)}" for head, metrics in by_head.items())
+    return (
+        f"no pairs to judge in {_units_text(units)}: {len(checks)} checks cannot judge "
+        f"({heads}; e.g. {_line(checks[0])})"
+    )
+
+
 def _notes(judged: Sequence[GateJudged], policy: GatePolicy, extra: Sequence[str]) -> list[str]:
     """Minor task types left open, unequal latency load, and the caller's notes."""
     minor_open = sorted(
@@ -150,11 +200,15 @@ def _notes(judged: Sequence[GateJudged], policy: GatePolicy, extra: Sequence[str
             if j.minor and j.check.outcome == CheckOutcome.INCONCLUSIVE
         }
     )
-    notes = [
-        f"{_label(t)} has less than min_traffic_share {100 * policy.min_traffic_share:g}% of the "
-        "pairs: reported, not blocking promotion"
-        for t in minor_open
-    ]
+    share = f"{100 * policy.min_traffic_share:g}%"
+    notes = (
+        [
+            f"{_units_text(minor_open)} {'has' if len(minor_open) == 1 else 'have'} less "
+            f"than min_traffic_share {share} of the pairs: reported, not blocking promotion"
+        ]
+        if minor_open
+        else []
+    )
     if any(UNEQUAL_LOAD in j.check.reason for j in judged):
         notes.append(f"latency checks: {UNEQUAL_LOAD}; treat the latency comparison with care")
     return notes + list(extra)

@@ -235,8 +235,23 @@ def _coverage_line(coverage: Coverage, paired: Mapping[str, int]) -> str:
             f"{t} {paired.get(t, 0)} of {n}" for t, n in sorted(captured.items())
         )
     if coverage.rejected:
-        line += f"; {coverage.rejected} unreadable capture lines"
+        line += f"; {_rejected_lines(coverage)}"
     return line
+
+
+def _rejected_lines(coverage: Coverage) -> str:
+    """The capture lines the run rejected, conflicting duplicates named as such:
+    ``3 unreadable capture lines, 2 conflicting duplicate lines: same exchange id, other
+    content (the first kept)``."""
+    conflicting = coverage.conflicting_duplicates
+    unreadable = coverage.rejected - conflicting
+    parts = [f"{unreadable} unreadable capture lines"] if unreadable or not conflicting else []
+    if conflicting:
+        parts.append(
+            f"{conflicting} conflicting duplicate lines: same exchange id, other content "
+            "(the first kept)"
+        )
+    return ", ".join(parts)
 
 
 def unevaluated_reasons(pairs: pd.DataFrame, policy: GatePolicy, coverage: Coverage) -> list[str]:
@@ -275,11 +290,22 @@ def _task_type_problems(
         return [
             f"invalid run: the pairs do not match the capture log ({exc}); promotion is blocked"
         ]
-    for task_type, share in low:
+    below = f"min_coverage {100 * policy.min_coverage:g}%"
+    if len(low) == 1:
+        [(task_type, share)] = low
         problems.append(
             f"invalid run: task type {task_type!r} has replay coverage {share:.1%} "
             f"({paired.get(task_type, 0)} paired of {captured[task_type]} captured), below "
-            f"min_coverage {100 * policy.min_coverage:g}%; promotion is blocked"
+            f"{below}; promotion is blocked"
+        )
+    elif low:
+        # One line naming every such task type: 28 empty task types must not bury the rest.
+        each = ", ".join(
+            f"{t!r} {share:.1%} ({paired.get(t, 0)} of {captured[t]})" for t, share in low
+        )
+        problems.append(
+            f"invalid run: {len(low)} task types have replay coverage below {below} "
+            f"(paired of captured: {each}); promotion is blocked"
         )
     if not mix.ok:
         least = min(captured, key=lambda t: (paired.get(t, 0) / captured[t], t))
@@ -347,7 +373,7 @@ def _trailer(levels: LookLevels, n: int, coverage: Coverage, cache_hits: Latency
         f"{levels.alpha_k:.3g}, harm family at alpha_RB_k {levels.alpha_harm_k:.3g}, {means}; "
         f"counted, not dropped: {coverage.errored} errored and {coverage.warmup} warm-up "
         f"replays, {coverage.skipped} skipped{_skipped_by_route(coverage)}, "
-        f"{coverage.rejected} unreadable capture lines"
+        f"{_rejected_lines(coverage)}"
         f"{repeats}{_cache_hit_note(cache_hits)}"
     )
 

@@ -314,8 +314,11 @@ async def test_duplicate_lines_in_the_log_are_sent_once_and_kept_as_rejected(
         "mem:7": ("capture_log", "conflicting_duplicate"),
     }
     assert repo.get_exchange(exchanges[3].exchange_id) == exchanges[3]
-    # the repeated lines count once; the conflicting one is a captured line not compared
-    assert repo.coverage_counts(run_id).captured == 6
+    # the repeated lines count once; the conflicting one is a captured line not compared,
+    # named as a conflicting duplicate, not as an unreadable line (issue 29 item 11)
+    coverage = repo.coverage_counts(run_id)
+    assert coverage.captured == 6
+    assert (coverage.rejected, coverage.conflicting_duplicates) == (1, 1)
 
 
 # ------------------------------------------------------------------------ warm-up
