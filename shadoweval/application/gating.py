@@ -22,7 +22,7 @@ from shadoweval.application.environment import environment_failures
 from shadoweval.application.judging import JudgementSummary, summarize_judgements
 from shadoweval.application.run_policy import load_gate_policy, run_policy_warnings
 from shadoweval.records import Coverage, Decision, Verdict
-from shadoweval.stats.checkpoints import evaluate_poll
+from shadoweval.stats.checkpoints import at_sample_cap, evaluate_poll
 from shadoweval.stats.frame import pairs_frame
 from shadoweval.stats.judgements import resolve_judgements
 from shadoweval.stats.policy import GatePolicy, parse_policy_yaml, policy_traffic_problems
@@ -62,6 +62,23 @@ class GateResult:
 
     def __post_init__(self) -> None:
         self.summary = task_type_summary(self.pairs, self.verdict)
+
+    def settled(self) -> str:
+        """Why no later poll can change this verdict (``""`` when one can).
+
+        PROMOTE and ROLLBACK are terminal (``"terminal"``; new judgements reopen them, but
+        a poll alone does not); a HOLD at the sample cap ``sequential.n_max`` is final: more
+        pairs map to the same, last look (:func:`shadoweval.stats.checkpoints.at_sample_cap`).
+        """
+        verdict = self.verdict
+        if verdict.decision in (Decision.PROMOTE, Decision.ROLLBACK):
+            return "terminal"
+        if at_sample_cap(verdict, self.policy):
+            return (
+                f"final HOLD at the sample cap n_max {self.policy.sequential.n_max}: more "
+                "pairs cannot change it (new labels or judgements re-open the look: gate again)"
+            )
+        return ""
 
 
 def policy_warnings(policy: GatePolicy, coverage: Coverage, pairs: pd.DataFrame) -> tuple[str, ...]:

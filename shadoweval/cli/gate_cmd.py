@@ -100,24 +100,9 @@ def _progress_line(poll: int, result: GateResult, note: str) -> str:
 
 
 def _settled(result: GateResult) -> str:
-    """Why no later poll can change ``result``'s verdict (``""`` when one can).
-
-    PROMOTE and ROLLBACK are terminal; a HOLD at the sample cap ``sequential.n_max`` is
-    final: more pairs map to the same, last look
-    (:func:`shadoweval.stats.checkpoints.at_sample_cap`).
-    """
-    from shadoweval.records import Decision
-    from shadoweval.stats.checkpoints import at_sample_cap
-
-    verdict = result.verdict
-    if verdict.decision in (Decision.PROMOTE, Decision.ROLLBACK):
-        return "terminal"
-    if at_sample_cap(verdict, result.policy):
-        return (
-            f"final HOLD at the sample cap n_max {result.policy.sequential.n_max}: more pairs "
-            "cannot change it (new labels or judgements re-open the look: gate again)"
-        )
-    return ""
+    """Why no later poll can change ``result``'s verdict (``""`` when one can):
+    :meth:`~shadoweval.application.gating.GateResult.settled`."""
+    return result.settled()
 
 
 def poll_verdict(

@@ -151,6 +151,22 @@ def baseline_model_counts(session: Session, run_id: str) -> dict[str, int]:
     }
 
 
+def capture_log_rejections(session: Session, run_id: str) -> tuple[int, int]:
+    """Lines of the run's capture log that were rejected (stage ``capture_log``), and how
+    many of them were conflicting duplicates (same exchange id, other content)."""
+    is_log_line = and_(
+        RejectedRecordRow.run_id == run_id,
+        RejectedRecordRow.stage == RejectStage.CAPTURE_LOG.value,
+    )
+    rejected, conflicting = session.execute(
+        select(
+            func.count(),
+            func.count().filter(RejectedRecordRow.reason == CONFLICTING_DUPLICATE),
+        ).where(is_log_line)
+    ).one()
+    return int(rejected or 0), int(conflicting or 0)
+
+
 def coverage(session: Session, run_id: str, *, baseline_model: str | None = None) -> Coverage:
     """Count a run's members, undecodable log lines, replay outcomes and pair scores.
 
@@ -205,29 +221,7 @@ def coverage(session: Session, run_id: str, *, baseline_model: str | None = None
             *baseline_model_scope(PairScoreRow.exchange_id, run_id, baseline_model),
         )
     )
-    rejected = int(
-        session.scalar(
-            select(func.count())
-            .select_from(RejectedRecordRow)
-            .where(
-                RejectedRecordRow.run_id == run_id,
-                RejectedRecordRow.stage == RejectStage.CAPTURE_LOG.value,
-            )
-        )
-        or 0
-    )
-    conflicting = int(
-        session.scalar(
-            select(func.count())
-            .select_from(RejectedRecordRow)
-            .where(
-                RejectedRecordRow.run_id == run_id,
-                RejectedRecordRow.stage == RejectStage.CAPTURE_LOG.value,
-                RejectedRecordRow.reason == CONFLICTING_DUPLICATE,
-            )
-        )
-        or 0
-    )
+    rejected, conflicting = capture_log_rejections(session, run_id)
     captured = sum(per_task_type.values()) + rejected
     paired_count = int(paired or 0)
     paired_per_task_type = {
