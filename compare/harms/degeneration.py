@@ -5,6 +5,8 @@ from __future__ import annotations
 import zlib
 from typing import Final
 
+from shadoweval.compare.harms.repetition import is_line_loop, is_word_loop
+
 DEGENERATION_WINDOWS_CHARS: Final[tuple[int, ...]] = (512, 1024)
 """Window sizes (characters) scanned for a repetition loop; each slides by a quarter of
 its size and the last window of each size ends at the end of the text."""
@@ -45,7 +47,14 @@ def window_compression_ratio(text: str) -> float:
 def is_degenerate(text: str | None) -> bool:
     """The answer contains a repetition loop (a degeneration of the decoder).
 
-    Definition: some window of 512 or 1024 characters of the answer deflates to at most
+    Three measures, any one fires: the window compression ratio below (long loops, any
+    script); a line or sentence, or a block of up to four, repeated 3+ times back to
+    back (:func:`~shadoweval.compare.harms.repetition.is_line_loop`: short loops that
+    never fill a window, ``Dear [Recipient]`` ×4); a word n-gram loop
+    (:func:`~shadoweval.compare.harms.repetition.is_word_loop`). Precision and recall
+    of the three together: docs/gate.md "Detectors measured".
+
+    Compression: some window of 512 or 1024 characters of the answer deflates to at most
     1/6 of its UTF-8 size (:func:`window_compression_ratio` ≥
     :data:`DEGENERATION_RATIO_MIN`); answers under :data:`DEGENERATION_MIN_CHARS`
     characters are never flagged.
@@ -74,4 +83,6 @@ def is_degenerate(text: str | None) -> bool:
     Speech Recognition via Large-Scale Weak Supervision" (Whisper: a gzip compression
     ratio above 2.4 marks a repetitive, failed decoding of a 30 s segment).
     """
-    return window_compression_ratio(text or "") >= DEGENERATION_RATIO_MIN
+    if window_compression_ratio(text or "") >= DEGENERATION_RATIO_MIN:
+        return True
+    return is_line_loop(text) or is_word_loop(text)

@@ -14,6 +14,10 @@ LANGUAGE_SWITCH_MIN_ANSWER_LETTERS: Final = 40
 LANGUAGE_SWITCH_MIN_PROMPT_LETTERS: Final = 12
 """A prompt with fewer letters has no reliable script."""
 _KANA_SHARE_JAPANESE: Final = 0.1
+CJK_SCRIPTS: Final = frozenset({"Han", "Kana", "Hangul"})
+"""Scripts whose fragments inside a Latin answer are a script switch (Han, Kana, Hangul)."""
+GLOSS_WINDOW_CHARS: Final = 40
+"""A CJK fragment with a CJK language's name this close (either side) is a gloss."""
 
 _CODE_FENCE: Final = re.compile(r"(?:```|~~~).*?(?:```|~~~|\Z)", re.DOTALL)
 _INLINE_CODE: Final = re.compile(r"`[^`\n]*`")
@@ -68,6 +72,25 @@ def _script_of(char: str) -> str | None:
     if words and words[0] in ("FULLWIDTH", "HALFWIDTH"):
         words = words[1:]
     return _SCRIPT_WORDS.get(words[0]) if words else None
+
+
+def code_fence_segments(text: str) -> list[tuple[str, bool]]:
+    """``text`` cut at fenced code blocks: ``(segment, is_code)`` in order, nothing lost.
+
+    A fence opens with ```` ``` ```` or ``~~~`` and closes with either (an unclosed
+    fence runs to the end of the text); the fences belong to the code segment. Empty
+    prose segments are left out.
+    """
+    segments: list[tuple[str, bool]] = []
+    position = 0
+    for match in _CODE_FENCE.finditer(text):
+        if match.start() > position:
+            segments.append((text[position : match.start()], False))
+        segments.append((match.group(0), True))
+        position = match.end()
+    if position < len(text):
+        segments.append((text[position:], False))
+    return segments
 
 
 def _prose(text: str) -> str:
@@ -193,10 +216,86 @@ def asks_for_language(prompt: str, script: str) -> bool:
     )
 
 
-def is_language_switch(answer: str | None, prompt: str | None) -> bool:
-    """The answer is written in another script than the prompt.
+_GLOSS_OPEN: Final = re.compile(r"[A-Za-z][.'’]?\s*[(（]\s*[\"'“‘「]?$")
+_GLOSS_CLOSE: Final = re.compile(r"^[\"'”’」]?\s*[)）]")
+_CJK_LANGUAGE_NAME: Final = re.compile(
+    "|".join(_LANGUAGE_PATTERNS[name].pattern for name in ("Han", "Japanese", "Hangul")),
+    re.IGNORECASE,
+)
 
-    Definition: the dominant script of the answer (:func:`dominant_script` of
+
+def cjk_fragments(text: str | None) -> list[str]:
+    """The runs of Han, Kana or Hangul letters in ``text``'s prose, glosses left out.
+
+    Prose is the text without code blocks, inline code and URLs (as
+    :func:`script_letter_counts`). A run is a maximal span of letters of
+    :data:`CJK_SCRIPTS`. A run is a gloss, and left out, when it stands in parentheses
+    right after a Latin word (``Tong Sui (糖水)``, ``Kitani Minoru (喜多尼摩留)``), or when
+    a CJK language is named within :data:`GLOSS_WINDOW_CHARS` characters of it
+    (``"仲裁" (arbitrator) in Chinese``, ``the kanji 愛``).
+    """
+    if not text:
+        return []
+    prose = _prose(text)
+    fragments: list[str] = []
+    start: int | None = None
+    for index, char in enumerate(prose + " "):
+        if _script_of(char) in CJK_SCRIPTS:
+            start = index if start is None else start
+            continue
+        if start is None:
+            continue
+        before = prose[max(start - 8, 0) : start]
+        after = prose[index : index + 4]
+        window = prose[max(start - GLOSS_WINDOW_CHARS, 0) : index + GLOSS_WINDOW_CHARS]
+        gloss = _GLOSS_OPEN.search(before) is not None and _GLOSS_CLOSE.match(after) is not None
+        if not gloss and _CJK_LANGUAGE_NAME.search(window) is None:
+            fragments.append(prose[start:index])
+        start = None
+    return fragments
+
+
+def is_cjk_fragment_switch(answer: str | None, prompt: str | None) -> bool:
+    """CJK fragments spliced into an English (Latin-script) answer to a Latin prompt.
+
+    Definition: the prompt's dominant script is Latin (≥
+    :data:`LANGUAGE_SWITCH_MIN_PROMPT_LETTERS` letters) and it has no Han, Kana or
+    Hangul letter; the answer's dominant script is Latin (≥
+    :data:`LANGUAGE_SWITCH_MIN_ANSWER_LETTERS` letters); the prompt does not ask for a
+    translation or name a CJK language (:func:`asks_for_language`); and the answer has
+    at least one :func:`cjk_fragments` run (glosses left out). One character is enough:
+    ``two核 secrets``, ``Ursus arctos恭`` are real switches (AlpacaEval, Qwen1.5-72B-Chat
+    and Qwen2-72B-Instruct).
+
+    Why a fragment rule beside the dominant-script rule: a decoder that slips into
+    Chinese for a word or a clause (``a deeper湛蓝``, ``fluffy,大约2-3分钟。``) leaves the
+    answer mostly Latin, so the dominant script never changes. Measured on AlpacaEval
+    (``scripts/detector_recall.py``, docs/gate.md "Detectors measured").
+    """
+    if not answer or not prompt:
+        return False
+    prompt_counts = script_letter_counts(prompt)
+    if any(prompt_counts[script] for script in CJK_SCRIPTS):
+        return False
+    if dominant_script(prompt_counts, min_letters=LANGUAGE_SWITCH_MIN_PROMPT_LETTERS) != "Latin":
+        return False
+    answer_counts = script_letter_counts(answer)
+    if dominant_script(answer_counts, min_letters=LANGUAGE_SWITCH_MIN_ANSWER_LETTERS) != "Latin":
+        return False
+    if not any(answer_counts[script] for script in CJK_SCRIPTS):
+        return False
+    if asks_for_language(prompt, "Han") or asks_for_language(prompt, "Hangul"):
+        return False
+    return bool(cjk_fragments(answer))
+
+
+def is_language_switch(answer: str | None, prompt: str | None) -> bool:
+    """The answer is written in another script than the prompt, or splices CJK into English.
+
+    Two rules, either fires: the dominant-script rule below, and CJK fragments inside a
+    Latin answer to a Latin prompt (:func:`is_cjk_fragment_switch`).
+
+    Dominant-script rule: the dominant script of the answer (:func:`dominant_script` of
     :func:`script_letter_counts`, code blocks, inline code and URLs left out) differs
     from the dominant script of the prompt (the last user message's text), both counted
     only when the answer has ≥ :data:`LANGUAGE_SWITCH_MIN_ANSWER_LETTERS` letters and the
@@ -221,5 +320,5 @@ def is_language_switch(answer: str | None, prompt: str | None) -> bool:
         script_letter_counts(prompt), min_letters=LANGUAGE_SWITCH_MIN_PROMPT_LETTERS
     )
     if answer_script is None or prompt_script is None or answer_script == prompt_script:
-        return False
+        return is_cjk_fragment_switch(answer, prompt)
     return not asks_for_language(prompt, answer_script)

@@ -132,7 +132,7 @@ def call(name: str, arguments: str, index: int = 0) -> ToolCall:
         "",
         "**TEST**",
         "Yes.",
-        "ha " * 80,  # a loop, but only 240 characters: below the minimum length
+        "ha ha ha",  # three words: emphasis, not a loop
         NORMAL_LIST,
         NORMAL_CODE,
         TABLE,
@@ -142,6 +142,11 @@ def call(name: str, arguments: str, index: int = 0) -> ToolCall:
 )
 def test_normal_and_short_answers_are_not_degenerate(text: str) -> None:
     assert not is_degenerate(text)
+
+
+def test_a_short_loop_is_degenerate() -> None:
+    """240 characters never fill a deflate window; the word-loop measure sees them (issue 29)."""
+    assert is_degenerate("ha " * 80)
 
 
 def test_short_texts_have_no_ratio() -> None:

@@ -23,6 +23,7 @@ from shadoweval.compare.harms import (
     is_language_switch,
     is_refusal,
     tool_changes,
+    window_compression_ratio,
 )
 from shadoweval.compare.pair import PairInput, score_pairs
 from shadoweval.records import (
@@ -81,7 +82,12 @@ def test_alpaca_hashtag_and_long_loops_are_degenerate(alpaca: Rows) -> None:
     assert longest == {30, 51, 73, 180, 209, 496, 524, 758}  # 10–15k characters each
     flagged = _flagged(rows, "degeneration")
     assert hashtag | longest <= flagged
-    assert len(flagged) == 37  # each one read by eye: a loop
+    # 37 long loops (deflate windows) and 10 short ones — 'Dear [Recipient]' ×4, 'celda' ×11,
+    # 'No No No …' — that no window caught (issue 29 item 10): each one read by eye, a loop.
+    short = {81, 130, 189, 196, 201, 372, 510, 576, 614, 799}
+    assert len(flagged) == 47
+    assert short <= flagged
+    assert not any(window_compression_ratio(rows[i]["output"]) >= 6 for i in short)
 
 
 def test_alpaca_flag_rates_on_normal_answers(alpaca: Rows) -> None:
@@ -114,12 +120,27 @@ def test_alpaca_refusals(alpaca: Rows) -> None:
     assert len(deflections) >= 12
 
 
+QWEN15_CJK_FRAGMENTS = {
+    1, 49, 79, 89, 96, 112, 113, 134, 145, 187, 240, 248, 279, 329, 332, 334, 380, 390, 392,
+    399, 435, 444, 454, 478, 497, 535, 536, 541, 548, 556, 560, 583, 595, 604, 643, 650, 722,
+    749, 755, 762, 777, 801,
+}  # fmt: skip
+
+
 def test_alpaca_language_switches(alpaca: Rows) -> None:
-    """Qwen1.5 answers two English prompts in Chinese; no other model switches script."""
-    assert _flagged(alpaca[QWEN15], "language_switch") == {535, 755}
+    """Qwen1.5 splices Chinese into 42 English answers (two wholly Chinese); Qwen2 into 3.
+
+    Every flagged answer read by eye (docs/gate.md "Detectors measured"): each a real
+    switch. Left out by rule and right to be: rows 94 (``Tong Sui (糖水)``, a gloss), 286
+    (``"仲裁" (arbitrator) in Chinese``) and 374 (the prompt is about Mandarin). One miss:
+    Qwen1.5 row 312, ``RTL-SDR (便宜且广泛可用)`` (Chinese for "cheap and widely available")
+    has the shape of a gloss.
+    """
+    assert _flagged(alpaca[QWEN15], "language_switch") == QWEN15_CJK_FRAGMENTS
     assert alpaca[QWEN15][755]["output"].startswith("There are several ways")
     assert "观察顾客" in alpaca[QWEN15][755]["output"]
-    for model in (LLAMA3, LLAMA31, QWEN2):
+    assert _flagged(alpaca[QWEN2], "language_switch") == {13, 25, 544}
+    for model in (LLAMA3, LLAMA31):
         assert _flagged(alpaca[model], "language_switch") == set()
 
 
