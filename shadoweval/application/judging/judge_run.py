@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -14,6 +14,7 @@ from shadoweval.application.judging.planning import JudgePlan, pair_text, plan_j
 from shadoweval.config import JudgeSettings
 from shadoweval.errors import PreflightError, ShadowEvalError
 from shadoweval.judge import (
+    JudgeClient,
     PairText,
     judge_pairs,
     preflight_judge,
@@ -151,6 +152,28 @@ def _pair_texts(
     return pairs
 
 
+async def _judge_all(
+    client: JudgeClient,
+    pairs: Sequence[PairText],
+    on_judged: Callable[[PairJudgement], None],
+    report: JudgeRunReport,
+    *,
+    preflight: bool,
+) -> None:
+    """Judge ``pairs`` (the client started here), after the preflight of the first one
+    when ``preflight`` (its warning added to ``report.warnings``).
+
+    Raises:
+        PreflightError: the judge failed the preflight request.
+    """
+    async with client:
+        if preflight:
+            warning = await preflight_judge(client, pairs[0])
+            if warning is not None:
+                report.warnings.append(warning)
+        await judge_pairs(client, pairs, on_judged=on_judged)
+
+
 def run_judge(
     repo: Repository,
     run_id: str,
@@ -227,16 +250,8 @@ def run_judge(
             repo.save_judgements(pending)
             pending.clear()
 
-    async def judge_all() -> None:
-        async with client:
-            if settings.preflight:
-                warning = await preflight_judge(client, pairs[0])
-                if warning is not None:
-                    report.warnings.append(warning)
-            await judge_pairs(client, pairs, on_judged=on_judged)
-
     try:
-        asyncio.run(judge_all())
+        asyncio.run(_judge_all(client, pairs, on_judged, report, preflight=settings.preflight))
     except PreflightError as exc:
         if first_use:  # nothing was judged: the judge that failed must not bind the run
             repo.release_judge(run_id, identity, command=command, reason=str(exc))
