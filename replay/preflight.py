@@ -9,7 +9,9 @@ first replayable request is sent once to each target through the target's own cl
 The preflight stops the replay — :class:`~shadoweval.errors.PreflightError`, exit 3 in
 the CLI — only for what no retry fixes: no connection, or a configuration status
 (:data:`~shadoweval.records.CONFIG_HTTP_STATUSES`: 401/403/404/405/407; mock-llm's
-``prompt_not_recorded`` 404 excepted, a missing recording of one prompt). A transient
+``prompt_not_recorded`` 404 excepted, a missing recording of one prompt): the rule and
+the wording are the core's (:func:`shadoweval.records.preflight_stops`,
+:func:`shadoweval.records.preflight_message`), shared with the judge's preflight. A transient
 failure (timeout, 408/429/5xx, an interrupted stream, an undecodable body) says how the
 server is doing, not how it is configured: it is returned as a warning and the replay goes
 on, counting such failures as the environment's. Another rejection (400, 413, 422) may
@@ -25,21 +27,19 @@ from collections.abc import Iterable, Sequence
 from shadoweval.capture_log import LogEntry
 from shadoweval.errors import PreflightError
 from shadoweval.records import (
-    CONFIG_HTTP_STATUSES,
     Exchange,
     ReplayErrorKind,
     is_infra_failure,
-    url_hint,
+    preflight_failure,
+    preflight_message,
+    preflight_stops,
 )
 from shadoweval.redaction import strip_url_credentials
 from shadoweval.replay.client import ReplayResult
 from shadoweval.replay.exchange_replay import TargetSpec
 from shadoweval.replay.rewrite import ReplayRequest, build_replay_request
 
-__all__ = ["BODY_CHARS", "first_replayable", "preflight_message", "preflight_targets"]
-
-BODY_CHARS = 200
-"""Characters of the response body quoted in a preflight failure."""
+__all__ = ["first_replayable", "preflight_targets"]
 
 
 def first_replayable(entries: Iterable[LogEntry]) -> Exchange | None:
@@ -58,36 +58,13 @@ def first_replayable(entries: Iterable[LogEntry]) -> Exchange | None:
     return None
 
 
-def preflight_message(target: str, url: str, result: ReplayResult) -> str:
-    """The failure's message: target, URL requested, status (or error) and body head, and
-    the likely cause when the URL shows one (a doubled ``/v1``)."""
+def _facts(result: ReplayResult) -> tuple[int | None, str | None, str]:
+    """(status, body, error) of a failed send, as the core's preflight wording takes them."""
     response = result.response
     if response is not None:
-        body = " ".join((response.body or response.error_message or "").split())[:BODY_CHARS]
-        what = f"HTTP {response.status_code}: {body!r}"
-    else:
-        kind = result.error_kind.value if result.error_kind is not None else "error"
-        what = f"{kind}: {result.error_detail or 'no response'}"
-    hint = url_hint(url)
-    if not hint and response is not None and "prompt_not_recorded" in (response.body or ""):
-        hint = "the test double (mock-llm) has no recording of this prompt"
-    cause = f"; likely cause: {hint}" if hint else ""
-    return (
-        f"preflight: the {target} target failed one real request before the replay: "
-        f"POST {url} → {what}{cause}. Nothing was replayed; fix the target's URL, model "
-        "name or API key (or pass --no-preflight for a server that meters requests)"
-    )
-
-
-def _stops(result: ReplayResult) -> bool:
-    """No retry fixes it: no connection, or a configuration status (not a missing
-    recording of the test double)."""
-    if result.error_kind is ReplayErrorKind.CONNECT:
-        return True
-    response = result.response
-    if response is None or response.status_code not in CONFIG_HTTP_STATUSES:
-        return False
-    return "prompt_not_recorded" not in (response.body or "")
+        return response.status_code, response.body or response.error_message, ""
+    kind = result.error_kind.value if result.error_kind is not None else "error"
+    return None, None, f"{kind}: {result.error_detail or 'no response'}"
 
 
 async def preflight_targets(specs: Sequence[TargetSpec], exchange: Exchange) -> list[str]:
@@ -115,12 +92,14 @@ async def preflight_targets(specs: Sequence[TargetSpec], exchange: Exchange) -> 
         if not is_infra_failure(result.error_kind, status):
             continue
         url = strip_url_credentials(f"{spec.client.base_url}{request.path}")
-        message = preflight_message(spec.target.value, url, result)
-        if not _stops(result):
+        status, body, error = _facts(result)
+        connected = result.error_kind is not ReplayErrorKind.CONNECT
+        if not preflight_stops(status, body, connected=connected):
+            head = preflight_failure(spec.target.value, url, status=status, body=body, error=error)
             warnings.append(
-                message.split(". Nothing was replayed", 1)[0]
-                + ". Replaying anyway: such failures are counted as the environment's"
+                f"{head}. Replaying anyway: such failures are counted as the environment's"
             )
             continue
+        message = preflight_message(spec.target.value, url, status=status, body=body, error=error)
         raise PreflightError(message, target=spec.target.value, url=url, status=status)
     return warnings

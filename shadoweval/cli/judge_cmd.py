@@ -82,7 +82,9 @@ def run_command(
     """Judge the run's changed pairs with the configured LLM judge, both orders each.
 
     Exit 3 on error (sending not allowed, no judge configured, another judge frozen with
-    the run, unknown run, unreachable database), and when the run produced nothing to
+    the run, unknown run, unreachable database, a judge that fails the one preflight
+    request with no connection or 401/403/404/405/407: the URL, status and body named),
+    and when the run produced nothing to
     judge: no changed pair at all, or every pair sent failed. Failed judge calls are kept:
     stored as failed judgements, counted and retried by the next judge run; when every call
     of a first judge run failed, the judge it froze is unfrozen again. A run whose changed
@@ -108,6 +110,8 @@ def run_command(
                 max_per_task_type=max_per_task_type,
                 command=JUDGE_COMMAND,
             )
+    for warning in report.warnings:
+        err.print(f"warning: {warning}", highlight=False, markup=False)
     nothing = _nothing_judged(report)
     if nothing:
         err.print(f"judge run: {nothing}", highlight=False, markup=False)

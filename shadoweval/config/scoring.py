@@ -117,7 +117,10 @@ class JudgeSettings(BaseModel):
     ``connect_timeout_s``: limit on establishing a connection; ``retries``: retries after
     a connection could not be established (the only failure retried), exponential backoff
     from ``backoff_s``. ``temperature``, ``max_tokens``, ``seed``: sampling sent with
-    every judge request (frozen with the run in its judge identity).
+    every judge request (frozen with the run in its judge identity). ``preflight``: before
+    sending pairs, send the first one once and stop (exit 3) naming the URL requested, the
+    status and the body when no connection or a configuration status (401/403/404/405/407)
+    fails it (:mod:`shadoweval.judge.preflight`); off for a judge that meters requests.
 
     ``response_format``: how the judge answers (:mod:`shadoweval.judge.prompt`). ``text`` (default):
     free text ending in a ``VERDICT: A|B|TIE`` line; no ``response_format`` is sent.
@@ -148,6 +151,7 @@ class JudgeSettings(BaseModel):
     max_tokens: int = Field(default=512, ge=16, le=32_768)
     seed: int | None = None
     response_format: Literal["text", "json_schema", "json_object"] = "text"
+    preflight: bool = True
 
     @field_validator("url")
     @classmethod

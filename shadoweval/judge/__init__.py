@@ -15,7 +15,12 @@ A stage like ``replay``: it imports the core only, and the application layer
   type, a deterministic random sample within each stratum.
 """
 
-from shadoweval.judge.client import JudgeClient, chat_completions_url, public_endpoint
+from shadoweval.judge.client import (
+    JudgeClient,
+    JudgeProbe,
+    chat_completions_url,
+    public_endpoint,
+)
 from shadoweval.judge.pairwise import combine_votes, judge_pair, judge_pairs, judgement_of
 from shadoweval.judge.parse import (
     ParsedVerdict,
@@ -24,6 +29,7 @@ from shadoweval.judge.parse import (
     parse_json_verdict,
     parse_verdict,
 )
+from shadoweval.judge.preflight import JUDGE_TARGET, preflight_judge
 from shadoweval.judge.prompt import (
     PROMPT_SHA256,
     PROMPT_SHA256_BY_FORMAT,
@@ -39,11 +45,13 @@ from shadoweval.judge.prompt import (
 from shadoweval.judge.selection import Selection, TaskTypeSelection, allocate, select_pairs
 
 __all__ = [
+    "JUDGE_TARGET",
     "PROMPT_SHA256",
     "PROMPT_SHA256_BY_FORMAT",
     "RESPONSE_FORMATS",
     "Answer",
     "JudgeClient",
+    "JudgeProbe",
     "Order",
     "PairText",
     "ParsedVerdict",
@@ -61,6 +69,7 @@ __all__ = [
     "parse_answer",
     "parse_json_verdict",
     "parse_verdict",
+    "preflight_judge",
     "prompt_format",
     "public_endpoint",
     "response_format_body",

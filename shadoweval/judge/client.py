@@ -28,6 +28,7 @@ import asyncio
 import logging
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
@@ -48,7 +49,7 @@ from shadoweval.judge.prompt import (
 from shadoweval.lifecycle import AsyncLifecycle, aclose_all
 from shadoweval.records import JudgeIdentity, JudgeVote
 
-__all__ = ["JudgeClient", "chat_completions_url", "public_endpoint"]
+__all__ = ["JudgeClient", "JudgeProbe", "chat_completions_url", "public_endpoint"]
 
 logger = logging.getLogger(__name__)
 
@@ -249,38 +250,90 @@ class JudgeClient(AsyncLifecycle):
         async with self._semaphore:
             return await self._send(self._client, content, order, pair.exchange_id)
 
-    async def _send(
-        self, client: httpx.AsyncClient, content: bytes, order: Order, exchange_id: str
-    ) -> JudgeVote:
+    async def probe(self, pair: PairText, order: Order = "baseline_first") -> JudgeProbe:
+        """Send the judge request of ``pair`` in ``order`` once, as :meth:`vote` does (same
+        URL, key, model and sampling; connection establishment retried), and say what came
+        back — for the preflight (:mod:`shadoweval.judge.preflight`), which needs the
+        status and body a vote's error folds away.
+
+        Raises:
+            RuntimeError: the client is not started.
+        """
+        if self._client is None:
+            raise RuntimeError("JudgeClient is not started")
+        content = orjson.dumps(self.request_body(pair, order))
+        async with self._semaphore:
+            outcome = await self._post(self._client, content, pair.exchange_id)
+        if isinstance(outcome, JudgeProbe):
+            return outcome
+        if outcome.status_code >= 400:
+            return JudgeProbe(
+                status=outcome.status_code,
+                body=outcome.content.decode("utf-8", errors="replace"),
+                error=f"HTTP {outcome.status_code}",
+            )
+        vote = _vote_from_response(outcome, order, self.response_format, self.max_tokens)
+        return JudgeProbe(error=vote.error or "")
+
+    async def _post(
+        self, client: httpx.AsyncClient, content: bytes, exchange_id: str
+    ) -> httpx.Response | JudgeProbe:
+        """POST ``content``: the response, or a failed :class:`JudgeProbe` (no response)."""
         attempt = 0
         while True:
             attempt += 1
             try:
                 async with asyncio.timeout(self.timeout_s):
-                    response = await client.post(self.url, content=content)
+                    return await client.post(self.url, content=content)
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 if attempt > self.retries:
-                    return JudgeVote(
-                        order=order,
-                        error=_cap(f"connect: {type(exc).__name__}: {exc} (after {attempt} tries)"),
+                    return JudgeProbe(
+                        error=f"connect: {type(exc).__name__}: {exc} (after {attempt} tries)",
+                        connected=False,
                     )
                 delay = self.backoff_s * 2 ** (attempt - 1) * self._rng.uniform(0.5, 1.5)
                 logger.debug("judge connect failed for %s, retry in %.2fs", exchange_id, delay)
                 await asyncio.sleep(delay)
-                continue
             except (TimeoutError, httpx.TimeoutException) as exc:
                 detail = f"no complete response within {self.timeout_s:g} s"
                 if isinstance(exc, httpx.TimeoutException):
                     detail = f"{type(exc).__name__}: {exc or detail}"
-                return JudgeVote(order=order, error=_cap(f"timeout: {detail}"))
+                return JudgeProbe(error=f"timeout: {detail}")
             except httpx.TransportError as exc:
-                return JudgeVote(
-                    order=order,
-                    error=_cap(
-                        f"connect: connection lost mid-response: {type(exc).__name__}: {exc}"
-                    ),
+                return JudgeProbe(
+                    error=f"connect: connection lost mid-response: {type(exc).__name__}: {exc}"
                 )
-            return _vote_from_response(response, order, self.response_format, self.max_tokens)
+
+    async def _send(
+        self, client: httpx.AsyncClient, content: bytes, order: Order, exchange_id: str
+    ) -> JudgeVote:
+        outcome = await self._post(client, content, exchange_id)
+        if isinstance(outcome, JudgeProbe):
+            return JudgeVote(order=order, error=_cap(outcome.error))
+        return _vote_from_response(outcome, order, self.response_format, self.max_tokens)
+
+
+@dataclass(frozen=True)
+class JudgeProbe:
+    """What one judge request got (:meth:`JudgeClient.probe`).
+
+    Attributes:
+        status: the HTTP status of a 4xx/5xx answer, else ``None`` (no response, or a 2xx).
+        body: that answer's body, else ``None``.
+        error: why the request failed (``connect: ...``, ``timeout: ...``, ``HTTP 404``,
+            ``decode: ...``, an unparseable verdict), ``""`` when the judge answered a verdict.
+        connected: a connection was established (``False``: refused, unresolvable host).
+    """
+
+    status: int | None = None
+    body: str | None = None
+    error: str = ""
+    connected: bool = True
+
+    @property
+    def failed(self) -> bool:
+        """The request got no verdict."""
+        return bool(self.error)
 
 
 def _cap(text: str, keep_end: str = "") -> str:

@@ -35,8 +35,12 @@ from shadoweval.records.enums import (
 )
 from shadoweval.records.environment import (
     CONFIG_HTTP_STATUSES,
+    PREFLIGHT_BODY_CHARS,
     EnvironmentFailure,
     doubled_v1,
+    preflight_failure,
+    preflight_message,
+    preflight_stops,
     repeated_rejections,
     url_hint,
 )
@@ -114,6 +118,7 @@ __all__ = [
     "NOT_POWERED",
     "PAIR_KEY_FIELDS",
     "POOLED",
+    "PREFLIGHT_BODY_CHARS",
     "RATE_SHORTFALL_SHARE",
     "REPORT_ONLY",
     "SCHEMA_VERSION",
@@ -172,6 +177,9 @@ __all__ = [
     "is_infra_failure",
     "is_infra_status",
     "new_exchange_id",
+    "preflight_failure",
+    "preflight_message",
+    "preflight_stops",
     "repeated_rejections",
     "same_named",
     "url_hint",

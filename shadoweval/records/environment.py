@@ -18,6 +18,11 @@ and a re-run (which replays such failures again):
 * **shared with the baseline replica**: a failure the replica of the baseline shows on
   the same exchange (the compare stage's rule: both shadows failed, so the model is not
   to blame).
+
+The preflight of every target that is sent requests — the replay's shadow targets
+(:mod:`shadoweval.replay.preflight`) and the LLM judge (:mod:`shadoweval.judge.preflight`) —
+decides and words its failure here (:func:`preflight_stops`, :func:`preflight_failure`,
+:func:`preflight_message`), so both say it the same way.
 """
 
 from __future__ import annotations
@@ -28,9 +33,13 @@ from shadoweval.records.base import _Record
 
 __all__ = [
     "CONFIG_HTTP_STATUSES",
+    "PREFLIGHT_BODY_CHARS",
     "REPEATED_REJECTION_MIN",
     "EnvironmentFailure",
     "doubled_v1",
+    "preflight_failure",
+    "preflight_message",
+    "preflight_stops",
     "repeated_rejections",
     "url_hint",
 ]
@@ -58,6 +67,103 @@ def url_hint(url: str) -> str:
         "the path has /v1 twice: the base URL probably ends in /v1 while the replayed "
         "path starts with it; give the base URL without /v1 (http://HOST:PORT)"
     )
+
+
+PREFLIGHT_BODY_CHARS = 200
+"""Characters of the response body quoted in a preflight failure."""
+
+_NOT_RECORDED = "prompt_not_recorded"
+
+_PREFLIGHT_WORDS: dict[str, tuple[str, str, str]] = {
+    # stage → (when, what was not done, how to fix or skip it)
+    "replay": (
+        "before the replay",
+        "Nothing was replayed",
+        "fix the target's URL, model name or API key (or pass --no-preflight for a server "
+        "that meters requests)",
+    ),
+    "judge": (
+        "before judging",
+        "Nothing was judged",
+        "fix SHADOWEVAL_JUDGE__URL, SHADOWEVAL_JUDGE__MODEL or SHADOWEVAL_JUDGE__API_KEY "
+        "(or set SHADOWEVAL_JUDGE__PREFLIGHT=false for a judge that meters requests)",
+    ),
+}
+
+
+def preflight_stops(status: int | None, body: str | None, *, connected: bool) -> bool:
+    """Whether a failed preflight request stops the run: no retry fixes it.
+
+    Args:
+        status: the HTTP status answered, or ``None`` when no response came back.
+        body: the response body (or its error message), or ``None``.
+        connected: a connection was established (``False``: refused, unresolvable host).
+
+    Returns:
+        ``True`` for no connection, or a configuration status
+        (:data:`CONFIG_HTTP_STATUSES`) other than the test double's
+        ``prompt_not_recorded`` 404 (a missing recording of one prompt).
+    """
+    if not connected:
+        return True
+    if status is None or status not in CONFIG_HTTP_STATUSES:
+        return False
+    return _NOT_RECORDED not in (body or "")
+
+
+def preflight_failure(
+    target: str,
+    url: str,
+    *,
+    status: int | None,
+    body: str | None,
+    error: str,
+    stage: str = "replay",
+) -> str:
+    """The head of a preflight failure: target, URL requested, status (or error) and the
+    first :data:`PREFLIGHT_BODY_CHARS` characters of the body, and the likely cause when
+    one shows (a doubled ``/v1``, the test double's missing recording).
+
+    Args:
+        target: ``candidate``, ``baseline_repeat``, ``judge``.
+        url: the URL actually requested (credentials stripped by the caller).
+        status: the HTTP status, or ``None`` when no response came back.
+        body: the response body or error message (``None``: none).
+        error: without a response, what failed (``connect: ...``, ``timeout: ...``).
+        stage: ``replay`` or ``judge`` (the wording of *when*).
+
+    Raises:
+        KeyError: an unknown ``stage``.
+    """
+    when = _PREFLIGHT_WORDS[stage][0]
+    if status is not None:
+        head = " ".join((body or "").split())[:PREFLIGHT_BODY_CHARS]
+        what = f"HTTP {status}: {head!r}"
+    else:
+        what = error or "error: no response"
+    hint = url_hint(url)
+    if not hint and status is not None and _NOT_RECORDED in (body or ""):
+        hint = "the test double (mock-llm) has no recording of this prompt"
+    cause = f"; likely cause: {hint}" if hint else ""
+    return (
+        f"preflight: the {target} target failed one real request {when}: POST {url} → {what}{cause}"
+    )
+
+
+def preflight_message(
+    target: str,
+    url: str,
+    *,
+    status: int | None,
+    body: str | None,
+    error: str,
+    stage: str = "replay",
+) -> str:
+    """The message of a preflight that stops the run (:func:`preflight_failure`, then that
+    nothing was done and what to fix); arguments as :func:`preflight_failure`."""
+    _, nothing, fix = _PREFLIGHT_WORDS[stage]
+    head = preflight_failure(target, url, status=status, body=body, error=error, stage=stage)
+    return f"{head}. {nothing}; {fix}"
 
 
 def repeated_rejections(

@@ -126,6 +126,7 @@ class JudgeState:
     model_name: str
     hold: bool = False
     response_formats: tuple[str, ...] = JSON_TYPES
+    api_key: str | None = None
     release: threading.Event = field(default_factory=threading.Event)
     requests: int = 0
     in_flight: int = 0
@@ -270,6 +271,12 @@ async def _chat(request: Request) -> Response:
         return payload
     with state._lock:
         state.seen.append((dict(request.headers), payload))
+    if state.api_key is not None and request.headers.get("authorization") != (
+        f"Bearer {state.api_key}"
+    ):
+        return error_json(
+            401, "Incorrect API key provided", type_="invalid_request_error", code="invalid_api_key"
+        )
     return await _answer(request, state, payload)
 
 
@@ -288,6 +295,7 @@ def create_judge_app(
     model_name: str = "mock-judge",
     hold: bool = False,
     response_formats: tuple[str, ...] = JSON_TYPES,
+    api_key: str | None = None,
 ) -> Starlette:
     """Build the mock judge (a test double; see the module docstring).
 
@@ -300,6 +308,8 @@ def create_judge_app(
         response_formats: the ``response_format.type`` values answered in JSON (others
             but ``text`` get HTTP 500, as llama-cpp-python answers them);
             ``("json_object",)`` mimics llama-cpp-python.
+        api_key: when set, every chat request without ``Authorization: Bearer <api_key>``
+            gets HTTP 401 ``invalid_api_key`` (as OpenAI answers a wrong key).
 
     Returns:
         A Starlette app serving ``POST /v1/chat/completions`` and ``GET /v1/models``.
@@ -317,5 +327,6 @@ def create_judge_app(
         model_name=model_name,
         hold=hold,
         response_formats=response_formats,
+        api_key=api_key,
     )
     return app

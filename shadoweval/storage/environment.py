@@ -3,9 +3,11 @@
 A replay that failed for reasons of the environment (:mod:`shadoweval.records.environment`)
 is not the candidate's answer, so a later pass of the same run sends it again and its new
 outcome *replaces* the failed one; a stored answer (an outcome without error) is never
-replaced (first write wins for answers). The pair score of a replaced outcome is deleted
-with it (and, by cascade, labels and judgements of that failed pair), so the compare stage
-scores the exchange again. Use it through
+replaced (first write wins for answers). The pair score of a replaced outcome is marked
+for rescoring (``scored_at`` = :data:`~shadoweval.storage.models.RESCORE_SCORED_AT`), not
+deleted: the compare stage scores the exchange again and its upsert replaces the row in
+place, so the labels and judgements of the pair (the user's ground truth, keyed by run
+and exchange id) are kept. Use it through
 :class:`~shadoweval.storage.repository.Repository`.
 """
 
@@ -14,7 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from sqlalchemy import and_, delete, func, select, tuple_
+from sqlalchemy import and_, func, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from shadoweval.records import (
@@ -27,7 +29,7 @@ from shadoweval.records import (
 )
 from shadoweval.storage import rows as rows_
 from shadoweval.storage.database import Database
-from shadoweval.storage.models import PairScoreRow, ReplayOutcomeRow
+from shadoweval.storage.models import RESCORE_SCORED_AT, PairScoreRow, ReplayOutcomeRow
 from shadoweval.storage.statements import upsert
 
 __all__ = ["EnvironmentStore", "rejection_key"]
@@ -112,9 +114,9 @@ class EnvironmentStore:
     def replace_failed_outcomes(self, outcomes: Iterable[ReplayOutcome]) -> int:
         """Store outcomes, replacing a stored outcome of the same key only when that one
         failed (an error other than ``skipped``); a stored answer is kept (first write
-        wins). The pair scores of replaced outcomes are deleted in the same transaction,
-        so the compare stage scores those exchanges again. Returns the outcomes written
-        (inserted or replaced).
+        wins). The pair scores of replaced outcomes are marked for rescoring in the same
+        transaction (kept, with their labels and judgements), so the compare stage scores
+        those exchanges again. Returns the outcomes written (inserted or replaced).
 
         Raises:
             StorageError: the database failed, or an outcome names an unknown run or
@@ -137,11 +139,13 @@ class EnvironmentStore:
             keys = sorted(replaced)
             for start in range(0, len(keys), _CHUNK):
                 session.execute(
-                    delete(PairScoreRow).where(
+                    update(PairScoreRow)
+                    .where(
                         tuple_(PairScoreRow.run_id, PairScoreRow.exchange_id).in_(
                             keys[start : start + _CHUNK]
                         )
                     )
+                    .values(scored_at=RESCORE_SCORED_AT)
                 )
         return written
 

@@ -226,6 +226,14 @@ class ReplayOutcomeRow(Base):
     """The replayed answer was served from a cache (``record.response.cache_hit``)."""
 
 
+RESCORE_SCORED_AT = datetime(1970, 1, 1, tzinfo=UTC)
+"""``pair_score.scored_at`` of a pair whose replay outcome a re-run replaced (an
+environment failure replayed again, :mod:`shadoweval.storage.environment`): the row stays,
+with the labels and judgements that hang on it, and the compare stage scores the pair
+again (it counts as unscored, :func:`shadoweval.storage.queries.pair_inputs`); the new
+score's upsert replaces the row in place."""
+
+
 class PairScoreRow(Base):
     """Scores of one exchange in one run; rescoring replaces the row (upsert).
 
@@ -244,6 +252,10 @@ class PairScoreRow(Base):
     them): the pairs table is built from them without reading ``record``. ``facts`` is
     ``NULL`` only where the 0008 backfill could not validate the record (a reader falls
     back to the record there).
+
+    ``scored_at`` = :data:`RESCORE_SCORED_AT` marks a score to redo: its candidate or
+    replica outcome was replaced by a re-run; the row is kept (never deleted), so the
+    labels and judgements of the pair survive the rescore.
     """
 
     __tablename__ = "pair_score"

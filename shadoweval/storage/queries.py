@@ -31,6 +31,7 @@ from shadoweval.records import (
 )
 from shadoweval.routes import normalize_route
 from shadoweval.storage.models import (
+    RESCORE_SCORED_AT,
     ExchangeRow,
     HumanLabelRow,
     PairScoreRow,
@@ -59,7 +60,9 @@ def pair_inputs(
     may be ``None``), ``captured_at``, ``exchange_id``; ordered by
     ``(captured_at, exchange_id)`` and starting strictly after ``after`` (keyset); with
     ``exchange_ids`` ``(first, last)`` only exchange ids in that inclusive range (in the
-    database's own string order); with ``id_list`` only those exchange ids.
+    database's own string order); with ``id_list`` only those exchange ids. With
+    ``only_unscored`` a pair whose score is marked for rescoring
+    (:data:`~shadoweval.storage.models.RESCORE_SCORED_AT`) counts as unscored.
     """
     candidate = aliased(ReplayOutcomeRow, name="candidate_outcome")
     baseline = aliased(ReplayOutcomeRow, name="baseline_outcome")
@@ -93,9 +96,11 @@ def pair_inputs(
         )
         .order_by(ExchangeRow.captured_at, ExchangeRow.exchange_id)
     )
-    if only_unscored:
+    if only_unscored:  # a score marked for rescoring (a replaced outcome) is not one
         scored = exists().where(
-            PairScoreRow.run_id == run_id, PairScoreRow.exchange_id == ExchangeRow.exchange_id
+            PairScoreRow.run_id == run_id,
+            PairScoreRow.exchange_id == ExchangeRow.exchange_id,
+            PairScoreRow.scored_at != RESCORE_SCORED_AT,
         )
         stmt = stmt.where(~scored)
     if exchange_ids is not None:

@@ -50,6 +50,13 @@ def _line(check: Check) -> str:
     return f"{_label(check.task_type)}, {check.metric}: {check.reason}"
 
 
+_KAFKA_RERUN = (
+    " (a capture-log replay does; a Kafka replay worker keeps each stored outcome and does "
+    "not resend it, so for a Kafka run replay its capture log into the same --run-id)"
+)
+"""How a Kafka run's environment failures are replayed again (docs/replay.md)."""
+
+
 def _infra_headline(
     judged: Sequence[GateJudged], environment: Sequence[EnvironmentFailure] = ()
 ) -> str:
@@ -60,7 +67,7 @@ def _infra_headline(
             f"infrastructure: the candidate's requests failed for reasons of the environment, "
             f"not the model ({INFRA_METRIC} FAIL in {where}): {causes}; model quality could "
             "not be judged on those pairs: HOLD, never ROLLBACK; fix the setup and run the "
-            "same run again (same --run-id): those requests are replayed again"
+            f"same run again (same --run-id): those requests are replayed again{_KAFKA_RERUN}"
         )
     return (
         f"infrastructure: {INFRA_FAILED} (timeouts, connection errors, HTTP 408/429/5xx, "
@@ -78,7 +85,7 @@ def _environment_note(environment: Sequence[EnvironmentFailure]) -> list[str]:
     return [
         f"environment: {sum(f.count for f in environment)} candidate pairs failed for reasons "
         f"of the environment, not the model, and were left out of the quality checks: "
-        f"{causes}; a re-run of the same run replays them again"
+        f"{causes}; a re-run of the same run replays them again{_KAFKA_RERUN}"
     ]
 
 

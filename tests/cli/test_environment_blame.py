@@ -24,7 +24,7 @@ from typer.testing import CliRunner, Result
 from shadoweval.capture.table_import import import_table
 from shadoweval.cli import app
 from shadoweval.cli.exit_codes import EXIT_CODES, EXIT_ERROR
-from shadoweval.records import Decision, Verdict
+from shadoweval.records import POOLED, Decision, Verdict
 from shadoweval.serving import BackgroundServer
 from shadoweval.simulation.mock_llm import FaultConfig, NoLatency, create_app
 from shadoweval.simulation.workload import DEMO_MAPPING, TASK_TYPES, WorkloadSpec, write_workload
@@ -115,6 +115,42 @@ class StaleServer:
         await self.app(scope, receive, send)
 
 
+def share_of(exchange_id: str, salt: str) -> float:
+    """A deterministic value in [0, 1) per exchange (which requests a wrapper rejects)."""
+    return hashlib.sha256(f"{salt}:{exchange_id}".encode()).digest()[0] / 256
+
+
+UNSUPPORTED = (
+    b'{"error": {"message": "model \'candidate-v2\' does not support response_format", '
+    b'"type": "invalid_request_error"}}'
+)
+
+
+@dataclass
+class Rejecting:
+    """A server in front of the real mock that answers HTTP 400 to the ``share`` of the
+    exchanges picked by :func:`share_of`: with one body (``varied=False``: a configuration
+    error, e.g. an unsupported parameter every request carries) or with a body of its own
+    per request (``varied=True``: the model's own rejections of a few requests)."""
+
+    app: Any
+    share: float
+    varied: bool
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        headers = dict(scope.get("headers") or []) if scope["type"] == "http" else {}
+        exchange_id = headers.get(b"x-shadow-eval-exchange-id", b"").decode()
+        if exchange_id and share_of(exchange_id, "rejecting") < self.share:
+            body = UNSUPPORTED
+            if self.varied:
+                body = json.dumps(
+                    {"error": {"message": f"prompt {exchange_id} breaks rule {exchange_id[-3:]}"}}
+                ).encode()
+            await _reply(send, 400, body)
+            return
+        await self.app(scope, receive, send)
+
+
 @pytest.fixture(scope="module")
 def servers(workload: Workload) -> Iterator[dict[str, str]]:
     with ExitStack() as stack:
@@ -124,6 +160,12 @@ def servers(workload: Workload) -> Iterator[dict[str, str]]:
             "stale": stack.enter_context(BackgroundServer(StaleServer(_mock(workload)))).url,
             "stale_replica": stack.enter_context(
                 BackgroundServer(StaleServer(_mock(workload)))
+            ).url,
+            "config_400": stack.enter_context(
+                BackgroundServer(Rejecting(_mock(workload), share=0.8, varied=False))
+            ).url,
+            "model_400": stack.enter_context(
+                BackgroundServer(Rejecting(_mock(workload), share=0.08, varied=True))
             ).url,
         }
 
@@ -231,3 +273,43 @@ def test_failures_the_replica_shares_hold_instead_of_rolling_back(
         f"HTTP 400 on {failure.count} pairs, {failure.shared} of them failed on the "
         in (verdict.reasons[0])
     )
+
+
+def test_the_same_400_body_on_most_requests_holds_naming_status_count_and_example(
+    workload: Workload, servers: dict[str, str], tmp_path: Path
+) -> None:
+    """A candidate that rejects most requests with one 400 body (a parameter it does not
+    support: a configuration error) is the environment's: HOLD, never ROLLBACK."""
+    result = evaluate(workload, servers["config_400"], tmp_path)
+    rejected = report(tmp_path)["replay"]["errors"]
+    verdict = Verdict.model_validate(report(tmp_path)["verdict"])
+    assert verdict.decision is Decision.HOLD, verdict.reasons
+    assert result.exit_code == EXIT_CODES[Decision.HOLD]
+    (failure,) = verdict.coverage.environment_failures
+    assert failure.cause == "HTTP 400"
+    assert 2 * failure.count > PAIRS
+    assert failure.shared == 0
+    assert "does not support response_format" in failure.example_detail
+    lead = verdict.reasons[0]
+    assert lead.startswith("infrastructure: the candidate's requests failed for reasons of the")
+    assert f"HTTP 400 on {failure.count} pairs, e.g. exchange {failure.example_exchange_id}" in lead
+    assert "does not support response_format" in lead
+    assert not [c for c in verdict.checks if c.metric == "error_rate" and c.outcome == "fail"]
+    assert rejected, "the replay counted the rejections"
+
+
+def test_a_few_varied_400s_stay_the_models_errors(
+    workload: Workload, servers: dict[str, str], tmp_path: Path
+) -> None:
+    """A candidate that rejects a few requests, each with its own message, is rejecting
+    those prompts: the model's errors, counted in error_rate, not the environment's."""
+    evaluate(workload, servers["model_400"], tmp_path)
+    verdict = Verdict.model_validate(report(tmp_path)["verdict"])
+    assert verdict.coverage.environment_failures == ()
+    assert not any("reasons of the environment" in r for r in verdict.reasons), verdict.reasons
+    rejected = report(tmp_path)["replay"]["errors"]["http_status"]
+    assert 3 <= rejected < PAIRS // 4
+    pooled = {c.metric: c for c in verdict.checks if c.task_type == POOLED}
+    assert pooled["error_rate"].n == PAIRS
+    assert pooled["error_rate"].estimate == pytest.approx(rejected / PAIRS)  # the model's
+    assert pooled["infra_error_rate"].estimate == 0.0

@@ -39,6 +39,8 @@ from tests.judge.seed import (
 )
 
 JUDGE_KEY = "judge-secret-key-42"
+PREFLIGHT = 1
+"""The judge preflight's one request (the first pair, once) before a judge run's pairs."""
 BUDGET = load_policy(DEFAULT_POLICY_FILE).net_harm.max_judged_per_task_type
 
 
@@ -123,7 +125,7 @@ def test_judge_run_sends_changed_pairs_and_stores_the_planted_outcomes(
     #           pairs changed before budget selected judged better tie worse order failed
     assert f"chat 18 12 0 {BUDGET} 12 12 6 0 6 0 0" in out
     assert f"code 5 5 0 {BUDGET} 5 5 3 0 2 0 0" in out
-    assert state.requests == 2 * changed
+    assert state.requests == 2 * changed + PREFLIGHT
 
     judgements, audit = stored(seeded_url)
     assert len(judgements) == changed
@@ -147,7 +149,7 @@ def test_judge_run_sends_changed_pairs_and_stores_the_planted_outcomes(
     assert again.exit_code == 0, again.output
     assert "0 pairs sent" in flat(again.stdout)
     assert f"chat 18 12 12 {BUDGET} 0 0 0 0 0 0 0" in flat(again.stdout)
-    assert state.requests == 2 * changed
+    assert state.requests == 2 * changed + PREFLIGHT
 
 
 def test_the_budget_is_stratified_and_counts_what_was_judged(
@@ -210,7 +212,7 @@ def test_the_json_format_judges_and_another_format_is_refused(
     assert report["judge"]["prompt_sha256"] == PROMPT_SHA256_BY_FORMAT["json_schema"]
     chat = next(t for t in report["task_types"] if t["task_type"] == "chat")
     assert (chat["judged"], chat["better"], chat["worse"], chat["failed"]) == (12, 6, 6, 0)
-    assert state.requests == 2 * (CHAT_CHANGED + CODE_CHANGED)
+    assert state.requests == 2 * (CHAT_CHANGED + CODE_CHANGED) + PREFLIGHT
     assert all(body["response_format"]["type"] == "json_schema" for _, body in state.seen)
     summary = cli("judge", "summary", "--run", RUN_ID, "--database-url", sqlite_url, "--json")
     assert json.loads(summary.stdout)["judge_response_format"] == "json_schema"
@@ -286,7 +288,7 @@ def test_a_judge_whose_every_call_failed_does_not_bind_the_run(
     fixed = cli("judge", "run", "--run", RUN_ID, "--database-url", sqlite_url)
     assert fixed.exit_code == 0, fixed.output
     assert "(judge frozen with the run)" in flat(fixed.stdout)
-    assert state.requests == 2 * (CHAT_CHANGED + CODE_CHANGED)
+    assert state.requests == 2 * (CHAT_CHANGED + CODE_CHANGED) + PREFLIGHT
     judgements, audit = stored(sqlite_url)
     assert all(j.outcome is not None for j in judgements)
     assert [e.action for e in audit if e.action.value.startswith("judge_")] == [

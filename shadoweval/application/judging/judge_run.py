@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -12,10 +12,12 @@ import httpx
 from shadoweval.application.judging.identity import check_judge_settings, freeze_judge, judge_client
 from shadoweval.application.judging.planning import JudgePlan, pair_text, plan_judging
 from shadoweval.config import JudgeSettings
-from shadoweval.errors import ShadowEvalError
+from shadoweval.errors import PreflightError, ShadowEvalError
 from shadoweval.judge import (
+    JudgeClient,
     PairText,
     judge_pairs,
+    preflight_judge,
 )
 from shadoweval.records import (
     JudgeIdentity,
@@ -94,6 +96,8 @@ class JudgeRunReport:
         failures: the first failed judgements' errors (at most 10), for the operator.
         released: every call of this run failed, so the judge it froze was unfrozen
             (audit ``judge_released``): a corrected judge may judge the run.
+        warnings: the preflight's warning when the judge failed it in a way a retry may
+            fix (:mod:`shadoweval.judge.preflight`), for the operator.
     """
 
     run_id: str
@@ -103,6 +107,7 @@ class JudgeRunReport:
     task_types: dict[str, TaskTypeJudging]
     failures: list[str] = field(default_factory=list)
     released: bool = False
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def selected(self) -> int:
@@ -129,6 +134,7 @@ class JudgeRunReport:
             "released": self.released,
             "task_types": [asdict(t) for t in self.task_types.values()],
             "failures": self.failures,
+            "warnings": self.warnings,
         }
 
 
@@ -144,6 +150,28 @@ def _pair_texts(
             for sample in repo.samples_by_ids(run_id, chunk)
         )
     return pairs
+
+
+async def _judge_all(
+    client: JudgeClient,
+    pairs: Sequence[PairText],
+    on_judged: Callable[[PairJudgement], None],
+    report: JudgeRunReport,
+    *,
+    preflight: bool,
+) -> None:
+    """Judge ``pairs`` (the client started here), after the preflight of the first one
+    when ``preflight`` (its warning added to ``report.warnings``).
+
+    Raises:
+        PreflightError: the judge failed the preflight request.
+    """
+    async with client:
+        if preflight:
+            warning = await preflight_judge(client, pairs[0])
+            if warning is not None:
+                report.warnings.append(warning)
+        await judge_pairs(client, pairs, on_judged=on_judged)
 
 
 def run_judge(
@@ -167,9 +195,16 @@ def run_judge(
         command: what asked (the audit log's ``command``).
         transport: an httpx transport seam for tests.
 
+    With ``settings.preflight`` (the default) the first selected pair is sent once before
+    the others (:mod:`shadoweval.judge.preflight`, its answer not stored): no connection or
+    a configuration status stops the run, any other failure is a warning in
+    ``report.warnings``.
+
     Raises:
         ConfigError: sending is off, the URL or model is missing, the run has another
             judge (both named), or a bad budget; ShadowEvalError: unknown run.
+        PreflightError: the judge failed the preflight request (URL, status and body
+            named); nothing was judged, and a judge this call froze is unfrozen again.
         StorageError: on database failure.
 
     When this call froze the judge and every call failed, the freeze is removed again
@@ -215,12 +250,12 @@ def run_judge(
             repo.save_judgements(pending)
             pending.clear()
 
-    async def judge_all() -> None:
-        async with client:
-            await judge_pairs(client, pairs, on_judged=on_judged)
-
     try:
-        asyncio.run(judge_all())
+        asyncio.run(_judge_all(client, pairs, on_judged, report, preflight=settings.preflight))
+    except PreflightError as exc:
+        if first_use:  # nothing was judged: the judge that failed must not bind the run
+            repo.release_judge(run_id, identity, command=command, reason=str(exc))
+        raise
     finally:
         if pending:
             repo.save_judgements(pending)
