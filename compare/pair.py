@@ -66,7 +66,8 @@ text
   normalisation); ``None`` when either side errored or both are long prose.
 * **latency** — candidate TTFT/TTFC/e2e from its replay; baseline from the
   baseline-repeat replay when one exists without error, not warm-up, with timings
-  (``latency_baseline_source="baseline_repeat"``: equal shadow hardware), else from the
+  (``latency_baseline_source="co_timed"`` when both replays were sent together — equal
+  hardware, load and moment — else ``"baseline_repeat"``), else from the
   live exchange (``live`` when measured by the sidecar, ``recorded`` when imported,
   ``missing`` when unknown). Timings are copied even for an errored or warm-up candidate;
   ``candidate_error`` and ``candidate_warmup`` tell the gate to leave them out.
@@ -122,7 +123,7 @@ from shadoweval.text import dominant_script, is_blank
 
 __all__ = ["PairInput", "RequestView", "request_view", "score_pairs", "side_text"]
 
-LatencySource = Literal["live", "recorded", "baseline_repeat", "missing"]
+LatencySource = Literal["live", "recorded", "baseline_repeat", "missing", "co_timed"]
 TokenSource = Literal["live", "baseline_repeat", "missing"]
 
 _LIVE_SOURCE: dict[TimingSource, LatencySource] = {
@@ -567,7 +568,10 @@ def _baseline_timings(item: PairInput) -> tuple[Timings, LatencySource, bool]:
         and not repeat.warmup
         and repeat.timings.source != TimingSource.MISSING
     ):
-        return repeat.timings, "baseline_repeat", _cache_hit(repeat.response)
+        # Timed under the same conditions only when both were sent together (issue 29).
+        co_timed = repeat.co_timed and item.candidate.co_timed
+        source: LatencySource = "co_timed" if co_timed else "baseline_repeat"
+        return repeat.timings, source, _cache_hit(repeat.response)
     timings = item.exchange.timings
     return timings, _LIVE_SOURCE[timings.source], _cache_hit(item.exchange.response)
 

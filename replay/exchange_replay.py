@@ -104,6 +104,9 @@ class ReplayReport:
     interrupted stream (``error_kind interrupted``); :meth:`interruption_advice` says to
     lower ``--concurrency`` when a burst of them shows a server that interrupts running
     streams (:meth:`~shadoweval.records.ReplayPass.interruption_advice`).
+
+    ``co_timed``: exchanges whose candidate and baseline-replica replays were sent together
+    (:mod:`shadoweval.replay.co_timed`; a file replay only).
     """
 
     run_id: str
@@ -132,6 +135,7 @@ class ReplayReport:
     concurrency: int | None = None
     streamed: Counter[str] = field(default_factory=Counter)
     interrupted: Counter[str] = field(default_factory=Counter)
+    co_timed: int = 0
 
     def __post_init__(self) -> None:
         if self.pace is ReplayPace.UNPACED and self.target_rate_per_s is not None:
@@ -224,6 +228,7 @@ class ReplayReport:
             "streamed": dict(self.streamed),
             "interrupted": dict(self.interrupted),
             "interruption_advice": self.interruption_advice(),
+            "co_timed": self.co_timed,
         }
 
 
@@ -422,9 +427,13 @@ class ExchangeReplayer:
         warmup = isinstance(request, ReplayRequest) and self.barrier.assign(spec.target)
         return PreparedReplay(exchange, spec, request, warmup, self.barrier, location)
 
-    async def send(self, prepared: PreparedReplay) -> ReplayOutcome | ReplayFailure:
+    async def send(
+        self, prepared: PreparedReplay, *, co_timed: bool = False
+    ) -> ReplayOutcome | ReplayFailure:
         """Send a prepared replay (or record its skip) and return the outcome, or the
-        :class:`ReplayFailure` when building or sending raised.
+        :class:`ReplayFailure` when building or sending raised. ``co_timed``: sent together
+        with the other target's replay of the exchange (:mod:`shadoweval.replay.co_timed`),
+        recorded on the outcome.
 
         Raises:
             ReplayError: the target cannot be used at all (its client is not started).
@@ -446,6 +455,7 @@ class ExchangeReplayer:
                 missing_params=request.missing_params,
                 **same_named(result, _RESULT_FIELDS),
                 warmup=prepared.warmup,
+                co_timed=co_timed,
             )
         except ReplayError:
             raise

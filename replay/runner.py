@@ -38,6 +38,7 @@ from rich.progress import (
 from shadoweval.capture_log import LogEntry
 from shadoweval.records import Exchange, ReplayOutcome, ReplayPace, ReplayTarget
 from shadoweval.redaction import redact_exchange_headers
+from shadoweval.replay.co_timed import ReplayItem, SentReplay, co_time, send_item
 from shadoweval.replay.exchange_replay import (
     ExchangeReplayer,
     OutcomeWriter,
@@ -82,6 +83,11 @@ class ReplayRunner:
 
     Finished outcomes are written in batches of ``flush_batch`` (64) or at least every
     ``flush_interval_s`` (1 s), and once more when the run ends or is interrupted.
+
+    An exchange sampled for the baseline replica is sent to the replica and the candidate
+    together, in an order drawn per exchange from the run id
+    (:mod:`shadoweval.replay.co_timed`): started at the same moment, or back to back at
+    ``concurrency`` 1; both outcomes are marked ``co_timed``.
     """
 
     def __init__(
@@ -153,20 +159,16 @@ class ReplayRunner:
         task = bar.add_task("replay", total=0, status="")
         seen: dict[str, tuple[str, str]] = {}
 
-        async def work(item: PreparedReplay, index: int) -> ReplayOutcome | ReplayFailure:
-            return await self._replayer.send(item)
+        async def work(item: ReplayItem, index: int) -> list[SentReplay]:
+            return await send_item(self._replayer, item)
 
-        async def on_result(item: PreparedReplay, outcome: ReplayOutcome | ReplayFailure) -> None:
-            if isinstance(outcome, ReplayFailure):
-                await self._keep_failure(item, outcome, report)
-                bar.update(task, advance=1)
-                return
-            report.count_outcome(outcome)
-            self._writer.add(outcome)
-            if self._writer.due():
-                report.duplicates += (await self._writer.flush()).duplicates
+        async def on_result(item: ReplayItem, sent: list[SentReplay]) -> None:
+            if any(isinstance(o, ReplayOutcome) and o.co_timed for _, o in sent):
+                report.co_timed += 1
+            for prepared, outcome in sent:
+                await self._keep(prepared, outcome, report)
             errs = sum(report.errors.values())
-            bar.update(task, advance=1, status=f"errors {errs}")
+            bar.update(task, advance=len(sent), status=f"errors {errs}")
 
         with bar:
             try:
@@ -184,6 +186,18 @@ class ReplayRunner:
                 report.duplicates += (await asyncio.shield(self._writer.flush())).duplicates
         report.record_load(stats)
         return report
+
+    async def _keep(
+        self, item: PreparedReplay, outcome: ReplayOutcome | ReplayFailure, report: ReplayReport
+    ) -> None:
+        """Count and queue one finished send (a failure to send: a rejected record)."""
+        if isinstance(outcome, ReplayFailure):
+            await self._keep_failure(item, outcome, report)
+            return
+        report.count_outcome(outcome)
+        self._writer.add(outcome)
+        if self._writer.due():
+            report.duplicates += (await self._writer.flush()).duplicates
 
     async def _done(self, target: ReplayTarget, report: ReplayReport) -> set[str]:
         """Exchanges with a stored outcome for ``target`` that this pass does not send again:
@@ -223,7 +237,7 @@ class ReplayRunner:
         seen: dict[str, tuple[str, str]],
         bar: Progress,
         task: TaskID,
-    ) -> AsyncIterator[PreparedReplay]:
+    ) -> AsyncIterator[ReplayItem]:
         batch: list[LogEntry] = []
         for entry in entries:
             batch.append(entry)
@@ -288,7 +302,7 @@ class ReplayRunner:
         seen: dict[str, tuple[str, str]],
         bar: Progress,
         task: TaskID,
-    ) -> list[PreparedReplay]:
+    ) -> list[ReplayItem]:
         exchanges: list[Exchange] = []
         locations: dict[str, str] = {}
         rejected: list[RejectedRecord] = []
@@ -324,18 +338,22 @@ class ReplayRunner:
             report.rejected_already_stored += len(rejected) - stored
         await asyncio.to_thread(self.repo.save_exchanges, self.run_id, exchanges)
         report.exchanges += len(exchanges)
-        items: list[PreparedReplay] = []
-        resumed = 0
+        items: list[ReplayItem] = []
+        resumed = sends = 0
         for exchange in exchanges:
+            prepared: list[PreparedReplay] = []
             for spec in sampled_targets(exchange.exchange_id, self.targets):
                 if exchange.exchange_id in done[spec.target]:
                     resumed += 1
                     continue
                 # prepared in dispatch order: the first sends per target are the warm-up
-                items.append(
+                prepared.append(
                     self._replayer.prepare(exchange, spec, locations[exchange.exchange_id])
                 )
+            sends += len(prepared)
+            # The candidate's and the replica's send of one exchange go together (issue 29).
+            items += co_time(prepared, seed=self.run_id, together=self.concurrency > 1)
         report.already_done += resumed
         known = bar.tasks[task].total or 0
-        bar.update(task, total=known + resumed + len(items), advance=resumed)
+        bar.update(task, total=known + resumed + sends, advance=resumed)
         return items

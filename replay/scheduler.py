@@ -182,12 +182,17 @@ class Dispatch:
         ready: awaited before the item takes a concurrency slot (the warm-up barrier of
             its target); ``None``: nothing to wait for.
         at: the item's captured start time (for :class:`CapturePacer`).
+        requests: the requests the item sends at once (2 for a co-timed pair,
+            :mod:`shadoweval.replay.co_timed`): it takes as many concurrency slots (at most
+            all of them) and pacer releases, and starts at the last release, so the asked
+            rate and ``--concurrency`` keep counting requests.
     """
 
     paced: bool = True
     measured: bool = True
     ready: Callable[[], Awaitable[None]] | None = None
     at: datetime | None = None
+    requests: int = 1
 
 
 SEND = Dispatch()
@@ -341,10 +346,11 @@ async def run_paced(
     """Run ``work(item, dispatch_index)`` for every item with bounded concurrency.
 
     For each item, in order: its :class:`Dispatch` (``plan(item)``; every item a
-    measured, paced send without a plan) — wait for ``ready``, take a concurrency slot,
-    wait for the pacer (``pacer``, else a :class:`RatePacer` at ``rate_per_s``; items with
-    ``paced=False`` do not), start. ``on_result`` is awaited for each finished item (in
-    completion order). An exception from ``work``, ``on_result`` or the ``items``
+    measured, paced send without a plan) — wait for ``ready``, take a concurrency slot per
+    request (:attr:`Dispatch.requests`, at most ``concurrency``), wait for the pacer once
+    per request (``pacer``, else a :class:`RatePacer` at ``rate_per_s``; items with
+    ``paced=False`` do not), start at the last release. ``on_result`` is awaited for each
+    finished item (in completion order). An exception from ``work``, ``on_result`` or the ``items``
     iterator cancels the rest and propagates as itself (not wrapped in an
     ``ExceptionGroup``; further concurrent errors are named in a note). Workers are
     expected to turn candidate failures into results, not exceptions.
@@ -361,12 +367,13 @@ async def run_paced(
     started = 0
     t0 = clock()
 
-    async def one(item: T, index: int) -> None:
+    async def one(item: T, index: int, taken: int) -> None:
         try:
             result = await work(item, index)
             await on_result(item, result)
         finally:
-            slots.release()
+            for _ in range(taken):
+                slots.release()
 
     try:
         async with asyncio.TaskGroup() as group:
@@ -374,10 +381,15 @@ async def run_paced(
                 dispatch = plan(item) if plan is not None else SEND
                 if dispatch.ready is not None:
                     await dispatch.ready()
-                await slots.acquire()
+                # Only this loop acquires: taking a pair's slots one by one cannot deadlock.
+                taken = min(max(dispatch.requests, 1), concurrency)
+                for _ in range(taken):
+                    await slots.acquire()
                 if dispatch.paced:
-                    meter.record(await pacer.wait(dispatch.at), dispatch)
-                group.create_task(one(item, started))
+                    releases = [await pacer.wait(dispatch.at) for _ in range(dispatch.requests)]
+                    for _ in releases:
+                        meter.record(releases[-1], dispatch)
+                group.create_task(one(item, started, taken))
                 started += 1
     except BaseExceptionGroup as errors:
         # Propagate the error itself, not TaskGroup's wrapper: callers catch the project's

@@ -70,8 +70,9 @@ PAIR_FACTS_LAYOUT = 3
 FORMAT_SUCCESS_FLAGS: tuple[FormatSuccessFlag, ...] = get_args(FormatSuccessFlag)
 """The policy's possible ``format_parse.success_flag`` values, in the stored order."""
 
-LATENCY_SOURCES: tuple[str, ...] = ("live", "recorded", "baseline_repeat", "missing")
-"""``PairScore.latency_baseline_source`` values; the stored code is the index."""
+LATENCY_SOURCES: tuple[str, ...] = ("live", "recorded", "baseline_repeat", "missing", "co_timed")
+"""``PairScore.latency_baseline_source`` values; the stored code is the index (append new
+values only: a stored code keeps its meaning)."""
 
 TRI_MISSING = -1
 """The int8 code of an unknown tri-state (NaN)."""

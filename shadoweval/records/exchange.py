@@ -375,7 +375,10 @@ class ReplayOutcome(_Record):
     ``error_detail`` says why). ``pinned_params`` are the sampling parameters copied from
     the captured request; ``missing_params`` names those the captured request did not
     set (they are recorded as missing, never invented). ``warmup`` outcomes are replayed
-    and stored but excluded from latency statistics.
+    and stored but excluded from latency statistics. ``co_timed``: sent together with the
+    other target's replay of the same exchange (candidate and baseline replica started at
+    the same moment, or back to back at concurrency 1; issue 29 item 2) — the pairs whose
+    latencies were measured under the same conditions.
     """
 
     schema_version: Literal[1] = SCHEMA_VERSION
@@ -391,4 +394,5 @@ class ReplayOutcome(_Record):
     error_kind: ReplayErrorKind | None = None
     error_detail: str | None = None
     warmup: bool = False
+    co_timed: bool = False
     replayed_at: AwareDatetime = Field(default_factory=utc_now)

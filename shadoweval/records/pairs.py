@@ -166,7 +166,10 @@ class PairScore(_Record):
 
     Latency: ``ttft_ms``, ``ttfc_ms`` (time to first visible content,
     :class:`Timings`) and ``e2e_ms`` of each side; the baseline's come from the source
-    ``latency_baseline_source`` names. ``baseline_cache_hit`` / ``candidate_cache_hit``:
+    ``latency_baseline_source`` names (``co_timed``: the baseline replica's replay sent
+    together with the candidate's, the one control timed under the same conditions;
+    ``baseline_repeat``: a replica replay that was not). ``baseline_cache_hit`` /
+    ``candidate_cache_hit``:
     that side's answer (for the baseline, the response its latency was taken from) was
     served from a cache (:attr:`ResponseRecord.cache_hit`); the gate leaves such a pair
     out of every latency check and counts it (quality checks still use it).
@@ -208,7 +211,9 @@ class PairScore(_Record):
     e2e_ms: SidePair = SidePair()
     baseline_cache_hit: bool = False
     candidate_cache_hit: bool = False
-    latency_baseline_source: Literal["live", "recorded", "baseline_repeat", "missing"] = "missing"
+    latency_baseline_source: Literal[
+        "live", "recorded", "baseline_repeat", "missing", "co_timed"
+    ] = "missing"
     candidate_warmup: bool = False
     baseline_harms: tuple[HarmKind, ...] = ()
     candidate_harms: tuple[HarmKind, ...] = ()

@@ -8,7 +8,7 @@ traffic does:
   for with ``response_format``: format flags on both sides, a few candidate format
   regressions) and ``code`` (streamed, a few template leaks);
 * half of the pairs have a baseline repeat: a noise-floor similarity and the repeat's
-  latency as the baseline latency (``latency_baseline_source = baseline_repeat``); the
+  latency as the baseline latency, co-timed (``latency_baseline_source = co_timed``); the
   others use the live latency;
 * candidate model errors (HTTP 400), infrastructure errors (timeouts), a few baseline
   errors, empty answers, changed finish reasons, warm-up replays;
@@ -323,7 +323,7 @@ def _score(run_id: str, f: _Fate, i: int, k: int, d: _Draws) -> PairScore:
             _ttfc(d.cand_ttft[k], d.cand_e2e[k], streamed),
         ),
         e2e_ms=_side_pair(f, float(d.base_e2e[k]), float(d.cand_e2e[k])),
-        latency_baseline_source="baseline_repeat" if d.repeat[k] else "live",
+        latency_baseline_source="co_timed" if d.repeat[k] else "live",
         candidate_warmup=i < 5,
         scored_at=f.captured_at + timedelta(hours=2),
     )

@@ -86,11 +86,13 @@ from shadoweval.stats.checks.harms import (
     harm_metric,
 )
 from shadoweval.stats.checks.latency import (
+    LATENCY_NOT_CO_TIMED,
+    LATENCY_REPORT_ONLY,
     LATENCY_STATISTIC,
     MIN_LATENCY_PAIRS,
     STREAM_ONLY_METRICS,
-    UNEQUAL_LOAD,
     latency_checks,
+    latency_gated,
 )
 from shadoweval.stats.checks.pair_arrays import PairArrays, infra_pairs
 from shadoweval.stats.checks.reasons import (
@@ -121,6 +123,8 @@ __all__ = [
     "INFRA_CONSEQUENCE",
     "INFRA_FAILED",
     "INFRA_METRIC",
+    "LATENCY_NOT_CO_TIMED",
+    "LATENCY_REPORT_ONLY",
     "LATENCY_STATISTIC",
     "MIN_LATENCY_PAIRS",
     "NO_NOISE_FLOOR",
@@ -129,7 +133,6 @@ __all__ = [
     "SIMILARITY_STATISTIC",
     "STREAM_ONLY_METRICS",
     "TOOL_METRIC",
-    "UNEQUAL_LOAD",
     "BaselineRepeats",
     "BinaryAnalysis",
     "PairArrays",
@@ -145,6 +148,7 @@ __all__ = [
     "infra_note",
     "infra_pairs",
     "latency_checks",
+    "latency_gated",
     "scoring_faults",
     "sequential_mean_interval",
     "similarity_check",

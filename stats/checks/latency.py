@@ -3,9 +3,14 @@
 Latency is gated on quantile ratios, not on a location test (gate-statistics.md §1.5),
 with the resampling-free paired Poisson bootstrap interval
 (:func:`shadoweval.stats.quantiles.paired_quantile_ratios_rf`) at the look's spent ``α_k`` on each
-side. The control is the baseline-repeat latency (same shadow hardware and load) where a
-unit has enough such pairs; otherwise the live or recorded latency, flagged as unequal
-load. Every reason accounts for all the unit's pairs.
+side. Latency under equal conditions (issue 29 item 2): a latency check is *gated* only on
+the pairs co-timed with the baseline replica (``latency_baseline_source = co_timed``: the
+replica's replay sent together with the candidate's, :mod:`shadoweval.replay.co_timed`),
+where a unit has at least ``min_pairs`` of them or no other pair. Otherwise the check is
+*report only* (:func:`latency_gated` is false: never ROLLBACK, never blocking PROMOTE; a
+FAIL reads INCONCLUSIVE) and its reason says why: the live or recorded baseline, or a
+replica replay sent apart from the candidate, was not timed under the same conditions.
+Every reason accounts for all the unit's pairs.
 """
 
 from __future__ import annotations
@@ -23,19 +28,25 @@ from shadoweval.stats.policy import LatencyPolicy
 from shadoweval.stats.quantiles import QuantileRatioResult, paired_quantile_ratios_rf
 
 __all__ = [
+    "LATENCY_NOT_CO_TIMED",
+    "LATENCY_REPORT_ONLY",
     "LATENCY_STATISTIC",
     "MIN_LATENCY_PAIRS",
     "STREAM_ONLY_METRICS",
-    "UNEQUAL_LOAD",
     "latency_checks",
+    "latency_gated",
 ]
 
 LATENCY_STATISTIC = "quantile_ratio_rf_paired_poisson"
 """Statistic of a latency check: the resampling-free paired quantile-ratio interval."""
-UNEQUAL_LOAD = (
-    "unequal load: baseline latencies were not measured on the shadow under the same load"
+LATENCY_REPORT_ONLY = "report only"
+"""How the reason of a report-only latency check begins (:func:`latency_gated`)."""
+LATENCY_NOT_CO_TIMED = "not timed under the same conditions as the candidate"
+"""Why a latency check is report only, in every such reason."""
+_ADD_REPLICA = (
+    f"latency compared with the live/recorded baseline, {LATENCY_NOT_CO_TIMED}: report only; "
+    "add a baseline replica (--baseline-repeat-url) for a gated latency check"
 )
-"""Said in a latency reason whose control latencies were measured live or recorded."""
 
 _QUANTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
 
@@ -55,6 +66,32 @@ quantile ratio is not trusted below this (its coverage was checked from 30 pairs
 
 _REPEAT = LATENCY_BASELINE_SOURCES.index("baseline_repeat")
 _MISSING = LATENCY_BASELINE_SOURCES.index("missing")
+_CO_TIMED = LATENCY_BASELINE_SOURCES.index("co_timed")
+
+
+def latency_gated(check: Check) -> bool:
+    """A latency check that gates (its control co-timed with the candidate); ``False``:
+    report only (its reason begins with :data:`LATENCY_REPORT_ONLY`)."""
+    return not check.reason.startswith(f"{LATENCY_REPORT_ONLY}:")
+
+
+def _report_only_why(n_co: int, n_apart: int, min_pairs: int) -> str:
+    """Why a unit's latency is report only: ``n_co`` co-timed pairs (fewer than
+    ``min_pairs``), ``n_apart`` replica pairs replayed apart from the candidate."""
+    if n_co:
+        return (
+            f"only {n_co} pairs co-timed with the baseline replica (< min_pairs {min_pairs}): "
+            f"latency compared with the live/recorded baseline, {LATENCY_NOT_CO_TIMED}: "
+            "report only; raise --baseline-repeat-share for a gated latency check"
+        )
+    if n_apart:
+        return (
+            f"latency compared with baseline-replica replays sent apart from the candidate's "
+            f"({n_apart} pairs: a Kafka replay, or replays stored before co-timing) or the "
+            f"live/recorded baseline, {LATENCY_NOT_CO_TIMED}: report only; replay the capture "
+            "log into a new run with --baseline-repeat-url for a gated latency check"
+        )
+    return _ADD_REPLICA
 
 
 @dataclass(frozen=True)
@@ -63,30 +100,30 @@ class _LatencyPairs:
 
     ``used`` is the mask of pairs used; ``accounting`` says how many of the unit's pairs
     were used and why each other pair was left out (every pair counted once, under its
-    first reason); ``load_note`` flags an unequal-load control; ``no_baseline`` is set
-    when no pair of the unit has a baseline latency for the metric at all.
+    first reason); ``report_only`` says why the check is report only (``""``: gated, on
+    co-timed pairs); ``no_baseline`` is set when no pair of the unit has a baseline
+    latency for the metric at all.
     """
 
     used: BoolArray
     accounting: str
-    load_note: str
+    report_only: str
     no_baseline: bool
 
 
 def _latency_pairs(arrays: PairArrays, metric: str, min_pairs: int) -> _LatencyPairs:
     """The latency pairs used and the account of every pair of the unit.
 
-    Used: neither side failed nor had an infrastructure error, not a warm-up replay,
+    Usable: neither side failed nor had an infrastructure error, not a warm-up replay,
     neither side's answer served from a cache, both latencies present, a baseline
-    latency source (and, for TTFT and TTFC, a streamed request). The control is the
-    baseline-repeat latency (same shadow hardware and load) when at least ``min_pairs``
-    such pairs exist; otherwise all sources, flagged as unequal load when any is
-    live/recorded. Every other pair of the unit is counted under the first reason that
-    applies, in this order: not streamed (TTFT, TTFC), an infrastructure error, a failed
-    side, warm-up, a cache hit on either side (with the count per side), no baseline
-    latency, no candidate
-    latency, no baseline latency source, only a live baseline latency (when the
-    baseline repeat is the control); so used + excluded = the unit's pairs.
+    latency source (and, for TTFT and TTFC, a streamed request). Gated on the pairs
+    co-timed with the baseline replica when the unit has at least ``min_pairs`` of them,
+    or no other usable pair; otherwise report only, on every usable pair. Every other
+    pair of the unit is counted under the first reason that applies, in this order: not
+    streamed (TTFT, TTFC), an infrastructure error, a failed side, warm-up, a cache hit on
+    either side (with the count per side), no baseline latency, no candidate latency, no
+    baseline latency source, not co-timed (when the co-timed pairs are used); so used +
+    excluded = the unit's pairs.
     """
     cand, base = arrays.latency[metric]
     n_all = arrays.n
@@ -121,24 +158,27 @@ def _latency_pairs(arrays: PairArrays, metric: str, min_pairs: int) -> _LatencyP
     # Not one baseline latency in the unit, and pairs the baseline did answer lack it:
     # the baseline's latency was not measured (not a failure on every pair).
     no_baseline = unmeasured and not bool(np.any(rows & ~np.isnan(base)))
-    repeat = usable & (arrays.source == _REPEAT)
-    n_repeat = int(np.count_nonzero(repeat))
-    load_note = ""
-    if n_repeat >= min_pairs:
-        other = int(np.count_nonzero(usable & ~repeat))
+    co_timed = usable & (arrays.source == _CO_TIMED)
+    n_co = int(np.count_nonzero(co_timed))
+    n_usable = int(np.count_nonzero(usable))
+    report_only = ""
+    control = ""
+    if n_co and (n_co >= min_pairs or n_co == n_usable):
+        other = n_usable - n_co
         if other:
-            excluded.append(f"{other} with only a live baseline latency (baseline repeat used)")
-        usable = repeat
-    else:
-        unequal = int(np.count_nonzero(usable & ~repeat))
-        if unequal:
-            load_note = f"; {UNEQUAL_LOAD} ({unequal} of {int(np.count_nonzero(usable))} pairs)"
+            excluded.append(f"{other} not co-timed with the baseline replica (co-timed pairs used)")
+        usable = co_timed
+        control = "; control: pairs co-timed with the baseline replica"
+    elif n_usable:
+        n_apart = int(np.count_nonzero(usable & (arrays.source == _REPEAT)))
+        report_only = _report_only_why(n_co, n_apart, min_pairs)
     n_used = int(np.count_nonzero(usable))
     if excluded:
         accounting = f" ({n_used} of {n_all} pairs used; excluded: {', '.join(excluded)})"
     else:
         accounting = f" (all {n_all} pairs used)"
-    return _LatencyPairs(usable, accounting, load_note, no_baseline)
+    accounting += control
+    return _LatencyPairs(usable, accounting, report_only, no_baseline)
 
 
 def _no_baseline_latency(metric: str) -> str:
@@ -175,8 +215,10 @@ def latency_checks(
     ``min_pairs`` pairs, ``min_pairs_p95`` for p95); FAIL when its lower limit is above
     the limit; otherwise INCONCLUSIVE. p99 is gated only when at least
     ``min_tail_observations`` pairs lie above it (``n·0.01 ≥``); below that it is not a
-    check. A baseline latency measured live or copied from a table is flagged as unequal
-    load in the reason. TTFT and TTFC (:data:`STREAM_ONLY_METRICS`) are gated on
+    check. Gated on the pairs co-timed with the baseline replica; without enough of them
+    the check is report only (:func:`latency_gated`; a FAIL reads INCONCLUSIVE) and its
+    reason ends with why (the live/recorded baseline, or replica replays sent apart, were
+    :data:`LATENCY_NOT_CO_TIMED`). TTFT and TTFC (:data:`STREAM_ONLY_METRICS`) are gated on
     streamed requests only: a unit without any streamed request has no TTFT or TTFC
     check at all. Pairs with an answer served from a cache (either side) are left out
     of every latency metric and counted in the reason.
@@ -223,6 +265,7 @@ def latency_checks(
                 (min_pairs, block.min_pairs_p95),
                 levels,
             )
+            outcome, reason = _role(outcome, reason + pairs.accounting, pairs.report_only)
             checks.append(
                 make_check(
                     f"latency_{metric}_{name}",
@@ -230,14 +273,22 @@ def latency_checks(
                     statistic,
                     limit,
                     outcome,
-                    reason
-                    + pairs.accounting
-                    + (pairs.load_note if n else "")
-                    + (f"; {load_note}" if load_note else ""),
+                    reason + (f"; {load_note}" if load_note else ""),
                     numbers,
                 )
             )
     return checks
+
+
+def _role(outcome: CheckOutcome, reason: str, report_only: str) -> tuple[CheckOutcome, str]:
+    """A gated check as decided; a report-only one (``report_only`` says why) never FAILs
+    (INCONCLUSIVE: it cannot roll back or block) and its reason begins with
+    :data:`LATENCY_REPORT_ONLY` and ends with why."""
+    if not report_only:
+        return outcome, reason
+    if outcome == CheckOutcome.FAIL:
+        outcome = CheckOutcome.INCONCLUSIVE
+    return outcome, f"{LATENCY_REPORT_ONLY}: {reason}; {report_only}"
 
 
 def _latency_outcome(

@@ -45,8 +45,11 @@ FlagMatrix = npt.NDArray[np.bool_]
 SourceArray = npt.NDArray[np.int8]
 """Codes of ``latency_baseline_source``: indexes into :data:`LATENCY_BASELINE_SOURCES`."""
 
-LATENCY_BASELINE_SOURCES = ("baseline_repeat", "live", "recorded", "missing")
-"""Where a pair's baseline latency comes from; any other value reads as ``missing``."""
+LATENCY_BASELINE_SOURCES = ("baseline_repeat", "live", "recorded", "missing", "co_timed")
+"""Where a pair's baseline latency comes from; any other value reads as ``missing``.
+``co_timed``: the baseline replica's replay, sent together with the candidate's (the one
+control timed under the same conditions); ``baseline_repeat``: a replica replay that was
+not (a Kafka replay, or one stored before co-timing)."""
 
 INFRA_COLUMNS = ("baseline_infra_error", "candidate_infra_error")
 """The pairs-table columns flagging an infrastructure error on each side."""

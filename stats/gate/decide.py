@@ -10,7 +10,13 @@ import numpy as np
 
 from shadoweval.records import POOLED, Check, CheckOutcome, Decision, EnvironmentFailure
 from shadoweval.stats.change import ChangeResult
-from shadoweval.stats.checks import HARM_METRIC_PREFIX, INFRA_FAILED, INFRA_METRIC, UNEQUAL_LOAD
+from shadoweval.stats.checks import (
+    HARM_METRIC_PREFIX,
+    INFRA_FAILED,
+    INFRA_METRIC,
+    LATENCY_NOT_CO_TIMED,
+    latency_gated,
+)
 from shadoweval.stats.engine import (
     Findings,
     Judged,
@@ -198,8 +204,26 @@ def _cannot_judge_line(checks: Sequence[Check]) -> str:
     )
 
 
+def _latency_notes(judged: Sequence[GateJudged]) -> list[str]:
+    """The report-only latency checks (issue 29 item 2): each one that would have failed,
+    in full; else one line naming where latency was report only."""
+    report_only = [
+        j.check
+        for j in judged
+        if j.check.metric.startswith("latency_") and not latency_gated(j.check)
+    ]
+    slower = [_line(c) for c in report_only if "slower than allowed" in c.reason]
+    if slower or not report_only:
+        return slower
+    where = ", ".join(dict.fromkeys(_label(c.task_type) for c in report_only))
+    return [
+        f"latency checks are report only in {where}: the baseline latencies were "
+        f"{LATENCY_NOT_CO_TIMED} (see each check's reason)"
+    ]
+
+
 def _notes(judged: Sequence[GateJudged], policy: GatePolicy, extra: Sequence[str]) -> list[str]:
-    """Minor task types left open, unequal latency load, and the caller's notes."""
+    """Minor task types left open, report-only latency, and the caller's notes."""
     minor_open = sorted(
         {
             j.check.task_type
@@ -216,9 +240,7 @@ def _notes(judged: Sequence[GateJudged], policy: GatePolicy, extra: Sequence[str
         if minor_open
         else []
     )
-    if any(UNEQUAL_LOAD in j.check.reason for j in judged):
-        notes.append(f"latency checks: {UNEQUAL_LOAD}; treat the latency comparison with care")
-    return notes + list(extra)
+    return notes + _latency_notes(judged) + list(extra)
 
 
 def _promote_reasons(

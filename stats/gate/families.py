@@ -24,6 +24,7 @@ from shadoweval.stats.checks import (
     cost_check,
     harm_analyses,
     latency_checks,
+    latency_gated,
     scoring_faults,
     similarity_check,
     tool_analysis,
@@ -168,7 +169,9 @@ def similarity_family(u: GateUnit) -> list[GateEntry]:
 
 
 def latency_family(u: GateUnit) -> list[GateEntry]:
-    """``latency_<metric>_p50/p95/p99``."""
+    """``latency_<metric>_p50/p95/p99``: gated on pairs co-timed with the baseline replica;
+    a report-only check (:func:`~shadoweval.stats.checks.latency_gated` false: its control
+    was not timed under the same conditions) never rolls back nor blocks PROMOTE."""
     checks = latency_checks(
         u.group.arrays,
         task_type=u.group.task_type,
@@ -177,7 +180,12 @@ def latency_family(u: GateUnit) -> list[GateEntry]:
         levels=u.levels,
         load_note=u.load_note,
     )
-    return [u.judged(c) for c in checks]
+    return [
+        u.judged(c)
+        if latency_gated(c)
+        else Judged(c, harm=False, blocking=False, minor=not u.group.blocking, on_fail="report")
+        for c in checks
+    ]
 
 
 def cost_family(u: GateUnit) -> list[GateEntry]:

@@ -120,3 +120,26 @@ async def test_the_baseline_cache_hit_is_the_repeats_when_the_repeat_gives_the_l
     assert score.latency_baseline_source == "baseline_repeat"
     assert score.ttfc_ms.baseline == 6.0
     assert (score.baseline_cache_hit, score.candidate_cache_hit) == (True, True)
+
+
+async def test_a_repeat_sent_together_with_the_candidate_is_a_co_timed_control() -> None:
+    live = live_exchange(cached=False)
+    candidate = await candidate_outcome(live, {})
+    repeat = candidate.model_copy(update={"target": ReplayTarget.BASELINE_REPEAT})
+    sources = {}
+    for together in (False, True):
+        [score] = score_pairs(
+            [
+                PairInput(
+                    live,
+                    candidate.model_copy(update={"co_timed": together}),
+                    baseline_repeat=repeat.model_copy(update={"co_timed": together}),
+                )
+            ],
+            HashingEncoder(),
+            run_id=RUN,
+        )
+        sources[together] = score.latency_baseline_source
+    # Only a replica replay sent together with the candidate's was timed under the same
+    # conditions (issue 29 item 2); one sent apart stays a plain baseline repeat.
+    assert sources == {False: "baseline_repeat", True: "co_timed"}

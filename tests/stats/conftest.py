@@ -77,7 +77,7 @@ class TaskSpec:
     latency_noise: float = 0.1
     cand_latency_factor: float = 1.0
     cand_tail_factor: float = 1.0
-    latency_source: str = "baseline_repeat"
+    latency_source: str = "co_timed"
     streamed: bool = True
     nan_similarity: int = 0
     tokens_mean: float = 200.0

@@ -20,9 +20,10 @@ from shadoweval.records import (
 )
 from shadoweval.stats.checks import (
     COST_STATISTIC,
+    LATENCY_NOT_CO_TIMED,
     NO_NOISE_FLOOR,
     SIMILARITY_NOISE_STATISTIC,
-    UNEQUAL_LOAD,
+    latency_gated,
 )
 from shadoweval.stats.frame import pairs_frame
 from shadoweval.stats.gate import evaluate_gate
@@ -174,23 +175,25 @@ def test_p99_is_gated_only_with_enough_tail_observations(
     assert p99.outcome == CheckOutcome.PASS
 
 
-def test_baseline_repeat_latencies_are_the_control_when_there_are_enough(
+def test_co_timed_replica_latencies_are_the_control_when_there_are_enough(
     simulate: Simulate, coverage_for: CoverageFor
 ) -> None:
     clean = {"n": 300, "base_error": 0.0, "cand_error": 0.0}
-    repeat = simulate({"chat": clean}, seed=1)
+    repeat = simulate({"chat": clean}, seed=1)  # co-timed with the replica (the default)
     live = simulate({"chat": {**clean, "latency_source": "live"}}, seed=2)
     live = [s.model_copy(update={"exchange_id": f"live{i}"}) for i, s in enumerate(live)]
     v = run_gate(repeat + live, coverage_for)
     p50 = check(v, "chat", "latency_e2e_ms_p50")
     assert p50.n == 300
-    assert "300 with only a live baseline latency (baseline repeat used)" in p50.reason
-    assert UNEQUAL_LOAD not in p50.reason
-    # Too few repeats (< min_pairs 50): the live latencies are used, flagged.
+    assert "300 not co-timed with the baseline replica (co-timed pairs used)" in p50.reason
+    assert latency_gated(p50)
+    # Too few co-timed pairs (< min_pairs 50): every pair is used, and the check is report
+    # only (issue 29 item 2: the live latencies were not timed under the same conditions).
     v = run_gate(repeat[:20] + live, coverage_for)
     p50 = check(v, "chat", "latency_e2e_ms_p50")
     assert p50.n == 320
-    assert UNEQUAL_LOAD in p50.reason
+    assert not latency_gated(p50)
+    assert LATENCY_NOT_CO_TIMED in p50.reason
 
 
 def test_latency_needs_thirty_pairs_for_any_decision(

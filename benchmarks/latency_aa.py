@@ -1,0 +1,172 @@
+"""A/A latency under load: two identical mock-llm servers beside CPU burners (issue 29 item 2).
+
+Each run replays the same seeded capture log (the demo workload's requests) to two
+identical mock-llm servers (:mod:`shadoweval.simulation.mock_llm`, the same fixed latency),
+one as the candidate and one as the baseline replica (``--baseline-repeat-share 1.0``),
+through :class:`~shadoweval.replay.runner.ReplayRunner` into SQLite — so every exchange is
+sent to both together (co-timed, the order drawn per exchange from the run id) — while
+``--burners`` processes spin on the CPUs. The latency the gate reads is the co-timed pairs'
+e2e: the p50 ratio candidate / replica with the gate's resampling-free paired interval
+(:func:`shadoweval.stats.quantiles.paired_quantile_ratios_rf`, 95%: α 0.025 per side). The
+candidate and the replica are the same server, so the interval should cover 1 in at least
+95% of the runs.
+
+Prints the command, the CPU model and the load, one row per run (seed, pairs, ratio,
+interval, whether it covers 1) and the summary line. Usage::
+
+    PYTHONPATH=. python -m benchmarks.latency_aa [--runs 40] [--requests 200] \\
+        [--latency-ms 20] [--burners 2] [--concurrency 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from shadoweval.capture.table_import import import_table
+from shadoweval.capture_log import LogEntry, read_capture_log
+from shadoweval.records import ModelIdentity, ReplayTarget
+from shadoweval.replay.client import CandidateClient
+from shadoweval.replay.runner import ReplayRunner, TargetSpec
+from shadoweval.serving import BackgroundServer
+from shadoweval.simulation.mock_llm import FaultConfig, FixedLatency, create_app
+from shadoweval.simulation.workload import DEMO_MAPPING, WorkloadSpec, write_workload
+from shadoweval.stats.quantiles import paired_quantile_ratios_rf
+from shadoweval.storage import Database, Repository
+from shadoweval.tables import RecordedRow, TableMapping, load_recorded_rows
+
+ALPHA_PER_SIDE = 0.025
+
+
+def _burn() -> None:  # pragma: no cover - runs in a child process until terminated
+    x = 0
+    while True:
+        x = (x * 1103515245 + 12345) % 2**31
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+def _workload(root: Path, requests: int) -> tuple[list[LogEntry], list[RecordedRow]]:
+    """The demo workload's requests (``requests`` rounded up to 4 task types), read back."""
+    mapping = TableMapping(**DEMO_MAPPING)
+    per_task_type = max(1, -(-requests // 4))
+    baseline, _ = write_workload(root / "tables", WorkloadSpec(per_task_type=per_task_type, seed=3))
+    import_table(baseline, out=root / "capture", mapping=mapping, stream=False)
+    entries = list(read_capture_log(root / "capture"))[:requests]
+    return entries, load_recorded_rows(baseline, mapping).rows
+
+
+async def _one_run(
+    entries: list[LogEntry], rows: list[RecordedRow], db: Path, seed: int, args: argparse.Namespace
+) -> tuple[int, float, float, float]:
+    """Replay once; return (pairs, p50 ratio, CI low, CI high) of the co-timed e2e pairs."""
+    database = Database(f"sqlite:///{db}")
+    database.upgrade()
+    repo = Repository(database)
+    model = ModelIdentity(name="aa-model")
+    run_id = repo.create_run(
+        name=f"aa-{seed}",
+        baseline=model,
+        candidate=model,
+        policy_hash="0" * 64,
+        policy_yaml="version: 1\n",
+    ).run_id
+    latency = FixedLatency(ttft_ms=args.latency_ms, itl_ms=0.0)
+    servers = [
+        BackgroundServer(
+            create_app(rows, latency=latency, faults=FaultConfig(), seed=seed, model_name="aa")
+        ).start()
+        for _ in range(2)
+    ]
+    clients = [CandidateClient(s.url, timeout_s=60) for s in servers]
+    try:
+        for client in clients:
+            await client.start()
+        targets = [
+            TargetSpec(ReplayTarget.CANDIDATE, clients[0], model, model_name="aa"),
+            TargetSpec(ReplayTarget.BASELINE_REPEAT, clients[1], model, share=1.0),
+        ]
+        runner = ReplayRunner(
+            repo, run_id, targets, concurrency=args.concurrency, warmup_requests=5, progress=False
+        )
+        await runner.run(entries)
+    finally:
+        for client in clients:
+            await client.stop()
+        for server in servers:
+            server.stop()
+    replica = {o.exchange_id: o for o in repo.load_outcomes(run_id, ReplayTarget.BASELINE_REPEAT)}
+    cand_ms: list[float] = []
+    base_ms: list[float] = []
+    for o in repo.load_outcomes(run_id, ReplayTarget.CANDIDATE):
+        r = replica.get(o.exchange_id)
+        if r is None or o.warmup or r.warmup or not (o.co_timed and r.co_timed):
+            continue
+        if o.error_kind is None and r.error_kind is None and o.timings.e2e_ms and r.timings.e2e_ms:
+            cand_ms.append(o.timings.e2e_ms)
+            base_ms.append(r.timings.e2e_ms)
+    database.dispose()
+    [result] = paired_quantile_ratios_rf(
+        np.asarray(cand_ms), np.asarray(base_ms), [0.5], alpha=ALPHA_PER_SIDE
+    )
+    return len(cand_ms), result.estimate, result.ci_low, result.ci_high
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the A/A benchmark and print its table; returns 0."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=40)
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--latency-ms", type=float, default=20.0)
+    parser.add_argument("--burners", type=int, default=2)
+    parser.add_argument("--concurrency", type=int, default=8)
+    args = parser.parse_args(argv)
+    burners = [multiprocessing.Process(target=_burn, daemon=True) for _ in range(args.burners)]
+    for p in burners:
+        p.start()
+    print(f"# command: python -m benchmarks.latency_aa {' '.join(argv or sys.argv[1:])}".rstrip())
+    print(f"# cpu: {_cpu_model()} ({os.cpu_count()} cores); burners: {args.burners}")
+    print(f"# load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print("run\tseed\tpairs\tp50_ratio\tci_low\tci_high\tcovers_1")
+    covered = 0
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            entries, rows = _workload(Path(tmp), args.requests)
+            for run in range(args.runs):
+                seed = 1000 + run
+                n, ratio, low, high = asyncio.run(
+                    _one_run(entries, rows, Path(tmp) / f"run{run}.db", seed, args)
+                )
+                covers = low <= 1.0 <= high
+                covered += covers
+                print(f"{run}\t{seed}\t{n}\t{ratio:.3f}\t{low:.3f}\t{high:.3f}\t{covers}")
+    finally:
+        for p in burners:
+            p.terminate()
+            p.join()
+    print(f"# load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    share = covered / args.runs if args.runs else 0.0
+    print(
+        f"summary: runs {args.runs}, interval covers 1 in {covered} ({100 * share:.1f}%), "
+        f"target >= 95%"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
