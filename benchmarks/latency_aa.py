@@ -1,11 +1,14 @@
 """A/A latency under load: two identical mock-llm servers beside CPU burners (issue 29 item 2).
 
 Each run replays the same seeded capture log (the demo workload's requests) to two
-identical mock-llm servers (:mod:`shadoweval.simulation.mock_llm`, the same fixed latency),
+identical mock-llm servers (``python -m shadoweval.cli mock-llm``, each its own process on
+its own free port, the same fixed latency and seed; ready once its ``/v1/models`` answers),
 one as the candidate and one as the baseline replica (``--baseline-repeat-share 1.0``),
 through :class:`~shadoweval.replay.runner.ReplayRunner` into SQLite — so every exchange is
 sent to both together (co-timed, the order drawn per exchange from the run id) — while
-``--burners`` processes spin on the CPUs. The latency the gate reads is the co-timed pairs'
+``--burners`` processes spin on the CPUs. The replay runs in this process; the servers and
+the burners are separate processes (stopped at the end, also on errors), so no server
+shares the replaying interpreter's GIL. The latency the gate reads is the co-timed pairs'
 e2e: the p50 ratio candidate / replica with the gate's resampling-free paired interval
 (:func:`shadoweval.stats.quantiles.paired_quantile_ratios_rf`, 95%: α 0.025 per side). The
 candidate and the replica are the same server, so the interval should cover 1 in at least
@@ -26,23 +29,26 @@ import multiprocessing
 import os
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from benchmarks.sidecar_overhead import Processes, free_port, managed, wait_http
 from shadoweval.capture.table_import import import_table
 from shadoweval.capture_log import LogEntry, read_capture_log
 from shadoweval.records import ModelIdentity, ReplayTarget
 from shadoweval.replay.client import CandidateClient
+from shadoweval.replay.co_timed import candidate_first
 from shadoweval.replay.runner import ReplayRunner, TargetSpec
-from shadoweval.serving import BackgroundServer
-from shadoweval.simulation.mock_llm import FaultConfig, FixedLatency, create_app
 from shadoweval.simulation.workload import DEMO_MAPPING, WorkloadSpec, write_workload
 from shadoweval.stats.quantiles import paired_quantile_ratios_rf
 from shadoweval.storage import Database, Repository
-from shadoweval.tables import RecordedRow, TableMapping, load_recorded_rows
+from shadoweval.tables import TableMapping
 
 ALPHA_PER_SIDE = 0.025
+MODEL_NAME = "aa"
+SERVER_START_S = 60.0
 
 
 def _burn() -> None:  # pragma: no cover - runs in a child process until terminated
@@ -61,18 +67,44 @@ def _cpu_model() -> str:
     return "unknown"
 
 
-def _workload(root: Path, requests: int) -> tuple[list[LogEntry], list[RecordedRow]]:
-    """The demo workload's requests (``requests`` rounded up to 4 task types), read back."""
+def _workload(root: Path, requests: int) -> tuple[list[LogEntry], Path]:
+    """The demo workload's requests (``requests`` rounded up to 4 task types), read back,
+    and the baseline table the servers answer from."""
     mapping = TableMapping(**DEMO_MAPPING)
     per_task_type = max(1, -(-requests // 4))
     baseline, _ = write_workload(root / "tables", WorkloadSpec(per_task_type=per_task_type, seed=3))
     import_table(baseline, out=root / "capture", mapping=mapping, stream=False)
-    entries = list(read_capture_log(root / "capture"))[:requests]
-    return entries, load_recorded_rows(baseline, mapping).rows
+    return list(read_capture_log(root / "capture"))[:requests], baseline
+
+
+def _start_servers(
+    procs: Processes, table: Path, log_dir: Path, seed: int, latency_ms: float
+) -> list[str]:
+    """Start two identical ``mock-llm`` processes (fixed ``latency_ms`` TTFT, no inter-token
+    gap, ``seed``), each on a free port; return their base URLs once both answer
+    ``GET /v1/models`` (polled). Raises SystemExit when one exits or is not ready in time."""
+    mapping_args = [
+        arg for key, value in DEMO_MAPPING.items() for arg in (f"--{key.replace('_', '-')}", value)
+    ]
+    urls: list[str] = []
+    for index in range(2):
+        port = free_port()
+        log = log_dir / f"mock-llm-{seed}-{index}.log"
+        proc = procs.start(
+            [
+                sys.executable, "-m", "shadoweval.cli", "mock-llm", "--input", str(table),
+                *mapping_args, "--latency-profile", f"fixed:{latency_ms:g},0", "--seed", str(seed),
+                "--model-name", MODEL_NAME, "--port", str(port),
+            ],
+            log,
+        )  # fmt: skip
+        urls.append(f"http://127.0.0.1:{port}")
+        wait_http(f"{urls[-1]}/v1/models", SERVER_START_S, proc, log)
+    return urls
 
 
 async def _one_run(
-    entries: list[LogEntry], rows: list[RecordedRow], db: Path, seed: int, args: argparse.Namespace
+    entries: Sequence[LogEntry], urls: list[str], db: Path, seed: int, args: argparse.Namespace
 ) -> tuple[int, float, float, float]:
     """Replay once; return (pairs, p50 ratio, CI low, CI high) of the co-timed e2e pairs."""
     database = Database(f"sqlite:///{db}")
@@ -86,19 +118,12 @@ async def _one_run(
         policy_hash="0" * 64,
         policy_yaml="version: 1\n",
     ).run_id
-    latency = FixedLatency(ttft_ms=args.latency_ms, itl_ms=0.0)
-    servers = [
-        BackgroundServer(
-            create_app(rows, latency=latency, faults=FaultConfig(), seed=seed, model_name="aa")
-        ).start()
-        for _ in range(2)
-    ]
-    clients = [CandidateClient(s.url, timeout_s=60) for s in servers]
+    clients = [CandidateClient(url, timeout_s=60) for url in urls]
     try:
         for client in clients:
             await client.start()
         targets = [
-            TargetSpec(ReplayTarget.CANDIDATE, clients[0], model, model_name="aa"),
+            TargetSpec(ReplayTarget.CANDIDATE, clients[0], model, model_name=MODEL_NAME),
             TargetSpec(ReplayTarget.BASELINE_REPEAT, clients[1], model, share=1.0),
         ]
         runner = ReplayRunner(
@@ -108,11 +133,10 @@ async def _one_run(
     finally:
         for client in clients:
             await client.stop()
-        for server in servers:
-            server.stop()
     replica = {o.exchange_id: o for o in repo.load_outcomes(run_id, ReplayTarget.BASELINE_REPEAT)}
     cand_ms: list[float] = []
     base_ms: list[float] = []
+    rows: list[str] = []
     for o in repo.load_outcomes(run_id, ReplayTarget.CANDIDATE):
         r = replica.get(o.exchange_id)
         if r is None or o.warmup or r.warmup or not (o.co_timed and r.co_timed):
@@ -120,7 +144,14 @@ async def _one_run(
         if o.error_kind is None and r.error_kind is None and o.timings.e2e_ms and r.timings.e2e_ms:
             cand_ms.append(o.timings.e2e_ms)
             base_ms.append(r.timings.e2e_ms)
+            first = candidate_first(run_id, o.exchange_id)
+            rows.append(f"{o.exchange_id},{o.replayed_at.isoformat()},{int(first)},"
+                        f"{o.timings.e2e_ms:.3f},{r.timings.e2e_ms:.3f}")  # fmt: skip
     database.dispose()
+    if args.pairs_out is not None:
+        args.pairs_out.mkdir(parents=True, exist_ok=True)
+        header = "exchange_id,replayed_at,candidate_first,candidate_e2e_ms,replica_e2e_ms\n"
+        (args.pairs_out / f"run-{seed}.csv").write_text(header + "\n".join(rows) + "\n")
     [result] = paired_quantile_ratios_rf(
         np.asarray(cand_ms), np.asarray(base_ms), [0.5], alpha=ALPHA_PER_SIDE
     )
@@ -135,6 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-ms", type=float, default=20.0)
     parser.add_argument("--burners", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument(
+        "--pairs-out", type=Path, default=None, help="write each run's co-timed pairs here (CSV)"
+    )
     args = parser.parse_args(argv)
     burners = [multiprocessing.Process(target=_burn, daemon=True) for _ in range(args.burners)]
     for p in burners:
@@ -146,12 +180,14 @@ def main(argv: list[str] | None = None) -> int:
     covered = 0
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            entries, rows = _workload(Path(tmp), args.requests)
+            entries, table = _workload(Path(tmp), args.requests)
             for run in range(args.runs):
                 seed = 1000 + run
-                n, ratio, low, high = asyncio.run(
-                    _one_run(entries, rows, Path(tmp) / f"run{run}.db", seed, args)
-                )
+                with managed() as procs:
+                    urls = _start_servers(procs, table, Path(tmp), seed, args.latency_ms)
+                    n, ratio, low, high = asyncio.run(
+                        _one_run(entries, urls, Path(tmp) / f"run{run}.db", seed, args)
+                    )
                 covers = low <= 1.0 <= high
                 covered += covers
                 print(f"{run}\t{seed}\t{n}\t{ratio:.3f}\t{low:.3f}\t{high:.3f}\t{covers}")
