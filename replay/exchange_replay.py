@@ -54,6 +54,17 @@ _RESULT_FIELDS = ("response", "timings", "error_kind", "error_detail")
 """What a :class:`ReplayOutcome` takes from the client's :class:`ReplayResult` under the
 same name."""
 
+_PASS_FIELDS = (
+    "pace",
+    "pace_speed",
+    "asked_rate_per_s",
+    "achieved_rate_per_s",
+    "measured_starts",
+    "warmup_starts",
+    "concurrency",
+)
+"""What a :class:`ReplayPass` takes from a :class:`ReplayReport` under the same name."""
+
 
 @dataclass(frozen=True, slots=True)
 class TargetSpec:
@@ -156,13 +167,7 @@ class ReplayReport:
         """This pass's pacing and achieved load, as stored with the run for the gate."""
         return ReplayPass(
             source=source,
-            pace=self.pace,
-            pace_speed=self.pace_speed,
-            asked_rate_per_s=self.asked_rate_per_s,
-            achieved_rate_per_s=self.achieved_rate_per_s,
-            measured_starts=self.measured_starts,
-            warmup_starts=self.warmup_starts,
-            concurrency=self.concurrency,
+            **same_named(self, _PASS_FIELDS),
             streamed=dict(self.streamed),
             interrupted=dict(self.interrupted),
         )

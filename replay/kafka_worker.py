@@ -67,6 +67,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Unpack
 
 from shadoweval.bus import BusConsumer, BusProducer, BusRecord
 from shadoweval.config import KafkaSettings, WorkerSettings
@@ -75,7 +76,6 @@ from shadoweval.records import (
     Exchange,
     ReplayErrorKind,
     ReplayOutcome,
-    ReplayPace,
     ReplayTarget,
 )
 from shadoweval.redaction import redact_exchange_headers
@@ -85,8 +85,8 @@ from shadoweval.replay.dead_letter import (
     decode_record,
     record_location,
 )
+from shadoweval.replay.driver import ReplayDriver, ReplayLoad
 from shadoweval.replay.exchange_replay import (
-    ExchangeReplayer,
     OutcomeWriter,
     PreparedReplay,
     ReplayFailure,
@@ -106,7 +106,7 @@ from shadoweval.replay.kafka_partitions import (
 from shadoweval.replay.metrics import WorkerMetrics
 from shadoweval.replay.offload import OffloadUnavailable, is_offloaded, resolve_offloaded
 from shadoweval.replay.offsets import OffsetTracker, Partition
-from shadoweval.replay.scheduler import Pacer, StartMeter, replay_pacer
+from shadoweval.replay.scheduler import StartMeter
 from shadoweval.replay.sessions import SessionVersionTracker
 from shadoweval.storage import RejectStage, Repository
 
@@ -115,7 +115,7 @@ __all__ = ["KafkaReplayWorker", "WorkerReport"]
 logger = logging.getLogger(__name__)
 
 
-class KafkaReplayWorker(_PartitionBook, Lifecycle):
+class KafkaReplayWorker(_PartitionBook, ReplayDriver, Lifecycle):
     """Consume exchanges from a topic and replay them into run ``run_id``.
 
     Args:
@@ -129,14 +129,11 @@ class KafkaReplayWorker(_PartitionBook, Lifecycle):
         settings: ``max_buffered``, ``fetch_max_records``, ``grace_period_s``,
             ``commit_interval_s``.
         kafka: ``dead_letter_topic``.
-        concurrency: requests in flight, all targets together.
-        rate_per_s: target start rate (``None``: as fast as concurrency allows).
-        warmup_requests: the first N sends per target (per process) are flagged warm-up,
-            and sent and completed before the target's first measured send.
-        pace: ``capture`` replays at the captured inter-arrival times divided by
-            ``pace_speed`` (a backlog at its captured pace; records of several partitions
-            that arrive out of capture order start at once); else ``rate_per_s``.
-        pacer: a pacer to use instead (tests: one on an injected clock).
+        load: ``concurrency``, ``rate_per_s``, ``warmup_requests`` (counted per process),
+            ``pace``, ``pace_speed``, ``pacer``
+            (:class:`~shadoweval.replay.driver.ReplayDriver`); ``pace`` ``capture`` replays
+            a backlog at its captured pace, and records of several partitions that arrive
+            out of capture order start at once.
         metrics: where to count (a private registry by default).
         offload_base_dir: relative ``offload_ref`` paths are resolved against it.
         fetch_timeout_ms: longest wait of one fetch (also the loop's tick).
@@ -156,49 +153,25 @@ class KafkaReplayWorker(_PartitionBook, Lifecycle):
         settings: WorkerSettings,
         kafka: KafkaSettings,
         *,
-        concurrency: int = 16,
-        rate_per_s: float | None = None,
-        warmup_requests: int = 0,
         metrics: WorkerMetrics | None = None,
         offload_base_dir: Path | None = None,
         fetch_timeout_ms: int = 200,
-        pace: ReplayPace | None = None,
-        pace_speed: float = 1.0,
-        pacer: Pacer | None = None,
+        **load: Unpack[ReplayLoad],
     ) -> None:
-        if not targets:
-            raise ValueError("at least one replay target is required")
-        if concurrency < 1:
-            raise ValueError(f"concurrency must be >= 1, got {concurrency!r}")
-        self.repo = repo
-        self.run_id = run_id
-        self.targets = list(targets)
+        super().__init__(repo, run_id, targets, **load)
         self.consumer = consumer
         self.dlq_producer = dlq_producer
         self.settings = settings
         self.kafka = kafka
-        self.concurrency = concurrency
-        self.rate_per_s = rate_per_s
         self.metrics = metrics or WorkerMetrics()
         self.offload_base_dir = offload_base_dir
         self.fetch_timeout_ms = fetch_timeout_ms
-        pace, self._pacer = replay_pacer(
-            pace, pace_speed=pace_speed, rate_per_s=rate_per_s, pacer=pacer
-        )
-        capture = pace is ReplayPace.CAPTURE
-        self.report = WorkerReport(
-            run_id=run_id,
-            target_rate_per_s=rate_per_s,
-            pace=pace,
-            pace_speed=pace_speed if capture else None,
-            concurrency=concurrency,
-        )
+        self.report = self.new_report(WorkerReport)
         self.buffered = 0
         consumer.on_revoked = self._on_revoked
-        self._replayer = ExchangeReplayer(run_id, warmup_requests=warmup_requests)
         self._writer = OutcomeWriter(repo, batch=64, interval_s=settings.commit_interval_s)
         self._tracker = OffsetTracker()
-        self._slots = asyncio.Semaphore(concurrency)
+        self._slots = asyncio.Semaphore(self.concurrency)
         self._meter = StartMeter()
         self._done: dict[ReplayTarget, set[str]] = {spec.target: set() for spec in self.targets}
         self._waiting: dict[tuple[str, ReplayTarget], list[_InFlightRecord]] = {}
@@ -486,7 +459,7 @@ class KafkaReplayWorker(_PartitionBook, Lifecycle):
             if dispatch.ready is not None:
                 await dispatch.ready()  # the target's warm-up requests have all completed
             async with self._slots:
-                self._meter.record(await self._pacer.wait(dispatch.at), dispatch)
+                self._meter.record(await self.pacer.wait(dispatch.at), dispatch)
                 handle.started = True
                 self._in_flight += 1
                 self.metrics.in_flight.set(self._in_flight)

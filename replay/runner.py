@@ -24,6 +24,8 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Unpack
 
 from rich.console import Console
 from rich.progress import (
@@ -36,11 +38,11 @@ from rich.progress import (
 )
 
 from shadoweval.capture_log import LogEntry
-from shadoweval.records import Exchange, ReplayOutcome, ReplayPace, ReplayTarget
+from shadoweval.records import Exchange, ReplayOutcome, ReplayTarget
 from shadoweval.redaction import redact_exchange_headers
 from shadoweval.replay.co_timed import ReplayItem, SentReplay, co_time, send_item
+from shadoweval.replay.driver import ReplayDriver, ReplayLoad
 from shadoweval.replay.exchange_replay import (
-    ExchangeReplayer,
     OutcomeWriter,
     PreparedReplay,
     ReplayFailure,
@@ -53,7 +55,7 @@ from shadoweval.replay.exchange_replay import (
     split_conflicts,
     unreplayable,
 )
-from shadoweval.replay.scheduler import Pacer, replay_pacer, run_paced
+from shadoweval.replay.scheduler import run_paced
 from shadoweval.storage import RejectedRecord, RejectStage, Repository
 
 __all__ = ["ReplayReport", "ReplayRunner", "TargetSpec", "in_sample"]
@@ -63,23 +65,27 @@ logger = logging.getLogger(__name__)
 """An exchange, a target it is sent to, and where the exchange was read (``file:line``)."""
 
 
-class ReplayRunner:
+@dataclass(frozen=True, slots=True)
+class _PassState:
+    """What one :meth:`ReplayRunner.run` keeps while it reads its source: the report, the
+    exchange ids already done per target, the exchange ids read so far (content digest,
+    location: :meth:`ReplayRunner._admit`), and the progress bar with its task."""
+
+    report: ReplayReport
+    done: dict[ReplayTarget, set[str]]
+    seen: dict[str, tuple[str, str]]
+    bar: Progress
+    task: TaskID
+
+
+class ReplayRunner(ReplayDriver):
     """Replays capture-log entries into run ``run_id`` against one or more targets.
 
     Args:
-        repo: storage.
-        run_id: an existing run.
-        targets: the candidate and, optionally, a baseline-repeat target.
-        concurrency: maximum requests in flight (all targets together).
-        rate_per_s: target start rate; ``None`` = as fast as concurrency allows.
-        warmup_requests: the first N sends per target are flagged warm-up, and sent and
-            completed before the target's first measured send.
+        repo, run_id, targets, load: the run, its targets and the load
+            (:class:`~shadoweval.replay.driver.ReplayDriver`).
         batch_size: exchanges stored per database write.
         progress: show a rich progress bar on ``console``.
-        pace: ``capture`` replays at the captured inter-arrival times divided by
-            ``pace_speed`` (:class:`~shadoweval.replay.scheduler.CapturePacer`); ``rate`` or
-            ``unpaced`` follow ``rate_per_s``.
-        pacer: a pacer to use instead (tests: one on an injected clock).
 
     Finished outcomes are written in batches of ``flush_batch`` (64) or at least every
     ``flush_interval_s`` (1 s), and once more when the run ends or is interrupted.
@@ -96,32 +102,15 @@ class ReplayRunner:
         run_id: str,
         targets: Sequence[TargetSpec],
         *,
-        concurrency: int = 16,
-        rate_per_s: float | None = None,
-        warmup_requests: int = 0,
         batch_size: int = 256,
         progress: bool = True,
         console: Console | None = None,
-        pace: ReplayPace | None = None,
-        pace_speed: float = 1.0,
-        pacer: Pacer | None = None,
+        **load: Unpack[ReplayLoad],
     ) -> None:
-        if not targets:
-            raise ValueError("at least one replay target is required")
-        self.pace, self.pacer = replay_pacer(
-            pace, pace_speed=pace_speed, rate_per_s=rate_per_s, pacer=pacer
-        )
-        self.pace_speed = pace_speed
-        self.repo = repo
-        self.run_id = run_id
-        self.targets = list(targets)
-        self.concurrency = concurrency
-        self.rate_per_s = rate_per_s
-        self.warmup_requests = warmup_requests
+        super().__init__(repo, run_id, targets, **load)
         self.batch_size = batch_size
         self.progress = progress
         self.console = console or Console(stderr=True)
-        self._replayer = ExchangeReplayer(run_id, warmup_requests=warmup_requests)
         self._writer = OutcomeWriter(repo, batch=64, interval_s=1.0, replace_failures=True)
 
     async def run(self, entries: Iterable[LogEntry]) -> ReplayReport:
@@ -138,13 +127,7 @@ class ReplayRunner:
             StorageError: the database refused a write (not a record's fault).
             ReplayError: a target cannot be used at all (its client is not started).
         """
-        report = ReplayReport(
-            run_id=self.run_id,
-            target_rate_per_s=self.rate_per_s,
-            pace=self.pace,
-            pace_speed=self.pace_speed if self.pace is ReplayPace.CAPTURE else None,
-            concurrency=self.concurrency,
-        )
+        report = self.new_report(ReplayReport)
         done = {spec.target: await self._done(spec.target, report) for spec in self.targets}
         bar = Progress(
             TextColumn("replay"),
@@ -173,7 +156,7 @@ class ReplayRunner:
         with bar:
             try:
                 stats = await run_paced(
-                    self._work_items(entries, report, done, seen, bar, task),
+                    self._work_items(entries, _PassState(report, done, seen, bar, task)),
                     work,
                     on_result,
                     concurrency=self.concurrency,
@@ -230,23 +213,17 @@ class ReplayRunner:
             report.rejected_already_stored += 1
 
     async def _work_items(
-        self,
-        entries: Iterable[LogEntry],
-        report: ReplayReport,
-        done: dict[ReplayTarget, set[str]],
-        seen: dict[str, tuple[str, str]],
-        bar: Progress,
-        task: TaskID,
+        self, entries: Iterable[LogEntry], state: _PassState
     ) -> AsyncIterator[ReplayItem]:
         batch: list[LogEntry] = []
         for entry in entries:
             batch.append(entry)
             if len(batch) >= self.batch_size:
-                for item in await self._store_batch(batch, report, done, seen, bar, task):
+                for item in await self._store_batch(batch, state):
                     yield item
                 batch = []
         if batch:
-            for item in await self._store_batch(batch, report, done, seen, bar, task):
+            for item in await self._store_batch(batch, state):
                 yield item
 
     def _admit(
@@ -294,22 +271,15 @@ class ReplayRunner:
             raw,
         )
 
-    async def _store_batch(
-        self,
-        batch: list[LogEntry],
-        report: ReplayReport,
-        done: dict[ReplayTarget, set[str]],
-        seen: dict[str, tuple[str, str]],
-        bar: Progress,
-        task: TaskID,
-    ) -> list[ReplayItem]:
+    async def _store_batch(self, batch: list[LogEntry], state: _PassState) -> list[ReplayItem]:
+        report, done = state.report, state.done
         exchanges: list[Exchange] = []
         locations: dict[str, str] = {}
         rejected: list[RejectedRecord] = []
         for entry in batch:
             report.lines_read += 1
             try:
-                admitted = self._admit(entry, seen)
+                admitted = self._admit(entry, state.seen)
             except Exception as exc:  # whatever a record does, it is kept, not a crash
                 detail = f"{entry.location}: cannot be processed: {describe_exception(exc)}"
                 admitted = rejected_record(
@@ -354,6 +324,6 @@ class ReplayRunner:
             # The candidate's and the replica's send of one exchange go together (issue 29).
             items += co_time(prepared, seed=self.run_id, together=self.concurrency > 1)
         report.already_done += resumed
-        known = bar.tasks[task].total or 0
-        bar.update(task, total=known + resumed + sends, advance=resumed)
+        known = state.bar.tasks[state.task].total or 0
+        state.bar.update(state.task, total=known + resumed + sends, advance=resumed)
         return items

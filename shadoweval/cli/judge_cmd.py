@@ -90,11 +90,9 @@ def run_command(
     of a first judge run failed, the judge it froze is unfrozen again. A run whose changed
     pairs were all judged before exits 0 (nothing new to do).
     """
-    from rich.table import Table
-
     from shadoweval.application.judging import JUDGE_COMMAND, check_judge_settings, run_judge
     from shadoweval.cli.exit_codes import EXIT_ERROR
-    from shadoweval.cli.render import wide_console
+    from shadoweval.cli.render import counts_table, wide_console
     from shadoweval.config import load_settings
 
     err = wide_console(stderr=True)
@@ -129,13 +127,11 @@ def run_command(
         highlight=False,
         markup=False,
     )
-    table = Table(title=f"judge run of {run.run_id}", title_justify="left")
     headers = (
         "task type", "pairs", "changed", "judged before", "budget", "sent", "judged",
         "better", "tie", "worse", "order ties", "failed", "judge tokens in/out",
     )  # fmt: skip
-    for header in headers:
-        table.add_column(header, justify="left" if header == "task type" else "right")
+    table = counts_table(f"judge run of {run.run_id}", headers)
     for t in report.task_types.values():
         table.add_row(
             t.task_type,
@@ -188,10 +184,8 @@ def summary_command(
     """The run's quality judgements: by source (judge / reference / human) and task type,
     the frozen judge and its endpoint, the judge's tokens, and judge–human agreement
     (Cohen's κ with a 95% CI). Exit 3 on error."""
-    from rich.table import Table
-
     from shadoweval.application.judging import judgement_summary
-    from shadoweval.cli.render import wide_console
+    from shadoweval.cli.render import counts_table, wide_console
 
     err = wide_console(stderr=True)
     with exit_on_error(err), run.opened() as repo:
@@ -217,11 +211,10 @@ def summary_command(
         for source, counts in summary.stored.items()
     )
     out.print(f"stored: {stored}", highlight=False, markup=False)
-    table = Table(
-        title=f"judgements of run {run.run_id} (as the gate uses them)", title_justify="left"
+    table = counts_table(
+        f"judgements of run {run.run_id} (as the gate uses them)",
+        ("task type", "better", "tie", "worse", "judge", "reference", "human", "failed"),
     )
-    for header in ("task type", "better", "tie", "worse", "judge", "reference", "human", "failed"):
-        table.add_column(header, justify="left" if header == "task type" else "right")
     for task_type, row in summary.per_task_type.items():
         table.add_row(
             task_type,

@@ -176,12 +176,10 @@ def import_reference_command(
     again replaces the run's reference judgements. Exit 3 on error, and when no reference
     judgement was stored (no pair matched an item with scores on both sides).
     """
-    from rich.table import Table
-
     from shadoweval.application.judging import import_reference
     from shadoweval.cli.exit_codes import EXIT_ERROR
     from shadoweval.cli.options import existing_run
-    from shadoweval.cli.render import wide_console
+    from shadoweval.cli.render import counts_table, wide_console
 
     err = wide_console(stderr=True)
     with exit_on_error(err), existing_run(database_url, run_id) as repo:
@@ -216,13 +214,11 @@ def import_reference_command(
         highlight=False,
         markup=False,
     )
-    table = Table(title=f"reference correctness ({preset}) of run {run_id}", title_justify="left")
     headers = (
         "category", "items", "matched", "not in run", "baseline acc.", "candidate acc.",
         "better", "tie", "worse",
     )  # fmt: skip
-    for header in headers:
-        table.add_column(header, justify="left" if header == "category" else "right")
+    table = counts_table(f"reference correctness ({preset}) of run {run_id}", headers)
     for tally in result.categories.values():
         table.add_row(
             tally.category,
@@ -263,11 +259,9 @@ def summary_command(
     rate with 95% Wilson intervals (win = candidate_better / n, loss = candidate_worse /
     n). A pair counts once, with its most recent label (any labeller; at equal times the
     labeller name that sorts first). Exit 3 on error."""
-    from rich.table import Table
-
     from shadoweval.application.labels import label_rates
     from shadoweval.application.reports import json_records
-    from shadoweval.cli.render import wide_console
+    from shadoweval.cli.render import counts_table, wide_console
     from shadoweval.records import POOLED
 
     err = wide_console(stderr=True)
@@ -277,9 +271,10 @@ def summary_command(
     if as_json:
         typer.echo(json.dumps({"run_id": run.run_id, "labels": len(labels), "summary": records}))
         return
-    table = Table(title=f"labels of run {run.run_id}", title_justify="left")
-    for header in ("task type", "pairs", "labels", "better", "worse", "same", "both bad"):
-        table.add_column(header, justify="left" if header == "task type" else "right")
+    table = counts_table(
+        f"labels of run {run.run_id}",
+        ("task type", "pairs", "labels", "better", "worse", "same", "both bad"),
+    )
     table.add_column("win rate [95% CI]", justify="right")
     table.add_column("loss rate [95% CI]", justify="right")
     for row in records:

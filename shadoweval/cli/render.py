@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Hashable, Iterator, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -229,6 +229,16 @@ def checks_table(verdict: Verdict, *, only_not_passed: bool = True) -> Table:
             str(check.n),
             f"[{_STYLE[status]}]{status}[/]",
         )
+    return table
+
+
+def counts_table(title: str, headers: Iterable[str]) -> Table:
+    """A table titled ``title`` (left) with a column per header: the first (what a row
+    names: a task type, a category) left-aligned, the others (counts, rates)
+    right-aligned."""
+    table = Table(title=title, title_justify="left")
+    for index, header in enumerate(headers):
+        table.add_column(header, justify="left" if index == 0 else "right")
     return table
 
 

@@ -122,3 +122,13 @@ def _non_negative_count(value: int | None, info: ValidationInfo) -> int | None:
 
 class _Record(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class _PairRecord(_Record):
+    """Base of the per-pair records of a run (a pair's score, a judgement of it): the
+    format version, then the :data:`PAIR_KEY_FIELDS` that name the pair."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    run_id: str
+    exchange_id: str
+    task_type: str

@@ -11,7 +11,7 @@ from pydantic import (
 )
 
 from shadoweval.records.base import (
-    SCHEMA_VERSION,
+    _PairRecord,
     _Record,
     utc_now,
 )
@@ -98,7 +98,7 @@ class JudgeVote(_Record):
     completion_tokens: int | None = None
 
 
-class PairJudgement(_Record):
+class PairJudgement(_PairRecord):
     """A quality judgement of one pair in one run, from one source.
 
     ``outcome`` is ``None`` when the judgement failed (kept as data: ``error`` says why;
@@ -110,10 +110,6 @@ class PairJudgement(_Record):
     budget), ``None`` when not sampled.
     """
 
-    schema_version: Literal[1] = SCHEMA_VERSION
-    run_id: str
-    exchange_id: str
-    task_type: str
     source: JudgementSource
     outcome: QualityOutcome | None = None
     rationale: str = ""

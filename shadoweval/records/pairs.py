@@ -11,7 +11,7 @@ from pydantic import (
 )
 
 from shadoweval.records.base import (
-    SCHEMA_VERSION,
+    _PairRecord,
     _Record,
     utc_now,
 )
@@ -126,7 +126,7 @@ class SidePair(_Record):
     candidate: float | None = None
 
 
-class PairScore(_Record):
+class PairScore(_PairRecord):
     """Scores of one captured exchange against its candidate replay in one run.
 
     ``similarity`` is the cosine similarity of the two outputs' embeddings (in [-1, 1]):
@@ -175,10 +175,6 @@ class PairScore(_Record):
     out of every latency check and counts it (quality checks still use it).
     """
 
-    schema_version: Literal[1] = SCHEMA_VERSION
-    run_id: str
-    exchange_id: str
-    task_type: str
     captured_at: AwareDatetime
     similarity: float | None = None
     similarity_detail: SimilarityDetail | None = None

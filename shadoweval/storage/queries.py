@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy import ColumnElement, Select, and_, exists, func, or_, select, true
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy.orm import InstrumentedAttribute, Session, aliased
 
 from shadoweval.errors import StorageError
 from shadoweval.records import (
@@ -76,10 +76,11 @@ def pair_inputs(
         )
         .join(
             candidate,
-            and_(
-                candidate.exchange_id == ExchangeRow.exchange_id,
-                candidate.run_id == run_id,
-                candidate.target == ReplayTarget.CANDIDATE.value,
+            _outcome_of(
+                candidate,
+                ExchangeRow.exchange_id,
+                run_id,
+                ReplayTarget.CANDIDATE,
                 or_(
                     candidate.error_kind.is_(None),
                     candidate.error_kind != ReplayErrorKind.SKIPPED.value,
@@ -88,11 +89,7 @@ def pair_inputs(
         )
         .outerjoin(
             baseline,
-            and_(
-                baseline.exchange_id == ExchangeRow.exchange_id,
-                baseline.run_id == run_id,
-                baseline.target == ReplayTarget.BASELINE_REPEAT.value,
-            ),
+            _outcome_of(baseline, ExchangeRow.exchange_id, run_id, ReplayTarget.BASELINE_REPEAT),
         )
         .order_by(ExchangeRow.captured_at, ExchangeRow.exchange_id)
     )
@@ -116,6 +113,24 @@ def pair_inputs(
             )
         )
     return stmt
+
+
+def _outcome_of(
+    outcome: type[ReplayOutcomeRow],
+    exchange_id: InstrumentedAttribute[str],
+    run_id: str,
+    target: ReplayTarget,
+    *also: ColumnElement[bool],
+) -> ColumnElement[bool]:
+    """The condition that joins ``outcome`` (an alias of the outcome table) to the exchange
+    whose id is ``exchange_id``: that exchange's outcome for ``target`` in run ``run_id``,
+    and ``also``."""
+    return and_(
+        outcome.exchange_id == exchange_id,
+        outcome.run_id == run_id,
+        outcome.target == target.value,
+        *also,
+    )
 
 
 def baseline_model_name() -> ColumnElement[str]:
@@ -296,11 +311,7 @@ def route_coverage(
         .join(ExchangeRow, ExchangeRow.exchange_id == RunExchangeRow.exchange_id)
         .outerjoin(
             candidate,
-            and_(
-                candidate.exchange_id == RunExchangeRow.exchange_id,
-                candidate.run_id == run_id,
-                candidate.target == ReplayTarget.CANDIDATE.value,
-            ),
+            _outcome_of(candidate, RunExchangeRow.exchange_id, run_id, ReplayTarget.CANDIDATE),
         )
         .outerjoin(
             scored,

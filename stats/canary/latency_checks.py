@@ -18,6 +18,9 @@ __all__ = ["latency_limit_check", "latency_limits", "latency_ratio_check", "late
 _RATIO = "quantile_ratio_order_statistics"
 _LIMIT = "quantile_above_limit_order_statistics"
 
+_Bounds = tuple[float | None, float | None, float | None]
+"""A check's (estimate, low, high)."""
+
 
 def latency_ratio_check(
     frame: pd.DataFrame, key: str, margin: float, level: float, note: str
@@ -29,19 +32,15 @@ def latency_ratio_check(
     cand = latencies(frame, "candidate", column)
     base = latencies(frame, "baseline", column)
     name = f"latency_ratio.{key}"
+
+    def check(status: StepStatus, bounds: _Bounds, detail: str) -> StepCheck:
+        return StepCheck.of(
+            name, "promote", status, bounds, margin, level, detail, statistic=_RATIO
+        )
+
     if cand.size == 0 and base.size == 0:
         detail = f"{key}: no {column} values in either arm (not applicable, not required)"
-        check = StepCheck.of(
-            name,
-            "promote",
-            "not_enough_data",
-            (None, None, None),
-            margin,
-            level,
-            detail,
-            statistic=_RATIO,
-        )
-        return judged(check, blocking=False)
+        return judged(check("not_enough_data", (None, None, None), detail), blocking=False)
     result = quantile_ratio_interval(cand, base, q, level)
     if not result.enough:
         detail = (
@@ -50,17 +49,7 @@ def latency_ratio_check(
             f"({note})"
         )
         ratio_bounds = (finite_or_none(result.estimate), None, None)
-        check = StepCheck.of(
-            name,
-            "promote",
-            "not_enough_data",
-            ratio_bounds,
-            margin,
-            level,
-            detail,
-            statistic=_RATIO,
-        )
-        return judged(check)
+        return judged(check("not_enough_data", ratio_bounds, detail))
     passed = result.below(margin)
     detail = (
         f"{key}: candidate {result.candidate_quantile:.1f} ms vs baseline "
@@ -69,11 +58,7 @@ def latency_ratio_check(
         f"({result.candidate_upper_ms:.1f} / {result.baseline_lower_ms:.1f} ms); "
         f"{'below' if passed else 'not shown below'} the margin {margin:g} ({note})"
     )
-    bounds: tuple[float | None, float | None, float | None] = (result.estimate, None, result.high)
-    status: StepStatus = "pass" if passed else "fail"
-    return judged(
-        StepCheck.of(name, "promote", status, bounds, margin, level, detail, statistic=_RATIO)
-    )
+    return judged(check("pass" if passed else "fail", (result.estimate, None, result.high), detail))
 
 
 def latency_limit_check(
@@ -84,19 +69,16 @@ def latency_limit_check(
     column, q = latency_key_parts(key)
     name = f"latency_limit.{key}"
     values = latencies(frame, "candidate", column)
+
+    def check(status: StepStatus, bounds: _Bounds, detail: str) -> StepCheck:
+        at_level = level if level > 0.0 else None  # no rollback look yet: no level
+        return StepCheck.of(
+            name, "rollback", status, bounds, limit_ms, at_level, detail, statistic=_LIMIT
+        )
+
     if level <= 0.0:
         detail = f"{key}: no rollback look yet ({note})"
-        check = StepCheck.of(
-            name,
-            "rollback",
-            "not_enough_data",
-            (None, None, None),
-            limit_ms,
-            None,
-            detail,
-            statistic=_LIMIT,
-        )
-        return judged(check)
+        return judged(check("not_enough_data", (None, None, None), detail))
     result = quantile_above_limit(values, q, limit_ms, level)
     if not result.enough:
         detail = (
@@ -104,27 +86,14 @@ def latency_limit_check(
             f"bound at level {level:.4g} ({note})"
         )
         limit_bounds = (finite_or_none(result.estimate), None, None)
-        check = StepCheck.of(
-            name,
-            "rollback",
-            "not_enough_data",
-            limit_bounds,
-            limit_ms,
-            level,
-            detail,
-            statistic=_LIMIT,
-        )
-        return judged(check)
+        return judged(check("not_enough_data", limit_bounds, detail))
     detail = (
         f"{key}: candidate {result.estimate:.1f} ms, one-sided {1 - level:.4f} lower bound "
         f"{result.low:.1f} ms; {'above' if result.above else 'not shown above'} the limit "
         f"{limit_ms:g} ms (n = {result.n}, {note})"
     )
     status: StepStatus = "breach" if result.above else "pass"
-    bounds: tuple[float | None, float | None, float | None] = (result.estimate, result.low, None)
-    return judged(
-        StepCheck.of(name, "rollback", status, bounds, limit_ms, level, detail, statistic=_LIMIT)
-    )
+    return judged(check(status, (result.estimate, result.low, None), detail))
 
 
 def latency_limits(ctx: StepContext) -> list[CanaryJudged]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypedDict, Unpack
 
 import numpy as np
 import numpy.typing as npt
@@ -31,7 +32,7 @@ from shadoweval.stats.canary.policy import CanaryPolicy, CanaryStep
 from shadoweval.stats.engine import Judged
 from shadoweval.stats.inputs import InvalidDataError
 
-__all__ = ["CanaryJudged", "StepContext", "judged", "look_note", "step_context"]
+__all__ = ["CanaryJudged", "StepContext", "StepPoll", "judged", "look_note", "step_context"]
 
 CanaryJudged = Judged[StepCheck]
 """A decided canary check."""
@@ -100,15 +101,21 @@ def _step_index(step_index: int, policy: CanaryPolicy) -> int:
     return step_index
 
 
+class StepPoll(TypedDict):
+    """Which step a poll judges and its times, as
+    :func:`shadoweval.stats.canary.verdict.step_verdict` takes them (documented there)."""
+
+    step_index: int
+    step_started_at: datetime
+    now: datetime
+    error_breach_since: datetime | None
+
+
 def step_context(
     observations: pd.DataFrame,
     ratings: pd.DataFrame,
     policy: CanaryPolicy,
-    *,
-    step_index: int,
-    step_started_at: datetime,
-    now: datetime,
-    error_breach_since: datetime | None,
+    **poll: Unpack[StepPoll],
 ) -> StepContext:
     """The checked inputs of one poll and its looks
     (:func:`shadoweval.stats.canary.verdict.step_verdict` documents the arguments).
@@ -118,11 +125,11 @@ def step_context(
     """
     obs = checked_observations(observations)
     rated = checked_ratings(ratings)
-    step = policy.steps[_step_index(step_index, policy)]
-    aware(step_started_at, "step_started_at")
-    aware(now, "now")
-    if error_breach_since is not None:
-        aware(error_breach_since, "error_breach_since")
+    step = policy.steps[_step_index(poll["step_index"], policy)]
+    aware(poll["step_started_at"], "step_started_at")
+    aware(poll["now"], "now")
+    if (since := poll["error_breach_since"]) is not None:
+        aware(since, "error_breach_since")
     arms = arm_counts(obs)
     n_c, n_b = arms["candidate"].requests, arms["baseline"].requests
     needed = step.min_requests_per_arm
@@ -138,7 +145,7 @@ def step_context(
         n_candidate=n_c,
         n_baseline=n_b,
         sessions={arm: new_sessions(obs.loc[obs["arm"] == arm]) for arm in ARMS},
-        elapsed_s=(now - step_started_at).total_seconds(),
+        elapsed_s=(poll["now"] - poll["step_started_at"]).total_seconds(),
         rollback=r_look,
         rating=rating_look(
             min(per_arm["candidate"].size, per_arm["baseline"].size),

@@ -26,6 +26,7 @@ INCONCLUSIVE in either mode, its reason led by the degenerate sentence.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NotRequired, TypedDict, Unpack
 
 import numpy as np
 
@@ -48,6 +49,7 @@ __all__ = [
     "SIMILARITY_NOISE_STATISTIC",
     "SIMILARITY_STATISTIC",
     "BaselineRepeats",
+    "SimilarityInputs",
     "UnitChanges",
     "scoring_faults",
     "similarity_check",
@@ -170,20 +172,29 @@ def scoring_faults(arrays: PairArrays) -> int:
     return int(np.count_nonzero(faults))
 
 
+class SimilarityInputs(TypedDict):
+    """The keyword arguments :func:`similarity_check` passes on unchanged to the check
+    itself: the unit's task type, its ``similarity`` block, minimum pairs, look levels,
+    alpha and power, whether the run has a noise floor, and its baseline repeats (``None``,
+    the default: none sent)."""
+
+    task_type: str
+    block: SimilarityPolicy
+    min_pairs: int
+    levels: LookLevels
+    alpha: float
+    power: float
+    noise_floor: bool
+    repeats: NotRequired[BaselineRepeats | None]
+
+
 def similarity_check(
     arrays: PairArrays,
     *,
-    task_type: str,
-    block: SimilarityPolicy,
-    min_pairs: int,
-    levels: LookLevels,
-    alpha: float,
-    power: float,
-    noise_floor: bool,
-    repeats: BaselineRepeats | None = None,
     mode: ChangeMode = "no_change",
     changes: UnitChanges | None = None,
     degenerate: str | None = None,
+    **inputs: Unpack[SimilarityInputs],
 ) -> Check:
     """Output divergence ``D = 1 − similarity``: against the noise floor, or a limit.
 
@@ -191,7 +202,7 @@ def similarity_check(
     FAIL; the reason leads with ``changes``), ``no_change`` (the default here) keeps it a
     guardrail. ``degenerate`` is the sentence of a degenerate noise floor
     (:meth:`shadoweval.stats.change.DegenerateNoise.describe`): the check is then INCONCLUSIVE and
-    its reason leads with it.
+    its reason leads with it. The other keyword arguments are the :class:`SimilarityInputs`.
 
     Pairs with an infrastructure error on either side are left out (counted). A pair
     where both outputs are present (neither side failed) but the similarity is NaN is a
@@ -212,18 +223,7 @@ def similarity_check(
       ``max_mean_divergence``, and the reason says that no noise floor was available
       (:data:`NO_NOISE_FLOOR`).
     """
-    check = _similarity_check(
-        arrays,
-        task_type=task_type,
-        block=block,
-        min_pairs=min_pairs,
-        levels=levels,
-        alpha=alpha,
-        power=power,
-        noise_floor=noise_floor,
-        repeats=repeats,
-        judge=mode == "judge",
-    )
+    check = _similarity_check(arrays, judge=mode == "judge", **inputs)
     lead = [degenerate] if degenerate else []
     if changes is not None and (mode == "judge" or degenerate):
         lead.append(changes.describe())
@@ -255,7 +255,7 @@ def _similarity_check(
     alpha: float,
     power: float,
     noise_floor: bool,
-    repeats: BaselineRepeats | None,
+    repeats: BaselineRepeats | None = None,
     judge: bool,
 ) -> Check:
     keep = ~arrays.infra
