@@ -45,6 +45,14 @@ def _sse_events(n: int) -> list[bytes]:
         + b"\n\n"
         for i in range(n)
     ]
+    # A stream that ends without a finish_reason was cut (issue 29): a real one finishes.
+    finish = {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "model": "m",
+        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+    }
+    events.append(b"data: " + orjson.dumps(finish) + b"\n\n")
     events.append(b"data: [DONE]\n\n")
     return events
 
