@@ -66,9 +66,10 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from shadoweval.records import POOLED, JudgementSource, ToolChange
+from shadoweval.records import POOLED, ToolChange
 from shadoweval.stats.checks.pair_arrays import BoolArray, FloatArray, IntArray, PairArrays
 from shadoweval.stats.checks.reasons import fmt_g
+from shadoweval.stats.checks.truth import GROUND_TRUTH_SOURCES
 from shadoweval.stats.frame import PAIRS_COLUMNS
 from shadoweval.stats.inputs import InvalidDataError
 from shadoweval.stats.net_harm import divergence_strata, ground_truth_stratum
@@ -94,12 +95,6 @@ quantile can be exactly 0, and an encoder's rounding (``D`` of 1e-7 between iden
 texts) must not count as a change. Equals ``1 − IDENTICAL_SIMILARITY``."""
 
 _ORDER = list(ToolChange).index(ToolChange.ORDER_CHANGED)
-
-GROUND_TRUTH_SOURCES: tuple[str, ...] = (
-    JudgementSource.HUMAN.value,
-    JudgementSource.REFERENCE.value,
-)
-"""The ``quality_source`` values that are ground truth: read on every pair they cover."""
 
 
 @dataclass(frozen=True)

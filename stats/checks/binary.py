@@ -87,6 +87,8 @@ class BinaryAnalysis:
     error. ``problem`` says why no test could be run. ``event`` is the verb of a
     discordant pair in the reason ("8 pairs *fail* only on the candidate"; a harm check
     says "degenerate") and ``excluded_what`` what the ``excluded`` pairs were.
+    ``overruled`` says how many candidate flags ground truth overruled before the table
+    was counted (:class:`~shadoweval.stats.checks.truth.Overruled`; ``""`` none).
     """
 
     metric: str
@@ -111,6 +113,7 @@ class BinaryAnalysis:
     problem: str | None
     event: str = "fail"
     excluded_what: str = "pairs not scored on both sides"
+    overruled: str = ""
 
 
 def analyse_binary(
@@ -274,7 +277,7 @@ def binary_check(a: BinaryAnalysis, *, harm_adjusted: float | None) -> Check:
     """
     levels = a.levels
     excluded = f" ({a.excluded} {a.excluded_what} were left out)" if a.excluded else ""
-    excluded += infra_note(a.infra_excluded)
+    excluded += infra_note(a.infra_excluded) + (f"; {a.overruled}" if a.overruled else "")
     infra = a.metric == INFRA_METRIC
     harm_lead = f"{INFRA_FAILED}, significant harm" if infra else "significant harm"
     margin_lead = f"{INFRA_FAILED}, worse than the margin" if infra else "worse than the margin"

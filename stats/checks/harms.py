@@ -15,6 +15,10 @@ left out (counted; ``infra_error_rate`` gates it), and so is a pair where either
 failed (an error or an empty answer: ``error_rate`` gates it) — a side that did not answer
 has no answer to flag, so counting it as "not harmful" would dilute the rate; those pairs
 are counted in the reason ("N pairs where a side failed (see error_rate) were left out").
+On a pair whose ground truth (reference correctness or an analyst's label) says the
+candidate is not worse, a flag on the candidate alone does not count: the pair is
+concordant, and the reason says how many flags were overruled
+(:mod:`shadoweval.stats.checks.truth`).
 
 With ``harm.critical`` (default true) the harm p-value is in the gate's rollback Holm
 family: significant harm rolls back. Without it the check is report-and-block: its FAIL
@@ -30,6 +34,7 @@ import numpy as np
 from shadoweval.records import HarmKind
 from shadoweval.stats.checks.binary import BinaryAnalysis, analyse_binary
 from shadoweval.stats.checks.pair_arrays import PairArrays
+from shadoweval.stats.checks.truth import Overruled, overrule_candidate_flags, truth_not_worse
 from shadoweval.stats.looks import LookLevels
 from shadoweval.stats.policy import BinaryMetricPolicy, HarmPolicy
 
@@ -93,6 +98,15 @@ def harm_analyses(
     # One gather of the used rows, column-major so that each detector is contiguous.
     base = np.asfortranarray(arrays.base_harm[keep], dtype=np.float64)
     cand = np.asfortranarray(arrays.cand_harm[keep], dtype=np.float64)
+    # Ground truth overrules a candidate-only flag on a pair it calls not worse
+    # (:mod:`shadoweval.stats.checks.truth`).
+    cleared, sources = truth_not_worse(arrays)[keep], arrays.quality_source[keep]
+    overruled = [Overruled()] * len(_KINDS)
+    candidate_only = cleared[:, None] & (cand == 1.0) & (base == 0.0)
+    for col in np.flatnonzero(np.any(candidate_only, axis=0)).tolist():
+        cand[:, col], overruled[col] = overrule_candidate_flags(
+            base[:, col], cand[:, col], cleared, sources
+        )
     # Detectors with the same 2×2 table (most often: none fired on either side) have the
     # same statistics: analysed once, relabelled (a verdict over 1,000,000 pairs runs
     # seven detectors in each of ~20 units).
@@ -100,19 +114,25 @@ def harm_analyses(
     only_base = np.count_nonzero((base == 1.0) & (cand == 0.0), axis=0)
     base_total = np.count_nonzero(base == 1.0, axis=0)
     cand_total = np.count_nonzero(cand == 1.0, axis=0)
-    done: dict[tuple[int, int, int, int], BinaryAnalysis] = {}
+    done: dict[tuple[int, int, int, int, Overruled], BinaryAnalysis] = {}
     analyses: list[BinaryAnalysis] = []
     for kind in block.detectors:
         j = _KINDS.index(kind)
         label, event = HARM_LABELS[kind]
-        table = (int(only_cand[j]), int(only_base[j]), int(base_total[j]), int(cand_total[j]))
+        table = (
+            int(only_cand[j]),
+            int(only_base[j]),
+            int(base_total[j]),
+            int(cand_total[j]),
+            overruled[j],
+        )
         known = done.get(table)
         if known is not None:
             analyses.append(
                 dataclasses.replace(known, metric=harm_metric(kind), label=label, event=event)
             )
             continue
-        done[table] = analyse_binary(
+        analysis = analyse_binary(
             base[:, j],
             cand[:, j],
             metric=harm_metric(kind),
@@ -128,5 +148,6 @@ def harm_analyses(
             event=event,
             excluded_what="pairs where a side failed (see error_rate)",
         )
+        done[table] = dataclasses.replace(analysis, overruled=overruled[j].describe())
         analyses.append(done[table])
     return analyses

@@ -18,10 +18,15 @@ Whether text is right depends on the request (BFCL's ``relevance`` category want
 so the check is not critical by default (``tool_calls.critical``): its FAIL holds the run
 and never rolls it back by itself; reference labels or a judge give the direction through
 ``net_harm``. With ``critical: true`` its harm p-value joins the rollback Holm family.
+Where ground truth (reference correctness or an analyst's label, never the LLM judge) says
+the candidate is not worse on a pair, its text answer there is not harm: the pair counts as
+concordant and the reason says how many such flags were overruled
+(:mod:`shadoweval.stats.checks.truth`); the tool-change counts stay what happened.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +34,7 @@ import numpy as np
 from shadoweval.records import Check, ToolChange
 from shadoweval.stats.checks.binary import BinaryAnalysis, analyse_binary, binary_check
 from shadoweval.stats.checks.pair_arrays import PairArrays
+from shadoweval.stats.checks.truth import overrule_candidate_flags, truth_not_worse
 from shadoweval.stats.looks import LookLevels
 from shadoweval.stats.policy import BinaryMetricPolicy, ToolBehaviourPolicy
 
@@ -47,7 +53,7 @@ class ToolAnalysis:
     Attributes:
         binary: the paired binary analysis ("answered in text" per side).
         text_instead_of_call: pairs where the baseline called and the candidate answered
-            in text (the analysis's b).
+            in text (the analysis's b plus those ground truth overruled).
         call_instead_of_text: the reverse (its c).
         function_changed, arguments_changed, order_changed: pairs used with that tool
             change (:class:`~shadoweval.records.ToolChange`); ``order_changed`` is
@@ -107,9 +113,13 @@ def tool_analysis(
     used &= ~np.isnan(base_text) & ~np.isnan(cand_text)
     unused = int(np.count_nonzero(offered & ~arrays.infra & ~used))
     policy = BinaryMetricPolicy(margin=block.margin, critical=block.critical)
+    base_used = base_text[used]
+    cand_used, overruled = overrule_candidate_flags(
+        base_used, cand_text[used], truth_not_worse(arrays)[used], arrays.quality_source[used]
+    )
     binary = analyse_binary(
-        base_text[used],
-        cand_text[used],
+        base_used,
+        cand_used,
         metric=TOOL_METRIC,
         task_type=task_type,
         label="text-answer (no tool call)",
@@ -123,13 +133,14 @@ def tool_analysis(
         event="answer in text",
         excluded_what="pairs with tools offered where a side failed or gave no answer",
     )
+    binary = dataclasses.replace(binary, overruled=overruled.describe())
 
     def count(change: ToolChange) -> int:
         return int(np.count_nonzero(arrays.tool_change[used, _CHANGES.index(change)]))
 
     return ToolAnalysis(
         binary=binary,
-        text_instead_of_call=binary.b,
+        text_instead_of_call=binary.b + overruled.total,
         call_instead_of_text=binary.c,
         function_changed=count(ToolChange.FUNCTION_CHANGED),
         arguments_changed=count(ToolChange.ARGUMENTS_CHANGED),
