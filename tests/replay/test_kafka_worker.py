@@ -10,6 +10,7 @@ Tansu's ListOffsets answer is not usable).
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -242,6 +243,32 @@ async def wait_for_outcomes(repo: Repository, run_id: str, n: int, timeout_s: fl
         if len(await asyncio.to_thread(repo.load_outcomes, run_id)) >= n:
             return
         assert time.monotonic() < deadline, f"fewer than {n} outcomes after {timeout_s} s"
+        await asyncio.sleep(0.05)
+
+
+class HoldAfter:
+    """An ASGI wrapper that lets the first ``answers`` chat completions through and holds
+    later ones until ``released`` is set (a test's lever on when a shadow answers)."""
+
+    def __init__(self, app: Any, *, answers: int) -> None:
+        self.app = app
+        self.answers = answers
+        self.seen = 0
+        self.released = threading.Event()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"].endswith("/chat/completions"):
+            self.seen += 1
+            if self.seen > self.answers:
+                await asyncio.to_thread(self.released.wait)
+        await self.app(scope, receive, send)
+
+
+async def wait_for_assignment(worker: KafkaReplayWorker, timeout_s: float = 60) -> None:
+    """Return once ``worker``'s consumer holds at least one partition."""
+    deadline = time.monotonic() + timeout_s
+    while not worker.consumer.assignment():
+        assert time.monotonic() < deadline, f"no partition assigned after {timeout_s} s"
         await asyncio.sleep(0.05)
 
 
@@ -652,8 +679,11 @@ async def test_two_workers_of_one_group_share_the_topic_through_a_rebalance(
     exchanges = exchanges_for(rows[:40])
     ends = await produce(h.broker.bootstrap, [line(e) for e in exchanges])
     slow = mock_app(llama31_rows, latency=FixedLatency(ttft_ms=100, itl_ms=0), model_name="m")
+    # The first 6 answers flow; later ones wait until the newcomer holds partitions, so the
+    # first worker cannot finish the topic alone however slow the rebalance is under load.
+    held = HoldAfter(slow, answers=6)
     settings = WorkerSettings(max_buffered=6, fetch_max_records=3, commit_interval_s=0.2)
-    with serve(slow) as server:
+    with serve(held) as server:
         first = h.worker([candidate(server.url)], settings=settings, concurrency=2)
         second = h.worker([candidate(server.url)], settings=settings, concurrency=2)
         clients = [first.targets[0].client, second.targets[0].client]
@@ -663,6 +693,8 @@ async def test_two_workers_of_one_group_share_the_topic_through_a_rebalance(
             running = asyncio.create_task(first.run(until_idle_s=1.5))
             await wait_for_outcomes(h.repo, h.run_id, 6)
             joined = asyncio.create_task(second.run(until_idle_s=1.5))
+            await wait_for_assignment(second)
+            held.released.set()
             one, two = await asyncio.wait_for(asyncio.gather(running, joined), 60)
         finally:
             for client in clients:
