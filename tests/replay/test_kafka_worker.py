@@ -697,6 +697,7 @@ async def test_two_workers_of_one_group_share_the_topic_through_a_rebalance(
             held.released.set()
             one, two = await asyncio.wait_for(asyncio.gather(running, joined), 60)
         finally:
+            held.released.set()  # never leave a held answer behind
             for client in clients:
                 await client.stop()
     assert one.lines_read > 0
