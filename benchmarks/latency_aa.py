@@ -10,12 +10,14 @@ sent to both together (co-timed, the order drawn per exchange from the run id) �
 the burners are separate processes (stopped at the end, also on errors), so no server
 shares the replaying interpreter's GIL. The latency the gate reads is the co-timed pairs'
 e2e: the p50 ratio candidate / replica with the gate's resampling-free paired interval
-(:func:`shadoweval.stats.quantiles.paired_quantile_ratios_rf`, 95%: α 0.025 per side). The
+(:func:`shadoweval.stats.quantiles.paired_quantile_ratios_rf`, 95%: α 0.025 per side), the
+pairs in replay order (the candidate's ``sent_at``) and the variance widened for their serial
+dependence (Newey–West; ``nw_var_factor`` is the factor), as the gate's latency check does. The
 candidate and the replica are the same server, so the interval should cover 1 in at least
 95% of the runs.
 
 Prints the command, the CPU model and the load, one row per run (seed, pairs, ratio,
-interval, whether it covers 1) and the summary line. Usage::
+interval, whether it covers 1, the Newey–West variance factor) and the summary line. Usage::
 
     PYTHONPATH=. python -m benchmarks.latency_aa [--runs 40] [--requests 200] \\
         [--latency-ms 20] [--burners 2] [--concurrency 8]
@@ -37,6 +39,7 @@ import numpy as np
 from benchmarks.sidecar_overhead import Processes, free_port, managed, wait_http
 from shadoweval.capture.table_import import import_table
 from shadoweval.capture_log import LogEntry, read_capture_log
+from shadoweval.pair_facts import epoch_s
 from shadoweval.records import ModelIdentity, ReplayTarget
 from shadoweval.replay.client import CandidateClient
 from shadoweval.replay.co_timed import candidate_first
@@ -105,8 +108,9 @@ def _start_servers(
 
 async def _one_run(
     entries: Sequence[LogEntry], urls: list[str], db: Path, seed: int, args: argparse.Namespace
-) -> tuple[int, float, float, float]:
-    """Replay once; return (pairs, p50 ratio, CI low, CI high) of the co-timed e2e pairs."""
+) -> tuple[int, float, float, float, float]:
+    """Replay once; return (pairs, p50 ratio, CI low, CI high, Newey–West variance factor)
+    of the co-timed e2e pairs in replay order."""
     database = Database(f"sqlite:///{db}")
     database.upgrade()
     repo = Repository(database)
@@ -134,28 +138,34 @@ async def _one_run(
         for client in clients:
             await client.stop()
     replica = {o.exchange_id: o for o in repo.load_outcomes(run_id, ReplayTarget.BASELINE_REPEAT)}
-    cand_ms: list[float] = []
-    base_ms: list[float] = []
-    rows: list[str] = []
+    pairs: list[tuple[float, float, float, str]] = []
     for o in repo.load_outcomes(run_id, ReplayTarget.CANDIDATE):
         r = replica.get(o.exchange_id)
         if r is None or o.warmup or r.warmup or not (o.co_timed and r.co_timed):
             continue
         if o.error_kind is None and r.error_kind is None and o.timings.e2e_ms and r.timings.e2e_ms:
-            cand_ms.append(o.timings.e2e_ms)
-            base_ms.append(r.timings.e2e_ms)
-            first = candidate_first(run_id, o.exchange_id)
-            rows.append(f"{o.exchange_id},{o.replayed_at.isoformat()},{int(first)},"
-                        f"{o.timings.e2e_ms:.3f},{r.timings.e2e_ms:.3f}")  # fmt: skip
+            first, sent_s = candidate_first(run_id, o.exchange_id), epoch_s(o.sent_at)
+            row = (f"{o.exchange_id},{sent_s:.6f},{o.replayed_at.isoformat()},{int(first)},"
+                   f"{o.timings.e2e_ms:.3f},{r.timings.e2e_ms:.3f}")  # fmt: skip
+            pairs.append((sent_s, o.timings.e2e_ms, r.timings.e2e_ms, row))
     database.dispose()
+    pairs.sort(key=lambda pair: pair[0])  # replay order: the candidate's send time
     if args.pairs_out is not None:
         args.pairs_out.mkdir(parents=True, exist_ok=True)
-        header = "exchange_id,replayed_at,candidate_first,candidate_e2e_ms,replica_e2e_ms\n"
+        header = (
+            "exchange_id,candidate_sent_at_s,replayed_at,candidate_first,candidate_e2e_ms,"
+            "replica_e2e_ms\n"
+        )
+        rows = [pair[3] for pair in pairs]
         (args.pairs_out / f"run-{seed}.csv").write_text(header + "\n".join(rows) + "\n")
     [result] = paired_quantile_ratios_rf(
-        np.asarray(cand_ms), np.asarray(base_ms), [0.5], alpha=ALPHA_PER_SIDE
+        np.asarray([pair[1] for pair in pairs]),
+        np.asarray([pair[2] for pair in pairs]),
+        [0.5],
+        alpha=ALPHA_PER_SIDE,
+        ordered=True,
     )
-    return len(cand_ms), result.estimate, result.ci_low, result.ci_high
+    return len(pairs), result.estimate, result.ci_low, result.ci_high, result.serial_factor
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -176,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# command: python -m benchmarks.latency_aa {' '.join(argv or sys.argv[1:])}".rstrip())
     print(f"# cpu: {_cpu_model()} ({os.cpu_count()} cores); burners: {args.burners}")
     print(f"# load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print("run\tseed\tpairs\tp50_ratio\tci_low\tci_high\tcovers_1")
+    print("run\tseed\tpairs\tp50_ratio\tci_low\tci_high\tcovers_1\tnw_var_factor")
     covered = 0
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -185,12 +195,15 @@ def main(argv: list[str] | None = None) -> int:
                 seed = 1000 + run
                 with managed() as procs:
                     urls = _start_servers(procs, table, Path(tmp), seed, args.latency_ms)
-                    n, ratio, low, high = asyncio.run(
+                    n, ratio, low, high, factor = asyncio.run(
                         _one_run(entries, urls, Path(tmp) / f"run{run}.db", seed, args)
                     )
                 covers = low <= 1.0 <= high
                 covered += covers
-                print(f"{run}\t{seed}\t{n}\t{ratio:.3f}\t{low:.3f}\t{high:.3f}\t{covers}")
+                print(
+                    f"{run}\t{seed}\t{n}\t{ratio:.3f}\t{low:.3f}\t{high:.3f}\t{covers}"
+                    f"\t{factor:.2f}"
+                )
     finally:
         for p in burners:
             p.terminate()

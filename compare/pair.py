@@ -393,6 +393,7 @@ def _score_one(
         candidate_cache_hit=_cache_hit(cand_resp),
         latency_baseline_source=latency_source,
         candidate_warmup=candidate.warmup,
+        candidate_sent_at=candidate.sent_at,
         baseline_harms=checks.harms(base_resp, base_error, base_text, imported=_imported(exchange)),
         candidate_harms=checks.harms(cand_resp, cand_error, cand_text),
         tool_changes=changes,

@@ -40,6 +40,7 @@ from shadoweval.records import (
     ReplayTarget,
     Timings,
     same_named,
+    utc_now,
 )
 from shadoweval.redaction import scrub_secrets
 from shadoweval.replay.client import CandidateClient, ReplayResult
@@ -449,6 +450,7 @@ class ExchangeReplayer:
         if isinstance(request, SkipReplay):
             return skipped_outcome(self.run_id, exchange, spec, request.reason)
         try:
+            sent_at = utc_now()
             result: ReplayResult = await spec.client.send(request)
             return ReplayOutcome(
                 run_id=self.run_id,
@@ -461,6 +463,7 @@ class ExchangeReplayer:
                 **same_named(result, _RESULT_FIELDS),
                 warmup=prepared.warmup,
                 co_timed=co_timed,
+                sent_at=sent_at,
             )
         except ReplayError:
             raise

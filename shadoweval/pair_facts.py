@@ -58,14 +58,16 @@ __all__ = [
     "TRI_FACTS",
     "TRI_MISSING",
     "PairFacts",
+    "epoch_s",
     "pack_pair_facts",
     "tool_text",
     "uncovered_scripts",
     "unpack_pair_facts",
 ]
 
-PAIR_FACTS_LAYOUT = 3
-"""Layout number stored in each packed row's first byte."""
+PAIR_FACTS_LAYOUT = 4
+"""Layout number stored in each packed row's first byte (4: ``candidate_sent_at_s`` added;
+an older row is read from its record, where the field is unknown)."""
 
 FORMAT_SUCCESS_FLAGS: tuple[FormatSuccessFlag, ...] = get_args(FormatSuccessFlag)
 """The policy's possible ``format_parse.success_flag`` values, in the stored order."""
@@ -125,6 +127,7 @@ FLOAT_FACTS: tuple[str, ...] = (
     "baseline_output_chars",
     "candidate_output_chars",
     "prompt_token_ratio",
+    "candidate_sent_at_s",
 )
 TRI_FACTS: tuple[str, ...] = (
     "baseline_tool_text",
@@ -134,7 +137,9 @@ TRI_FACTS: tuple[str, ...] = (
     "exact_differs",
 )
 """The float and three-valued :class:`~shadoweval.records.PairScore` fields a packed row holds
-(in this order); readers of the packed rows (``shadoweval.stats.frame``) iterate the same tuples."""
+(in this order); readers of the packed rows (``shadoweval.stats.frame``) iterate the same tuples.
+``candidate_sent_at_s`` is ``PairScore.candidate_sent_at`` in seconds since the Unix epoch
+(NaN unknown): the replay order."""
 
 PAIR_FACTS_DTYPE = np.dtype(
     [
@@ -178,6 +183,11 @@ _TOOL_BIT: dict[ToolChange, int] = {change: 1 << i for i, change in enumerate(To
 
 def _float(value: float | None) -> float:
     return math.nan if value is None else float(value)
+
+
+def epoch_s(value: datetime | None) -> float:
+    """``value`` in seconds since the Unix epoch, a float (NaN for ``None``)."""
+    return math.nan if value is None else (value - _EPOCH) / timedelta(seconds=1)
 
 
 def _tri(value: bool | float | None) -> int:
@@ -269,6 +279,7 @@ def pack_pair_facts(score: PairScore) -> bytes:
         _float(score.output_chars.baseline),
         _float(score.output_chars.candidate),
         _float(score.prompt_token_ratio),
+        epoch_s(score.candidate_sent_at),
         bits,
         _mask(score.baseline_harms, _HARM_BIT),
         _mask(score.candidate_harms, _HARM_BIT),

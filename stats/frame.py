@@ -39,6 +39,7 @@ from shadoweval.pair_facts import (
     TRI_FACTS,
     TRI_MISSING,
     PairFacts,
+    epoch_s,
     tool_text,
     uncovered_scripts,
 )
@@ -122,6 +123,7 @@ PAIRS_COLUMNS: dict[str, str] = {
     "baseline_output_tokens": "float64",
     "candidate_output_tokens": "float64",
     "prompt_token_ratio": "float64",
+    "candidate_sent_at_s": "float64",
     "baseline_finish_length": "bool",
     "candidate_finish_length": "bool",
     **dict.fromkeys(BASELINE_HARM_COLUMNS, "bool"),
@@ -144,6 +146,8 @@ Latency columns: ``baseline_/candidate_`` ``e2e_ms``, ``ttft_ms`` and ``ttfc_ms`
 first visible content; equals e2e for a non-streamed response), NaN when unknown;
 ``baseline_cache_hit`` / ``candidate_cache_hit``: that side's answer was served from a
 cache (``PairScore.*_cache_hit``), so the pair is left out of every latency check.
+``candidate_sent_at_s``: when the candidate's replay was sent, seconds since the Unix epoch
+(``PairScore.candidate_sent_at``; NaN unknown), the replay order the latency checks read.
 
 The cause columns (issue 29 item 9; :mod:`shadoweval.stats.gate.attribution`):
 ``prompt_token_ratio`` (``PairScore.prompt_token_ratio``: candidate/baseline prompt tokens
@@ -332,6 +336,7 @@ def _row(
         "baseline_output_tokens": _value(score.output_tokens.baseline),
         "candidate_output_tokens": _value(score.output_tokens.candidate),
         "prompt_token_ratio": _value(score.prompt_token_ratio),
+        "candidate_sent_at_s": epoch_s(score.candidate_sent_at),
         **{name: derived(score) for name, derived in DERIVED_BITS.items()},
         "baseline_output_chars": _value(score.output_chars.baseline),
         "candidate_output_chars": _value(score.output_chars.candidate),

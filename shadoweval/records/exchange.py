@@ -378,7 +378,10 @@ class ReplayOutcome(_Record):
     and stored but excluded from latency statistics. ``co_timed``: sent together with the
     other target's replay of the same exchange (candidate and baseline replica started at
     the same moment, or back to back at concurrency 1; issue 29 item 2) — the pairs whose
-    latencies were measured under the same conditions.
+    latencies were measured under the same conditions. ``sent_at``: the wall-clock moment
+    the request was handed to the client (before its first attempt; ``None`` when not
+    sent, or for records written before the field): the replay order, which the latency
+    checks read for serial dependence between pairs in flight together.
     """
 
     schema_version: Literal[1] = SCHEMA_VERSION
@@ -395,4 +398,5 @@ class ReplayOutcome(_Record):
     error_detail: str | None = None
     warmup: bool = False
     co_timed: bool = False
+    sent_at: AwareDatetime | None = None
     replayed_at: AwareDatetime = Field(default_factory=utc_now)

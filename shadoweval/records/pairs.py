@@ -173,6 +173,9 @@ class PairScore(_PairRecord):
     that side's answer (for the baseline, the response its latency was taken from) was
     served from a cache (:attr:`ResponseRecord.cache_hit`); the gate leaves such a pair
     out of every latency check and counts it (quality checks still use it).
+    ``candidate_sent_at``: when the candidate's replay was sent
+    (:attr:`ReplayOutcome.sent_at`; ``None`` unknown): the pairs' replay order, in which
+    the latency checks account for serial dependence between pairs in flight together.
     """
 
     captured_at: AwareDatetime
@@ -211,6 +214,7 @@ class PairScore(_PairRecord):
         "live", "recorded", "baseline_repeat", "missing", "co_timed"
     ] = "missing"
     candidate_warmup: bool = False
+    candidate_sent_at: AwareDatetime | None = None
     baseline_harms: tuple[HarmKind, ...] = ()
     candidate_harms: tuple[HarmKind, ...] = ()
     tool_changes: tuple[ToolChange, ...] = ()

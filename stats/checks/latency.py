@@ -10,7 +10,11 @@ where a unit has at least ``min_pairs`` of them or no other pair. Otherwise the 
 *report only* (:func:`latency_gated` is false: never ROLLBACK, never blocking PROMOTE; a
 FAIL reads INCONCLUSIVE) and its reason says why: the live or recorded baseline, or a
 replica replay sent apart from the candidate, was not timed under the same conditions.
-Every reason accounts for all the unit's pairs.
+Every reason accounts for all the unit's pairs. When every used pair carries the candidate's
+send time (``candidate_sent_at_s``), the pairs are put in replay order and the interval is
+widened for the serial dependence of pairs in flight together (Newey–West,
+:func:`shadoweval.stats.quantiles.paired_quantile_ratios_rf` with ``ordered``); without
+it the pairs are taken as independent, as before.
 """
 
 from __future__ import annotations
@@ -21,7 +25,12 @@ import numpy as np
 
 from shadoweval.errors import ShadowEvalError
 from shadoweval.records import Check, CheckOutcome
-from shadoweval.stats.checks.pair_arrays import LATENCY_BASELINE_SOURCES, BoolArray, PairArrays
+from shadoweval.stats.checks.pair_arrays import (
+    LATENCY_BASELINE_SOURCES,
+    BoolArray,
+    FloatArray,
+    PairArrays,
+)
 from shadoweval.stats.checks.reasons import INFRA_METRIC, CheckNumbers, fmt_g, make_check
 from shadoweval.stats.looks import LookLevels
 from shadoweval.stats.policy import LatencyPolicy
@@ -238,7 +247,7 @@ def latency_checks(
         used = pairs.used
         n = int(np.count_nonzero(used))
         cand_all, base_all = arrays.latency[metric]
-        cand, base = cand_all[used], base_all[used]
+        cand, base, ordered = _in_replay_order(cand_all[used], base_all[used], arrays, used)
         names = [
             (name, q)
             for name, q in _QUANTILES
@@ -250,7 +259,7 @@ def latency_checks(
         if n:
             try:
                 results = paired_quantile_ratios_rf(
-                    cand, base, [q for _, q in names], alpha=levels.alpha_k
+                    cand, base, [q for _, q in names], alpha=levels.alpha_k, ordered=ordered
                 )
             except ShadowEvalError as exc:
                 results = f"invalid latencies: {exc}"
@@ -280,6 +289,19 @@ def latency_checks(
     return checks
 
 
+def _in_replay_order(
+    cand: FloatArray, base: FloatArray, arrays: PairArrays, used: BoolArray
+) -> tuple[FloatArray, FloatArray, bool]:
+    """The used pairs' latencies in the order the candidate's replays were sent, and
+    ``True``, when every used pair has its send time (``cand_sent_at_s``); else as given
+    and ``False`` (order unknown: the interval takes the pairs as independent)."""
+    sent = arrays.cand_sent_at_s[used]
+    if sent.size < 2 or not bool(np.all(np.isfinite(sent))):
+        return cand, base, False
+    order = np.argsort(sent, kind="stable")
+    return cand[order], base[order], True
+
+
 def _role(outcome: CheckOutcome, reason: str, report_only: str) -> tuple[CheckOutcome, str]:
     """A gated check as decided; a report-only one (``report_only`` says why) never FAILs
     (INCONCLUSIVE: it cannot roll back or block) and its reason begins with
@@ -307,10 +329,16 @@ def _latency_outcome(
         return CheckOutcome.INCONCLUSIVE, result, CheckNumbers(n=n)
     r = result
     numbers = CheckNumbers(r.estimate, r.ci_low, r.ci_high, n)
+    serial = (
+        f", variance ×{r.serial_factor:.2f} for serial dependence in replay order "
+        f"(Newey–West, {r.serial_lags} lags)"
+        if r.serial_lags
+        else ""
+    )
     summary = (
         f"{name} {metric} ratio candidate/baseline {r.estimate:.3f} "
         f"({r.candidate_quantile:.1f} vs {r.baseline_quantile:.1f} ms), "
-        f"paired CI {r.ci_low:.3f} to {r.ci_high:.3f} on {n} pairs (resampling-free, "
+        f"paired CI {r.ci_low:.3f} to {r.ci_high:.3f} on {n} pairs (resampling-free{serial}, "
         f"alpha_k {fmt_g(levels.alpha_k)} per side at look {levels.look}), limit {limit:g}"
     )
     floor, tail = min_pairs

@@ -157,7 +157,8 @@ class PairArrays:
     ``cand_cache_hit`` are true where that side was served from a cache; ``source`` codes index
     :data:`LATENCY_BASELINE_SOURCES` (``latency_baseline_source``); ``prompt_ratio`` is the
     prompt-token ratio candidate/baseline and ``*_finish_length`` whether that side ended
-    with ``finish_reason: length`` (the cause attribution's columns). Build with
+    with ``finish_reason: length`` (the cause attribution's columns); ``cand_sent_at_s``
+    when the candidate's replay was sent (Unix seconds, NaN unknown: the replay order). Build with
     :meth:`from_frame`; :meth:`slice` gives a task type's rows when the frame was
     ordered by task type (:meth:`take`). ``infra`` is derived: an infrastructure error
     (or a missing flag) on either side.
@@ -187,6 +188,7 @@ class PairArrays:
     base_tokens: FloatArray = field(metadata=_column("baseline_output_tokens", _floats))
     cand_tokens: FloatArray = field(metadata=_column("candidate_output_tokens", _floats))
     prompt_ratio: FloatArray = field(metadata=_column("prompt_token_ratio", _floats))
+    cand_sent_at_s: FloatArray = field(metadata=_column("candidate_sent_at_s", _floats))
     base_finish_length: BoolArray = field(metadata=_column("baseline_finish_length", _bools))
     cand_finish_length: BoolArray = field(metadata=_column("candidate_finish_length", _bools))
     base_harm: FlagMatrix = field(metadata=_columns(BASELINE_HARM_COLUMNS))

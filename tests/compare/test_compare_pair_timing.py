@@ -35,6 +35,7 @@ from tests.capture.test_builder_timing import reasoning_events
 
 pytestmark = pytest.mark.anyio
 RUN = "run-t"
+SENT_AT = datetime(2024, 6, 1, 12, 0, 0, 123456, tzinfo=UTC)
 
 
 def live_exchange(*, cached: bool) -> Exchange:
@@ -132,7 +133,7 @@ async def test_a_repeat_sent_together_with_the_candidate_is_a_co_timed_control()
             [
                 PairInput(
                     live,
-                    candidate.model_copy(update={"co_timed": together}),
+                    candidate.model_copy(update={"co_timed": together, "sent_at": SENT_AT}),
                     baseline_repeat=repeat.model_copy(update={"co_timed": together}),
                 )
             ],
@@ -140,6 +141,7 @@ async def test_a_repeat_sent_together_with_the_candidate_is_a_co_timed_control()
             run_id=RUN,
         )
         sources[together] = score.latency_baseline_source
+        assert score.candidate_sent_at == SENT_AT  # the replay order, for the latency checks
     # Only a replica replay sent together with the candidate's was timed under the same
     # conditions (issue 29 item 2); one sent apart stays a plain baseline repeat.
     assert sources == {False: "baseline_repeat", True: "co_timed"}

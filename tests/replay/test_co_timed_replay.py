@@ -158,6 +158,11 @@ async def test_replica_and_candidate_start_at_the_same_moment(
         outcomes = repo.load_outcomes(run_id, target)
         assert len(outcomes) == 24
         assert all(o.co_timed for o in outcomes), target
+        # Each send's wall-clock start is stored (the replay order the latency checks
+        # read), taken before the answer came back.
+        for o in outcomes:
+            assert o.sent_at is not None, o
+            assert o.sent_at <= o.replayed_at, o
 
 
 async def test_the_send_order_is_a_seeded_hash_per_exchange(

@@ -23,7 +23,7 @@ def test_latency_aa_benchmark_prints_its_table() -> None:
     assert re.fullmatch(r"# cpu: .+ \(\d+ cores\); burners: 1", lines[1]), lines[1]
     assert lines[2].startswith("# load average before: ")
     assert lines[3].split("\t") == [
-        "run", "seed", "pairs", "p50_ratio", "ci_low", "ci_high", "covers_1",
+        "run", "seed", "pairs", "p50_ratio", "ci_low", "ci_high", "covers_1", "nw_var_factor",
     ]  # fmt: skip
     for run, line in enumerate(lines[4:6]):
         cells = line.split("\t")
@@ -32,6 +32,7 @@ def test_latency_aa_benchmark_prints_its_table() -> None:
         low, ratio, high = float(cells[4]), float(cells[3]), float(cells[5])
         assert low <= ratio <= high
         assert cells[6] == str(low <= 1.0 <= high)
+        assert float(cells[7]) >= 1.0  # the Newey–West factor never narrows
     assert lines[6].startswith("# load average after: ")
     assert re.fullmatch(
         r"summary: runs 2, interval covers 1 in [012] \(\d+\.\d%\), target >= 95%", lines[7]

@@ -133,6 +133,9 @@ def varied_scores(repo: Repository, run_id: str, n: int = N, seed: int = 7) -> l
                     "tool_changes": _subset(rng, list(ToolChange)),
                     "sampled": [None, True, False][int(rng.integers(0, 3))],
                     "noise_identical": [None, True, False][int(rng.integers(0, 3))],
+                    "candidate_sent_at": _maybe(
+                        rng, T0 + timedelta(seconds=float(rng.uniform(0, 3600))), 0.2
+                    ),
                 }
             )
         )
