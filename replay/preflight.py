@@ -94,12 +94,13 @@ async def preflight_targets(specs: Sequence[TargetSpec], exchange: Exchange) -> 
         url = strip_url_credentials(f"{spec.client.base_url}{request.path}")
         status, body, error = _facts(result)
         connected = result.error_kind is not ReplayErrorKind.CONNECT
+        head = preflight_failure(spec.target.value, url, status=status, body=body, error=error)
         if not preflight_stops(status, body, connected=connected):
-            head = preflight_failure(spec.target.value, url, status=status, body=body, error=error)
             warnings.append(
                 f"{head}. Replaying anyway: such failures are counted as the environment's"
             )
             continue
-        message = preflight_message(spec.target.value, url, status=status, body=body, error=error)
-        raise PreflightError(message, target=spec.target.value, url=url, status=status)
+        raise PreflightError(
+            preflight_message(head), target=spec.target.value, url=url, status=status
+        )
     return warnings

@@ -238,17 +238,25 @@ class JudgeClient(AsyncLifecycle):
             body["response_format"] = response_format
         return body
 
-    async def vote(self, pair: PairText, order: Order) -> JudgeVote:
-        """Ask the judge about ``pair`` shown in ``order``; never raises for judge failures.
+    def _request(self, pair: PairText, order: Order) -> tuple[httpx.AsyncClient, bytes]:
+        """The started pool and the encoded judge request of ``pair`` in ``order``.
 
         Raises:
             RuntimeError: the client is not started.
         """
         if self._client is None:
             raise RuntimeError("JudgeClient is not started")
-        content = orjson.dumps(self.request_body(pair, order))
+        return self._client, orjson.dumps(self.request_body(pair, order))
+
+    async def vote(self, pair: PairText, order: Order) -> JudgeVote:
+        """Ask the judge about ``pair`` shown in ``order``; never raises for judge failures.
+
+        Raises:
+            RuntimeError: the client is not started.
+        """
+        client, content = self._request(pair, order)
         async with self._semaphore:
-            return await self._send(self._client, content, order, pair.exchange_id)
+            return await self._send(client, content, order, pair.exchange_id)
 
     async def probe(self, pair: PairText, order: Order = "baseline_first") -> JudgeProbe:
         """Send the judge request of ``pair`` in ``order`` once, as :meth:`vote` does (same
@@ -259,11 +267,9 @@ class JudgeClient(AsyncLifecycle):
         Raises:
             RuntimeError: the client is not started.
         """
-        if self._client is None:
-            raise RuntimeError("JudgeClient is not started")
-        content = orjson.dumps(self.request_body(pair, order))
+        client, content = self._request(pair, order)
         async with self._semaphore:
-            outcome = await self._post(self._client, content, pair.exchange_id)
+            outcome = await self._post(client, content, pair.exchange_id)
         if isinstance(outcome, JudgeProbe):
             return outcome
         if outcome.status_code >= 400:

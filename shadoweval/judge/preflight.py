@@ -47,12 +47,10 @@ async def preflight_judge(client: JudgeClient, pair: PairText) -> str | None:
         return None
     url = strip_url_credentials(client.url)
     status, body, error = probe.status, probe.body, probe.error
-    if preflight_stops(status, body, connected=probe.connected):
-        message = preflight_message(
-            JUDGE_TARGET, url, status=status, body=body, error=error, stage="judge"
-        )
-        raise PreflightError(message, target=JUDGE_TARGET, url=url, status=status)
     head = preflight_failure(
         JUDGE_TARGET, url, status=status, body=body, error=error, stage="judge"
     )
+    if preflight_stops(status, body, connected=probe.connected):
+        message = preflight_message(head, stage="judge")
+        raise PreflightError(message, target=JUDGE_TARGET, url=url, status=status)
     return f"{head}. Judging anyway: failed judgements are kept and retried by the next judge run"

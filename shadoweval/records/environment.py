@@ -150,19 +150,14 @@ def preflight_failure(
     )
 
 
-def preflight_message(
-    target: str,
-    url: str,
-    *,
-    status: int | None,
-    body: str | None,
-    error: str,
-    stage: str = "replay",
-) -> str:
-    """The message of a preflight that stops the run (:func:`preflight_failure`, then that
-    nothing was done and what to fix); arguments as :func:`preflight_failure`."""
+def preflight_message(head: str, *, stage: str = "replay") -> str:
+    """The message of a preflight that stops the run: ``head`` (:func:`preflight_failure`),
+    then that nothing was done and what to fix, in ``stage``'s words.
+
+    Raises:
+        KeyError: an unknown ``stage``.
+    """
     _, nothing, fix = _PREFLIGHT_WORDS[stage]
-    head = preflight_failure(target, url, status=status, body=body, error=error, stage=stage)
     return f"{head}. {nothing}; {fix}"
 
 
