@@ -18,10 +18,15 @@ Whether text is right depends on the request (BFCL's ``relevance`` category want
 so the check is not critical by default (``tool_calls.critical``): its FAIL holds the run
 and never rolls it back by itself; reference labels or a judge give the direction through
 ``net_harm``. With ``critical: true`` its harm p-value joins the rollback Holm family.
-Where ground truth (reference correctness or an analyst's label, never the LLM judge) says
-the candidate is not worse on a pair, its text answer there is not harm: the pair counts as
-concordant and the reason says how many such flags were overruled
-(:mod:`shadoweval.stats.checks.truth`); the tool-change counts stay what happened.
+Where ground truth (reference correctness or an analyst's label, never the LLM judge)
+covers a pair, it settles the candidate's text answer there
+(:mod:`shadoweval.stats.checks.truth`): not worse, the flag is overruled; worse, the flag is
+confirmed and counted once, by ``net_harm`` (the check's direction comes from there, and a
+text answer the reference already calls wrong is not a second, separate harm). Either way
+the pair counts as concordant here and the reason says how many flags were overruled and
+confirmed; the tool-change counts stay what happened. BFCL's gpt-4o pair is the case in
+point: in ``java`` 9 text answers the reference calls wrong failed this check while the
+category's accuracy difference (5 better, 10 worse, exact p 0.3) is not significant.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ import numpy as np
 from shadoweval.records import Check, ToolChange
 from shadoweval.stats.checks.binary import BinaryAnalysis, analyse_binary, binary_check
 from shadoweval.stats.checks.pair_arrays import PairArrays
-from shadoweval.stats.checks.truth import overrule_candidate_flags, truth_not_worse
+from shadoweval.stats.checks.truth import overrule_candidate_flags, truth_not_worse, truth_worse
 from shadoweval.stats.looks import LookLevels
 from shadoweval.stats.policy import BinaryMetricPolicy, ToolBehaviourPolicy
 
@@ -53,7 +58,7 @@ class ToolAnalysis:
     Attributes:
         binary: the paired binary analysis ("answered in text" per side).
         text_instead_of_call: pairs where the baseline called and the candidate answered
-            in text (the analysis's b plus those ground truth overruled).
+            in text (the analysis's b plus those ground truth overruled or confirmed).
         call_instead_of_text: the reverse (its c).
         function_changed, arguments_changed, order_changed: pairs used with that tool
             change (:class:`~shadoweval.records.ToolChange`); ``order_changed`` is
@@ -114,8 +119,12 @@ def tool_analysis(
     unused = int(np.count_nonzero(offered & ~arrays.infra & ~used))
     policy = BinaryMetricPolicy(margin=block.margin, critical=block.critical)
     base_used = base_text[used]
+    sources = arrays.quality_source[used]
     cand_used, overruled = overrule_candidate_flags(
-        base_used, cand_text[used], truth_not_worse(arrays)[used], arrays.quality_source[used]
+        base_used, cand_text[used], truth_not_worse(arrays)[used], sources
+    )
+    cand_used, confirmed = overrule_candidate_flags(
+        base_used, cand_used, truth_worse(arrays)[used], sources, worse=True
     )
     binary = analyse_binary(
         base_used,
@@ -133,14 +142,15 @@ def tool_analysis(
         event="answer in text",
         excluded_what="pairs with tools offered where a side failed or gave no answer",
     )
-    binary = dataclasses.replace(binary, overruled=overruled.describe())
+    settled = "; ".join(d for d in (overruled.describe(), confirmed.describe()) if d)
+    binary = dataclasses.replace(binary, overruled=settled)
 
     def count(change: ToolChange) -> int:
         return int(np.count_nonzero(arrays.tool_change[used, _CHANGES.index(change)]))
 
     return ToolAnalysis(
         binary=binary,
-        text_instead_of_call=binary.b + overruled.total,
+        text_instead_of_call=binary.b + overruled.total + confirmed.total,
         call_instead_of_text=binary.c,
         function_changed=count(ToolChange.FUNCTION_CHANGED),
         arguments_changed=count(ToolChange.ARGUMENTS_CHANGED),

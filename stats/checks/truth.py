@@ -18,8 +18,15 @@ not ground truth). The rule, one-sided:
   pairs is already counted by ``net_harm``, and a baseline-only flag can only lower the
   harm evidence of a one-sided check.
 
+The tool-behaviour check goes one step further (:mod:`shadoweval.stats.checks.tools`):
+a text answer is neither right nor wrong by itself (its direction comes from ``net_harm``),
+so on a pair whose ground truth says the candidate is **worse**, its candidate-only flag is
+*confirmed* and counted once, by ``net_harm``, not a second time as tool behaviour
+(:func:`truth_worse`, ``Overruled(worse=True)``). The harm detectors keep such flags: a loop
+or a leaked template marker is a harm in itself.
+
 Without ground truth nothing changes. The check's reason says how many flags were
-overruled and by which source (:meth:`Overruled.describe`).
+overruled (or confirmed) and by which source (:meth:`Overruled.describe`).
 """
 
 from __future__ import annotations
@@ -32,7 +39,13 @@ import numpy.typing as npt
 from shadoweval.records import JudgementSource
 from shadoweval.stats.checks.pair_arrays import BoolArray, FloatArray, PairArrays
 
-__all__ = ["GROUND_TRUTH_SOURCES", "Overruled", "overrule_candidate_flags", "truth_not_worse"]
+__all__ = [
+    "GROUND_TRUTH_SOURCES",
+    "Overruled",
+    "overrule_candidate_flags",
+    "truth_not_worse",
+    "truth_worse",
+]
 
 GROUND_TRUTH_SOURCES: tuple[str, ...] = (
     JudgementSource.HUMAN.value,
@@ -51,12 +64,16 @@ class Overruled:
     """Candidate-only flags that ground truth overruled, per source.
 
     Attributes:
-        reference: on pairs whose reference correctness says the candidate is not worse.
-        human: on pairs an analyst labelled not worse.
+        reference: on pairs whose reference correctness settles them.
+        human: on pairs an analyst's label settles.
+        worse: ``False`` (default): ground truth says the candidate is not worse on those
+            pairs, the flags are cleared; ``True``: it says worse, the flags are confirmed
+            and counted by ``net_harm`` instead (the tool-behaviour check only).
     """
 
     reference: int = 0
     human: int = 0
+    worse: bool = False
 
     @property
     def total(self) -> int:
@@ -65,8 +82,9 @@ class Overruled:
 
     def describe(self) -> str:
         """``"61 candidate flags overruled by reference correctness"``; with both sources
-        ``"… by ground truth (51 reference correctness, 10 analysts' labels)"``; ``""``
-        when none was overruled."""
+        ``"… by ground truth (51 reference correctness, 10 analysts' labels)"``; confirmed
+        flags ``"9 candidate flags confirmed by reference correctness (… counted once, by
+        net_harm)"``; ``""`` when none was overruled."""
         if not self.total:
             return ""
         by = {
@@ -79,6 +97,11 @@ class Overruled:
             source = words
         else:
             source = f"ground truth ({', '.join(named)})"
+        if self.worse:
+            return (
+                f"{self.total} candidate flags confirmed by {source} (ground truth says the "
+                "candidate is worse on those pairs: counted once, by net_harm)"
+            )
         return (
             f"{self.total} candidate flags overruled by {source} (ground truth says the "
             "candidate is not worse on those pairs)"
@@ -94,15 +117,31 @@ def truth_not_worse(arrays: PairArrays) -> BoolArray:
     return cleared
 
 
+def truth_worse(arrays: PairArrays) -> BoolArray:
+    """Rows whose ground truth (:data:`GROUND_TRUTH_SOURCES`) says the candidate is worse
+    (``quality`` 1), shape ``(n,)``."""
+    truth = np.isin(arrays.quality_source.astype(str), GROUND_TRUTH_SOURCES)
+    with np.errstate(invalid="ignore"):
+        worse: BoolArray = truth & (arrays.quality > 0.0)
+    return worse
+
+
 def overrule_candidate_flags(
-    base: FloatArray, cand: FloatArray, cleared: BoolArray, sources: npt.NDArray[np.object_]
+    base: FloatArray,
+    cand: FloatArray,
+    cleared: BoolArray,
+    sources: npt.NDArray[np.object_],
+    *,
+    worse: bool = False,
 ) -> tuple[FloatArray, Overruled]:
     """The candidate's flags with those ground truth overrules set to 0.0.
 
     Args:
         base, cand: per-pair flags of one detector, 1.0 / 0.0 / NaN, shape ``(n,)``.
-        cleared: :func:`truth_not_worse` of the same rows.
+        cleared: the rows ground truth settles — :func:`truth_not_worse`, or
+            :func:`truth_worse` with ``worse=True`` — of the same rows.
         sources: ``quality_source`` of the same rows.
+        worse: the rows are :func:`truth_worse` ones (the flags are confirmed, not cleared).
 
     Returns:
         ``cand`` with the candidate-only flags (``cand`` 1.0, ``base`` 0.0) on cleared rows
@@ -110,11 +149,12 @@ def overrule_candidate_flags(
     """
     overruled = cleared & (cand == 1.0) & (base == 0.0)
     if not np.any(overruled):
-        return cand, Overruled()
+        return cand, Overruled(worse=worse)
     kept = cand.copy()
     kept[overruled] = 0.0
     chosen = sources[overruled].astype(str)
     return kept, Overruled(
         reference=int(np.count_nonzero(chosen == JudgementSource.REFERENCE.value)),
         human=int(np.count_nonzero(chosen == JudgementSource.HUMAN.value)),
+        worse=worse,
     )

@@ -147,10 +147,15 @@ def test_reference_correctness_overrules_candidate_text_answers_it_calls_not_wor
     scores = text_only_on_the_candidate(simulate)
     v = run(scores, coverage_for, relevance_reference(scores))
     tool = check(v, "relevance", "tool_text_answer")
-    # 61 of the 66 are on pairs the reference calls a tie or better: they do not count.
+    # 61 of the 66 are on pairs the reference calls a tie or better: they do not count; the
+    # other 5 it calls worse: counted once, by net_harm, not again as tool behaviour.
     assert tool.outcome != CheckOutcome.FAIL, tool.reason
-    assert tool.estimate == (5 - 8) / N
+    assert tool.estimate == (0 - 8) / N
     assert "61 candidate flags overruled by reference correctness" in tool.reason, tool.reason
+    assert (
+        "5 candidate flags confirmed by reference correctness (ground truth says the "
+        "candidate is worse on those pairs: counted once, by net_harm)" in tool.reason
+    ), tool.reason
     # The facts stay in the reason: 66 text answers instead of a call happened.
     assert "tool changes on the pairs used: 66 text instead of a call" in tool.reason
     assert not [c for c in v.checks if c.outcome == CheckOutcome.FAIL], [
@@ -197,3 +202,47 @@ def test_mixed_ground_truth_names_both_sources(
         "61 candidate flags overruled by ground truth (51 reference correctness, "
         "10 analysts' labels)" in tool.reason
     ), tool.reason
+
+
+def test_text_answers_the_reference_calls_wrong_are_counted_once_by_net_harm(
+    simulate: Simulate, coverage_for: CoverageFor
+) -> None:
+    """BFCL gpt-4o-2024-05-13 → 2024-08-06, ``java`` (docs/real-data.md): 9 text answers only
+    on the candidate, each one the reference calls worse; overall the reference says 5 better
+    and 10 worse (exact paired p 0.3, not significant). The tool check does not flag ``java``
+    a second time for what net harm already weighs."""
+    n = 100
+    scores = simulate(
+        {"java": {"n": n, "base_error": 0.0, "cand_error": 0.0, "format_expected": False}}
+    )
+    text_rows = range(9)
+    out = []
+    for i, s in enumerate(scores):
+        cand, changes = (
+            (TEXT, (ToolChange.TEXT_INSTEAD_OF_CALL,)) if i in text_rows else (CALLED, ())
+        )
+        out.append(
+            s.model_copy(
+                update={"baseline_tools": CALLED, "candidate_tools": cand, "tool_changes": changes}
+            )
+        )
+    reference = judged(
+        out,
+        JudgementSource.REFERENCE,
+        {
+            QualityOutcome.CANDIDATE_WORSE: range(10),
+            QualityOutcome.CANDIDATE_BETTER: range(10, 15),
+            QualityOutcome.TIE: range(15, n),
+        },
+    )
+    without = check(run(out, coverage_for), "java", "tool_text_answer")
+    assert without.outcome == CheckOutcome.FAIL, without.reason
+    v = run(out, coverage_for, reference)
+    tool = check(v, "java", "tool_text_answer")
+    assert tool.outcome != CheckOutcome.FAIL, tool.reason
+    assert tool.estimate == 0.0
+    assert "9 candidate flags confirmed by reference correctness" in tool.reason, tool.reason
+    assert "tool changes on the pairs used: 9 text instead of a call" in tool.reason
+    harm = check(v, "java", "net_harm")
+    assert harm.outcome != CheckOutcome.FAIL, harm.reason
+    assert harm.estimate == (10 - 5) / n
