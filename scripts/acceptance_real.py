@@ -5,6 +5,7 @@ Usage (``make acceptance-real`` builds the llama venv first, then runs this)::
     .venv/bin/python scripts/acceptance_real.py [--llama-python .llama-venv/bin/python]
         [--work-dir .acceptance-real] [--prompts 24] [--max-tokens 64] [--n-ctx 2048]
         [--replica-share 1.0] [--record-fixtures tests/fixtures/dialects/llama_cpp]
+        [--scenario upgrade|identical-concurrent|small-context|wrong-template]
 
 What it runs, every process started here and killed at the end (SIGTERM, then SIGKILL):
 
@@ -31,6 +32,11 @@ writes it as JSON to ``<work-dir>/result.json``, and exits 1 when the pipeline l
 (a request not captured, a captured exchange neither replayed nor skipped with a reason, a
 replayed pair not scored), when a stage failed (exit 3), or when a process could not start.
 The gate's verdict itself (HOLD on a few dozen pairs) is reported, not judged.
+
+``--scenario`` swaps the candidate for one planted fault of issue 29 item 8 (``SCENARIOS``):
+the live model itself replayed at concurrency 16 against servers that interrupt running
+streams, the live model with a 64-token context, or with the wrong chat template. The
+table shows the verdict's reasons in the verdict's order: the first is what decided.
 """
 
 from __future__ import annotations
@@ -211,15 +217,76 @@ def locate_models(llama_python: str) -> tuple[Model, Model]:
     return live, candidate
 
 
-def server_argv(llama_python: str, model: Model, port: int, n_ctx: int) -> list[str]:
-    """Command line of one llama-cpp-python server: one thread, tool calls enabled."""
+def server_argv(
+    llama_python: str,
+    model: Model,
+    port: int,
+    n_ctx: int,
+    chat_format: str = "chatml-function-calling",
+) -> list[str]:
+    """Command line of one llama-cpp-python server: one thread, the server's other defaults
+    (it interrupts a running stream when a new request arrives)."""
     return [
         *("nice", "-n", "10", llama_python, "-m", "llama_cpp.server"),
         *("--model", str(model.path), "--model_alias", model.alias),
         *("--n_threads", "1", "--n_threads_batch", "1", "--n_ctx", str(n_ctx)),
-        *("--chat_format", "chatml-function-calling"),
+        *("--chat_format", chat_format),
         *("--host", "127.0.0.1", "--port", str(port)),
     ]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One candidate set-up of issue 29 item 8: what is swapped, and how the replay runs.
+
+    Attributes:
+        candidate: ``gemma`` (Gemma 3 270M) or ``smollm2`` (the live model itself).
+        n_ctx: the candidate server's context size (``None``: ``--n-ctx``).
+        chat_format: the candidate server's ``--chat_format``.
+        concurrency: ``replay run --concurrency`` (the product's default is 16).
+        note: what the scenario plants, printed with the table.
+    """
+
+    candidate: str
+    n_ctx: int | None
+    chat_format: str
+    concurrency: int
+    note: str
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "upgrade": Scenario(
+        "gemma",
+        None,
+        "chatml-function-calling",
+        1,
+        "SmolLM2 -> Gemma 3 270M (a base model given ChatML), one replay at a time",
+    ),
+    "identical-concurrent": Scenario(
+        "smollm2",
+        None,
+        "chatml-function-calling",
+        16,
+        "SmolLM2 -> itself at the server's defaults, replay concurrency 16 (the server "
+        "interrupts a running stream when the next request arrives)",
+    ),
+    "small-context": Scenario(
+        "smollm2",
+        64,
+        "chatml-function-calling",
+        1,
+        "SmolLM2 -> itself with --n_ctx 64 (the candidate's own configuration cuts answers)",
+    ),
+    "wrong-template": Scenario(
+        "smollm2",
+        None,
+        "llama-2",
+        1,
+        "SmolLM2 -> itself with the llama-2 chat template on a ChatML model",
+    ),
+}
+"""``--scenario`` names: the default ``upgrade`` is the acceptance run; the others plant
+one environment or configuration fault each (issue 29 item 8; docs/real-data.md)."""
 
 
 def wait_http_ok(procs: Processes, name: str, url: str, timeout_s: float) -> float:
@@ -791,6 +858,13 @@ def main(argv: list[str] | None = None) -> int:
         "(default: the number of requests sent, so that the gate evaluates them; 0: the "
         "shipped policy unchanged, whose first checkpoint is 200 pairs)",
     )
+    parser.add_argument(
+        "--scenario",
+        choices=sorted(SCENARIOS),
+        default="upgrade",
+        help="the candidate set-up (see SCENARIOS): the default upgrade to Gemma, or one "
+        "planted fault: identical-concurrent, small-context, wrong-template",
+    )
     parser.add_argument("--record-fixtures", type=Path, default=None)
     parser.add_argument(
         "--only-record",
@@ -830,7 +904,11 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     try:
+        scenario = SCENARIOS[args.scenario]
         live, candidate = locate_models(args.llama_python)
+        if scenario.candidate == "smollm2":
+            candidate = live
+        cand_n_ctx = scenario.n_ctx or args.n_ctx
         result.versions = {
             "llama_cpp_python": live.package_version.split("llama-cpp-python ")[1].rstrip(")"),
             "live": {
@@ -841,10 +919,14 @@ def main(argv: list[str] | None = None) -> int:
             "candidate": {**asdict(candidate), "path": str(candidate.path)},
             "openai": openai.__version__,
             "python": sys.version.split()[0],
+            "scenario": {"name": args.scenario, **asdict(scenario)},
         }
         live_port, cand_port, proxy_port, admin_port = (free_port() for _ in range(4))
         procs.start("live", server_argv(args.llama_python, live, live_port, args.n_ctx))
-        procs.start("candidate", server_argv(args.llama_python, candidate, cand_port, args.n_ctx))
+        procs.start(
+            "candidate",
+            server_argv(args.llama_python, candidate, cand_port, cand_n_ctx, scenario.chat_format),
+        )
         live_url, cand_url = f"http://127.0.0.1:{live_port}", f"http://127.0.0.1:{cand_port}"
         result.timings_s["live_start"] = wait_http_ok(
             procs, "live", live_url + "/v1/models", START_TIMEOUT_S
@@ -938,7 +1020,7 @@ def main(argv: list[str] | None = None) -> int:
                 "--database-url",
                 db,
                 "--concurrency",
-                "1",
+                str(scenario.concurrency),
                 "--timeout",
                 "600",
                 "--warmup",
@@ -1057,6 +1139,9 @@ def print_table(result: Result) -> None:
     """Print the acceptance table."""
     sent = result.sent
     rows: list[tuple[str, str]] = []
+    scenario = result.versions.get("scenario") or {}
+    if scenario:
+        rows.append(("scenario", f"{scenario.get('name')}: {scenario.get('note')}"))
     by_mode = Counter(("streamed" if s.streamed else "non_streamed") for s in sent)
     usage_seen = Counter(
         ("streamed" if s.streamed else "non_streamed") for s in sent if s.usage_seen
@@ -1144,11 +1229,8 @@ def print_table(result: Result) -> None:
             f"checks {dict(statuses)}",
         )
     )
-    # the run-wide reasons first (window, sequential look, pooled checks), then per task type
-    reasons = sorted(
-        (str(r) for r in gate.get("reasons") or []),
-        key=lambda r: (r.startswith("pooled")) + 2 * r.startswith("task type"),
-    )
+    # in the verdict's own order: what decided first (one ranking for every face)
+    reasons = [str(r) for r in gate.get("reasons") or []]
     for reason in reasons[:12]:
         rows.append(("  reason", reason[:240]))
     if len(reasons) > 12:
