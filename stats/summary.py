@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from shadoweval.errors import ShadowEvalError
-from shadoweval.records import POOLED, CheckOutcome, Verdict
+from shadoweval.records import NOT_POWERED, POOLED, REPORT_ONLY, CheckOutcome, Verdict
 from shadoweval.stats.checks import infra_pairs
 from shadoweval.stats.report_only import cles, hodges_lehmann_shift, mann_whitney
 
@@ -71,7 +71,14 @@ noise floor; NaN without baseline repeats). ``e2e_mann_whitney_p`` (two-sided, a
 ``ttfc_p50_ratio``: time to first visible content) leave out failed sides, warm-up
 replays and pairs with an answer served from a cache, as the gate does."""
 
-_ORDER = {CheckOutcome.FAIL: 0, CheckOutcome.INCONCLUSIVE: 1, CheckOutcome.PASS: 2}
+_SHOWN_ORDER = {
+    CheckOutcome.FAIL.value: 0,
+    CheckOutcome.INCONCLUSIVE.value: 1,
+    NOT_POWERED: 2,
+    REPORT_ONLY: 3,
+    CheckOutcome.PASS.value: 4,
+}
+"""Worst first: the order of what a task type's checks show (:meth:`Verdict.check_status`)."""
 
 
 def _latency_rows(rows: pd.DataFrame) -> pd.Series:
@@ -179,9 +186,10 @@ def _worst(verdict: Verdict | None, task_type: str) -> str:
     checks = [c for c in verdict.checks if c.task_type == task_type]
     if not checks:
         return ""
-    # In a PROMOTE a check that did not pass did not decide: shown as report only or not
-    # powered yet, never as a hold (Verdict.check_status).
-    return verdict.check_status(min(checks, key=lambda c: _ORDER[c.outcome]))
+    # A check that cannot decide (every open check of a PROMOTE, a non-blocking check of
+    # any verdict) shows as report only or not powered yet, never as a hold
+    # (Verdict.check_status); the worst of what the checks show.
+    return min((verdict.check_status(c) for c in checks), key=_SHOWN_ORDER.__getitem__)
 
 
 def task_type_summary(

@@ -41,6 +41,10 @@ class Check(_Record):
     its rates and spread as observed, from the check's own interval and power code; ``None``
     when not computed or out of reach. ``pairs_needed_basis`` says at what it was computed
     (``1-point margin at zero discordance (95% confidence sequence (N* 3454))``).
+    ``blocking``: ``False`` where the check cannot hold or promote this verdict — report
+    only (latency not co-timed with a replica, similarity in judge mode) or its task type
+    below ``min_traffic_share``; set by the gate, default ``True`` (records written before
+    the field existed).
     """
 
     metric: str
@@ -57,6 +61,7 @@ class Check(_Record):
     critical: bool = False
     pairs_needed: int | None = None
     pairs_needed_basis: str = ""
+    blocking: bool = True
 
 
 class RouteCoverage(_Record):
@@ -300,11 +305,17 @@ class Verdict(_Record):
 
     def check_status(self, check: Check) -> str:
         """What ``check`` shows on every face (CLI, dashboard, summary rows): its outcome
-        (``pass``, ``fail``, ``inconclusive``), except in a PROMOTE, where a check that did
-        not pass cannot have decided (every blocking check passed): :data:`NOT_POWERED`
-        when it is open for too few pairs, else :data:`REPORT_ONLY` (a report-only check,
-        or a check of a task type below ``min_traffic_share``)."""
-        if self.decision is not Decision.PROMOTE or check.outcome is CheckOutcome.PASS:
+        (``pass``, ``fail``, ``inconclusive``), except where a check that did not pass
+        cannot have decided — every open check of a PROMOTE (every blocking check passed),
+        and an inconclusive check that is not :attr:`Check.blocking` in any verdict —
+        which shows :data:`NOT_POWERED` when it is open for too few pairs, else
+        :data:`REPORT_ONLY` (a report-only check, or a check of a task type below
+        ``min_traffic_share``). A FAIL shows as such outside a PROMOTE."""
+        if check.outcome is CheckOutcome.PASS:
+            return check.outcome.value
+        if self.decision is not Decision.PROMOTE and (
+            check.blocking or check.outcome is CheckOutcome.FAIL
+        ):
             return check.outcome.value
         if check.reason.startswith(("too few", "no ")):
             return NOT_POWERED

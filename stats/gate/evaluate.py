@@ -147,7 +147,10 @@ def evaluate_gate(
         reasons.insert(blocked, _at_cap(judged, policy))
     reasons.append(_coverage_line(coverage, paired_per_task_type))
     reasons.append(_trailer(levels, len(pairs), coverage, cache_hits))
-    return verdict(decision=decision, reasons=tuple(reasons), checks=tuple(j.check for j in judged))
+    checks = tuple(
+        j.check if j.blocking else j.check.model_copy(update={"blocking": False}) for j in judged
+    )
+    return verdict(decision=decision, reasons=tuple(reasons), checks=checks)
 
 
 def _verdict_fields(

@@ -160,3 +160,28 @@ def test_conflicting_duplicate_lines_are_named_as_such(
     assert "2 conflicting duplicate lines: same exchange id, other content" in text
     assert "1 unreadable capture lines" in text
     assert "3 unreadable capture lines" not in text
+
+
+def test_a_hold_shows_a_check_that_cannot_hold_as_not_powered_not_as_hold(
+    simulate: Simulate, coverage_for: CoverageFor
+) -> None:
+    # No judgements: 'chat' holds on net harm (a blocking check), while 'rare' (1.3% of the
+    # pairs, below min_traffic_share) cannot hold anything. Measured on main: every 'rare'
+    # row printed "? hold" beside the HOLD.
+    scores = simulate({"chat": CLEAN, "rare": {"n": 20, "base_error": 0.0, "cand_error": 0.0}})
+    v = gate(scores, coverage_for(len(scores)))
+    assert v.decision == Decision.HOLD, v.reasons
+    rare = [c for c in v.checks if c.task_type == "rare" and c.outcome is not CheckOutcome.PASS]
+    assert rare and not any(c.blocking for c in rare)
+    assert {v.check_status(c) for c in rare} <= {NOT_POWERED, REPORT_ONLY}
+    chat_open = [
+        c
+        for c in v.checks
+        if c.task_type == "chat" and c.blocking and c.outcome is CheckOutcome.INCONCLUSIVE
+    ]
+    assert chat_open, "the HOLD must come from an open blocking check"
+    assert {v.check_status(c) for c in chat_open} == {CheckOutcome.INCONCLUSIVE.value}
+    summary = task_type_summary(pairs_frame(scores, GatePolicy()), v, latency=False)
+    outcomes = dict(zip(summary["task_type"], summary["outcome"], strict=True))
+    assert outcomes["rare"] in {NOT_POWERED, REPORT_ONLY}
+    assert outcomes["chat"] == CheckOutcome.INCONCLUSIVE.value
