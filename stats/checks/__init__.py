@@ -12,8 +12,9 @@ levels. The rules (gate-statistics.md §2.2–§2.4):
   ``α_RB,k``) or its sequential interval lies wholly beyond the margin on the harmful
   side — whatever the number of pairs;
 * it **PASS**es when non-inferiority is shown by the look's sequential test on at least
-  its minimum pairs: ``max(min_pairs, power calculation at the observed discordance or
-  spread)`` (:mod:`shadoweval.stats.power`, reported in the reason);
+  its minimum pairs: ``max(min_pairs, power calculation at the observed discordance —
+  and difference, where it favours the candidate — or spread)``
+  (:mod:`shadoweval.stats.power`, reported in the reason);
 * otherwise it is **INCONCLUSIVE** with the reason (too few pairs, NaN values, margin not
   yet cleared). No data is never a pass.
 

@@ -118,13 +118,13 @@ def test_a_baseline_that_degenerates_is_an_improvement_never_a_rollback(
     scores = with_harm(scores, range(0, 1500, 37), HarmKind.DEGENERATION, "baseline")
     v = run(scores, coverage_for, judgements=ties(scores))
     degeneration = check(v, "chat", "harm_degeneration")
-    # The interval lies below 0, but at 2.7% discordance the power calculation asks for
-    # 2,314 pairs before a pass: HOLD on too few pairs, never a FAIL or a ROLLBACK.
-    assert degeneration.outcome == CheckOutcome.INCONCLUSIVE
-    assert degeneration.reason.startswith("too few pairs: 1500 < min pairs 2314")
+    # The interval lies below 0. The power floor is computed at the observed improvement
+    # (-2.7 pp), not at no change (which asked for 2,314 pairs at 2.7% discordance, the more
+    # the better the candidate was: issue 29): the improvement passes, never a ROLLBACK.
+    assert degeneration.outcome == CheckOutcome.PASS, degeneration.reason
     assert degeneration.ci_high is not None
     assert degeneration.ci_high < 0
-    assert v.decision == Decision.HOLD
+    assert v.decision == Decision.PROMOTE, v.reasons
     # Twice the traffic, 40 baseline loops: PROMOTE.
     scores = simulate({"chat": {**CLEAN, "n": 3000}})
     scores = with_harm(scores, range(0, 3000, 75), HarmKind.DEGENERATION, "baseline")
