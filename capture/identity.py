@@ -21,13 +21,12 @@ import httpx
 
 from shadoweval.config import LiveModelSettings
 from shadoweval.model_listing import ModelListingError, list_model_ids, models_url_for_display
-from shadoweval.records import ModelIdentity
+from shadoweval.records import UNKNOWN_MODEL, ModelIdentity
 from shadoweval.redaction import strip_url_credentials
 
 logger = logging.getLogger(__name__)
 
-UNKNOWN_MODEL = "unknown"
-"""Name recorded when the live model's name could not be learned."""
+__all__ = ["UNKNOWN_MODEL", "fetch_live_model", "identity_from_settings", "resolve_identity"]
 
 
 def identity_from_settings(

@@ -46,6 +46,7 @@ from shadoweval.records.environment import (
 )
 from shadoweval.records.exchange import (
     MAX_EXCHANGE_ID_CHARS,
+    UNKNOWN_MODEL,
     Exchange,
     HeaderPair,
     LatencySummary,
@@ -123,6 +124,7 @@ __all__ = [
     "REPORT_ONLY",
     "SCHEMA_VERSION",
     "STORED",
+    "UNKNOWN_MODEL",
     "Check",
     "CheckOutcome",
     "CheckRole",

@@ -41,6 +41,12 @@ from shadoweval.text import is_blank
 # ----------------------------------------------------------------- shared parts
 
 
+UNKNOWN_MODEL = "unknown"
+"""The model name recorded when it could not be learned: the live upstream's ``/v1/models``
+did not say and the response carried no ``model`` (an error, a cut connection). It names
+no model: a run's exchanges that record it never count as a change of model."""
+
+
 class ModelIdentity(_Record):
     """Identity of a model behind an endpoint.
 

@@ -11,6 +11,7 @@ import pandas as pd
 
 from shadoweval.errors import ShadowEvalError
 from shadoweval.records import (
+    UNKNOWN_MODEL,
     Coverage,
     LatencyCacheHits,
     RouteCoverage,
@@ -52,16 +53,24 @@ def baseline_model_problems(coverage: Coverage, policy: GatePolicy) -> tuple[lis
     ``baseline_model`` that names none of them blocks too; one that names one gates only
     its exchanges (the caller scoped the pairs and coverage), and a note counts the
     exchanges set aside.
+
+    Exchanges that recorded no model name (:data:`~shadoweval.records.UNKNOWN_MODEL`: a
+    failed response without a ``model`` field, and no name configured) name no model: they
+    are not a second baseline (the real llama.cpp run: 41 exchanges of 'live' and 3 failed
+    ones read as "the baseline model changed").
     """
     seen = coverage.per_baseline_model
+    named = {name: n for name, n in seen.items() if name != UNKNOWN_MODEL}
     chosen = policy.baseline_model
     if chosen is None:
-        if len(seen) <= 1:
+        if len(named) <= 1:
             return [], []
+        unnamed = seen.get(UNKNOWN_MODEL, 0)
+        also = f"; {unnamed} recorded no model name" if unnamed else ""
         return [
-            f"baseline model changed within the capture: {_models(seen)}; the pairs would "
-            "blend two baselines, so promotion is blocked until the policy names the one "
-            "that counts (baseline_model: in the policy; a new run)"
+            f"baseline model changed within the capture: {_models(named)}{also}; the pairs "
+            "would blend two baselines, so promotion is blocked until the policy names the "
+            "one that counts (baseline_model: in the policy; a new run)"
         ], []
     if seen and chosen not in seen:
         return [

@@ -16,7 +16,7 @@ import pytest
 
 from shadoweval.capture.table_import import import_table
 from shadoweval.cli.exit_codes import EXIT_ERROR
-from shadoweval.records import Decision, Verdict
+from shadoweval.records import UNKNOWN_MODEL, Decision, Verdict
 from shadoweval.simulation.workload import DEMO_MAPPING, WorkloadSpec, write_workload
 from shadoweval.tables import TableMapping
 from tests.cli.test_pipeline_commands import (
@@ -170,3 +170,22 @@ def test_a_baseline_model_that_changes_within_the_capture_holds_naming_both(
     wrong = Verdict.model_validate_json(cli(*args, "--policy", typo, "--run-id", "typo").stdout)
     assert wrong.decision is Decision.HOLD
     assert any("baseline_model 'demo-baseline-v2' matches none" in r for r in wrong.reasons)
+
+
+def test_exchanges_that_recorded_no_model_name_are_not_a_second_baseline(
+    workload: Workload, serve_model: ServeModel, db: str, tmp_path: Path
+) -> None:
+    # The real llama.cpp run (docs/real-data.md): 41 exchanges of 'live' and 3 failed ones
+    # without a `model` in their response, recorded as 'unknown', read as "the baseline
+    # model changed" and held the verdict as its first reason.
+    log = tmp_path / "capture"
+    half = changed_live_model(workload.capture, log, UNKNOWN_MODEL)
+    url = serve_model(workload.baseline_rows)
+    args = [
+        "evaluate", "--capture-log", log, "--candidate-url", url, "--database-url", db,
+        "--encoder", "hashing", "--no-progress", "--json", "--policy", workload.policy,
+    ]  # fmt: skip
+    verdict = Verdict.model_validate_json(cli(*args).stdout)
+    assert verdict.coverage.per_baseline_model == {"demo-baseline-v1": half, UNKNOWN_MODEL: half}
+    assert not any("baseline model" in r for r in verdict.reasons), verdict.reasons
+    assert verdict.decision is Decision.PROMOTE, verdict.reasons
