@@ -24,6 +24,17 @@ def _count(pairs: pd.DataFrame, column: str) -> int:
     return int(pairs[column].sum()) if column in pairs.columns else 0
 
 
+def _shared_context_failures(pairs: pd.DataFrame) -> int:
+    """Pairs where the candidate failed at its context window and the baseline failed too
+    (an error or an infrastructure error): the request was too long for both sides (the
+    real llama.cpp run's deliberately over-context prompt, 2,261 tokens against n_ctx
+    2,048 on both)."""
+    if "candidate_context_length" not in pairs.columns:
+        return 0
+    failed = pairs["baseline_fail"].astype(bool) | pairs["baseline_infra_error"].astype(bool)
+    return int((pairs["candidate_context_length"].astype(bool) & failed).sum())
+
+
 def failure_cause_lines(pairs: pd.DataFrame, policy: GatePolicy, coverage: Coverage) -> list[str]:
     """The reason lines on interrupted streams and context-length failures of the look's
     ``pairs`` (counts over all pairs; empty when there are none), with the replay's advice
@@ -48,11 +59,23 @@ def failure_cause_lines(pairs: pd.DataFrame, policy: GatePolicy, coverage: Cover
         lines.append(f"{line}; {advice}" if advice else line)
     context = _count(pairs, "candidate_context_length")
     if context:
+        shared = _shared_context_failures(pairs)
+        also = (
+            f"; {shared} of them failed on the baseline too (a request longer than either "
+            "side's context: the traffic's, not the candidate's configuration)"
+            if shared
+            else ""
+        )
         what = (
             f"{CONTEXT_LENGTH_WORDS}: {context} of {n} candidate requests failed at the "
             "candidate's context window (a stream cut after content without a finish chunk "
-            "or [DONE], or an HTTP error naming the context length)"
+            f"or [DONE], or an HTTP error naming the context length){also}"
         )
+        if shared == context:
+            lines.append(
+                f"{what}: gated with the infrastructure errors; nothing to change on the candidate"
+            )
+            return lines
         if policy.infra_error_rate.context_length == "rollback":
             lines.append(
                 f"{what}: policy infra_error_rate.context_length is rollback, so they count "
