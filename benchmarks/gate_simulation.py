@@ -246,7 +246,22 @@ def synthetic_pairs(sim: RunSim, n: int, rng: np.random.Generator) -> pd.DataFra
             "baseline_cache_hit": np.zeros(n, bool),
             "candidate_cache_hit": np.zeros(n, bool),
             "candidate_warmup": np.zeros(n, bool),
-            "latency_baseline_source": np.where(repeat, "baseline_repeat", "live").astype(object),
+            # The shadow's latencies: a replica request co-timed with the candidate's
+            # (issue 29: latency is gated on co-timed pairs only), else the live one's.
+            "latency_baseline_source": np.where(repeat, "co_timed", "live").astype(object),
+            # Sent one per second in capture order (the Newey-West widening reads it).
+            "candidate_sent_at_s": T0.timestamp() + np.arange(n, dtype=float),
+            # No stream cut, no context-window failure, no finish-length shift, the same
+            # prompt tokens on both sides (issue 29's cause columns).
+            "baseline_interrupted": np.zeros(n, bool),
+            "candidate_interrupted": np.zeros(n, bool),
+            "candidate_context_length": np.zeros(n, bool),
+            "prompt_token_ratio": np.full(n, np.nan),
+            "baseline_finish_length": np.zeros(n, bool),
+            "candidate_finish_length": np.zeros(n, bool),
+            # Exact comparison (structured or short answers) sees no change beyond the
+            # embedding's.
+            "exact_differs": np.zeros(n, bool),
             "baseline_output_tokens": np.where(base_fail | cols["base_infra"], np.nan, base_tok),
             "candidate_output_tokens": np.where(cand_fail | cols["cand_infra"], np.nan, cand_tok),
             # Issue 11's direction columns: no harm detector fires, no tools offered,
@@ -265,7 +280,10 @@ def synthetic_pairs(sim: RunSim, n: int, rng: np.random.Generator) -> pd.DataFra
             "uncovered_scripts": np.full(n, "", dtype=object),
         }
     )
-    return frame.astype(PAIRS_COLUMNS)
+    missing = sorted(set(PAIRS_COLUMNS) - set(frame.columns))
+    if missing:  # a column stats.frame gained: say which, not a KeyError from pandas
+        raise SystemExit(f"synthetic_pairs: no value for the pairs column(s) {missing}")
+    return frame[list(PAIRS_COLUMNS)].astype(PAIRS_COLUMNS)
 
 
 NEUTRAL: dict[str, object] = {"observation": {"min_window_hours": 0}}
