@@ -118,7 +118,7 @@ class ReplayReport:
     streams (:meth:`~shadoweval.records.ReplayPass.interruption_advice`).
 
     ``co_timed``: exchanges whose candidate and baseline-replica replays were sent together
-    (:mod:`shadoweval.replay.co_timed`; a file replay only).
+    (:mod:`shadoweval.replay.co_timed`).
     """
 
     run_id: str
@@ -240,6 +240,19 @@ class ReplayReport:
 
 def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
+
+
+async def resume_point(
+    repo: Repository, run_id: str, target: ReplayTarget
+) -> tuple[set[str], set[str]]:
+    """Where a pass of ``run_id`` to ``target`` resumes: ``(done, retry)`` — the exchange
+    ids with a stored outcome that are not sent again, and those whose stored outcome
+    failed for reasons of the environment
+    (:meth:`~shadoweval.storage.Repository.environment_failed_ids`), which are sent again
+    and replaced (:class:`OutcomeWriter` with ``replace_failures``; issue 29)."""
+    stored = await asyncio.to_thread(repo.completed_exchange_ids, run_id, target)
+    retry = await asyncio.to_thread(repo.environment_failed_ids, run_id, target)
+    return stored - retry, stored & retry
 
 
 def in_sample(exchange_id: str, share: float) -> bool:

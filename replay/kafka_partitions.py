@@ -252,22 +252,29 @@ class _PartitionBook:
 
     async def _abandon_unsent(self, revoked: set[Partition]) -> list[_InFlightRecord]:
         """Cancel the replays of ``revoked`` partitions that have not been sent; return
-        the records that waited for them (one entry per replay dropped)."""
+        the records that waited for them (one entry per replay dropped). A co-timed pair
+        is one task of two replays: it is dropped only when both may be."""
+        unsent: dict[asyncio.Task[None], list[tuple[str, ReplayTarget]]] = {}
+        for key, handle in self._replays.items():
+            if not handle.started and handle.task is not None:
+                unsent.setdefault(handle.task, []).append(key)
         cancelled: list[asyncio.Task[None]] = []
         dropped: list[_InFlightRecord] = []
-        for key, handle in list(self._replays.items()):
-            if handle.started or handle.task is None or not self._of(revoked, key):
+        for task, keys in unsent.items():
+            if not all(self._of(revoked, key) for key in keys):
                 continue
-            handle.task.cancel()
-            cancelled.append(handle.task)
-            dropped.extend(self._waiting.pop(key))
+            task.cancel()
+            cancelled.append(task)
+            for key in keys:
+                dropped.extend(self._waiting.pop(key))
         if cancelled:
             await asyncio.gather(*cancelled, return_exceptions=True)
-            self.report.abandoned += len(cancelled)
+            abandoned = sum(len(unsent[task]) for task in cancelled)
+            self.report.abandoned += abandoned
             logger.info(
                 "%d replay(s) of revoked partitions were not sent yet; the new owner reads "
                 "them again",
-                len(cancelled),
+                abandoned,
             )
         return dropped
 

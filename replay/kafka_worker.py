@@ -10,15 +10,17 @@ Flow per fetched record (topic ``shadoweval.exchanges.v1``, value = one capture-
                   ▼
                store exchange + run membership (headers redacted)
                   ▼
-               per sampled target not done yet: replay (bounded concurrency, rate)
+               per sampled target not done yet: replay (bounded concurrency, rate;
+                  replica samples co-timed with the candidate)
                   ▼                   raised instead: dead letter (stage replay) ─────► done
                outcomes written in batches (idempotent) ──► record done when all its
-                                                            outcomes are persisted
+               (a stored environment failure replaced)      outcomes are persisted
     every commit_interval_s: commit OffsetTracker.committable()
 
 Decoding and the dead-letter topic are in :mod:`shadoweval.replay.dead_letter`; commit positions in
 :mod:`shadoweval.replay.offsets`; the report and the bookkeeping per partition (tracking,
-persisting, committing, revoking, shutting down) in :mod:`shadoweval.replay.kafka_partitions`.
+persisting, committing, revoking, shutting down) in :mod:`shadoweval.replay.kafka_partitions`;
+the replay tasks (single sends and co-timed pairs) in :mod:`shadoweval.replay.kafka_sends`.
 
 Guarantees (DESIGN §6; reference failure cases 7, 20):
 
@@ -29,7 +31,16 @@ Guarantees (DESIGN §6; reference failure cases 7, 20):
 * **At-least-once, no duplicates.** An offset is committed only after its record's
   outcomes (or rejected record) are persisted, and never past an unfinished record; after a
   crash the uncommitted records are re-delivered, and outcomes are unique on
-  ``(run_id, exchange_id, target)`` — exchanges with a stored outcome are not sent again.
+  ``(run_id, exchange_id, target)`` — exchanges with a stored outcome are not sent again,
+  except those whose outcome failed for reasons of the environment (issue 29:
+  :mod:`shadoweval.storage.environment`): when their records come again (the group's
+  offsets reset, a rebalance, another group) they are sent again and the new outcome
+  replaces the failure — a stored answer is never replaced, and the pair's score is kept
+  and marked for rescoring, with its labels and judgements.
+* **Co-timed replica.** An exchange sampled for the baseline replica is sent to the
+  replica and the candidate together, in an order drawn from the run id and the exchange
+  id, both outcomes ``co_timed`` (:mod:`shadoweval.replay.co_timed`; how the worker waits,
+  takes slots and keeps the outcomes: :mod:`shadoweval.replay.kafka_sends`).
 * **Bounded memory.** At most ``max_buffered`` records are fetched and unfinished; while
   that many are waiting (a hung shadow), the worker stops fetching. Each hung request ends
   as ``timeout`` after ``ReplaySettings.timeout_s`` and frees its place. Keep
@@ -52,7 +63,8 @@ Guarantees (DESIGN §6; reference failure cases 7, 20):
 * **Session order.** Turns of one session (``Exchange.session_key_hash``; the capture
   sinks key records by it, so they share a partition and arrive in capture order) are
   replayed one after the other per target: turn n+1 is not sent before turn n's replay
-  has finished (answered, timed out or failed). Different sessions, and exchanges without
+  has finished (answered, timed out or failed); a co-timed pair of turn n+1 waits for
+  turn n on both targets. Different sessions, and exchanges without
   a session key, are replayed concurrently. The candidate version each session met is
   tracked (:mod:`shadoweval.replay.sessions`); a turn that meets another one than its session's
   first is counted in ``session_model_changes`` and logged.
@@ -72,50 +84,42 @@ from typing import Unpack
 from shadoweval.bus import BusConsumer, BusProducer, BusRecord
 from shadoweval.config import KafkaSettings, WorkerSettings
 from shadoweval.lifecycle import Lifecycle
-from shadoweval.records import (
-    Exchange,
-    ReplayErrorKind,
-    ReplayOutcome,
-    ReplayTarget,
-)
+from shadoweval.records import Exchange, ReplayTarget
 from shadoweval.redaction import redact_exchange_headers
+from shadoweval.replay.co_timed import co_time
 from shadoweval.replay.dead_letter import (
     BadRecord,
     DeadLetterQueue,
     decode_record,
     record_location,
 )
-from shadoweval.replay.driver import ReplayDriver, ReplayLoad
+from shadoweval.replay.driver import ReplayLoad
 from shadoweval.replay.exchange_replay import (
     OutcomeWriter,
     PreparedReplay,
-    ReplayFailure,
     TargetSpec,
     describe_exception,
+    resume_point,
     sampled_targets,
     skipped_outcome,
     split_conflicts,
     unreplayable,
 )
-from shadoweval.replay.kafka_partitions import (
-    WorkerReport,
-    _InFlightRecord,
-    _PartitionBook,
-    _Replay,
-)
+from shadoweval.replay.kafka_partitions import WorkerReport, _InFlightRecord, _Replay
+from shadoweval.replay.kafka_sends import _Sends
 from shadoweval.replay.metrics import WorkerMetrics
 from shadoweval.replay.offload import OffloadUnavailable, is_offloaded, resolve_offloaded
 from shadoweval.replay.offsets import OffsetTracker, Partition
 from shadoweval.replay.scheduler import StartMeter
 from shadoweval.replay.sessions import SessionVersionTracker
-from shadoweval.storage import RejectStage, Repository
+from shadoweval.storage import Repository
 
 __all__ = ["KafkaReplayWorker", "WorkerReport"]
 
 logger = logging.getLogger(__name__)
 
 
-class KafkaReplayWorker(_PartitionBook, ReplayDriver, Lifecycle):
+class KafkaReplayWorker(_Sends, Lifecycle):
     """Consume exchanges from a topic and replay them into run ``run_id``.
 
     Args:
@@ -169,11 +173,15 @@ class KafkaReplayWorker(_PartitionBook, ReplayDriver, Lifecycle):
         self.report = self.new_report(WorkerReport)
         self.buffered = 0
         consumer.on_revoked = self._on_revoked
-        self._writer = OutcomeWriter(repo, batch=64, interval_s=settings.commit_interval_s)
+        self._writer = OutcomeWriter(
+            repo, batch=64, interval_s=settings.commit_interval_s, replace_failures=True
+        )
         self._tracker = OffsetTracker()
         self._slots = asyncio.Semaphore(self.concurrency)
+        self._slot_pairs = asyncio.Lock()
         self._meter = StartMeter()
         self._done: dict[ReplayTarget, set[str]] = {spec.target: set() for spec in self.targets}
+        self._retry: dict[ReplayTarget, set[str]] = {spec.target: set() for spec in self.targets}
         self._waiting: dict[tuple[str, ReplayTarget], list[_InFlightRecord]] = {}
         self._replays: dict[tuple[str, ReplayTarget], _Replay] = {}
         self._session_tail: dict[tuple[str, ReplayTarget], _Replay] = {}
@@ -405,6 +413,7 @@ class KafkaReplayWorker(_PartitionBook, ReplayDriver, Lifecycle):
     ) -> None:
         """Start the replays of one stored exchange (or finish it when nothing is to send)."""
         exchange_id = exchange.exchange_id
+        sends: list[PreparedReplay] = []
         for spec in sampled_targets(exchange_id, self.targets):
             if exchange_id in self._done[spec.target]:
                 self.report.already_done += 1
@@ -422,6 +431,9 @@ class KafkaReplayWorker(_PartitionBook, ReplayDriver, Lifecycle):
             if unavailable is not None:
                 self._queue(skipped_outcome(self.run_id, exchange, spec, unavailable.reason))
                 continue
+            if exchange_id in self._retry[spec.target]:
+                self._retry[spec.target].discard(exchange_id)
+                self.report.retried[spec.target.value] += 1
             # prepared in dispatch order: the first sends per target are the warm-up
             prepared = self._replayer.prepare(exchange, spec)
             if prepared.failure is not None:
@@ -432,122 +444,20 @@ class KafkaReplayWorker(_PartitionBook, ReplayDriver, Lifecycle):
             if prepared.skipped:
                 self._queue(skipped_outcome(self.run_id, exchange, spec, prepared.reason))
                 continue
-            session = (
-                None
-                if exchange.session_key_hash is None
-                else (exchange.session_key_hash, spec.target)
-            )
-            # Turns of a session reach this point in partition (capture) order: each one
-            # waits for the replay of the turn dispatched before it.
-            after = None if session is None else self._session_tail.get(session)
-            handle = _Replay(key, session, after)
-            if session is not None:
-                self._session_tail[session] = handle
-            self._replays[key] = handle
-            task = asyncio.create_task(self._replay(prepared, handle))
-            handle.task = task
-            self._tasks.add(task)
-            task.add_done_callback(self._task_done)
+            sends.append(prepared)
+        # The candidate's and the replica's send of one exchange go together (issue 29).
+        for item in co_time(sends, seed=self.run_id, together=self.concurrency > 1):
+            self._launch(item)
         if state.remaining == 0:
             self._finish(state)
 
-    async def _replay(self, prepared: PreparedReplay, handle: _Replay) -> None:
-        dispatch = prepared.dispatch
-        try:
-            if handle.after is not None:
-                await handle.after.finished.wait()  # the session's previous turn is done
-            if dispatch.ready is not None:
-                await dispatch.ready()  # the target's warm-up requests have all completed
-            async with self._slots:
-                self._meter.record(await self.pacer.wait(dispatch.at), dispatch)
-                handle.started = True
-                self._in_flight += 1
-                self.metrics.in_flight.set(self._in_flight)
-                try:
-                    outcome = await self._replayer.send(prepared)
-                finally:
-                    self._in_flight -= 1
-                    self.metrics.in_flight.set(self._in_flight)
-            if isinstance(outcome, ReplayFailure):
-                await self._replay_failed(prepared.exchange, prepared.spec, outcome)
-                return
-            self._note_version(prepared.exchange, outcome)
-            self._queue(outcome)
-        finally:
-            if prepared.warmup and not handle.started:
-                # dropped before it was sent: measured requests must not wait for it
-                self._replayer.barrier.completed(prepared.spec.target)
-            handle.after = None  # a long session does not keep a chain of handles alive
-            handle.finished.set()
-            if self._replays.get(handle.key) is handle:
-                del self._replays[handle.key]
-            if handle.session is not None and self._session_tail.get(handle.session) is handle:
-                del self._session_tail[handle.session]
-
-    def _note_version(self, exchange: Exchange, outcome: ReplayOutcome) -> None:
-        """Count a turn that met another candidate version than its session's first."""
-        change = self._versions.observe(exchange, outcome)
-        if change is None:
-            return
-        self.report.session_model_changes[outcome.target.value] += 1
-        self.metrics.session_model_changes.labels(target=outcome.target.value).inc()
-        logger.warning(
-            "session %s: exchange %s was replayed to %s against %r, its session's first "
-            "turn against %r",
-            change.session_key_hash,
-            change.exchange_id,
-            outcome.target.value,
-            change.version,
-            change.first_version,
-        )
-
-    async def _replay_failed(
-        self, exchange: Exchange, spec: TargetSpec, failure: ReplayFailure
-    ) -> None:
-        """A replay raised: dead-letter every record waiting for it (stage ``replay``: the
-        exchange is stored and counts as captured), then finish them — no outcome is
-        stored, the partition moves on."""
-        # Popped first: a delivery of the same exchange fetched meanwhile is replayed (and
-        # kept) on its own instead of being finished without a dead letter.
-        waiting = self._waiting.pop((exchange.exchange_id, spec.target), [])
-        self.report.replay_failed[failure.reason] += len(waiting)
-        letters = []
-        for state in waiting:
-            location = record_location(state.record)
-            detail = (
-                f"{location}: the replay of exchange {exchange.exchange_id} to "
-                f"{spec.target.value} failed: {failure.detail}"
-            )
-            logger.warning("%s", detail)
-            text = (state.record.value or b"").decode("utf-8", errors="replace")
-            letters.append(
-                BadRecord(state.record, failure.reason, detail, text, stage=RejectStage.REPLAY)
-            )
-        await self._dead_letter(letters)
-        for state in waiting:
-            state.remaining -= 1
-            if state.remaining == 0:
-                self._finish(state)
-
-    def _task_done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        self._wake.set()
-        if not task.cancelled() and task.exception() is not None and self._failure is None:
-            self._failure = task.exception()
-            self._stop.set()
-
-    def _queue(self, outcome: ReplayOutcome) -> None:
-        self.report.count_outcome(outcome)
-        if outcome.error_kind is not ReplayErrorKind.SKIPPED:
-            self._sent += 1
-        kind = "ok" if outcome.error_kind is None else outcome.error_kind.value
-        self.metrics.replayed.labels(target=outcome.target.value, outcome=kind).inc()
-        self._writer.add(outcome)
-
     async def _load_done(self) -> None:
+        """Take the exchanges done per target from storage: every stored outcome except
+        the failures of the environment, which are sent again when their records come
+        (again) and replaced by the new outcome (issue 29: :func:`resume_point`). An
+        exchange this worker stored itself stays done for the rest of its run."""
         self._reload_done = False
         for spec in self.targets:
-            stored = await asyncio.to_thread(
-                self.repo.completed_exchange_ids, self.run_id, spec.target
-            )
-            self._done[spec.target] |= stored
+            done, retry = await resume_point(self.repo, self.run_id, spec.target)
+            self._retry[spec.target] |= retry - self._done[spec.target]
+            self._done[spec.target] |= done

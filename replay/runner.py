@@ -51,6 +51,7 @@ from shadoweval.replay.exchange_replay import (
     describe_exception,
     in_sample,
     rejected_record,
+    resume_point,
     sampled_targets,
     split_conflicts,
     unreplayable,
@@ -187,10 +188,9 @@ class ReplayRunner(ReplayDriver):
         every outcome except the failures of the environment
         (:meth:`~shadoweval.storage.Repository.environment_failed_ids`), which are sent
         again and replaced (counted in ``report.retried``)."""
-        done = await asyncio.to_thread(self.repo.completed_exchange_ids, self.run_id, target)
-        retry = await asyncio.to_thread(self.repo.environment_failed_ids, self.run_id, target)
-        report.retried[target.value] += len(retry & done)
-        return done - retry
+        done, retry = await resume_point(self.repo, self.run_id, target)
+        report.retried[target.value] += len(retry)
+        return done
 
     async def _keep_failure(
         self, item: PreparedReplay, failure: ReplayFailure, report: ReplayReport

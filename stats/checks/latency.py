@@ -96,7 +96,7 @@ def _report_only_why(n_co: int, n_apart: int, min_pairs: int) -> str:
     if n_apart:
         return (
             f"latency compared with baseline-replica replays sent apart from the candidate's "
-            f"({n_apart} pairs: a Kafka replay, or replays stored before co-timing) or the "
+            f"({n_apart} pairs: replays sent alone, e.g. stored before co-timing) or the "
             f"live/recorded baseline, {LATENCY_NOT_CO_TIMED}: report only; replay the capture "
             "log into a new run with --baseline-repeat-url for a gated latency check"
         )

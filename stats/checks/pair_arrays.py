@@ -49,7 +49,7 @@ LATENCY_BASELINE_SOURCES = ("baseline_repeat", "live", "recorded", "missing", "c
 """Where a pair's baseline latency comes from; any other value reads as ``missing``.
 ``co_timed``: the baseline replica's replay, sent together with the candidate's (the one
 control timed under the same conditions); ``baseline_repeat``: a replica replay that was
-not (a Kafka replay, or one stored before co-timing)."""
+not (sent alone: one stored before co-timing, or resent without the other side)."""
 
 INFRA_COLUMNS = ("baseline_infra_error", "candidate_infra_error")
 """The pairs-table columns flagging an infrastructure error on each side."""

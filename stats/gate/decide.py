@@ -57,10 +57,11 @@ def _line(check: Check) -> str:
 
 
 _KAFKA_RERUN = (
-    " (a capture-log replay does; a Kafka replay worker keeps each stored outcome and does "
-    "not resend it, so for a Kafka run replay its capture log into the same --run-id)"
+    " (a Kafka run: start its worker with a new --group-id, or reset its group's offsets, "
+    "so it reads the topic again and sends only those)"
 )
-"""How a Kafka run's environment failures are replayed again (docs/replay.md)."""
+"""How a Kafka run's records come again so its environment failures are replayed
+(docs/replay.md)."""
 
 
 def _infra_headline(
