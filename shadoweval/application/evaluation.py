@@ -25,7 +25,12 @@ from rich.console import Console
 
 from shadoweval.application.database import open_repository
 from shadoweval.application.gating import GateResult, gate_run
-from shadoweval.application.judging import JudgeRunReport, check_judge_settings, run_judge
+from shadoweval.application.judging import (
+    JudgeRunReport,
+    check_judge_settings,
+    preflight_judge_endpoint,
+    run_judge,
+)
 from shadoweval.application.replaying import ReplayReport, replay_capture_log, replay_pacing
 from shadoweval.application.reports import json_records
 from shadoweval.application.runs import RunRequest, prepare_run
@@ -49,7 +54,9 @@ class EvaluationRequest:
         judge: send the run's changed pairs to the configured judge (``settings.judge``)
             after scoring; sending must also be allowed there or by ``send_pairs``
             (:func:`shadoweval.application.judging.check_judge_settings`, checked before the
-            replay).
+            replay), and with ``judge.preflight`` (default) one made-up pair is sent to the
+            judge before the replay
+            (:func:`shadoweval.application.judging.preflight_judge_endpoint`).
         send_pairs: ``--send-pairs``: allow sending pairs to the judge for this evaluation.
     """
 
@@ -182,8 +189,14 @@ def evaluate(
     """
     timer = StageTimer()
     replay_pacing(settings.replay)  # a bad pace is refused before a run is created
+    judge_settings = settings.judge
+    early_warning: str | None = None
     if request.judge:
-        check_judge_settings(settings.judge, send_pairs=request.send_pairs)
+        check_judge_settings(judge_settings, send_pairs=request.send_pairs)
+        if judge_settings.preflight:
+            # Before the replay: a wrong judge URL or key stops the run now, not after it.
+            early_warning = preflight_judge_endpoint(judge_settings)
+            judge_settings = judge_settings.model_copy(update={"preflight": False})
     judged: JudgeRunReport | None = None
     with open_repository(settings.database.url) as repo:
         with timer.stage("setup"):
@@ -223,10 +236,12 @@ def evaluate(
                 judged = run_judge(
                     repo,
                     run.run_id,
-                    settings.judge,
+                    judge_settings,
                     send_pairs=request.send_pairs,
                     command=request.run.command,
                 )
+                if early_warning is not None:
+                    judged.warnings.insert(0, early_warning)
         with timer.stage("gate"):
             gate = gate_run(repo, run, command=request.run.command)
             run = repo.get_run(run.run_id) or run

@@ -145,3 +145,31 @@ def test_without_preflight_a_wrong_key_fails_every_judgement_instead(
     assert f"every one of the {SENT} judgements failed" in err
     assert "HTTP 401: Incorrect API key provided" in err
     assert len(state.seen) == 2 * SENT
+
+
+def test_evaluate_with_a_wrong_judge_url_stops_before_replaying(
+    tmp_path: Path, keyed_judge: tuple[str, JudgeState]
+) -> None:
+    """``evaluate --judge`` preflights the judge before the replay: measured on main, a
+    judge URL with /v1 twice was found only after the whole replay and compare had run."""
+    url, state = keyed_judge
+    log = tmp_path / "capture"
+    log.mkdir()
+    db = tmp_path / "e.db"
+    env = {
+        "SHADOWEVAL_JUDGE__URL": f"{url}/v1/v1",
+        "SHADOWEVAL_JUDGE__MODEL": "mock-judge",
+        "SHADOWEVAL_JUDGE__API_KEY": KEY,
+        "SHADOWEVAL_JUDGE__SEND_PAIRS": "true",
+    }
+    args = [
+        "evaluate", "--capture-log", str(log), "--candidate-url", "http://127.0.0.1:9",
+        "--database-url", f"sqlite:///{db}", "--judge", "--no-progress",
+    ]  # fmt: skip
+    result = CliRunner().invoke(app, args, env=env)
+    assert result.exit_code == 3, result.output
+    err = flat(result.stderr)
+    assert f"POST {url}/v1/v1/chat/completions → HTTP 404" in err
+    assert "likely cause: the path has /v1 twice" in err
+    assert state.requests == 0
+    assert not db.exists()  # nothing replayed, no run created

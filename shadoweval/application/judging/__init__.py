@@ -36,6 +36,7 @@ from shadoweval.application.judging.judge_run import (
     JUDGE_COMMAND,
     JudgeRunReport,
     TaskTypeJudging,
+    preflight_judge_endpoint,
     run_judge,
 )
 from shadoweval.application.judging.planning import JudgePlan, plan_judging
@@ -65,6 +66,7 @@ __all__ = [
     "judge_identity",
     "judgement_summary",
     "plan_judging",
+    "preflight_judge_endpoint",
     "run_judge",
     "summarize_judgements",
 ]

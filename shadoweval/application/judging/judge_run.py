@@ -14,6 +14,7 @@ from shadoweval.application.judging.planning import JudgePlan, pair_text, plan_j
 from shadoweval.config import JudgeSettings
 from shadoweval.errors import PreflightError, ShadowEvalError
 from shadoweval.judge import (
+    Answer,
     JudgeClient,
     PairText,
     judge_pairs,
@@ -172,6 +173,42 @@ async def _judge_all(
             if warning is not None:
                 report.warnings.append(warning)
         await judge_pairs(client, pairs, on_judged=on_judged)
+
+
+_PREFLIGHT_PAIR = PairText(
+    run_id="preflight",
+    exchange_id="preflight",
+    task_type="preflight",
+    messages=({"role": "user", "content": "What is 2 + 2?"},),
+    baseline=Answer(text="4"),
+    candidate=Answer(text="2 + 2 = 4"),
+)
+"""A pair made up for the judge's preflight before a run has pairs: no user data."""
+
+
+def preflight_judge_endpoint(
+    settings: JudgeSettings, transport: httpx.AsyncBaseTransport | None = None
+) -> str | None:
+    """Send one made-up pair to the judge the settings describe, before anything else runs
+    (``evaluate --judge`` calls it before the replay, so a wrong judge URL or key stops
+    the run at once instead of after the whole replay and compare; issue 29 item 1).
+
+    Returns:
+        ``None`` when the judge answered a verdict; a warning when it failed in a way a
+        retry may fix (:func:`shadoweval.judge.preflight_judge`).
+
+    Raises:
+        ConfigError: a bad URL or an empty model.
+        PreflightError: no connection, or a configuration status (URL, status and the
+            first bytes of the body named).
+    """
+    client = judge_client(settings, transport)
+
+    async def probe() -> str | None:
+        async with client:
+            return await preflight_judge(client, _PREFLIGHT_PAIR)
+
+    return asyncio.run(probe())
 
 
 def run_judge(
