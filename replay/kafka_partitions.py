@@ -36,7 +36,9 @@ class WorkerReport(ReplayReport):
     """:class:`ReplayReport` counts plus the Kafka side.
 
     ``lines_read`` counts records fetched (re-deliveries included); ``dead_letter``:
-    records produced to the dead-letter topic, by reason; ``cancelled``: replays cancelled
+    records produced to the dead-letter topic, by reason; ``dead_letter_enveloped``: those
+    of them written as a bounded envelope, too large to be written whole
+    (:func:`shadoweval.replay.dead_letter.envelope_record`); ``cancelled``: replays cancelled
     when the grace period ended (their records are re-delivered); ``committed``: the last
     committed position per ``topic/partition``; ``max_buffered_seen``: the most records
     ever fetched and unfinished at once; ``abandoned``: replays not sent yet, and records
@@ -47,6 +49,7 @@ class WorkerReport(ReplayReport):
     """
 
     dead_letter: Counter[str] = field(default_factory=Counter)
+    dead_letter_enveloped: Counter[str] = field(default_factory=Counter)
     cancelled: int = 0
     committed: dict[str, int] = field(default_factory=dict)
     max_buffered_seen: int = 0
@@ -58,6 +61,7 @@ class WorkerReport(ReplayReport):
         return {
             **ReplayReport.as_dict(self),
             "dead_letter": dict(self.dead_letter),
+            "dead_letter_enveloped": dict(self.dead_letter_enveloped),
             "cancelled": self.cancelled,
             "committed": dict(sorted(self.committed.items())),
             "max_buffered_seen": self.max_buffered_seen,
@@ -186,14 +190,18 @@ class _PartitionBook:
         produced, stored or counted again (:class:`shadoweval.replay.dead_letter.DeadLetterQueue`).
 
         Raises:
-            BusError: the dead-letter topic did not acknowledge a record (nothing is
+            BusError: the dead-letter topic did not acknowledge a record or its envelope
+                (one too large to be written whole goes as an envelope; nothing is
                 marked finished, so the records are re-delivered after a restart).
         """
-        for b in await self._dead_letters.send(bad):
+        for b, enveloped in await self._dead_letters.send(bad):
             if b.stage is RejectStage.CAPTURE_LOG:  # a replay-stage one's exchange is stored
                 self.report.rejected[b.reason] += 1
             self.report.dead_letter[b.reason] += 1
             self.metrics.dead_letter.labels(reason=b.reason).inc()
+            if enveloped:
+                self.report.dead_letter_enveloped[b.reason] += 1
+                self.metrics.dead_letter_enveloped.labels(reason=b.reason).inc()
 
     async def _commit(self, partitions: Sequence[Partition] | None = None) -> None:
         """Commit the committable positions that moved (of ``partitions``, or all).

@@ -27,7 +27,9 @@ Guarantees (DESIGN §6; reference failure cases 7, 20):
 * **Nothing stuck.** Whatever a record holds, it ends as stored outcomes or as a dead
   letter with its reason (:mod:`shadoweval.replay.dead_letter`); the worker goes on with the next
   record and the partition's offset moves past it. Only the infrastructure stops the
-  worker: the database or the broker (the dead-letter topic) refusing a write.
+  worker: the database or the broker (the dead-letter topic) refusing a write. A dead
+  letter too large to be written whole goes as a bounded envelope (issue 30), so only a
+  refused envelope, never the record's size, stops it.
 * **At-least-once, no duplicates.** An offset is committed only after its record's
   outcomes (or rejected record) are persisted, and never past an unfinished record; after a
   crash the uncommitted records are re-delivered, and outcomes are unique on

@@ -6,7 +6,10 @@ Metrics (one registry per worker; names follow Prometheus conventions):
   ``ok`` or the error kind (``timeout``, ``connect``, ``http_status``, ``decode``,
   ``skipped``);
 * ``shadoweval_replay_dead_letter_total{reason}`` — records sent to the dead-letter topic
-  (``invalid_json``, ``schema_version``, ``schema``, ``empty``, ``conflicting_duplicate``);
+  (``invalid_json``, ``invalid_utf8``, ``schema_version``, ``schema``, ``empty``,
+  ``conflicting_duplicate`` …);
+* ``shadoweval_replay_dead_letter_enveloped_total{reason}`` — of those, the ones too large
+  to be written whole, written as a bounded envelope (size, SHA-256, first bytes);
 * ``shadoweval_replay_consumer_lag{partition}`` — records behind the high watermark, per
   assigned partition (``topic/partition``), refreshed periodically;
 * ``shadoweval_replay_in_flight`` — requests being sent to shadow targets now;
@@ -51,6 +54,11 @@ class WorkerMetrics(MetricSet):
     dead_letter = counter(
         "shadoweval_replay_dead_letter_total",
         "Records sent to the dead-letter topic, by reason.",
+        "reason",
+    )
+    dead_letter_enveloped = counter(
+        "shadoweval_replay_dead_letter_enveloped_total",
+        "Dead letters too large to be written whole, written as an envelope, by reason.",
         "reason",
     )
     consumer_lag = gauge(

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaConnectionError, KafkaError, MessageSizeTooLargeError
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from shadoweval.bus.errors import BusError, BusTimeoutError
 from shadoweval.config import KafkaSettings
@@ -51,6 +52,19 @@ class OutgoingRecord:
     value: bytes
     key: bytes | None = None
     headers: tuple[tuple[str, bytes], ...] = ()
+
+
+def record_size_bytes(record: OutgoingRecord) -> int:
+    """The size in bytes ``record`` has for the producer's ``max_request_size`` check: its
+    key, value and headers in a record batch of its own (aiokafka's
+    ``DefaultRecordBatchBuilder.estimate_size_in_bytes``, the figure
+    :meth:`BusProducer.send_many` refuses with :class:`RecordTooLargeError` when it exceeds
+    ``max_message_bytes``)."""
+    return int(
+        DefaultRecordBatchBuilder.estimate_size_in_bytes(
+            record.key, record.value, list(record.headers)
+        )
+    )
 
 
 class BusProducer(AsyncLifecycle):

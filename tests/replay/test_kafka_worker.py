@@ -381,7 +381,9 @@ async def test_undecodable_records_go_to_the_dead_letter_topic_and_offsets_advan
     exchanges = exchanges_for(rows[:8])
     future = exchanges[0].model_dump(mode="json") | {"schema_version": 2, "exchange_id": "ex-v2"}
     bad = {
-        "invalid_json": b"\xff\xfe{garbage, Authorization: Bearer sk-live-abcdefghijklmnop123",
+        "invalid_json": b"{garbage, Authorization: Bearer sk-live-abcdefghijklmnop123",
+        # refused as the capture-log reader refuses it, not stored with U+FFFD (issue 30)
+        "invalid_utf8": b'{"schema_version": 1, "note": "caf\xe9"}',
         "schema_version": orjson.dumps(future),
         "schema": orjson.dumps({"schema_version": 1, "request": "not an object"}),
         "empty": b"",
@@ -394,7 +396,7 @@ async def test_undecodable_records_go_to_the_dead_letter_topic_and_offsets_advan
 
     _, report = await h.run([candidate(candidate_url)], metrics=metrics)
 
-    assert report.lines_read == 12
+    assert report.lines_read == 13
     assert dict(report.dead_letter) == dict.fromkeys(bad, 1)
     assert dict(report.rejected) == dict.fromkeys(bad, 1)
     assert dict(report.ok) == {"candidate": 8}  # the good records around them
@@ -407,8 +409,8 @@ async def test_undecodable_records_go_to_the_dead_letter_topic_and_offsets_advan
             == 1
         )
     # The dead-letter topic: the original value and key, the reason and where it came from.
-    dead = await read_topic(h.broker.bootstrap, DLQ, 4)
-    assert len(dead) == 4
+    dead = await read_topic(h.broker.bootstrap, DLQ, 5)
+    assert len(dead) == 5
     by_reason = {}
     for record in dead:
         headers = {k: bytes(v).decode() for k, v in record.headers}
@@ -430,18 +432,19 @@ async def test_undecodable_records_go_to_the_dead_letter_topic_and_offsets_advan
     garbage = stored["invalid_json"].raw or ""
     assert "sk-live-abcdefghijklmnop123" not in garbage
     assert "REDACTED" in garbage
+    assert "byte 0xE9 at character" in (stored["invalid_utf8"].detail or "")
     assert "schema_version=2 is not supported" in (stored["schema_version"].detail or "")
     coverage = h.repo.coverage_counts(h.run_id)
-    assert (coverage.captured, coverage.rejected, coverage.replayed) == (12, 4, 8)
+    assert (coverage.captured, coverage.rejected, coverage.replayed) == (13, 5, 8)
 
     # Offsets lost (another group): the same records are not dead-lettered or stored twice.
     rereader = Harness(h.broker, h.repo, h.run_id, h.settings, "offsets-lost")
     _, again = await rereader.run([candidate(candidate_url)])
-    assert again.lines_read == 12
+    assert again.lines_read == 13
     assert dict(again.dead_letter) == {}
-    assert len(h.repo.list_rejected(h.run_id)) == 4
-    # the four dead letters, then a second in which a fifth would show
-    assert len(await read_topic(h.broker.bootstrap, DLQ, 4, then_s=1.0)) == 4
+    assert len(h.repo.list_rejected(h.run_id)) == 5
+    # the five dead letters, then a second in which a sixth would show
+    assert len(await read_topic(h.broker.bootstrap, DLQ, 5, then_s=1.0)) == 5
 
 
 # ------------------------------------------------------------------------ offload
