@@ -17,9 +17,11 @@ The rendered bootstrap (Envoy v3 API, checked against Envoy 1.40) has:
   built-in sidecar, from the same ``capture.*`` settings: request headers within
   ``header_read_timeout_s`` (``request_headers_timeout``: slowloris), the whole request
   within ``header_read_timeout_s + body_read_timeout_s`` (``request_timeout``: 408), an idle
-  client connection — also one that never sends a byte — closed after
-  ``client_keepalive_timeout_s`` (``common_http_protocol_options.idle_timeout``), headers up
-  to ``max_request_header_bytes`` (``max_request_headers_kb``: 431), HTTP/1.0 clients
+  keep-alive connection closed after ``client_keepalive_timeout_s``
+  (``common_http_protocol_options.idle_timeout``), one that never sends a byte after
+  ``header_read_timeout_s`` (the ``http_inspector`` listener filter's timeout), headers up
+  to ``max_request_header_bytes`` (``max_request_headers_kb``: 431) in any number
+  (``max_headers_count``: the bytes bind first, as in the sidecar), HTTP/1.0 clients
   answered (``accept_http_10``; a request without ``Host`` gets the upstream's authority);
 * **the buffer filter** (``envoy.filters.http.buffer``) first: a request body over
   ``max_request_body_bytes`` gets 413 (Envoy's own plain-text local reply, not the
@@ -127,6 +129,10 @@ _HTTP_OPTIONS_TYPE = "type.googleapis.com/envoy.extensions.upstreams.http.v3.Htt
 _CONNECTIONS_TYPE = (
     "type.googleapis.com/envoy.extensions.resource_monitors.downstream_connections.v3."
     "DownstreamConnectionsConfig"
+)
+_INSPECTOR = "envoy.filters.listener.http_inspector"
+_INSPECTOR_TYPE = (
+    "type.googleapis.com/envoy.extensions.filters.listener.http_inspector.v3.HttpInspector"
 )
 _TLS_TYPE = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext"
 _EARLY_HEADER_MUTATION_TYPE = (
@@ -381,7 +387,10 @@ def _connection_manager(
         "request_headers_timeout": _duration(spec.header_read_timeout_s),
         "request_timeout": _duration(spec.header_read_timeout_s + spec.body_read_timeout_s),
         "common_http_protocol_options": {
-            "idle_timeout": _duration(spec.client_keepalive_timeout_s)
+            "idle_timeout": _duration(spec.client_keepalive_timeout_s),
+            # a header field counts 5 bytes at least ("a:" and CRLF, as the sidecar counts
+            # them): the byte limit binds first (Envoy's default count, 100, would not)
+            "max_headers_count": spec.max_request_header_bytes // 5,
         },
         "max_request_headers_kb": min(8192, -(-spec.max_request_header_bytes // 1024)),
         "http_protocol_options": {"accept_http_10": True, "default_host_for_http_10": authority},
@@ -503,6 +512,13 @@ def _bootstrap(
                 {
                     "name": "live",
                     "address": _address(spec.listen_host, listen_port),
+                    # a connection that sends no byte is closed after header_read_timeout_s
+                    # (request_headers_timeout only starts with the first byte)
+                    "listener_filters": [
+                        {"name": _INSPECTOR, "typed_config": {"@type": _INSPECTOR_TYPE}}
+                    ],
+                    "listener_filters_timeout": _duration(spec.header_read_timeout_s),
+                    "continue_on_listener_filters_timeout": False,
                     "filter_chains": [
                         {
                             "filters": [

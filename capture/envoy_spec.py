@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shadoweval.config import CaptureSettings, EnvoySettings
+from shadoweval.ports import CANARY_ROUTER_PORT, ENVOY_ADMIN_PORT, EXT_PROC_PORT, LIVE_PORT
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +31,7 @@ class CanarySpec:
 
     candidate_url: str
     split_dir: Path
-    router_port: int = 9466
+    router_port: int = CANARY_ROUTER_PORT
     router_timeout_ms: int = 20
 
 
@@ -70,10 +71,10 @@ class EnvoyConfigSpec:
 
     upstream_url: str
     listen_host: str = "127.0.0.1"
-    listen_port: int = 8080
+    listen_port: int = LIVE_PORT
     ext_proc_host: str = "127.0.0.1"
-    ext_proc_port: int = 9465
-    admin_port: int = 9901
+    ext_proc_port: int = EXT_PROC_PORT
+    admin_port: int = ENVOY_ADMIN_PORT
     routes: Sequence[str] = field(default=("/v1/chat/completions", "/v1/completions"))
     connect_timeout_s: float = 10.0
     stream_idle_timeout_s: float = 300.0

@@ -31,6 +31,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 
+from shadoweval.ports import REPLAY_METRICS_PORT
 from shadoweval.probes import MetricSet, counter, gauge, probe_app
 from shadoweval.serving import BackgroundServer
 
@@ -105,7 +106,8 @@ def metrics_app(metrics: WorkerMetrics, ready: Callable[[], bool]) -> Starlette:
 
 class MetricsServer(BackgroundServer):
     """Serves :func:`metrics_app` on a port (:class:`~shadoweval.serving.BackgroundServer`
-    with the worker's defaults: every interface, port 9465).
+    with the worker's defaults: every interface, port
+    :data:`~shadoweval.ports.REPLAY_METRICS_PORT`, 9470).
 
     A thread, not a task on the worker's loop: uvicorn's ``serve`` takes over SIGTERM and
     SIGINT when it runs on the main thread, and those belong to the worker's graceful stop.
@@ -116,7 +118,12 @@ class MetricsServer(BackgroundServer):
     """
 
     def __init__(
-        self, app: Any, *, host: str = "0.0.0.0", port: int = 9465, start_timeout_s: float = 10.0
+        self,
+        app: Any,
+        *,
+        host: str = "0.0.0.0",
+        port: int = REPLAY_METRICS_PORT,
+        start_timeout_s: float = 10.0,
     ) -> None:
         super().__init__(
             app,

@@ -26,6 +26,7 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shadoweval.errors import ConfigError
+from shadoweval.ports import API_PORT
 
 MIN_TOKEN_CHARS = 16
 """Shorter tokens are refused: a bearer token is a password that is never rate-limited."""
@@ -37,7 +38,7 @@ class ApiSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SHADOWEVAL_API__", extra="ignore")
 
     host: str = "127.0.0.1"
-    port: int = Field(default=8787, ge=0, le=65535)
+    port: int = Field(default=API_PORT, ge=0, le=65535)
     token: SecretStr | None = None
     token_file: Path | None = None
     auth_log_interval_s: float = Field(default=60.0, gt=0)

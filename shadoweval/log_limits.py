@@ -21,6 +21,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+"""The log line of every shadow-eval service (capture front ends, the follow compare, the
+HTTP API): local time with milliseconds, level, logger, message."""
+
 
 @dataclass(slots=True)
 class _KeyState:

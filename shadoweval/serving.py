@@ -24,6 +24,7 @@ from typing import Any, Self
 import uvicorn
 
 from shadoweval.lifecycle import SyncLifecycle
+from shadoweval.log_limits import LOG_FORMAT
 from shadoweval.redaction import redact_request_target
 
 ACCESS_LOGGER = "uvicorn.access"
@@ -62,6 +63,29 @@ def install_access_log_redaction(logger_name: str = ACCESS_LOGGER) -> AccessLogR
     redaction = AccessLogRedaction()
     logger.addFilter(redaction)
     return redaction
+
+
+def uvicorn_log_config(level: str = "info") -> dict[str, Any]:
+    """uvicorn's ``log_config`` (a :func:`logging.config.dictConfig` dict) for a server
+    process: uvicorn's lines, its access log and every other logger's (the root's, at
+    ``level``; Alembic's at WARNING) on stderr as :data:`~shadoweval.log_limits.LOG_FORMAT`
+    lines, with a time and a level like the other services' (uvicorn's own format has
+    neither). Loggers configured before keep their filters (:class:`AccessLogRedaction`
+    included). ``level``: a uvicorn log level name (``info``, ``warning``, …)."""
+    handler = {"class": "logging.StreamHandler", "formatter": "line", "stream": "ext://sys.stderr"}
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"line": {"format": LOG_FORMAT}},
+        "handlers": {"stderr": handler},
+        "loggers": {
+            "uvicorn": {"handlers": ["stderr"], "level": level.upper(), "propagate": False},
+            "uvicorn.error": {"level": level.upper()},
+            ACCESS_LOGGER: {"handlers": ["stderr"], "level": level.upper(), "propagate": False},
+            "alembic": {"level": "WARNING"},  # its schema check says "Context impl" each start
+        },
+        "root": {"handlers": ["stderr"], "level": level.upper()},
+    }
 
 
 class BackgroundServer(SyncLifecycle):

@@ -64,7 +64,9 @@ received (never normalised); with a base path in ``upstream_url`` a target whose
 ``.`` or ``..`` segment (also percent-encoded, or behind an encoded slash) is refused with
 400 (``dot_segment``) so it cannot climb out of the base path; ``OPTIONS *`` is answered
 204 by the sidecar; other non-origin-form targets (``*``, ``http://…``, ``CONNECT``) get 400
-(``bad_target``); malformed HTTP gets 400 (``bad_request``).
+(``bad_target``); a request with more than one ``Host`` field gets 400
+(``duplicate_host``, RFC 9112 §3.2) and is never forwarded; malformed HTTP gets 400
+(``bad_request``).
 
 Metrics: ``proxied{route, status_class}`` once per forwarded request (``route`` is the
 captured route's path or ``other``; ``status_class`` is what the client got: ``2xx`` …

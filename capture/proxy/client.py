@@ -225,7 +225,20 @@ class _ClientConnection(asyncio.Protocol):
         req.http_10 = parser.get_http_version() == "1.0"
         req.keep_alive = parser.should_keep_alive() and not req.http_10
         target = req.target
-        if not target.startswith(b"/"):
+        if sum(name == b"host" for name, _ in req.headers) > 1:
+            # RFC 9112 §3.2: a server MUST answer 400 to more than one Host field (which
+            # one names the target is ambiguous: request smuggling, cache poisoning)
+            proxy._reject_metric("duplicate_host")
+            req.local = (
+                400,
+                request_error_body(
+                    "the request has more than one Host header field (RFC 9112 §3.2)",
+                    "duplicate_host",
+                    "Host",
+                ),
+                "duplicate_host",
+            )
+        elif not target.startswith(b"/"):
             if target == b"*" and req.method == b"OPTIONS":
                 req.local = (204, b"", "")
             else:

@@ -20,6 +20,7 @@ from typing import Any
 from shadoweval.body_redaction import BodyRedactor
 from shadoweval.capture.sidecar import Sidecar, worker_settings
 from shadoweval.config import Settings, load_settings
+from shadoweval.log_limits import LOG_FORMAT
 
 __all__ = ["CaptureOverrides", "capture_settings", "check_capture_directories", "serve_capture"]
 
@@ -211,7 +212,7 @@ def _serve_capture(settings: Settings) -> None:
 
 def _serve_worker(settings: Settings, index: int) -> None:
     """Entry point of worker ``index`` (a spawned process): one whole sidecar."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     logging.getLogger("httpx").setLevel(logging.WARNING)
     _run(Sidecar(worker_settings(settings.capture, index), settings.kafka).serve())

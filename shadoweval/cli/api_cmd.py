@@ -17,6 +17,7 @@ import typer
 
 from shadoweval.cli.options import DatabaseUrlOpt
 from shadoweval.cli.render import exit_on_error
+from shadoweval.ports import API_PORT
 
 API_FACTORY = "shadoweval.api.app:app_from_environment"
 """The API's application factory (a token required), handed to uvicorn by import string:
@@ -40,7 +41,9 @@ def serve_command(
     ] = None,
     port: Annotated[
         int | None,
-        typer.Option("--port", min=0, max=65535, help="Port (default SHADOWEVAL_API__PORT, 8787)."),
+        typer.Option(
+            "--port", min=0, max=65535, help=f"Port (default SHADOWEVAL_API__PORT, {API_PORT})."
+        ),
     ] = None,
     database_url: DatabaseUrlOpt = None,
     token_file: Annotated[
@@ -122,6 +125,7 @@ def _run_server(factory: str, *, host: str, port: int, log_level: str) -> None:
     import uvicorn
 
     from shadoweval.errors import ShadowEvalError
+    from shadoweval.serving import uvicorn_log_config
 
     server = uvicorn.Server(
         uvicorn.Config(
@@ -130,6 +134,7 @@ def _run_server(factory: str, *, host: str, port: int, log_level: str) -> None:
             host=host,
             port=port,
             log_level=log_level,
+            log_config=uvicorn_log_config(log_level),
             lifespan="on",
             server_header=False,
             timeout_graceful_shutdown=10,

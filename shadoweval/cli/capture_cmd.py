@@ -84,7 +84,9 @@ def configure_capture_logging() -> None:
     ``capture envoy``)."""
     import logging
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    from shadoweval.log_limits import LOG_FORMAT
+
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     # aiokafka logs every failed reconnect (~30 lines/s during an outage) and httpx every
     # readiness probe; the sink logs each mode change once and the metrics count the rest.
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)

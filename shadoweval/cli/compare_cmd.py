@@ -10,6 +10,8 @@ import typer
 from shadoweval.cli.option_groups import takes_option_groups
 from shadoweval.cli.options import EncoderOptions, StoredRunOptions
 from shadoweval.cli.render import exit_on_error
+from shadoweval.log_limits import LOG_FORMAT
+from shadoweval.ports import COMPARE_METRICS_PORT
 
 if TYPE_CHECKING:
     from shadoweval.application.scoring import CompareReport, ScoringOptions
@@ -76,7 +78,8 @@ FollowMetricsPortOpt = Annotated[
         min=0,
         max=65535,
         help="--follow: serve /metrics, /healthz and /readyz on this port "
-        "(default: SHADOWEVAL_COMPARE__METRICS_PORT, else none).",
+        "(default: SHADOWEVAL_COMPARE__METRICS_PORT, else none; the docs and deploy files "
+        f"use {COMPARE_METRICS_PORT}).",
     ),
 ]
 
@@ -219,7 +222,7 @@ def _follow(
             field="follow",
             value=True,
         )
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:

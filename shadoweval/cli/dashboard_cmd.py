@@ -21,6 +21,7 @@ import typer
 
 from shadoweval.cli.options import DatabaseUrlOpt
 from shadoweval.cli.render import exit_on_error
+from shadoweval.ports import DASHBOARD_PORT
 
 DATABASE_URL_ENV = "SHADOWEVAL_DATABASE__URL"
 """The settings variable of the database URL (``dashboard.context`` reads it)."""
@@ -118,7 +119,7 @@ def check_port(address: str, port: int) -> None:
 
 def dashboard_command(
     database_url: DatabaseUrlOpt = None,
-    port: PortOpt = 8501,
+    port: PortOpt = DASHBOARD_PORT,
     address: AddressOpt = "127.0.0.1",
     headless: HeadlessOpt = True,
 ) -> None:

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from shadoweval.cli.option_groups import takes_option_groups
-from shadoweval.cli.options import DatabaseUrlOpt, ExistingRunOpt, JsonOpt, StoredRunOptions
+from shadoweval.cli.options import DatabaseUrlOpt, ExistingRunOpt, StoredRunOptions
 from shadoweval.cli.render import exit_on_error
 
 if TYPE_CHECKING:
@@ -145,6 +145,27 @@ PresetOpt = Annotated[
 ]
 
 
+ReferenceJsonOpt = Annotated[
+    bool,
+    typer.Option(
+        "--json",
+        help="Print the reference import as JSON on stdout: the preset, judgements stored, "
+        "the run's pairs, pairs without a BFCL item, without scores (per category) or out "
+        "of range, and per category the items, matched, better / tie / worse and the "
+        "official accuracies.",
+    ),
+]
+SummaryJsonOpt = Annotated[
+    bool,
+    typer.Option(
+        "--json",
+        help="Print the label summary as JSON on stdout: the run, its labels, and per task "
+        "type and pooled the labelled pairs, the label counts, and the win and loss rates "
+        "with their 95% Wilson intervals.",
+    ),
+]
+
+
 @labels_app.command("import-reference")
 def import_reference_command(
     run_id: ExistingRunOpt,
@@ -166,7 +187,7 @@ def import_reference_command(
     ],
     preset: PresetOpt = "bfcl",
     database_url: DatabaseUrlOpt = None,
-    as_json: JsonOpt = False,
+    as_json: ReferenceJsonOpt = False,
 ) -> None:
     """Store per-item reference correctness of both sides as reference judgements.
 
@@ -253,7 +274,7 @@ def _rate(row: dict[str, Any], name: str) -> str:
 @takes_option_groups
 def summary_command(
     run: StoredRunOptions,
-    as_json: JsonOpt = False,
+    as_json: SummaryJsonOpt = False,
 ) -> None:
     """Per task type: labelled pairs (n), labels given, and the candidate's win / loss
     rate with 95% Wilson intervals (win = candidate_better / n, loss = candidate_worse /

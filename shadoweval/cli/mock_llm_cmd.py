@@ -12,6 +12,7 @@ import typer
 
 from shadoweval.cli.render import exit_on_error
 from shadoweval.cli.table_options import TableOptions, with_table_options
+from shadoweval.ports import MOCK_LLM_PORT
 
 _S = "Server"
 _F = "Injected faults (per request, seeded)"
@@ -59,7 +60,7 @@ def mock_llm_command(
         ),
     ] = None,
     host: Annotated[str, _server_option("--host")] = "127.0.0.1",
-    port: Annotated[int, _server_option("--port")] = 8000,
+    port: Annotated[int, _server_option("--port")] = MOCK_LLM_PORT,
     error_rate: Annotated[float, _fault_rate("--error-rate", "HTTP 500 with error JSON.")] = 0.0,
     hang_rate: Annotated[float, _fault_rate("--hang-rate", "Accept, never answer.")] = 0.0,
     malformed_rate: Annotated[

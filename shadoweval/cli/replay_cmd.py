@@ -19,6 +19,7 @@ from shadoweval.cli.options import (
     RunTargetOptions,
 )
 from shadoweval.cli.render import exit_on_error, load_warnings, print_warnings
+from shadoweval.ports import REPLAY_METRICS_PORT
 
 replay_app = typer.Typer(help="Replay captured requests to shadow targets.", no_args_is_help=True)
 
@@ -46,7 +47,8 @@ MetricsPortOpt = Annotated[
         min=0,
         max=65535,
         help="Kafka: serve /metrics, /healthz and /readyz on this port "
-        "(default: SHADOWEVAL_WORKER__METRICS_PORT, else none).",
+        "(default: SHADOWEVAL_WORKER__METRICS_PORT, else none; the docs and deploy files "
+        f"use {REPLAY_METRICS_PORT}).",
     ),
 ]
 GroupIdOpt = Annotated[

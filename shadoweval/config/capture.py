@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field, SecretStr, field_validator, model_validat
 from shadoweval.config.cache_hit_rules import DEFAULT_CACHE_HIT_RULES, CacheHitRule
 from shadoweval.config.kafka import SpoolSettings
 from shadoweval.config.urls import http_origin
+from shadoweval.ports import CAPTURE_ADMIN_PORT, LIVE_PORT
 
 
 class TaskTypeRule(BaseModel):
@@ -130,8 +131,8 @@ class CaptureSettings(BaseModel):
 
     upstream_url: str = "http://127.0.0.1:8000"
     host: str = "127.0.0.1"
-    port: int = Field(default=8080, ge=0, le=65535)
-    admin_port: int = Field(default=9464, ge=0, le=65535)
+    port: int = Field(default=LIVE_PORT, ge=0, le=65535)
+    admin_port: int = Field(default=CAPTURE_ADMIN_PORT, ge=0, le=65535)
     routes: tuple[str, ...] = ("/v1/chat/completions", "/v1/completions")
     sample_percent: float = Field(default=100.0, ge=0, le=100)
     session_headers: tuple[str, ...] = ("x-session-id", "x-tenant-id")

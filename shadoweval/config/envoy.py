@@ -7,6 +7,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, field_validator
 
 from shadoweval.config.urls import http_origin
+from shadoweval.ports import CANARY_ROUTER_PORT, ENVOY_ADMIN_PORT, EXT_PROC_PORT
 
 
 class EnvoyCanarySettings(BaseModel):
@@ -29,7 +30,7 @@ class EnvoyCanarySettings(BaseModel):
 
     candidate_url: str
     split_dir: Path
-    router_port: int = Field(default=9466, ge=0, le=65535)
+    router_port: int = Field(default=CANARY_ROUTER_PORT, ge=0, le=65535)
     router_timeout_ms: int = Field(default=20, ge=1, le=10_000)
     max_pinned_sessions: int = Field(default=1_000_000, ge=1)
     pin_idle_s: float = Field(default=86400.0, gt=0)
@@ -70,8 +71,8 @@ class EnvoySettings(BaseModel):
     """
 
     ext_proc_host: str = "127.0.0.1"
-    ext_proc_port: int = Field(default=9465, ge=0, le=65535)
-    admin_port: int = Field(default=9901, ge=0, le=65535)
+    ext_proc_port: int = Field(default=EXT_PROC_PORT, ge=0, le=65535)
+    admin_port: int = Field(default=ENVOY_ADMIN_PORT, ge=0, le=65535)
     binary: str | None = None
     concurrency: int | None = Field(default=None, ge=1, le=256)
     stream_idle_timeout_s: float = Field(default=300.0, gt=0)

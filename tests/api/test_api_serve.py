@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -22,6 +23,11 @@ from shadoweval.serving import BackgroundServer
 from shadoweval.storage import Repository
 
 from .conftest import TOKEN
+
+LOG_LINE = re.compile(
+    r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (DEBUG|INFO|WARNING|ERROR|CRITICAL) \S+ "
+)
+"""A log line as every shadow-eval service writes it: time, level, logger, message."""
 
 
 def serve(*args: object, env: dict[str, str] | None = None) -> tuple[int, str]:
@@ -171,6 +177,13 @@ def test_api_serve_as_a_process(api_db_url: str, tmp_path: Path, sigint_ignored:
     assert TOKEN not in stderr + stdout
     assert "GET /v1/runs/rolled/verdict" in stderr + stdout  # the access log, without headers
     assert "GET /v1/runs?access_token=[REDACTED] HTTP/1.1" in stderr + stdout
+    # every log line of the server carries a time and a level, as the other services' do
+    logged = [line for line in stderr.splitlines() if not line.startswith("shadow-eval API")]
+    access = [line for line in logged if "GET /v1/runs/rolled/verdict" in line]
+    assert access, stderr
+    for line in logged:
+        assert LOG_LINE.match(line), line
+    assert " INFO uvicorn.access " in access[0]
 
 
 def test_a_bad_auth_log_interval_exits_3_naming_the_variable(api_db_url: str) -> None:

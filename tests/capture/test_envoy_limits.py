@@ -20,7 +20,7 @@ from shadoweval.config import CaptureSettings, EnvoySettings
 from shadoweval.records import ExchangeOutcome
 from tests.capture.envoy_harness import FrontEndThread
 from tests.capture.test_envoy_front import CHAT, REQUEST, CollectingSink
-from tests.capture.upstreams import ScriptedUpstream, ServerThread
+from tests.capture.upstreams import ScriptedUpstream, ServerThread, running_proxy
 from tests.waiting import wait_until
 
 
@@ -191,3 +191,50 @@ def test_after_the_stop_signal_no_new_connection_is_accepted_while_a_stream_fini
     assert b"<cut>" not in received
     assert b"data: [DONE]" in b"".join(received)
     assert [e.outcome for e in sink.exchanges] == [ExchangeOutcome.DONE]
+
+
+# -- limits set from the sidecar's settings (issue 30 item 4) ---------------------------------
+
+MANY_HEADERS = 150
+"""More request headers than Envoy's default limit (100), far fewer bytes than the sidecar's."""
+
+
+def _many_headers_status(url: str) -> int:
+    headers = {f"x-extra-{i}": "v" for i in range(MANY_HEADERS)}
+    return httpx.get(f"{url}/v1/models?mode=echo", headers=headers, timeout=30).status_code
+
+
+def test_more_than_100_headers_get_the_sidecars_answer(
+    upstream: tuple[ScriptedUpstream, str],
+) -> None:
+    _app, up_url = upstream
+    with running_proxy(up_url) as sidecar:
+        sidecar_status = _many_headers_status(sidecar.url)
+    with _front(up_url, CollectingSink()) as front:
+        envoy_status = _many_headers_status(front.url)
+    assert sidecar_status == 200
+    assert envoy_status == sidecar_status
+
+
+def test_a_connection_that_sends_nothing_is_closed_after_the_header_read_timeout(
+    upstream: tuple[ScriptedUpstream, str],
+) -> None:
+    # keep-alive idle timeout far beyond the wait: only the header timeout can close it
+    _app, up_url = upstream
+    with (
+        _front(
+            up_url, CollectingSink(), header_read_timeout_s=1.0, client_keepalive_timeout_s=3600.0
+        ) as front,
+        socket.create_connection(("127.0.0.1", _port(front.url))) as silent,
+    ):
+        answers: list[bytes] = []
+
+        def closed() -> bool:
+            got = _closed(silent)
+            if got is not None:
+                answers.append(got)
+            return got is not None
+
+        wait_until(closed, "the silent connection closed", timeout_s=60)
+        assert httpx.get(f"{front.url}/v1/models?mode=echo", timeout=30).status_code == 200
+    assert answers == [b""]

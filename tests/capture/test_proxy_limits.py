@@ -409,3 +409,32 @@ def test_trailer_fields_of_a_chunked_request_are_not_forwarded_as_headers(
     assert "x-shadow-eval" not in names
     assert all("10.9.9.9" not in value for _, value in seen["headers"])
     assert len(app.log.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "hosts",
+    [b"Host: a.test\r\nHost: b.test\r\n", b"Host: a.test\r\nhost: a.test\r\n"],
+    ids=["different", "same-value"],
+)
+def test_two_host_fields_get_400_and_are_not_forwarded(
+    upstream: tuple[ScriptedUpstream, str], hosts: bytes
+) -> None:
+    # RFC 9112 §3.2: a server MUST respond 400 to a request with more than one Host field.
+    app, up_url = upstream
+    with running_proxy(up_url) as h:
+        with socket.create_connection(_addr(h.url), timeout=30) as sock:
+            sock.sendall(
+                b"POST " + CHAT.encode() + b" HTTP/1.1\r\n" + hosts
+                + b"Content-Type: application/json\r\nContent-Length: "
+                + str(len(REQUEST)).encode() + b"\r\nConnection: close\r\n\r\n" + REQUEST
+            )  # fmt: skip
+            status, headers, body = _split(_read_until_closed(sock))
+        assert h.metric(REJECTED, reason="duplicate_host") == 1
+        assert httpx.get(f"{h.url}/v1/models", timeout=30).status_code == 200  # still serving
+        assert h.collector.captures == []  # not captured either
+    assert status == 400
+    assert headers["content-type"] == "application/json"
+    error = json.loads(body)["error"]
+    assert error["code"] == "duplicate_host"
+    assert "Host" in error["message"]
+    assert [r["path"] for r in app.log.requests] == ["/v1/models"]

@@ -326,3 +326,14 @@ def test_a_directory_and_a_long_labeller_are_named(seeded_url: str, tmp_path: Pa
     assert "201 characters; at most 200" in message
     for result in (folder, long):
         assert "Traceback" not in result.output
+
+
+def test_json_help_says_what_is_printed() -> None:
+    summary_help = flat(cli("labels", "summary", "--help").stdout)
+    reference_help = flat(cli("labels", "import-reference", "--help").stdout)
+    assert "verdict" not in summary_help.lower()
+    assert "verdict" not in reference_help.lower()
+    assert "Print the label summary as JSON" in summary_help
+    assert "win and loss rates" in summary_help
+    assert "Print the reference import as JSON" in reference_help
+    assert "judgements stored" in reference_help
