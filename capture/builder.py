@@ -85,6 +85,7 @@ from shadoweval.capture.sinks.base import BuiltExchange
 from shadoweval.capture.tagging import TaskTag, TaskTagger
 from shadoweval.config import BodyRedactionSettings, CaptureSettings
 from shadoweval.errors import ShadowEvalError
+from shadoweval.process_death import die_with_parent
 from shadoweval.records import (
     Exchange,
     ExchangeOutcome,
@@ -431,8 +432,10 @@ def worker_args(
 
 
 def init_worker(settings_json: str, model_json: str, source: str) -> None:
-    """``ProcessPoolExecutor`` initializer: build this process's :class:`ExchangeBuilder`."""
+    """``ProcessPoolExecutor`` initializer: build this process's :class:`ExchangeBuilder`;
+    the worker is killed with its parent (:func:`~shadoweval.process_death.die_with_parent`)."""
     global _WORKER
+    die_with_parent()
     _WORKER = ExchangeBuilder(
         CaptureSettings.model_validate_json(settings_json),
         ModelIdentity.model_validate_json(model_json),

@@ -17,7 +17,9 @@ when given (else it is inherited).
 
 Envoy runs in its own session (``start_new_session``), so a terminal's SIGINT or a signal
 sent to this process's group reaches the launcher only, which then drains and stops
-Envoy; a launcher killed with SIGKILL leaves Envoy running (send SIGTERM).
+Envoy. Envoy dies with the launcher (:mod:`shadoweval.process_death`: Linux's parent-death
+signal): a launcher killed with SIGKILL (or by the OOM killer) takes Envoy with it, so the
+live port is free for the restart.
 
 Source: Envoy's operations docs: command line options, the administration interface
 (``/ready``, ``/listeners``, ``/stats``, ``/drain_listeners``) (envoyproxy.io, v1.40).
@@ -36,6 +38,7 @@ import httpx
 from shadoweval.capture.envoy_config import LIVE_STAT_PREFIX
 from shadoweval.errors import ShadowEvalError
 from shadoweval.lifecycle import AsyncLifecycle
+from shadoweval.process_death import die_with_parent_argv
 
 logger = logging.getLogger(__name__)
 
@@ -137,9 +140,12 @@ class EnvoyProcess(AsyncLifecycle):
             args += ["--log-path", str(self.log_path)]
         self._client = httpx.AsyncClient(timeout=5.0, trust_env=False)
         # its own session: a terminal's Ctrl-C (or a signal to our process group) reaches
-        # this process only, which drains Envoy gracefully instead of Envoy quitting at once
+        # this process only, which drains Envoy gracefully instead of Envoy quitting at once.
+        # It dies with us (SIGKILL included): the parent-death signal fires when the forking
+        # *thread* exits, and this forks on the event loop's thread, which lives as long as
+        # the launcher (start() must not run on a short-lived thread).
         self._proc = await asyncio.create_subprocess_exec(
-            *args, stdin=asyncio.subprocess.DEVNULL, start_new_session=True
+            *die_with_parent_argv(args), stdin=asyncio.subprocess.DEVNULL, start_new_session=True
         )
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.ready_timeout_s

@@ -182,6 +182,8 @@ class CapturePipeline(AsyncLifecycle):
         settings_json = self.builder.settings.model_dump_json()
         model_json = self.builder.model.model_dump_json()
         source = self.builder.source
+        # workers are spawned by submit(), on the event loop's thread (run_in_executor): it
+        # lives as long as the service, so the workers' parent-death signal follows it
         return concurrent.futures.ProcessPoolExecutor(
             max_workers=self.build_workers,
             mp_context=multiprocessing.get_context("spawn"),

@@ -21,9 +21,10 @@ cannot be read or the port cannot be bound, which :meth:`RouterProcess.start` ra
 carries requests ``(seq, command)`` answered ``(seq, payload)``: ``"metrics"`` (the child
 registry's metric families, pickled), ``"status"`` (:class:`RouterStatus`), ``"stop"``
 (acknowledged, then the child stops its server within 0.5 s and exits). A request
-answered late is discarded by its ``seq``. The child ends too when the pipe closes (its
-parent died) or on SIGTERM; it ignores SIGINT (a terminal's Ctrl-C reaches the whole
-process group; the parent decides when the router stops).
+answered late is discarded by its ``seq``. The child ends too when the pipe closes, on
+SIGTERM, and is killed when its parent dies however it died (SIGKILL included; Linux's
+parent-death signal, :mod:`shadoweval.process_death`); it ignores SIGINT (a terminal's
+Ctrl-C reaches the whole process group; the parent decides when the router stops).
 
 Metrics: :class:`RouterCollector`, registered on the front end's registry, fetches the
 child's samples on each collect (each scrape of the admin ``/metrics``) with a short timeout
@@ -71,6 +72,7 @@ from prometheus_client.registry import Collector
 
 from shadoweval.errors import ConfigError
 from shadoweval.lifecycle import AsyncLifecycle, cancel_tasks
+from shadoweval.process_death import die_with_parent
 
 logger = logging.getLogger(__name__)
 
@@ -131,7 +133,9 @@ def _restore_priority(target: int) -> None:
 
 def router_child_main(conn: Connection, config: RouterChildConfig) -> None:
     """The child process's entry point (spawned by :class:`RouterProcess`): serve the
-    session router until asked to stop, SIGTERM, or the pipe closes."""
+    session router until asked to stop, SIGTERM, or the pipe closes; killed with its
+    parent (:func:`~shadoweval.process_death.die_with_parent`)."""
+    die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.basicConfig(
         level=config.log_level,
@@ -346,6 +350,8 @@ class RouterProcess(AsyncLifecycle):
             name="shadoweval-session-router",
             daemon=True,
         )
+        # on the event loop's thread (start() and the restart task): the child's
+        # parent-death signal fires when the forking thread exits, so never a to_thread here
         proc.start()
         child_conn.close()  # the child holds its end; EOF here means it is gone
         try:

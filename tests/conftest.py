@@ -15,12 +15,15 @@ import pytest
 
 from shadoweval.storage import Database, Repository
 from tests.kafka_broker import TansuBroker, broker_binary
+from tests.leftovers import find_leftovers, kill_all, mark_session
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = (REPO_ROOT.parent / "shared" / "data").resolve()
 PG_BASE_URL = os.environ.get(
     "SHADOWEVAL_TEST_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )
+
+_SESSION_MARK = pytest.StashKey[str]()
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -149,3 +152,35 @@ def kafka_broker(tmp_path: Path) -> Iterator[TansuBroker]:
         yield broker
     finally:
         broker.stop()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Mark this session in the environment every child inherits (:mod:`tests.leftovers`)."""
+    config.stash[_SESSION_MARK] = mark_session()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Fail the session when a test left a process running: each is named and killed.
+
+    Runs after every fixture's teardown (session-scoped ones included): anything still
+    running was left behind. No pytest-xdist here (its workers would be descendants).
+    """
+    marker = session.config.stash.get(_SESSION_MARK, None)
+    if marker is None:
+        return
+    leftovers = find_leftovers(marker)
+    if not leftovers:
+        return
+    kill_all(leftovers)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.ensure_newline()
+    lines = [f"{len(leftovers)} process(es) left running by the tests (killed now):"]
+    lines += [f"  pid {left.pid}: {left.cmdline}" for left in leftovers]
+    for line in lines:
+        if reporter is not None:
+            reporter.write_line(line, red=True)
+        else:
+            print(line)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED

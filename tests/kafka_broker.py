@@ -16,6 +16,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from shadoweval.process_death import die_with_parent_argv
+
 
 def free_port() -> int:
     """A free TCP port on 127.0.0.1."""
@@ -56,16 +58,18 @@ class TansuBroker:
         url = f"tcp://127.0.0.1:{self.port}"
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
-            [
-                self.binary,
-                "broker",
-                "--listener-url",
-                url,
-                "--advertised-listener-url",
-                url,
-                "--storage-engine",
-                "memory://tansu/",
-            ],
+            die_with_parent_argv(
+                [
+                    self.binary,
+                    "broker",
+                    "--listener-url",
+                    url,
+                    "--advertised-listener-url",
+                    url,
+                    "--storage-engine",
+                    "memory://tansu/",
+                ]
+            ),
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")},

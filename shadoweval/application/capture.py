@@ -21,6 +21,7 @@ from shadoweval.body_redaction import BodyRedactor
 from shadoweval.capture.sidecar import Sidecar, worker_settings
 from shadoweval.config import Settings, load_settings
 from shadoweval.log_limits import LOG_FORMAT
+from shadoweval.process_death import die_with_parent
 
 __all__ = ["CaptureOverrides", "capture_settings", "check_capture_directories", "serve_capture"]
 
@@ -182,7 +183,7 @@ def _serve_capture(settings: Settings) -> None:
         for i in range(1, cap.workers)
     ]
     for child in children:
-        child.start()
+        child.start()  # on the main thread: the children's parent-death signal follows it
     sidecar = Sidecar(worker_settings(cap, 0), settings.kafka)
 
     async def serve_all() -> None:
@@ -211,7 +212,9 @@ def _serve_capture(settings: Settings) -> None:
 
 
 def _serve_worker(settings: Settings, index: int) -> None:
-    """Entry point of worker ``index`` (a spawned process): one whole sidecar."""
+    """Entry point of worker ``index`` (a spawned process): one whole sidecar, killed with
+    its parent (:func:`~shadoweval.process_death.die_with_parent`)."""
+    die_with_parent()
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     logging.getLogger("httpx").setLevel(logging.WARNING)

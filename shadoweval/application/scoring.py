@@ -46,6 +46,7 @@ from shadoweval.compare.worker import (
 )
 from shadoweval.errors import ConfigError, ShadowEvalError
 from shadoweval.probes import probe_app
+from shadoweval.process_death import die_with_parent
 from shadoweval.replay.exchange_replay import in_sample
 from shadoweval.serving import BackgroundServer
 from shadoweval.storage import Repository, WorkLocks, is_memory_sqlite_url
@@ -344,8 +345,10 @@ def _worker_main(job: _WorkerJob, connection: Connection) -> None:
     """Body of one compare process: score its range, send back its report or its error.
 
     Exits 0 after sending ``("ok", report)``; on any error sends ``("error", message)``
-    and exits 1 (the parent reports the exit code and the range).
+    and exits 1 (the parent reports the exit code and the range). Killed with its parent
+    (:func:`~shadoweval.process_death.die_with_parent`).
     """
+    die_with_parent()
     try:
         limit_torch_threads(job.torch_threads)  # before the model loads
         with open_repository(job.database_url, upgrade=False) as repo:
@@ -466,7 +469,7 @@ def _start(job: _WorkerJob) -> tuple[_WorkerJob, BaseProcess, Connection]:
     context = multiprocessing.get_context("spawn")
     receive, send = context.Pipe(duplex=False)
     process = context.Process(target=_worker_main, args=(job, send), daemon=True)
-    process.start()
+    process.start()  # on the CLI's main thread: the child's parent-death signal follows it
     send.close()  # the child holds the only writing end: EOF when it dies
     return job, process, receive
 

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from shadoweval.api.app import build_app
 from shadoweval.cli import app as cli_app
 from shadoweval.cli.exit_codes import EXIT_ERROR
+from shadoweval.process_death import die_with_parent_argv
 from shadoweval.serving import BackgroundServer
 from shadoweval.storage import Repository
 
@@ -139,8 +140,10 @@ def test_api_serve_as_a_process(api_db_url: str, tmp_path: Path, sigint_ignored:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SHADOWEVAL_API")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "shadoweval.cli", "api", "serve", "--port", str(port),
-         "--database-url", api_db_url, "--token-file", str(token_file)],
+        die_with_parent_argv(
+            [sys.executable, "-m", "shadoweval.cli", "api", "serve", "--port", str(port),
+             "--database-url", api_db_url, "--token-file", str(token_file)]
+        ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

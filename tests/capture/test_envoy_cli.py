@@ -25,6 +25,7 @@ from shadoweval.capture.envoy_config import EnvoyConfigSpec, render_envoy_config
 from shadoweval.capture.envoy_process import EnvoyProcess
 from shadoweval.capture_log import read_capture_log
 from shadoweval.config import CaptureSettings, EnvoySettings
+from shadoweval.process_death import die_with_parent_argv
 from shadoweval.records import ExchangeOutcome
 from tests.capture.envoy_harness import LoopThread, envoy_binary
 from tests.capture.upstreams import ScriptedUpstream, ServerThread
@@ -142,7 +143,12 @@ def test_capture_envoy_serves_captures_and_stops_on_sigterm(
         "--capture-dir", str(capture_dir), "--grace-period", "10",
     ]  # fmt: skip
     with log.open("w") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=_cli_env())
+        proc = subprocess.Popen(
+            die_with_parent_argv(cmd),
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=_cli_env(),
+        )
     try:
         wait_until(lambda: "ready" in log.read_text() or proc.poll() is not None, "the ready line")
         text = log.read_text()
@@ -194,7 +200,12 @@ def test_no_launch_serves_an_envoy_run_from_envoy_config(
     cmd = [sys.executable, "-m", "shadoweval.cli", "capture", "envoy", "--no-launch", *common,
            "--admin-port", "0", "--capture-dir", str(capture_dir)]  # fmt: skip
     with log.open("w") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=_cli_env())
+        proc = subprocess.Popen(
+            die_with_parent_argv(cmd),
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=_cli_env(),
+        )
     loop = LoopThread()
     envoy = EnvoyProcess(
         envoy_binary(), config.read_text(), tmp_path / "envoy", log_path=tmp_path / "envoy.log"

@@ -27,6 +27,7 @@ from shadoweval.capture.envoy_config import CanarySpec, EnvoyConfigSpec
 from shadoweval.capture.router_process import RouterProcess
 from shadoweval.capture.session_router import stable_bucket
 from shadoweval.errors import ConfigError
+from shadoweval.process_death import die_with_parent_argv
 from tests.capture.envoy_harness import LoopThread, envoy_binary
 from tests.capture.test_envoy_cli import _cli_env, _free_port, _nice_values, _pid_alive
 from tests.waiting import wait_until
@@ -231,7 +232,12 @@ def test_the_cli_front_end_runs_the_router_at_its_starting_priority(tmp_path: Pa
         "--capture-dir", str(tmp_path / "capture"),
     ]  # fmt: skip
     with log.open("w") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env)
+        proc = subprocess.Popen(
+            die_with_parent_argv(cmd),
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=env,
+        )
     try:
         wait_until(lambda: "ready" in log.read_text() or proc.poll() is not None, "the ready line")
         assert proc.poll() is None, log.read_text()

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 
 from shadoweval.capture_log import read_capture_log
+from shadoweval.process_death import die_with_parent_argv
 from tests.capture.upstreams import ScriptedUpstream, ServerThread
 from tests.kafka_broker import free_port
 from tests.waiting import wait_until
@@ -38,13 +39,13 @@ def test_two_workers_share_the_port_and_both_drain(tmp_path: Path) -> None:
     log_path = tmp_path / "sidecar.log"
     with ServerThread(app) as upstream, log_path.open("wb") as log:
         proc = subprocess.Popen(
-            [
+            die_with_parent_argv([
                 sys.executable, "-m", "shadoweval.cli", "capture", "serve",
                 "--upstream", upstream.url, "--port", str(port),
                 "--admin-port", str(admin_port), "--sink", "file",
                 "--capture-dir", str(capture_dir), "--spool-dir", str(tmp_path / "spool"),
                 "--workers", "2",
-            ],
+            ]),
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},

@@ -19,6 +19,7 @@ import pytest
 
 from shadoweval.compare.encoders import HashingEncoder
 from shadoweval.compare.worker import CompareReport, follow_compare, shard_of
+from shadoweval.process_death import die_with_parent_argv
 from shadoweval.records import ReplayTarget
 from shadoweval.storage import WORK_BUCKETS, Database, Repository, WorkLocks
 from tests.compare.test_compare_worker import POISON, PoisonedEncoder
@@ -166,7 +167,13 @@ class FollowWorker:
             "--encoder", "hashing", "--follow", "--poll-interval-s", "0.1", *extra,
         ]  # fmt: skip
         with self.stdout_path.open("wb") as out, self.stderr_path.open("wb") as err:
-            self.process = subprocess.Popen(command, stdout=out, stderr=err, env=env, cwd=REPO_ROOT)
+            self.process = subprocess.Popen(
+                die_with_parent_argv(command),
+                stdout=out,
+                stderr=err,
+                env=env,
+                cwd=REPO_ROOT,
+            )
 
     def stderr(self) -> str:
         return self.stderr_path.read_text(encoding="utf-8", errors="replace")
@@ -229,7 +236,7 @@ def test_a_dead_workers_buckets_are_taken_over(
         run_id = new_run(repo)
         add_pairs(repo, run_id, range(80))
         holder = subprocess.Popen(
-            [sys.executable, "-c", HOLD_ALL_BUCKETS, pg_schema_url, run_id],
+            die_with_parent_argv([sys.executable, "-c", HOLD_ALL_BUCKETS, pg_schema_url, run_id]),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=REPO_ROOT,
             env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
         )  # fmt: skip

@@ -21,6 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from shadoweval.process_death import die_with_parent_argv
 from tests.conftest import REPO_ROOT, need
 
 from .conftest import Seeded
@@ -61,7 +62,9 @@ def served(seeded: Seeded, tmp_path: Path) -> Iterator[str]:
     env = {**os.environ, "HOME": str(tmp_path)}  # Streamlit writes ~/.streamlit
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [*_command(), "dashboard", "--database-url", seeded.url, "--port", str(port)],
+            die_with_parent_argv(
+                [*_command(), "dashboard", "--database-url", seeded.url, "--port", str(port)]
+            ),
             stdout=out,
             stderr=subprocess.STDOUT,
             env=env,

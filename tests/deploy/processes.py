@@ -17,6 +17,7 @@ from pathlib import Path
 
 import httpx
 
+from shadoweval.process_death import die_with_parent_argv
 from tests.waiting import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -53,7 +54,11 @@ class Service:
         """Start the child (stdout to ``<name>.out``, stderr to ``<name>.log``)."""
         with self.stdout_path.open("wb") as out, self.log_path.open("wb") as err:
             self.process = subprocess.Popen(
-                self.args, stdout=out, stderr=err, env=self.env, cwd=REPO_ROOT
+                die_with_parent_argv(self.args),
+                stdout=out,
+                stderr=err,
+                env=self.env,
+                cwd=REPO_ROOT,
             )
         return self
 

@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from shadoweval.capture_log import read_capture_log
+from shadoweval.process_death import die_with_parent_argv
 from shadoweval.records import ExchangeOutcome
 from shadoweval.serving import BackgroundServer
 from shadoweval.simulation.mock_llm.app import create_app
@@ -74,27 +75,29 @@ def test_sigterm_lets_inflight_streams_finish_and_flushes(
     log_path = tmp_path / "sidecar.log"
     log = log_path.open("wb")
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "shadoweval.cli",
-            "capture",
-            "serve",
-            "--upstream",
-            slow_live_model,
-            "--port",
-            str(port),
-            "--admin-port",
-            str(admin_port),
-            "--sink",
-            "file",
-            "--capture-dir",
-            str(capture_dir),
-            "--spool-dir",
-            str(tmp_path / "spool"),
-            "--grace-period",
-            "30",
-        ],
+        die_with_parent_argv(
+            [
+                sys.executable,
+                "-m",
+                "shadoweval.cli",
+                "capture",
+                "serve",
+                "--upstream",
+                slow_live_model,
+                "--port",
+                str(port),
+                "--admin-port",
+                str(admin_port),
+                "--sink",
+                "file",
+                "--capture-dir",
+                str(capture_dir),
+                "--spool-dir",
+                str(tmp_path / "spool"),
+                "--grace-period",
+                "30",
+            ]
+        ),
         stdout=log,
         stderr=subprocess.STDOUT,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},

@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 import pytest
 
+from shadoweval.process_death import die_with_parent_argv
 from tests.deploy.processes import REPO_ROOT, START_S, Service
 from tests.packaging.light import HEAVY_PACKAGES
 from tests.waiting import wait_until
@@ -124,7 +125,11 @@ class LightService(Service):
     def start(self) -> LightService:
         with self.stdout_path.open("wb") as out, self.log_path.open("wb") as err:
             self.process = subprocess.Popen(
-                self.args, stdout=out, stderr=err, env=self.env, cwd=self.workdir
+                die_with_parent_argv(self.args),
+                stdout=out,
+                stderr=err,
+                env=self.env,
+                cwd=self.workdir,
             )
         return self
 

@@ -25,6 +25,7 @@ from typer.testing import CliRunner
 
 from shadoweval.cli import app
 from shadoweval.cli.exit_codes import EXIT_ERROR
+from shadoweval.process_death import die_with_parent_argv
 from shadoweval.records import ReplayTarget
 from shadoweval.replay.runner import in_sample
 from shadoweval.simulation.mock_llm import FixedLatency
@@ -104,7 +105,7 @@ def test_killed_worker_restarts_without_losing_or_duplicating_outcomes(
         env["SHADOWEVAL_WORKER__COMMIT_INTERVAL_S"] = "0.3"
         log = (tmp_path / "first.log").open("wb")
         first = subprocess.Popen(
-            [*args, "--metrics-port", str(metrics_port)],
+            die_with_parent_argv([*args, "--metrics-port", str(metrics_port)]),
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,
