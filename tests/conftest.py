@@ -7,6 +7,7 @@ reach it fails there. Locally (no ``CI``) it skips with the reason.
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -154,6 +155,10 @@ def kafka_broker(tmp_path: Path) -> Iterator[TansuBroker]:
         broker.stop()
 
 
+_LEFTOVER_GRACE_S = 20.0
+"""How long processes still running at the session's end get to exit on their own."""
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Mark this session in the environment every child inherits (:mod:`tests.leftovers`)."""
     config.stash[_SESSION_MARK] = mark_session()
@@ -170,6 +175,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if marker is None:
         return
     leftovers = find_leftovers(marker)
+    # A process already told to stop (a server whose fixture signalled it, a browser's
+    # helper) may still be exiting: it gets a bounded grace to go on its own, so a busy
+    # machine never turns a clean shutdown into a failed session.
+    deadline = time.monotonic() + _LEFTOVER_GRACE_S
+    while leftovers and time.monotonic() < deadline:
+        time.sleep(0.1)
+        leftovers = find_leftovers(marker)
     if not leftovers:
         return
     kill_all(leftovers)
