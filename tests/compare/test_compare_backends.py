@@ -65,9 +65,11 @@ def check_close(
 @pytest.mark.parametrize(
     ("backend", "minimum_cos", "minimum_short"),
     # int8 (per-channel dynamic quantization): measured 0.992-0.994 on the sentences and
-    # 0.970 on "ok" (two wordpieces: quantization noise is not averaged out by pooling).
+    # 0.970 on "ok" (two wordpieces: quantization noise is not averaged out by pooling) on
+    # an Intel Xeon, 0.9476 on "ok" on an AMD EPYC with AVX2 and no VNNI (onnxruntime's
+    # int8 kernels differ by instruction set), so the short-text floor is 0.93.
     # The auto rule rejects int8 on its pair cosines anyway (docs/benchmarks.md).
-    [("onnx-fp32", 0.999, 0.0), ("onnx-int8", 0.99, 0.95)],
+    [("onnx-fp32", 0.999, 0.0), ("onnx-int8", 0.99, 0.93)],
 )
 def test_onnx_backends_agree_with_torch_fp32(
     backend: str,
