@@ -27,7 +27,6 @@ Runs in the builder worker (a thread or a spawned process), never on the live pa
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 
 from shadoweval.body_redaction import BodyRedactor, RedactionHits, parse_json
@@ -49,6 +48,7 @@ from shadoweval.records import (
     TimingSource,
     UsageSource,
 )
+from shadoweval.redaction import scrub_url_credentials
 
 ERROR_MESSAGE_MAX_CHARS = 2000
 """Longest error message kept from an error body that is not OpenAI-style JSON."""
@@ -57,7 +57,6 @@ _ENDED_EARLY = (ExchangeOutcome.CANCELLED, ExchangeOutcome.ERROR)
 """Outcomes of a capture that ended before its body did: the client left, or the upstream
 broke the connection (an ``error`` with a response: a mid-body failure)."""
 
-_URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+@")
 _REASSEMBLED_FIELDS = ("response.text", "response.reasoning_text", "response.tool_calls")
 
 
@@ -240,7 +239,7 @@ class ResponseAssembler:
         text = "; ".join(problems)
         if raw.error and capture_error:
             text = f"{text}; capture: {raw.error}" if text else raw.error
-        text, n = _URL_CREDENTIALS.subn("[REDACTED:url_credentials]@", text)
+        text, n = scrub_url_credentials(text)
         if n:
             hits.add("url_credentials", "response.error_message", n)
         return self.redactor.redact_text(text, "response.error_message", hits)

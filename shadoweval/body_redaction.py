@@ -58,6 +58,7 @@ not JSON is scrubbed as text (location ``request.body``).
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -402,6 +403,16 @@ def _apply(rule: BodyRule, text: str) -> tuple[str, int]:
     return rule.pattern.sub(replace, text), count
 
 
+def rules_version(rules: Iterable[BodyRule], settings: BodyRedactionSettings) -> str:
+    """The version of compiled body ``rules``: ``body-rules/sha256:`` and the first 12 hex
+    digits of SHA-256 over each rule's ``name=pattern`` line and the secret field names."""
+    lines = [f"{rule.name}={rule.pattern.pattern}" for rule in rules]
+    if "secret_field" in settings.rules:
+        lines.append("secret_fields=" + ",".join(settings.secret_fields))
+    digest = hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()[:12]
+    return f"body-rules/sha256:{digest}"
+
+
 class BodyRedactor:
     """Applies the configured body rules to texts and JSON request bodies.
 
@@ -420,6 +431,11 @@ class BodyRedactor:
         self.secret_field: SecretFieldMatcher | None = (
             SecretFieldMatcher(settings.secret_fields) if "secret_field" in settings.rules else None
         )
+        self.version = rules_version(self.rules, settings)
+        """``body-rules/sha256:<12 hex>``: a digest of every rule's name and pattern and of
+        the secret field names, so any change to the rules (an edited built-in pattern, an
+        extra pattern, another field name) gives another version (stored with redacted
+        replay outcomes, issue 30)."""
 
     def redact_text(
         self, text: str, location: str, hits: RedactionHits, *, secrets_only: bool = False

@@ -227,3 +227,13 @@ def strip_url_credentials(url: str) -> str:
     if parts.port is not None:
         host = f"{host}:{parts.port}"
     return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+
+
+URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+@")
+"""``user:password@`` after a URL scheme, inside free text (an error message)."""
+
+
+def scrub_url_credentials(text: str) -> tuple[str, int]:
+    """``text`` with every ``scheme://user:password@`` losing its ``user:password`` (replaced
+    by ``[REDACTED:url_credentials]``); returns the text and the number replaced."""
+    return URL_CREDENTIALS.subn("[REDACTED:url_credentials]@", text)

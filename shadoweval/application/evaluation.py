@@ -198,7 +198,9 @@ def evaluate(
             early_warning = preflight_judge_endpoint(judge_settings)
             judge_settings = judge_settings.model_copy(update={"preflight": False})
     judged: JudgeRunReport | None = None
-    with open_repository(settings.database.url) as repo:
+    with open_repository(
+        settings.database.url, body_redaction=settings.capture.body_redaction
+    ) as repo:
         with timer.stage("setup"):
             run, targets = prepare_run(repo, request.run, settings, capture_log=request.capture_log)
         with timer.stage("replay"):

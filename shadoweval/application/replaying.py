@@ -347,7 +347,9 @@ def replay(
         FileNotFoundError: the capture log does not exist.
     """
     replay_pacing(settings.replay)  # a bad pace is refused before a run is created
-    with open_repository(settings.database.url) as repo:
+    with open_repository(
+        settings.database.url, body_redaction=settings.capture.body_redaction
+    ) as repo:
         if isinstance(request.source, Path):
             run, targets = prepare_run(repo, request.run, settings, capture_log=request.source)
             report = asyncio.run(

@@ -261,10 +261,16 @@ class RedactionHit(_Record):
 
 
 class RedactionReport(_Record):
-    """What redaction removed from an exchange before it was written anywhere."""
+    """What redaction removed from an exchange (or a replay outcome) before it was written.
+
+    ``rules_version``: the body rules the text passed
+    (:attr:`shadoweval.body_redaction.BodyRedactor.version`); set on replay outcomes by the
+    store (issue 30), ``None`` where not recorded (the live side, older records).
+    """
 
     headers_removed: tuple[str, ...] = ()
     hits: tuple[RedactionHit, ...] = ()
+    rules_version: str | None = None
 
 
 class OversizeNote(_Record):
@@ -387,7 +393,9 @@ class ReplayOutcome(_Record):
     latencies were measured under the same conditions. ``sent_at``: the wall-clock moment
     the request was handed to the client (before its first attempt; ``None`` when not
     sent, or for records written before the field): the replay order, which the latency
-    checks read for serial dependence between pairs in flight together.
+    checks read for serial dependence between pairs in flight together. ``redaction``:
+    what the body rules replaced before the outcome was stored, and their version
+    (:mod:`shadoweval.outcome_redaction`; ``None`` for records stored before issue 30).
     """
 
     schema_version: Literal[1] = SCHEMA_VERSION
@@ -406,3 +414,4 @@ class ReplayOutcome(_Record):
     co_timed: bool = False
     sent_at: AwareDatetime | None = None
     replayed_at: AwareDatetime = Field(default_factory=utc_now)
+    redaction: RedactionReport | None = None

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from sqlalchemy import and_, func, select, tuple_, update
 from sqlalchemy.orm import Session
 
+from shadoweval.outcome_redaction import OutcomeRedactor
 from shadoweval.records import (
     STORED,
     ReplayErrorKind,
@@ -54,6 +55,7 @@ class EnvironmentStore:
     ``Repository``)."""
 
     _db: Database
+    _outcome_redactor: OutcomeRedactor
 
     def _failed_outcomes(self, session: Session, run_id: str) -> list[ReplayOutcome]:
         """The run's sent outcomes (every target) with an error."""
@@ -125,7 +127,7 @@ class EnvironmentStore:
         given = list(outcomes)
         if not given:
             return 0
-        rows = [rows_.outcome_row(o) for o in given]
+        rows = [rows_.outcome_row(o, self._outcome_redactor) for o in given]
         stored = ReplayOutcomeRow.__table__.c
         with self._db.session() as session:
             replaced = self._stored_failures(session, given)

@@ -29,7 +29,9 @@ from datetime import datetime
 from pydantic import JsonValue
 from sqlalchemy import select
 
+from shadoweval.config import BodyRedactionSettings
 from shadoweval.errors import StorageError
+from shadoweval.outcome_redaction import OutcomeRedactor
 from shadoweval.records import (
     STORED,
     Coverage,
@@ -45,6 +47,7 @@ from shadoweval.storage import queries
 from shadoweval.storage import rows as rows_
 from shadoweval.storage.audit import PolicyAuditLog, add_audit_row, audit_row
 from shadoweval.storage.canary import CanaryStore
+from shadoweval.storage.database import Database
 from shadoweval.storage.embeddings import EmbeddingStore
 from shadoweval.storage.environment import EnvironmentStore
 from shadoweval.storage.history import HistoryStore
@@ -100,7 +103,21 @@ class Repository(
     environment (``environment_failed_ids``, ``replace_failed_outcomes``,
     ``repeated_rejections``, ``load_outcomes_of``) from
     :class:`~shadoweval.storage.environment.EnvironmentStore`.
+
+    Replay outcomes are redacted before they are written
+    (:class:`~shadoweval.outcome_redaction.OutcomeRedactor` with ``body_redaction``, the
+    capture sidecar's rules: pass ``settings.capture.body_redaction``; the default rules
+    when ``None``).
+
+    Raises:
+        ConfigError: ``body_redaction`` names an unknown rule or a bad pattern.
     """
+
+    def __init__(
+        self, db: Database, *, body_redaction: BodyRedactionSettings | None = None
+    ) -> None:
+        super().__init__(db)
+        self._outcome_redactor = OutcomeRedactor(body_redaction)
 
     # ------------------------------------------------------------------- runs
 
@@ -277,7 +294,7 @@ class Repository(
         Raises:
             StorageError: e.g. an outcome names an unknown run or exchange.
         """
-        rows = [rows_.outcome_row(o) for o in outcomes]
+        rows = [rows_.outcome_row(o, self._outcome_redactor) for o in outcomes]
         if not rows:
             return 0
         with self._db.session() as session:

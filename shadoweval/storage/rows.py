@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from shadoweval.outcome_redaction import OutcomeRedactor
 from shadoweval.pair_facts import pack_pair_facts, uncovered_scripts
 from shadoweval.pair_flags import flags_mask, pair_flags
 from shadoweval.records import (
@@ -117,8 +118,11 @@ def exchange_row(exchange: Exchange) -> dict[str, Any]:
     }
 
 
-def outcome_row(outcome: ReplayOutcome) -> dict[str, Any]:
-    """Column values of ``outcome`` for the ``replay_outcome`` table."""
+def outcome_row(outcome: ReplayOutcome, redactor: OutcomeRedactor) -> dict[str, Any]:
+    """Column values of ``outcome`` for the ``replay_outcome`` table, its answer, raw body
+    and error texts redacted first (:mod:`shadoweval.outcome_redaction`, issue 30: every
+    write of an outcome passes here)."""
+    outcome = redactor.redact(outcome)
     return {
         "run_id": outcome.run_id,
         "exchange_id": outcome.exchange_id,

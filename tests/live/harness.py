@@ -4,6 +4,7 @@ background thread (its own event loop), plus helpers to read every sink back."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from pathlib import Path
@@ -161,3 +162,50 @@ def database_text(database_url: str) -> tuple[dict[str, int], str]:
     finally:
         engine.dispose()
     return counts, "\n".join(text)
+
+
+def run_replay_scraped(
+    source: str,
+    candidate_url: str,
+    database_url: str,
+    run_id: str,
+    *,
+    extra: tuple[str, ...] = (),
+    metrics_port: int | None = None,
+    timeout_s: float = 180.0,
+) -> tuple[str, str]:
+    """Run ``shadow-eval replay run`` to its end (a capture log, or a Kafka topic to idle);
+    with ``metrics_port`` (Kafka only) its ``/metrics`` is scraped while it runs.
+
+    Returns:
+        (stdout + stderr of the worker — its log —, the last metrics page scraped or "").
+
+    Raises:
+        AssertionError: the worker exited non-zero (its output is in the message).
+    """
+    import os
+    import subprocess
+    import sys
+
+    import httpx
+
+    args = [sys.executable, "-m", "shadoweval.cli", "replay", "run", "--source", source]
+    args += ["--candidate-url", candidate_url, "--database-url", database_url]
+    args += ["--run-id", run_id, "--no-progress", *extra]
+    if metrics_port is not None:
+        args += ["--until-idle", "3", "--metrics-port", str(metrics_port)]
+    proc = subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ}
+    )
+    metrics = ""
+    deadline = time.monotonic() + timeout_s
+    while proc.poll() is None and time.monotonic() < deadline:
+        if metrics_port is not None:
+            with contextlib.suppress(httpx.HTTPError):
+                metrics = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=2).text
+        time.sleep(0.2)
+    if proc.poll() is None:
+        proc.kill()
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, f"worker exit {proc.returncode}\n{out}"
+    return out, metrics

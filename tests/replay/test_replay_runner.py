@@ -18,8 +18,10 @@ import httpx
 import orjson
 import pytest
 
+from shadoweval.body_redaction import BodyRedactor, RedactionHits
 from shadoweval.capture.table_import import import_table, row_to_exchange
 from shadoweval.capture_log import CaptureLogWriter, LogEntry, read_capture_log
+from shadoweval.config import BodyRedactionSettings
 from shadoweval.errors import StorageError
 from shadoweval.records import (
     STORED,
@@ -513,7 +515,13 @@ async def replay_whole_alpaca_eval(
     assert app.chat_requests == 805
     outcomes = repo.load_outcomes(run_id)
     assert sorted(o.exchange_id for o in outcomes) == sorted(exchanges)
-    answers = {r.prompt_key: r.output_text for r in candidate_rows}
+    # stored as the live side stores its answers: through the body rules (issue 30; a few
+    # AlpacaEval answers hold an e-mail address or a phone number)
+    rules = BodyRedactor(BodyRedactionSettings())
+    answers = {
+        r.prompt_key: rules.redact_text(r.output_text or "", "response.text", RedactionHits())
+        for r in candidate_rows
+    }
     wrong = []
     for outcome in outcomes:
         assert outcome.response is not None

@@ -249,3 +249,11 @@ def make_verdict(
         policy_hash=policy_hash,
         look=look,
     )
+
+
+def as_stored(outcome: ReplayOutcome) -> ReplayOutcome:
+    """``outcome`` as the repository stores it: through the default body rules, stamped with
+    their version (:class:`shadoweval.outcome_redaction.OutcomeRedactor`, issue 30)."""
+    from shadoweval.outcome_redaction import OutcomeRedactor
+
+    return OutcomeRedactor().redact(outcome)

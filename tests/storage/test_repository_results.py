@@ -12,7 +12,15 @@ from shadoweval.records import Coverage, ReplayErrorKind, ReplayTarget, RouteCov
 from shadoweval.storage import Repository
 from shadoweval.storage.statements import CHUNK_ROWS
 
-from .factories import BASELINE, CANDIDATE, T0, make_exchange, make_outcome, make_pair_score
+from .factories import (
+    BASELINE,
+    CANDIDATE,
+    T0,
+    as_stored,
+    make_exchange,
+    make_outcome,
+    make_pair_score,
+)
 
 CAND = ReplayTarget.CANDIDATE
 REPEAT = ReplayTarget.BASELINE_REPEAT
@@ -111,7 +119,7 @@ def test_outcomes_are_idempotent_and_the_first_write_wins(repo: Repository, run_
     assert repo.save_outcomes([again]) == 0
     assert count(repo, "replay_outcome") == 3
     stored = repo.load_outcomes(run_id, CAND)
-    assert stored[0] == first
+    assert stored[0] == as_stored(first)
     assert [o.exchange_id for o in stored] == ["ex-00001", "ex-00002"]
     assert len(repo.load_outcomes(run_id)) == 3
 
@@ -207,8 +215,8 @@ def test_iter_pair_inputs_joins_candidate_and_baseline_repeat(
     for ex, candidate, repeat in flat:
         n = int(ex.exchange_id[-1])
         assert ex == exchanges[n]
-        assert candidate == candidates[n]
-        assert repeat == repeats.get(n)
+        assert candidate == as_stored(candidates[n])
+        assert repeat == (None if n not in repeats else as_stored(repeats[n]))
 
 
 def test_iter_pair_inputs_only_unscored_while_scoring(repo: Repository, run_id: str) -> None:

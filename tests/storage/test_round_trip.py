@@ -13,7 +13,15 @@ from shadoweval.records import (
 )
 from shadoweval.storage import Repository
 
-from .factories import BASELINE, CANDIDATE, T0, make_exchange, make_outcome, make_pair_score
+from .factories import (
+    BASELINE,
+    CANDIDATE,
+    T0,
+    as_stored,
+    make_exchange,
+    make_outcome,
+    make_pair_score,
+)
 from .factories import make_verdict as verdict_of
 
 TOKYO = timezone(timedelta(hours=9))
@@ -64,10 +72,10 @@ def test_every_record_round_trips(repo: Repository) -> None:
         error_kind=ReplayErrorKind.DECODE,
     )
     repo.save_outcomes([candidate, repeat])
-    assert repo.load_outcomes(run_id, ReplayTarget.CANDIDATE) == [candidate]
-    assert repo.load_outcomes(run_id, ReplayTarget.BASELINE_REPEAT) == [repeat]
+    assert repo.load_outcomes(run_id, ReplayTarget.CANDIDATE) == [as_stored(candidate)]
+    assert repo.load_outcomes(run_id, ReplayTarget.BASELINE_REPEAT) == [as_stored(repeat)]
     ((ex, cand, rep),) = next(repo.iter_pair_inputs(run_id))
-    assert (ex, cand, rep) == (exchange, candidate, repeat)
+    assert (ex, cand, rep) == (exchange, as_stored(candidate), as_stored(repeat))
 
     score = make_pair_score(run_id, exchange)
     repo.save_pair_scores([score])

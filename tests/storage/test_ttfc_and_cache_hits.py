@@ -13,7 +13,7 @@ from shadoweval.records import HeaderPair, ReplayOutcome, Timings, TimingSource
 from shadoweval.storage import Database, Repository, SampleFilter, head_revision
 from shadoweval.storage.database import alembic_config
 
-from .factories import BASELINE, CANDIDATE, make_exchange, make_outcome, make_pair_score
+from .factories import BASELINE, CANDIDATE, as_stored, make_exchange, make_outcome, make_pair_score
 
 CACHED = (HeaderPair(name="x-cache", value="HIT"), HeaderPair(name="age", value="12"))
 
@@ -68,7 +68,7 @@ def test_ttfc_and_cache_hits_round_trip_into_their_columns(
     assert repo.get_exchange(cached.exchange_id) == cached
     assert repo.get_exchange(plain.exchange_id) == plain
     loaded = {o.exchange_id: o for o in repo.load_outcomes(run_id)}
-    assert loaded[cached.exchange_id] == outcome
+    assert loaded[cached.exchange_id] == as_stored(outcome)
     assert loaded[cached.exchange_id].timings.ttfc_ms == 480.0
     assert loaded[cached.exchange_id].response.cache_hit_headers == CACHED  # type: ignore[union-attr]
 
@@ -168,7 +168,7 @@ def test_migration_0005_down_and_up_over_stored_rows(empty_url: str) -> None:
         db.upgrade()
         assert db.schema_diff() == []
         loaded = {o.exchange_id: o for o in repo.load_outcomes(run_id)}
-        assert loaded[new.exchange_id] == _cached_outcome(run_id, new.exchange_id)
+        assert loaded[new.exchange_id] == as_stored(_cached_outcome(run_id, new.exchange_id))
         with db.connect() as conn:
             # The re-added columns start from their defaults; the records still hold it all.
             flags = conn.execute(sa.text("SELECT cache_hit FROM replay_outcome")).scalars().all()
