@@ -6,6 +6,7 @@ reach it fails there. Locally (no ``CI``) it skips with the reason.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 import uuid
@@ -56,6 +57,38 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
         if key.startswith("SHADOWEVAL_") and key != "SHADOWEVAL_TEST_DATABASE_URL":
             monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("SHADOWEVAL_COMPARE__BACKEND", "torch-fp32")
+
+
+def _closed_stream_handlers() -> list[tuple[logging.Logger, logging.Handler]]:
+    """Handlers (of the root and every named logger) that write to a closed stream."""
+    loggers = [logging.getLogger()] + [
+        logger
+        for logger in list(logging.Logger.manager.loggerDict.values())
+        if isinstance(logger, logging.Logger)
+    ]
+    return [
+        (logger, handler)
+        for logger in loggers
+        for handler in list(logger.handlers)
+        if isinstance(handler, logging.StreamHandler) and getattr(handler.stream, "closed", False)
+    ]
+
+
+@pytest.fixture(autouse=True)
+def _no_stale_log_handlers() -> Iterator[None]:
+    """After each test, drop log handlers left writing to a stream that is closed.
+
+    A command run in-process through Typer's ``CliRunner`` that configures logging for
+    its process (``api serve``'s uvicorn ``log_config``, ``capture serve``'s
+    ``basicConfig``) binds a handler to the runner's captured stderr, which is closed
+    when the invocation ends. Every later log line then fails and prints "--- Logging
+    error ---" with its call stack into whatever stderr is current — another test's
+    captured output, where the stack's source lines (the test's own arguments) broke
+    assertions on what stderr must not contain.
+    """
+    yield
+    for logger, handler in _closed_stream_handlers():
+        logger.removeHandler(handler)
 
 
 @pytest.fixture(scope="session")
