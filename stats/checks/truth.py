@@ -108,21 +108,25 @@ class Overruled:
         )
 
 
+def _has_truth(arrays: PairArrays) -> BoolArray:
+    """Rows whose quality comes from ground truth (:data:`GROUND_TRUTH_SOURCES`)."""
+    truth: BoolArray = np.isin(arrays.quality_source.astype(str), GROUND_TRUTH_SOURCES)
+    return truth
+
+
 def truth_not_worse(arrays: PairArrays) -> BoolArray:
     """Rows whose ground truth (:data:`GROUND_TRUTH_SOURCES`) says the candidate is not
     worse (``quality`` 0 or −1), shape ``(n,)``."""
-    truth = np.isin(arrays.quality_source.astype(str), GROUND_TRUTH_SOURCES)
     with np.errstate(invalid="ignore"):
-        cleared: BoolArray = truth & (arrays.quality <= 0.0)
+        cleared: BoolArray = _has_truth(arrays) & (arrays.quality <= 0.0)
     return cleared
 
 
 def truth_worse(arrays: PairArrays) -> BoolArray:
     """Rows whose ground truth (:data:`GROUND_TRUTH_SOURCES`) says the candidate is worse
     (``quality`` 1), shape ``(n,)``."""
-    truth = np.isin(arrays.quality_source.astype(str), GROUND_TRUTH_SOURCES)
     with np.errstate(invalid="ignore"):
-        worse: BoolArray = truth & (arrays.quality > 0.0)
+        worse: BoolArray = _has_truth(arrays) & (arrays.quality > 0.0)
     return worse
 
 
