@@ -70,7 +70,7 @@ from shadoweval.records import POOLED, ToolChange
 from shadoweval.stats.checks.pair_arrays import BoolArray, FloatArray, IntArray, PairArrays
 from shadoweval.stats.checks.reasons import fmt_g
 from shadoweval.stats.checks.truth import GROUND_TRUTH_SOURCES
-from shadoweval.stats.frame import PAIRS_COLUMNS
+from shadoweval.stats.frame import OPTIONAL_PAIRS_COLUMNS, PAIRS_COLUMNS
 from shadoweval.stats.inputs import InvalidDataError
 from shadoweval.stats.net_harm import divergence_strata, ground_truth_stratum
 from shadoweval.stats.policy import GatePolicy, effective
@@ -423,7 +423,9 @@ def classify_changes(pairs: pd.DataFrame, policy: GatePolicy) -> ChangeResult:
     Raises:
         InvalidDataError: ``pairs`` lacks a required column.
     """
-    missing = [c for c in PAIRS_COLUMNS if c not in pairs.columns]
+    missing = [
+        c for c in PAIRS_COLUMNS if c not in pairs.columns and c not in OPTIONAL_PAIRS_COLUMNS
+    ]
     if missing:
         raise InvalidDataError(f"pairs table lacks columns: {', '.join(missing)}")
     arrays = PairArrays.from_frame(pairs)

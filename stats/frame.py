@@ -57,9 +57,11 @@ __all__ = [
     "BASELINE_HARM_COLUMNS",
     "CANDIDATE_HARM_COLUMNS",
     "FAILED_QUALITY_SOURCE",
+    "OPTIONAL_PAIRS_COLUMNS",
     "PAIRS_COLUMNS",
     "QUALITY_VALUES",
     "TOOL_CHANGE_COLUMNS",
+    "PPIColumns",
     "format_ok",
     "harm_column",
     "pairs_frame",
@@ -138,6 +140,8 @@ PAIRS_COLUMNS: dict[str, str] = {
     "exact_differs": "float64",
     "quality": "float64",
     "quality_source": "object",
+    "ppi_prediction": "float64",
+    "ppi_label": "float64",
     "uncovered_scripts": "object",
 }
 """Columns of :func:`pairs_frame` and their pandas dtypes (NaN marks a missing float).
@@ -188,7 +192,19 @@ The direction columns (issue 11):
   :class:`~shadoweval.records.JudgementSource` value (``judge``, ``human``,
   ``reference``), :data:`FAILED_QUALITY_SOURCE` (``"failed"``, quality NaN) when the
   resolved judgement failed (only LLM judge calls fail), ``""`` when the pair has none.
+* ``ppi_prediction`` / ``ppi_label``: the prediction-powered net harm's inputs
+  (:mod:`shadoweval.stats.net_harm.ppi`), from :class:`PPIColumns`: the pair's predictor
+  quality (an analyst's label chosen by hand, else a reference, else the judge; NaN when
+  none — the gate then predicts from the detectors) and its random-sample label (NaN when
+  the pair is not in a PPI sample or not labelled). All NaN without a sample.
 """
+
+OPTIONAL_PAIRS_COLUMNS: tuple[str, ...] = ("ppi_prediction", "ppi_label")
+"""Columns a pairs table handed to the gate may lack (read as all NaN): tables built before
+prediction-powered net harm, e.g. by a simulation, stay valid."""
+
+PPIColumns = Mapping[str, tuple[float, float]]
+"""Exchange id → ``(ppi_prediction, ppi_label)`` (:data:`PAIRS_COLUMNS`; NaN for none)."""
 
 SuccessFlag = FormatSuccessFlag
 _Flag = TypeVar("_Flag", HarmKind, ToolChange)
@@ -238,6 +254,7 @@ def pairs_frame(
     scores: Iterable[PairScore],
     policy: GatePolicy,
     judgements: Mapping[str, PairJudgement] | None = None,
+    ppi: PPIColumns | None = None,
 ) -> pd.DataFrame:
     """Return one row per pair with the columns of :data:`PAIRS_COLUMNS`.
 
@@ -257,12 +274,15 @@ def pairs_frame(
         judgements: exchange id → the pair's *resolved* judgement (one per pair, already
             chosen by source priority: :func:`shadoweval.stats.judgements.resolve_judgements`);
             pairs not in it are not judged (``quality`` NaN). ``None``: no judgements.
+        ppi: the prediction-powered columns by exchange id (:data:`PPIColumns`);
+            ``None``: all NaN.
 
     Returns:
         A DataFrame sorted by ``captured_at`` then ``exchange_id``, index 0..n−1; an empty
         frame with the same columns and dtypes when ``scores`` is empty.
     """
     judged = judgements or {}
+    ppi_columns = ppi or {}
     columns: dict[str, list[object]] = {name: [] for name in PAIRS_COLUMNS if name not in _FLAGS}
     base_harms: list[int] = []
     cand_harms: list[int] = []
@@ -274,6 +294,9 @@ def pairs_frame(
             flag = effective(policy, score.task_type).format_parse.success_flag
             flags_by_type[score.task_type] = flag
         row = _row(score, flag, judged.get(score.exchange_id), _context_rollback(policy))
+        row["ppi_prediction"], row["ppi_label"] = ppi_columns.get(
+            score.exchange_id, (math.nan, math.nan)
+        )
         for name, value in row.items():
             columns[name].append(value)
         base_harms.append(_bits(score.baseline_harms, _HARM_BIT) if score.baseline_harms else 0)
@@ -405,6 +428,7 @@ def pairs_frame_from_facts(
     facts: PairFacts,
     policy: GatePolicy,
     judgements: Mapping[str, PairJudgement] | None = None,
+    ppi: PPIColumns | None = None,
 ) -> pd.DataFrame:
     """:func:`pairs_frame` from packed pair facts, without reading a record.
 
@@ -419,6 +443,7 @@ def pairs_frame_from_facts(
         facts: the run's pairs (:meth:`Repository.load_pair_facts_after`; any order).
         policy: the gate policy (success flag and harm block per task type).
         judgements: exchange id → resolved judgement, as in :func:`pairs_frame`.
+        ppi: the prediction-powered columns, as in :func:`pairs_frame`.
 
     Returns:
         A DataFrame sorted by ``captured_at`` then ``exchange_id``, index 0..n−1.
@@ -431,6 +456,13 @@ def pairs_frame_from_facts(
     task_types = np.asarray(facts.task_types, dtype=object)[order]
     scripts = np.asarray(facts.uncovered_scripts, dtype=object)[order]
     quality, source = _quality_columns(exchange_ids, judgements or {})
+    ppi_columns = ppi or {}
+    nan_pair = (math.nan, math.nan)
+    ppi_values = np.array(
+        [ppi_columns.get(e, nan_pair) for e in exchange_ids] if ppi_columns else [], dtype=float
+    ).reshape(-1, 2)
+    if not ppi_columns:
+        ppi_values = np.full((len(exchange_ids), 2), math.nan)
     columns: dict[str, object] = {
         "exchange_id": pd.Series(exchange_ids, dtype=object),
         "task_type": pd.Series(task_types, dtype=object),
@@ -440,6 +472,8 @@ def pairs_frame_from_facts(
         **_fact_columns(values, task_types, policy),
         "quality": quality,
         "quality_source": pd.Series(source, dtype=object),
+        "ppi_prediction": ppi_values[:, 0],
+        "ppi_label": ppi_values[:, 1],
         "uncovered_scripts": pd.Series(scripts, dtype=object),
     }
     frame = _with_flags(

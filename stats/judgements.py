@@ -57,6 +57,7 @@ __all__ = [
     "judge_human_agreement",
     "label_judgement",
     "label_outcome",
+    "ppi_columns",
     "resolve_judgements",
     "source_counts",
 ]
@@ -172,6 +173,47 @@ def resolve_judgements(
         if current is None or _rank(judgement) < _rank(current):
             chosen[judgement.exchange_id] = judgement
     return chosen
+
+
+def ppi_columns(
+    judgements: Iterable[PairJudgement], labels: Iterable[HumanLabel]
+) -> dict[str, tuple[float, float]]:
+    """The prediction-powered net harm's columns: exchange id → ``(prediction, label)``.
+
+    ``label`` is the quality (+1 worse, 0 tie, −1 better; :func:`label_outcome`) of a pair
+    whose latest label was given in a random sample (``HumanLabel.sample`` set: the export's
+    ``--ppi-sample``), NaN otherwise. ``prediction`` is the quality of the pair's judgement
+    resolved *without* its random-sample label (:func:`resolve_judgements` of the other
+    labels — chosen by hand — and the stored judgements: hand label > reference > judge),
+    NaN when it has none (the gate then predicts from the detectors). A random-sample label
+    is never its own pair's prediction, or the correction would be 0 by construction.
+
+    Returns:
+        ``{}`` when no latest label belongs to a random sample (the gate's columns stay
+        NaN: the stratified estimator decides as before); else an entry for every pair
+        with a prediction or a sample label.
+    """
+    latest = latest_per_pair(labels)
+    sampled = {x.exchange_id: x for x in latest if getattr(x, "sample", None)}
+    if not sampled:
+        return {}
+    hand = [x for x in latest if x.exchange_id not in sampled]
+    predicted = resolve_judgements(judgements, hand)
+    out: dict[str, tuple[float, float]] = {}
+    for exchange_id, judgement in predicted.items():
+        if judgement.outcome is not None:
+            out[exchange_id] = (_QUALITY[judgement.outcome], math.nan)
+    for exchange_id, label in sampled.items():
+        prediction = out.get(exchange_id, (math.nan, math.nan))[0]
+        out[exchange_id] = (prediction, _QUALITY[label_outcome(label.label)])
+    return out
+
+
+_QUALITY: Mapping[QualityOutcome, float] = {
+    QualityOutcome.CANDIDATE_WORSE: 1.0,
+    QualityOutcome.TIE: 0.0,
+    QualityOutcome.CANDIDATE_BETTER: -1.0,
+}
 
 
 def source_counts(resolved: Mapping[str, PairJudgement]) -> dict[str, int]:

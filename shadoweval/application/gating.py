@@ -24,7 +24,7 @@ from shadoweval.application.run_policy import load_gate_policy, run_policy_warni
 from shadoweval.records import Coverage, Decision, Verdict
 from shadoweval.stats.checkpoints import at_sample_cap, evaluate_poll
 from shadoweval.stats.frame import pairs_frame
-from shadoweval.stats.judgements import resolve_judgements
+from shadoweval.stats.judgements import ppi_columns, resolve_judgements
 from shadoweval.stats.policy import GatePolicy, parse_policy_yaml, policy_traffic_problems
 from shadoweval.stats.summary import task_type_summary
 from shadoweval.storage import Repository, RunInfo, RunStatus
@@ -119,7 +119,7 @@ def gate_run(repo: Repository, run: RunInfo, *, command: str) -> GateResult:
     judgements = repo.list_judgements(run.run_id)
     labels = repo.load_labels(run.run_id)
     resolved = resolve_judgements(judgements, labels)
-    pairs = pairs_frame(scores, policy, judgements=resolved)
+    pairs = pairs_frame(scores, policy, judgements=resolved, ppi=ppi_columns(judgements, labels))
     judgement = summarize_judgements(
         run.run_id, judgements, labels, repo.run_judge(run.run_id), resolved
     )

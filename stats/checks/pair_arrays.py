@@ -137,6 +137,18 @@ def _columns(names: tuple[str, ...]) -> dict[str, Any]:
     return {_COLUMN: names, _READ: read}
 
 
+def _optional_floats(name: str) -> dict[str, Any]:
+    """Field metadata of a float column that a pairs table may lack (read as all NaN):
+    the prediction-powered columns, which tables built before them do not carry."""
+
+    def read(frame: pd.DataFrame) -> FloatArray:
+        if name not in frame.columns:
+            return np.full(len(frame), np.nan)
+        return _floats(frame[name])
+
+    return {_COLUMN: (name,), _READ: read}
+
+
 def _read(frame: pd.DataFrame, metadata: Any) -> npt.NDArray[Any]:
     column = metadata[_COLUMN]
     if isinstance(column, tuple):
@@ -153,7 +165,9 @@ class PairArrays:
     ``cand_harm`` are ``(n, len(HarmKind))`` boolean blocks in
     :class:`~shadoweval.records.HarmKind` order and ``tool_change`` an
     ``(n, len(ToolChange))`` block in :class:`~shadoweval.records.ToolChange` order;
-    ``quality`` is +1 candidate worse, −1 better, 0 tie, NaN not judged; ``base_cache_hit`` /
+    ``quality`` is +1 candidate worse, −1 better, 0 tie, NaN not judged; ``ppi_prediction``
+    the predictor's quality for prediction-powered net harm (NaN: none) and ``ppi_label``
+    the pair's random-sample label (NaN: not in the sample); ``base_cache_hit`` /
     ``cand_cache_hit`` are true where that side was served from a cache; ``source`` codes index
     :data:`LATENCY_BASELINE_SOURCES` (``latency_baseline_source``); ``prompt_ratio`` is the
     prompt-token ratio candidate/baseline and ``*_finish_length`` whether that side ended
@@ -203,6 +217,8 @@ class PairArrays:
     exact_differs: FloatArray = field(metadata=_column("exact_differs", _floats))
     quality: FloatArray = field(metadata=_column("quality", _floats))
     quality_source: npt.NDArray[np.object_] = field(metadata=_column("quality_source", _strings))
+    ppi_prediction: FloatArray = field(metadata=_optional_floats("ppi_prediction"))
+    ppi_label: FloatArray = field(metadata=_optional_floats("ppi_label"))
     infra: BoolArray = field(init=False)
 
     def __post_init__(self) -> None:

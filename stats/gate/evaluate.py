@@ -20,7 +20,7 @@ from shadoweval.records import (
     utc_now,
 )
 from shadoweval.stats.engine import Judged
-from shadoweval.stats.frame import PAIRS_COLUMNS
+from shadoweval.stats.frame import OPTIONAL_PAIRS_COLUMNS, PAIRS_COLUMNS
 from shadoweval.stats.gate.attribution import attribute_causes
 from shadoweval.stats.gate.causes import failure_cause_lines
 from shadoweval.stats.gate.decide import _decide
@@ -199,7 +199,9 @@ def _no_data_reasons(pairs: pd.DataFrame, policy: GatePolicy, coverage: Coverage
 
 def _check_arguments(pairs: pd.DataFrame, look: int, judgement_look: int) -> None:
     """Raise :class:`InvalidDataError` for missing pair columns or a look below 1."""
-    missing = [c for c in PAIRS_COLUMNS if c not in pairs.columns]
+    missing = [
+        c for c in PAIRS_COLUMNS if c not in pairs.columns and c not in OPTIONAL_PAIRS_COLUMNS
+    ]
     if missing:
         raise InvalidDataError(f"pairs table lacks columns: {', '.join(missing)}")
     if isinstance(look, bool) or not isinstance(look, int) or look < 1:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from shadoweval.records import (
     POOLED,
@@ -26,6 +27,7 @@ from shadoweval.stats.checks import (
 from shadoweval.stats.checks.pair_arrays import BoolArray, PairArrays
 from shadoweval.stats.checks.reasons import fmt_g, fmt_p, infra_note
 from shadoweval.stats.engine import Judged, OnFail
+from shadoweval.stats.gate.ppi_net_harm import ppi_unit_check
 from shadoweval.stats.gate.units import (
     _Group,
     _pooled_strata,
@@ -191,6 +193,20 @@ def _net_harm_test(
         sources=_source_counts(group.arrays, keep & group.changed),
         truth_ties=_truth_ties(group.arrays, keep & ~group.changed),
     )
+    ppi = ppi_unit_check(
+        group.task_type,
+        group.arrays,
+        keep,
+        group.changed,
+        _unit_task_types(group, pooled),
+        view.net_harm,
+        levels,
+    )
+    if isinstance(ppi, str):
+        if ppi:
+            check = check.model_copy(update={"reason": f"{check.reason}; {ppi}"})
+    else:
+        check, p = ppi
     n_infra = group.arrays.n - int(np.count_nonzero(keep))
     if n_infra:
         check = check.model_copy(update={"reason": check.reason + infra_note(n_infra)})
@@ -210,6 +226,13 @@ def _net_harm_test(
         on_fail="rollback" if critical else "hold",
         net_check=check,
     )
+
+
+def _unit_task_types(group: _Group, pooled: _PooledStrata) -> npt.NDArray[np.object_]:
+    """Each row's task type: the PPI strata (the random sample is drawn per task type)."""
+    if group.task_type == POOLED:
+        return np.asarray(pooled.names, dtype=object)[pooled.codes]
+    return np.full(group.arrays.n, group.task_type, dtype=object)
 
 
 def _truth_ties(arrays: PairArrays, rows: BoolArray) -> int:

@@ -452,6 +452,11 @@ class NetHarmPolicy(_Block):
             docs/gate-simulation.md).
         min_judged: judged changed pairs a unit needs before its net harm can pass.
             Default 30.
+        ppi_min_labels: labels of a random sample (``export --ppi-sample``) on a unit's
+            changed pairs from which its net harm is estimated by prediction-powered
+            inference (:mod:`shadoweval.stats.net_harm.ppi`: the judge or the detectors
+            predict every changed pair, the random labels correct them) instead of the
+            judged pairs alone; at least 2 per changed task type as well. Default 20.
     """
 
     margin: Number = Field(default=0.02, gt=0, lt=1)
@@ -459,6 +464,7 @@ class NetHarmPolicy(_Block):
     strata_edges: tuple[Number, ...] = (0.1, 0.2, 0.35)
     max_judged_per_task_type: Count = Field(default=1500, ge=1)
     min_judged: Count = Field(default=30, ge=1)
+    ppi_min_labels: Count = Field(default=20, ge=2)
 
     @field_validator("strata_edges")
     @classmethod

@@ -139,12 +139,22 @@ def _canonical(policy: GatePolicy) -> dict[str, Any]:
         # Likewise cause attribution at its defaults (issue 29 item 9).
         del dumped["causes"]
     for block in (dumped, *dumped["task_types"].values()):
-        # infra_error_rate.context_length (issue 29 item 8) at its default, here and in
-        # every task type's resolved view.
-        infra = block.get("infra_error_rate")
-        if isinstance(infra, dict) and infra.get("context_length") == "hold":
-            del infra["context_length"]
+        # Leaves added later, at their defaults, here and in every task type's resolved
+        # view: infra_error_rate.context_length (issue 29 item 8), net_harm.ppi_min_labels
+        # (issue 31 item 1).
+        for (section, leaf), default in _ADDED_LEAVES.items():
+            part = block.get(section)
+            if isinstance(part, dict) and part.get(leaf) == default:
+                del part[leaf]
     return dumped
+
+
+_ADDED_LEAVES: dict[tuple[str, str], Any] = {
+    ("infra_error_rate", "context_length"): "hold",
+    ("net_harm", "ppi_min_labels"): 20,
+}
+"""Policy leaves added after runs were frozen, with their defaults: left out of the canonical
+JSON while at the default, so those runs keep their hash."""
 
 
 def policy_hash(policy: GatePolicy) -> str:

@@ -55,3 +55,9 @@ def test_gate_scale_tiny() -> None:
     steps = {r[0]: r for r in rows(lines, "") if len(r) == 4 and r[0] not in ("step", "---:")}
     assert any(step.startswith("evaluate_gate") for step in steps), lines
     assert any(step.startswith("evaluate_poll") for step in steps), lines
+
+
+def test_ppi_simulation_tiny() -> None:
+    lines = bench("ppi_simulation.py", "--reps", "3", "--pairs", "400", "--fractions", "0.1")
+    table = rows(lines, "10%")
+    assert [r[2] for r in table] == ["PPI++", "labels alone", "judge alone"], lines
