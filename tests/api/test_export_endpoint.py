@@ -194,7 +194,8 @@ async def test_the_openapi_document_describes_the_endpoint(export_app: Starlette
     params = {p["name"]: p for p in operation["parameters"]}
     assert set(params) == {
         "run_id", "per_task_type", "order", "seed", "format", "task_type", "flag",
-        "min_similarity", "max_similarity", "changed_unjudged", "raw_cells",
+        "min_similarity", "max_similarity", "changed_unjudged", "raw_cells", "fraction",
+        "ppi_sample",
     }  # fmt: skip
     assert params["changed_unjudged"]["schema"] == {"type": "boolean", "default": False}
     assert params["raw_cells"]["schema"] == {"type": "boolean", "default": False}
