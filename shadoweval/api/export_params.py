@@ -8,7 +8,11 @@ Parameters (names as in the query string; the OpenAPI document lists them with
 ``min_similarity`` and ``max_similarity`` (in [-1, 1]), ``changed_unjudged`` (``true`` /
 ``false``, also ``1`` / ``0``: only pairs that changed and have no successful judgement
 yet), ``raw_cells`` (``true`` / ``false``: a CSV's cells as they are, without the
-formula escaping that is the default). An unknown parameter, a
+formula escaping that is the default), ``fraction`` (in (0, 1]: ``ceil(F × pairs)`` of
+each task type instead of ``per_task_type``), ``ppi_sample`` (``true`` / ``false``: the
+random label sample, drawn from every changed pair of each task type; ``order`` defaults
+to ``random`` and a seed is drawn when none is given; similarity bounds, flags,
+``order=lowest`` and ``changed_unjudged`` are refused). An unknown parameter, a
 single-valued one given twice, or a bad value is a :class:`BadParameterError` whose message
 names the parameter and the value.
 """
@@ -44,6 +48,8 @@ SINGLE: tuple[str, ...] = (
     "max_similarity",
     "changed_unjudged",
     "raw_cells",
+    "fraction",
+    "ppi_sample",
 )
 REPEATABLE: tuple[str, ...] = ("task_type", "flag")
 
@@ -115,11 +121,14 @@ def export_request(run_id: str, params: QueryParams) -> ExportRequest:
         bounds[name] = bound
     changed_unjudged = _flag(_one(params, "changed_unjudged"), "changed_unjudged")
     raw_cells = _flag(_one(params, "raw_cells"), "raw_cells")
+    fraction = _number(_one(params, "fraction"), "fraction", float, "a number")
     try:
         return make_request(
             run_id,
-            per_task_type=DEFAULT_PER_TASK_TYPE if per_task_type is None else per_task_type,
-            order=_or(_one(params, "order"), "lowest"),
+            per_task_type=per_task_type,
+            fraction=fraction,
+            ppi_sample=_flag(_one(params, "ppi_sample"), "ppi_sample"),
+            order=_one(params, "order"),
             seed=_number(_one(params, "seed"), "seed", int, "an integer"),
             fmt=_or(_one(params, "format"), "csv"),
             task_types=params.getlist("task_type"),
@@ -217,6 +226,21 @@ EXPORT_PARAMETERS: list[dict[str, Any]] = [
         "-, @, a tab, a carriage return or a line feed gets a leading ' and text cells are "
         "quoted, so a spreadsheet does not run it as a formula (CSV injection); numbers are "
         "never escaped, JSONL and Parquet never. Recorded in the manifest (cells).",
+    ),
+    _param(
+        "fraction",
+        {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+        "Export ceil(fraction x pairs) of each task type's matching pairs instead of "
+        "per_task_type (not with per_task_type): 0.1 takes 3 of 30 and 1 of 3.",
+    ),
+    _param(
+        "ppi_sample",
+        {"type": "boolean", "default": False},
+        "The random label sample for prediction-powered inference of net harm: pairs drawn "
+        "at random from every changed pair of each task type (judged or not); order "
+        "defaults to random, a seed is drawn when none is given. The manifest's ppi_sample "
+        "records the sample's id, seed, fraction and exchange ids. Refused with "
+        "order=lowest, similarity bounds, flag and changed_unjudged.",
     ),
 ]
 """OpenAPI parameter objects of the export endpoint."""

@@ -18,6 +18,8 @@ have no successful judgement of any source; the export stage cannot tell which t
 (it imports no statistics), so :func:`resolve_selection` computes their exchange ids here
 (:func:`shadoweval.application.run_views.changed_unjudged_ids`) and attaches them to the request.
 :func:`export_zip` and :func:`export_to_directory` call it, so a face only sets the flag.
+A request for the random label sample (``ppi_sample``) gets every changed pair's id,
+judged or not (:func:`shadoweval.application.run_views.changed_ids`), the same way.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shadoweval.application.run_views import changed_unjudged_ids
+from shadoweval.application.run_views import changed_ids, changed_unjudged_ids
 from shadoweval.errors import ConfigError, ShadowEvalError
 from shadoweval.export import (
     ExportResult,
@@ -129,19 +131,23 @@ def filter_request(
 def resolve_selection(
     repo: Repository, request: ExportRequest, *, names: FieldNames = cli_option
 ) -> ExportRequest:
-    """``request`` with the exchange ids its ``changed_unjudged`` selection stands for.
+    """``request`` with the exchange ids its ``changed_unjudged`` or ``ppi_sample``
+    selection stands for.
 
-    A request without ``changed_unjudged``, or whose ids are already attached, is returned
-    as it is. Otherwise the ids are :func:`shadoweval.application.run_views.changed_unjudged_ids` of
+    A request with neither, or whose ids are already attached, is returned as it is.
+    Otherwise the ids are :func:`shadoweval.application.run_views.changed_unjudged_ids` of
     the run (changed under its frozen policy, no successful judgement of any source; a
-    pair whose judgements all failed is still unjudged), set as ``exchange_ids``.
+    pair whose judgements all failed is still unjudged) for ``changed_unjudged``, and
+    :func:`shadoweval.application.run_views.changed_ids` (every changed pair, judged or
+    not) for ``ppi_sample``, set as ``exchange_ids``.
 
     Raises:
         ConfigError: the run does not exist (named ``names("run_id")``), or its frozen
             policy no longer parses.
         StorageError: the database failed.
     """
-    if not request.changed_unjudged or request.exchange_ids is not None:
+    wanted = request.changed_unjudged or request.ppi_sample
+    if not wanted or request.exchange_ids is not None:
         return request
     run = repo.get_run(request.run_id)
     if run is None:
@@ -150,7 +156,8 @@ def resolve_selection(
             field="run_id",
             value=request.run_id,
         )
-    return dataclasses.replace(request, exchange_ids=changed_unjudged_ids(repo, run))
+    ids = changed_ids(repo, run) if request.ppi_sample else changed_unjudged_ids(repo, run)
+    return dataclasses.replace(request, exchange_ids=ids)
 
 
 def export_zip(

@@ -5,12 +5,15 @@ baseline's (:class:`~shadoweval.records.LabelValue`), with an optional note.
 :func:`save_label` checks it (:func:`make_label`) and stores it with the analyst's name
 (one label per pair and labeller; labelling again replaces it) through
 :meth:`Repository.save_labels`. :func:`import_labelled_export` stores the labels an analyst
-wrote into an export file (``shadow-eval labels import``). :func:`label_rates` is the
+wrote into an export file (``shadow-eval labels import``), marking the labels of the
+pairs of a random label sample (the export's manifest's ``ppi_sample``:
+:mod:`shadoweval.export.ppi`) with the sample's id. :func:`label_rates` is the
 win/loss table shown next to the verdict (:func:`shadoweval.stats.labels.label_summary`).
 """
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +24,12 @@ from shadoweval.application.choices import enum_choice
 from shadoweval.errors import ConfigError
 from shadoweval.export import LabelImport, read_labelled
 from shadoweval.export.labels_import import LABEL_STAGE, MAX_NOTE_CHARS, RejectedRow
+from shadoweval.export.ppi import (
+    LabelManifest,
+    manifest_beside,
+    read_label_manifest,
+    unpack_export_zip,
+)
 from shadoweval.records import PAIR_KEY_FIELDS, HumanLabel, LabelValue, same_named
 from shadoweval.stats.labels import label_summary
 from shadoweval.storage import RejectedRecord, Repository, rejection_fingerprint
@@ -107,11 +116,24 @@ class LabelImportResult:
         stored: labels stored.
         skipped: rejected rows not stored again (an identical one was already stored,
             as when the same file is imported twice).
+        manifest: the export's manifest as read (``None``: none was found or given, and
+            every label counts as chosen by hand).
     """
 
     imported: LabelImport
     stored: int
     skipped: int
+    manifest: LabelManifest | None = None
+
+    @property
+    def in_sample(self) -> int:
+        """Labels of pairs of the random label sample (``sample`` set)."""
+        return sum(label.sample is not None for label in self.imported.labels)
+
+    @property
+    def by_hand(self) -> int:
+        """Labels chosen by hand (``sample`` ``None``)."""
+        return len(self.imported.labels) - self.in_sample
 
 
 def run_pairs(repo: Repository, run_id: str) -> dict[str, str]:
@@ -160,8 +182,30 @@ def keep_rejected_rows(
     return len(records) - kept
 
 
+def _manifest(path: Path, given: Path | None, in_zip: bytes | None) -> LabelManifest | None:
+    """The export manifest of a labelled file: ``given``, else the zip's, else the one
+    beside the file; ``None`` when there is none."""
+    if given is not None:
+        try:
+            data = given.read_bytes()
+        except OSError as exc:
+            raise ConfigError(
+                f"--manifest {str(given)!r} cannot be read: {exc}", field="manifest", value=given
+            ) from None
+        return read_label_manifest(data, where=str(given))
+    if in_zip is not None:
+        return read_label_manifest(in_zip, where=f"{path}:manifest.json")
+    beside = manifest_beside(path)
+    return None if beside is None else read_label_manifest(beside.read_bytes(), where=str(beside))
+
+
 def import_labelled_export(
-    repo: Repository, path: Path, *, run_id: str, labeller: str
+    repo: Repository,
+    path: Path,
+    *,
+    run_id: str,
+    labeller: str,
+    manifest: Path | None = None,
 ) -> LabelImportResult:
     """Store the labels an analyst wrote into an export of ``run_id``
     (:func:`export.read_labelled`: the ``label`` / ``label_note`` columns).
@@ -171,12 +215,39 @@ def import_labelled_export(
     exchange id that is not a scored pair of the run …) is stored as a rejected record
     (stage ``label_import``) with its reason, once (:func:`store_import`).
 
+    ``path`` may be the export's zip (the dashboard's or the API's download): its samples
+    file is read. The export's manifest — ``manifest``, else the zip's, else
+    ``manifest.json`` beside ``path`` — decides which labels belong to a random label
+    sample: when it has ``ppi_sample``, the label of each pair it lists gets the sample's
+    id (:attr:`shadoweval.records.HumanLabel.sample`); a pair it does not list (a row the
+    analyst added) is a label chosen by hand, as is every label without a manifest.
+
     Raises:
         ConfigError: an unknown extension, a bad labeller name, a file without an
-            ``exchange_id`` or ``label`` column.
+            ``exchange_id`` or ``label`` column, a zip without one samples file, a
+            manifest that cannot be read, or one of a random label sample of another run.
         RecordDecodeError: the file cannot be read in its format.
         StorageError: the database failed.
     """
-    imported = read_labelled(path, run_id=run_id, labeller=labeller, known=run_pairs(repo, run_id))
+    with tempfile.TemporaryDirectory(prefix="shadow-eval-labels-") as scratch:
+        samples, in_zip = path, None
+        if path.suffix.lower() == ".zip":
+            samples, in_zip = unpack_export_zip(path, Path(scratch))
+        read = _manifest(path, manifest, in_zip)
+        if read is not None and read.sample is not None and read.run_id != run_id:
+            raise ConfigError(
+                f"manifest {read.where} is of a random label sample of run {read.run_id!r}, "
+                f"not of run {run_id!r}: give the manifest of this run's export "
+                "(--manifest PATH)",
+                field="manifest",
+                value=read.run_id,
+            )
+        imported = read_labelled(
+            samples,
+            run_id=run_id,
+            labeller=labeller,
+            known=run_pairs(repo, run_id),
+            sample=None if read is None else read.sample,
+        )
     stored, skipped = store_import(repo, run_id, imported)
-    return LabelImportResult(imported=imported, stored=stored, skipped=skipped)
+    return LabelImportResult(imported=imported, stored=stored, skipped=skipped, manifest=read)

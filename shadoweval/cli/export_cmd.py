@@ -33,19 +33,39 @@ OutOpt = Annotated[
 ]
 FormatOpt = Annotated[str, typer.Option("--format", help="File format: csv, jsonl or parquet.")]
 PerTaskTypeOpt = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--per-task-type",
         metavar="N",
-        help="Most pairs exported per task type (1 <= N <= 1,000,000).",
+        help="Most pairs exported per task type (1 <= N <= 1,000,000; default 20).",
+    ),
+]
+FractionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--fraction",
+        metavar="F",
+        help="Export a fraction F in (0, 1] of each task type's matching pairs instead of N: "
+        "ceil(F x pairs), e.g. 0.1 takes 3 of 30 and 1 of 3. Not with --per-task-type.",
     ),
 ]
 OrderOpt = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--order",
-        help="lowest: the N lowest-similarity pairs (pairs without a similarity first unless "
-        "a similarity bound is set); random: N drawn with --seed.",
+        help="lowest (default): the N lowest-similarity pairs (pairs without a similarity "
+        "first unless a similarity bound is set); random: N drawn with --seed.",
+    ),
+]
+PpiSampleOpt = Annotated[
+    bool,
+    typer.Option(
+        "--ppi-sample",
+        help="The random label sample for prediction-powered inference of net harm: N (or "
+        "--fraction F) drawn at random from ALL changed pairs of each task type, judged or "
+        "not, with --seed (drawn and recorded when not given). Labels imported from it are "
+        "marked with the sample's id; other labels count as chosen by hand. Refused with "
+        "--order lowest, similarity bounds, --flag and --changed-unjudged.",
     ),
 ]
 SeedOpt = Annotated[
@@ -143,11 +163,24 @@ def print_export(
     table.add_row("total", str(total["matching"]), str(total["exported"]), style="bold")
     console.print(table)
     seed = f", seed {manifest['seed']}" if manifest["seed"] is not None else ""
+    size = (
+        f"up to {manifest['per_task_type']} per task type"
+        if manifest.get("fraction") is None
+        else f"a fraction {manifest['fraction']} of each task type (rounded up)"
+    )
     console.print(
-        f"order {manifest['order']}, up to {manifest['per_task_type']} per task type{seed}; "
-        f"policy {str(manifest['policy_hash'])[:12]}",
+        f"order {manifest['order']}, {size}{seed}; policy {str(manifest['policy_hash'])[:12]}",
         highlight=False,
     )
+    sample = manifest.get("ppi_sample")
+    if sample is not None:
+        console.print(
+            f"random label sample {sample['id']} (PPI): {len(sample['exchange_ids'])} of "
+            f"{total['matching']} changed pairs drawn, each task type apart; label them all "
+            "and import them with `shadow-eval labels import` (the manifest beside the file "
+            "marks them)",
+            highlight=False,
+        )
     filters = manifest["filters"]
     if filters.get("changed_unjudged"):
         console.print(
@@ -167,14 +200,16 @@ def export_command(
     run_id: ExistingRunOpt,
     out_text: OutOpt,
     fmt: FormatOpt = "csv",
-    per_task_type: PerTaskTypeOpt = "20",
-    order: OrderOpt = "lowest",
+    per_task_type: PerTaskTypeOpt = None,
+    fraction: FractionOpt = None,
+    order: OrderOpt = None,
     seed: SeedOpt = None,
     min_similarity: MinSimilarityOpt = None,
     max_similarity: MaxSimilarityOpt = None,
     task_type: TaskTypeOpt = None,
     flag: FlagOpt = None,
     changed_unjudged: ChangedUnjudgedOpt = False,
+    ppi_sample: PpiSampleOpt = False,
     raw_cells: RawCellsOpt = False,
     database_url: DatabaseUrlOpt = None,
 ) -> None:
@@ -183,7 +218,9 @@ def export_command(
     --order lowest takes the N lowest-similarity pairs of each task type (pairs without
     a similarity, i.e. an errored side, come first unless --min/--max-similarity is set);
     --order random draws N with numpy's default_rng(--seed) from the matching pairs.
-    --changed-unjudged keeps only the pairs that changed and are not judged yet. The
+    --changed-unjudged keeps only the pairs that changed and are not judged yet.
+    --ppi-sample draws the random label sample from all changed pairs of each task type
+    (--per-task-type N or --fraction F, --seed S or one drawn). The
     label and label_note columns are left empty for `shadow-eval labels import`. CSV
     cells that start like a spreadsheet formula get a leading ' unless --raw-cells.
     samples.<other ext> files of an earlier export in --out are removed (no other file
@@ -211,6 +248,8 @@ def export_command(
         request = make_request(
             run_id,
             per_task_type=parse_number(per_task_type, "--per-task-type", int),
+            fraction=parse_number(fraction, "--fraction", float),
+            ppi_sample=ppi_sample,
             order=order,
             seed=parse_number(seed, "--seed", int),
             fmt=fmt,

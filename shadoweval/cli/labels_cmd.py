@@ -45,7 +45,7 @@ from shadoweval.cli.render import exit_on_error
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from shadoweval.application.labels import LabelImport
+    from shadoweval.application.labels import LabelImport, LabelImportResult
 
 labels_app = typer.Typer(
     name="labels",
@@ -56,7 +56,21 @@ labels_app = typer.Typer(
 
 FileArg = Annotated[
     Path,
-    typer.Argument(help="The labelled export: samples.csv, samples.jsonl or samples.parquet."),
+    typer.Argument(
+        help="The labelled export: samples.csv, samples.jsonl or samples.parquet, or the "
+        "export's zip (dashboard or API download)."
+    ),
+]
+ManifestOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--manifest",
+        metavar="PATH",
+        help="The export's manifest.json (default: the one inside the zip, else the one "
+        "beside FILE). When it records a random label sample (export --ppi-sample), the "
+        "labels of its pairs are marked with the sample's id; all others count as chosen "
+        "by hand.",
+    ),
 ]
 LabellerOpt = Annotated[
     str,
@@ -64,6 +78,35 @@ LabellerOpt = Annotated[
         "--labeller", help="Who labelled (stored with every label; at most 200 characters)."
     ),
 ]
+
+
+def _sample_line(result: LabelImportResult, file: Path) -> str:
+    """How many imported labels are in the random label sample, how many chosen by hand."""
+    n = len(result.imported.labels)
+    manifest = result.manifest
+    if manifest is None:
+        return (
+            f"{n} labels imported: all chosen by hand (no manifest.json beside {file.name} "
+            "and no --manifest: not a random label sample)"
+        )
+    sample = manifest.sample
+    if sample is None:
+        return (
+            f"{n} labels imported: all chosen by hand (manifest {manifest.where} records no "
+            "random label sample)"
+        )
+    line = (
+        f"{n} labels imported: {result.in_sample} in random sample {sample.sample_id} (PPI), "
+        f"{result.by_hand} chosen by hand"
+    )
+    sampled = {label.exchange_id for label in result.imported.labels if label.sample}
+    missing = len(sample.exchange_ids - sampled)
+    if missing:
+        line += (
+            f"; {missing} of the sample's {len(sample.exchange_ids)} pairs have no label in "
+            "this file"
+        )
+    return line
 
 
 def _print_import(
@@ -94,6 +137,7 @@ def import_command(
     file: FileArg,
     run_id: ExistingRunOpt,
     labeller: LabellerOpt,
+    manifest: ManifestOpt = None,
     database_url: DatabaseUrlOpt = None,
 ) -> None:
     """Store the labels an analyst wrote into an export of a run.
@@ -104,8 +148,12 @@ def import_command(
     rows without a label are skipped and counted (a stored label stays). Rows that
     cannot be stored are kept as rejected records with their reason and counted (once,
     however often the same file is imported); a CSV row whose cell count is not the
-    header's is one of them, named by file:line. Exit 3 on error, and when no row became
-    a label (nothing was imported).
+    header's is one of them, named by file:line. FILE may be the export's zip. When the
+    export's manifest (--manifest, the zip's, or manifest.json beside FILE) records a
+    random label sample (export --ppi-sample) of this run, the labels of its pairs are
+    marked with the sample's id (for prediction-powered inference); rows the analyst
+    added, and every label without such a manifest, count as chosen by hand. Exit 3 on
+    error, and when no row became a label (nothing was imported).
     """
     from shadoweval.application.labels import import_labelled_export
     from shadoweval.cli.exit_codes import EXIT_ERROR
@@ -126,8 +174,12 @@ def import_command(
             what = "is not a regular file" if file.exists() else "does not exist"
             raise ConfigError(f"FILE {str(file)!r} {what}", field="file", value=file)
         with existing_run(database_url, run_id) as repo:
-            result = import_labelled_export(repo, file, run_id=run_id, labeller=labeller)
+            result = import_labelled_export(
+                repo, file, run_id=run_id, labeller=labeller, manifest=manifest
+            )
     _print_import(wide_console(), err, result.imported, result.stored, result.skipped)
+    if result.imported.labels:
+        wide_console().print(_sample_line(result, file), highlight=False, markup=False)
     if result.stored == 0:
         imported = result.imported
         err.print(

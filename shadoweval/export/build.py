@@ -80,7 +80,8 @@ def build_export(
     Per task type of the run (or of ``request.flt.task_types``): the ids of every
     matching pair (:meth:`Repository.sample_ids`), kept to ``request.exchange_ids`` when
     set (:func:`~shadoweval.export.selection.restrict_ids`), N of them chosen
-    (:func:`~shadoweval.export.selection.choose_ids`), the pairs fetched and turned into
+    (:func:`~shadoweval.export.selection.choose_ids`; N is
+    :meth:`ExportRequest.pairs_to_draw` of the pairs left), the pairs fetched and turned into
     rows (:func:`~shadoweval.export.rows.sample_row`), each text through ``redact``.
 
     Args:
@@ -100,18 +101,22 @@ def build_export(
 
     Raises:
         ConfigError: the run does not exist, a requested task type has no pairs in it, or
-            the request asks for ``changed_unjudged`` pairs without their exchange ids
-            (:func:`shadoweval.application.exporting.resolve_selection` attaches them).
+            the request asks for ``changed_unjudged`` pairs or the ``ppi_sample`` without
+            their exchange ids (:func:`shadoweval.application.exporting.resolve_selection`
+            attaches them).
         StorageError: the database failed.
     """
-    if request.changed_unjudged and request.exchange_ids is None:
-        raise ConfigError(
-            f"{names('changed_unjudged')}: the changed, not yet judged pairs were not "
-            "resolved (the application layer computes them: "
-            "shadoweval.application.exporting.resolve_selection)",
-            field="changed_unjudged",
-            value=True,
-        )
+    for flag, pairs in (
+        ("changed_unjudged", "the changed, not yet judged pairs"),
+        ("ppi_sample", "the changed pairs"),
+    ):
+        if getattr(request, flag) and request.exchange_ids is None:
+            raise ConfigError(
+                f"{names(flag)}: {pairs} were not resolved (the application layer computes "
+                "them: shadoweval.application.exporting.resolve_selection)",
+                field=flag,
+                value=True,
+            )
     run = repo.get_run(request.run_id)
     if run is None:
         raise ConfigError(f"run {request.run_id!r} not found", field="run_id", value=request.run_id)
@@ -119,13 +124,16 @@ def build_export(
         redaction_rules = redact.rules
     counter = CountingRedactor(redact)
     counts: dict[str, tuple[int, int]] = {}
+    drawn: list[str] = []
     rows: list[dict[str, Any]] = []
     for task_type in _task_types(repo, request, names):
         ids = restrict_ids(
             repo.sample_ids(request.run_id, request.flt, task_type), request.exchange_ids
         )
-        chosen = choose_ids(ids, n=request.per_task_type, order=request.order, seed=request.seed)
+        n = request.pairs_to_draw(len(ids))
+        chosen = choose_ids(ids, n=n, order=request.order, seed=request.seed) if n else []
         counts[task_type] = (len(ids), len(chosen))
+        drawn.extend(chosen)
         for start in range(0, len(chosen), FETCH_BATCH):
             batch = chosen[start : start + FETCH_BATCH]
             rows.extend(
@@ -141,5 +149,6 @@ def build_export(
         redaction_rules=redaction_rules,
         redaction_counts=counter.counts(),
         columns=EXPORT_COLUMNS,
+        drawn=drawn,
     )
     return ExportResult(request=request, rows=rows_frame(rows), manifest=manifest)

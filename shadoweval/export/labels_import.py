@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -46,6 +46,9 @@ from shadoweval.errors import ConfigError, RecordDecodeError
 from shadoweval.export.writer import unescape_formula
 from shadoweval.records import HumanLabel, LabelValue, utc_now
 from shadoweval.text import held_invalid_utf8
+
+if TYPE_CHECKING:
+    from shadoweval.export.ppi import PpiSample
 
 LABEL_STAGE = "label_import"
 """``rejected_record.stage`` of rows refused here."""
@@ -348,6 +351,7 @@ def read_labelled(
     labeller: str,
     known: Mapping[str, str] | None = None,
     clock: Callable[[], datetime] = utc_now,
+    sample: PpiSample | None = None,
 ) -> LabelImport:
     """Read the labels an analyst wrote into an export of run ``run_id``.
 
@@ -361,6 +365,10 @@ def read_labelled(
             (the file's ``task_type`` cell is ignored). ``None``: every id is accepted
             and the task type comes from the file (``missing_task_type`` when empty).
         clock: ``labelled_at`` of every label.
+        sample: the random label sample the export was (its manifest's ``ppi_sample``,
+            :mod:`shadoweval.export.ppi`): the label of a pair it lists gets
+            ``sample = sample.sample_id``; every other label (a row the analyst added, or
+            no sample at all) ``None``, chosen by hand.
 
     Returns:
         The labels, the rejected rows and the count of unlabelled rows (and of blank
@@ -394,7 +402,7 @@ def read_labelled(
     rejected = scan.rejected
     for location, row in scan:
         try:
-            read = _read_row(row, location, run_id, labeller, known, seen, labelled_at)
+            read = _read_row(row, location, run_id, labeller, known, seen, labelled_at, sample)
         except Exception as exc:  # whatever a row holds, it is kept, not a crash
             detail = f"{location}: the row cannot be read: {type(exc).__name__}: {exc}"
             read = RejectedRow(location, "unprocessable", detail, _raw_safely(row))
@@ -425,6 +433,7 @@ def _read_row(
     known: Mapping[str, str] | None,
     seen: set[str],
     labelled_at: datetime,
+    sample: PpiSample | None = None,
 ) -> HumanLabel | RejectedRow | None:
     """The label of one row, its rejection, or ``None`` when its label cell is empty."""
     label_text = _cell(row.get("label")).strip()
@@ -462,6 +471,7 @@ def _read_row(
         labeller=labeller.strip(),
         labelled_at=labelled_at,
         source="import",
+        sample=sample.sample_id if sample and exchange_id in sample.exchange_ids else None,
     )
 
 

@@ -10,8 +10,9 @@ and drawn again:
   ``formula_escaped`` (a CSV whose text cells starting like a formula got a leading
   ``'``), ``raw`` (a CSV written with ``raw_cells``) or ``typed`` (JSONL, Parquet: never
   escaped);
-* ``order`` (``lowest`` / ``random``), ``per_task_type`` (N), ``seed`` (``null`` unless
-  given);
+* ``order`` (``lowest`` / ``random``), ``per_task_type`` (N; ``null`` when ``fraction``
+  is set), ``fraction`` (F: ``ceil(F × matching)`` pairs of each task type; ``null`` when
+  N is), ``seed`` (``null`` unless given or drawn);
 * ``filters``: ``task_types``, ``flags`` (a pair must have all), ``min_similarity``,
   ``max_similarity`` (``null`` = unbounded), ``changed_unjudged`` (only pairs that
   changed beyond the noise and have no successful judgement of any source) and
@@ -20,7 +21,17 @@ and drawn again:
 * ``counts``: per task type ``{"matching": …, "exported": …}`` (sorted by task type), and
   ``total`` the same summed;
 * ``redaction``: ``rules`` applied (in order) and ``counts`` — hits per rule in the
-  exported text (every rule listed, 0 when it did not fire).
+  exported text (every rule listed, 0 when it did not fire);
+* ``ppi_sample``: ``null``, or for the random label sample
+  (:attr:`~shadoweval.export.request.ExportRequest.ppi_sample`) ``{"id": …,
+  "population": "changed pairs per task type", "seed": S, "fraction": F or null,
+  "per_task_type": N or null, "exchange_ids": [every pair drawn, sorted]}``; ``counts``
+  then holds each task type's changed pairs (``matching``) and the pairs drawn
+  (``exported``). ``shadow-eval labels import`` reads it to mark the labels of those
+  pairs with the sample's id (:mod:`shadoweval.export.ppi`).
+
+Fields are only ever added (``ppi_sample``, ``fraction``), so readers of version 1 keep
+working and :data:`MANIFEST_SCHEMA_VERSION` stays 1.
 """
 
 from __future__ import annotations
@@ -29,7 +40,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from shadoweval.export.request import ExportRequest
+from shadoweval.export.request import PPI_POPULATION, ExportRequest
 
 MANIFEST_SCHEMA_VERSION = 1
 """Version of the manifest's shape; bump on an incompatible change."""
@@ -58,11 +69,14 @@ def build_manifest(
     redaction_rules: Sequence[str],
     redaction_counts: Mapping[str, int],
     columns: Sequence[str],
+    drawn: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The manifest of one export as a JSON-ready ``dict`` (see the module doc).
 
     Args:
         counts: per task type, ``(matching, exported)`` pair counts.
+        drawn: the exchange ids exported (listed under ``ppi_sample`` for the random
+            label sample, ignored otherwise).
         redaction_counts: hits per rule; rules that fired but are not in
             ``redaction_rules`` (markers of an unlisted rule) are listed after them.
     """
@@ -86,7 +100,8 @@ def build_manifest(
         "columns": list(columns),
         "cells": cells_mode(request),
         "order": request.order,
-        "per_task_type": request.per_task_type,
+        "per_task_type": request.per_task_type if request.fraction is None else None,
+        "fraction": request.fraction,
         "seed": request.seed,
         "filters": {
             "task_types": list(flt.task_types),
@@ -102,4 +117,19 @@ def build_manifest(
             "exported": sum(e for _, e in counts.values()),
         },
         "redaction": {"rules": list(redaction_rules), "counts": per_rule},
+        "ppi_sample": _ppi_section(request, drawn),
+    }
+
+
+def _ppi_section(request: ExportRequest, drawn: Sequence[str]) -> dict[str, Any] | None:
+    """The manifest's ``ppi_sample`` (``None`` unless the export is the random sample)."""
+    if request.sample_id is None:
+        return None
+    return {
+        "id": request.sample_id,
+        "population": PPI_POPULATION,
+        "seed": request.seed,
+        "fraction": request.fraction,
+        "per_task_type": request.per_task_type if request.fraction is None else None,
+        "exchange_ids": sorted(drawn),
     }

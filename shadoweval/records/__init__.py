@@ -62,6 +62,7 @@ from shadoweval.records.exchange import (
     Usage,
 )
 from shadoweval.records.judgements import (
+    MAX_SAMPLE_ID_CHARS,
     HumanLabel,
     JudgeIdentity,
     JudgementSource,
@@ -115,6 +116,7 @@ __all__ = [
     "INTERRUPTION_BURST_SHARE",
     "LIVE_ANSWER_COLUMNS",
     "MAX_EXCHANGE_ID_CHARS",
+    "MAX_SAMPLE_ID_CHARS",
     "MIN_RATE_STARTS",
     "NOT_POWERED",
     "PAIR_KEY_FIELDS",

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import (
     AwareDatetime,
     Field,
+    field_validator,
 )
 
 from shadoweval.records.base import (
@@ -26,12 +27,28 @@ class LabelValue(enum.StrEnum):
     BOTH_BAD = "both_bad"
 
 
+MAX_SAMPLE_ID_CHARS = 200
+"""Longest :attr:`HumanLabel.sample` id."""
+
+
 class HumanLabel(_Record):
     """One analyst's label of one pair (exchange) in one run.
 
     A pair has at most one label per ``labeller``; labelling again replaces it.
     ``source`` says whether it was given in the dashboard or imported from a labelled
     export; ``labelled_at`` is UTC.
+
+    ``sample`` tells a label of a *random* sample apart from one chosen by hand, for
+    prediction-powered inference of net harm (PPI++, Angelopoulos, Duchi & Zrnic 2023:
+    the judge predicts on every changed pair, the labels of a uniform random sample of
+    those pairs correct it). ``None``: the pair was chosen by hand (a dashboard label, a
+    lowest-similarity or otherwise filtered export, a row an analyst added) — it still
+    counts as a label, but not as the PPI sample. Otherwise the id of the random sample
+    the pair was drawn in (:data:`MAX_SAMPLE_ID_CHARS` characters at most, not blank):
+    ``shadow-eval export --ppi-sample`` names its draws ``ppi-seed-<seed>-n-<N>`` (N pairs
+    per task type) or ``ppi-seed-<seed>-fraction-<F>`` (a fraction F of each task type's
+    changed pairs), and ``shadow-eval labels import`` sets it on the labels of the pairs
+    that draw's manifest lists.
     """
 
     run_id: str
@@ -42,6 +59,14 @@ class HumanLabel(_Record):
     labeller: str = Field(min_length=1)
     labelled_at: AwareDatetime = Field(default_factory=utc_now)
     source: Literal["dashboard", "import"]
+    sample: str | None = Field(default=None, min_length=1, max_length=MAX_SAMPLE_ID_CHARS)
+
+    @field_validator("sample")
+    @classmethod
+    def _sample_not_blank(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError(f"sample {value!r} is blank: a random sample id or None")
+        return value
 
 
 class QualityOutcome(enum.StrEnum):

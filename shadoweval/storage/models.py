@@ -15,7 +15,7 @@ converts them to records.
 The migrations (``migrations/versions/0001_initial.py``, ``0002_policy_audit.py``,
 ``0003_samples_and_labels.py``, ``0004_pair_judgements.py``, ``0005_ttfc_and_cache_hits.py``,
 ``0006_rejected_fingerprint.py``, ``0007_embedding_cache.py``, ``0008_pair_facts.py``,
-``0009_canary.py``, ``0010_redact_replay_outcomes.py``) must
+``0009_canary.py``, ``0010_redact_replay_outcomes.py``, ``0011_label_sample.py``) must
 match these models: ``Database.schema_diff()`` (an ``alembic check`` equivalent) finds no
 difference after ``upgrade``.
 """
@@ -373,6 +373,9 @@ class HumanLabelRow(Base):
     labeller: Mapped[str]
     labelled_at: Mapped[datetime]
     source: Mapped[str]
+    sample: Mapped[str | None]
+    """The random sample of changed pairs the pair was drawn in (``NULL``: chosen by hand;
+    :attr:`shadoweval.records.HumanLabel.sample`)."""
 
 
 class PairJudgementRow(Base):

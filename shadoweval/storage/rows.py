@@ -63,7 +63,7 @@ _SCORE_COLUMNS = (
     "candidate_error",
     "baseline_error",
 )
-_LABEL_TAIL = ("note", "labeller", "labelled_at", "source")
+_LABEL_TAIL = ("note", "labeller", "labelled_at", "source", "sample")
 _REJECTED_TAIL = ("location", "reason", "detail", "raw", "created_at", "fingerprint")
 _OBSERVATION_FIELDS = ("exchange_id", "step_index", *CANARY_OBSERVATION_COLUMNS)
 _RATING_FIELDS = ("canary_id", "exchange_id", "rater", "rating", "note", "rated_at")

@@ -194,7 +194,8 @@ async def test_the_openapi_document_describes_the_endpoint(export_app: Starlette
     params = {p["name"]: p for p in operation["parameters"]}
     assert set(params) == {
         "run_id", "per_task_type", "order", "seed", "format", "task_type", "flag",
-        "min_similarity", "max_similarity", "changed_unjudged", "raw_cells",
+        "min_similarity", "max_similarity", "changed_unjudged", "raw_cells", "fraction",
+        "ppi_sample",
     }  # fmt: skip
     assert params["changed_unjudged"]["schema"] == {"type": "boolean", "default": False}
     assert params["raw_cells"]["schema"] == {"type": "boolean", "default": False}
@@ -252,3 +253,33 @@ async def test_formula_cells_are_escaped_unless_raw_cells(
     rows = records("samples.csv", members["samples.csv"])
     assert cell in {r["candidate_text"] for r in rows}
     assert json.loads(members["manifest.json"])["cells"] == mode
+
+
+async def test_the_random_label_sample_over_the_api(
+    export_app: Starlette, export_repo: Repository
+) -> None:
+    run = export_repo.get_run(RUN_ID)
+    assert run is not None
+    judge_pairs(export_repo, Seeded(run, export_repo.load_pair_scores(RUN_ID)))
+    params = {"ppi_sample": "true", "fraction": "1", "seed": "4", "format": "jsonl"}
+    response = await get(export_app, f"/v1/runs/{RUN_ID}/export", params)
+    assert response.status_code == 200, response.text
+    members = unzip(response.content)
+    rows = records("samples.jsonl", members["samples.jsonl"])
+    manifest = json.loads(members["manifest.json"])
+    sample = manifest["ppi_sample"]
+    assert sample["id"] == "ppi-seed-4-fraction-1.0"
+    assert sample["exchange_ids"] == sorted(r["exchange_id"] for r in rows)
+    assert len(rows) == sum(TASK_TYPES.values()) - 3  # every changed pair, judged or not
+    drawn = await get(export_app, f"/v1/runs/{RUN_ID}/export", {"ppi_sample": "1"})
+    assert drawn.status_code == 200, drawn.text
+    seeded = json.loads(unzip(drawn.content)["manifest.json"])
+    assert seeded["ppi_sample"]["id"] == f"ppi-seed-{seeded['seed']}-n-20"
+    for bad, named in (
+        ({"order": "lowest"}, "ppi_sample cannot be combined with order lowest"),
+        ({"max_similarity": "0.5"}, "ppi_sample cannot be combined with max_similarity 0.5"),
+        ({"fraction": "0.1", "per_task_type": "3"}, "fraction 0.1 and per_task_type 3"),
+    ):
+        refused = await get(export_app, f"/v1/runs/{RUN_ID}/export", {"ppi_sample": "1", **bad})
+        assert refused.status_code == 400
+        assert named in refused.json()["detail"]

@@ -159,3 +159,50 @@ def test_labeller_must_be_named() -> None:
             labeller="",
             source="dashboard",
         )
+
+
+def test_the_random_sample_id_is_stored_loaded_and_kept_by_the_latest_label(
+    repo: Repository, scores: list[PairScore]
+) -> None:
+    """``sample`` round-trips (None = chosen by hand), a relabel replaces it, and the
+    latest-label query behind the samples page returns it."""
+    sampled = label(scores[0], LabelValue.CANDIDATE_WORSE, source="import").model_copy(
+        update={"sample": "ppi-seed-7-fraction-0.1"}
+    )
+    by_hand = label(scores[1], LabelValue.SAME, minutes=1)
+    assert repo.save_labels([sampled, by_hand]) == 2
+    loaded = repo.load_labels(RUN)
+    assert loaded == [sampled, by_hand]
+    assert [lbl.sample for lbl in loaded] == ["ppi-seed-7-fraction-0.1", None]
+    (shown,) = repo.samples_by_ids(RUN, [scores[0].exchange_id])
+    assert shown.label is not None
+    assert shown.label.sample == "ppi-seed-7-fraction-0.1"
+    again = label(scores[0], LabelValue.SAME, minutes=5)  # relabelled on the dashboard
+    repo.save_labels([again])
+    assert [lbl.sample for lbl in repo.load_labels(RUN)] == [None, None]
+
+
+@pytest.mark.parametrize("bad", ["", "   ", "x" * 201])
+def test_a_blank_or_overlong_sample_id_is_refused(bad: str) -> None:
+    with pytest.raises(ValueError, match="sample"):
+        HumanLabel(
+            run_id="r",
+            exchange_id="e",
+            task_type="chat",
+            label=LabelValue.SAME,
+            labeller="ana",
+            source="import",
+            sample=bad,
+        )
+    assert (
+        HumanLabel(
+            run_id="r",
+            exchange_id="e",
+            task_type="chat",
+            label=LabelValue.SAME,
+            labeller="ana",
+            source="import",
+            sample="x" * 200,
+        ).sample
+        == "x" * 200
+    )

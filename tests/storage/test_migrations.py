@@ -40,8 +40,8 @@ TABLES = {
 
 def test_exactly_one_head() -> None:
     script = ScriptDirectory.from_config(alembic_config())
-    assert script.get_heads() == ["0010"]
-    assert head_revision() == "0010"
+    assert script.get_heads() == ["0011"]
+    assert head_revision() == "0011"
 
 
 def test_script_location_is_the_installed_package() -> None:
@@ -97,7 +97,7 @@ def test_check_schema_names_revisions_and_the_fix(empty_url: str) -> None:
         with pytest.raises(StorageError) as info:
             db.check_schema()
         message = str(info.value)
-        assert "is at revision none (empty database), expected head 0010" in message
+        assert "is at revision none (empty database), expected head 0011" in message
         assert "run `shadow-eval db upgrade`" in message
         assert db.safe_url in message
     finally:
@@ -219,7 +219,7 @@ def test_concurrent_upgrades_on_postgresql_are_serialized(
 
 # --- every step down and up, with data ---------------------------------------------------
 
-REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010")
+REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010", "0011")
 """Every revision, oldest first (the last is head)."""
 
 KEPT_FROM: dict[str, str] = {

@@ -107,4 +107,4 @@ def test_upgrade_runs_from_an_installed_wheel(tmp_path: Path) -> None:
         check=False,
     )
     assert run.returncode == 0, run.stderr
-    assert run.stdout.split() == ["OK", "0010", "0010"]
+    assert run.stdout.split() == ["OK", "0011", "0011"]

@@ -99,7 +99,7 @@ def test_migration_0006_down_and_up_over_stored_rows(empty_url: str) -> None:
             conn.execute(table.insert(), [row])
             conn.execute(table.insert(), [row])
         db.upgrade()
-        assert db.current_revision() == head_revision() == "0010"
+        assert db.current_revision() == head_revision() == "0011"
         assert db.schema_diff() == []
         repo = Repository(db)
         old = repo.list_rejected("run-1")

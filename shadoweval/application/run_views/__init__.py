@@ -22,13 +22,17 @@ stage, so the pages only render it:
 * :func:`judged_pairs_view` — one page of the run's judgements (every source, failures
   included) with both votes, the stratum and both answers, redacted;
 * :func:`changed_unjudged_ids` — the exchange ids of the pairs that changed and have no
-  successful judgement of any source (the export's ``changed_unjudged`` selection).
+  successful judgement of any source (the export's ``changed_unjudged`` selection);
+  :func:`changed_ids` — those of every changed pair, judged or not (the population of the
+  export's random label sample, ``ppi_sample``).
 """
 
 from shadoweval.application.run_views.direction import (
     DIRECTION_COLUMNS,
     DIRECTION_CONFIDENCE,
     RunDirection,
+    changed_ids,
+    changed_pairs,
     changed_unjudged,
     changed_unjudged_ids,
     direction_of,
@@ -66,6 +70,8 @@ __all__ = [
     "PairsCache",
     "PolicyIntegrity",
     "RunDirection",
+    "changed_ids",
+    "changed_pairs",
     "changed_unjudged",
     "changed_unjudged_ids",
     "direction_of",

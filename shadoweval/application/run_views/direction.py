@@ -367,6 +367,39 @@ def direction_summary(
     return _of_stored_run(repo, run, pairs, direction_of)
 
 
+def changed_pairs(pairs: pd.DataFrame, policy: GatePolicy) -> frozenset[str]:
+    """Exchange ids of the pairs that changed, judged or not.
+
+    *Changed* is :func:`shadoweval.stats.change.classify_changes` under ``policy`` of the
+    pairs as scored — without the ground truth of judgements or labels, as the judge's
+    pairs are chosen (:func:`shadoweval.application.judging.plan_judging`): the population
+    the judge predicts on, and from which the random label sample of prediction-powered
+    inference is drawn, must not depend on the labels drawn from it.
+    """
+    if pairs.empty:
+        return frozenset()
+    changed = np.asarray(classify_changes(pairs, policy).changed, dtype=bool)
+    return frozenset(
+        str(exchange_id)
+        for exchange_id, is_changed in zip(pairs["exchange_id"], changed, strict=True)
+        if is_changed
+    )
+
+
+def changed_ids(
+    repo: Repository, run: RunInfo, *, pairs: pd.DataFrame | None = None
+) -> frozenset[str]:
+    """:func:`changed_pairs` of the run as stored (its pairs under its frozen policy): the
+    population of the export's random label sample (``ppi_sample``).
+
+    Raises:
+        ConfigError: the frozen policy YAML no longer parses.
+        StorageError: the database failed.
+    """
+    policy, frame = frozen_policy_pairs(repo, run, pairs)
+    return changed_pairs(frame, policy)
+
+
 def changed_unjudged(
     pairs: pd.DataFrame,
     policy: GatePolicy,
@@ -375,22 +408,20 @@ def changed_unjudged(
 ) -> frozenset[str]:
     """Exchange ids of the pairs that changed and have no successful judgement.
 
-    A pair is *changed* as :func:`shadoweval.stats.change.classify_changes` says under ``policy``;
-    it
-    is *judged* when its resolved judgement (:func:`shadoweval.stats.judgements.resolve_judgements`:
+    A pair is *changed* as :func:`changed_pairs` says under ``policy``; it is *judged*
+    when its resolved judgement (:func:`shadoweval.stats.judgements.resolve_judgements`:
     judge, human label or reference) has an outcome — a pair whose only judgements failed
     is still unjudged.
     """
-    if pairs.empty:
+    changed = changed_pairs(pairs, policy)
+    if not changed:
         return frozenset()
     resolved = resolve_judgements(judgements, labels)
-    changed = np.asarray(classify_changes(pairs, policy).changed, dtype=bool)
-    out = set()
-    for exchange_id, is_changed in zip(pairs["exchange_id"], changed, strict=True):
-        judgement = resolved.get(str(exchange_id))
-        if is_changed and (judgement is None or judgement.outcome is None):
-            out.add(str(exchange_id))
-    return frozenset(out)
+    return frozenset(
+        exchange_id
+        for exchange_id in changed
+        if (judgement := resolved.get(exchange_id)) is None or judgement.outcome is None
+    )
 
 
 def changed_unjudged_ids(
