@@ -194,7 +194,7 @@ def ppi_columns(
         with a prediction or a sample label.
     """
     latest = latest_per_pair(labels)
-    sampled = {x.exchange_id: x for x in latest if getattr(x, "sample", None)}
+    sampled = {x.exchange_id: x for x in latest if x.sample}
     if not sampled:
         return {}
     hand = [x for x in latest if x.exchange_id not in sampled]

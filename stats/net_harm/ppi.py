@@ -126,6 +126,17 @@ def _var(x: FloatArray) -> float:
     return float(np.var(x, ddof=1)) if x.size >= 2 else 0.0
 
 
+def _guarded(rect: FloatArray, shift: float) -> float:
+    """``max(s², s̃²)`` of a labelled sample's rectifiers ``Y − λf``: ``s̃²`` after adding one
+    pseudo-observation of each outcome (−1, 0, +1) at the mean prediction (``shift`` =
+    ``λ·f̄``) — the three-outcome pseudo-counts of the stratified estimator
+    (:mod:`shadoweval.stats.net_harm`, after Agresti & Caffo 2000), so that ten labels all
+    "tie" with a constant predictor do not give a zero-width interval. Negligible for large
+    samples."""
+    pseudo = np.concatenate([rect, np.array([-1.0, 0.0, 1.0]) - shift])
+    return max(_var(rect), _var(pseudo))
+
+
 def _lam(y: FloatArray, f: FloatArray, ratio: float, var_f: float) -> float:
     """PPI++'s power-tuning weight ``Ĉov(Y, f) / ((1 + ratio)·Var(f))``, clipped to [0, 1]."""
     if var_f <= 0.0 or y.size < 2:
@@ -153,7 +164,7 @@ def _ppi_mean(
     """
     n, m = y.size, f_unl.size
     if m == 0:
-        return float(y.mean()), _var(y) / n, 0.0, _var(y)
+        return float(y.mean()), _guarded(y, 0.0) / n, 0.0, _guarded(y, 0.0)
     folds = [np.arange(n) % 2 == j for j in (0, 1)]
     if n < 2 * MIN_STRATUM_LABELS:
         lams = [_lam(y, f_lab, n / m, var_f)] * 2
@@ -168,7 +179,7 @@ def _ppi_mean(
         rect_all[fold] = rect
         mean += share * (float(rect.mean()) + lam * mean_unl)
         lam_bar += share * lam
-    var_rect = _var(rect_all)
+    var_rect = _guarded(rect_all, lam_bar * float(np.concatenate([f_lab, f_unl]).mean()))
     variance = var_rect / n + lam_bar * lam_bar * var_f / m
     return mean, variance, lam_bar, var_rect
 
@@ -216,7 +227,7 @@ def ppi_stratum(name: str, label: FloatArray, prediction: FloatArray) -> PPIStra
         var_f=var_f,
         var_rect=var_rect,
         labels_mean=float(y.mean()),
-        labels_variance=_var(y) / n,
+        labels_variance=_guarded(y, 0.0) / n,
         predictor_mean=float(prediction.mean()),
         predictor_variance=var_f / prediction.size,
         worse_mean=worse,
@@ -238,10 +249,10 @@ class PPIEstimate:
         labels_se, labels_estimate: the same net harm from the labels alone (λ = 0).
         predictor_estimate, predictor_se: from the predictor alone (biased when it is).
         p_worse, p_better: the shares, PPI on the indicators.
-        df: degrees of freedom of the Student t quantile the intervals use: the fewest
-            labels of a stratum, minus one (a small-sample correction: with the cross-fitted
-            λ the normal interval covered 94.4% at nominal 95% with 5% labels, the t one
-            95.4%; benchmarks/ppi_simulation.py).
+        df: degrees of freedom of the Student t quantile the intervals use (a small-sample
+            correction: with the cross-fitted λ the normal interval covered 94.4% at nominal
+            95% with 5% labels, the t one 95.4%; benchmarks/ppi_simulation.py):
+            Welch–Satterthwaite over the strata (:func:`_satterthwaite`).
     """
 
     n: int
@@ -419,8 +430,22 @@ def ppi_net_harm(
         predictor_se=pred_se,
         p_worse=worse,
         p_better=better,
-        df=min(s.labelled for s in strata) - 1,
+        df=_satterthwaite(n, strata),
     )
+
+
+def _satterthwaite(n: int, strata: Sequence[PPIStratum]) -> int:
+    """The t quantile's degrees of freedom: Welch–Satterthwaite over the strata's terms
+    ``v_h = (N_h/n)²·Var μ̂_h`` with ``n_h − 1`` each (Satterthwaite 1946, "An approximate
+    distribution of estimates of variance components", Biometrics Bulletin 2:110–114),
+    floored at the fewest labels of a stratum less one; one stratum: ``n_h − 1``."""
+    terms = [((s.size / n) ** 2 * s.variance, s.labelled - 1) for s in strata]
+    floor = min(df for _, df in terms)
+    total = sum(v for v, _ in terms)
+    spread = sum(v * v / df for v, df in terms)
+    if total <= 0.0 or spread <= 0.0:
+        return floor
+    return max(floor, int(total * total / spread))
 
 
 def stratum_counts(estimate: PPIEstimate) -> Mapping[str, tuple[int, int]]:

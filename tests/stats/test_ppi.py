@@ -32,8 +32,17 @@ def reference_ppi(
     """PPI++ mean and variance at a given λ (paper §2, Example 1), disjoint L and U."""
     rect = y - lam * f_lab
     mean = rect.mean() + lam * f_unl.mean()
-    var_f = np.var(np.concatenate([f_lab, f_unl]), ddof=1)
-    return float(mean), float(lam**2 * var_f / f_unl.size + np.var(rect, ddof=1) / y.size)
+    f_all = np.concatenate([f_lab, f_unl])
+    var_f = np.var(f_all, ddof=1)
+    return float(mean), float(
+        lam**2 * var_f / f_unl.size + guarded(rect, lam * f_all.mean()) / y.size
+    )
+
+
+def guarded(rect: np.ndarray, shift: float) -> float:
+    """The sample variance, at least that with one pseudo-observation of each outcome."""
+    pseudo = np.concatenate([rect, np.array([-1.0, 0.0, 1.0]) - shift])
+    return float(max(np.var(rect, ddof=1), np.var(pseudo, ddof=1)))
 
 
 def test_a_constant_predictor_gives_the_labels_alone() -> None:
@@ -42,7 +51,7 @@ def test_a_constant_predictor_gives_the_labels_alone() -> None:
     s = ppi_stratum("chat", label, pred)
     assert s.lam == 0.0
     assert s.mean == pytest.approx(np.nanmean(label))
-    assert s.variance == pytest.approx(np.nanvar(label, ddof=1) / 4)
+    assert s.variance == pytest.approx(guarded(label[:4], 0.0) / 4)
 
 
 def test_three_labels_match_the_reference_at_the_tuned_lambda() -> None:
@@ -81,6 +90,14 @@ def test_cross_fitting_uses_the_other_folds_lambda() -> None:
     )
     assert s.mean == pytest.approx(mean)
     assert s.lam == pytest.approx(sum(lams) / 2)
+
+
+def test_identical_labels_never_give_a_zero_width_interval() -> None:
+    label = np.concatenate([np.zeros(20), np.full(80, np.nan)])
+    s = ppi_stratum("chat", label, np.zeros(100))
+    assert s.mean == 0.0
+    assert s.variance == pytest.approx(guarded(np.zeros(20), 0.0) / 20)
+    assert s.variance > 0.0
 
 
 def test_a_census_of_labels_is_exact_and_strata_combine_by_size() -> None:
