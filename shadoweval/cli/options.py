@@ -15,7 +15,7 @@ import typer
 from shadoweval.cli.option_groups import option_group
 
 if TYPE_CHECKING:
-    from shadoweval.application.candidates import CandidateTarget
+    from shadoweval.application.candidate_runs import CandidateTarget
     from shadoweval.application.capture import CaptureOverrides
     from shadoweval.application.runs import RunRequest
     from shadoweval.storage import Repository
@@ -312,7 +312,7 @@ class RunTargetOptions:
             ConfigError: a bad name, repeated names, or a model count other than 0 or the
                 URLs'.
         """
-        from shadoweval.application.candidates import parse_candidate_targets
+        from shadoweval.application.candidate_runs import parse_candidate_targets
 
         return parse_candidate_targets(self.candidate_url, self.candidate_model)
 
