@@ -49,6 +49,7 @@ from shadoweval.stats.judgements import resolve_judgements
 from shadoweval.storage import Repository, RunInfo
 
 __all__ = [
+    "CandidateComparison",
     "CandidateTarget",
     "CandidatesEvaluation",
     "candidate_run_requests",
