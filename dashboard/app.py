@@ -40,6 +40,7 @@ navigation = st.navigation(
         st.Page(PAGES / "judged.py", title="Judged pairs", icon=":material/gavel:"),
         st.Page(PAGES / "history.py", title="History", icon=":material/history:"),
         st.Page(PAGES / "canary.py", title="Canary", icon=":material/alt_route:"),
+        st.Page(PAGES / "candidates.py", title="Candidates", icon=":material/compare:"),
     ]
 )
 

@@ -35,11 +35,20 @@ from shadoweval.application.replaying import ReplayReport, replay_capture_log, r
 from shadoweval.application.reports import json_records
 from shadoweval.application.runs import RunRequest, prepare_run
 from shadoweval.application.scoring import CompareReport, compare_run, make_encoder
-from shadoweval.config import Settings
+from shadoweval.compare.encoders import Encoder
+from shadoweval.config import JudgeSettings, Settings
 from shadoweval.records import Coverage
-from shadoweval.storage import RunInfo
+from shadoweval.storage import Repository, RunInfo
 
-__all__ = ["EvaluationRequest", "EvaluationResult", "StageTimer", "coverage_report", "evaluate"]
+__all__ = [
+    "EvaluationRequest",
+    "EvaluationResult",
+    "StageTimer",
+    "coverage_report",
+    "evaluate",
+    "evaluate_in",
+    "judge_preflight",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +184,30 @@ def coverage_report(coverage: Coverage) -> dict[str, Any]:
     }
 
 
+def judge_preflight(
+    request: EvaluationRequest, settings: Settings
+) -> tuple[JudgeSettings, str | None]:
+    """The judge settings the evaluation runs with, and the preflight's warning.
+
+    With ``request.judge``, the settings are checked and (``judge.preflight``) one made-up
+    pair is sent to the judge now, before any replay; the returned settings then have
+    ``preflight`` off so later judge runs do not repeat it.
+
+    Raises:
+        ConfigError: the judge settings are incomplete or sending is not allowed.
+        PreflightError: the judge endpoint failed the preflight.
+    """
+    judge_settings = settings.judge
+    if not request.judge:
+        return judge_settings, None
+    check_judge_settings(judge_settings, send_pairs=request.send_pairs)
+    if not judge_settings.preflight:
+        return judge_settings, None
+    # Before the replay: a wrong judge URL or key stops the run now, not after it.
+    warning = preflight_judge_endpoint(judge_settings)
+    return judge_settings.model_copy(update={"preflight": False}), warning
+
+
 def evaluate(
     request: EvaluationRequest, settings: Settings, *, console: Console | None = None
 ) -> EvaluationResult:
@@ -187,65 +220,82 @@ def evaluate(
             Candidate failures are not errors: they are counted and gated.
         FileNotFoundError: the capture log does not exist.
     """
-    timer = StageTimer()
     replay_pacing(settings.replay)  # a bad pace is refused before a run is created
-    judge_settings = settings.judge
-    early_warning: str | None = None
-    if request.judge:
-        check_judge_settings(judge_settings, send_pairs=request.send_pairs)
-        if judge_settings.preflight:
-            # Before the replay: a wrong judge URL or key stops the run now, not after it.
-            early_warning = preflight_judge_endpoint(judge_settings)
-            judge_settings = judge_settings.model_copy(update={"preflight": False})
-    judged: JudgeRunReport | None = None
+    judge = judge_preflight(request, settings)
     with open_repository(
         settings.database.url, body_redaction=settings.capture.body_redaction
     ) as repo:
-        with timer.stage("setup"):
-            run, targets = prepare_run(repo, request.run, settings, capture_log=request.capture_log)
-        with timer.stage("replay"):
-            replay = asyncio.run(
-                replay_capture_log(
-                    repo,
-                    run.run_id,
-                    request.capture_log,
-                    targets,
-                    settings.replay,
-                    progress=request.progress,
-                    console=console,
-                )
+        return evaluate_in(repo, request, request.run, settings, judge=judge, console=console)
+
+
+def evaluate_in(
+    repo: Repository,
+    request: EvaluationRequest,
+    run_request: RunRequest,
+    settings: Settings,
+    *,
+    judge: tuple[JudgeSettings, str | None],
+    console: Console | None = None,
+    encoders: dict[str, Encoder] | None = None,
+) -> EvaluationResult:
+    """:func:`evaluate` of run ``run_request`` in an open repository: setup, replay,
+    scoring, (judge,) gate. ``judge`` is :func:`judge_preflight`'s answer; ``encoders``
+    (by encoder name) shares a loaded encoder between evaluations of one sample.
+
+    Raises:
+        ShadowEvalError, FileNotFoundError: as :func:`evaluate`.
+    """
+    timer = StageTimer()
+    judge_settings, early_warning = judge
+    judged: JudgeRunReport | None = None
+    with timer.stage("setup"):
+        run, targets = prepare_run(repo, run_request, settings, capture_log=request.capture_log)
+    with timer.stage("replay"):
+        replay = asyncio.run(
+            replay_capture_log(
+                repo,
+                run.run_id,
+                request.capture_log,
+                targets,
+                settings.replay,
+                progress=request.progress,
+                console=console,
             )
-        with timer.stage("load_encoder"):
-            encoder = make_encoder(
-                request.run.encoder,
+        )
+    with timer.stage("load_encoder"):
+        cache = {} if encoders is None else encoders
+        encoder = cache.get(run_request.encoder)
+        if encoder is None:
+            encoder = cache[run_request.encoder] = make_encoder(
+                run_request.encoder,
                 device=request.device,
                 model_path=settings.compare.model_path,
                 backend=settings.compare.backend,
                 cache_dir=settings.compare.cache_dir,
             )
-        with timer.stage("compare"):
-            compared = compare_run(
+    with timer.stage("compare"):
+        compared = compare_run(
+            repo,
+            run.run_id,
+            encoder,
+            structured_task_types=run_request.structured_task_types,
+            refusal_patterns=settings.compare.refusal_patterns,
+            covered_scripts=settings.compare.covered_scripts(),
+            embedding_cache=settings.compare.embedding_cache,
+        )
+    if request.judge:
+        with timer.stage("judge"):
+            judged = run_judge(
                 repo,
                 run.run_id,
-                encoder,
-                structured_task_types=request.run.structured_task_types,
-                refusal_patterns=settings.compare.refusal_patterns,
-                covered_scripts=settings.compare.covered_scripts(),
-                embedding_cache=settings.compare.embedding_cache,
+                judge_settings,
+                send_pairs=request.send_pairs,
+                command=run_request.command,
             )
-        if request.judge:
-            with timer.stage("judge"):
-                judged = run_judge(
-                    repo,
-                    run.run_id,
-                    judge_settings,
-                    send_pairs=request.send_pairs,
-                    command=request.run.command,
-                )
-                if early_warning is not None:
-                    judged.warnings.insert(0, early_warning)
-        with timer.stage("gate"):
-            gate = gate_run(repo, run, command=request.run.command)
-            run = repo.get_run(run.run_id) or run
-        rejected = repo.count_rejected(run.run_id)
+            if early_warning is not None:
+                judged.warnings.insert(0, early_warning)
+    with timer.stage("gate"):
+        gate = gate_run(repo, run, command=run_request.command)
+        run = repo.get_run(run.run_id) or run
+    rejected = repo.count_rejected(run.run_id)
     return EvaluationResult(run, replay, compared, gate, timer.seconds, rejected, judged)

@@ -20,13 +20,14 @@ from typing import Literal
 from rich.console import Console
 from rich.markup import escape
 
+from shadoweval.application.candidate_runs import CandidateTarget, candidate_run_requests
 from shadoweval.application.database import open_repository
 from shadoweval.application.run_policy import run_policy_warnings
 from shadoweval.application.runs import RunRequest, TargetConfig, prepare_kafka_run, prepare_run
 from shadoweval.bus import BusConsumer, BusProducer, KafkaSource, ensure_topics
 from shadoweval.bus.url import is_kafka_url, parse_kafka_url
 from shadoweval.capture_log import read_capture_log
-from shadoweval.config import ReplaySettings, Settings
+from shadoweval.config import KafkaSettings, ReplaySettings, Settings
 from shadoweval.errors import ConfigError
 from shadoweval.records import ReplayPace
 from shadoweval.replay.client import CandidateClient
@@ -45,8 +46,10 @@ __all__ = [
     "WorkerReport",
     "parse_replay_source",
     "replay",
+    "replay_candidates",
     "replay_capture_log",
     "replay_kafka",
+    "replay_kafka_runs",
     "replay_pacing",
 ]
 
@@ -270,58 +273,152 @@ async def replay_kafka(
         BusError: the broker is unreachable or failed.
         StorageError: the database failed (finished work is persisted and committed first).
     """
+    [report] = await replay_kafka_runs(
+        repo,
+        [(run_id, targets)],
+        source,
+        settings,
+        until_idle_s=until_idle_s,
+        session_timeout_ms=session_timeout_ms,
+        console=console,
+    )
+    return report
+
+
+def _kafka_group(settings: Settings, run_id: str, *, several: bool) -> str:
+    """A run's consumer group: ``worker.group_id`` (suffixed ``.<run id>`` when several
+    runs consume the topic, so that each consumes all of it), else
+    ``shadoweval-replay.<run id>``."""
+    group = settings.worker.group_id
+    if not group:
+        return f"shadoweval-replay.{run_id}"
+    return f"{group}.{run_id}" if several else group
+
+
+def _kafka_workers(
+    repo: Repository,
+    runs: Sequence[tuple[str, Sequence[TargetConfig]]],
+    source: KafkaSource,
+    settings: Settings,
+    kafka: KafkaSettings,
+    *,
+    session_timeout_ms: int,
+    metrics: WorkerMetrics,
+) -> tuple[list[CandidateClient], list[KafkaReplayWorker], list[str]]:
+    """One worker per run (not started), their clients and consumer groups; ``metrics``
+    is the one worker's when there is one run."""
     pace, speed = replay_pacing(settings.replay)
+    several = len(runs) > 1
+    clients: list[CandidateClient] = []
+    workers: list[KafkaReplayWorker] = []
+    groups: list[str] = []
+    for run_id, targets in runs:
+        run_clients, specs = _target_specs(targets, settings.replay)
+        clients += run_clients
+        group = _kafka_group(settings, run_id, several=several)
+        groups.append(group)
+        consumer = BusConsumer(
+            kafka.bootstrap_servers,
+            source.topic,
+            group,
+            client_id=f"{kafka.client_id}-replay",
+            session_timeout_ms=session_timeout_ms,
+            heartbeat_interval_ms=max(100, session_timeout_ms // 3),
+        )
+        workers.append(
+            KafkaReplayWorker(
+                repo,
+                run_id,
+                specs,
+                consumer,
+                BusProducer(kafka),
+                settings.worker,
+                kafka,
+                concurrency=settings.replay.concurrency,
+                rate_per_s=settings.replay.rate_per_s,
+                warmup_requests=settings.replay.warmup_requests,
+                metrics=metrics if not several else WorkerMetrics(),
+                pace=pace,
+                pace_speed=speed,
+            )
+        )
+    return clients, workers, groups
+
+
+async def replay_kafka_runs(
+    repo: Repository,
+    runs: Sequence[tuple[str, Sequence[TargetConfig]]],
+    source: KafkaSource,
+    settings: Settings,
+    *,
+    until_idle_s: float | None = None,
+    session_timeout_ms: int = 10_000,
+    console: Console | None = None,
+) -> list[WorkerReport]:
+    """:func:`replay_kafka` for several runs at once — the candidates of one sample — in
+    one process: one worker per run, each in its own consumer group (so every record
+    reaches every run's candidate), with its own offsets, dead letters and outcomes (a
+    candidate that fails or lags holds back no other); SIGTERM/SIGINT stop them all.
+    Reports in the order of ``runs``.
+
+    Raises:
+        ConfigError: ``worker.metrics_port`` with several runs (one port, several
+            workers: run one worker per candidate to serve metrics).
+        BusError, StorageError: as :func:`replay_kafka` (the other workers are stopped
+            gracefully first).
+    """
+    replay_pacing(settings.replay)  # a bad pace is refused before anything starts
+    several = len(runs) > 1
+    if several and settings.worker.metrics_port is not None:
+        raise ConfigError(
+            f"--metrics-port {settings.worker.metrics_port} with {len(runs)} candidates: one "
+            "port cannot serve several workers; run one worker per candidate to serve metrics",
+            field="worker.metrics_port",
+            value=str(settings.worker.metrics_port),
+        )
     kafka = settings.kafka.model_copy(update={"bootstrap_servers": source.bootstrap_servers})
-    group = settings.worker.group_id or f"shadoweval-replay.{run_id}"
     await ensure_topics(
         kafka.bootstrap_servers,
         [kafka.dead_letter_topic],
         partitions=kafka.partitions,
         replication_factor=kafka.replication_factor,
     )
-    clients, specs = _target_specs(targets, settings.replay)
-    consumer = BusConsumer(
-        kafka.bootstrap_servers,
-        source.topic,
-        group,
-        client_id=f"{kafka.client_id}-replay",
-        session_timeout_ms=session_timeout_ms,
-        heartbeat_interval_ms=max(100, session_timeout_ms // 3),
-    )
     metrics = WorkerMetrics()
-    worker = KafkaReplayWorker(
-        repo,
-        run_id,
-        specs,
-        consumer,
-        BusProducer(kafka),
-        settings.worker,
-        kafka,
-        concurrency=settings.replay.concurrency,
-        rate_per_s=settings.replay.rate_per_s,
-        warmup_requests=settings.replay.warmup_requests,
-        metrics=metrics,
-        pace=pace,
-        pace_speed=speed,
+    clients, workers, groups = _kafka_workers(
+        repo, runs, source, settings, kafka, session_timeout_ms=session_timeout_ms, metrics=metrics
     )
     server: MetricsServer | None = None
     if settings.worker.metrics_port is not None:
+        worker = workers[0]
         server = MetricsServer(
             metrics_app(metrics, lambda: worker.ready), port=settings.worker.metrics_port
         ).start()
+
+    def stop_all() -> None:
+        for each in workers:
+            each.request_stop()
+
     loop = asyncio.get_running_loop()
     stop_signals = (signal.SIGTERM, signal.SIGINT)
     for sig in stop_signals:
-        loop.add_signal_handler(sig, worker.request_stop)
+        loop.add_signal_handler(sig, stop_all)
     if console is not None:
         where = f"; metrics on :{server.port}" if server is not None else ""
-        console.print(f"replaying {source} into run {run_id} (group {group}){where}")
+        for (run_id, _), group in zip(runs, groups, strict=True):
+            console.print(f"replaying {source} into run {run_id} (group {group}){where}")
     try:
         for client in clients:
             await client.start()
-        report = await worker.run(until_idle_s=until_idle_s)
-        await asyncio.to_thread(_record_pass, repo, run_id, report, "kafka")
-        return report
+        tasks = [asyncio.create_task(w.run(until_idle_s=until_idle_s)) for w in workers]
+        try:
+            reports = list(await asyncio.gather(*tasks))
+        except BaseException:
+            stop_all()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        for (run_id, _), report in zip(runs, reports, strict=True):
+            await asyncio.to_thread(_record_pass, repo, run_id, report, "kafka")
+        return reports
     finally:
         for sig in stop_signals:
             loop.remove_signal_handler(sig)
@@ -329,6 +426,31 @@ async def replay_kafka(
             await client.stop()
         if server is not None:
             server.stop()
+
+
+def _replay_log(
+    repo: Repository,
+    run_request: RunRequest,
+    capture_log: Path,
+    settings: Settings,
+    *,
+    progress: bool,
+    console: Console | None,
+) -> ReplayResult:
+    """Open the run of ``run_request`` and replay the capture log into it."""
+    run, targets = prepare_run(repo, run_request, settings, capture_log=capture_log)
+    report = asyncio.run(
+        replay_capture_log(
+            repo,
+            run.run_id,
+            capture_log,
+            targets,
+            settings.replay,
+            progress=progress,
+            console=console,
+        )
+    )
+    return ReplayResult(run, report, run_policy_warnings(repo, run))
 
 
 def replay(
@@ -346,44 +468,75 @@ def replay(
             unreachable).
         FileNotFoundError: the capture log does not exist.
     """
+    [(_, result)] = replay_candidates(request, [], settings, console=console)
+    return result
+
+
+def replay_candidates(
+    request: ReplayRequest,
+    candidates: Sequence[CandidateTarget],
+    settings: Settings,
+    *,
+    console: Console | None = None,
+) -> list[tuple[str, ReplayResult]]:
+    """:func:`replay` for several candidates on one sample: one run per candidate
+    (:func:`shadoweval.application.candidate_runs.candidate_run_requests`). A capture log
+    is replayed into each run in turn; a Kafka topic is consumed by one worker per run at
+    once (:func:`replay_kafka_runs`), the baseline identity read once. With no
+    ``candidates``, the request's own run alone (named ``""``).
+
+    Raises:
+        ShadowEvalError, FileNotFoundError: as :func:`replay`.
+    """
     replay_pacing(settings.replay)  # a bad pace is refused before a run is created
+    requests = (
+        candidate_run_requests(request.run, candidates) if candidates else [("", request.run)]
+    )
     with open_repository(
         settings.database.url, body_redaction=settings.capture.body_redaction
     ) as repo:
         if isinstance(request.source, Path):
-            run, targets = prepare_run(repo, request.run, settings, capture_log=request.source)
-            report = asyncio.run(
-                replay_capture_log(
-                    repo,
-                    run.run_id,
-                    request.source,
-                    targets,
-                    settings.replay,
-                    progress=request.progress,
-                    console=console,
+            return [
+                (
+                    name,
+                    _replay_log(
+                        repo,
+                        run_request,
+                        request.source,
+                        settings,
+                        progress=request.progress,
+                        console=console,
+                    ),
                 )
-            )
-            return ReplayResult(run, report, run_policy_warnings(repo, run))
+                for name, run_request in requests
+            ]
         options = request.kafka
         settings = options.apply(settings)
-        run, targets = prepare_kafka_run(
-            repo,
-            request.run,
-            settings,
-            source=request.source,
-            baseline_model=options.baseline_model,
-            session_timeout_ms=options.session_timeout_ms,
-        )
-        worker_report = asyncio.run(
-            replay_kafka(
+        prepared: list[tuple[str, RunInfo, list[TargetConfig]]] = []
+        baseline_model = options.baseline_model
+        for name, run_request in requests:
+            run, targets = prepare_kafka_run(
                 repo,
-                run.run_id,
+                run_request,
+                settings,
+                source=request.source,
+                baseline_model=baseline_model,
+                session_timeout_ms=options.session_timeout_ms,
+            )
+            baseline_model = baseline_model or run.baseline.name
+            prepared.append((name, run, targets))
+        reports = asyncio.run(
+            replay_kafka_runs(
+                repo,
+                [(run.run_id, targets) for _, run, targets in prepared],
                 request.source,
-                targets,
                 settings,
                 until_idle_s=options.until_idle_s,
                 session_timeout_ms=options.session_timeout_ms,
                 console=console,
             )
         )
-        return ReplayResult(run, worker_report, run_policy_warnings(repo, run))
+        return [
+            (name, ReplayResult(run, report, run_policy_warnings(repo, run)))
+            for (name, run, _), report in zip(prepared, reports, strict=True)
+        ]

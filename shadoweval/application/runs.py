@@ -70,6 +70,10 @@ class RunRequest:
         encoder: the similarity encoder recorded in the run's settings.
         structured_task_types: task types whose outputs must be JSON (recorded too).
         command: what the run and the policy audit log record as the asking command.
+        candidate_name: with several candidates on one sample, this candidate's name;
+            recorded in a new run's settings (``candidate_name``) only when set.
+        candidate_group: the runs of those candidates share it (``candidate_group``);
+            recorded only when set (:mod:`shadoweval.application.candidates`).
     """
 
     candidate_url: str
@@ -83,6 +87,8 @@ class RunRequest:
     encoder: str = "minilm"
     structured_task_types: frozenset[str] = frozenset()
     command: str = "shadow-eval evaluate"
+    candidate_name: str | None = None
+    candidate_group: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -497,6 +503,11 @@ def resolve_run(
             "encoder": request.encoder,
             "structured_task_types": structured,
             SOURCE_FIRST_EXCHANGE_KEY: first_exchange,
+            **(
+                {"candidate_name": request.candidate_name, "candidate_group": group}
+                if (group := request.candidate_group) is not None
+                else {}
+            ),
         },
         audit_detail={"policy_path": policy_path_for_audit(request.policy_path)},
     )

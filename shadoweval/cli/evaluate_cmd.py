@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
@@ -26,6 +26,7 @@ from shadoweval.cli.render import print_error
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from shadoweval.application.candidates import CandidatesEvaluation
     from shadoweval.application.evaluation import EvaluationResult
     from shadoweval.config import Settings
 
@@ -111,10 +112,14 @@ def evaluate_command(
 ) -> None:
     """Replay a capture log against a candidate, score every pair, (judge,) gate, and report.
 
-    Exit status: 0 PROMOTE, 1 HOLD, 2 ROLLBACK, 3 error.
+    Several --candidate-url: one run per candidate on the same requests, each gated as
+    alone, then compared side by side (no worse: Holm; best: paired sign tests,
+    Bonferroni). Exit status: 0 PROMOTE, 1 HOLD, 2 ROLLBACK, 3 error; with several
+    candidates 0 when one is no worse, 2 when all roll back, else 1.
     """
     from rich.console import Console
 
+    from shadoweval.application.candidates import evaluate_candidates
     from shadoweval.application.evaluation import EvaluationRequest, evaluate
     from shadoweval.cli.exit_codes import EXIT_CODES, EXIT_ERROR
     from shadoweval.cli.render import exit_on_error, print_result, print_warnings, wide_console
@@ -125,23 +130,26 @@ def evaluate_command(
         if report is not None:
             ensure_writable(report)
         settings = build_settings(database_url=database_url, load=load, backend=scoring.backend)
-        result = evaluate(
-            EvaluationRequest(
-                capture_log=capture_log,
-                run=targets.run_request(
-                    policy_path=policy,
-                    run_name=name,
-                    run_id=run_id,
-                    **scoring.run_fields(),
-                ),
-                device=scoring.device,
-                progress=progress,
-                judge=judge,
-                send_pairs=send_pairs,
+        candidates = targets.candidates()
+        request = EvaluationRequest(
+            capture_log=capture_log,
+            run=targets.run_request(
+                policy_path=policy,
+                run_name=name,
+                run_id=run_id,
+                **scoring.run_fields(),
             ),
-            settings,
-            console=err,
+            device=scoring.device,
+            progress=progress,
+            judge=judge,
+            send_pairs=send_pairs,
         )
+        if len(candidates) > 1:
+            several = evaluate_candidates(request, candidates, settings, console=err)
+        else:
+            result = evaluate(request, settings, console=err)
+    if len(candidates) > 1:
+        _finish_several(out, err, several, report, as_json)
     print_warnings(err, result.gate.warnings)
     print_result(out, result.gate.summary, result.gate.verdict)
     _print_replay(out, err, result)
@@ -155,6 +163,38 @@ def evaluate_command(
     if as_json:
         typer.echo(result.gate.verdict.model_dump_json(indent=2))
     raise typer.Exit(EXIT_CODES[result.gate.verdict.decision])
+
+
+def _finish_several(
+    out: Console,
+    err: Console,
+    several: CandidatesEvaluation,
+    report: Path | None,
+    as_json: bool,
+) -> NoReturn:
+    """Print the candidates side by side, write the report, and exit with the overall
+    decision (:func:`shadoweval.application.candidates.overall_decision`)."""
+    import json
+
+    from shadoweval.cli.exit_codes import EXIT_CODES, EXIT_ERROR
+    from shadoweval.cli.render import print_candidates, print_warnings
+
+    for _, result in several.results:
+        print_warnings(err, result.gate.warnings)
+    print_candidates(out, several)
+    for name, result in several.results:
+        out.print(f"[bold]{name}[/]: ", end="")
+        _print_replay(out, err, result)
+    if report is not None:
+        try:
+            several.write_report(report)
+        except OSError as exc:
+            print_error(err, f"the verdicts are stored, but the report could not be written: {exc}")
+            raise typer.Exit(EXIT_ERROR) from None
+        out.print(f"report written to {report}")
+    if as_json:
+        typer.echo(json.dumps(several.report(), indent=2, ensure_ascii=False))
+    raise typer.Exit(EXIT_CODES[several.decision])
 
 
 def _print_replay(out: Console, err: Console, result: EvaluationResult) -> None:

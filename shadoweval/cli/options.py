@@ -15,6 +15,7 @@ import typer
 from shadoweval.cli.option_groups import option_group
 
 if TYPE_CHECKING:
+    from shadoweval.application.candidate_runs import CandidateTarget
     from shadoweval.application.capture import CaptureOverrides
     from shadoweval.application.runs import RunRequest
     from shadoweval.storage import Repository
@@ -68,11 +69,21 @@ StructuredOpt = Annotated[
 
 
 CandidateUrlOpt = Annotated[
-    str, typer.Option("--candidate-url", help="Base URL of the candidate (shadow) server.")
+    list[str],
+    typer.Option(
+        "--candidate-url",
+        help="Base URL of the candidate (shadow) server. Repeat it to evaluate several "
+        "candidates on the same sample, each as NAME=URL (or named by --candidate-model, "
+        "else c1, c2, ...): one run per candidate, <run id>-<name>.",
+    ),
 ]
 CandidateModelOpt = Annotated[
-    str | None,
-    typer.Option("--candidate-model", help="Candidate model name (default: its /v1/models)."),
+    list[str] | None,
+    typer.Option(
+        "--candidate-model",
+        help="Candidate model name (default: its /v1/models); with several candidates, "
+        "none or one per --candidate-url, in the same order.",
+    ),
 ]
 BaselineRepeatUrlOpt = Annotated[
     str | None,
@@ -280,14 +291,30 @@ class RunTargetOptions:
 
     def run_request(self, **run: Any) -> RunRequest:
         """The :class:`~shadoweval.application.runs.RunRequest` of these targets (its fields
-        of the same names) and ``run`` (its other fields).
+        of the same names; the first candidate's URL and model) and ``run`` (its other
+        fields).
 
         Raises:
             TypeError: ``run`` names no field of a run request, or a target.
+            ConfigError: the candidates are invalid (:meth:`candidates`).
         """
         from shadoweval.application.runs import RunRequest
 
-        return RunRequest(**dataclasses.asdict(self), **run)
+        first = self.candidates()[0]
+        fields = dataclasses.asdict(self)
+        fields.update(candidate_url=first.url, candidate_model=first.model)
+        return RunRequest(**fields, **run)
+
+    def candidates(self) -> list[CandidateTarget]:
+        """The candidates (:func:`shadoweval.application.candidates.parse_candidate_targets`).
+
+        Raises:
+            ConfigError: a bad name, repeated names, or a model count other than 0 or the
+                URLs'.
+        """
+        from shadoweval.application.candidate_runs import parse_candidate_targets
+
+        return parse_candidate_targets(self.candidate_url, self.candidate_model)
 
 
 @option_group

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     import pandas as pd
     from rich.console import Console
 
+    from shadoweval.application.candidates import CandidatesEvaluation
+
 _STYLE = {
     CheckOutcome.PASS.value: "green",
     CheckOutcome.FAIL.value: "bold red",
@@ -370,6 +372,40 @@ def print_result(console: Console, summary: pd.DataFrame, verdict: Verdict) -> N
         console.print(checks_table(verdict))
         for i, check in enumerate(selected, start=1):
             console.print(f"  {i}. {_task(check.task_type)} / {check.metric}: {check.reason}")
+
+
+def print_candidates(console: Console, several: CandidatesEvaluation) -> None:
+    """Several candidates side by side: per candidate its run, model, own decision and
+    leading reason, the no-worse test (its p-value, Holm-adjusted) and the mean direction
+    on its requests; then the pick (or the tie) with its method and level."""
+    comparison = several.comparison
+    table = Table(title="candidates on one sample", title_justify="left")
+    for column in ("candidate", "run", "model", "decision", "no worse", "p", "Holm p"):
+        table.add_column(column)
+    table.add_column("requests", justify="right")
+    table.add_column("net harm", justify="right")
+    table.add_column("leading reason")
+    for (name, result), row in zip(several.results, comparison.candidates, strict=True):
+        verdict = result.gate.verdict
+        table.add_row(
+            escape(name),
+            escape(result.run.run_id),
+            escape(result.run.candidate.name),
+            f"[{_DECISION_STYLE[verdict.decision]}]{verdict.decision.value.upper()}[/]",
+            "[green]yes[/]" if row.no_worse else "no",
+            f"{row.p_value:.3g}",
+            f"{row.adjusted_p:.3g}",
+            str(row.requests),
+            "-" if math.isnan(row.mean_direction) else f"{row.mean_direction:+.3f}",
+            escape(verdict.reasons[0]) if verdict.reasons else "",
+        )
+    console.print(table)
+    decision = several.decision
+    console.print(
+        f"[{_DECISION_STYLE[decision]}]{decision.value.upper()}[/] {escape(comparison.summary)}",
+        highlight=False,
+    )
+    console.print(f"method: {escape(comparison.method)}", highlight=False)
 
 
 def print_error(console: Console, error: object) -> None:

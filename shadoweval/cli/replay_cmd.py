@@ -99,6 +99,10 @@ def replay_run(
     """Replay every exchange of a capture log or Kafka topic to the candidate (and a
     baseline replica).
 
+    Several --candidate-url: one run per candidate (<run id>-<name>); a Kafka topic is
+    consumed by one worker per candidate at once, each in its own consumer group, so
+    every record reaches every candidate; the counts are printed per candidate.
+
     Outcomes are stored idempotently: running it again on the same run resumes, and sends
     only what has no outcome yet. A Kafka worker commits offsets only after the outcomes
     are stored; a restarted worker passes the same --run-id (its group is derived from
@@ -115,6 +119,7 @@ def replay_run(
         ReplayRequest,
         parse_replay_source,
         replay,
+        replay_candidates,
     )
     from shadoweval.cli.evaluate_cmd import build_settings
 
@@ -139,7 +144,18 @@ def replay_run(
                 metrics_port=metrics_port,
             ),
         )
-        result = replay(request, settings, console=err)
+        candidates = targets.candidates()
+        if len(candidates) > 1:
+            several = replay_candidates(request, candidates, settings, console=err)
+        else:
+            result = replay(request, settings, console=err)
+    if len(candidates) > 1:
+        by_name = {}
+        for name, each in several:
+            by_name[name] = {"run_id": each.run.run_id, **each.report.as_dict()}
+            print_warnings(err, [*each.warnings, *load_warnings(each.report.as_dict())])
+        typer.echo(json.dumps(by_name, indent=2))
+        return
     counts = result.report.as_dict()
     print_warnings(err, [*result.warnings, *load_warnings(counts)])
     typer.echo(json.dumps(counts, indent=2))

@@ -1,0 +1,209 @@
+"""Several candidates on one shadow sample (issue 31 item 4).
+
+Each candidate gets its own run — run id ``<group>-<name>``, the group being ``--run-id``
+or a fresh id, recorded in the run's settings as ``candidate_group`` / ``candidate_name``
+— and every run replays the same captured requests, is scored against the same baseline
+(live) answers and gated by its own gate, unchanged. The runs are then compared
+(:func:`shadoweval.stats.candidates.compare_candidates`: which are no worse with Holm's
+family-wise control, which is best by Bonferroni-adjusted paired sign tests).
+
+Used by ``shadow-eval evaluate`` and ``replay run`` with more than one ``--candidate-url``,
+and by the dashboard's Candidates page (:func:`stored_comparison`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from shadoweval.application.candidate_runs import (
+    CandidateTarget,
+    candidate_run_requests,
+    parse_candidate_targets,
+)
+from shadoweval.application.database import open_repository
+from shadoweval.application.evaluation import (
+    EvaluationRequest,
+    EvaluationResult,
+    evaluate_in,
+    judge_preflight,
+)
+from shadoweval.application.gating import GateResult
+from shadoweval.application.replaying import replay_pacing
+from shadoweval.application.run_views.direction import with_judgements
+from shadoweval.application.run_views.pairs import frozen_policy_pairs
+from shadoweval.compare.encoders import Encoder
+from shadoweval.config import Settings
+from shadoweval.records import Decision
+from shadoweval.stats.candidates import (
+    CandidateComparison,
+    CandidateEvidence,
+    compare_candidates,
+    request_direction,
+)
+from shadoweval.stats.judgements import resolve_judgements
+from shadoweval.storage import Repository, RunInfo
+
+__all__ = [
+    "CandidateComparison",
+    "CandidateTarget",
+    "CandidatesEvaluation",
+    "candidate_run_requests",
+    "candidate_runs",
+    "compare_gate_results",
+    "evaluate_candidates",
+    "overall_decision",
+    "parse_candidate_targets",
+    "stored_comparison",
+]
+
+
+def compare_gate_results(named: Sequence[tuple[str, GateResult]]) -> CandidateComparison:
+    """The comparison of gated runs, at the first run's policy ``alpha`` (the runs of one
+    sample share their policy)."""
+    evidence = [
+        CandidateEvidence(name, gate.verdict, request_direction(gate.pairs)) for name, gate in named
+    ]
+    return compare_candidates(evidence, alpha=float(named[0][1].policy.alpha))
+
+
+def overall_decision(comparison: CandidateComparison) -> Decision:
+    """The decision several candidates exit with: PROMOTE when a candidate is no worse
+    (the pick, or a tie, exists); else HOLD when some candidate's gate held (or promoted
+    without surviving Holm's adjustment); else ROLLBACK (every candidate rolled back)."""
+    if comparison.no_worse:
+        return Decision.PROMOTE
+    if any(r.decision is not Decision.ROLLBACK for r in comparison.candidates):
+        return Decision.HOLD
+    return Decision.ROLLBACK
+
+
+@dataclass(frozen=True, slots=True)
+class CandidatesEvaluation:
+    """Each candidate's evaluation (in the order given) and their comparison."""
+
+    results: tuple[tuple[str, EvaluationResult], ...]
+    comparison: CandidateComparison
+
+    @property
+    def decision(self) -> Decision:
+        """:func:`overall_decision`."""
+        return overall_decision(self.comparison)
+
+    def report(self) -> dict[str, Any]:
+        """The JSON report: ``decision`` (:func:`overall_decision`), ``comparison``
+        (:meth:`CandidateComparison.as_dict`), and ``candidates``: per candidate its name,
+        run id, model, decision, reasons, no-worse flag, and its full one-candidate report
+        (:meth:`EvaluationResult.report`) under ``report``."""
+        by_name = {r.name: r for r in self.comparison.candidates}
+        return {
+            "decision": self.decision.value,
+            "comparison": self.comparison.as_dict(),
+            "candidates": [
+                {
+                    "name": name,
+                    "run_id": result.run.run_id,
+                    "candidate": result.run.candidate.model_dump(mode="json"),
+                    "decision": result.gate.verdict.decision.value,
+                    "reasons": list(result.gate.verdict.reasons),
+                    "no_worse": by_name[name].no_worse,
+                    "report": result.report(),
+                }
+                for name, result in self.results
+            ],
+        }
+
+    def write_report(self, path: Path) -> None:
+        """Write :meth:`report` as indented JSON (UTF-8), creating the parent directory.
+
+        Raises:
+            OSError: the file cannot be written.
+        """
+        import json
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.report(), indent=2, ensure_ascii=False) + "\n", "utf-8")
+
+
+def evaluate_candidates(
+    request: EvaluationRequest,
+    targets: Sequence[CandidateTarget],
+    settings: Settings,
+    *,
+    console: Console | None = None,
+) -> CandidatesEvaluation:
+    """Evaluate every candidate on the request's capture log, one run each (replayed one
+    after the other, each to the log's end; the encoder loaded once, the judge's
+    preflight sent once), and compare them.
+
+    Raises:
+        ShadowEvalError: as :func:`shadoweval.application.evaluation.evaluate`.
+        FileNotFoundError: the capture log does not exist.
+    """
+    replay_pacing(settings.replay)
+    judge = judge_preflight(request, settings)
+    encoders: dict[str, Encoder] = {}
+    results: list[tuple[str, EvaluationResult]] = []
+    with open_repository(
+        settings.database.url, body_redaction=settings.capture.body_redaction
+    ) as repo:
+        for name, run_request in candidate_run_requests(request.run, targets):
+            if console is not None:
+                console.print(f"candidate {name}: {run_request.candidate_url}", highlight=False)
+            result = evaluate_in(
+                repo,
+                request,
+                run_request,
+                settings,
+                judge=judge,
+                console=console,
+                encoders=encoders,
+            )
+            results.append((name, result))
+    comparison = compare_gate_results([(n, r.gate) for n, r in results])
+    return CandidatesEvaluation(tuple(results), comparison)
+
+
+def stored_comparison(
+    repo: Repository, runs: Sequence[tuple[str, RunInfo]]
+) -> CandidateComparison | None:
+    """The comparison of stored runs by their latest verdicts (nothing is gated or
+    written): each run's pairs under its frozen policy with their resolved judgements.
+    ``None`` when a run has no verdict yet.
+
+    Raises:
+        ConfigError: a frozen policy no longer parses.
+        StorageError: the database failed.
+    """
+    evidence = []
+    alpha = 0.025
+    for name, run in runs:
+        verdict = repo.latest_verdict(run.run_id)
+        if verdict is None:
+            return None
+        policy, pairs = frozen_policy_pairs(repo, run, None)
+        resolved = resolve_judgements(
+            repo.list_judgements(run.run_id), repo.load_labels(run.run_id)
+        )
+        evidence.append(
+            CandidateEvidence(name, verdict, request_direction(with_judgements(pairs, resolved)))
+        )
+        alpha = float(policy.alpha)
+    return compare_candidates(evidence, alpha=alpha)
+
+
+def candidate_runs(repo: Repository, run: RunInfo) -> list[tuple[str, RunInfo]]:
+    """The runs of ``run``'s candidate group with their candidate names (``run`` alone,
+    named by its candidate model, when it has no group)."""
+    group = run.settings.get("candidate_group")
+    if not isinstance(group, str):
+        return [(run.candidate.name, run)]
+    members = [r for r in repo.list_runs() if r.settings.get("candidate_group") == group]
+    return [
+        (str(r.settings.get("candidate_name") or r.candidate.name), r)
+        for r in sorted(members, key=lambda r: (r.created_at, r.run_id))
+    ]
