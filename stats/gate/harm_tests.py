@@ -33,6 +33,7 @@ from shadoweval.stats.gate.units import (
     _source_counts,
     _widest_edges,
 )
+from shadoweval.stats.judge_quality import held_by_judge_floor
 from shadoweval.stats.looks import LookLevels
 from shadoweval.stats.multiplicity import holm
 from shadoweval.stats.net_harm import (
@@ -168,7 +169,9 @@ def _net_harm_test(
     (:func:`shadoweval.stats.net_harm.judgement_levels`
     of the look's judgement evaluation). The pooled unit is stratified by task type ×
     divergence stratum (:func:`_pooled_strata`, as :func:`shadoweval.stats.net_harm.pooled_strata`:
-    the judge budget samples each task type separately).
+    the judge budget samples each task type separately). Where the judge does not vote
+    (``group.judge_note``) the check holds
+    (:func:`shadoweval.stats.judge_quality.held_by_judge_floor`).
     """
     keep = ~group.arrays.infra
     stratum = group.stratum[keep]
@@ -191,6 +194,7 @@ def _net_harm_test(
         sources=_source_counts(group.arrays, keep & group.changed),
         truth_ties=_truth_ties(group.arrays, keep & ~group.changed),
     )
+    check = held_by_judge_floor(check, group.judge_note, estimate.changed)
     n_infra = group.arrays.n - int(np.count_nonzero(keep))
     if n_infra:
         check = check.model_copy(update={"reason": check.reason + infra_note(n_infra)})
