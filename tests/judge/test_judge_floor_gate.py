@@ -15,6 +15,11 @@ from pathlib import Path
 
 from shadoweval.application.gating import GateResult, gate_run
 from shadoweval.application.judging import JudgementSummary, judgement_summary
+from shadoweval.application.run_views import (
+    changed_unjudged_ids,
+    direction_summary,
+    judged_pairs_view,
+)
 from shadoweval.records import (
     POOLED,
     CheckOutcome,
@@ -34,7 +39,7 @@ from shadoweval.stats.policy import (
     policy_hash,
     policy_to_yaml,
 )
-from shadoweval.storage import Database, Repository
+from shadoweval.storage import Database, Repository, RunInfo
 from tests.judge.seed import BASELINE, CANDIDATE, _pair
 
 JUDGE = JudgeIdentity(endpoint="http://judge:1", model="j", prompt_sha256="a" * 64)
@@ -91,7 +96,21 @@ def _gate(tmp_path: Path, name: str, judge: JudgePolicy) -> tuple[GateResult, Ju
         )  # fmt: skip
         result = gate_run(repo, run, command="test")
         summary = judgement_summary(repo, run_id)
+        _views_read_as_the_gate(repo, run, result)
     return result, summary
+
+
+def _views_read_as_the_gate(repo: Repository, run: RunInfo, result: GateResult) -> None:
+    """The dashboard's direction, its export of pairs left to judge and the Judged page's
+    "used" read the judge as the gate does."""
+    silent = bool(result.verdict.coverage.judge_not_voting)
+    table = direction_summary(repo, run).table.set_index("task_type")
+    assert table.loc["chat", "judged_judge"] == (0 if silent else CHANGED - LABELLED)
+    unjudged = changed_unjudged_ids(repo, run)
+    assert unjudged == ({f"ex-{n:04d}" for n in range(LABELLED, CHANGED)} if silent else set())
+    page = judged_pairs_view(repo, run, redact=lambda text: text, source="judge", page_size=200)
+    used = {p.judgement.exchange_id for p in page.pairs if p.used}
+    assert used == (set() if silent else {f"ex-{n:04d}" for n in range(LABELLED, CHANGED)})
 
 
 def test_a_judge_below_the_floor_holds_the_net_harm_naming_the_figure(tmp_path: Path) -> None:
