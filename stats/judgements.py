@@ -54,6 +54,7 @@ __all__ = [
     "OUTCOME_ORDER",
     "SOURCE_PRIORITY",
     "Agreement",
+    "agreement_from_table",
     "judge_human_agreement",
     "label_judgement",
     "label_outcome",
@@ -339,6 +340,20 @@ def judge_human_agreement(
         if judge is None or judge.outcome is None:
             continue
         table[index[QualityOutcome(judge.outcome)], index[label_outcome(label.label)]] += 1
+    return agreement_from_table(table)
+
+
+def agreement_from_table(table: npt.NDArray[np.int64]) -> Agreement:
+    """The :class:`Agreement` of a 3×3 count table (rows one rater's outcome, columns the
+    other's, both in :data:`OUTCOME_ORDER`): Cohen's κ with its FCE (1969) standard error
+    and normal interval, and the observed agreement, as :func:`judge_human_agreement`
+    computes them; ``n == 0`` and NaN numbers for an empty table.
+
+    Raises:
+        ValueError: ``table`` is not 3×3.
+    """
+    if table.shape != (3, 3):
+        raise ValueError(f"the agreement table must be 3x3, got shape {table.shape}")
     rows3 = tuple(tuple(int(x) for x in row) for row in table)
     n = int(table.sum())
     if n == 0:

@@ -1,9 +1,17 @@
-"""Judged pairs: every quality judgement of the run, with its rationale, votes and answers."""
+"""Judged pairs: first the judge's figures (agreement with labels, flip and first-position
+rates, whether it votes), then every quality judgement of the run, with its rationale, votes
+and answers."""
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
+from shadoweval.application.judging import (
+    JUDGE_QUALITY_COLUMNS,
+    judge_quality_report,
+    judge_quality_rows,
+)
 from shadoweval.application.run_views import JudgedPair, JudgedPairsPage, judged_pairs_view
 from shadoweval.dashboard import loaders
 from shadoweval.dashboard.context import current
@@ -29,6 +37,48 @@ FILTER_KEY = "judged.filter"
 ctx = current()
 st.title("Judged pairs")
 redact = page_redactor()
+
+
+def _judge_quality() -> None:
+    """The judge's figures first: per task type, agreement with labels (analysts' and
+    references'), the flip and first-position rates, and whether it votes."""
+    try:
+        report = judge_quality_report(
+            ctx.run,
+            loaders.judgements(ctx.database_url, ctx.run_id),
+            loaders.labels(ctx.database_url, ctx.run_id),
+        )
+    except ShadowEvalError as exc:
+        st.error(f"Cannot read the judge's figures: {md_escape(str(exc))}")
+        return
+    rows = judge_quality_rows(report)
+    if not rows:
+        return
+    floor = report["floor"]
+    st.subheader("Does the judge earn its vote?")
+    st.dataframe(
+        pd.DataFrame(rows, columns=list(JUDGE_QUALITY_COLUMNS)),
+        hide_index=True,
+        key="judge_quality_table",
+    )
+    for unit in report["per_task_type"].values():
+        if not unit["standing"]["votes"]:
+            st.warning(md_escape(unit["standing"]["text"]))
+    st.caption(
+        "Agreement: of the pairs the judge judged that an analyst labelled or a reference "
+        "checked, the share with the same outcome (better / tie / worse), with Cohen's kappa. "
+        "Flip rate: of the pairs judged in both orders, the share whose outcome changed when "
+        "the answers were swapped. First position: of the votes for one answer, the share "
+        "for the answer shown first (50% without position bias). 95% Wilson intervals. The "
+        f"judge votes in a task type unless its agreement is below "
+        f"{100 * floor['min_agreement']:.0f}% (judge.min_agreement) on at least "
+        f"{floor['min_agreement_labels']} labelled pairs (the pooled agreement where the task "
+        "type has fewer); where it does not vote its judgements are not read and net harm "
+        "holds."
+    )
+
+
+_judge_quality()
 
 known_types = loaders.task_types(ctx.database_url, ctx.run_id, ctx.version.pairs)
 type_choices = [ALL, *known_types]

@@ -10,6 +10,12 @@ table (:func:`shadoweval.stats.frame.pairs_frame`, its ``quality`` / ``quality_s
 from
 which the net-harm check estimates the direction of the change. :attr:`GateResult.judgement`
 summarizes them for the report (:func:`shadoweval.application.judging.summarize_judgements`).
+
+The LLM judge votes only where it earns it: its agreement with the analysts' labels and the
+reference judgements is read against the policy's ``judge.min_agreement``
+(:func:`shadoweval.stats.judge_quality.apply_judge_floor`); in a task type below the floor its
+judgements are left out before resolving, and the verdict's coverage names the task type
+(:attr:`~shadoweval.records.Coverage.judge_not_voting`) so that its net-harm check holds.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from shadoweval.application.run_policy import load_gate_policy, run_policy_warni
 from shadoweval.records import Coverage, Decision, Verdict
 from shadoweval.stats.checkpoints import at_sample_cap, evaluate_poll
 from shadoweval.stats.frame import pairs_frame
+from shadoweval.stats.judge_quality import apply_judge_floor, not_voting_notes
 from shadoweval.stats.judgements import ppi_columns, resolve_judgements
 from shadoweval.stats.policy import GatePolicy, parse_policy_yaml, policy_traffic_problems
 from shadoweval.stats.summary import task_type_summary
@@ -118,16 +125,23 @@ def gate_run(repo: Repository, run: RunInfo, *, command: str) -> GateResult:
     scores = repo.load_pair_scores(run.run_id, baseline_model=policy.baseline_model)
     judgements = repo.list_judgements(run.run_id)
     labels = repo.load_labels(run.run_id)
-    resolved = resolve_judgements(judgements, labels)
-    pairs = pairs_frame(scores, policy, judgements=resolved, ppi=ppi_columns(judgements, labels))
+    # The judge votes only where it agrees with the labels enough (judge.min_agreement):
+    # below the floor it is neither a pair's quality nor the PPI predictor.
+    floor = apply_judge_floor(judgements, labels, policy.judge)
+    resolved = resolve_judgements(floor.voting, labels)
+    ppi = ppi_columns(floor.voting, labels)
+    pairs = pairs_frame(scores, policy, judgements=resolved, ppi=ppi)
     judgement = summarize_judgements(
-        run.run_id, judgements, labels, repo.run_judge(run.run_id), resolved
+        run.run_id, judgements, labels, repo.run_judge(run.run_id), resolved, floor=floor
     )
     latest = repo.latest_verdict(run.run_id)
     coverage = repo.coverage_counts(run.run_id, baseline_model=policy.baseline_model)
     warnings = policy_warnings(policy, coverage, pairs)
     coverage = coverage.model_copy(
-        update={"environment_failures": environment_failures(repo, run, scores)}
+        update={
+            "environment_failures": environment_failures(repo, run, scores),
+            "judge_not_voting": not_voting_notes(floor.standings),
+        }
     )
     verdict = evaluate_poll(pairs, policy, run_id=run.run_id, coverage=coverage, previous=latest)
     if latest is not None and verdict is latest:

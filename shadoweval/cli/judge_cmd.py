@@ -15,7 +15,10 @@
   selected, judged, better / tie / worse, failures, the judge's tokens, and the endpoint
   the pairs went to.
 * ``judge summary --run-id ID [--json]``: the stored judgements by source, outcomes per
-  task type, the frozen judge and endpoint, the judge's tokens, judge–human agreement.
+  task type, the frozen judge and endpoint, the judge's tokens, judge–human agreement,
+  and per task type and pooled the judge's agreement with labels (analysts' and
+  references'), its position-flip and first-position rates (95% Wilson intervals) and
+  whether it votes under the run's ``judge.min_agreement`` floor.
 
 Exit 0 on success, 3 on any error.
 """
@@ -23,7 +26,7 @@ Exit 0 on success, 3 on any error.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -32,6 +35,8 @@ from shadoweval.cli.options import SendPairsOpt, StoredRunOptions
 from shadoweval.cli.render import exit_on_error
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from shadoweval.application.judging import JudgeRunReport
     from shadoweval.records import JudgeIdentity
 
@@ -182,8 +187,10 @@ def summary_command(
     as_json: SummaryJsonOpt = False,
 ) -> None:
     """The run's quality judgements: by source (judge / reference / human) and task type,
-    the frozen judge and its endpoint, the judge's tokens, and judge–human agreement
-    (Cohen's κ with a 95% CI). Exit 3 on error."""
+    the frozen judge and its endpoint, the judge's tokens, judge–human agreement
+    (Cohen's κ with a 95% CI), and per task type the judge's agreement with labels, its
+    position-flip and first-position rates and whether it votes (below the policy's
+    judge.min_agreement it does not). Exit 3 on error."""
     from shadoweval.application.judging import judgement_summary
     from shadoweval.cli.render import counts_table, wide_console
 
@@ -228,6 +235,31 @@ def summary_command(
         )  # fmt: skip
     out.print(table)
     out.print(str(summary.agreement["text"]), highlight=False, markup=False)
+    _print_judge_quality(out, summary.judge_quality)
+
+
+def _print_judge_quality(out: Console, report: dict[str, Any]) -> None:
+    """The judge's agreement with labels, flip and first-position rates, and whether it
+    votes, per task type and pooled; then why it does not vote where it does not."""
+    from shadoweval.application.judging import JUDGE_QUALITY_COLUMNS, judge_quality_rows
+    from shadoweval.cli.render import counts_table
+
+    rows = judge_quality_rows(report)
+    if not rows:
+        return
+    floor = report["floor"]
+    table = counts_table(
+        f"judge quality (95% Wilson intervals; floor judge.min_agreement "
+        f"{100 * floor['min_agreement']:.0f}% from {floor['min_agreement_labels']} labelled "
+        "pairs)",
+        JUDGE_QUALITY_COLUMNS,
+    )
+    for row in rows:
+        table.add_row(*(row[c] for c in JUDGE_QUALITY_COLUMNS))
+    out.print(table)
+    for unit in report["per_task_type"].values():
+        if not unit["standing"]["votes"]:
+            out.print(unit["standing"]["text"], highlight=False, markup=False)
 
 
 def _format_text(identity: JudgeIdentity) -> str:

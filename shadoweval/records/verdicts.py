@@ -199,6 +199,10 @@ class Coverage(_Record):
     by the gate from the pairs and their replays, empty elsewhere).
     ``per_baseline_model``: members by the baseline (live) model their exchange
     recorded — more than one name means the live model changed while capturing.
+    ``judge_not_voting``: task type → the sentence of why the LLM judge does not vote there
+    (its agreement with labels below the policy's ``judge.min_agreement``: the unit's
+    net-harm check holds; :func:`shadoweval.stats.judge_quality.judge_standings`; filled by
+    the gate, empty elsewhere).
     """
 
     captured: int
@@ -218,6 +222,7 @@ class Coverage(_Record):
     replay_passes: tuple[ReplayPass, ...] = ()
     environment_failures: tuple[EnvironmentFailure, ...] = ()
     per_baseline_model: dict[str, int] = Field(default_factory=dict)
+    judge_not_voting: dict[str, str] = Field(default_factory=dict)
 
     def unevaluated_routes(self) -> dict[str, RouteCoverage]:
         """Routes with captured exchanges and not one scored pair, by name."""

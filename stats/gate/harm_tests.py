@@ -35,6 +35,7 @@ from shadoweval.stats.gate.units import (
     _source_counts,
     _widest_edges,
 )
+from shadoweval.stats.judge_quality import held_by_judge_floor
 from shadoweval.stats.looks import LookLevels
 from shadoweval.stats.multiplicity import holm
 from shadoweval.stats.net_harm import (
@@ -170,7 +171,9 @@ def _net_harm_test(
     (:func:`shadoweval.stats.net_harm.judgement_levels`
     of the look's judgement evaluation). The pooled unit is stratified by task type ×
     divergence stratum (:func:`_pooled_strata`, as :func:`shadoweval.stats.net_harm.pooled_strata`:
-    the judge budget samples each task type separately).
+    the judge budget samples each task type separately). Where the judge does not vote
+    (``group.judge_note``) the check holds
+    (:func:`shadoweval.stats.judge_quality.held_by_judge_floor`).
     """
     keep = ~group.arrays.infra
     stratum = group.stratum[keep]
@@ -207,6 +210,7 @@ def _net_harm_test(
             check = check.model_copy(update={"reason": f"{check.reason}; {ppi}"})
     else:
         check, p = ppi
+    check = held_by_judge_floor(check, group.judge_note, estimate.changed)
     n_infra = group.arrays.n - int(np.count_nonzero(keep))
     if n_infra:
         check = check.model_copy(update={"reason": check.reason + infra_note(n_infra)})

@@ -37,7 +37,9 @@ class _Group:
     (aligned with ``arrays``); ``blocking`` is false for a task type below
     ``min_traffic_share``. ``found`` / ``missed`` are its rows of
     :attr:`ChangeResult.similarity_found` / :attr:`ChangeResult.similarity_missed`
-    (the similarity's miss rate).
+    (the similarity's miss rate). ``judge_note``: why the LLM judge does not vote in the
+    unit (:attr:`~shadoweval.records.Coverage.judge_not_voting`; the pooled unit joins every
+    task type's), ``""`` where it votes.
     """
 
     task_type: str
@@ -48,6 +50,7 @@ class _Group:
     stratum: IntArray
     found: BoolArray
     missed: BoolArray
+    judge_note: str = ""
 
 
 def _groups(
@@ -79,6 +82,7 @@ def _groups(
             changes.stratum,
             changes.similarity_found,
             changes.similarity_missed,
+            judge_note="; ".join(coverage.judge_not_voting.values()),
         )
     ]
     for i, task_type in enumerate(names):
@@ -94,6 +98,7 @@ def _groups(
                 changes.stratum[lo:hi],
                 changes.similarity_found[lo:hi],
                 changes.similarity_missed[lo:hi],
+                judge_note=coverage.judge_not_voting.get(str(task_type), ""),
             )
         )
     captured = sum(coverage.per_task_type.values())

@@ -354,6 +354,18 @@ def test_summary_shows_sources_endpoint_tokens_and_agreement(
     out = flat(text.stdout)
     assert f"judge 'mock-judge' at {url}" in out
     assert "judge-human agreement on 6 pairs" in out
+    # Judge quality (issue 31): the judge agrees with the labels on the even pairs (3 of 6);
+    # the mock judge answers alike in both orders: no flip, half the votes for the first.
+    quality = summary["judge_quality"]["per_task_type"]["chat"]
+    assert (quality["agreement"]["count"], quality["agreement"]["n"]) == (3, 6)
+    assert (quality["flip"]["count"], quality["flip"]["n"]) == (0, quality["judged"])
+    first = quality["first_position"]
+    assert (first["count"], first["n"]) == (quality["judged"], 2 * quality["judged"])
+    assert quality["standing"]["votes"] is True
+    assert quality["standing"]["read"] == "not_read"  # 6 labelled pairs < 30
+    assert "judge quality (95% Wilson intervals" in out
+    assert "50% of 6 (19–81%)" in out
+    assert "yes (floor not read)" in out
 
 
 def test_unknown_run_exits_3(sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -45,7 +45,7 @@ def _gate(tmp_path: Path, sample: str | None) -> dict[str, str]:
                     task_type="chat" if e in CHAT else "code",
                     source=JudgementSource.JUDGE,
                     outcome=QualityOutcome.CANDIDATE_BETTER,
-                )  # fmt: skip
+                )
                 for e in CHAT + CODE
             ]
         )
@@ -59,7 +59,7 @@ def _gate(tmp_path: Path, sample: str | None) -> dict[str, str]:
                     labeller="ana",
                     source="import",
                     sample=sample,
-                )  # fmt: skip
+                )
                 for e in CHAT[:6] + CODE[:2]
             ]
         )

@@ -18,7 +18,9 @@ and storage.
 * :func:`judgement_summary` — sources, outcomes per task type, the frozen judge and its
   endpoint, the judge's tokens (apart from the run's own accounting) and the judge–human
   agreement (:func:`shadoweval.stats.judgements.judge_human_agreement`); ``judge summary`` and the
-  gate's JSON report show it.
+  gate's JSON report show it, with the judge's agreement with labels, flip and
+  first-position rates and whether it votes (:func:`judge_quality_report`,
+  :func:`judge_quality_rows`; :mod:`shadoweval.stats.judge_quality`).
 """
 
 from shadoweval.application.judging.identity import (
@@ -41,6 +43,11 @@ from shadoweval.application.judging.judge_run import (
 )
 from shadoweval.application.judging.planning import JudgePlan, plan_judging
 from shadoweval.application.judging.planning import pair_text as pair_text
+from shadoweval.application.judging.quality_view import (
+    JUDGE_QUALITY_COLUMNS,
+    judge_quality_report,
+    judge_quality_rows,
+)
 from shadoweval.application.judging.reference import (
     REFERENCE_COMMAND,
     ReferenceImportResult,
@@ -54,6 +61,7 @@ from shadoweval.application.judging.summary import (
 
 __all__ = [
     "JUDGE_COMMAND",
+    "JUDGE_QUALITY_COLUMNS",
     "REFERENCE_COMMAND",
     "JudgePlan",
     "JudgeRunReport",
@@ -64,6 +72,8 @@ __all__ = [
     "describe_identity_change",
     "import_reference",
     "judge_identity",
+    "judge_quality_report",
+    "judge_quality_rows",
     "judgement_summary",
     "plan_judging",
     "preflight_judge_endpoint",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from shadoweval.judge.prompt import prompt_format
@@ -15,7 +15,9 @@ from shadoweval.records import (
     PairJudgement,
     QualityOutcome,
 )
+from shadoweval.stats.judge_quality import JudgeFloor, apply_judge_floor
 from shadoweval.stats.judgements import judge_human_agreement, resolve_judgements, source_counts
+from shadoweval.stats.policy import JudgePolicy, parse_policy_yaml
 from shadoweval.storage import Repository
 
 
@@ -41,6 +43,10 @@ class JudgementSummary:
         agreement: judge–human agreement (:class:`shadoweval.stats.judgements.Agreement`) as a dict:
             ``n``, ``kappa``, ``low``, ``high``, ``observed_agreement``, ``confidence``,
             ``method``, ``table``, ``text``.
+        judge_quality: the judge's agreement with labels (analysts' and references'), its
+            position-flip and first-position rates per task type and pooled, each with
+            ``n`` and a Wilson interval, and whether it votes under the run's floor
+            (:meth:`shadoweval.stats.judge_quality.JudgeFloor.as_dict`).
     """
 
     run_id: str
@@ -53,6 +59,7 @@ class JudgementSummary:
     judge_prompt_tokens: int
     judge_completion_tokens: int
     agreement: dict[str, Any]
+    judge_quality: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready form (NaN → ``None``): the ``judgement`` section of a report."""
@@ -68,6 +75,7 @@ class JudgementSummary:
                 "completion": self.judge_completion_tokens,
             },
             "agreement": {k: _json_number(v) for k, v in self.agreement.items()},
+            "judge_quality": self.judge_quality,
         }
 
 
@@ -81,13 +89,19 @@ def summarize_judgements(
     labels: Sequence[HumanLabel],
     judge: JudgeIdentity | None,
     resolved: Mapping[str, PairJudgement] | None = None,
+    *,
+    floor: JudgeFloor | None = None,
 ) -> JudgementSummary:
     """The :class:`JudgementSummary` of already loaded judgements and labels.
 
-    ``resolved`` is :func:`shadoweval.stats.judgements.resolve_judgements` of the two when the
-    caller has it already (the gate does).
+    ``floor`` is :func:`shadoweval.stats.judge_quality.apply_judge_floor` of the two under the
+    run's policy (default: under the default floor); ``resolved`` is
+    :func:`shadoweval.stats.judgements.resolve_judgements` of its voting judgements and the
+    labels when the caller has it already (the gate does).
     """
-    chosen = dict(resolved) if resolved is not None else resolve_judgements(judgements, labels)
+    if floor is None:
+        floor = apply_judge_floor(judgements, labels, JudgePolicy())
+    chosen = dict(resolved) if resolved is not None else resolve_judgements(floor.voting, labels)
     stored: dict[str, dict[str, int]] = {s.value: {"ok": 0, "failed": 0} for s in JudgementSource}
     prompt_tokens = completion_tokens = 0
     for j in judgements:
@@ -131,15 +145,25 @@ def summarize_judgements(
             "table": [list(row) for row in agreement.table],
             "text": agreement.describe(),
         },
+        judge_quality=floor.as_dict(),
     )
 
 
 def judgement_summary(repo: Repository, run_id: str) -> JudgementSummary:
-    """Load the run's judgements, labels and judge, and summarize them.
+    """Load the run's judgements, labels and judge, and summarize them under the run's
+    frozen ``judge`` floor (the default floor for a run not stored).
 
     Raises:
+        ConfigError: the run's frozen policy no longer parses.
         StorageError: on database failure.
     """
+    judgements, labels = repo.list_judgements(run_id), repo.load_labels(run_id)
+    run = repo.get_run(run_id)
+    block = JudgePolicy() if run is None else parse_policy_yaml(run.policy_yaml).judge
     return summarize_judgements(
-        run_id, repo.list_judgements(run_id), repo.load_labels(run_id), repo.run_judge(run_id)
+        run_id,
+        judgements,
+        labels,
+        repo.run_judge(run_id),
+        floor=apply_judge_floor(judgements, labels, block),
     )

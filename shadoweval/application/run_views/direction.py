@@ -20,6 +20,7 @@ from shadoweval.records import (
     QualityOutcome,
 )
 from shadoweval.stats.change import ChangeResult, classify_changes
+from shadoweval.stats.judge_quality import apply_judge_floor
 from shadoweval.stats.judgements import Agreement, judge_human_agreement, resolve_judgements
 from shadoweval.stats.net_harm import estimate_net_harm, pooled_strata
 from shadoweval.stats.policy import GatePolicy, effective
@@ -282,9 +283,13 @@ def direction_of(
         labels: the run's human labels (:meth:`Repository.load_labels`).
 
     Returns:
-        A :class:`RunDirection`; with no pairs, only the pooled row (all counts 0).
+        A :class:`RunDirection`; with no pairs, only the pooled row (all counts 0). As the
+        gate, it leaves out the judge's judgements in the task types where it does not
+        vote (:func:`shadoweval.stats.judge_quality.apply_judge_floor` under ``policy.judge``).
     """
-    resolved = resolve_judgements(judgements, labels)
+    resolved = resolve_judgements(
+        apply_judge_floor(judgements, labels, policy.judge).voting, labels
+    )
     agreement = None
     if _has_both(judgements, labels):
         # statsmodels' cohens_kappa divides by a zero null-hypothesis spread on tiny tables
@@ -411,12 +416,15 @@ def changed_unjudged(
     A pair is *changed* as :func:`changed_pairs` says under ``policy``; it is *judged*
     when its resolved judgement (:func:`shadoweval.stats.judgements.resolve_judgements`:
     judge, human label or reference) has an outcome — a pair whose only judgements failed
-    is still unjudged.
+    is still unjudged, and so is a pair judged only by the LLM judge in a task type where it
+    does not vote (:func:`shadoweval.stats.judge_quality.apply_judge_floor`).
     """
     changed = changed_pairs(pairs, policy)
     if not changed:
         return frozenset()
-    resolved = resolve_judgements(judgements, labels)
+    resolved = resolve_judgements(
+        apply_judge_floor(judgements, labels, policy.judge).voting, labels
+    )
     return frozenset(
         exchange_id
         for exchange_id in changed

@@ -21,6 +21,7 @@ from shadoweval.records import (
     QualityOutcome,
 )
 from shadoweval.stats.change import classify_changes
+from shadoweval.stats.judge_quality import apply_judge_floor
 from shadoweval.stats.judgements import resolve_judgements
 from shadoweval.storage import Repository, RunInfo
 from shadoweval.storage.samples import Sample
@@ -50,7 +51,8 @@ class JudgedPair:
         judgement: the judgement (any source; ``outcome = None`` when it failed, with
             ``error``), its rationale and its votes' rationales redacted.
         used: it is the pair's resolved judgement — the one the estimator reads
-            (:func:`shadoweval.stats.judgements.resolve_judgements`: human > reference > judge).
+            (:func:`shadoweval.stats.judgements.resolve_judgements`: human > reference > judge;
+            never a judge's in a task type where it does not vote).
         changed: the pair changed (:func:`shadoweval.stats.change.classify_changes`); ``None`` when
             the pair has no stored score.
         stratum: its divergence stratum now (−1 unchanged; ``None`` without a score).
@@ -100,6 +102,7 @@ def judged_records(
     task_type: str | None = None,
     outcome: str | None = None,
     source: JudgementSource | str | None = None,
+    voting: Sequence[PairJudgement] | None = None,
 ) -> list[tuple[PairJudgement, bool]]:
     """Every judgement of a run with whether it is its pair's resolved one, filtered.
 
@@ -115,6 +118,8 @@ def judged_records(
         task_type: only this task type (``None``: all).
         outcome: only this outcome (a :data:`JUDGED_OUTCOMES` value; ``None``: all).
         source: only this source (``None``: all).
+        voting: the judgements that may be used — without the judge's where it does not
+            vote (:func:`shadoweval.stats.judge_quality.apply_judge_floor`); ``None``: all.
 
     Raises:
         ConfigError: an unknown outcome or source (``field`` names it).
@@ -128,7 +133,7 @@ def judged_records(
     wanted_source = None
     if source is not None:
         wanted_source = enum_choice(JudgementSource, source, field="source")
-    resolved = resolve_judgements(judgements, labels)
+    resolved = resolve_judgements(judgements if voting is None else voting, labels)
     every = list(judgements)
     stored = {(j.exchange_id, j.source) for j in judgements}
     every += [
@@ -224,9 +229,12 @@ def judged_pairs_view(
         )
     stored = repo.list_judgements(run.run_id) if judgements is None else judgements
     given = repo.load_labels(run.run_id) if labels is None else labels
-    records = judged_records(stored, given, task_type=task_type, outcome=outcome, source=source)
-    shown = records[(page - 1) * page_size : page * page_size]
     policy, frame = frozen_policy_pairs(repo, run, pairs)
+    voting = apply_judge_floor(stored, given, policy.judge).voting
+    records = judged_records(
+        stored, given, task_type=task_type, outcome=outcome, source=source, voting=voting
+    )
+    shown = records[(page - 1) * page_size : page * page_size]
     classes: dict[str, tuple[bool, int]] = {}
     if not frame.empty and shown:
         resolved = resolve_judgements(stored, given)
