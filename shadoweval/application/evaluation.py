@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +31,7 @@ from shadoweval.application.judging import (
     preflight_judge_endpoint,
     run_judge,
 )
+from shadoweval.application.judging.cost import check_judge_arms, request_arms, run_arms
 from shadoweval.application.replaying import ReplayReport, replay_capture_log, replay_pacing
 from shadoweval.application.reports import json_records
 from shadoweval.application.runs import RunRequest, prepare_run
@@ -193,6 +194,18 @@ def evaluate(
     early_warning: str | None = None
     if request.judge:
         check_judge_settings(judge_settings, send_pairs=request.send_pairs)
+        # A judge that is the candidate or the replica (name or URL) is refused before
+        # anything runs; the baseline's name is known once the run is set up.
+        check_judge_arms(
+            judge_settings.model,
+            judge_settings.url,
+            request_arms(
+                request.run.candidate_url,
+                request.run.candidate_model,
+                request.run.baseline_repeat_url,
+                request.run.baseline_repeat_model,
+            ),
+        )
         if judge_settings.preflight:
             # Before the replay: a wrong judge URL or key stops the run now, not after it.
             early_warning = preflight_judge_endpoint(judge_settings)
@@ -203,6 +216,8 @@ def evaluate(
     ) as repo:
         with timer.stage("setup"):
             run, targets = prepare_run(repo, request.run, settings, capture_log=request.capture_log)
+            if request.judge:  # the baseline's and the resolved candidate's names, too
+                check_judge_arms(judge_settings.model, judge_settings.url, run_arms(run))
         with timer.stage("replay"):
             replay = asyncio.run(
                 replay_capture_log(
@@ -241,6 +256,7 @@ def evaluate(
                     judge_settings,
                     send_pairs=request.send_pairs,
                     command=request.run.command,
+                    on_plan=None if console is None else _plan_printer(console),
                 )
                 if early_warning is not None:
                     judged.warnings.insert(0, early_warning)
@@ -249,3 +265,14 @@ def evaluate(
             run = repo.get_run(run.run_id) or run
         rejected = repo.count_rejected(run.run_id)
     return EvaluationResult(run, replay, compared, gate, timer.seconds, rejected, judged)
+
+
+def _plan_printer(console: Console) -> Callable[[JudgeRunReport], None]:
+    """Print the judge run's plan and self-preference risks before it sends anything."""
+
+    def show(report: JudgeRunReport) -> None:
+        lines = [*(report.plan.lines() if report.plan else []), *report.self_preference]
+        for line in lines:
+            console.print(f"judge {line}", highlight=False, markup=False)
+
+    return show

@@ -25,6 +25,7 @@ from shadoweval.errors import ConfigError
 from shadoweval.stats.policy.blocks import CostPolicy
 from shadoweval.stats.policy.canonical import canonical_sha256
 from shadoweval.stats.policy.causes import CausesPolicy
+from shadoweval.stats.policy.judge_cost import JudgeCostPolicy
 from shadoweval.stats.policy.schema import GatePolicy, RoutePolicy, TaskTypePolicy
 from shadoweval.stats.policy.yaml_loading import (
     describe_error,
@@ -138,6 +139,9 @@ def _canonical(policy: GatePolicy) -> dict[str, Any]:
     if dumped["causes"] == CausesPolicy().model_dump(mode="json"):
         # Likewise cause attribution at its defaults (issue 29 item 9).
         del dumped["causes"]
+    if dumped["judge"] == JudgeCostPolicy().model_dump(mode="json"):
+        # Likewise the judge's cost cap with nothing set (issue 31 item 3).
+        del dumped["judge"]
     for block in (dumped, *dumped["task_types"].values()):
         # infra_error_rate.context_length (issue 29 item 8) at its default, here and in
         # every task type's resolved view.

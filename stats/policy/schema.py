@@ -53,6 +53,7 @@ from shadoweval.stats.policy.blocks import (
     _strict_integer,
 )
 from shadoweval.stats.policy.causes import CausesPolicy
+from shadoweval.stats.policy.judge_cost import JudgeCostPolicy
 
 __all__ = [
     "GatePolicy",
@@ -156,6 +157,8 @@ class GatePolicy(_Block):
         causes: when the verdict names the tokenizer, the chat template, the token budget
             or the sampling defaults as the likely cause (:class:`CausesPolicy`; not per
             task type).
+        judge: what one judge run may spend — a token budget, a money budget and the
+            judge's prices (:class:`JudgeCostPolicy`; not per task type).
         routes: per-route requirements (:class:`RoutePolicy`), keyed by the route as
             captured, without a trailing slash (``/v1/responses``); every captured route
             is required unless listed here with ``required: false``.
@@ -188,6 +191,7 @@ class GatePolicy(_Block):
     observation: ObservationPolicy = ObservationPolicy()
     cost: CostPolicy = CostPolicy()
     causes: CausesPolicy = CausesPolicy()
+    judge: JudgeCostPolicy = JudgeCostPolicy()
     task_types: dict[str, TaskTypePolicy] = Field(default_factory=dict)
     routes: dict[str, RoutePolicy] = Field(default_factory=dict)
     baseline_model: str | None = Field(default=None, min_length=1)

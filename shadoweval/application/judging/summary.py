@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from shadoweval.application.judging.cost import run_arms
+from shadoweval.judge.arms import self_preference_risks
 from shadoweval.judge.prompt import prompt_format
 from shadoweval.records import (
     HumanLabel,
@@ -41,6 +43,8 @@ class JudgementSummary:
         agreement: judge–human agreement (:class:`shadoweval.stats.judgements.Agreement`) as a dict:
             ``n``, ``kappa``, ``low``, ``high``, ``observed_agreement``, ``confidence``,
             ``method``, ``table``, ``text``.
+        self_preference: one line per arm of the run that shares the frozen judge's family
+            (:func:`shadoweval.judge.arms.self_preference_risks`); empty without a judge.
     """
 
     run_id: str
@@ -53,6 +57,7 @@ class JudgementSummary:
     judge_prompt_tokens: int
     judge_completion_tokens: int
     agreement: dict[str, Any]
+    self_preference: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready form (NaN → ``None``): the ``judgement`` section of a report."""
@@ -68,6 +73,7 @@ class JudgementSummary:
                 "completion": self.judge_completion_tokens,
             },
             "agreement": {k: _json_number(v) for k, v in self.agreement.items()},
+            "self_preference_risks": self.self_preference,
         }
 
 
@@ -135,11 +141,17 @@ def summarize_judgements(
 
 
 def judgement_summary(repo: Repository, run_id: str) -> JudgementSummary:
-    """Load the run's judgements, labels and judge, and summarize them.
+    """Load the run's judgements, labels and judge, and summarize them (with the
+    self-preference risks of the frozen judge against the run's arms).
 
     Raises:
         StorageError: on database failure.
     """
-    return summarize_judgements(
-        run_id, repo.list_judgements(run_id), repo.load_labels(run_id), repo.run_judge(run_id)
+    judge = repo.run_judge(run_id)
+    summary = summarize_judgements(
+        run_id, repo.list_judgements(run_id), repo.load_labels(run_id), judge
     )
+    run = repo.get_run(run_id)
+    if judge is not None and run is not None:
+        summary.self_preference = self_preference_risks(judge.model, run_arms(run))
+    return summary
