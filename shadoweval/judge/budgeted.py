@@ -13,6 +13,13 @@ asks again; when they do not with nothing in flight, the run stops there: pair *
 every later pair are not sent. A pair is never skipped for a cheaper later one (that would
 bias the sample towards short pairs). Concurrency is the client's (its semaphore bounds
 the calls).
+
+The check is on estimates, the count on real usage: when the judge's real usage of the
+pairs in flight is larger than their estimates (a judge tokenizer much less efficient than
+chars/4, say), the run can end above the budget by that difference — never by more than
+the estimation error of the pairs in flight. With completions counted at ``max_tokens`` the
+estimate is usually well above the real use (tests/cli/test_judge_cost.py: the mock judge
+uses about a quarter of it).
 """
 
 from __future__ import annotations
