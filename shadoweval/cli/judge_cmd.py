@@ -62,8 +62,10 @@ RunJsonOpt = Annotated[
         "--json",
         help="Print the judge run's report as JSON on stdout: the judge's identity and "
         "endpoint, whether this run froze it, per task type the pairs, changed, budget, "
-        "sent, judged, better / tie / worse, order ties, failed and judge tokens, and the "
-        "first failures.",
+        "sent, judged, better / tie / worse, order ties, failed, judge tokens and pairs not "
+        "sent (budget), the first failures, the plan (pairs, calls, estimated tokens, "
+        "budget), the budget outcome and the self-preference risks; the plan's lines go to "
+        "stderr.",
     ),
 ]
 SummaryJsonOpt = Annotated[
@@ -72,7 +74,8 @@ SummaryJsonOpt = Annotated[
         "--json",
         help="Print the judgement summary as JSON on stdout: stored and resolved "
         "judgements per source, outcomes per task type, the frozen judge, its endpoint "
-        "and response format, judge tokens, and judge–human agreement.",
+        "and response format, judge tokens, judge–human agreement, and the "
+        "self-preference risks.",
     ),
 ]
 
