@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +31,7 @@ from shadoweval.application.judging import (
     preflight_judge_endpoint,
     run_judge,
 )
+from shadoweval.application.judging.cost import check_judge_arms, request_arms, run_arms
 from shadoweval.application.replaying import ReplayReport, replay_capture_log, replay_pacing
 from shadoweval.application.reports import json_records
 from shadoweval.application.runs import RunRequest, prepare_run
@@ -201,6 +202,16 @@ def judge_preflight(
     if not request.judge:
         return judge_settings, None
     check_judge_settings(judge_settings, send_pairs=request.send_pairs)
+    # A judge that is the candidate or the replica (name or URL) is refused before anything
+    # runs; the baseline's name (and each of several candidates) is known once a run is set
+    # up: evaluate_in checks again.
+    arms = request_arms(
+        request.run.candidate_url,
+        request.run.candidate_model,
+        request.run.baseline_repeat_url,
+        request.run.baseline_repeat_model,
+    )
+    check_judge_arms(judge_settings.model, judge_settings.url, arms)
     if not judge_settings.preflight:
         return judge_settings, None
     # Before the replay: a wrong judge URL or key stops the run now, not after it.
@@ -250,6 +261,8 @@ def evaluate_in(
     judged: JudgeRunReport | None = None
     with timer.stage("setup"):
         run, targets = prepare_run(repo, run_request, settings, capture_log=request.capture_log)
+        if request.judge:  # the baseline's and the resolved candidate's names, too
+            check_judge_arms(judge_settings.model, judge_settings.url, run_arms(run))
     with timer.stage("replay"):
         replay = asyncio.run(
             replay_capture_log(
@@ -291,6 +304,7 @@ def evaluate_in(
                 judge_settings,
                 send_pairs=request.send_pairs,
                 command=run_request.command,
+                on_plan=None if console is None else _plan_printer(console),
             )
             if early_warning is not None:
                 judged.warnings.insert(0, early_warning)
@@ -299,3 +313,14 @@ def evaluate_in(
         run = repo.get_run(run.run_id) or run
     rejected = repo.count_rejected(run.run_id)
     return EvaluationResult(run, replay, compared, gate, timer.seconds, rejected, judged)
+
+
+def _plan_printer(console: Console) -> Callable[[JudgeRunReport], None]:
+    """Print the judge run's plan and self-preference risks before it sends anything."""
+
+    def show(report: JudgeRunReport) -> None:
+        lines = [*(report.plan.lines() if report.plan else []), *report.self_preference]
+        for line in lines:
+            console.print(f"judge {line}", highlight=False, markup=False)
+
+    return show

@@ -151,6 +151,8 @@ def evaluate_command(
     if len(candidates) > 1:
         _finish_several(out, err, several, report, as_json)
     print_warnings(err, result.gate.warnings)
+    if result.judge is not None and result.judge.budget_message:
+        err.print(f"judge: {result.judge.budget_message}", highlight=False, markup=False)
     print_result(out, result.gate.summary, result.gate.verdict)
     _print_replay(out, err, result)
     if report is not None:

@@ -14,13 +14,26 @@
   every judgement sent failed. Prints per task type: pairs, changed, already judged,
   selected, judged, better / tie / worse, failures, the judge's tokens, and the endpoint
   the pairs went to.
+  Before sending anything it prints the plan (pairs, calls — two per pair —, estimated
+  tokens from the captured usage or chars/4, the completion bound, money where the policy
+  prices the judge, the budget). ``--budget-tokens N`` / ``--budget-usd X`` (or the
+  policy's ``judge.budget_tokens`` / ``judge.budget_usd``) stop the run cleanly when the
+  next pair's two calls would exceed the budget: it prints "budget of N tokens reached
+  after K of M pairs (T tokens used)" and exits **0** (the judged pairs are stored and the
+  rest stay unjudged, as the gate already reads them; ``--json``: ``budget_outcome.status``
+  is ``budget_reached``). A budget too small for the first pair sends nothing and exits 3.
+  ``--dry-run`` prints the plan and sends nothing. A judge that is one of the arms (the
+  baseline's or the candidate's model name, or the candidate's or the replica's URL) is
+  refused (exit 3, naming the setting and value); a judge of an arm's family is named as a
+  self-preference risk.
 * ``judge summary --run-id ID [--json]``: the stored judgements by source, outcomes per
   task type, the frozen judge and endpoint, the judge's tokens, judge–human agreement,
-  and per task type and pooled the judge's agreement with labels (analysts' and
+  per task type and pooled the judge's agreement with labels (analysts' and
   references'), its position-flip and first-position rates (95% Wilson intervals) and
-  whether it votes under the run's ``judge.min_agreement`` floor.
+  whether it votes under the run's ``judge.min_agreement`` floor, and the self-preference
+  risks of the frozen judge.
 
-Exit 0 on success, 3 on any error.
+Exit 0 on success (a budget stop included), 3 on any error.
 """
 
 from __future__ import annotations
@@ -36,6 +49,7 @@ from shadoweval.cli.render import exit_on_error
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.table import Table
 
     from shadoweval.application.judging import JudgeRunReport
     from shadoweval.records import JudgeIdentity
@@ -52,8 +66,10 @@ RunJsonOpt = Annotated[
         "--json",
         help="Print the judge run's report as JSON on stdout: the judge's identity and "
         "endpoint, whether this run froze it, per task type the pairs, changed, budget, "
-        "sent, judged, better / tie / worse, order ties, failed and judge tokens, and the "
-        "first failures.",
+        "sent, judged, better / tie / worse, order ties, failed, judge tokens and pairs not "
+        "sent (budget), the first failures, the plan (pairs, calls, estimated tokens, "
+        "budget), the budget outcome and the self-preference risks; the plan's lines go to "
+        "stderr.",
     ),
 ]
 SummaryJsonOpt = Annotated[
@@ -62,7 +78,8 @@ SummaryJsonOpt = Annotated[
         "--json",
         help="Print the judgement summary as JSON on stdout: stored and resolved "
         "judgements per source, outcomes per task type, the frozen judge, its endpoint "
-        "and response format, judge tokens, and judge–human agreement.",
+        "and response format, judge tokens, judge–human agreement, and the "
+        "self-preference risks.",
     ),
 ]
 
@@ -74,6 +91,31 @@ MaxPerTaskTypeOpt = Annotated[
         "net_harm.max_judged_per_task_type).",
     ),
 ]
+BudgetTokensOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--budget-tokens",
+        help="Stop when the next pair's two judge calls would take the judge's tokens "
+        "(prompt + completion, as its server reports them) past this many in this judge run "
+        "(default: the policy's judge.budget_tokens; none: no cap).",
+    ),
+]
+BudgetUsdOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--budget-usd",
+        help="The same cap in US dollars, priced with the policy's "
+        "judge.price_per_million_input_tokens and judge.price_per_million_output_tokens "
+        "(default: the policy's judge.budget_usd).",
+    ),
+]
+DryRunOpt = Annotated[
+    bool,
+    typer.Option(
+        "--dry-run",
+        help="Print the plan (pairs, calls, estimated tokens, budget) and send nothing.",
+    ),
+]
 
 
 @judge_app.command("run")
@@ -82,28 +124,46 @@ def run_command(
     run: StoredRunOptions,
     send_pairs: SendPairsOpt = False,
     max_per_task_type: MaxPerTaskTypeOpt = None,
+    budget_tokens: BudgetTokensOpt = None,
+    budget_usd: BudgetUsdOpt = None,
+    dry_run: DryRunOpt = False,
     as_json: RunJsonOpt = False,
 ) -> None:
     """Judge the run's changed pairs with the configured LLM judge, both orders each.
 
-    Exit 3 on error (sending not allowed, no judge configured, another judge frozen with
-    the run, unknown run, unreachable database, a judge that fails the one preflight
+    Before sending anything it prints the plan: pairs, judge calls (two per pair), the
+    estimated tokens (captured usage where stored, else chars/4) and the budget. With a
+    budget (--budget-tokens, --budget-usd or the policy's judge block) it stops cleanly
+    when the next pair's two calls would exceed it: the judged pairs are stored, the rest
+    stay unjudged, and it says "budget of N tokens reached after K of M pairs (T tokens
+    used)" and exits 0 (JSON: budget_outcome.status "budget_reached").
+
+    Exit 3 on error (sending not allowed, no judge configured, a judge that is one of the
+    arms — the candidate's or the baseline's model name or URL —, another judge frozen
+    with the run, unknown run, unreachable database, a judge that fails the one preflight
     request with no connection or 401/403/404/405/407: the URL, status and body named),
-    and when the run produced nothing to
-    judge: no changed pair at all, or every pair sent failed. Failed judge calls are kept:
-    stored as failed judgements, counted and retried by the next judge run; when every call
-    of a first judge run failed, the judge it froze is unfrozen again. A run whose changed
+    and when the run produced nothing to judge: no changed pair at all, every pair sent
+    failed, or a budget too small for the first pair. Failed judge calls are kept: stored
+    as failed judgements, counted and retried by the next judge run; when every call of a
+    first judge run failed, the judge it froze is unfrozen again. A run whose changed
     pairs were all judged before exits 0 (nothing new to do).
     """
     from shadoweval.application.judging import JUDGE_COMMAND, check_judge_settings, run_judge
     from shadoweval.cli.exit_codes import EXIT_ERROR
-    from shadoweval.cli.render import counts_table, wide_console
+    from shadoweval.cli.render import wide_console
     from shadoweval.config import load_settings
 
     err = wide_console(stderr=True)
+    out = wide_console()
+    plan_console = err if as_json else out
+
+    def show_plan(report: JudgeRunReport) -> None:
+        for line in [*(report.plan.lines() if report.plan else []), *report.self_preference]:
+            plan_console.print(line, highlight=False, markup=False)
+
     with exit_on_error(err):
         settings = load_settings()
-        check_judge_settings(settings.judge, send_pairs=send_pairs)
+        check_judge_settings(settings.judge, send_pairs=send_pairs or dry_run)
         with run.opened() as repo:
             report = run_judge(
                 repo,
@@ -112,18 +172,25 @@ def run_command(
                 send_pairs=send_pairs,
                 max_per_task_type=max_per_task_type,
                 command=JUDGE_COMMAND,
+                budget_tokens=budget_tokens,
+                budget_usd=budget_usd,
+                dry_run=dry_run,
+                on_plan=show_plan,
             )
     for warning in report.warnings:
         err.print(f"warning: {warning}", highlight=False, markup=False)
-    nothing = _nothing_judged(report)
+    nothing = "" if dry_run else _nothing_judged(report)
     if nothing:
         err.print(f"judge run: {nothing}", highlight=False, markup=False)
+    elif report.budget_message:
+        err.print(f"judge run: {report.budget_message}", highlight=False, markup=False)
     if as_json:
         typer.echo(json.dumps(report.as_dict()))
         if nothing:
             raise typer.Exit(EXIT_ERROR)
         return
-    out = wide_console()
+    if dry_run:
+        return
     identity = report.identity
     out.print(
         f"judge {identity.model!r} at {report.endpoint} ({_format_text(identity)}): "
@@ -132,11 +199,23 @@ def run_command(
         highlight=False,
         markup=False,
     )
+    out.print(_run_table(report, run.run_id))
+    for failure in report.failures:
+        err.print(f"failed judgement {failure}", highlight=False, markup=False)
+    if nothing:
+        raise typer.Exit(EXIT_ERROR)
+
+
+def _run_table(report: JudgeRunReport, run_id: str) -> Table:
+    """The judge run's counts per task type."""
+    from shadoweval.cli.render import counts_table
+
     headers = (
         "task type", "pairs", "changed", "judged before", "budget", "sent", "judged",
         "better", "tie", "worse", "order ties", "failed", "judge tokens in/out",
+        "not sent (budget)",
     )  # fmt: skip
-    table = counts_table(f"judge run of {run.run_id}", headers)
+    table = counts_table(f"judge run of {run_id}", headers)
     for t in report.task_types.values():
         table.add_row(
             t.task_type,
@@ -152,12 +231,9 @@ def run_command(
             str(t.disagreements),
             str(t.failed),
             f"{t.prompt_tokens}/{t.completion_tokens}",
+            str(t.not_sent),
         )
-    out.print(table)
-    for failure in report.failures:
-        err.print(f"failed judgement {failure}", highlight=False, markup=False)
-    if nothing:
-        raise typer.Exit(EXIT_ERROR)
+    return table
 
 
 def _nothing_judged(report: JudgeRunReport) -> str:
@@ -171,6 +247,8 @@ def _nothing_judged(report: JudgeRunReport) -> str:
             "changed (score the run first, or there is no divergence to judge)"
         )
     sent = report.selected
+    if report.outcome.status == "budget_reached" and not sent:
+        return f"nothing sent: {report.budget_message.replace(' after 0 of', ' before any of')}"
     if sent and not sum(t.judged for t in tallies):
         return (
             f"every one of the {sent} judgements failed (kept as failed judgements and "
@@ -235,6 +313,8 @@ def summary_command(
         )  # fmt: skip
     out.print(table)
     out.print(str(summary.agreement["text"]), highlight=False, markup=False)
+    for line in summary.self_preference:
+        out.print(line, highlight=False, markup=False)
     _print_judge_quality(out, summary.judge_quality)
 
 

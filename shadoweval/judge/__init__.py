@@ -12,7 +12,12 @@ A stage like ``replay``: it imports the core only, and the application layer
   ``/v1/chat/completions``, bounded concurrency, connect-only retries, failures as data.
 * :mod:`shadoweval.judge.pairwise` — both orders per pair; orders that disagree are a tie.
 * :mod:`shadoweval.judge.selection` — the budget: changed pairs only, stratified, at most N per task
-  type, a deterministic random sample within each stratum.
+  type, a deterministic random sample within each stratum; the sending order.
+* :mod:`shadoweval.judge.cost` — the token estimate per pair (captured usage or chars/4), the
+  token / USD budget and what a run has spent.
+* :mod:`shadoweval.judge.budgeted` — send a pair only when its estimate fits what is left.
+* :mod:`shadoweval.judge.arms` — a judge that is an arm is refused; model families and the
+  self-preference risk.
 """
 
 from shadoweval.judge.client import (

@@ -279,7 +279,7 @@ class JudgeClient(AsyncLifecycle):
                 error=f"HTTP {outcome.status_code}",
             )
         vote = _vote_from_response(outcome, order, self.response_format, self.max_tokens)
-        return JudgeProbe(error=vote.error or "")
+        return JudgeProbe(error=vote.error or "", vote=vote)
 
     async def _post(
         self, client: httpx.AsyncClient, content: bytes, exchange_id: str
@@ -329,12 +329,15 @@ class JudgeProbe:
         error: why the request failed (``connect: ...``, ``timeout: ...``, ``HTTP 404``,
             ``decode: ...``, an unparseable verdict), ``""`` when the judge answered a verdict.
         connected: a connection was established (``False``: refused, unresolvable host).
+        vote: the vote read from a 2xx answer (with the judge's ``usage``, which the
+            budget counts), else ``None``.
     """
 
     status: int | None = None
     body: str | None = None
     error: str = ""
     connected: bool = True
+    vote: JudgeVote | None = None
 
     @property
     def failed(self) -> bool:

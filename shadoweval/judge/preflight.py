@@ -18,8 +18,10 @@ goes on: its failed judgements are kept and retried by the next run.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from shadoweval.errors import PreflightError
-from shadoweval.judge.client import JudgeClient
+from shadoweval.judge.client import JudgeClient, JudgeProbe
 from shadoweval.judge.prompt import PairText
 from shadoweval.records import preflight_failure, preflight_message, preflight_stops
 from shadoweval.redaction import strip_url_credentials
@@ -30,8 +32,11 @@ JUDGE_TARGET = "judge"
 """The target named in a judge preflight failure."""
 
 
-async def preflight_judge(client: JudgeClient, pair: PairText) -> str | None:
-    """Send ``pair``'s judge request once (``client`` started).
+async def preflight_judge(
+    client: JudgeClient, pair: PairText, *, on_probe: Callable[[JudgeProbe], None] | None = None
+) -> str | None:
+    """Send ``pair``'s judge request once (``client`` started); ``on_probe`` is given what
+    came back (e.g. to count its tokens against a budget) before the rule is applied.
 
     Returns:
         ``None`` when the judge answered a verdict; a warning (for the caller to print)
@@ -43,6 +48,8 @@ async def preflight_judge(client: JudgeClient, pair: PairText) -> str | None:
         RuntimeError: the client is not started.
     """
     probe = await client.probe(pair)
+    if on_probe is not None:
+        on_probe(probe)
     if not probe.failed:
         return None
     url = strip_url_credentials(client.url)

@@ -45,7 +45,14 @@ from fractions import Fraction
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Selection", "TaskTypeSelection", "allocate", "sample_order", "select_pairs"]
+__all__ = [
+    "Selection",
+    "TaskTypeSelection",
+    "allocate",
+    "sample_order",
+    "select_pairs",
+    "send_order",
+]
 
 
 def sample_order(run_id: str, exchange_id: str) -> str:
@@ -222,3 +229,28 @@ def select_pairs(
             strata=strata,
         )
     return Selection(stratum_of=stratum_of, task_types=result)
+
+
+def send_order(selection: Selection) -> list[str]:
+    """The selected pairs in the order a judge run sends them: a prefix of any length is
+    as balanced a sample as it can be, for a run that a budget stops early
+    (:mod:`shadoweval.judge.budgeted`).
+
+    Each group — a task type's stratum — keeps its sample order (so a prefix is still a
+    simple random sample within each stratum). The ``i``-th pair of a group of ``n`` gets
+    the key ``i / n`` and the groups are merged by key (ties: task type, then stratum):
+    every group's first pair comes first (no stratum is left unjudged while another has
+    two), then each group in proportion to its share of the selection. The same
+    selection gives the same order.
+    """
+    groups: dict[tuple[str, int], list[str]] = {}
+    for task_type in sorted(selection.task_types):
+        for exchange_id in selection.task_types[task_type].selected:
+            key = (task_type, selection.stratum_of[exchange_id])
+            groups.setdefault(key, []).append(exchange_id)
+    keyed = [
+        (Fraction(i, len(members)), group, exchange_id)
+        for group, members in groups.items()
+        for i, exchange_id in enumerate(members)
+    ]
+    return [exchange_id for *_, exchange_id in sorted(keyed)]

@@ -192,6 +192,9 @@ class Sample:
     ``type``, ``name``, ``arguments``). ``similarity`` is the cosine similarity in
     [-1, 1] (``None`` when a side errored); ``noise_similarity`` the baseline against a
     baseline repeat. ``label`` is the pair's latest human label (any labeller).
+    ``request_prompt_tokens`` / ``baseline_completion_tokens`` are the live response's
+    ``usage`` counts as captured, ``candidate_completion_tokens`` the replayed response's
+    (``None`` where the server reported none): the judge's cost estimate reads them.
     """
 
     run_id: str
@@ -209,6 +212,9 @@ class Sample:
     candidate_tool_calls: list[dict[str, Any]]
     candidate_error_kind: str | None
     label: HumanLabel | None = None
+    request_prompt_tokens: int | None = None
+    baseline_completion_tokens: int | None = None
+    candidate_completion_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -268,6 +274,9 @@ def _sample(records: Row[Any], label: HumanLabel | None) -> Sample:
         candidate_tool_calls=_tool_calls(replayed.tool_calls) if replayed is not None else [],
         candidate_error_kind=None if error_kind is None else error_kind.value,
         label=label,
+        request_prompt_tokens=None if baseline is None else baseline.usage.prompt_tokens,
+        baseline_completion_tokens=None if baseline is None else baseline.usage.completion_tokens,
+        candidate_completion_tokens=None if replayed is None else replayed.usage.completion_tokens,
     )
 
 

@@ -6,7 +6,9 @@
 * :mod:`shadoweval.stats.policy.loading` — :func:`parse_policy`, :func:`parse_policy_yaml`,
   :func:`load_policy` (strict YAML, :class:`~shadoweval.errors.ConfigError` naming the
   field), :func:`policy_hash`, :func:`policy_to_yaml`, :data:`DEFAULT_POLICY_FILE`.
-* :mod:`shadoweval.stats.policy.judge` — :class:`JudgePolicy`: the judge's agreement floor.
+* :mod:`shadoweval.stats.policy.judge` — :class:`JudgePolicy`: the judge's agreement floor,
+  with the token and money budgets and prices of
+  :mod:`shadoweval.stats.policy.judge_cost` (:class:`JudgeCostPolicy`).
 * :mod:`shadoweval.stats.policy.traffic` — :func:`policy_traffic_problems`: policy task types and
   routes that match no traffic of a run, with the closest name.
 
@@ -37,6 +39,7 @@ from shadoweval.stats.policy.blocks import (
 )
 from shadoweval.stats.policy.causes import CausesPolicy
 from shadoweval.stats.policy.judge import JudgePolicy
+from shadoweval.stats.policy.judge_cost import JudgeCostPolicy
 from shadoweval.stats.policy.loading import (
     DEFAULT_POLICY_FILE,
     load_policy,
@@ -60,6 +63,7 @@ __all__ = [
     "GatePolicy",
     "HarmPolicy",
     "InfraErrorPolicy",
+    "JudgeCostPolicy",
     "JudgePolicy",
     "LatencyMetric",
     "LatencyPolicy",

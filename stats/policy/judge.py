@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from shadoweval.stats.policy.blocks import Count, Number, _Block
+from shadoweval.stats.policy.blocks import Count, Number
+from shadoweval.stats.policy.judge_cost import JudgeCostPolicy
 
 __all__ = ["JudgePolicy"]
 
 
-class JudgePolicy(_Block):
-    """The floor on the judge's agreement with labels, below which it does not vote.
+class JudgePolicy(JudgeCostPolicy):
+    """The floor on the judge's agreement with labels, below which it does not vote, and
+    (inherited from :class:`JudgeCostPolicy`) what one judge run may spend.
 
     Attributes:
         min_agreement: the share of the labelled pairs (an analyst's label or a reference

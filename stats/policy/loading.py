@@ -140,7 +140,8 @@ def _canonical(policy: GatePolicy) -> dict[str, Any]:
         # Likewise cause attribution at its defaults (issue 29 item 9).
         del dumped["causes"]
     if dumped["judge"] == JudgePolicy().model_dump(mode="json"):
-        # Likewise the judge's agreement floor at its defaults (issue 31 item 2).
+        # Likewise the judge block at its defaults: the agreement floor (issue 31 item 2)
+        # and no cost cap (item 3).
         del dumped["judge"]
     for block in (dumped, *dumped["task_types"].values()):
         # Leaves added later, at their defaults, here and in every task type's resolved

@@ -157,8 +157,9 @@ class GatePolicy(_Block):
         causes: when the verdict names the tokenizer, the chat template, the token budget
             or the sampling defaults as the likely cause (:class:`CausesPolicy`; not per
             task type).
-        judge: the floor on the LLM judge's agreement with labels below which it does not
-            vote (:class:`JudgePolicy`; not per task type).
+        judge: the LLM judge's vote and cost (:class:`JudgePolicy`; not per task type):
+            the floor on its agreement with labels below which it does not vote, and
+            what one judge run may spend — a token budget, a money budget, prices.
         routes: per-route requirements (:class:`RoutePolicy`), keyed by the route as
             captured, without a trailing slash (``/v1/responses``); every captured route
             is required unless listed here with ``required: false``.

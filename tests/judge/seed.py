@@ -23,6 +23,8 @@ from shadoweval.records import (
     ReplayOutcome,
     RequestRecord,
     ResponseRecord,
+    Usage,
+    UsageSource,
 )
 from shadoweval.simulation.mock_judge import prefer_higher
 from shadoweval.stats.policy import (
@@ -42,6 +44,10 @@ CODE_CHANGED = 5
 T0 = datetime(2026, 5, 4, 8, 0, tzinfo=UTC)
 BASELINE = ModelIdentity(name="baseline-7b")
 CANDIDATE = ModelIdentity(name="candidate-7b")
+USAGE_BASELINE = Usage(prompt_tokens=300, completion_tokens=40, usage_source=UsageSource.REPORTED)
+"""The live response's usage with ``usage=True``: 300 request tokens, a 40-token answer."""
+USAGE_CANDIDATE = Usage(prompt_tokens=310, completion_tokens=60, usage_source=UsageSource.REPORTED)
+"""The replayed response's usage with ``usage=True``: a 60-token answer."""
 
 
 def _quality(text: str) -> float:
@@ -58,7 +64,7 @@ def expected_outcome(index: int) -> str:
 
 
 def _pair(
-    run_id: str, n: int, task_type: str, similarity: float, candidate: str
+    run_id: str, n: int, task_type: str, similarity: float, candidate: str, usage: bool = False
 ) -> tuple[Exchange, ReplayOutcome, PairScore]:
     at = T0 + timedelta(minutes=n)
     exchange_id = f"ex-{n:04d}"
@@ -76,7 +82,10 @@ def _pair(
         task_type=task_type,
         request=RequestRecord(body=orjson.dumps(body).decode()),
         response=ResponseRecord(
-            status_code=200, text=f"fair answer {n}", finish_reason=FinishReason.STOP
+            status_code=200,
+            text=f"fair answer {n}",
+            finish_reason=FinishReason.STOP,
+            usage=USAGE_BASELINE if usage else Usage(),
         ),
         baseline_model=BASELINE,
         source=f"sidecar:test-{n}",
@@ -85,7 +94,12 @@ def _pair(
         run_id=run_id,
         exchange_id=exchange_id,
         model=CANDIDATE,
-        response=ResponseRecord(status_code=200, text=candidate, finish_reason=FinishReason.STOP),
+        response=ResponseRecord(
+            status_code=200,
+            text=candidate,
+            finish_reason=FinishReason.STOP,
+            usage=USAGE_CANDIDATE if usage else Usage(),
+        ),
     )
     score = PairScore(
         run_id=run_id,
@@ -101,10 +115,17 @@ def _pair(
 
 
 def seed_judge_run(
-    repo: Repository, run_id: str = RUN_ID, policy: GatePolicy | None = None
+    repo: Repository,
+    run_id: str = RUN_ID,
+    policy: GatePolicy | None = None,
+    *,
+    candidate_base_url: str | None = None,
+    usage: bool = False,
 ) -> RunInfo:
     """Create ``run_id`` under ``policy`` (the default policy when ``None``) with the pairs
-    of the module docstring."""
+    of the module docstring; the candidate served at ``candidate_base_url``; with ``usage``
+    every live response carries :data:`USAGE_BASELINE` and every replayed one
+    :data:`USAGE_CANDIDATE` (else no usage is stored)."""
     policy = policy if policy is not None else load_policy(DEFAULT_POLICY_FILE)
     run = repo.create_run(
         run_id=run_id,
@@ -113,20 +134,21 @@ def seed_judge_run(
         candidate=CANDIDATE,
         policy_hash=policy_hash(policy),
         policy_yaml=policy_to_yaml(policy),
+        candidate_base_url=candidate_base_url,
     )
     rows = []
     n = 0
     similarities = [0.3, 0.5, 0.7, 0.85]  # D = 0.7, 0.5, 0.3, 0.15: strata 3, 3, 2, 1
     for i in range(CHAT_CHANGED):
         text = f"good answer {n}" if i % 2 == 0 else f"bad answer {n}"
-        rows.append(_pair(run_id, n, "chat", similarities[i % 4], text))
+        rows.append(_pair(run_id, n, "chat", similarities[i % 4], text, usage))
         n += 1
     for _ in range(CHAT_SAME):
-        rows.append(_pair(run_id, n, "chat", 0.99, f"fair answer {n}"))
+        rows.append(_pair(run_id, n, "chat", 0.99, f"fair answer {n}", usage))
         n += 1
     for i in range(CODE_CHANGED):
         text = f"good answer {n}" if i % 2 == 0 else f"bad answer {n}"
-        rows.append(_pair(run_id, n, "code", 0.4, text))
+        rows.append(_pair(run_id, n, "code", 0.4, text, usage))
         n += 1
     repo.save_exchanges(run_id, [r[0] for r in rows])
     repo.save_outcomes([r[1] for r in rows])

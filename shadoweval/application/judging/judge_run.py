@@ -9,6 +9,14 @@ from typing import Any
 
 import httpx
 
+from shadoweval.application.judging.cost import (
+    BudgetOutcome,
+    JudgeCostPlan,
+    check_judge_arms,
+    cost_plan,
+    judge_budget,
+    run_arms,
+)
 from shadoweval.application.judging.identity import check_judge_settings, freeze_judge, judge_client
 from shadoweval.application.judging.planning import JudgePlan, pair_text, plan_judging
 from shadoweval.config import JudgeSettings
@@ -16,10 +24,19 @@ from shadoweval.errors import PreflightError, ShadowEvalError
 from shadoweval.judge import (
     Answer,
     JudgeClient,
+    JudgeProbe,
     PairText,
-    judge_pairs,
     preflight_judge,
 )
+from shadoweval.judge.budgeted import judge_within_budget
+from shadoweval.judge.cost import (
+    CapturedTokens,
+    JudgeBudget,
+    PairEstimate,
+    estimate_pair,
+    template_tokens,
+)
+from shadoweval.judge.selection import send_order
 from shadoweval.records import (
     JudgeIdentity,
     PairJudgement,
@@ -48,6 +65,8 @@ class TaskTypeJudging:
         disagreements: ties because the two orders disagreed (position bias).
         prompt_tokens, completion_tokens: the judge's tokens for this task type (votes
             that reported usage), apart from the run's own accounting.
+        not_sent: pairs selected but not sent because the budget was reached (they stay
+            unjudged; ``selected`` counts the pairs sent).
     """
 
     task_type: str
@@ -64,6 +83,7 @@ class TaskTypeJudging:
     disagreements: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    not_sent: int = 0
 
     def add(self, judgement: PairJudgement) -> None:
         """Count one judgement of this run."""
@@ -99,6 +119,11 @@ class JudgeRunReport:
             (audit ``judge_released``): a corrected judge may judge the run.
         warnings: the preflight's warning when the judge failed it in a way a retry may
             fix (:mod:`shadoweval.judge.preflight`), for the operator.
+        plan: what the run planned to send and its estimated cost (``None`` before it is
+            made); budget: the budget applied; outcome: how the run ended against it.
+        self_preference: one line per arm that shares the judge's family
+            (:func:`shadoweval.judge.arms.self_preference_risks`).
+        dry_run: the plan only: nothing was sent and the judge was not frozen.
     """
 
     run_id: str
@@ -109,6 +134,16 @@ class JudgeRunReport:
     failures: list[str] = field(default_factory=list)
     released: bool = False
     warnings: list[str] = field(default_factory=list)
+    plan: JudgeCostPlan | None = None
+    budget: JudgeBudget = field(default_factory=JudgeBudget)
+    outcome: BudgetOutcome = field(default_factory=BudgetOutcome)
+    self_preference: list[str] = field(default_factory=list)
+    dry_run: bool = False
+
+    @property
+    def budget_message(self) -> str:
+        """``budget of N tokens reached after K of M pairs (T tokens used)…`` or ``""``."""
+        return self.outcome.message(self.budget)
 
     @property
     def selected(self) -> int:
@@ -136,43 +171,101 @@ class JudgeRunReport:
             "task_types": [asdict(t) for t in self.task_types.values()],
             "failures": self.failures,
             "warnings": self.warnings,
+            "dry_run": self.dry_run,
+            "plan": None if self.plan is None else self.plan.as_dict(),
+            "budget_outcome": self.outcome.as_dict(self.budget),
+            "self_preference_risks": self.self_preference,
         }
 
 
 def _pair_texts(
-    repo: Repository, run_id: str, plan: JudgePlan, ids: Sequence[str]
-) -> list[PairText]:
-    """What the judge is shown of the selected pairs, read :data:`_SAMPLE_CHUNK` at a time."""
+    repo: Repository, run_id: str, plan: JudgePlan, ids: Sequence[str], client: JudgeClient
+) -> tuple[list[PairText], list[PairEstimate]]:
+    """What the judge is shown of the selected pairs, in ``ids`` order, and each pair's
+    estimated tokens (:func:`shadoweval.judge.cost.estimate_pair`, from the usage the capture
+    and the replay stored), read :data:`_SAMPLE_CHUNK` at a time."""
     pairs: list[PairText] = []
+    estimates: list[PairEstimate] = []
+    template = template_tokens(client.response_format)
     for start in range(0, len(ids), _SAMPLE_CHUNK):
         chunk = ids[start : start + _SAMPLE_CHUNK]
-        pairs.extend(
-            pair_text(sample, plan.selection.stratum_of[sample.exchange_id])
-            for sample in repo.samples_by_ids(run_id, chunk)
-        )
-    return pairs
+        for sample in repo.samples_by_ids(run_id, chunk):
+            pair = pair_text(sample, plan.selection.stratum_of[sample.exchange_id])
+            captured = CapturedTokens(
+                request_prompt_tokens=sample.request_prompt_tokens,
+                baseline_completion_tokens=sample.baseline_completion_tokens,
+                candidate_completion_tokens=sample.candidate_completion_tokens,
+            )
+            pairs.append(pair)
+            estimates.append(
+                estimate_pair(
+                    pair,
+                    captured,
+                    max_tokens=client.max_tokens,
+                    response_format=client.response_format,
+                    template=template,
+                )
+            )
+    return pairs, estimates
 
 
 async def _judge_all(
     client: JudgeClient,
     pairs: Sequence[PairText],
+    estimates: Sequence[PairEstimate],
     on_judged: Callable[[PairJudgement], None],
     report: JudgeRunReport,
     *,
     preflight: bool,
-) -> None:
-    """Judge ``pairs`` (the client started here), after the preflight of the first one
-    when ``preflight`` (its warning added to ``report.warnings``).
+) -> int | None:
+    """Judge ``pairs`` within ``report.budget`` (the client started here), after the
+    preflight of the first one when ``preflight`` (its warning added to
+    ``report.warnings``, its tokens counted in ``report.outcome.spend``).
+
+    Returns:
+        The index of the first pair the budget did not admit, ``None`` when all were sent.
 
     Raises:
         PreflightError: the judge failed the preflight request.
     """
+    spend = report.outcome.spend
     async with client:
         if preflight:
-            warning = await preflight_judge(client, pairs[0])
+
+            def count(probe: JudgeProbe) -> None:
+                if probe.vote is not None:
+                    spend.count(probe.vote, estimates[0])
+
+            warning = await preflight_judge(client, pairs[0], on_probe=count)
             if warning is not None:
                 report.warnings.append(warning)
-        await judge_pairs(client, pairs, on_judged=on_judged)
+        return await judge_within_budget(
+            client, pairs, estimates, report.budget, spend, on_judged=on_judged
+        )
+
+
+def _first_fits(plan: JudgeCostPlan) -> bool:
+    """The first pair's two calls (and the preflight's one) fit the budget by estimate."""
+    if not plan.estimates:
+        return True
+    first = plan.estimates[0]
+    calls = 2 + plan.preflight_calls
+    return plan.budget.fits(
+        calls * first.prompt_tokens_per_call, calls * first.completion_tokens_per_call
+    )
+
+
+def _not_sent(report: JudgeRunReport, pairs: Sequence[PairText], stop: int) -> None:
+    """Record that ``pairs[stop:]`` were not sent (the budget): counted per task type."""
+    outcome = report.outcome
+    outcome.status = "budget_reached"
+    outcome.sent = stop
+    if report.plan is not None and stop < len(report.plan.estimates):
+        outcome.next_pair_tokens = report.plan.estimates[stop].pair_tokens
+    for pair in pairs[stop:]:
+        tally = report.task_types[pair.task_type]
+        tally.selected -= 1
+        tally.not_sent += 1
 
 
 _PREFLIGHT_PAIR = PairText(
@@ -211,55 +304,21 @@ def preflight_judge_endpoint(
     return asyncio.run(probe())
 
 
-def run_judge(
-    repo: Repository,
+def _new_report(
     run_id: str,
-    settings: JudgeSettings,
-    *,
-    send_pairs: bool = False,
-    max_per_task_type: int | None = None,
-    command: str = JUDGE_COMMAND,
-    transport: httpx.AsyncBaseTransport | None = None,
+    client: JudgeClient,
+    plan: JudgePlan,
+    pairs: Sequence[PairText],
+    estimates: Sequence[PairEstimate],
+    budget: JudgeBudget,
+    preflight: bool,
 ) -> JudgeRunReport:
-    """Judge the run's selected changed pairs and store the judgements (module docstring).
-
-    Args:
-        repo: the results database.
-        run_id: the run.
-        settings: the judge settings (``settings.judge``).
-        send_pairs: ``--send-pairs`` (else ``settings.send_pairs`` must be true).
-        max_per_task_type: the budget per task type instead of the policy's.
-        command: what asked (the audit log's ``command``).
-        transport: an httpx transport seam for tests.
-
-    With ``settings.preflight`` (the default) the first selected pair is sent once before
-    the others (:mod:`shadoweval.judge.preflight`, its answer not stored): no connection or
-    a configuration status stops the run, any other failure is a warning in
-    ``report.warnings``.
-
-    Raises:
-        ConfigError: sending is off, the URL or model is missing, the run has another
-            judge (both named), or a bad budget; ShadowEvalError: unknown run.
-        PreflightError: the judge failed the preflight request (URL, status and body
-            named); nothing was judged, and a judge this call froze is unfrozen again.
-        StorageError: on database failure.
-
-    When this call froze the judge and every call failed, the freeze is removed again
-    (:meth:`Repository.release_judge`, ``report.released``).
-    """
-    check_judge_settings(settings, send_pairs=send_pairs)
-    run = repo.get_run(run_id)
-    if run is None:
-        raise ShadowEvalError(f"run {run_id!r} not found")
-    client = judge_client(settings, transport)
-    identity = client.identity
-    first_use = freeze_judge(repo, run, identity, command)
-    plan = plan_judging(repo, run, max_per_task_type=max_per_task_type)
-    report = JudgeRunReport(
+    """The report of a judge run before it sends: the selection's counts and the plan."""
+    return JudgeRunReport(
         run_id=run_id,
-        identity=identity,
+        identity=client.identity,
         endpoint=client.endpoint,
-        first_use=first_use,
+        first_use=False,
         task_types={
             t: TaskTypeJudging(
                 task_type=t,
@@ -271,12 +330,115 @@ def run_judge(
             )
             for t, s in plan.selection.task_types.items()
         },
+        plan=cost_plan(estimates, budget, max_tokens=client.max_tokens, preflight=preflight),
+        budget=budget,
+        outcome=BudgetOutcome(planned=len(pairs), sent=len(pairs)),
     )
-    ids = plan.selection.exchange_ids
-    if not ids:
+
+
+def run_judge(
+    repo: Repository,
+    run_id: str,
+    settings: JudgeSettings,
+    *,
+    send_pairs: bool = False,
+    max_per_task_type: int | None = None,
+    command: str = JUDGE_COMMAND,
+    transport: httpx.AsyncBaseTransport | None = None,
+    budget_tokens: int | None = None,
+    budget_usd: float | None = None,
+    dry_run: bool = False,
+    on_plan: Callable[[JudgeRunReport], None] | None = None,
+) -> JudgeRunReport:
+    """Judge the run's selected changed pairs and store the judgements (module docstring).
+
+    Args:
+        repo: the results database.
+        run_id: the run.
+        settings: the judge settings (``settings.judge``).
+        send_pairs: ``--send-pairs`` (else ``settings.send_pairs`` must be true).
+        max_per_task_type: the budget per task type instead of the policy's.
+        command: what asked (the audit log's ``command``).
+        transport: an httpx transport seam for tests.
+        budget_tokens, budget_usd: ``--budget-tokens`` / ``--budget-usd``, over the run's
+            policy (``judge.budget_tokens`` / ``judge.budget_usd``;
+            :func:`shadoweval.application.judging.cost.judge_budget`).
+        dry_run: make the plan and return: nothing is sent, the judge is not frozen (and
+            sending need not be switched on).
+        on_plan: called with the report once the plan is made, before anything is sent
+            (the CLI prints ``report.plan.lines()`` there).
+
+    Before anything is sent: the judge is refused when it is one of the run's arms (same
+    model name or base URL; :func:`shadoweval.application.judging.cost.check_judge_arms`), a
+    judge of an arm's family is named in ``report.self_preference``, and the plan
+    (``report.plan``: pairs, calls, estimated tokens, budget) is made. The pairs are sent
+    in :func:`shadoweval.judge.selection.send_order` while the budget admits the next pair
+    (:mod:`shadoweval.judge.budgeted`); when it does not, the run stops there
+    (``report.outcome.status`` ``budget_reached``, :attr:`JudgeRunReport.budget_message`):
+    the judged pairs are stored, the rest are not sent and stay unjudged. A budget that
+    does not admit the first pair sends nothing and freezes no judge.
+
+    With ``settings.preflight`` (the default) the first selected pair is sent once before
+    the others (:mod:`shadoweval.judge.preflight`, its answer not stored, its tokens counted
+    against the budget): no connection or a configuration status stops the run, any other
+    failure is a warning in ``report.warnings``.
+
+    Raises:
+        ConfigError: sending is off, the URL or model is missing, the judge is one of the
+            arms (the setting and value named), the run has another judge (both named), or
+            a bad budget; ShadowEvalError: unknown run.
+        PreflightError: the judge failed the preflight request (URL, status and body
+            named); nothing was judged, and a judge this call froze is unfrozen again.
+        StorageError: on database failure.
+
+    When this call froze the judge and every call failed, the freeze is removed again
+    (:meth:`Repository.release_judge`, ``report.released``).
+    """
+    check_judge_settings(settings, send_pairs=send_pairs or dry_run)
+    run = repo.get_run(run_id)
+    if run is None:
+        raise ShadowEvalError(f"run {run_id!r} not found")
+    client = judge_client(settings, transport)
+    identity = client.identity
+    risks = check_judge_arms(identity.model, settings.url, run_arms(run))
+    plan = plan_judging(repo, run, max_per_task_type=max_per_task_type)
+    budget = judge_budget(plan.policy, budget_tokens=budget_tokens, budget_usd=budget_usd)
+    ids = send_order(plan.selection)
+    pairs, estimates = _pair_texts(repo, run_id, plan, ids, client) if ids else ([], [])
+    report = _new_report(run_id, client, plan, pairs, estimates, budget, settings.preflight)
+    report.self_preference, report.dry_run = risks, dry_run
+    if on_plan is not None:
+        on_plan(report)
+    if dry_run:
+        report.outcome.sent = 0
         return report
-    pairs = _pair_texts(repo, run_id, plan, ids)
+    assert report.plan is not None
+    fits = _first_fits(report.plan)
+    if not fits and repo.run_judge(run_id) is None:
+        _not_sent(report, pairs, 0)  # nothing is sent: no preflight, no judge frozen
+        return report
+    report.first_use = freeze_judge(repo, run, identity, command)  # or refuse another
+    if not fits:
+        _not_sent(report, pairs, 0)
+    if not fits or not pairs:
+        return report
+    _send(repo, report, client, pairs, estimates, settings=settings, command=command)
+    return report
+
+
+def _send(
+    repo: Repository,
+    report: JudgeRunReport,
+    client: JudgeClient,
+    pairs: Sequence[PairText],
+    estimates: Sequence[PairEstimate],
+    *,
+    settings: JudgeSettings,
+    command: str,
+) -> None:
+    """Judge and store the pairs (:func:`run_judge` after the freeze)."""
     pending: list[PairJudgement] = []
+    run_id, identity, first_use = report.run_id, report.identity, report.first_use
 
     def on_judged(judgement: PairJudgement) -> None:
         report.task_types[judgement.task_type].add(judgement)
@@ -288,7 +450,9 @@ def run_judge(
             pending.clear()
 
     try:
-        asyncio.run(_judge_all(client, pairs, on_judged, report, preflight=settings.preflight))
+        stop = asyncio.run(
+            _judge_all(client, pairs, estimates, on_judged, report, preflight=settings.preflight)
+        )
     except PreflightError as exc:
         if first_use:  # nothing was judged: the judge that failed must not bind the run
             repo.release_judge(run_id, identity, command=command, reason=str(exc))
@@ -296,6 +460,8 @@ def run_judge(
     finally:
         if pending:
             repo.save_judgements(pending)
+    if stop is not None:
+        _not_sent(report, pairs, stop)
     if first_use and report.all_failed:
         # The freeze came before the first call; a judge that answered nothing must not
         # bind the run, or the corrected judge would be refused.
@@ -306,4 +472,3 @@ def run_judge(
             reason=f"all {report.selected} judge calls failed; first: "
             + (report.failures[0] if report.failures else "unknown"),
         )
-    return report

@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from shadoweval.application.judging.cost import run_arms
+from shadoweval.judge.arms import self_preference_risks
 from shadoweval.judge.prompt import prompt_format
 from shadoweval.records import (
     HumanLabel,
@@ -47,6 +49,8 @@ class JudgementSummary:
             position-flip and first-position rates per task type and pooled, each with
             ``n`` and a Wilson interval, and whether it votes under the run's floor
             (:meth:`shadoweval.stats.judge_quality.JudgeFloor.as_dict`).
+        self_preference: one line per arm of the run that shares the frozen judge's family
+            (:func:`shadoweval.judge.arms.self_preference_risks`); empty without a judge.
     """
 
     run_id: str
@@ -60,6 +64,7 @@ class JudgementSummary:
     judge_completion_tokens: int
     agreement: dict[str, Any]
     judge_quality: dict[str, Any] = field(default_factory=dict)
+    self_preference: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready form (NaN → ``None``): the ``judgement`` section of a report."""
@@ -76,6 +81,7 @@ class JudgementSummary:
             },
             "agreement": {k: _json_number(v) for k, v in self.agreement.items()},
             "judge_quality": self.judge_quality,
+            "self_preference_risks": self.self_preference,
         }
 
 
@@ -151,7 +157,8 @@ def summarize_judgements(
 
 def judgement_summary(repo: Repository, run_id: str) -> JudgementSummary:
     """Load the run's judgements, labels and judge, and summarize them under the run's
-    frozen ``judge`` floor (the default floor for a run not stored).
+    frozen ``judge`` floor (the default floor for a run not stored), with the
+    self-preference risks of the frozen judge against the run's arms.
 
     Raises:
         ConfigError: the run's frozen policy no longer parses.
@@ -159,11 +166,15 @@ def judgement_summary(repo: Repository, run_id: str) -> JudgementSummary:
     """
     judgements, labels = repo.list_judgements(run_id), repo.load_labels(run_id)
     run = repo.get_run(run_id)
+    judge = repo.run_judge(run_id)
     block = JudgePolicy() if run is None else parse_policy_yaml(run.policy_yaml).judge
-    return summarize_judgements(
+    summary = summarize_judgements(
         run_id,
         judgements,
         labels,
-        repo.run_judge(run_id),
+        judge,
         floor=apply_judge_floor(judgements, labels, block),
     )
+    if judge is not None and run is not None:
+        summary.self_preference = self_preference_risks(judge.model, run_arms(run))
+    return summary
