@@ -24,6 +24,8 @@ from shadoweval.cli.options import (
 from shadoweval.cli.render import print_error
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from rich.console import Console
 
     from shadoweval.application.candidates import CandidatesEvaluation
@@ -121,7 +123,7 @@ def evaluate_command(
 
     from shadoweval.application.candidates import evaluate_candidates
     from shadoweval.application.evaluation import EvaluationRequest, evaluate
-    from shadoweval.cli.exit_codes import EXIT_CODES, EXIT_ERROR
+    from shadoweval.cli.exit_codes import EXIT_CODES
     from shadoweval.cli.render import exit_on_error, print_result, print_warnings, wide_console
 
     err = Console(stderr=True, soft_wrap=True)
@@ -155,16 +157,27 @@ def evaluate_command(
         err.print(f"judge: {result.judge.budget_message}", highlight=False, markup=False)
     print_result(out, result.gate.summary, result.gate.verdict)
     _print_replay(out, err, result)
-    if report is not None:
-        try:
-            result.write_report(report)
-        except OSError as exc:
-            print_error(err, f"the verdict is stored, but the report could not be written: {exc}")
-            raise typer.Exit(EXIT_ERROR) from None
-        out.print(f"report written to {report}")
+    _write_report(out, err, report, result.write_report, "the verdict is")
     if as_json:
         typer.echo(result.gate.verdict.model_dump_json(indent=2))
     raise typer.Exit(EXIT_CODES[result.gate.verdict.decision])
+
+
+def _write_report(
+    out: Console, err: Console, report: Path | None, write: Callable[[Path], None], stored: str
+) -> None:
+    """Write ``--report`` with ``write``; a failed write exits 3 (``EXIT_ERROR``) saying what
+    is stored."""
+    from shadoweval.cli.exit_codes import EXIT_ERROR
+
+    if report is None:
+        return
+    try:
+        write(report)
+    except OSError as exc:
+        print_error(err, f"{stored} stored, but the report could not be written: {exc}")
+        raise typer.Exit(EXIT_ERROR) from None
+    out.print(f"report written to {report}")
 
 
 def _finish_several(
@@ -178,7 +191,7 @@ def _finish_several(
     decision (:func:`shadoweval.application.candidates.overall_decision`)."""
     import json
 
-    from shadoweval.cli.exit_codes import EXIT_CODES, EXIT_ERROR
+    from shadoweval.cli.exit_codes import EXIT_CODES
     from shadoweval.cli.render import print_candidates, print_warnings
 
     for _, result in several.results:
@@ -187,13 +200,7 @@ def _finish_several(
     for name, result in several.results:
         out.print(f"[bold]{name}[/]: ", end="")
         _print_replay(out, err, result)
-    if report is not None:
-        try:
-            several.write_report(report)
-        except OSError as exc:
-            print_error(err, f"the verdicts are stored, but the report could not be written: {exc}")
-            raise typer.Exit(EXIT_ERROR) from None
-        out.print(f"report written to {report}")
+    _write_report(out, err, report, several.write_report, "the verdicts are")
     if as_json:
         typer.echo(json.dumps(several.report(), indent=2, ensure_ascii=False))
     raise typer.Exit(EXIT_CODES[several.decision])

@@ -163,16 +163,17 @@ def _check_fraction(fraction: object, names: FieldNames) -> None:
 
 
 def _check_ppi(
-    *,
     order: str,
-    min_similarity: float | None,
-    max_similarity: float | None,
+    bounds: tuple[float | None, float | None],
     flags: Sequence[PairFlag],
     changed_unjudged: bool,
     names: FieldNames,
 ) -> None:
     """Raise :class:`ConfigError` for the first selection a random label sample refuses:
-    anything but a uniform draw over each task type's changed pairs."""
+    anything but a uniform draw over each task type's changed pairs (``order`` not random,
+    a similarity bound of ``bounds`` = ``(min_similarity, max_similarity)``, a flag,
+    ``changed_unjudged``)."""
+    min_similarity, max_similarity = bounds
     refused: list[tuple[str, object]] = []
     if order != "random":
         refused.append(("order", order))
@@ -309,14 +310,9 @@ class ExportRequest:
         )
         _check_fraction(self.fraction, _same)
         if self.ppi_sample:
-            _check_ppi(
-                order=self.order,
-                min_similarity=self.flt.min_similarity,
-                max_similarity=self.flt.max_similarity,
-                flags=self.flt.flags,
-                changed_unjudged=self.changed_unjudged,
-                names=_same,
-            )
+            flt = self.flt
+            bounds = (flt.min_similarity, flt.max_similarity)
+            _check_ppi(self.order, bounds, flt.flags, self.changed_unjudged, _same)
 
 
 def parse_flags(values: Sequence[str], *, names: FieldNames = _same) -> tuple[PairFlag, ...]:
@@ -396,14 +392,8 @@ def make_request(
             kept.append(task_type)
     parsed_flags = parse_flags(flags, names=names)
     if ppi_sample:
-        _check_ppi(
-            order=order,
-            min_similarity=min_similarity,
-            max_similarity=max_similarity,
-            flags=parsed_flags,
-            changed_unjudged=changed_unjudged,
-            names=names,
-        )
+        bounds = (min_similarity, max_similarity)
+        _check_ppi(order, bounds, parsed_flags, changed_unjudged, names)
         if seed is None:
             seed = secrets.randbelow(MAX_SEED + 1)
     per_task_type = DEFAULT_PER_TASK_TYPE if per_task_type is None else per_task_type

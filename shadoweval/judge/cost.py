@@ -48,7 +48,7 @@ from shadoweval.judge.prompt import (
     render_conversation,
     system_prompt,
 )
-from shadoweval.records import JudgeVote
+from shadoweval.records import CapturedTokens, JudgeVote
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -75,21 +75,6 @@ TokenSource = Literal["captured usage", "chars/4", "mixed"]
 def chars_tokens(text: str) -> int:
     """``ceil(len(text) / CHARS_PER_TOKEN)``: the chars/4 estimate of ``text``, tokens."""
     return math.ceil(len(text) / CHARS_PER_TOKEN)
-
-
-@dataclass(frozen=True, slots=True)
-class CapturedTokens:
-    """The usage counts the capture and the replay stored for one pair (``None``: none).
-
-    Attributes:
-        request_prompt_tokens: the live response's ``usage.prompt_tokens``.
-        baseline_completion_tokens: the live response's ``usage.completion_tokens``.
-        candidate_completion_tokens: the replayed response's ``usage.completion_tokens``.
-    """
-
-    request_prompt_tokens: int | None = None
-    baseline_completion_tokens: int | None = None
-    candidate_completion_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

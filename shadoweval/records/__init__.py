@@ -47,6 +47,7 @@ from shadoweval.records.environment import (
 from shadoweval.records.exchange import (
     MAX_EXCHANGE_ID_CHARS,
     UNKNOWN_MODEL,
+    CapturedTokens,
     Exchange,
     HeaderPair,
     LatencySummary,
@@ -127,6 +128,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "STORED",
     "UNKNOWN_MODEL",
+    "CapturedTokens",
     "Check",
     "CheckOutcome",
     "CheckRole",

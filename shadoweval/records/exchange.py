@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import binascii
 import unicodedata
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal
 
@@ -415,3 +416,21 @@ class ReplayOutcome(_Record):
     sent_at: AwareDatetime | None = None
     replayed_at: AwareDatetime = Field(default_factory=utc_now)
     redaction: RedactionReport | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CapturedTokens:
+    """The usage counts the capture and the replay stored for one pair (``None``: none).
+
+    Read by the judge's cost estimate (:func:`shadoweval.judge.cost.estimate_pair`) from a
+    stored sample (:attr:`shadoweval.storage.samples.Sample.tokens`).
+
+    Attributes:
+        request_prompt_tokens: the live response's ``usage.prompt_tokens``.
+        baseline_completion_tokens: the live response's ``usage.completion_tokens``.
+        candidate_completion_tokens: the replayed response's ``usage.completion_tokens``.
+    """
+
+    request_prompt_tokens: int | None = None
+    baseline_completion_tokens: int | None = None
+    candidate_completion_tokens: int | None = None

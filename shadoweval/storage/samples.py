@@ -37,6 +37,7 @@ from shadoweval.pair_flags import PairFlag, flags_from_mask, flags_mask
 from shadoweval.records import (
     PAIR_KEY_FIELDS,
     STORED,
+    CapturedTokens,
     Exchange,
     HumanLabel,
     PairScore,
@@ -192,9 +193,9 @@ class Sample:
     ``type``, ``name``, ``arguments``). ``similarity`` is the cosine similarity in
     [-1, 1] (``None`` when a side errored); ``noise_similarity`` the baseline against a
     baseline repeat. ``label`` is the pair's latest human label (any labeller).
-    ``request_prompt_tokens`` / ``baseline_completion_tokens`` are the live response's
-    ``usage`` counts as captured, ``candidate_completion_tokens`` the replayed response's
-    (``None`` where the server reported none): the judge's cost estimate reads them.
+    ``tokens`` are the live response's ``usage`` counts as captured and the replayed
+    response's completion tokens (:class:`~shadoweval.records.CapturedTokens`, ``None``
+    where the server reported none): the judge's cost estimate reads them.
     """
 
     run_id: str
@@ -212,9 +213,7 @@ class Sample:
     candidate_tool_calls: list[dict[str, Any]]
     candidate_error_kind: str | None
     label: HumanLabel | None = None
-    request_prompt_tokens: int | None = None
-    baseline_completion_tokens: int | None = None
-    candidate_completion_tokens: int | None = None
+    tokens: CapturedTokens = field(default_factory=CapturedTokens)
 
 
 @dataclass(frozen=True)
@@ -274,9 +273,11 @@ def _sample(records: Row[Any], label: HumanLabel | None) -> Sample:
         candidate_tool_calls=_tool_calls(replayed.tool_calls) if replayed is not None else [],
         candidate_error_kind=None if error_kind is None else error_kind.value,
         label=label,
-        request_prompt_tokens=None if baseline is None else baseline.usage.prompt_tokens,
-        baseline_completion_tokens=None if baseline is None else baseline.usage.completion_tokens,
-        candidate_completion_tokens=None if replayed is None else replayed.usage.completion_tokens,
+        tokens=CapturedTokens(
+            None if baseline is None else baseline.usage.prompt_tokens,
+            None if baseline is None else baseline.usage.completion_tokens,
+            None if replayed is None else replayed.usage.completion_tokens,
+        ),
     )
 
 

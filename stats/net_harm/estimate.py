@@ -18,7 +18,12 @@ from scipy import special
 
 from shadoweval.stats.inputs import FloatArray, InvalidDataError
 from shadoweval.stats.net_harm.strata import IntArray
-from shadoweval.stats.net_harm.stratified import StratifiedMean, stratified_mean, z_value
+from shadoweval.stats.net_harm.stratified import (
+    StratifiedMean,
+    fewest_more,
+    stratified_mean,
+    z_value,
+)
 
 __all__ = [
     "BETTER",
@@ -251,19 +256,12 @@ class NetHarmEstimate:
         floor = max(0, min_judged - self.judged, len(self.unjudged_strata))
         if self.estimate >= margin:
             return NOT_REACHABLE
-        room = self.changed - self.judged
-        if self.upper_bound_after(room, level_one_sided) >= margin:
-            return NOT_REACHABLE
-        if self.upper_bound_after(0, level_one_sided) < margin:
-            return floor
-        lo, hi = 0, room  # upper(lo) >= margin > upper(hi)
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if self.upper_bound_after(mid, level_one_sided) < margin:
-                hi = mid
-            else:
-                lo = mid
-        return max(hi, floor)
+        more = fewest_more(
+            lambda k: self.upper_bound_after(k, level_one_sided),
+            self.changed - self.judged,
+            margin,
+        )
+        return NOT_REACHABLE if more < 0 else max(more, floor)
 
 
 def _column(values: npt.ArrayLike, name: str, dtype: type) -> npt.NDArray[np.generic]:

@@ -50,6 +50,7 @@ is ``benchmarks/ppi_simulation.py`` (docs/gate-simulation.md).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -59,6 +60,7 @@ import numpy.typing as npt
 from scipy import stats as scipy_stats
 
 from shadoweval.stats.inputs import FloatArray, InvalidDataError
+from shadoweval.stats.net_harm.stratified import fewest_more
 
 __all__ = [
     "MIN_STRATUM_LABELS",
@@ -330,19 +332,9 @@ class PPIEstimate:
         """
         if self.estimate >= margin:
             return NOT_REACHABLE
-        room = self.changed - self.labelled
-        if self.upper_bound_after(room, level_one_sided) >= margin:
-            return NOT_REACHABLE
-        if self.upper_bound_after(0, level_one_sided) < margin:
-            return 0
-        lo, hi = 0, room
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if self.upper_bound_after(mid, level_one_sided) < margin:
-                hi = mid
-            else:
-                lo = mid
-        return hi
+        bound = functools.partial(self.upper_bound_after, level_one_sided=level_one_sided)
+        more = fewest_more(bound, self.changed - self.labelled, margin)
+        return NOT_REACHABLE if more < 0 else more
 
     def per_stratum_needed(self, margin: float, level_one_sided: float) -> dict[str, int]:
         """:meth:`labels_needed` split over the strata as :meth:`upper_bound_after` does."""
@@ -417,21 +409,12 @@ def ppi_net_harm(
     pred_est, pred_se = _combine(n, strata, "predictor_mean", "predictor_variance")
     worse = sum(s.size / n * s.worse_mean for s in strata)
     better = sum(s.size / n * s.better_mean for s in strata)
+    # Fields in declaration order: n, changed, labelled, strata, estimate, se, the labels
+    # alone, the predictor alone, the shares, df.
     return PPIEstimate(
-        n=n,
-        changed=int(np.count_nonzero(changed)),
-        labelled=sum(s.labelled for s in strata),
-        strata=tuple(strata),
-        estimate=est,
-        se=se,
-        labels_estimate=lab_est,
-        labels_se=lab_se,
-        predictor_estimate=pred_est,
-        predictor_se=pred_se,
-        p_worse=worse,
-        p_better=better,
-        df=_satterthwaite(n, strata),
-    )
+        n, int(np.count_nonzero(changed)), sum(s.labelled for s in strata), tuple(strata),
+        est, se, lab_est, lab_se, pred_est, pred_se, worse, better, _satterthwaite(n, strata),
+    )  # fmt: skip
 
 
 def _satterthwaite(n: int, strata: Sequence[PPIStratum]) -> int:

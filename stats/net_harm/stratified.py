@@ -9,6 +9,7 @@ for strata without a judged pair (the method and its sources: :mod:`shadoweval.s
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,7 +17,14 @@ from scipy import special
 
 from shadoweval.stats.inputs import FloatArray
 
-__all__ = ["Spread", "StratifiedMean", "stratified_mean", "stratum_spread", "z_value"]
+__all__ = [
+    "Spread",
+    "StratifiedMean",
+    "fewest_more",
+    "stratified_mean",
+    "stratum_spread",
+    "z_value",
+]
 
 
 @dataclass(frozen=True)
@@ -112,3 +120,22 @@ def stratified_mean(
     sigma2 = min(top, sigma2)
     se = math.sqrt(sigma2 / n + phase2)
     return StratifiedMean(estimate, se, math.sqrt(phase2), unknown), spread
+
+
+def fewest_more(upper_after: Callable[[int], float], room: int, margin: float) -> int:
+    """The smallest ``more`` in [0, room] with ``upper_after(more) < margin`` (bisection;
+    ``upper_after`` non-increasing), or −1 when even ``room`` leaves the bound at or above
+    ``margin``: how many more pairs to judge (:meth:`NetHarmEstimate.judged_needed`) or to
+    label (:meth:`shadoweval.stats.net_harm.ppi.PPIEstimate.labels_needed`)."""
+    if upper_after(room) >= margin:
+        return -1
+    if upper_after(0) < margin:
+        return 0
+    lo, hi = 0, room  # upper(lo) >= margin > upper(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if upper_after(mid) < margin:
+            hi = mid
+        else:
+            lo = mid
+    return hi

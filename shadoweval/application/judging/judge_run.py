@@ -30,7 +30,6 @@ from shadoweval.judge import (
 )
 from shadoweval.judge.budgeted import judge_within_budget
 from shadoweval.judge.cost import (
-    CapturedTokens,
     JudgeBudget,
     PairEstimate,
     estimate_pair,
@@ -191,11 +190,7 @@ def _pair_texts(
         chunk = ids[start : start + _SAMPLE_CHUNK]
         for sample in repo.samples_by_ids(run_id, chunk):
             pair = pair_text(sample, plan.selection.stratum_of[sample.exchange_id])
-            captured = CapturedTokens(
-                request_prompt_tokens=sample.request_prompt_tokens,
-                baseline_completion_tokens=sample.baseline_completion_tokens,
-                candidate_completion_tokens=sample.candidate_completion_tokens,
-            )
+            captured = sample.tokens
             pairs.append(pair)
             estimates.append(
                 estimate_pair(
