@@ -262,10 +262,15 @@ class ExportRequest:
     def pairs_to_draw(self, matching: int) -> int:
         """How many of a task type's ``matching`` pairs to take: N (``per_task_type``), or
         ``ceil(F × matching)`` with F exact as written (``0.1`` is 1/10, so 10% of 30 is
-        3, not 4) — at least one of any non-empty task type; 0 of none."""
+        3, not 4) — at least one of any non-empty task type; 0 of none. A random label
+        sample (``ppi_sample``) takes at least two of a task type with two or more (the
+        prediction-powered estimate needs a spread per task type: a stratum with one label
+        of several changed pairs has none, :mod:`shadoweval.stats.net_harm.ppi`)."""
         if self.fraction is None:
-            return self.per_task_type
-        return math.ceil(Fraction(repr(self.fraction)) * matching)
+            drawn = self.per_task_type
+        else:
+            drawn = math.ceil(Fraction(repr(self.fraction)) * matching)
+        return max(drawn, min(2, matching)) if self.ppi_sample else drawn
 
     @property
     def sample_id(self) -> str | None:

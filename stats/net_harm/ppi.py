@@ -39,9 +39,9 @@ predictor must not depend on the sample (it is fixed before the draw: a judge's 
 the detectors, or a hand-chosen label that replaces the judge on its own pair). The
 interval is ``Δ̂ ± z_{1−a}·se`` (normal; PPI++ Theorem 1), read by the gate at the look's
 spent level ``α_k`` like every net-harm interval, so it is valid across looks by the union
-bound. A stratum with fewer than two labels has no spread: the estimator is not used
-(:func:`ppi_net_harm` reports why) and the gate keeps the stratified judged-pairs
-estimator.
+bound. A stratum with fewer than two labels of several changed pairs has no spread: the
+estimator is not used (:func:`ppi_net_harm` reports why) and the gate keeps the stratified
+judged-pairs estimator; a stratum whose one changed pair is labelled is a census.
 
 Test vectors: tests/stats/test_ppi.py (a hand-computed example, λ = 0 equal to the labels
 alone, coverage of a biased judge in simulation); the coverage table over 500 seeded runs
@@ -202,7 +202,8 @@ def ppi_stratum(name: str, label: FloatArray, prediction: FloatArray) -> PPIStra
 
     Raises:
         InvalidDataError: shapes differ, a NaN prediction, or fewer than
-            :data:`MIN_STRATUM_LABELS` labels.
+            :data:`MIN_STRATUM_LABELS` labels in a stratum not labelled in full (a census
+            of one changed pair is exact).
     """
     if label.shape != prediction.shape or label.ndim != 1:
         raise InvalidDataError(f"label and prediction must be 1-D of one length in {name!r}")
@@ -210,7 +211,7 @@ def ppi_stratum(name: str, label: FloatArray, prediction: FloatArray) -> PPIStra
         raise InvalidDataError(f"prediction has NaN in {name!r}")
     has = ~np.isnan(label)
     n = int(np.count_nonzero(has))
-    if n < MIN_STRATUM_LABELS:
+    if n < MIN_STRATUM_LABELS and n < label.size:
         raise InvalidDataError(
             f"{name!r} has {n} random labels; PPI needs at least {MIN_STRATUM_LABELS}"
         )
@@ -397,7 +398,7 @@ def ppi_net_harm(
     for name in sorted({str(s) for s in stratum[changed]}):
         rows = changed & (stratum.astype(str) == name)
         have = int(np.count_nonzero(~np.isnan(label[rows])))
-        if have < MIN_STRATUM_LABELS:
+        if have < MIN_STRATUM_LABELS and have < int(rows.sum()):
             plural = "label" if have == 1 else "labels"
             short.append(f"{name!r} has {have} random {plural} of {int(rows.sum())} changed pairs")
             continue
@@ -421,8 +422,9 @@ def _satterthwaite(n: int, strata: Sequence[PPIStratum]) -> int:
     """The t quantile's degrees of freedom: Welch–Satterthwaite over the strata's terms
     ``v_h = (N_h/n)²·Var μ̂_h`` with ``n_h − 1`` each (Satterthwaite 1946, "An approximate
     distribution of estimates of variance components", Biometrics Bulletin 2:110–114),
-    floored at the fewest labels of a stratum less one; one stratum: ``n_h − 1``."""
-    terms = [((s.size / n) ** 2 * s.variance, s.labelled - 1) for s in strata]
+    floored at the fewest labels of a stratum less one (at least 1); one stratum:
+    ``n_h − 1``."""
+    terms = [((s.size / n) ** 2 * s.variance, max(s.labelled - 1, 1)) for s in strata]
     floor = min(df for _, df in terms)
     total = sum(v for v, _ in terms)
     spread = sum(v * v / df for v, df in terms)

@@ -88,8 +88,9 @@ def test_sampled_labels_are_marked_and_added_rows_are_chosen_by_hand(
     assert isinstance(sample, dict)
     assert sample["id"] == "ppi-seed-11-fraction-0.3"
     drawn = set(sample["exchange_ids"])
-    # every seeded pair is changed: ceil(0.3 × n) of each task type
-    assert len(drawn) == 4 + 3 + 1 == sum(-(-3 * n // 10) for n in TASK_TYPES.values())
+    # every seeded pair is changed: ceil(0.3 × n) of each task type, at least 2 of one with 2+
+    want = sum(max(-(-3 * n // 10), min(2, n)) for n in TASK_TYPES.values())
+    assert len(drawn) == 4 + 3 + 2 == want
     with Database(seeded_url) as db:
         every = {s.exchange_id for s in Repository(db).load_pair_scores(RUN_ID)}
     added = sorted(every - drawn)[:2]

@@ -87,17 +87,18 @@ def test_each_task_type_is_drawn_apart_reproducibly_from_the_seed(
     again, exported_again = _export(repo, fraction=0.25, seed=1234)
     assert exported_again == exported
     assert again["ppi_sample"] == manifest["ppi_sample"]
-    # ceil(0.25 × changed) of each task type, each the seeded draw over that stratum alone
+    # ceil(0.25 × changed) of each task type (at least 2: the PPI estimate needs a spread
+    # per task type), each the seeded draw over that stratum alone
     counts = manifest["counts"]
     assert isinstance(counts, dict)
     drawn: list[str] = []
     for task_type, ids in by_type.items():
-        n = math.ceil(0.25 * len(ids))
+        n = max(math.ceil(0.25 * len(ids)), min(2, len(ids)))  # at least 2: a spread per type
         assert counts[task_type] == {"matching": len(ids), "exported": n}
         page = [(i, None) for i in ids]
         drawn += choose_ids(page, n=n, order="random", seed=1234)
     assert sorted(exported) == sorted(drawn)
-    assert [counts[t]["exported"] for t in sorted(by_type)] == [3, 2, 1]
+    assert [counts[t]["exported"] for t in sorted(by_type)] == [3, 2, 2]
     # a task type's draw does not depend on which other task types were exported
     _, chat_only = _export(repo, fraction=0.25, seed=1234, task_types=["chat"])
     assert set(chat_only) == set(exported) & set(by_type["chat"])

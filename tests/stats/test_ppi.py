@@ -252,3 +252,13 @@ def test_ppi_columns_never_predict_a_pair_from_its_own_sample_label() -> None:
     assert got["a"][1] == 1.0
     assert got["b"][0] == 0.0
     assert math.isnan(got["b"][1])
+
+
+def test_a_stratum_whose_one_changed_pair_is_labelled_is_a_census() -> None:
+    label = np.array([1.0, np.nan, np.nan, 0.0, -1.0, np.nan])
+    changed = np.array([True, False, True, True, True, True])
+    stratum = np.array(["a", "a", "b", "b", "b", "b"], dtype=object)
+    e = ppi_net_harm(label, np.zeros(6), changed, stratum)
+    assert not isinstance(e, str)
+    assert {s.name: (s.labelled, s.size) for s in e.strata} == {"a": (1, 1), "b": (2, 4)}
+    assert e.df >= 1
