@@ -35,8 +35,9 @@ from __future__ import annotations
 
 import argparse
 import math
-import platform
+import os
 import time
+from pathlib import Path
 
 import numpy as np
 from statsmodels.stats.proportion import proportion_confint
@@ -51,6 +52,16 @@ TIE_TO_BETTER = 0.15
 FLIP_RATE = 0.30
 AGREE = 0.85
 Z_95 = 1.959963984540054
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
 
 
 def true_net_harm() -> float:
@@ -121,7 +132,8 @@ def main() -> None:
     delta = true_net_harm()
     start = time.process_time()
     print(f"# PPI simulation: {args.reps} runs x {args.pairs} pairs, true net harm {delta:+.4f}")
-    print(f"# CPU {platform.processor() or platform.machine()}; seed {args.seed}")
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"# CPU {_cpu_model()} ({os.cpu_count()} cores), load average {load}; seed {args.seed}")
     print("| label share | labels | estimator | coverage | 95% CI of coverage | mean width |")
     print("|---|---|---|---|---|---|")
     for fraction in args.fractions:

@@ -195,7 +195,8 @@ def run_command(
     out.print(
         f"judge {identity.model!r} at {report.endpoint} ({_format_text(identity)}): "
         f"{report.selected} pairs sent"
-        f"{' (judge frozen with the run)' if report.first_use else ''}",
+        # A run whose every call failed released the judge it froze: say nothing of a freeze.
+        f"{' (judge frozen with the run)' if report.first_use and not report.released else ''}",
         highlight=False,
         markup=False,
     )
