@@ -230,7 +230,9 @@ def ppi_unit_check(
     if n_labels < block.ppi_min_labels:
         return (
             f"PPI not used: {n_labels} random labels on changed pairs, fewer than "
-            f"net_harm.ppi_min_labels {block.ppi_min_labels}"
+            f"net_harm.ppi_min_labels {block.ppi_min_labels} (label "
+            f"{block.ppi_min_labels - n_labels} more of a random sample — export "
+            "--ppi-sample — for a prediction-powered estimate)"
         )
     prediction, what = pair_predictions(sub)
     estimate = ppi_net_harm(sub.ppi_label, prediction, ch, task_types[rows])
