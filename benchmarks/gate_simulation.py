@@ -276,6 +276,9 @@ def synthetic_pairs(sim: RunSim, n: int, rng: np.random.Generator) -> pd.DataFra
             "noise_identical": np.where(repeat & ~cols["base_infra"], 0.0, np.nan),
             "quality": np.full(n, np.nan),
             "quality_source": np.full(n, "", dtype=object),
+            # No random label sample: the stratified net-harm estimator decides.
+            "ppi_prediction": np.full(n, np.nan),
+            "ppi_label": np.full(n, np.nan),
             # Every answer in a script the embedding model covers.
             "uncovered_scripts": np.full(n, "", dtype=object),
         }
