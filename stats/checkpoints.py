@@ -196,14 +196,18 @@ def evaluate_poll(
         same_infra = (previous.infra_sha256 or infra_sha256(ordered.iloc[:0])) == infra_sha256(
             ordered.iloc[:n_k]
         )
-        if stored == fingerprint and same_infra:
+        # Whether the LLM judge votes (judge.min_agreement, issue 31) is read too: a judge
+        # found below its floor since the stored evaluation changes what the checks read.
+        same_floor = previous.coverage.judge_not_voting == coverage.judge_not_voting
+        if stored == fingerprint and same_infra and same_floor:
             return previous
         # An evaluation that read no judgement spent nothing of the net-harm level (with no
         # judged pair its check can neither pass a changed unit nor find harm), so the
         # first evaluation with judgements is judgement look 1 — e.g. the gate at the end of
         # `evaluate`, before `labels import-reference` or `judge run`, costs nothing.
         previous_look = max(previous.judgement_look, 1)
-        judgement_look = previous_look if stored in (nothing, fingerprint) else previous_look + 1
+        read_before = stored in (nothing, fingerprint) and same_floor
+        judgement_look = previous_look if read_before else previous_look + 1
     paired_counts: Mapping[str, int] = {
         str(t): int(c) for t, c in ordered["task_type"].astype(str).value_counts().items()
     }

@@ -4,6 +4,7 @@ the verdict's context lines."""
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -16,6 +17,7 @@ from shadoweval.records import (
     LatencyCacheHits,
     RouteCoverage,
 )
+from shadoweval.stats.frame import OPTIONAL_PAIRS_COLUMNS
 from shadoweval.stats.looks import LookLevels
 from shadoweval.stats.policy import (
     GatePolicy,
@@ -408,17 +410,28 @@ def _cache_hit_note(cache_hits: LatencyCacheHits) -> str:
 
 def judgements_sha256(pairs: pd.DataFrame) -> str:
     """SHA-256 of the pairs' resolved judgements: ``exchange_id``, ``quality`` and
-    ``quality_source`` of every judged row (``quality`` not NaN), in exchange-id order.
+    ``quality_source`` of every judged row (``quality`` not NaN), in exchange-id order; a
+    row with prediction-powered inputs (``ppi_prediction`` / ``ppi_label``, issue 31) adds
+    them, so a new random-sample label or a new judge verdict on a labelled pair is new
+    evidence too. Tables without those columns, or rows where both are NaN, hash as before.
 
     Two evaluations of one look read the same judgements exactly when their fingerprints
     agree (:func:`shadoweval.stats.checkpoints.evaluate_poll` re-evaluates a look otherwise). The
-    pairs table must have those three columns.
+    pairs table must have ``exchange_id``, ``quality`` and ``quality_source``.
     """
-    judged = pairs.loc[pairs["quality"].notna(), ["exchange_id", "quality", "quality_source"]]
+    ppi = [c for c in OPTIONAL_PAIRS_COLUMNS if c in pairs.columns]
+    has_ppi = pairs[ppi].notna().any(axis=1) if ppi else pd.Series(False, index=pairs.index)
+    judged = pairs.loc[
+        pairs["quality"].notna() | has_ppi, ["exchange_id", "quality", "quality_source", *ppi]
+    ]
     judged = judged.sort_values("exchange_id", kind="mergesort")
     digest = hashlib.sha256()
-    for exchange_id, quality, source in judged.itertuples(index=False, name=None):
-        digest.update(f"{exchange_id}\t{float(quality):+.0f}\t{source}\n".encode())
+    for row in judged.itertuples(index=False, name=None):
+        exchange_id, quality, source, *extra = row
+        line = f"{exchange_id}\t{float(quality):+.0f}\t{source}"
+        if any(not math.isnan(float(x)) for x in extra):
+            line += "\tppi " + ",".join(f"{float(x):+.0f}" for x in extra)
+        digest.update(f"{line}\n".encode())
     return digest.hexdigest()
 
 

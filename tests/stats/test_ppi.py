@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from shadoweval.records import CheckOutcome, Coverage, PairScore, QualityOutcome, Verdict
@@ -262,3 +263,34 @@ def test_a_stratum_whose_one_changed_pair_is_labelled_is_a_census() -> None:
     assert not isinstance(e, str)
     assert {s.name: (s.labelled, s.size) for s in e.strata} == {"a": (1, 1), "b": (2, 4)}
     assert e.df >= 1
+
+
+def test_the_judgements_fingerprint_reads_the_ppi_columns_only_where_they_are_set(
+    simulate: Callable[..., list[PairScore]], coverage_for: Callable[[int], Coverage]
+) -> None:
+    from shadoweval.stats.checkpoints import evaluate_poll
+    from shadoweval.stats.gate import judgements_sha256
+
+    policy = GatePolicy()
+    scores = simulate({"chat": CLEAN})
+    judgements = judged(scores, QualityOutcome.TIE)
+    plain = pairs_frame(scores, policy, judgements)
+    # No PPI value: the fingerprint is the one verdicts stored before PPI carry.
+    without = plain.drop(columns=["ppi_prediction", "ppi_label"])
+    assert judgements_sha256(plain) == judgements_sha256(without)
+    first_id = str(plain["exchange_id"][0])
+    sampled = pairs_frame(scores, policy, judgements, ppi={first_id: (0.0, 1.0)})
+    assert judgements_sha256(sampled) != judgements_sha256(plain)
+
+    def poll(frame: pd.DataFrame, previous: Verdict | None, not_voting: dict[str, str]) -> Verdict:
+        coverage = coverage_for(len(plain)).model_copy(update={"judge_not_voting": not_voting})
+        return evaluate_poll(
+            frame, policy, run_id="r", coverage=coverage, decided_at=DECIDED, previous=previous
+        )
+
+    first = poll(plain, None, {})
+    assert poll(plain, first, {}) is first
+    # A judge found below its floor since: the look is read again, as a new judgement look.
+    again = poll(plain, first, {"chat": "judge does not vote in 'chat': …"})
+    assert again is not first
+    assert again.judgement_look == first.judgement_look + 1
