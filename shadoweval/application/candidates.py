@@ -32,7 +32,7 @@ from shadoweval.application.evaluation import (
     evaluate_in,
     judge_preflight,
 )
-from shadoweval.application.gating import GateResult
+from shadoweval.application.gating import GateResult, gate_run
 from shadoweval.application.replaying import replay_pacing
 from shadoweval.application.run_views.direction import with_judgements
 from shadoweval.application.run_views.pairs import frozen_policy_pairs
@@ -56,6 +56,7 @@ __all__ = [
     "candidate_runs",
     "compare_gate_results",
     "evaluate_candidates",
+    "gate_candidates",
     "overall_decision",
     "parse_candidate_targets",
     "stored_comparison",
@@ -194,6 +195,25 @@ def stored_comparison(
         )
         alpha = float(policy.alpha)
     return compare_candidates(evidence, alpha=alpha)
+
+
+def gate_candidates(
+    repo: Repository, run: RunInfo, *, command: str
+) -> tuple[list[tuple[str, RunInfo, GateResult]], CandidateComparison]:
+    """Gate every run of ``run``'s candidate group (:func:`candidate_runs`, each under its
+    frozen policy: :func:`shadoweval.application.gating.gate_run`, verdicts stored) and
+    compare them (:func:`compare_gate_results`): the pick after a Kafka replay, or after
+    ground truth arrived for runs ``evaluate`` compared before.
+
+    Raises:
+        ConfigError: a frozen policy no longer parses.
+        StorageError: the database failed.
+    """
+    gated = [
+        (name, member, gate_run(repo, member, command=command))
+        for name, member in candidate_runs(repo, run)
+    ]
+    return gated, compare_gate_results([(name, gate) for name, _, gate in gated])
 
 
 def candidate_runs(repo: Repository, run: RunInfo) -> list[tuple[str, RunInfo]]:

@@ -196,7 +196,8 @@ def _finish_several(
 
     for _, result in several.results:
         print_warnings(err, result.gate.warnings)
-    print_candidates(out, several)
+    rows = [(name, r.run, r.gate.verdict) for name, r in several.results]
+    print_candidates(out, rows, several.comparison, several.decision)
     for name, result in several.results:
         out.print(f"[bold]{name}[/]: ", end="")
         _print_replay(out, err, result)

@@ -23,6 +23,8 @@ from shadoweval.cli.render import print_error
 from shadoweval.errors import ConfigError
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from shadoweval.application.gating import GateResult
     from shadoweval.records import Coverage
     from shadoweval.storage import Repository, RunInfo
@@ -47,6 +49,15 @@ WaitOpt = Annotated[
 PollIntervalOpt = Annotated[
     str,
     typer.Option("--poll-interval", help="Time between polls with --wait (same format)."),
+]
+CandidatesOpt = Annotated[
+    bool,
+    typer.Option(
+        "--candidates",
+        help="Gate every run of the run's candidate group (evaluate or replay run with "
+        "several --candidate-url) and compare them: which are no worse, which is best; exit "
+        "0 when one is no worse, 2 when all rolled back, else 1.",
+    ),
 ]
 JunitOpt = Annotated[
     Path | None,
@@ -185,6 +196,7 @@ def gate_command(
     junit: JunitOpt = None,
     wait: WaitOpt = None,
     poll_interval: PollIntervalOpt = DEFAULT_POLL_INTERVAL,
+    candidates: CandidatesOpt = False,
 ) -> None:
     """Compute and store the verdict of a run under its frozen policy.
 
@@ -193,7 +205,8 @@ def gate_command(
     policy other than the run's is an error (a different policy means a new run). With
     ``--wait`` the run is re-evaluated every ``--poll-interval`` until the verdict cannot
     change (terminal, or a final HOLD at the sample cap) or the wait runs out (one progress
-    line per poll on stderr).
+    line per poll on stderr). With ``--candidates`` every run of the run's candidate group is
+    gated and the candidates are compared (``shadoweval.application.candidates``).
     """
     from shadoweval.application.database import open_repository
     from shadoweval.application.gating import gate_run
@@ -225,6 +238,8 @@ def gate_command(
             if run is None:
                 raise ShadowEvalError(f"run {run_id!r} not found")
             check_presented_policy(repo, run, policy, command=GATE_COMMAND)
+            if candidates:
+                _gate_candidates(repo, run, out, as_json=as_json, wait=wait, junit=junit)
             if wait_s is None:
                 result = gate_run(repo, run, command=GATE_COMMAND)
             else:
@@ -265,6 +280,48 @@ def gate_command(
     if as_json:
         typer.echo(result.verdict.model_dump_json(indent=2))
     raise typer.Exit(EXIT_CODES[result.verdict.decision])
+
+
+def _gate_candidates(
+    repo: Repository,
+    run: RunInfo,
+    out: Console,
+    *,
+    as_json: bool,
+    wait: str | None,
+    junit: Path | None,
+) -> None:
+    """``gate --candidates``: gate the group, print it side by side (JSON with
+    ``--json``), exit with the overall decision."""
+    import json
+
+    from shadoweval.application.candidates import gate_candidates, overall_decision
+    from shadoweval.cli.exit_codes import EXIT_CODES
+    from shadoweval.cli.render import print_candidates
+
+    for option, value in (("--wait", wait), ("--junit", junit)):
+        if value is not None:
+            raise ConfigError(
+                f"{option} cannot be combined with --candidates",
+                field=option,
+                value=str(value),
+            )
+    gated, comparison = gate_candidates(repo, run, command=GATE_COMMAND)
+    decision = overall_decision(comparison)
+    rows = [(name, member, gate.verdict) for name, member, gate in gated]
+    print_candidates(out, rows, comparison, decision)
+    if as_json:
+        report = {
+            "decision": decision.value,
+            "comparison": comparison.as_dict(),
+            "candidates": [
+                {"name": name, "run_id": member.run_id, "decision": verdict.decision.value,
+                 "reasons": list(verdict.reasons)}
+                for name, member, verdict in rows
+            ],
+        }  # fmt: skip
+        typer.echo(json.dumps(report, indent=2, ensure_ascii=False))
+    raise typer.Exit(EXIT_CODES[decision])
 
 
 def register(app: typer.Typer) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Hashable, Iterable, Iterator, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     import pandas as pd
     from rich.console import Console
 
-    from shadoweval.application.candidates import CandidatesEvaluation
+    from shadoweval.application.candidates import CandidateComparison
+    from shadoweval.storage import RunInfo
 
 _STYLE = {
     CheckOutcome.PASS.value: "green",
@@ -374,33 +375,52 @@ def print_result(console: Console, summary: pd.DataFrame, verdict: Verdict) -> N
             console.print(f"  {i}. {_task(check.task_type)} / {check.metric}: {check.reason}")
 
 
-def print_candidates(console: Console, several: CandidatesEvaluation) -> None:
-    """Several candidates side by side: per candidate its run, model, own decision and
-    leading reason, the no-worse test (its p-value, Holm-adjusted) and the mean direction
-    on its requests; then the pick (or the tie) with its method and level."""
-    comparison = several.comparison
+_REASON_CELL_CHARS = 100
+"""Characters of a leading reason shown in the side-by-side table (whole below it)."""
+
+
+def _clipped(reason: str) -> str:
+    """``reason`` cut at :data:`_REASON_CELL_CHARS` on a word, with "…"."""
+    if len(reason) <= _REASON_CELL_CHARS:
+        return reason
+    return reason[:_REASON_CELL_CHARS].rsplit(" ", 1)[0] + " …"
+
+
+def print_candidates(
+    console: Console,
+    rows: Sequence[tuple[str, RunInfo, Verdict]],
+    comparison: CandidateComparison,
+    decision: Decision,
+) -> None:
+    """Several candidates side by side: per candidate (``rows``: name, run, verdict, in
+    ``comparison``'s order) its run, model, own decision and leading reason (clipped in the
+    table, whole below it), the no-worse test (its p-value, Holm-adjusted) and the mean
+    direction on its requests; then ``decision`` and the pick (or the tie) with its method
+    and level."""
     table = Table(title="candidates on one sample", title_justify="left")
     for column in ("candidate", "run", "model", "decision", "no worse", "p", "Holm p"):
         table.add_column(column)
     table.add_column("requests", justify="right")
     table.add_column("net harm", justify="right")
     table.add_column("leading reason")
-    for (name, result), row in zip(several.results, comparison.candidates, strict=True):
-        verdict = result.gate.verdict
+    for (name, run, verdict), row in zip(rows, comparison.candidates, strict=True):
         table.add_row(
             escape(name),
-            escape(result.run.run_id),
-            escape(result.run.candidate.name),
+            escape(run.run_id),
+            escape(run.candidate.name),
             f"[{_DECISION_STYLE[verdict.decision]}]{verdict.decision.value.upper()}[/]",
             "[green]yes[/]" if row.no_worse else "no",
             f"{row.p_value:.3g}",
             f"{row.adjusted_p:.3g}",
             str(row.requests),
             "-" if math.isnan(row.mean_direction) else f"{row.mean_direction:+.3f}",
-            escape(verdict.reasons[0]) if verdict.reasons else "",
+            escape(_clipped(verdict.reasons[0])) if verdict.reasons else "",
         )
     console.print(table)
-    decision = several.decision
+    for name, _, verdict in rows:  # the leading reasons whole, one line each
+        reasons = verdict.reasons
+        if reasons and reasons[0] != _clipped(reasons[0]):
+            console.print(f"{escape(name)}: {escape(reasons[0])}", highlight=False, soft_wrap=True)
     console.print(
         f"[{_DECISION_STYLE[decision]}]{decision.value.upper()}[/] {escape(comparison.summary)}",
         highlight=False,

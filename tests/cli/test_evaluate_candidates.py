@@ -157,6 +157,21 @@ def test_two_candidates_each_get_every_request_a_verdict_and_the_pick(
     finally:
         database.dispose()
 
+    # Later (after a Kafka replay, or new ground truth): `gate --candidates` on any run of
+    # the group gates them all and gives the same pick, as JSON too.
+    gated = CliRunner().invoke(
+        app, ["gate", "--run", "pick-v2", "--candidates", "--json", "--database-url", db]
+    )
+    assert gated.exit_code == EXIT_CODES[Decision.PROMOTE], gated.output
+    again = json.loads(gated.stdout[gated.stdout.index("{\n") :])
+    assert [c["run_id"] for c in again["candidates"]] == ["pick-same", "pick-v2"]
+    assert again["comparison"]["best"] == "same"
+    refused = CliRunner().invoke(
+        app, ["gate", "--run", "pick-v2", "--candidates", "--wait", "1s", "--database-url", db]
+    )
+    assert refused.exit_code == EXIT_ERROR
+    assert "--wait cannot be combined with --candidates" in refused.output
+
 
 def test_no_candidate_no_worse_holds_and_the_report_says_so(
     workload: Workload,
