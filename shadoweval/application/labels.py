@@ -118,12 +118,16 @@ class LabelImportResult:
             as when the same file is imported twice).
         manifest: the export's manifest as read (``None``: none was found or given, and
             every label counts as chosen by hand).
+        kept_sample: labels imported without a sample whose pair was drawn in a random
+            sample before (a stored label carries its id): they stay in that sample
+            (:meth:`shadoweval.storage.Repository.save_labels`).
     """
 
     imported: LabelImport
     stored: int
     skipped: int
     manifest: LabelManifest | None = None
+    kept_sample: int = 0
 
     @property
     def in_sample(self) -> int:
@@ -250,4 +254,12 @@ def import_labelled_export(
             sample=None if read is None else read.sample,
         )
     stored, skipped = store_import(repo, run_id, imported)
-    return LabelImportResult(imported=imported, stored=stored, skipped=skipped, manifest=read)
+    by_hand = {label.exchange_id for label in imported.labels if label.sample is None}
+    kept = {
+        label.exchange_id
+        for label in repo.load_labels(run_id)
+        if label.sample is not None and label.exchange_id in by_hand
+    }
+    return LabelImportResult(
+        imported=imported, stored=stored, skipped=skipped, manifest=read, kept_sample=len(kept)
+    )

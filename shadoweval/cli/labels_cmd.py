@@ -81,7 +81,18 @@ LabellerOpt = Annotated[
 
 
 def _sample_line(result: LabelImportResult, file: Path) -> str:
-    """How many imported labels are in the random label sample, how many chosen by hand."""
+    """How many imported labels are in the random label sample, how many chosen by hand,
+    and how many of those stay in a sample their pair was drawn in before."""
+    line = _sample_counts(result, file)
+    if result.kept_sample:
+        line += (
+            f"; {result.kept_sample} of the labels without a sample are of pairs drawn in a "
+            "random sample before: they stay in it"
+        )
+    return line
+
+
+def _sample_counts(result: LabelImportResult, file: Path) -> str:
     n = len(result.imported.labels)
     manifest = result.manifest
     if manifest is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from itertools import groupby
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -36,6 +37,11 @@ class LabelStore:
         twice keeps its last occurrence. Returns the number of labels written (inserted
         or replaced).
 
+        A pair drawn in a random label sample stays in it: a label without ``sample`` (a
+        relabel on the dashboard, a re-import without the export's manifest) of a pair
+        whose stored label has one keeps that sample id — membership is a property of the
+        pair's draw, not of the file its label came from.
+
         Raises:
             StorageError: a label names an exchange that has no pair score in its run
                 (the message names run and exchange id), or a task type other than the
@@ -49,6 +55,7 @@ class LabelStore:
             for run_id, group in groupby(ordered, key=lambda label: label.run_id):
                 _check_pairs(session, run_id, list(group))
             rows = [rows_.label_row(label) for label in given]
+            _keep_sample(session, rows)
             return upsert(session, HumanLabelRow, rows, ["run_id", "exchange_id", "labeller"])
 
     def load_labels(self, run_id: str) -> list[HumanLabel]:
@@ -63,6 +70,28 @@ class LabelStore:
         )
         with self._db.session() as session:
             return [rows_.human_label(row) for row in session.scalars(stmt)]
+
+
+def _keep_sample(session: Session, rows: list[dict[str, Any]]) -> None:
+    """Give rows without ``sample`` the sample id a stored label of their pair carries."""
+    missing = [row for row in rows if row.get("sample") is None]
+    if not missing:
+        return
+    keys = {(row["run_id"], row["exchange_id"]) for row in missing}
+    found: dict[tuple[str, str], str] = {}
+    for run_id in {run for run, _ in keys}:
+        ids = sorted(e for run, e in keys if run == run_id)
+        for start in range(0, len(ids), 500):
+            stmt = select(HumanLabelRow.exchange_id, HumanLabelRow.sample).where(
+                HumanLabelRow.run_id == run_id,
+                HumanLabelRow.exchange_id.in_(ids[start : start + 500]),
+                HumanLabelRow.sample.is_not(None),
+            )
+            for exchange_id, sample in session.execute(stmt):
+                if sample is not None:
+                    found[(run_id, exchange_id)] = sample
+    for row in missing:
+        row["sample"] = found.get((row["run_id"], row["exchange_id"]))
 
 
 def _check_pairs(session: Session, run_id: str, labels: list[HumanLabel]) -> None:

@@ -81,8 +81,9 @@ def detector_prediction(arrays: PairArrays) -> FloatArray:
     return out
 
 
-def pair_predictions(arrays: PairArrays) -> tuple[FloatArray, str]:
-    """Per pair the PPI predictor's quality (no NaN) and a sentence naming the predictor.
+def pair_predictions(arrays: PairArrays, changed: BoolArray) -> tuple[FloatArray, str]:
+    """Per pair the PPI predictor's quality (no NaN) and a sentence naming the predictor
+    on the ``changed`` pairs (the ones it predicts; unchanged pairs are ties).
 
     ``ppi_prediction`` where the pairs table carries one (a hand-chosen label, a reference,
     the judge: :data:`shadoweval.stats.frame.PPIColumns`), else :func:`detector_prediction`.
@@ -90,13 +91,16 @@ def pair_predictions(arrays: PairArrays) -> tuple[FloatArray, str]:
     given = ~np.isnan(arrays.ppi_prediction)
     detectors = detector_prediction(arrays)
     prediction: FloatArray = np.where(given, arrays.ppi_prediction, detectors)
-    n_given = int(np.count_nonzero(given))
-    if n_given == arrays.n:
-        what = f"judge or ground truth on all {arrays.n} pairs"
+    n_changed = int(np.count_nonzero(changed))
+    n_given = int(np.count_nonzero(given & changed))
+    if n_given == n_changed:
+        what = f"judge or ground truth on all {n_changed} changed pairs"
     elif n_given == 0:
         what = "harm detectors and tool checks (no judge)"
     else:
-        what = f"judge or ground truth on {n_given} pairs, detectors on {arrays.n - n_given}"
+        what = (
+            f"judge or ground truth on {n_given} changed pairs, detectors on {n_changed - n_given}"
+        )
     return prediction, what
 
 
@@ -108,7 +112,9 @@ def _needed_text(e: PPIEstimate, margin: float, alpha_k: float, unit: str) -> st
         if e.estimate >= margin:
             return (
                 f"the net harm estimate {fmt_pp(e.estimate)} is not below the margin "
-                f"{fmt_pp(margin)}: more labels cannot make it pass"
+                f"{fmt_pp(margin)}: while it stays there no number of random labels passes the "
+                "unit (more labels narrow the interval and move the estimate: label more to "
+                "see where it settles)"
             )
         return (
             f"even with every changed pair of {unit} labelled the bound would not clear the "
@@ -234,7 +240,7 @@ def ppi_unit_check(
             f"{block.ppi_min_labels - n_labels} more of a random sample — export "
             "--ppi-sample — for a prediction-powered estimate)"
         )
-    prediction, what = pair_predictions(sub)
+    prediction, what = pair_predictions(sub, ch)
     estimate = ppi_net_harm(sub.ppi_label, prediction, ch, task_types[rows])
     if isinstance(estimate, str):
         return f"PPI not used: {estimate} (at least 2 per changed task type)"

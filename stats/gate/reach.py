@@ -41,7 +41,9 @@ def promote_reach(judged: Sequence[Judged[Check]]) -> list[str]:
     if not counted:
         return []
     binding = max(counted, key=lambda c: (c.pairs_needed or 0, -c.n))
-    sizes = [c.n for c in open_checks]
+    # The task types' pair counts, read on the counted checks: a check with no usable pair
+    # (latency without timings: n 0) says nothing of how many pairs the task type has.
+    sizes = [c.n for c in counted]
     line = (
         f"{PROMOTE_NEEDS} {binding.pairs_needed:,} pairs per task type (now {min(sizes):,} "
         f"to {max(sizes):,}): {binding.metric}'s {binding.pairs_needed_basis}"

@@ -194,10 +194,17 @@ class _Reading:
             return (f"judge {k} more changed pairs in {unit}" if k > 0 else ""), ""
         floor = max(self.short, len(self.unjudged))
         judge = f"judge {floor} more changed pairs in {unit}" if floor else ""
+        if e.estimate >= margin and e.judged >= e.changed:
+            return judge, (
+                f"all {e.changed} changed pairs are judged and the net harm estimate "
+                f"{fmt_pp(e.estimate)} is not below the margin {fmt_pp(margin)}: only more "
+                "traffic with a lower estimate can pass the unit"
+            )
         if e.estimate >= margin:
             return judge, (
                 f"the net harm estimate {fmt_pp(e.estimate)} is not below the margin "
-                f"{fmt_pp(margin)}: judging more pairs cannot make it pass"
+                f"{fmt_pp(margin)}: while it stays there no number of judged pairs passes the "
+                "unit (more judgements narrow the interval; only a lower estimate can pass)"
             )
         if e.judged == 0:
             # No judged pair: no spread to extrapolate from; judging decides.

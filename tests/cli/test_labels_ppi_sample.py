@@ -220,3 +220,26 @@ def test_dashboard_labels_are_chosen_by_hand(seeded_url: str) -> None:
     with Database(seeded_url) as db:
         (sample,) = Repository(db).samples_by_ids(RUN_ID, ["ex-00001"])
     assert make_label(sample, "same", "", "ana").sample is None
+
+
+def test_a_moved_copy_imported_again_keeps_the_pairs_in_their_sample(
+    seeded_url: str, tmp_path: Path
+) -> None:
+    """Membership is the pair's draw, not the file's: the same labels imported again from a
+    copy away from its manifest (or relabelled on the dashboard) stay in the sample."""
+    out = tmp_path / "sample"
+    manifest = _export_sample(seeded_url, out, "--per-task-type", 2, "--seed", 5)
+    sample = manifest["ppi_sample"]
+    assert isinstance(sample, dict)
+    labelled = _label_all(out / "samples.csv", [])
+    assert _import(seeded_url, out / "samples.csv").exit_code == 0
+    moved = tmp_path / "elsewhere" / "labelled.csv"
+    moved.parent.mkdir()
+    shutil.copy(out / "samples.csv", moved)
+    again = _import(seeded_url, moved)
+    assert again.exit_code == 0, again.output
+    assert (
+        f"{len(labelled)} of the labels without a sample are of pairs drawn in a random sample "
+        "before: they stay in it"
+    ) in flat(again.stdout)
+    assert set(_stored(seeded_url).values()) == {sample["id"]}

@@ -192,7 +192,7 @@ def test_check_estimate_above_the_margin_cannot_pass_by_judging() -> None:
     assert check.outcome is CheckOutcome.INCONCLUSIVE
     assert check.reason.startswith(
         "non-inferiority not shown yet: the net harm estimate +10.3 pp is not below the margin "
-        "+2.0 pp: judging more pairs cannot make it pass"
+        "+2.0 pp: while it stays there no number of judged pairs passes the unit"
     )
     assert p is not None
     assert LEVELS.alpha_harm_k < p < 0.05  # for the gate's Holm family: not significant here

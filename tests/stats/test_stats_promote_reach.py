@@ -90,3 +90,29 @@ def test_alpaca_all_same_says_in_one_line_how_many_pairs_promote_needs(
 
     assert outcome_at(need) == "pass"  # exactly the pairs the line names
     assert outcome_at(need - 1) == "inconclusive"
+
+
+def test_checks_without_a_usable_pair_do_not_set_the_task_types_pair_counts() -> None:
+    """A latency check with no timed pair (n 0, no pair count) is named, not counted: the
+    line's "now 50 to 100" reads the task types' counted checks, never that 0."""
+    from shadoweval.records import Check, CheckOutcome
+    from shadoweval.stats.engine import Judged
+    from shadoweval.stats.gate.reach import promote_reach
+
+    def open_check(metric: str, task_type: str, n: int, needed: int | None) -> Judged[Check]:
+        check = Check(
+            metric=metric, task_type=task_type, statistic="s", margin=0.01,
+            outcome=CheckOutcome.INCONCLUSIVE, reason="r", n=n, pairs_needed=needed,
+            pairs_needed_basis="1-point margin",
+        )  # fmt: skip
+        return Judged(check, harm=False, blocking=True, minor=False, on_fail="hold")
+
+    [line] = promote_reach(
+        [
+            open_check("error_rate", "a", 50, 1019),
+            open_check("error_rate", "b", 100, 900),
+            open_check("latency_e2e_ms_p50", "a", 0, None),
+        ]
+    )
+    assert line.startswith("PROMOTE needs about 1,019 pairs per task type (now 50 to 100)")
+    assert "not counted here (their reasons say what they need): latency_e2e_ms_p50 in a" in line

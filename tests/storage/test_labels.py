@@ -164,8 +164,9 @@ def test_labeller_must_be_named() -> None:
 def test_the_random_sample_id_is_stored_loaded_and_kept_by_the_latest_label(
     repo: Repository, scores: list[PairScore]
 ) -> None:
-    """``sample`` round-trips (None = chosen by hand), a relabel replaces it, and the
-    latest-label query behind the samples page returns it."""
+    """``sample`` round-trips (None = chosen by hand), a relabel keeps it (the pair was
+    drawn in the sample whoever labels it again), and the latest-label query behind the
+    samples page returns it."""
     sampled = label(scores[0], LabelValue.CANDIDATE_WORSE, source="import").model_copy(
         update={"sample": "ppi-seed-7-fraction-0.1"}
     )
@@ -179,7 +180,10 @@ def test_the_random_sample_id_is_stored_loaded_and_kept_by_the_latest_label(
     assert shown.label.sample == "ppi-seed-7-fraction-0.1"
     again = label(scores[0], LabelValue.SAME, minutes=5)  # relabelled on the dashboard
     repo.save_labels([again])
-    assert [lbl.sample for lbl in repo.load_labels(RUN)] == [None, None]
+    by_pair = {lbl.exchange_id: lbl for lbl in repo.load_labels(RUN)}
+    assert by_pair[scores[0].exchange_id].label == LabelValue.SAME
+    assert by_pair[scores[0].exchange_id].sample == "ppi-seed-7-fraction-0.1"
+    assert by_pair[scores[1].exchange_id].sample is None
 
 
 @pytest.mark.parametrize("bad", ["", "   ", "x" * 201])
