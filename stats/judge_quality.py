@@ -37,6 +37,7 @@ judgements out of the pairs' quality (labels and references still count), and
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -318,6 +319,10 @@ class JudgeStanding:
         agreement: the agreement read (the task type's own when ``not_read``).
         own_labels: the task type's own labelled judge pairs.
         min_agreement, min_agreement_labels: the policy's floor.
+        flip: the position-flip rate read (the task type's own from
+            ``min_agreement_labels`` pairs with both orders, else pooled), ``None`` when
+            neither has that many.
+        max_flip_rate: the policy's ceiling on it (``judge.max_flip_rate``).
     """
 
     task_type: str
@@ -327,15 +332,34 @@ class JudgeStanding:
     own_labels: int
     min_agreement: float
     min_agreement_labels: int
+    flip: Share | None = None
+    max_flip_rate: float = 1.0
+
+    @property
+    def flips_too_often(self) -> bool:
+        """The flip rate read is above ``max_flip_rate``."""
+        return self.flip is not None and self.flip.share > self.max_flip_rate
 
     def describe(self) -> str:
         """``judge does not vote in 'extraction': agreement with labels 52% (95% CI 38–66%,
-        40 labelled pairs) below the floor 60%`` (or that it votes, and on what)."""
+        40 labelled pairs) below the floor 60%`` (or that it votes, and on what); a judge
+        that flips too often is named for that first."""
         where = f"judge {'votes' if self.votes else 'does not vote'} in {self.task_type!r}"
+        agreement = self._agreement_text()
+        if not self.flips_too_often or self.flip is None:
+            return f"{where}: {agreement}"
+        flip = self.flip.describe("pairs judged in both orders")
+        return (
+            f"{where}: its verdict changes when the two answers are swapped on {flip}, above "
+            f"judge.max_flip_rate {100 * self.max_flip_rate:.0f}%: the answers' order, not "
+            f"their content, decides it; {agreement}"
+        )
+
+    def _agreement_text(self) -> str:
         floor = f"{100 * self.min_agreement:.0f}%"
         if self.read == "not_read":
             return (
-                f"{where}: agreement with labels not read ({self.own_labels:,} labelled pairs "
+                f"agreement with labels not read ({self.own_labels:,} labelled pairs "
                 f"here, fewer than judge.min_agreement_labels {self.min_agreement_labels:,} "
                 "here and pooled)"
             )
@@ -346,15 +370,17 @@ class JudgeStanding:
                 f"{self.own_labels:,} here, fewer than judge.min_agreement_labels "
                 f"{self.min_agreement_labels:,})"
             )
-        side = "at or above" if self.votes else "below"
-        return f"{where}: agreement with labels {figure} {side} the floor {floor}"
+        side = "at or above" if self.agreement.share >= self.min_agreement else "below"
+        return f"agreement with labels {figure} {side} the floor {floor}"
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready: ``votes``, ``read``, ``agreement``, ``text``."""
+        """JSON-ready: ``votes``, ``read``, ``agreement``, ``flip`` (``None``: not read),
+        ``text``."""
         return {
             "votes": self.votes,
             "read": self.read,
             "agreement": self.agreement.as_dict(),
+            "flip": None if self.flip is None else self.flip.as_dict(),
             "text": self.describe(),
         }
 
@@ -367,7 +393,8 @@ def judge_standings(
     A task type with at least ``block.min_agreement_labels`` labelled judge pairs reads its
     own agreement; one with fewer reads the pooled agreement when that has enough; else
     the floor is not read and the judge votes. The judge votes when the read agreement's
-    point estimate is at least ``block.min_agreement``.
+    point estimate is at least ``block.min_agreement`` and its flip rate (read the same way,
+    on pairs with both orders parsed) is at most ``block.max_flip_rate``.
     """
     pooled = quality.get(POOLED)
     out: dict[str, JudgeStanding] = {}
@@ -380,16 +407,25 @@ def judge_standings(
             read = "task_type"
         elif pooled is not None and pooled.agreement.n >= block.min_agreement_labels:
             read, agreement = "pooled", pooled.agreement
-        votes = read == "not_read" or agreement.share >= block.min_agreement
-        out[task_type] = JudgeStanding(
+        flip: Share | None = None
+        if unit.flip.n >= block.min_agreement_labels:
+            flip = unit.flip
+        elif pooled is not None and pooled.flip.n >= block.min_agreement_labels:
+            flip = pooled.flip
+        standing = JudgeStanding(
             task_type,
-            votes,
+            read == "not_read" or agreement.share >= block.min_agreement,
             read,
             agreement,
             unit.agreement.n,
             block.min_agreement,
             block.min_agreement_labels,
+            flip,
+            block.max_flip_rate,
         )
+        if standing.flips_too_often:
+            standing = dataclasses.replace(standing, votes=False)
+        out[task_type] = standing
     return out
 
 

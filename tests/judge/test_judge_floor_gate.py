@@ -145,6 +145,7 @@ def test_a_judge_below_the_floor_holds_the_net_harm_naming_the_figure(tmp_path: 
         "votes": False,
         "read": "task_type",
         "agreement": chat["agreement"],
+        "flip": chat["flip"],  # read (60 pairs in both orders), 0%: not what silences it
         "text": FIGURE,
     }
     # `judge summary` reads the run's frozen floor, as the gate does

@@ -232,3 +232,26 @@ def test_a_unit_where_the_judge_does_not_vote_cannot_pass() -> None:
     assert held_by_judge_floor(_check(CheckOutcome.PASS), "", changed=4).outcome == "pass"
     unchanged = held_by_judge_floor(_check(CheckOutcome.PASS), note, changed=0)
     assert unchanged == _check(CheckOutcome.PASS)
+
+
+def test_a_judge_whose_verdict_follows_the_order_does_not_vote_even_without_labels() -> None:
+    """The SmolLM2-135M judge of docs/real-data.md §1e answers "A" every time: shown the
+    baseline first it prefers the baseline, shown the candidate first the candidate. Every
+    pair flips and is recorded as a tie — which "agrees" with every "same" label. The flip
+    ceiling silences it whatever the labels say."""
+    flips = [judged(n, "chat", "baseline", "candidate") for n in range(30)]
+    steady = [judged(n, "code", "candidate", "candidate") for n in range(100, 130)]
+    same = [label(n, "chat", LabelValue.SAME) for n in range(30)]
+    block = JudgePolicy()
+    standings = judge_standings(judge_quality(flips + steady, same), block)
+    chat, code = standings["chat"], standings["code"]
+    assert chat.agreement.share == 1.0  # every flip-tie "agrees" with "same"
+    assert not chat.votes
+    assert chat.describe().startswith(
+        "judge does not vote in 'chat': its verdict changes when the two answers are swapped "
+        "on 100% (95% CI 89–100%, 30 pairs judged in both orders)"
+    )
+    assert "above judge.max_flip_rate 50%" in chat.describe()
+    assert code.votes  # consistent, no labels: the floor is not read
+    off = judge_standings(judge_quality(flips, same), JudgePolicy(max_flip_rate=1.0))
+    assert off["chat"].votes
