@@ -18,10 +18,15 @@
   tokens from the captured usage or chars/4, the completion bound, money where the policy
   prices the judge, the budget). ``--budget-tokens N`` / ``--budget-usd X`` (or the
   policy's ``judge.budget_tokens`` / ``judge.budget_usd``) stop the run cleanly when the
-  next pair's two calls would exceed the budget: it prints "budget of N tokens reached
-  after K of M pairs (T tokens used)" and exits **0** (the judged pairs are stored and the
-  rest stay unjudged, as the gate already reads them; ``--json``: ``budget_outcome.status``
-  is ``budget_reached``). A budget too small for the first pair sends nothing and exits 3.
+  next pair's two calls — estimated, and scaled up by how far the estimates undershot the
+  judge's usage so far — would exceed the budget: it prints "budget of N tokens reached
+  after K of M pairs (T tokens used (+P preflight = T+P))" and exits **0** (the judged pairs
+  are stored and the rest stay unjudged, as the gate already reads them; ``--json``:
+  ``budget_outcome.status`` is ``budget_reached``). T is the pairs' tokens, as the table and
+  ``judge summary`` count them; the preflight's P is apart (its answer is not stored) and
+  printed under the table. A run that nevertheless ends above the cap says "budget of N
+  tokens exceeded by X (…): estimates are approximate". A budget too small for the first
+  pair sends nothing and exits 3.
   ``--dry-run`` prints the plan and sends nothing. A judge that is one of the arms (the
   baseline's or the candidate's model name, or the candidate's or the replica's URL) is
   refused (exit 3, naming the setting and value); a judge of an arm's family is named as a
@@ -134,9 +139,11 @@ def run_command(
     Before sending anything it prints the plan: pairs, judge calls (two per pair), the
     estimated tokens (captured usage where stored, else chars/4) and the budget. With a
     budget (--budget-tokens, --budget-usd or the policy's judge block) it stops cleanly
-    when the next pair's two calls would exceed it: the judged pairs are stored, the rest
-    stay unjudged, and it says "budget of N tokens reached after K of M pairs (T tokens
-    used)" and exits 0 (JSON: budget_outcome.status "budget_reached").
+    when the next pair's two calls (estimated, scaled by how far the estimates undershot the
+    judge's usage so far) would exceed it: the judged pairs are stored, the rest stay
+    unjudged, and it says "budget of N tokens reached after K of M pairs (T tokens used (+P
+    preflight = …))" and exits 0 (JSON: budget_outcome.status "budget_reached"); a run
+    that ends above the cap anyway says "exceeded by X … estimates are approximate".
 
     Exit 3 on error (sending not allowed, no judge configured, a judge that is one of the
     arms — the candidate's or the baseline's model name or URL —, another judge frozen
@@ -201,6 +208,13 @@ def run_command(
         markup=False,
     )
     out.print(_run_table(report, run.run_id))
+    if report.outcome.spend.preflight_tokens:
+        out.print(
+            f"preflight: 1 call, {report.outcome.spend.preflight_tokens} tokens (its answer is "
+            "not stored, so neither this table nor judge summary counts it; the budget does)",
+            highlight=False,
+            markup=False,
+        )
     for failure in report.failures:
         err.print(f"failed judgement {failure}", highlight=False, markup=False)
     if nothing:

@@ -16,8 +16,12 @@ one's own text. So:
   ``qwen2.5-coder``) is allowed, and the judge run and ``judge summary`` name the risk
   (:func:`self_preference_risks`).
 
-Model names are compared as :func:`normalized_model` gives them (case, an organisation
-prefix and a ``.gguf`` suffix do not count); URLs as :func:`endpoint_key` gives them.
+Model names are compared as :func:`model_names` gives them: case, an organisation prefix
+(``Org/`` or, as file-name-safe imports write it, ``Org_``) and packaging suffixes
+(quantisation and format tags such as ``-Q4_K_M``, ``-fp16``, ``-awq``, ``.gguf``) do not
+count, so ``NousResearch_Hermes-2-Pro-Mistral-7B`` and ``Hermes-2-Pro-Mistral-7B-Q4_K_M.gguf``
+are the same model; a tuning word such as ``-instruct`` does count. URLs are compared as
+:func:`endpoint_key` gives them.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ __all__ = [
     "arm_conflicts",
     "endpoint_key",
     "model_family",
+    "model_names",
     "normalized_model",
     "self_preference_risks",
 ]
@@ -74,34 +79,74 @@ _VARIANTS = frozenset(
 """Words that name a size, tuning or release of a family, not the family."""
 
 
+_PACKAGING = re.compile(
+    r"[-_.:](?:q[2-8](?:_k(?:_[sml])?|_[01])?|iq[1-4]_\w+|f16|fp16|bf16|f32|fp32|fp8|int4|int8"
+    r"|awq|gptq|gguf|exl2)$"
+)
+"""A packaging suffix: a quantisation (``-q2_k`` … ``-q8_0``, ``-q4_k_m``, ``-q4_1``,
+``-iq4_xs``) or format tag (``-f16``, ``-fp16``, ``-bf16``, ``-fp8``, ``-int4``, ``-int8``,
+``-awq``, ``-gptq``, ``-gguf``, ``-exl2``; ``.gguf``), after ``-``, ``_``, ``.`` or ``:``."""
+
+
 def normalized_model(name: str) -> str:
-    """A model name compared as the same model: lower case, without an organisation or
-    path prefix (``Qwen/Qwen2.5-7B-Instruct`` → ``qwen2.5-7b-instruct``) or a ``.gguf``
-    suffix."""
+    """A model name compared as the same model: lower case, without a path prefix
+    (``Qwen/Qwen2.5-7B-Instruct`` → ``qwen2.5-7b-instruct``) and without packaging suffixes
+    (:data:`_PACKAGING`, stripped repeatedly: ``…-Q4_K_M.gguf`` → ``…``). ``-instruct`` and
+    other tuning words stay: a tuned model is another model."""
     text = name.strip().lower().rsplit("/", 1)[-1]
-    return text.removesuffix(".gguf")
+    while (stripped := _PACKAGING.sub("", text)) != text and stripped:
+        text = stripped
+    return text
+
+
+def _stops_family(word: str) -> bool:
+    """``word`` names a size, variant, release or quantisation, not a family."""
+    return bool(_SIZE.match(word) or _NOT_FAMILY.match(word) or word in _VARIANTS)
+
+
+def model_names(name: str) -> tuple[str, ...]:
+    """The names a model goes by: its :func:`normalized_model` name and, when that has an
+    organisation prefix written with ``_`` (``nousresearch_hermes-2-pro-mistral-7b``, as an
+    import that makes names file-safe writes ``Org/Model``), the part after the first
+    ``_`` when that is itself a model name (starts with a letter and its first word is no
+    size, variant or quantisation: ``mistral_7b`` keeps its ``7b``) and the prefix could be
+    an organisation (starts with a letter, names no size or quantisation). Two models are
+    the same when their names share one."""
+    text = normalized_model(name)
+    org, sep, rest = text.partition("_")
+    words = [w for w in _SEPARATORS.split(rest) if w]
+    real = org[:1].isalpha() and not _stops_family(org)
+    if sep and real and words and rest[0].isalpha() and not _stops_family(words[0]):
+        return (text, rest)
+    return (text,)
+
+
+def _same_model(a: str, b: str) -> bool:
+    """``a`` and ``b`` name the same model (:func:`model_names` share one)."""
+    return not set(model_names(a)).isdisjoint(model_names(b))
 
 
 def model_family(name: str) -> str:
     """The family of a model name: its leading words up to the first that names a size,
     a variant or a release.
 
-    The :func:`normalized_model` name is split at ``-``, ``_``, ``:`` and spaces; the family
-    is the words before the first parameter count (``8b``, ``0.5b``, ``135m``, ``8x7b``), variant
-    (``instruct``, ``chat``, ``it``, ``coder``, ``mini``, ``pro``, ``flash``, ``sonnet``, …),
-    date or version (``20241022``, ``v0.2``) or quantisation (``q4_k_m``, ``fp16``), joined by
-    ``-``. ``gpt-4o-mini`` → ``gpt-4o``; ``llama-3.1-70b-instruct`` → ``llama-3.1``;
-    ``Qwen/Qwen2.5-Coder-7B`` → ``qwen2.5``; ``gemini-1.5-pro`` → ``gemini-1.5``;
-    ``claude-3-5-sonnet-20241022`` → ``claude-3-5``. A name whose first word already stops
-    the family is its own family.
+    The :func:`model_names` name without an organisation prefix is split at ``-``, ``_``,
+    ``:`` and spaces; the family is the words before the first parameter count (``8b``,
+    ``0.5b``, ``135m``, ``8x7b``), variant (``instruct``, ``chat``, ``it``, ``coder``,
+    ``mini``, ``pro``, ``flash``, ``sonnet``, …), date or version (``20241022``, ``v0.2``) or
+    quantisation (``q4_k_m``, ``fp16``), joined by ``-``. ``gpt-4o-mini`` → ``gpt-4o``;
+    ``llama-3.1-70b-instruct`` → ``llama-3.1``; ``Qwen/Qwen2.5-Coder-7B`` → ``qwen2.5``;
+    ``gemini-1.5-pro`` → ``gemini-1.5``; ``claude-3-5-sonnet-20241022`` → ``claude-3-5``;
+    ``NousResearch_Hermes-2-Pro-Mistral-7B`` → ``hermes-2``. A name whose first word already
+    stops the family is its own family.
     """
-    words = [w for w in _SEPARATORS.split(normalized_model(name)) if w]
+    model = model_names(name)[-1]
     family: list[str] = []
-    for word in words:
-        if _SIZE.match(word) or _NOT_FAMILY.match(word) or word in _VARIANTS:
+    for word in (w for w in _SEPARATORS.split(model) if w):
+        if _stops_family(word):
             break
         family.append(word)
-    return "-".join(family) or normalized_model(name)
+    return "-".join(family) or model
 
 
 _LOOPBACK = {"localhost": "127.0.0.1", "::1": "127.0.0.1", "0.0.0.0": "127.0.0.1"}
@@ -136,9 +181,8 @@ def arm_conflicts(
     it (``the candidate model 'qwen2.5-7b'``). Empty when the judge is no arm.
     """
     found: list[tuple[str, str, str]] = []
-    judge = normalized_model(judge_model)
     for arm in arms:
-        if arm.model and normalized_model(arm.model) == judge:
+        if arm.model and _same_model(judge_model, arm.model):
             found.append(("model", judge_model, f"the {arm.role} model {arm.model!r}"))
     key = None if judge_url is None else endpoint_key(judge_url)
     if key is not None:
@@ -151,19 +195,15 @@ def arm_conflicts(
 def self_preference_risks(judge_model: str, arms: Sequence[Arm]) -> list[str]:
     """One line per arm whose model shares the judge's family (:func:`model_family`):
     ``self-preference risk: judge 'gpt-4o' shares family 'gpt-4o' with the candidate
-    'gpt-4o-mini' (Zheng et al. 2023, …)``. An arm of the very same name is a conflict
-    (:func:`arm_conflicts`), not a risk; each arm model is named once."""
+    'gpt-4o-mini' (Zheng et al. 2023, …)``. Every such arm is named, each in its role (the
+    baseline and its replica both, though they run one model); an arm that is the judge's
+    very model (:func:`model_names`) is a conflict (:func:`arm_conflicts`), not a risk."""
     family = model_family(judge_model)
-    judge = normalized_model(judge_model)
-    lines: list[str] = []
-    seen: set[str] = set()
-    for arm in arms:
-        if not arm.model or arm.model in seen or normalized_model(arm.model) == judge:
-            continue
-        seen.add(arm.model)
-        if model_family(arm.model) == family:
-            lines.append(
-                f"self-preference risk: judge {judge_model!r} shares family {family!r} with "
-                f"the {arm.role} {arm.model!r} ({SELF_PREFERENCE_SOURCE})"
-            )
-    return lines
+    return [
+        f"self-preference risk: judge {judge_model!r} shares family {family!r} with "
+        f"the {arm.role} {arm.model!r} ({SELF_PREFERENCE_SOURCE})"
+        for arm in arms
+        if arm.model
+        and not _same_model(judge_model, arm.model)
+        and model_family(arm.model) == family
+    ]

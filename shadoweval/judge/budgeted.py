@@ -5,26 +5,38 @@ stratum's first pair, then the rest interleaved in proportion, so a stop leaves 
 sample). Before pair *i* is sent, three amounts must together fit the budget
 (:meth:`~shadoweval.judge.cost.JudgeBudget.fits`): the tokens counted so far
 (:class:`~shadoweval.judge.cost.JudgeSpend`: the judge's ``usage`` of every answered call,
-the preflight's included), the reservations of the pairs still in flight (their
-estimates), and pair *i*'s estimate — both orders, each completion at ``max_tokens``
-(:class:`~shadoweval.judge.cost.PairEstimate`). When they do not while pairs are in flight,
-it waits for one to finish (its real usage replaces its reservation, usually less) and
-asks again; when they do not with nothing in flight, the run stops there: pair *i* and
-every later pair are not sent. A pair is never skipped for a cheaper later one (that would
-bias the sample towards short pairs). Concurrency is the client's (its semaphore bounds
-the calls).
+the preflight's included), and — times the calibration — the reservations of the pairs
+still in flight (their estimates) and pair *i*'s estimate, both orders, each completion at
+``max_tokens`` (:class:`~shadoweval.judge.cost.PairEstimate`). The calibration
+(:attr:`~shadoweval.judge.cost.JudgeSpend.calibration`) is ``max(1, reported / estimated)``
+over every call that reported its usage so far: the preflight (sent first, so it calibrates
+the first pair) and each completed pair. Estimates that undershoot the judge's real usage
+(a judge tokenizer less efficient than chars/4, answers longer than the captured usage
+counted) are so scaled up before they are admitted; estimates that overshoot are left as
+they are (the completion bound ``max_tokens`` is an upper bound). When the amounts do not
+fit while pairs are in flight, it waits for one to finish (its real usage replaces its
+reservation) and asks again; it waits too while as many pairs are in flight as the client's
+``concurrency`` can send (two calls each: ``ceil(concurrency / 2)`` pairs), so a pair is
+admitted only when it can be sent, with what the pairs before it used counted. When they
+do not fit with nothing in flight, the run stops there: pair *i* and every later pair are
+not sent. A pair is never skipped for a cheaper later one (that would bias the sample
+towards short pairs). Concurrency is the client's (its semaphore bounds the calls).
 
-The check is on estimates, the count on real usage: when the judge's real usage of the
-pairs in flight is larger than their estimates (a judge tokenizer much less efficient than
-chars/4, say), the run can end above the budget by that difference — never by more than
-the estimation error of the pairs in flight. With completions counted at ``max_tokens`` the
-estimate is usually well above the real use (tests/cli/test_judge_cost.py: the mock judge
-uses about a quarter of it).
+**Overrun.** The check is on calibrated estimates, the count on real usage, so a run can
+still end above its cap: when the first pairs sent together (with concurrency, before any
+of them calibrates the rest) or one pair far longer than its estimate use more than
+admitted. It is never more than the estimation error of the pairs in flight, and the run
+says so plainly ("budget of N tokens exceeded by X (…): estimates are approximate",
+:meth:`shadoweval.application.judging.cost.BudgetOutcome.message`). One pair at a time
+(``SHADOWEVAL_JUDGE__CONCURRENCY=1``) after a preflight keeps the cap unless a pair uses
+more, relative to its estimate, than every call before it did
+(tests/judge/test_judge_cost.py: estimates at about a third of the mock judge's usage).
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable, Sequence
 
 from shadoweval.judge.client import JudgeClient
@@ -52,7 +64,8 @@ async def judge_within_budget(
         pairs: what to judge, in sending order.
         estimates: one per pair, in the same order.
         budget: the caps (none set: every pair is sent).
-        spend: what was counted before (e.g. the preflight); updated with every vote.
+        spend: what was counted before (e.g. the preflight, which also calibrates the
+            first pair's estimate); updated with every vote.
         on_judged: called with each judgement as it completes.
 
     Returns:
@@ -64,8 +77,9 @@ async def judge_within_budget(
     """
     if len(pairs) != len(estimates):
         raise ValueError(f"{len(pairs)} pairs but {len(estimates)} estimates")
-    reserved = [0, 0]  # prompt, completion tokens of the pairs in flight
+    reserved = [0, 0]  # prompt, completion tokens of the pairs in flight (estimates)
     in_flight: set[asyncio.Task[None]] = set()
+    max_in_flight = max(1, math.ceil(client.concurrency / 2))
 
     async def one(pair: PairText, estimate: PairEstimate) -> None:
         try:
@@ -79,14 +93,17 @@ async def judge_within_budget(
             on_judged(judgement)
 
     def admits(estimate: PairEstimate) -> bool:
+        scale = spend.calibration
+        prompt = reserved[0] + 2 * estimate.prompt_tokens_per_call
+        completion = reserved[1] + 2 * estimate.completion_tokens_per_call
         return budget.fits(
-            spend.prompt_tokens + reserved[0] + 2 * estimate.prompt_tokens_per_call,
-            spend.completion_tokens + reserved[1] + 2 * estimate.completion_tokens_per_call,
+            spend.prompt_tokens + math.ceil(scale * prompt),
+            spend.completion_tokens + math.ceil(scale * completion),
         )
 
     try:
         for index, (pair, estimate) in enumerate(zip(pairs, estimates, strict=True)):
-            while not admits(estimate):
+            while len(in_flight) >= max_in_flight or not admits(estimate):
                 if not in_flight:
                     return index
                 done, _ = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)

@@ -161,6 +161,7 @@ class JudgeClient(AsyncLifecycle):
                 value=response_format,
             )
         self.model = model
+        self.concurrency = concurrency
         self.response_format: ResponseFormat = response_format
         self.timeout_s = timeout_s
         self.retries = retries

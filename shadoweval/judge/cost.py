@@ -23,9 +23,11 @@ what the judge's server reports.
 
 **The budget** (:class:`JudgeBudget`): tokens (prompt + completion as the judge reports them
 in ``usage``) and, where prices are given, US dollars. Before a pair is sent its estimated
-cost — both calls, completions at ``max_tokens`` — must fit what is left
-(:mod:`shadoweval.judge.budgeted`); a call that got an answer without ``usage`` is counted at its
-estimate, a call that got no response counts nothing.
+cost — both calls, completions at ``max_tokens`` — times the calibration
+(:attr:`JudgeSpend.calibration`: the judge's reported tokens over the estimates of the calls
+that reported them, at least 1) must fit what is left (:mod:`shadoweval.judge.budgeted`); a
+call that got an answer without ``usage`` is counted at its estimate, a call that got no
+response counts nothing.
 """
 
 from __future__ import annotations
@@ -255,20 +257,43 @@ class JudgeSpend:
     Attributes:
         calls: judge calls counted (the preflight's included).
         prompt_tokens, completion_tokens: tokens counted: the judge's ``usage`` where it
-            reported it, the call's estimate where it answered without ``usage``.
+            reported it, the call's estimate where it answered without ``usage``
+            (the preflight's included).
         calls_without_usage: calls that answered without ``usage`` (counted at their
             estimate).
+        reported_tokens: the tokens of the calls that reported ``usage``;
+            reported_estimate_tokens: those calls' estimates (prompt + ``max_tokens``) —
+            the two sides of :attr:`calibration`.
+        preflight_tokens: the preflight call's tokens (part of :attr:`tokens`; its vote is
+            not stored, so ``judge summary`` and the per-task-type table do not show them).
     """
 
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     calls_without_usage: int = 0
+    reported_tokens: int = 0
+    reported_estimate_tokens: int = 0
+    preflight_tokens: int = 0
 
     @property
     def tokens(self) -> int:
-        """Prompt + completion tokens counted."""
+        """Prompt + completion tokens counted (the preflight's included)."""
         return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def pair_tokens(self) -> int:
+        """:attr:`tokens` less the preflight's: the pairs' tokens, as stored with their votes."""
+        return self.tokens - self.preflight_tokens
+
+    @property
+    def calibration(self) -> float:
+        """How far the estimates undershoot the judge's reported usage: ``max(1,
+        reported_tokens / reported_estimate_tokens)``; 1 before any call reported usage.
+        The admission multiplies the next estimates by it (:mod:`shadoweval.judge.budgeted`)."""
+        if self.reported_estimate_tokens <= 0:
+            return 1.0
+        return max(1.0, self.reported_tokens / self.reported_estimate_tokens)
 
     def count(self, vote: JudgeVote, estimate: PairEstimate) -> None:
         """Count one call's vote: its usage, or its estimate when it answered without
@@ -276,9 +301,19 @@ class JudgeSpend:
         status)."""
         self.calls += 1
         if vote.prompt_tokens is not None or vote.completion_tokens is not None:
+            reported = (vote.prompt_tokens or 0) + (vote.completion_tokens or 0)
             self.prompt_tokens += vote.prompt_tokens or 0
             self.completion_tokens += vote.completion_tokens or 0
+            self.reported_tokens += reported
+            self.reported_estimate_tokens += estimate.call_tokens
         elif vote.preferred is not None or not (vote.error or "").startswith(_NO_RESPONSE):
             self.calls_without_usage += 1
             self.prompt_tokens += estimate.prompt_tokens_per_call
             self.completion_tokens += estimate.completion_tokens_per_call
+
+    def count_preflight(self, vote: JudgeVote, estimate: PairEstimate) -> None:
+        """:meth:`count` the preflight call's vote, and keep its tokens apart in
+        :attr:`preflight_tokens`."""
+        before = self.tokens
+        self.count(vote, estimate)
+        self.preflight_tokens += self.tokens - before

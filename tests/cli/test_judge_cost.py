@@ -15,9 +15,11 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
+from shadoweval.application.judging.cost import BudgetOutcome, cost_plan
 from shadoweval.cli import app
+from shadoweval.judge.cost import JudgeBudget, JudgeSpend, PairEstimate, TokenSource
 from shadoweval.judge.prompt import SYSTEM_PROMPT, USER_TEMPLATE
-from shadoweval.records import JudgementSource
+from shadoweval.records import JudgementSource, ModelIdentity
 from shadoweval.serving import BackgroundServer
 from shadoweval.simulation.mock_judge import JudgeState, create_judge_app
 from shadoweval.stats.policy import DEFAULT_POLICY_FILE, load_policy, parse_policy
@@ -124,7 +126,7 @@ def test_the_plan_counts_pairs_calls_and_tokens_before_anything_is_sent(
     expected = (2 * PAIRS + 1) * (CALL_PROMPT + MAX_TOKENS)
     assert (
         f"plan: 17 pairs, 34 judge calls (both orders) + 1 preflight call; estimated "
-        f"{(2 * PAIRS + 1) * CALL_PROMPT} prompt tokens (captured usage for 17) + at most "
+        f"{(2 * PAIRS + 1) * CALL_PROMPT} prompt tokens (from captured usage: 17 pairs) + at most "
         f"{(2 * PAIRS + 1) * MAX_TOKENS} completion tokens (max_tokens 512 per call) = "
         f"{expected} tokens"
     ) in out
@@ -147,7 +149,23 @@ def test_the_chars_estimate_is_named_where_no_usage_was_captured(
     assert plan["estimate_sources"] == {"captured usage": 0, "mixed": 0, "chars/4": PAIRS}
     assert plan["calls"] == 2 * PAIRS
     assert plan["prompt_tokens_estimate"] > (2 * PAIRS + 1) * TEMPLATE_TOKENS
+    assert "prompt tokens (chars/4: 17 pairs (no captured usage stored))" in flat(dry.stderr)
     assert state.requests == 0
+
+
+def test_a_mixed_estimate_says_where_its_parts_came_from() -> None:
+    mixed: list[TokenSource] = ["mixed"] * 27
+    captured: list[TokenSource] = ["captured usage"] * 2
+    sources = [*mixed, *captured, "chars/4"]
+    estimates = [PairEstimate(f"e{n}", 100, 512, source) for n, source in enumerate(sources)]
+    plan = cost_plan(estimates, JudgeBudget(), max_tokens=512, preflight=True)
+    assert (
+        "prompt tokens (from captured usage where stored, chars/4 for the rest: 2 pairs all "
+        "from captured usage, 27 pairs mixed, 1 pairs all chars/4) + at most"
+    ) in plan.lines()[0]
+    only_mixed = cost_plan(estimates[:27], JudgeBudget(), max_tokens=512, preflight=False)
+    only = "(from captured usage where stored, chars/4 for the rest: 27 pairs mixed)"
+    assert only in only_mixed.lines()[0]
 
 
 def test_a_token_budget_stops_after_k_pairs_with_k_stored(
@@ -187,9 +205,20 @@ def test_a_token_budget_stops_after_k_pairs_with_k_stored(
     assert preflight in first_votes
     assert used <= budget < used + PAIR_ESTIMATE  # the next pair did not fit
     assert outcome["next_pair_tokens_estimate"] == PAIR_ESTIMATE
-    message = f"budget of {budget} tokens reached after {sent} of {PAIRS} pairs ({used} tokens"
+    assert (outcome["preflight_tokens"], outcome["pair_tokens"]) == (preflight, used - preflight)
+    assert outcome["over_budget"] is False
+    message = (
+        f"budget of {budget} tokens reached after {sent} of {PAIRS} pairs ({used - preflight} "
+        f"tokens used (+{preflight} preflight = {used})); the next pair's two calls were "
+        f"estimated at {PAIR_ESTIMATE} tokens;"
+    )
     assert message in flat(result.stderr)
     tallies = {t["task_type"]: t for t in report["task_types"]}
+    # the run's table, judge summary and the message agree on the pairs' tokens
+    table = sum(t["prompt_tokens"] + t["completion_tokens"] for t in tallies.values())
+    assert table == outcome["pair_tokens"] == vote_tokens(judgements)
+    summary = cli("judge", "summary", "--run", RUN_ID, "--database-url", db, "--json")
+    assert sum(json.loads(summary.stdout)["judge_tokens"].values()) == outcome["pair_tokens"]
     assert sum(t["not_sent"] for t in tallies.values()) == PAIRS - sent
     assert sum(t["selected"] for t in tallies.values()) == sent
     assert all(t["judged"] >= 1 for t in tallies.values())  # interleaved: both task types
@@ -197,6 +226,8 @@ def test_a_token_budget_stops_after_k_pairs_with_k_stored(
     rest = cli("judge", "run", "--run", RUN_ID, "--database-url", db)
     assert rest.exit_code == 0, rest.output
     assert f"{PAIRS - sent} pairs sent" in flat(rest.stdout)
+    assert "preflight: 1 call, " in flat(rest.stdout)
+    assert "neither this table nor judge summary counts it; the budget does" in flat(rest.stdout)
     judgements, _ = stored(db)
     assert len(judgements) == PAIRS
 
@@ -250,7 +281,11 @@ def test_bad_budgets_name_the_field(
     db = seeded(tmp_path)
     unpriced = cli("judge", "run", "--run", RUN_ID, "--database-url", db, "--budget-usd", 2)
     assert unpriced.exit_code == 3
-    assert "judge.price_per_million_input_tokens" in flat(unpriced.stderr)
+    assert (
+        "--budget-usd 2 needs the judge's prices, and they live in the run's frozen policy, "
+        "which has no judge.price_per_million_input_tokens"
+    ) in flat(unpriced.stderr)
+    assert "so this run cannot use --budget-usd; --budget-tokens works" in flat(unpriced.stderr)
     zero = cli("judge", "run", "--run", RUN_ID, "--database-url", db, "--budget-tokens", 0)
     assert zero.exit_code == 3
     assert "--budget-tokens 0 must be >= 1" in flat(zero.stderr)
@@ -292,6 +327,98 @@ def test_a_judge_that_is_an_arm_is_refused(
     judgements, audit = stored(db)
     assert judgements == []
     assert not [e for e in audit if e.action.value.startswith("judge_")]
+
+
+BFCL_BASELINE = ModelIdentity(name="NousResearch_Hermes-2-Pro-Mistral-7B")
+BFCL_CANDIDATE = ModelIdentity(name="NousResearch_Hermes-2-Pro-Llama-3-8B")
+"""The arms as the bfcl import names them: ``Org/Model`` written ``Org_Model``."""
+
+
+@pytest.mark.parametrize(
+    ("model", "arm"),
+    [
+        ("Hermes-2-Pro-Mistral-7B", "the baseline model 'NousResearch_Hermes-2-Pro-Mistral-7B'"),
+        ("Hermes-2-Pro-Llama-3-8B-Q4_K_M",
+         "the candidate model 'NousResearch_Hermes-2-Pro-Llama-3-8B'"),
+    ],
+)  # fmt: skip
+def test_the_bfcl_imports_arms_are_refused_without_their_org_or_quantisation(
+    tmp_path: Path,
+    judge_server: tuple[str, JudgeState],
+    monkeypatch: pytest.MonkeyPatch,
+    model: str,
+    arm: str,
+) -> None:
+    url, state = judge_server
+    configure(monkeypatch, url, model=model)
+    db = seeded(tmp_path, baseline=BFCL_BASELINE, candidate=BFCL_CANDIDATE)
+    result = cli("judge", "run", "--run", RUN_ID, "--database-url", db, "--dry-run")
+    assert result.exit_code == 3, result.output
+    assert f"SHADOWEVAL_JUDGE__MODEL={model!r} is {arm}" in flat(result.stderr)
+    assert state.requests == 0
+
+
+@pytest.mark.parametrize(
+    ("model", "arms"),
+    [
+        ("Hermes-2-Pro-Llama-3-70B", ["baseline", "candidate"]),  # the family of both arms
+        ("qwen2.5-7b-instruct", []),  # another family: judged, no risk named
+    ],
+)
+def test_a_judge_that_is_no_bfcl_arm_is_judged_and_every_arm_of_its_family_named(
+    tmp_path: Path,
+    judge_server: tuple[str, JudgeState],
+    monkeypatch: pytest.MonkeyPatch,
+    model: str,
+    arms: list[str],
+) -> None:
+    url, _ = judge_server
+    configure(monkeypatch, url, model=model)
+    db = seeded(tmp_path, baseline=BFCL_BASELINE, candidate=BFCL_CANDIDATE)
+    result = cli("judge", "run", "--run", RUN_ID, "--database-url", db, "--dry-run", "--json")
+    assert result.exit_code == 0, result.output
+    risks = json.loads(result.stdout)["self_preference_risks"]
+    named = {"baseline": BFCL_BASELINE.name, "candidate": BFCL_CANDIDATE.name}
+    assert risks == [
+        f"self-preference risk: judge {model!r} shares family 'hermes-2' with the {role} "
+        f"{named[role]!r} (Zheng et al. 2023, 'Judging LLM-as-a-Judge', self-enhancement bias)"
+        for role in arms
+    ]
+
+
+def test_a_run_above_its_cap_says_exceeded_never_reached() -> None:
+    """The user's run: 4127 tokens for the pairs and 944 for the preflight against a cap of
+    5000 — it says by how much it passed the cap, the preflight apart."""
+    spend = JudgeSpend(prompt_tokens=4800, completion_tokens=271, preflight_tokens=944)
+    stopped = BudgetOutcome("budget_reached", sent=2, planned=3, spend=spend,
+                            next_pair_tokens=2100)  # fmt: skip
+    message = stopped.message(JudgeBudget(tokens=5000))
+    assert message.startswith(
+        "budget of 5000 tokens exceeded by 71 (4127 tokens used (+944 preflight = 5071)): "
+        "estimates are approximate; stopped after 2 of 3 pairs; the next pair's two calls "
+        "were estimated at 2100 tokens;"
+    )
+    assert "reached" not in message
+    complete = BudgetOutcome("complete", sent=3, planned=3, spend=spend)
+    assert complete.message(JudgeBudget(tokens=5000)) == (
+        "budget of 5000 tokens exceeded by 71 (4127 tokens used (+944 preflight = 5071)): "
+        "estimates are approximate; all 3 pairs sent"
+    )
+    assert complete.as_dict(JudgeBudget(tokens=5000))["over_budget_by"] == "71"
+    assert complete.message(JudgeBudget(tokens=6000)) == ""
+    priced = JudgeBudget(usd=0.005, price_per_million_input_tokens=1.0,
+                         price_per_million_output_tokens=1.0)  # fmt: skip
+    assert complete.message(priced).startswith(
+        "budget of $0.005 exceeded by $0.0001 ($0.0051 used, preflight included; 4127 tokens"
+    )
+    calibrated = JudgeSpend(prompt_tokens=3000, completion_tokens=100, reported_tokens=3000,
+                            reported_estimate_tokens=2000)  # fmt: skip
+    reached = BudgetOutcome("budget_reached", sent=2, planned=3, spend=calibrated,
+                            next_pair_tokens=1000).message(JudgeBudget(tokens=4000))  # fmt: skip
+    assert reached.startswith(
+        "budget of 4000 tokens reached after 2 of 3 pairs (3100 tokens used); the next pair's "
+        "two calls were estimated at 1000 tokens (×1.50 from the judge's usage so far: 1500);"
+    )
 
 
 def test_a_judge_of_an_arms_family_is_named_as_a_risk(

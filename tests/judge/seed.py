@@ -121,17 +121,20 @@ def seed_judge_run(
     *,
     candidate_base_url: str | None = None,
     usage: bool = False,
+    baseline: ModelIdentity = BASELINE,
+    candidate: ModelIdentity = CANDIDATE,
 ) -> RunInfo:
     """Create ``run_id`` under ``policy`` (the default policy when ``None``) with the pairs
     of the module docstring; the candidate served at ``candidate_base_url``; with ``usage``
     every live response carries :data:`USAGE_BASELINE` and every replayed one
-    :data:`USAGE_CANDIDATE` (else no usage is stored)."""
+    :data:`USAGE_CANDIDATE` (else no usage is stored); the arms named ``baseline`` and
+    ``candidate``."""
     policy = policy if policy is not None else load_policy(DEFAULT_POLICY_FILE)
     run = repo.create_run(
         run_id=run_id,
         name="judged run",
-        baseline=BASELINE,
-        candidate=CANDIDATE,
+        baseline=baseline,
+        candidate=candidate,
         policy_hash=policy_hash(policy),
         policy_yaml=policy_to_yaml(policy),
         candidate_base_url=candidate_base_url,

@@ -7,11 +7,13 @@ import dataclasses
 
 import pytest
 
+from shadoweval.judge import JudgeProbe, preflight_judge
 from shadoweval.judge.arms import (
     Arm,
     arm_conflicts,
     endpoint_key,
     model_family,
+    model_names,
     self_preference_risks,
 )
 from shadoweval.judge.budgeted import judge_within_budget
@@ -185,3 +187,139 @@ async def test_the_budgeted_runner_stops_where_the_next_pair_does_not_fit() -> N
             assert await judge_within_budget(judge, pairs[:2], estimates[:2], JudgeBudget(),
                                              unlimited) is None  # fmt: skip
         assert unlimited.calls == 4
+
+
+@pytest.mark.parametrize(
+    ("judge", "arm"),
+    [
+        ("Hermes-2-Pro-Mistral-7B", "NousResearch_Hermes-2-Pro-Mistral-7B"),  # bfcl's "_"
+        ("NousResearch_Hermes-2-Pro-Mistral-7B", "hermes-2-pro-mistral-7b"),
+        ("Hermes-2-Pro-Llama-3-8B-Q4_K_M", "NousResearch_Hermes-2-Pro-Llama-3-8B"),
+        ("TheBloke_Hermes-2-Pro-Llama-3-8B-GGUF", "NousResearch/Hermes-2-Pro-Llama-3-8B"),
+        ("qwen2.5-7b-instruct.Q8_0.gguf", "Qwen/Qwen2.5-7B-Instruct"),
+        ("meta-llama_Llama-3.1-8B-Instruct-AWQ", "llama-3.1-8b-instruct"),
+        ("mistral-7b-instruct-v0.2-q4_1", "Mistral-7B-Instruct-v0.2-fp16"),
+        ("phi-3-mini-4k-instruct:q4_k_m", "phi-3-mini-4k-instruct-bf16"),
+        ("gemma-2-9b-it-int8", "gemma-2-9b-it-exl2"),
+    ],
+)
+def test_the_same_model_under_an_org_prefix_or_a_packaging_suffix_is_refused(
+    judge: str, arm: str
+) -> None:
+    found = arm_conflicts(judge, None, [Arm("baseline", arm, None)])
+    assert found == [("model", judge, f"the baseline model {arm!r}")]
+
+
+@pytest.mark.parametrize(
+    ("judge", "arm"),
+    [
+        ("Hermes-2-Pro-Mistral-7B-Instruct", "NousResearch_Hermes-2-Pro-Mistral-7B"),  # tuned
+        ("qwen2.5-7b-instruct", "NousResearch_Hermes-2-Pro-Mistral-7B"),  # another family
+        ("mistral-7b", "mistral_7b-instruct"),  # "7b" is no model name after the "_"
+        ("llama-3.1-70b-q4_k_m", "llama-3.1-8b"),  # same family, another size
+        ("gpt-4o", "gpt-4o-mini"),
+    ],
+)
+def test_another_model_is_not_refused(judge: str, arm: str) -> None:
+    assert arm_conflicts(judge, None, [Arm("candidate", arm, None)]) == []
+
+
+def test_the_names_and_families_of_imported_models() -> None:
+    assert model_names("NousResearch_Hermes-2-Pro-Mistral-7B") == (
+        "nousresearch_hermes-2-pro-mistral-7b",
+        "hermes-2-pro-mistral-7b",
+    )
+    assert model_names("Hermes-2-Pro-Llama-3-8B-Q4_K_M.gguf") == ("hermes-2-pro-llama-3-8b",)
+    assert model_names("mistral_7b") == ("mistral_7b",)
+    assert model_family("NousResearch_Hermes-2-Pro-Mistral-7B") == "hermes-2"
+    assert model_family("Hermes-2-Pro-Llama-3-8B-Q4_K_M") == "hermes-2"
+
+
+def test_the_risk_names_every_arm_of_the_judges_family() -> None:
+    """The bfcl import's arms: the baseline with an ``_`` organisation prefix, its replica
+    under the same name, and the candidate — each named in its role."""
+    arms = [
+        Arm("baseline", "NousResearch_Hermes-2-Pro-Mistral-7B", None),
+        Arm("candidate", "Hermes-2-Pro-Llama-3-8B", "http://gpu-2:8000"),
+        Arm("baseline replica", "NousResearch_Hermes-2-Pro-Mistral-7B", "http://gpu-3:8000"),
+    ]
+    risks = self_preference_risks("Hermes-2-Pro-Llama-3-70B", arms)
+    assert [r.split(" with the ")[1].split(" (")[0] for r in risks] == [
+        "baseline 'NousResearch_Hermes-2-Pro-Mistral-7B'",
+        "candidate 'Hermes-2-Pro-Llama-3-8B'",
+        "baseline replica 'NousResearch_Hermes-2-Pro-Mistral-7B'",
+    ]
+    assert all("shares family 'hermes-2'" in r for r in risks)
+    assert self_preference_risks("qwen2.5-72b-instruct", arms) == []
+
+
+def test_the_calibration_is_the_reported_over_the_estimated() -> None:
+    estimate = PairEstimate("e", prompt_tokens_per_call=100, completion_tokens_per_call=20,
+                            source="chars/4")  # fmt: skip
+    spend = JudgeSpend()
+    assert spend.calibration == 1.0
+    spend.count_preflight(JudgeVote(order="baseline_first", preferred="tie", prompt_tokens=270,
+                                    completion_tokens=30), estimate)  # fmt: skip
+    assert (spend.preflight_tokens, spend.pair_tokens) == (300, 0)
+    assert spend.calibration == pytest.approx(300 / 120)
+    spend.count(JudgeVote(order="baseline_first", preferred="tie"), estimate)  # no usage
+    assert spend.calibration == pytest.approx(300 / 120)  # counted at its estimate only
+    spend.count(JudgeVote(order="candidate_first", preferred="tie", prompt_tokens=10,
+                          completion_tokens=5), estimate)  # fmt: skip
+    assert spend.calibration == pytest.approx(315 / 240)
+    assert spend.pair_tokens == 120 + 15
+    assert JudgeSpend(reported_tokens=50, reported_estimate_tokens=100).calibration == 1.0
+
+
+UNDER = PairEstimate("e", prompt_tokens_per_call=100, completion_tokens_per_call=2,
+                     source="chars/4")  # fmt: skip
+"""An estimate well under what the mock judge reports for a :func:`make_pair` call (its
+prompt's words, about 260, and a 10-word answer)."""
+
+
+@pytest.mark.anyio
+async def test_estimates_that_undershoot_are_calibrated_and_the_cap_holds() -> None:
+    """The estimates are about a third of the judge's real usage. One pair at a time, the
+    first completed pair calibrates the rest: the run stops within the cap, where the
+    uncalibrated estimate would still have admitted the next pair (and passed the cap)."""
+    app = create_judge_app(RULE)
+    pairs = [make_pair(n) for n in range(10)]
+    estimates = [dataclasses.replace(UNDER, exchange_id=p.exchange_id) for p in pairs]
+    budget = JudgeBudget(tokens=2000)
+    with serving(app) as (url, state):
+        spend = JudgeSpend()
+        async with client(url, concurrency=1) as judge:
+            stop = await judge_within_budget(judge, pairs, estimates, budget, spend)
+        assert stop is not None
+        assert state.requests == 2 * stop
+        per_pair = spend.tokens // stop
+        assert per_pair > 2 * UNDER.pair_tokens  # the estimate undershoots by far
+        assert spend.tokens <= 2000
+        assert spend.tokens + UNDER.pair_tokens <= 2000  # chars/4 alone would have sent more
+        assert spend.tokens + per_pair > 2000  # the calibrated next pair did not fit
+        assert spend.calibration > 2
+
+
+@pytest.mark.anyio
+async def test_the_preflight_calibrates_the_first_pairs_sent_together() -> None:
+    """With four calls in flight nothing completes before the first pairs are admitted:
+    the preflight, sent first, calibrates them, and the run keeps its cap."""
+    app = create_judge_app(RULE)
+    pairs = [make_pair(n) for n in range(10)]
+    estimates = [dataclasses.replace(UNDER, exchange_id=p.exchange_id) for p in pairs]
+    budget = JudgeBudget(tokens=3000)
+    with serving(app) as (url, state):
+        spend = JudgeSpend()
+        async with client(url, concurrency=4) as judge:
+
+            def count(probe: JudgeProbe) -> None:
+                assert probe.vote is not None
+                spend.count_preflight(probe.vote, estimates[0])
+
+            assert await preflight_judge(judge, pairs[0], on_probe=count) is None
+            assert spend.calibration > 2
+            stop = await judge_within_budget(judge, pairs, estimates, budget, spend)
+        assert stop is not None
+        assert state.requests == 2 * stop + 1
+        assert spend.preflight_tokens > 0
+        assert spend.tokens <= 3000 < spend.tokens + spend.pair_tokens // stop

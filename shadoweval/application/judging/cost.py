@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -99,7 +100,8 @@ def judge_budget(
 
     Raises:
         ConfigError: ``--budget-tokens`` < 1, ``--budget-usd`` ≤ 0, or ``--budget-usd``
-            while the policy gives no price (names ``judge.price_per_million_…``).
+            while the run's frozen policy gives no price (names ``judge.price_per_million_…``
+            and says ``--budget-tokens`` works: prices cannot be added to a run).
     """
     cost = policy.judge
     if budget_tokens is not None and budget_tokens < 1:
@@ -117,8 +119,11 @@ def judge_budget(
         for name in ("price_per_million_input_tokens", "price_per_million_output_tokens"):
             if getattr(cost, name) is None:
                 raise ConfigError(
-                    f"--budget-usd {usd:g} needs the judge's prices: the run's policy has no "
-                    f"judge.{name} (USD per million tokens)",
+                    f"--budget-usd {usd:g} needs the judge's prices, and they live in the "
+                    f"run's frozen policy, which has no judge.{name}: "
+                    "judge.price_per_million_input_tokens / _output_tokens (USD per million "
+                    "tokens) are set in the policy before the run starts, so this run cannot "
+                    "use --budget-usd; --budget-tokens works",
                     field=f"judge.{name}",
                     value=None,
                 )
@@ -173,7 +178,7 @@ class JudgeCostPlan:
     def lines(self) -> list[str]:
         """The plan in words, one line each (printed before anything is sent)."""
         preflight = " + 1 preflight call" if self.preflight_calls else ""
-        sources = ", ".join(f"{k} for {v}" for k, v in self.sources.items() if v) or "no pairs"
+        sources = _sources_text(self.sources)
         money = "" if self.usd is None else f" ≈ ${self.usd:.4f}"
         lines = [
             f"plan: {self.pairs} pairs, {self.calls} judge calls (both orders){preflight}; "
@@ -215,6 +220,23 @@ class JudgeCostPlan:
             "exceeds_budget": self.exceeds_budget,
             "lines": self.lines(),
         }
+
+
+def _sources_text(sources: dict[str, int]) -> str:
+    """Where the plan's estimate came from, in words: ``from captured usage: 17 pairs``,
+    ``chars/4: 17 pairs (no captured usage stored)``, or ``from captured usage where stored,
+    chars/4 for the rest: 27 pairs mixed`` (each source's pairs listed)."""
+    counts = {k: v for k, v in sources.items() if v}
+    if not counts:
+        return "no pairs"
+    if set(counts) == {"captured usage"}:
+        return f"from captured usage: {counts['captured usage']} pairs"
+    if set(counts) == {"chars/4"}:
+        return f"chars/4: {counts['chars/4']} pairs (no captured usage stored)"
+    named = {"captured usage": "all from captured usage", "mixed": "mixed",
+             "chars/4": "all chars/4"}  # fmt: skip
+    parts = ", ".join(f"{v} pairs {named.get(k, k)}" for k, v in counts.items())
+    return f"from captured usage where stored, chars/4 for the rest: {parts}"
 
 
 def cost_plan(
@@ -264,7 +286,8 @@ class BudgetOutcome:
 
     Attributes:
         status: ``complete`` (every planned pair sent) or ``budget_reached`` (the next
-            pair's estimate did not fit: it and the rest were not sent).
+            pair's estimate did not fit: it and the rest were not sent). Either may end
+            above the cap (:meth:`over_budget`; :mod:`shadoweval.judge.budgeted`, "Overrun").
         sent: pairs sent; planned: pairs planned.
         spend: what was counted (:class:`~shadoweval.judge.cost.JudgeSpend`).
         next_pair_tokens: the estimate of the first pair not sent (both calls), or
@@ -277,24 +300,68 @@ class BudgetOutcome:
     spend: JudgeSpend = field(default_factory=JudgeSpend)
     next_pair_tokens: int | None = None
 
-    def message(self, budget: JudgeBudget) -> str:
-        """``budget of 20000 tokens reached after 7 of 17 pairs (19480 tokens used)``;
-        ``""`` when the run was not stopped."""
-        if self.status != "budget_reached":
-            return ""
-        used = f"{self.spend.tokens} tokens used"
+    def over_budget(self, budget: JudgeBudget) -> str:
+        """By how much the counted spend passed each cap: ``71`` (tokens), ``$0.0003``,
+        both joined by `` and ``; ``""`` within every cap."""
+        over: list[str] = []
+        if budget.tokens is not None and self.spend.tokens > budget.tokens:
+            over.append(str(self.spend.tokens - budget.tokens))
         usd = budget.usd_of(self.spend.prompt_tokens, self.spend.completion_tokens)
+        if budget.usd is not None and usd is not None and usd > budget.usd + 1e-12:
+            over.append(f"${usd - budget.usd:.4f}")
+        return " and ".join(over)
+
+    def used_text(self, budget: JudgeBudget) -> str:
+        """What was used, the preflight apart (so the pairs' tokens match the run's table
+        and ``judge summary``): ``4127 tokens used (+944 preflight = 5071)``, with the
+        money first when the budget is in USD."""
+        spend = self.spend
+        used = f"{spend.pair_tokens} tokens used"
+        if spend.preflight_tokens:
+            used += f" (+{spend.preflight_tokens} preflight = {spend.tokens})"
+        usd = budget.usd_of(spend.prompt_tokens, spend.completion_tokens)
         if budget.usd is not None and usd is not None:
-            used = f"${usd:.4f} used, {self.spend.tokens} tokens"
+            used = f"${usd:.4f} used, preflight included; {used}"
+        return used
+
+    def message(self, budget: JudgeBudget) -> str:
+        """``budget of 20000 tokens reached after 7 of 17 pairs (19480 tokens used (+620
+        preflight = 20100))…``; ``budget of 5000 tokens exceeded by 71 (… = 5071):
+        estimates are approximate…`` when the run ended above a cap (stopped or not);
+        ``""`` when the run was neither stopped nor over."""
+        over = self.over_budget(budget)
+        stopped = self.status == "budget_reached"
+        if not stopped and not over:
+            return ""
+        used = self.used_text(budget)
+        progress = f"after {self.sent} of {self.planned} pairs"
+        if over:
+            head = (
+                f"budget of {budget.describe()} exceeded by {over} ({used}): estimates are "
+                "approximate; "
+                + (f"stopped {progress}" if stopped else f"all {self.planned} pairs sent")
+            )
+        else:
+            head = f"budget of {budget.describe()} reached {progress} ({used})"
+        if not stopped:
+            return head
+        scale = self.spend.calibration
+        calibrated = ""
+        if scale > 1 and self.next_pair_tokens is not None:
+            calibrated = (
+                f" (×{scale:.2f} from the judge's usage so far: "
+                f"{math.ceil(scale * self.next_pair_tokens)})"
+            )
         return (
-            f"budget of {budget.describe()} reached after {self.sent} of {self.planned} pairs "
-            f"({used}); the next pair's two calls were estimated at {self.next_pair_tokens} "
-            "tokens; the pairs not sent stay unjudged (a later judge run with a larger budget "
-            "judges them)"
+            f"{head}; the next pair's two calls were estimated at {self.next_pair_tokens} "
+            f"tokens{calibrated}; the pairs not sent stay unjudged (a later judge run with a "
+            "larger budget judges them)"
         )
 
     def as_dict(self, budget: JudgeBudget) -> dict[str, Any]:
-        """A JSON-ready form (the report's ``budget_outcome``)."""
+        """A JSON-ready form (the report's ``budget_outcome``): ``tokens`` is every token
+        counted against the budget, ``pair_tokens`` + ``preflight_tokens``."""
+        over = self.over_budget(budget)
         return {
             "status": self.status,
             "sent": self.sent,
@@ -303,8 +370,13 @@ class BudgetOutcome:
             "prompt_tokens": self.spend.prompt_tokens,
             "completion_tokens": self.spend.completion_tokens,
             "tokens": self.spend.tokens,
+            "pair_tokens": self.spend.pair_tokens,
+            "preflight_tokens": self.spend.preflight_tokens,
             "calls_without_usage": self.spend.calls_without_usage,
+            "calibration": self.spend.calibration,
             "usd": budget.usd_of(self.spend.prompt_tokens, self.spend.completion_tokens),
             "next_pair_tokens_estimate": self.next_pair_tokens,
+            "over_budget": bool(over),
+            "over_budget_by": over or None,
             "message": self.message(budget),
         }

@@ -215,7 +215,8 @@ async def _judge_all(
 ) -> int | None:
     """Judge ``pairs`` within ``report.budget`` (the client started here), after the
     preflight of the first one when ``preflight`` (its warning added to
-    ``report.warnings``, its tokens counted in ``report.outcome.spend``).
+    ``report.warnings``, its tokens counted in ``report.outcome.spend``, apart in its
+    ``preflight_tokens``, and calibrating the first pair's estimate).
 
     Returns:
         The index of the first pair the budget did not admit, ``None`` when all were sent.
@@ -229,7 +230,7 @@ async def _judge_all(
 
             def count(probe: JudgeProbe) -> None:
                 if probe.vote is not None:
-                    spend.count(probe.vote, estimates[0])
+                    spend.count_preflight(probe.vote, estimates[0])
 
             warning = await preflight_judge(client, pairs[0], on_probe=count)
             if warning is not None:
