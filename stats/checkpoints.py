@@ -183,31 +183,10 @@ def evaluate_poll(
         return _waiting(pairs, policy, run_id, coverage, decided)
     look, n_k = checkpoint
     ordered = ordered_by_capture(pairs)
-    judgement_look = 1
     looks_taken = _looks_taken(previous, look)
-    if (
-        previous is not None
-        and previous.look == look
-        and previous.policy_hash == policy_hash(policy)
-    ):
-        fingerprint = judgements_sha256(ordered.iloc[:n_k])
-        nothing = judgements_sha256(ordered.iloc[:0])
-        stored = previous.judgements_sha256 or nothing
-        same_infra = (previous.infra_sha256 or infra_sha256(ordered.iloc[:0])) == infra_sha256(
-            ordered.iloc[:n_k]
-        )
-        # Whether the LLM judge votes (judge.min_agreement, issue 31) is read too: a judge
-        # found below its floor since the stored evaluation changes what the checks read.
-        same_floor = previous.coverage.judge_not_voting == coverage.judge_not_voting
-        if stored == fingerprint and same_infra and same_floor:
-            return previous
-        # An evaluation that read no judgement spent nothing of the net-harm level (with no
-        # judged pair its check can neither pass a changed unit nor find harm), so the
-        # first evaluation with judgements is judgement look 1 — e.g. the gate at the end of
-        # `evaluate`, before `labels import-reference` or `judge run`, costs nothing.
-        previous_look = max(previous.judgement_look, 1)
-        read_before = stored in (nothing, fingerprint) and same_floor
-        judgement_look = previous_look if read_before else previous_look + 1
+    judgement_look = _judgement_look(previous, ordered.iloc[:n_k], look, policy, coverage)
+    if judgement_look == 0 and previous is not None:
+        return previous
     paired_counts: Mapping[str, int] = {
         str(t): int(c) for t, c in ordered["task_type"].astype(str).value_counts().items()
     }
@@ -227,6 +206,39 @@ def evaluate_poll(
     if reopened is None:
         return verdict
     return verdict.model_copy(update={"reasons": (*verdict.reasons, _reopened_reason(reopened))})
+
+
+def _judgement_look(
+    previous: Verdict | None,
+    prefix: pd.DataFrame,
+    look: int,
+    policy: GatePolicy,
+    coverage: Coverage,
+) -> int:
+    """The judgement look of evaluating checkpoint ``look`` on ``prefix`` again, or 0 when
+    the stored ``previous`` verdict of that look read the same evidence (return it).
+
+    The same evidence: the same resolved judgements and PPI inputs
+    (:func:`shadoweval.stats.gate.judgements_sha256`), the same pairs with infrastructure
+    errors (:func:`infra_sha256`) and the same task types where the LLM judge does not vote
+    (``coverage.judge_not_voting``, issue 31). An evaluation that read no judgement spent
+    nothing of the net-harm level (with no judged pair its check can neither pass a changed
+    unit nor find harm), so the first evaluation with judgements is judgement look 1 —
+    e.g. the gate at the end of ``evaluate``, before ``labels import-reference`` or
+    ``judge run``, costs nothing.
+    """
+    if previous is None or previous.look != look or previous.policy_hash != policy_hash(policy):
+        return 1
+    fingerprint = judgements_sha256(prefix)
+    nothing = judgements_sha256(prefix.iloc[:0])
+    stored = previous.judgements_sha256 or nothing
+    same_infra = (previous.infra_sha256 or infra_sha256(prefix.iloc[:0])) == infra_sha256(prefix)
+    same_floor = previous.coverage.judge_not_voting == coverage.judge_not_voting
+    if stored == fingerprint and same_infra and same_floor:
+        return 0
+    previous_look = max(previous.judgement_look, 1)
+    read_before = stored in (nothing, fingerprint) and same_floor
+    return previous_look if read_before else previous_look + 1
 
 
 def _look_prefix(pairs: pd.DataFrame, policy: GatePolicy, look: int) -> pd.DataFrame:
