@@ -24,6 +24,7 @@ from shadoweval.application.candidate_runs import (
     CandidateTarget,
     candidate_run_requests,
     parse_candidate_targets,
+    same_url_warnings,
 )
 from shadoweval.application.database import open_repository
 from shadoweval.application.evaluation import (
@@ -40,6 +41,7 @@ from shadoweval.compare.encoders import Encoder
 from shadoweval.config import Settings
 from shadoweval.records import Decision
 from shadoweval.stats.candidates import (
+    DIRECTION_NOTE,
     CandidateComparison,
     CandidateEvidence,
     compare_candidates,
@@ -49,6 +51,7 @@ from shadoweval.stats.judgements import resolve_judgements
 from shadoweval.storage import Repository, RunInfo
 
 __all__ = [
+    "DIRECTION_NOTE",
     "CandidateComparison",
     "CandidateTarget",
     "CandidatesEvaluation",
@@ -59,6 +62,7 @@ __all__ = [
     "gate_candidates",
     "overall_decision",
     "parse_candidate_targets",
+    "same_url_warnings",
     "stored_comparison",
 ]
 

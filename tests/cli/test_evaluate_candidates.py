@@ -30,6 +30,7 @@ from shadoweval.simulation.workload import DEMO_MAPPING, WorkloadSpec, write_wor
 from shadoweval.storage import Database, Repository
 from shadoweval.tables import RecordedRow, TableMapping, load_recorded_rows
 from tests.cli.test_pipeline_commands import EXCHANGES, PER_TASK_TYPE, POLICY, Workload, emptied
+from tests.kafka_broker import free_port as dead_port
 
 
 @pytest.fixture(scope="module")
@@ -142,6 +143,10 @@ def test_two_candidates_each_get_every_request_a_verdict_and_the_pick(
     text = " ".join(stdout.split())
     assert "candidates on one sample" in text
     assert "same is the only candidate no worse than the baseline" in text
+    # The per-request mean direction, in points, with its footnote (not the net harm).
+    for row in comparison["candidates"]:
+        assert f"{100 * row['mean_direction']:+.1f} pp" in text
+    assert "direction: mean per-request quality against the baseline" in text
 
     database = Database(db)
     try:
@@ -203,6 +208,17 @@ def test_no_candidate_no_worse_holds_and_the_report_says_so(
          "names must differ"),
         (["--candidate-url", "http://127.0.0.1:9", "--candidate-url", "http://127.0.0.1:8",
           "--candidate-model", "m"], "--candidate-model given 1 times for 2"),
+        # Malformed NAME=URL values are refused as such, not taken for a URL named c1.
+        (["--candidate-url", "=http://127.0.0.1:9", "--candidate-url", "b=http://127.0.0.1:8"],
+         "--candidate-url '=http://127.0.0.1:9': candidate name ''"),
+        (["--candidate-url", "a=", "--candidate-url", "b=http://127.0.0.1:8"],
+         "--candidate-url 'a=': the URL '' must start with http:// or https://"),
+        (["--candidate-url", "a b=http://127.0.0.1:9", "--candidate-url", "b=http://127.0.0.1:8"],
+         "--candidate-url 'a b=http://127.0.0.1:9': candidate name 'a b'"),
+        (["--candidate-url", "a=notaurl", "--candidate-url", "b=http://127.0.0.1:8"],
+         "--candidate-url 'a=notaurl': the URL 'notaurl' must start with http://"),
+        (["--candidate-url", "127.0.0.1:9"],
+         "--candidate-url '127.0.0.1:9': the URL '127.0.0.1:9' must start with http://"),
     ],
 )  # fmt: skip
 def test_bad_candidates_exit_3_naming_the_value(
@@ -211,6 +227,25 @@ def test_bad_candidates_exit_3_naming_the_value(
     args: list[str],
     named: str,
 ) -> None:
-    code, _, stderr = evaluate(workload, f"sqlite:///{tmp_path / 'r.db'}", *args)
+    db = tmp_path / "r.db"
+    code, _, stderr = evaluate(workload, f"sqlite:///{db}", *args)
     assert code == EXIT_ERROR
     assert named in " ".join(stderr.split())
+    assert not db.exists()  # refused before anything was opened
+
+
+def test_two_names_for_one_url_are_accepted_with_a_warning(
+    workload: Workload, tmp_path: Path
+) -> None:
+    port = dead_port()
+    code, _, stderr = evaluate(
+        workload, f"sqlite:///{tmp_path / 'r.db'}",
+        "--candidate-url", f"a=http://127.0.0.1:{port}",
+        "--candidate-url", f"b=http://127.0.0.1:{port}/",
+    )  # fmt: skip
+    text = " ".join(stderr.split())
+    assert (
+        f"warning: candidates 'a' and 'b' have the same URL http://127.0.0.1:{port}: they "
+        "answer the same model unless --candidate-model differs"
+    ) in text
+    assert code == EXIT_ERROR  # nothing listens there: the models cannot be read
