@@ -16,6 +16,7 @@ from shadoweval.redaction import strip_url_credentials
 __all__ = [
     "CandidateTarget",
     "candidate_run_requests",
+    "evaluated_so_far",
     "parse_candidate_targets",
     "same_url_warnings",
 ]
@@ -171,3 +172,16 @@ def candidate_run_requests(
         )
         for t in targets
     ]
+
+
+def evaluated_so_far(current: CandidateTarget, run_id: str, done: Sequence[tuple[str, str]]) -> str:
+    """What an error that stopped candidate ``current`` (run ``run_id``) adds to its
+    message when the candidates ``done`` (name, run id) were evaluated before it: which,
+    with their runs (stored, as their verdicts); ``""`` when none was."""
+    if not done:
+        return ""
+    runs = ", ".join(f"{name!r} (run {done_run})" for name, done_run in done)
+    return (
+        f" [this stopped {current.label}, run {run_id}; already evaluated, their runs and "
+        f"verdicts stored: {runs}]"
+    )

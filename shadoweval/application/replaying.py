@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Literal
 
 from rich.console import Console
-from rich.markup import escape
 
 from shadoweval.application.candidate_runs import CandidateTarget, candidate_run_requests
 from shadoweval.application.database import open_repository
 from shadoweval.application.run_policy import run_policy_warnings
 from shadoweval.application.runs import RunRequest, TargetConfig, prepare_kafka_run, prepare_run
+from shadoweval.application.target_preflight import preflight_log, target_specs
 from shadoweval.bus import BusConsumer, BusProducer, KafkaSource, ensure_topics
 from shadoweval.bus.url import is_kafka_url, parse_kafka_url
 from shadoweval.capture_log import read_capture_log
@@ -33,8 +33,7 @@ from shadoweval.records import ReplayPace
 from shadoweval.replay.client import CandidateClient
 from shadoweval.replay.kafka_worker import KafkaReplayWorker, WorkerReport
 from shadoweval.replay.metrics import MetricsServer, WorkerMetrics, metrics_app
-from shadoweval.replay.preflight import first_replayable, preflight_targets
-from shadoweval.replay.runner import ReplayReport, ReplayRunner, TargetSpec
+from shadoweval.replay.runner import ReplayReport, ReplayRunner
 from shadoweval.storage import Repository, RunInfo
 
 __all__ = [
@@ -157,37 +156,6 @@ def _record_pass(
         repo.record_replay_pass(run_id, report.replay_pass(source))
 
 
-def _target_specs(
-    targets: Sequence[TargetConfig], settings: ReplaySettings
-) -> tuple[list[CandidateClient], list[TargetSpec]]:
-    """One candidate client per target (not started) and the replay target specs."""
-    clients = [
-        CandidateClient(
-            t.base_url,
-            timeout_s=settings.timeout_s,
-            connect_timeout_s=settings.connect_timeout_s,
-            connect_retries=settings.connect_retries,
-            backoff_s=settings.backoff_s,
-            max_connections=settings.concurrency,
-            keep_raw_body=settings.keep_raw_body,
-            cache_hit_rules=settings.cache_hit_rules,
-        )
-        for t in targets
-    ]
-    specs = [
-        TargetSpec(
-            target=t.target,
-            client=c,
-            model=t.model,
-            share=t.share,
-            model_name=t.model.name if t.send_model_name else None,
-            api_key=t.api_key,
-        )
-        for t, c in zip(targets, clients, strict=True)
-    ]
-    return clients, specs
-
-
 async def replay_capture_log(
     repo: Repository,
     run_id: str,
@@ -197,6 +165,7 @@ async def replay_capture_log(
     *,
     progress: bool = True,
     console: Console | None = None,
+    preflight: bool = True,
 ) -> ReplayReport:
     """Replay every line of ``capture_log`` into run ``run_id`` (resuming what is done).
 
@@ -210,6 +179,8 @@ async def replay_capture_log(
     once to every target first (:mod:`shadoweval.replay.preflight`): nothing is replayed
     when no connection or a configuration status (401/403/404/405/407) fails it; a
     transient failure is printed as a warning on ``console`` and the replay goes on.
+    ``preflight=False``: the caller preflighted the targets already
+    (:func:`shadoweval.application.target_preflight.preflight_candidates`).
 
     Raises:
         FileNotFoundError: the capture log does not exist.
@@ -218,17 +189,12 @@ async def replay_capture_log(
         PreflightError: a target failed the preflight request (URL, status and body named).
     """
     pace, speed = replay_pacing(settings)
-    clients, specs = _target_specs(targets, settings)
+    clients, specs = target_specs(targets, settings)
     for client in clients:
         await client.start()
     try:
-        if settings.preflight:
-            first = first_replayable(read_capture_log(capture_log))
-            if first is not None:
-                for warning in await preflight_targets(specs, first):
-                    (console or Console(stderr=True)).print(
-                        f"[yellow]warning:[/] {escape(warning)}", highlight=False
-                    )
+        if settings.preflight and preflight:
+            await preflight_log(specs, capture_log, console)
         runner = ReplayRunner(
             repo,
             run_id,
@@ -313,7 +279,7 @@ def _kafka_workers(
     workers: list[KafkaReplayWorker] = []
     groups: list[str] = []
     for run_id, targets in runs:
-        run_clients, specs = _target_specs(targets, settings.replay)
+        run_clients, specs = target_specs(targets, settings.replay)
         clients += run_clients
         group = _kafka_group(settings, run_id, several=several)
         groups.append(group)

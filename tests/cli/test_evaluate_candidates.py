@@ -249,3 +249,67 @@ def test_two_names_for_one_url_are_accepted_with_a_warning(
         "answer the same model unless --candidate-model differs"
     ) in text
     assert code == EXIT_ERROR  # nothing listens there: the models cannot be read
+
+
+def runs_in(db: str) -> list[str]:
+    database = Database(db)
+    try:
+        return [r.run_id for r in Repository(database).list_runs()]
+    finally:
+        database.dispose()
+
+
+@pytest.mark.parametrize("models", [True, False], ids=["preflight", "model-lookup"])
+def test_a_dead_later_candidate_stops_all_before_any_replay_naming_it(
+    workload: Workload, servers: Servers, tmp_path: Path, models: bool
+) -> None:
+    good = servers.start("good", workload.baseline_rows, "good-v2")
+    dead = f"http://127.0.0.1:{dead_port()}"
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    args = [
+        "evaluate", "--capture-log", workload.capture, "--database-url", db,
+        "--policy", workload.policy, "--encoder", "hashing", "--no-progress", "--run-id", "g",
+        "--candidate-url", f"a={good}", "--candidate-url", f"b={dead}",
+        *(["--candidate-model", "good-v2", "--candidate-model", "dead-v2"] if models else []),
+    ]  # fmt: skip
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    text = " ".join(result.stderr.split())
+    assert result.exit_code == EXIT_ERROR, result.output
+    assert f"error: candidate 'b' (--candidate-url b={dead}): " in text
+    if models:  # the target preflight: nothing replayed, and it says so
+        assert "preflight: the candidate target failed one real request" in text
+        assert "Nothing was replayed" in text
+    else:  # its /v1/models cannot be read
+        assert "cannot read the model name" in text
+    # Candidate a got at most the preflight's one request; the database was not even
+    # opened, so no run was created.
+    assert servers.arrivals("good") <= 1
+    assert "already evaluated" not in text
+    assert not (tmp_path / "r.db").exists()
+
+
+def test_a_later_candidate_failing_mid_way_names_those_already_evaluated(
+    workload: Workload, servers: Servers, tmp_path: Path
+) -> None:
+    same = servers.start("same", workload.baseline_rows, "same-v2")
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    # Run g-b exists with another candidate model: candidate b cannot resume it, which
+    # only its run's setup finds out (after candidate a was evaluated).
+    code, _, stderr = evaluate(
+        workload, db, "--run-id", "g-b", "--candidate-url", same, "--candidate-model", "other"
+    )
+    assert code == EXIT_CODES[Decision.PROMOTE], stderr
+    code, _, stderr = evaluate(
+        workload, db, "--run-id", "g",
+        "--candidate-url", f"a={same}", "--candidate-url", f"b={same}",
+        "--candidate-model", "same-v2", "--candidate-model", "b-model",
+    )  # fmt: skip
+    text = " ".join(stderr.split())
+    assert code == EXIT_ERROR
+    assert "this candidate is 'b-model': a different model means a new run" in text
+    assert (
+        f"[this stopped candidate 'b' (--candidate-url b={same}), run g-b; already "
+        "evaluated, their runs and verdicts stored: 'a' (run g-a)]"
+    ) in text
+    assert "Nothing was replayed" not in text
+    assert set(runs_in(db)) == {"g-a", "g-b"}
