@@ -174,14 +174,17 @@ def candidate_run_requests(
     ]
 
 
-def evaluated_so_far(current: CandidateTarget, run_id: str, done: Sequence[tuple[str, str]]) -> str:
+def evaluated_so_far(
+    current: CandidateTarget,
+    run_id: str,
+    done: Sequence[tuple[str, str]],
+    *,
+    what: str = "evaluated, their runs and verdicts stored",
+) -> str:
     """What an error that stopped candidate ``current`` (run ``run_id``) adds to its
-    message when the candidates ``done`` (name, run id) were evaluated before it: which,
-    with their runs (stored, as their verdicts); ``""`` when none was."""
+    message when the candidates ``done`` (name, run id) were ``what`` (evaluated, or
+    replayed) before it: which, with their run ids; ``""`` when none was."""
     if not done:
         return ""
     runs = ", ".join(f"{name!r} (run {done_run})" for name, done_run in done)
-    return (
-        f" [this stopped {current.label}, run {run_id}; already evaluated, their runs and "
-        f"verdicts stored: {runs}]"
-    )
+    return f" [this stopped {current.label}, run {run_id}; already {what}: {runs}]"

@@ -39,10 +39,9 @@ from shadoweval.application.judging.cost import check_judge_arms, request_arms
 from shadoweval.application.replaying import replay_pacing
 from shadoweval.application.run_views.direction import with_judgements
 from shadoweval.application.run_views.pairs import frozen_policy_pairs
-from shadoweval.application.target_preflight import named_error, preflight_candidates
+from shadoweval.application.target_preflight import naming_evaluated, preflight_candidates
 from shadoweval.compare.encoders import Encoder
 from shadoweval.config import Settings
-from shadoweval.errors import ShadowEvalError
 from shadoweval.records import Decision
 from shadoweval.stats.candidates import (
     DIRECTION_NOTE,
@@ -187,7 +186,8 @@ def evaluate_candidates(
                 console.print(
                     f"candidate {target.name}: {run_request.candidate_url}", highlight=False
                 )
-            try:
+            done = [(name, r.run.run_id) for name, r in results]
+            with naming_evaluated(target, str(run_request.run_id), done):
                 result = evaluate_in(
                     repo,
                     request,
@@ -198,10 +198,6 @@ def evaluate_candidates(
                     encoders=encoders,
                     preflighted=True,
                 )
-            except ShadowEvalError as exc:
-                done = [(name, r.run.run_id) for name, r in results]
-                named_error(exc, after=evaluated_so_far(target, str(run_request.run_id), done))
-                raise
             results.append((target.name, result))
     comparison = compare_gate_results([(n, r.gate) for n, r in results])
     return CandidatesEvaluation(tuple(results), comparison)

@@ -23,7 +23,12 @@ from shadoweval.application.candidate_runs import CandidateTarget, candidate_run
 from shadoweval.application.database import open_repository
 from shadoweval.application.run_policy import run_policy_warnings
 from shadoweval.application.runs import RunRequest, TargetConfig, prepare_kafka_run, prepare_run
-from shadoweval.application.target_preflight import preflight_log, target_specs
+from shadoweval.application.target_preflight import (
+    naming_evaluated,
+    preflight_candidates,
+    preflight_log,
+    target_specs,
+)
 from shadoweval.bus import BusConsumer, BusProducer, KafkaSource, ensure_topics
 from shadoweval.bus.url import is_kafka_url, parse_kafka_url
 from shadoweval.capture_log import read_capture_log
@@ -402,8 +407,10 @@ def _replay_log(
     *,
     progress: bool,
     console: Console | None,
+    preflight: bool = True,
 ) -> ReplayResult:
-    """Open the run of ``run_request`` and replay the capture log into it."""
+    """Open the run of ``run_request`` and replay the capture log into it (``preflight``:
+    :func:`replay_capture_log`'s)."""
     run, targets = prepare_run(repo, run_request, settings, capture_log=capture_log)
     report = asyncio.run(
         replay_capture_log(
@@ -414,6 +421,7 @@ def _replay_log(
             settings.replay,
             progress=progress,
             console=console,
+            preflight=preflight,
         )
     )
     return ReplayResult(run, report, run_policy_warnings(repo, run))
@@ -449,7 +457,11 @@ def replay_candidates(
     (:func:`shadoweval.application.candidate_runs.candidate_run_requests`). A capture log
     is replayed into each run in turn; a Kafka topic is consumed by one worker per run at
     once (:func:`replay_kafka_runs`), the baseline identity read once. With no
-    ``candidates``, the request's own run alone (named ``""``).
+    ``candidates``, the request's own run alone (named ``""``). Before a capture log is
+    replayed into any candidate's run, every candidate's model is resolved and every
+    target preflighted (:func:`shadoweval.application.target_preflight.
+    preflight_candidates`: the error names the candidate); a later error names the
+    candidates already replayed, with their run ids.
 
     Raises:
         ShadowEvalError, FileNotFoundError: as :func:`replay`.
@@ -458,24 +470,39 @@ def replay_candidates(
     requests = (
         candidate_run_requests(request.run, candidates) if candidates else [("", request.run)]
     )
+    if isinstance(request.source, Path) and candidates:  # all or nothing, up front
+        resolved = preflight_candidates(
+            request.source,
+            [(t, r) for t, (_, r) in zip(candidates, requests, strict=True)],
+            settings,
+            console=console,
+        )
+        requests = [(t.name, r) for t, r in zip(candidates, resolved, strict=True)]
     with open_repository(
         settings.database.url, body_redaction=settings.capture.body_redaction
     ) as repo:
         if isinstance(request.source, Path):
-            return [
-                (
-                    name,
-                    _replay_log(
+            done: list[tuple[str, ReplayResult]] = []
+            for (name, run_request), candidate in zip(
+                requests,
+                candidates or [CandidateTarget("", request.run.candidate_url)],
+                strict=True,
+            ):
+                ran = [(n, r.run.run_id) for n, r in done]
+                with naming_evaluated(
+                    candidate, str(run_request.run_id), ran, what="replayed, their runs stored"
+                ):
+                    result = _replay_log(
                         repo,
                         run_request,
                         request.source,
                         settings,
                         progress=request.progress,
                         console=console,
-                    ),
-                )
-                for name, run_request in requests
-            ]
+                        preflight=not candidates,
+                    )
+                done.append((name, result))
+            return done
         options = request.kafka
         settings = options.apply(settings)
         prepared: list[tuple[str, RunInfo, list[TargetConfig]]] = []

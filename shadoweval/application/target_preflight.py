@@ -11,14 +11,15 @@ replay and what only warns is :mod:`shadoweval.replay.preflight`'s.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
 
-from shadoweval.application.candidate_runs import CandidateTarget
+from shadoweval.application.candidate_runs import CandidateTarget, evaluated_so_far
 from shadoweval.application.runs import RunRequest, TargetConfig, capture_log_targets
 from shadoweval.capture_log import read_capture_log
 from shadoweval.config import ReplaySettings, Settings
@@ -28,7 +29,13 @@ from shadoweval.replay.client import CandidateClient
 from shadoweval.replay.preflight import first_replayable, preflight_targets
 from shadoweval.replay.runner import TargetSpec
 
-__all__ = ["named_error", "preflight_candidates", "preflight_log", "target_specs"]
+__all__ = [
+    "named_error",
+    "naming_evaluated",
+    "preflight_candidates",
+    "preflight_log",
+    "target_specs",
+]
 
 
 def target_specs(
@@ -87,6 +94,25 @@ def named_error(error: ShadowEvalError, *, before: str = "", after: str = "") ->
     message and ``after`` behind it: which candidate it is about, which were done."""
     error.args = (f"{before}{error.args[0] if error.args else ''}{after}", *error.args[1:])
     return error
+
+
+@contextmanager
+def naming_evaluated(
+    candidate: CandidateTarget,
+    run_id: str,
+    done: Sequence[tuple[str, str]],
+    *,
+    what: str = "evaluated, their runs and verdicts stored",
+) -> Iterator[None]:
+    """Run the block for ``candidate`` (run ``run_id``); a
+    :class:`~shadoweval.errors.ShadowEvalError` in it is re-raised naming the candidates
+    ``done`` (name, run id) before it, ``what`` (:func:`shadoweval.application.
+    candidate_runs.evaluated_so_far`)."""
+    try:
+        yield
+    except ShadowEvalError as exc:
+        named_error(exc, after=evaluated_so_far(candidate, run_id, done, what=what))
+        raise
 
 
 def preflight_candidates(

@@ -313,3 +313,23 @@ def test_a_later_candidate_failing_mid_way_names_those_already_evaluated(
     ) in text
     assert "Nothing was replayed" not in text
     assert set(runs_in(db)) == {"g-a", "g-b"}
+
+
+def test_replay_run_preflights_every_candidate_before_replaying_any(
+    workload: Workload, servers: Servers, tmp_path: Path
+) -> None:
+    good = servers.start("good", workload.baseline_rows, "good-v2")
+    dead = f"http://127.0.0.1:{dead_port()}"
+    args = [
+        "replay", "run", "--source", workload.capture, "--no-progress",
+        "--database-url", f"sqlite:///{tmp_path / 'r.db'}", "--run-id", "g",
+        "--candidate-url", f"a={good}", "--candidate-url", f"b={dead}",
+        "--candidate-model", "good-v2", "--candidate-model", "dead-v2",
+    ]  # fmt: skip
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    text = " ".join(result.stderr.split())
+    assert result.exit_code == EXIT_ERROR, result.output
+    assert f"error: candidate 'b' (--candidate-url b={dead}): preflight: the candidate" in text
+    assert "Nothing was replayed" in text
+    assert servers.arrivals("good") <= 1
+    assert not (tmp_path / "r.db").exists()
