@@ -7,15 +7,16 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from shadoweval.application.candidates import CandidateComparison
+from shadoweval.application.candidates import DIRECTION_NOTE, CandidateComparison
 
-__all__ = ["candidates_table", "pairwise_table"]
+__all__ = ["DIRECTION_NOTE", "candidates_table", "pairwise_table"]
 
 
 def candidates_table(comparison: CandidateComparison, run_ids: Mapping[str, str]) -> pd.DataFrame:
     """One row per candidate: name, run id (``run_ids`` by name), its own gate's decision,
     no worse (Holm), its intersection–union p and Holm-adjusted p, requests with a
-    direction, net harm on them (mean direction: P(worse) − P(better)), best or tied."""
+    direction, the mean direction on them in points (``direction``: :data:`DIRECTION_NOTE`,
+    not the gate's net harm), best or tied."""
     rows = [
         {
             "candidate": r.name,
@@ -25,7 +26,7 @@ def candidates_table(comparison: CandidateComparison, run_ids: Mapping[str, str]
             "p": r.p_value,
             "Holm p": r.adjusted_p,
             "requests": r.requests,
-            "net harm": r.mean_direction,
+            "direction": r.direction_pp,
             "pick": (
                 "best" if r.name == comparison.best else "tied" if r.name in comparison.tied else ""
             ),

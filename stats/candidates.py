@@ -50,6 +50,7 @@ from shadoweval.stats.multiplicity import holm
 
 __all__ = [
     "CANDIDATES_METHOD",
+    "DIRECTION_NOTE",
     "CandidateComparison",
     "CandidateEvidence",
     "CandidateResult",
@@ -58,6 +59,14 @@ __all__ = [
     "noninferiority_p",
     "request_direction",
 ]
+
+DIRECTION_NOTE = (
+    "direction: mean per-request quality against the baseline on the candidate's requests "
+    "(+ worse, \u2212 better; judgements where present, else failures, format and harm "
+    "flags), in points"
+)
+"""The footnote of a side-by-side table's ``direction`` column
+(:attr:`CandidateResult.direction_pp`): it is not the gate's net harm."""
 
 CANDIDATES_METHOD = (
     "no worse: own gate PROMOTE and Holm (1979) step-down over the candidates' "
@@ -97,8 +106,9 @@ class CandidateResult:
         adjusted_p: ``p_value`` Holm-adjusted over the candidates.
         no_worse: own gate PROMOTE and ``adjusted_p`` ≤ alpha.
         requests: requests with a direction (not NaN).
-        mean_direction: mean direction over them (the net harm P(worse) − P(better) on
-            this sample, lower is better; NaN without requests).
+        mean_direction: mean direction over them (P(worse) − P(better) per request on
+            this sample, lower is better; NaN without requests) — not the gate's
+            stratified net harm.
         unadjusted_checks: the passed blocking checks without a p-value
             (``metric/task_type``), taken at the gate's own level.
     """
@@ -111,6 +121,11 @@ class CandidateResult:
     requests: int
     mean_direction: float
     unadjusted_checks: tuple[str, ...] = ()
+
+    @property
+    def direction_pp(self) -> float:
+        """``mean_direction`` in percentage points (×100; NaN without requests)."""
+        return 100.0 * self.mean_direction
 
 
 @dataclass(frozen=True, slots=True)

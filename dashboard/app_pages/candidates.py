@@ -5,7 +5,11 @@ from __future__ import annotations
 import streamlit as st
 
 from shadoweval.application.candidates import candidate_runs, stored_comparison
-from shadoweval.dashboard.candidates_view import candidates_table, pairwise_table
+from shadoweval.dashboard.candidates_view import (
+    DIRECTION_NOTE,
+    candidates_table,
+    pairwise_table,
+)
 from shadoweval.dashboard.context import current
 
 ctx = current()
@@ -23,12 +27,13 @@ if comparison is None:
     st.stop()
 st.dataframe(
     candidates_table(comparison, {name: run.run_id for name, run in runs}).style.format(
-        {"p": "{:.3g}", "Holm p": "{:.3g}", "net harm": "{:+.3f}"}
+        {"p": "{:.3g}", "Holm p": "{:.3g}", "direction": "{:+.1f} pp"}, na_rep="–"
     ),
     hide_index=True,
     placeholder="–",
     key="candidates",
 )
+st.caption(DIRECTION_NOTE)
 if comparison.best is not None:
     st.success(comparison.summary)
 else:

@@ -23,7 +23,9 @@ from rich.console import Console
 from shadoweval.application.candidate_runs import (
     CandidateTarget,
     candidate_run_requests,
+    evaluated_so_far,
     parse_candidate_targets,
+    same_url_warnings,
 )
 from shadoweval.application.database import open_repository
 from shadoweval.application.evaluation import (
@@ -33,13 +35,16 @@ from shadoweval.application.evaluation import (
     judge_preflight,
 )
 from shadoweval.application.gating import GateResult, gate_run
+from shadoweval.application.judging.cost import check_judge_arms, request_arms
 from shadoweval.application.replaying import replay_pacing
 from shadoweval.application.run_views.direction import with_judgements
 from shadoweval.application.run_views.pairs import frozen_policy_pairs
+from shadoweval.application.target_preflight import naming_evaluated, preflight_candidates
 from shadoweval.compare.encoders import Encoder
 from shadoweval.config import Settings
 from shadoweval.records import Decision
 from shadoweval.stats.candidates import (
+    DIRECTION_NOTE,
     CandidateComparison,
     CandidateEvidence,
     compare_candidates,
@@ -49,6 +54,7 @@ from shadoweval.stats.judgements import resolve_judgements
 from shadoweval.storage import Repository, RunInfo
 
 __all__ = [
+    "DIRECTION_NOTE",
     "CandidateComparison",
     "CandidateTarget",
     "CandidatesEvaluation",
@@ -56,9 +62,11 @@ __all__ = [
     "candidate_runs",
     "compare_gate_results",
     "evaluate_candidates",
+    "evaluated_so_far",
     "gate_candidates",
     "overall_decision",
     "parse_candidate_targets",
+    "same_url_warnings",
     "stored_comparison",
 ]
 
@@ -141,30 +149,56 @@ def evaluate_candidates(
     after the other, each to the log's end; the encoder loaded once, the judge's
     preflight sent once), and compare them.
 
+    All or nothing up front: every candidate's model is resolved and every target (each
+    candidate, the baseline replica once) preflighted before any run is created or
+    replayed (:func:`shadoweval.application.target_preflight.preflight_candidates`), and
+    a judge that is any candidate is refused then. An error after that (the database, a
+    resumed run that differs) names the candidate it stopped and the candidates already
+    evaluated, with their run ids (:func:`evaluated_so_far`).
+
     Raises:
-        ShadowEvalError: as :func:`shadoweval.application.evaluation.evaluate`.
+        ShadowEvalError: as :func:`shadoweval.application.evaluation.evaluate`; a
+            :class:`~shadoweval.errors.PreflightError` names the candidate.
         FileNotFoundError: the capture log does not exist.
     """
     replay_pacing(settings.replay)
     judge = judge_preflight(request, settings)
+    named = candidate_run_requests(request.run, targets)
+    run_requests = preflight_candidates(
+        request.capture_log,
+        [(t, r) for t, (_, r) in zip(targets, named, strict=True)],
+        settings,
+        console=console,
+    )
+    if request.judge:  # each candidate's resolved name and URL, before anything is replayed
+        for r in run_requests:
+            arms = request_arms(
+                r.candidate_url, r.candidate_model, r.baseline_repeat_url, r.baseline_repeat_model
+            )
+            check_judge_arms(judge[0].model, judge[0].url, arms)
     encoders: dict[str, Encoder] = {}
     results: list[tuple[str, EvaluationResult]] = []
     with open_repository(
         settings.database.url, body_redaction=settings.capture.body_redaction
     ) as repo:
-        for name, run_request in candidate_run_requests(request.run, targets):
+        for target, run_request in zip(targets, run_requests, strict=True):
             if console is not None:
-                console.print(f"candidate {name}: {run_request.candidate_url}", highlight=False)
-            result = evaluate_in(
-                repo,
-                request,
-                run_request,
-                settings,
-                judge=judge,
-                console=console,
-                encoders=encoders,
-            )
-            results.append((name, result))
+                console.print(
+                    f"candidate {target.name}: {run_request.candidate_url}", highlight=False
+                )
+            done = [(name, r.run.run_id) for name, r in results]
+            with naming_evaluated(target, str(run_request.run_id), done):
+                result = evaluate_in(
+                    repo,
+                    request,
+                    run_request,
+                    settings,
+                    judge=judge,
+                    console=console,
+                    encoders=encoders,
+                    preflighted=True,
+                )
+            results.append((target.name, result))
     comparison = compare_gate_results([(n, r.gate) for n, r in results])
     return CandidatesEvaluation(tuple(results), comparison)
 

@@ -248,10 +248,13 @@ def evaluate_in(
     judge: tuple[JudgeSettings, str | None],
     console: Console | None = None,
     encoders: dict[str, Encoder] | None = None,
+    preflighted: bool = False,
 ) -> EvaluationResult:
     """:func:`evaluate` of run ``run_request`` in an open repository: setup, replay,
     scoring, (judge,) gate. ``judge`` is :func:`judge_preflight`'s answer; ``encoders``
-    (by encoder name) shares a loaded encoder between evaluations of one sample.
+    (by encoder name) shares a loaded encoder between evaluations of one sample;
+    ``preflighted``: the targets were preflighted already (several candidates: all of
+    them before any replay), the replay does not preflight them again.
 
     Raises:
         ShadowEvalError, FileNotFoundError: as :func:`evaluate`.
@@ -273,6 +276,7 @@ def evaluate_in(
                 settings.replay,
                 progress=request.progress,
                 console=console,
+                preflight=not preflighted,
             )
         )
     with timer.stage("load_encoder"):

@@ -18,12 +18,17 @@ from pathlib import Path
 from typing import Literal
 
 from rich.console import Console
-from rich.markup import escape
 
 from shadoweval.application.candidate_runs import CandidateTarget, candidate_run_requests
 from shadoweval.application.database import open_repository
 from shadoweval.application.run_policy import run_policy_warnings
 from shadoweval.application.runs import RunRequest, TargetConfig, prepare_kafka_run, prepare_run
+from shadoweval.application.target_preflight import (
+    naming_evaluated,
+    preflight_candidates,
+    preflight_log,
+    target_specs,
+)
 from shadoweval.bus import BusConsumer, BusProducer, KafkaSource, ensure_topics
 from shadoweval.bus.url import is_kafka_url, parse_kafka_url
 from shadoweval.capture_log import read_capture_log
@@ -33,8 +38,7 @@ from shadoweval.records import ReplayPace
 from shadoweval.replay.client import CandidateClient
 from shadoweval.replay.kafka_worker import KafkaReplayWorker, WorkerReport
 from shadoweval.replay.metrics import MetricsServer, WorkerMetrics, metrics_app
-from shadoweval.replay.preflight import first_replayable, preflight_targets
-from shadoweval.replay.runner import ReplayReport, ReplayRunner, TargetSpec
+from shadoweval.replay.runner import ReplayReport, ReplayRunner
 from shadoweval.storage import Repository, RunInfo
 
 __all__ = [
@@ -157,37 +161,6 @@ def _record_pass(
         repo.record_replay_pass(run_id, report.replay_pass(source))
 
 
-def _target_specs(
-    targets: Sequence[TargetConfig], settings: ReplaySettings
-) -> tuple[list[CandidateClient], list[TargetSpec]]:
-    """One candidate client per target (not started) and the replay target specs."""
-    clients = [
-        CandidateClient(
-            t.base_url,
-            timeout_s=settings.timeout_s,
-            connect_timeout_s=settings.connect_timeout_s,
-            connect_retries=settings.connect_retries,
-            backoff_s=settings.backoff_s,
-            max_connections=settings.concurrency,
-            keep_raw_body=settings.keep_raw_body,
-            cache_hit_rules=settings.cache_hit_rules,
-        )
-        for t in targets
-    ]
-    specs = [
-        TargetSpec(
-            target=t.target,
-            client=c,
-            model=t.model,
-            share=t.share,
-            model_name=t.model.name if t.send_model_name else None,
-            api_key=t.api_key,
-        )
-        for t, c in zip(targets, clients, strict=True)
-    ]
-    return clients, specs
-
-
 async def replay_capture_log(
     repo: Repository,
     run_id: str,
@@ -197,6 +170,7 @@ async def replay_capture_log(
     *,
     progress: bool = True,
     console: Console | None = None,
+    preflight: bool = True,
 ) -> ReplayReport:
     """Replay every line of ``capture_log`` into run ``run_id`` (resuming what is done).
 
@@ -210,6 +184,8 @@ async def replay_capture_log(
     once to every target first (:mod:`shadoweval.replay.preflight`): nothing is replayed
     when no connection or a configuration status (401/403/404/405/407) fails it; a
     transient failure is printed as a warning on ``console`` and the replay goes on.
+    ``preflight=False``: the caller preflighted the targets already
+    (:func:`shadoweval.application.target_preflight.preflight_candidates`).
 
     Raises:
         FileNotFoundError: the capture log does not exist.
@@ -218,17 +194,12 @@ async def replay_capture_log(
         PreflightError: a target failed the preflight request (URL, status and body named).
     """
     pace, speed = replay_pacing(settings)
-    clients, specs = _target_specs(targets, settings)
+    clients, specs = target_specs(targets, settings)
     for client in clients:
         await client.start()
     try:
-        if settings.preflight:
-            first = first_replayable(read_capture_log(capture_log))
-            if first is not None:
-                for warning in await preflight_targets(specs, first):
-                    (console or Console(stderr=True)).print(
-                        f"[yellow]warning:[/] {escape(warning)}", highlight=False
-                    )
+        if settings.preflight and preflight:
+            await preflight_log(specs, capture_log, console)
         runner = ReplayRunner(
             repo,
             run_id,
@@ -313,7 +284,7 @@ def _kafka_workers(
     workers: list[KafkaReplayWorker] = []
     groups: list[str] = []
     for run_id, targets in runs:
-        run_clients, specs = _target_specs(targets, settings.replay)
+        run_clients, specs = target_specs(targets, settings.replay)
         clients += run_clients
         group = _kafka_group(settings, run_id, several=several)
         groups.append(group)
@@ -436,8 +407,10 @@ def _replay_log(
     *,
     progress: bool,
     console: Console | None,
+    preflight: bool = True,
 ) -> ReplayResult:
-    """Open the run of ``run_request`` and replay the capture log into it."""
+    """Open the run of ``run_request`` and replay the capture log into it (``preflight``:
+    :func:`replay_capture_log`'s)."""
     run, targets = prepare_run(repo, run_request, settings, capture_log=capture_log)
     report = asyncio.run(
         replay_capture_log(
@@ -448,6 +421,7 @@ def _replay_log(
             settings.replay,
             progress=progress,
             console=console,
+            preflight=preflight,
         )
     )
     return ReplayResult(run, report, run_policy_warnings(repo, run))
@@ -483,7 +457,11 @@ def replay_candidates(
     (:func:`shadoweval.application.candidate_runs.candidate_run_requests`). A capture log
     is replayed into each run in turn; a Kafka topic is consumed by one worker per run at
     once (:func:`replay_kafka_runs`), the baseline identity read once. With no
-    ``candidates``, the request's own run alone (named ``""``).
+    ``candidates``, the request's own run alone (named ``""``). Before a capture log is
+    replayed into any candidate's run, every candidate's model is resolved and every
+    target preflighted (:func:`shadoweval.application.target_preflight.
+    preflight_candidates`: the error names the candidate); a later error names the
+    candidates already replayed, with their run ids.
 
     Raises:
         ShadowEvalError, FileNotFoundError: as :func:`replay`.
@@ -492,24 +470,39 @@ def replay_candidates(
     requests = (
         candidate_run_requests(request.run, candidates) if candidates else [("", request.run)]
     )
+    if isinstance(request.source, Path) and candidates:  # all or nothing, up front
+        resolved = preflight_candidates(
+            request.source,
+            [(t, r) for t, (_, r) in zip(candidates, requests, strict=True)],
+            settings,
+            console=console,
+        )
+        requests = [(t.name, r) for t, r in zip(candidates, resolved, strict=True)]
     with open_repository(
         settings.database.url, body_redaction=settings.capture.body_redaction
     ) as repo:
         if isinstance(request.source, Path):
-            return [
-                (
-                    name,
-                    _replay_log(
+            done: list[tuple[str, ReplayResult]] = []
+            for (name, run_request), candidate in zip(
+                requests,
+                candidates or [CandidateTarget("", request.run.candidate_url)],
+                strict=True,
+            ):
+                ran = [(n, r.run.run_id) for n, r in done]
+                with naming_evaluated(
+                    candidate, str(run_request.run_id), ran, what="replayed, their runs stored"
+                ):
+                    result = _replay_log(
                         repo,
                         run_request,
                         request.source,
                         settings,
                         progress=request.progress,
                         console=console,
-                    ),
-                )
-                for name, run_request in requests
-            ]
+                        preflight=not candidates,
+                    )
+                done.append((name, result))
+            return done
         options = request.kafka
         settings = options.apply(settings)
         prepared: list[tuple[str, RunInfo, list[TargetConfig]]] = []

@@ -41,6 +41,7 @@ __all__ = [
     "TargetConfig",
     "audit_policy",
     "baseline_identity",
+    "capture_log_targets",
     "check_presented_policy",
     "check_run_source",
     "exchange_fingerprint",
@@ -402,6 +403,25 @@ def prepare_kafka_run(
     return resolve_run(repo, request, settings, baseline=baseline, source=str(source))
 
 
+def _api_key(settings: Settings) -> str | None:
+    """The replay's API key (``replay.api_key``), or ``None``."""
+    return settings.replay.api_key.get_secret_value() if settings.replay.api_key else None
+
+
+def capture_log_targets(
+    request: RunRequest, settings: Settings, *, capture_log: Path
+) -> list[TargetConfig]:
+    """The targets :func:`prepare_run` resolves for ``request`` (the candidate first, its
+    model read from its ``/v1/models`` when not given), without opening a run: what a
+    preflight of several candidates sends to before any run is created.
+
+    Raises:
+        ShadowEvalError: the capture log holds no exchange, or a model name cannot be read.
+        FileNotFoundError: the capture log does not exist.
+    """
+    return _targets(request, baseline_identity(capture_log), _api_key(settings))
+
+
 def _targets(
     request: RunRequest, baseline: ModelIdentity, api_key: str | None
 ) -> list[TargetConfig]:
@@ -453,9 +473,8 @@ def resolve_run(
             different policy (a new model or policy means a new run).
         ShadowEvalError: a model name cannot be read.
     """
-    api_key = settings.replay.api_key.get_secret_value() if settings.replay.api_key else None
     _, policy_yaml, policy_hash = load_gate_policy(request.policy_path)
-    targets = _targets(request, baseline, api_key)
+    targets = _targets(request, baseline, _api_key(settings))
     candidate = targets[0].model
     run = repo.get_run(request.run_id) if request.run_id else None
     if run is not None:

@@ -121,7 +121,7 @@ def evaluate_command(
     """
     from rich.console import Console
 
-    from shadoweval.application.candidates import evaluate_candidates
+    from shadoweval.application.candidates import evaluate_candidates, same_url_warnings
     from shadoweval.application.evaluation import EvaluationRequest, evaluate
     from shadoweval.cli.exit_codes import EXIT_CODES
     from shadoweval.cli.render import exit_on_error, print_result, print_warnings, wide_console
@@ -133,6 +133,7 @@ def evaluate_command(
             ensure_writable(report)
         settings = build_settings(database_url=database_url, load=load, backend=scoring.backend)
         candidates = targets.candidates()
+        print_warnings(err, same_url_warnings(candidates))
         request = EvaluationRequest(
             capture_log=capture_log,
             run=targets.run_request(

@@ -395,13 +395,16 @@ def print_candidates(
     """Several candidates side by side: per candidate (``rows``: name, run, verdict, in
     ``comparison``'s order) its run, model, own decision and leading reason (clipped in the
     table, whole below it), the no-worse test (its p-value, Holm-adjusted) and the mean
-    direction on its requests; then ``decision`` and the pick (or the tie) with its method
-    and level."""
+    direction on its requests in points (``direction``, explained by a footnote under the
+    table: it is not the gate's net harm); then ``decision`` and the pick (or the tie)
+    with its method and level."""
+    from shadoweval.application.candidates import DIRECTION_NOTE
+
     table = Table(title="candidates on one sample", title_justify="left")
     for column in ("candidate", "run", "model", "decision", "no worse", "p", "Holm p"):
         table.add_column(column)
     table.add_column("requests", justify="right")
-    table.add_column("net harm", justify="right")
+    table.add_column("direction", justify="right")
     table.add_column("leading reason")
     for (name, run, verdict), row in zip(rows, comparison.candidates, strict=True):
         table.add_row(
@@ -413,10 +416,11 @@ def print_candidates(
             f"{row.p_value:.3g}",
             f"{row.adjusted_p:.3g}",
             str(row.requests),
-            "-" if math.isnan(row.mean_direction) else f"{row.mean_direction:+.3f}",
+            "-" if math.isnan(row.direction_pp) else f"{row.direction_pp:+.1f} pp",
             escape(_clipped(verdict.reasons[0])) if verdict.reasons else "",
         )
     console.print(table)
+    console.print(escape(DIRECTION_NOTE), highlight=False, soft_wrap=True)
     for name, _, verdict in rows:  # the leading reasons whole, one line each
         reasons = verdict.reasons
         if reasons and reasons[0] != _clipped(reasons[0]):

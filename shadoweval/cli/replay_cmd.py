@@ -114,6 +114,7 @@ def replay_run(
     """
     from rich.console import Console
 
+    from shadoweval.application.candidate_runs import same_url_warnings
     from shadoweval.application.replaying import (
         KafkaReplayOptions,
         ReplayRequest,
@@ -145,6 +146,7 @@ def replay_run(
             ),
         )
         candidates = targets.candidates()
+        print_warnings(err, same_url_warnings(candidates))
         if len(candidates) > 1:
             several = replay_candidates(request, candidates, settings, console=err)
         else:

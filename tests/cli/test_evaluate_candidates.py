@@ -30,6 +30,7 @@ from shadoweval.simulation.workload import DEMO_MAPPING, WorkloadSpec, write_wor
 from shadoweval.storage import Database, Repository
 from shadoweval.tables import RecordedRow, TableMapping, load_recorded_rows
 from tests.cli.test_pipeline_commands import EXCHANGES, PER_TASK_TYPE, POLICY, Workload, emptied
+from tests.kafka_broker import free_port as dead_port
 
 
 @pytest.fixture(scope="module")
@@ -142,6 +143,10 @@ def test_two_candidates_each_get_every_request_a_verdict_and_the_pick(
     text = " ".join(stdout.split())
     assert "candidates on one sample" in text
     assert "same is the only candidate no worse than the baseline" in text
+    # The per-request mean direction, in points, with its footnote (not the net harm).
+    for row in comparison["candidates"]:
+        assert f"{100 * row['mean_direction']:+.1f} pp" in text
+    assert "direction: mean per-request quality against the baseline" in text
 
     database = Database(db)
     try:
@@ -203,6 +208,17 @@ def test_no_candidate_no_worse_holds_and_the_report_says_so(
          "names must differ"),
         (["--candidate-url", "http://127.0.0.1:9", "--candidate-url", "http://127.0.0.1:8",
           "--candidate-model", "m"], "--candidate-model given 1 times for 2"),
+        # Malformed NAME=URL values are refused as such, not taken for a URL named c1.
+        (["--candidate-url", "=http://127.0.0.1:9", "--candidate-url", "b=http://127.0.0.1:8"],
+         "--candidate-url '=http://127.0.0.1:9': candidate name ''"),
+        (["--candidate-url", "a=", "--candidate-url", "b=http://127.0.0.1:8"],
+         "--candidate-url 'a=': the URL '' must start with http:// or https://"),
+        (["--candidate-url", "a b=http://127.0.0.1:9", "--candidate-url", "b=http://127.0.0.1:8"],
+         "--candidate-url 'a b=http://127.0.0.1:9': candidate name 'a b'"),
+        (["--candidate-url", "a=notaurl", "--candidate-url", "b=http://127.0.0.1:8"],
+         "--candidate-url 'a=notaurl': the URL 'notaurl' must start with http://"),
+        (["--candidate-url", "127.0.0.1:9"],
+         "--candidate-url '127.0.0.1:9': the URL '127.0.0.1:9' must start with http://"),
     ],
 )  # fmt: skip
 def test_bad_candidates_exit_3_naming_the_value(
@@ -211,6 +227,109 @@ def test_bad_candidates_exit_3_naming_the_value(
     args: list[str],
     named: str,
 ) -> None:
-    code, _, stderr = evaluate(workload, f"sqlite:///{tmp_path / 'r.db'}", *args)
+    db = tmp_path / "r.db"
+    code, _, stderr = evaluate(workload, f"sqlite:///{db}", *args)
     assert code == EXIT_ERROR
     assert named in " ".join(stderr.split())
+    assert not db.exists()  # refused before anything was opened
+
+
+def test_two_names_for_one_url_are_accepted_with_a_warning(
+    workload: Workload, tmp_path: Path
+) -> None:
+    port = dead_port()
+    code, _, stderr = evaluate(
+        workload, f"sqlite:///{tmp_path / 'r.db'}",
+        "--candidate-url", f"a=http://127.0.0.1:{port}",
+        "--candidate-url", f"b=http://127.0.0.1:{port}/",
+    )  # fmt: skip
+    text = " ".join(stderr.split())
+    assert (
+        f"warning: candidates 'a' and 'b' have the same URL http://127.0.0.1:{port}: they "
+        "answer the same model unless --candidate-model differs"
+    ) in text
+    assert code == EXIT_ERROR  # nothing listens there: the models cannot be read
+
+
+def runs_in(db: str) -> list[str]:
+    database = Database(db)
+    try:
+        return [r.run_id for r in Repository(database).list_runs()]
+    finally:
+        database.dispose()
+
+
+@pytest.mark.parametrize("models", [True, False], ids=["preflight", "model-lookup"])
+def test_a_dead_later_candidate_stops_all_before_any_replay_naming_it(
+    workload: Workload, servers: Servers, tmp_path: Path, models: bool
+) -> None:
+    good = servers.start("good", workload.baseline_rows, "good-v2")
+    dead = f"http://127.0.0.1:{dead_port()}"
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    args = [
+        "evaluate", "--capture-log", workload.capture, "--database-url", db,
+        "--policy", workload.policy, "--encoder", "hashing", "--no-progress", "--run-id", "g",
+        "--candidate-url", f"a={good}", "--candidate-url", f"b={dead}",
+        *(["--candidate-model", "good-v2", "--candidate-model", "dead-v2"] if models else []),
+    ]  # fmt: skip
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    text = " ".join(result.stderr.split())
+    assert result.exit_code == EXIT_ERROR, result.output
+    assert f"error: candidate 'b' (--candidate-url b={dead}): " in text
+    if models:  # the target preflight: nothing replayed, and it says so
+        assert "preflight: the candidate target failed one real request" in text
+        assert "Nothing was replayed" in text
+    else:  # its /v1/models cannot be read
+        assert "cannot read the model name" in text
+    # Candidate a got at most the preflight's one request; the database was not even
+    # opened, so no run was created.
+    assert servers.arrivals("good") <= 1
+    assert "already evaluated" not in text
+    assert not (tmp_path / "r.db").exists()
+
+
+def test_a_later_candidate_failing_mid_way_names_those_already_evaluated(
+    workload: Workload, servers: Servers, tmp_path: Path
+) -> None:
+    same = servers.start("same", workload.baseline_rows, "same-v2")
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    # Run g-b exists with another candidate model: candidate b cannot resume it, which
+    # only its run's setup finds out (after candidate a was evaluated).
+    code, _, stderr = evaluate(
+        workload, db, "--run-id", "g-b", "--candidate-url", same, "--candidate-model", "other"
+    )
+    assert code == EXIT_CODES[Decision.PROMOTE], stderr
+    code, _, stderr = evaluate(
+        workload, db, "--run-id", "g",
+        "--candidate-url", f"a={same}", "--candidate-url", f"b={same}",
+        "--candidate-model", "same-v2", "--candidate-model", "b-model",
+    )  # fmt: skip
+    text = " ".join(stderr.split())
+    assert code == EXIT_ERROR
+    assert "this candidate is 'b-model': a different model means a new run" in text
+    assert (
+        f"[this stopped candidate 'b' (--candidate-url b={same}), run g-b; already "
+        "evaluated, their runs and verdicts stored: 'a' (run g-a)]"
+    ) in text
+    assert "Nothing was replayed" not in text
+    assert set(runs_in(db)) == {"g-a", "g-b"}
+
+
+def test_replay_run_preflights_every_candidate_before_replaying_any(
+    workload: Workload, servers: Servers, tmp_path: Path
+) -> None:
+    good = servers.start("good", workload.baseline_rows, "good-v2")
+    dead = f"http://127.0.0.1:{dead_port()}"
+    args = [
+        "replay", "run", "--source", workload.capture, "--no-progress",
+        "--database-url", f"sqlite:///{tmp_path / 'r.db'}", "--run-id", "g",
+        "--candidate-url", f"a={good}", "--candidate-url", f"b={dead}",
+        "--candidate-model", "good-v2", "--candidate-model", "dead-v2",
+    ]  # fmt: skip
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    text = " ".join(result.stderr.split())
+    assert result.exit_code == EXIT_ERROR, result.output
+    assert f"error: candidate 'b' (--candidate-url b={dead}): preflight: the candidate" in text
+    assert "Nothing was replayed" in text
+    assert servers.arrivals("good") <= 1
+    assert not (tmp_path / "r.db").exists()

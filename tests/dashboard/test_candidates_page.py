@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from shadoweval.dashboard.candidates_view import candidates_table, pairwise_table
 from shadoweval.records import Coverage, Decision, Verdict
@@ -53,5 +54,12 @@ def test_the_tables_show_each_candidate_and_the_pick() -> None:
     assert list(table["no worse"]) == [True, True, False]
     assert list(table["pick"]) == ["best", "", ""]
     assert list(table["run"]) == ["g-run", "", ""]
+    # The mean direction, in points, named as such (it is not the gate's net harm).
+    assert "net harm" not in table.columns
+    by_name = {r.name: r for r in comparison.candidates}
+    assert list(table["direction"]) == pytest.approx(
+        [100 * by_name[n].mean_direction for n in ("good", "ok", "bad")]
+    )
+    assert table["direction"].iloc[0] < 0 < table["direction"].iloc[2]  # − better, + worse
     pairs = pairwise_table(comparison)
     assert list(pairs["winner"]) == ["good"]
