@@ -318,11 +318,11 @@ class JudgeStanding:
             judge pairs) or none (``not_read``: pooled has fewer too; the judge votes).
         agreement: the agreement read (the task type's own when ``not_read``).
         own_labels: the task type's own labelled judge pairs.
-        min_agreement, min_agreement_labels: the policy's floor.
+        floor: the policy's judge block (``min_agreement``, ``min_agreement_labels``,
+            ``max_flip_rate``).
         flip: the position-flip rate read (the task type's own from
             ``min_agreement_labels`` pairs with both orders, else pooled), ``None`` when
             neither has that many.
-        max_flip_rate: the policy's ceiling on it (``judge.max_flip_rate``).
     """
 
     task_type: str
@@ -330,15 +330,13 @@ class JudgeStanding:
     read: Read
     agreement: Share
     own_labels: int
-    min_agreement: float
-    min_agreement_labels: int
+    floor: JudgePolicy
     flip: Share | None = None
-    max_flip_rate: float = 1.0
 
     @property
     def flips_too_often(self) -> bool:
         """The flip rate read is above ``max_flip_rate``."""
-        return self.flip is not None and self.flip.share > self.max_flip_rate
+        return self.flip is not None and self.flip.share > self.floor.max_flip_rate
 
     def describe(self) -> str:
         """``judge does not vote in 'extraction': agreement with labels 52% (95% CI 38–66%,
@@ -351,16 +349,17 @@ class JudgeStanding:
         flip = self.flip.describe("pairs judged in both orders")
         return (
             f"{where}: its verdict changes when the two answers are swapped on {flip}, above "
-            f"judge.max_flip_rate {100 * self.max_flip_rate:.0f}%: the answers' order, not "
+            f"judge.max_flip_rate {100 * self.floor.max_flip_rate:.0f}%: the answers' order, not "
             f"their content, decides it; {agreement}"
         )
 
     def _agreement_text(self) -> str:
-        floor = f"{100 * self.min_agreement:.0f}%"
+        floor = f"{100 * self.floor.min_agreement:.0f}%"
+        labels = self.floor.min_agreement_labels
         if self.read == "not_read":
             return (
                 f"agreement with labels not read ({self.own_labels:,} labelled pairs "
-                f"here, fewer than judge.min_agreement_labels {self.min_agreement_labels:,} "
+                f"here, fewer than judge.min_agreement_labels {labels:,} "
                 "here and pooled)"
             )
         figure = self.agreement.describe("labelled pairs")
@@ -368,9 +367,9 @@ class JudgeStanding:
             figure = (
                 f"pooled {figure.replace(' labelled pairs)', ' labelled pairs')}; "
                 f"{self.own_labels:,} here, fewer than judge.min_agreement_labels "
-                f"{self.min_agreement_labels:,})"
+                f"{labels:,})"
             )
-        side = "at or above" if self.agreement.share >= self.min_agreement else "below"
+        side = "at or above" if self.agreement.share >= self.floor.min_agreement else "below"
         return f"agreement with labels {figure} {side} the floor {floor}"
 
     def as_dict(self) -> dict[str, Any]:
@@ -418,10 +417,8 @@ def judge_standings(
             read,
             agreement,
             unit.agreement.n,
-            block.min_agreement,
-            block.min_agreement_labels,
+            block,
             flip,
-            block.max_flip_rate,
         )
         if standing.flips_too_often:
             standing = dataclasses.replace(standing, votes=False)
