@@ -237,8 +237,9 @@ def _judgement_look(
     if stored == fingerprint and same_infra and same_floor:
         return 0
     previous_look = max(previous.judgement_look, 1)
-    read_before = stored in (nothing, fingerprint) and same_floor
-    return previous_look if read_before else previous_look + 1
+    # The same judgements read again (a changed floor only holds a PASS: it never adds a
+    # FAIL), or none read before: no new test of the net-harm level.
+    return previous_look if stored in (nothing, fingerprint) else previous_look + 1
 
 
 def _look_prefix(pairs: pd.DataFrame, policy: GatePolicy, look: int) -> pd.DataFrame:

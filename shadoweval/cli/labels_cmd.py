@@ -81,41 +81,42 @@ LabellerOpt = Annotated[
 
 
 def _sample_line(result: LabelImportResult, file: Path) -> str:
-    """How many imported labels are in the random label sample, how many chosen by hand,
-    and how many of those stay in a sample their pair was drawn in before."""
-    line = _sample_counts(result, file)
-    if result.kept_sample:
-        line += (
-            f"; {result.kept_sample} of the labels without a sample are of pairs drawn in a "
-            "random sample before: they stay in it"
-        )
-    return line
-
-
-def _sample_counts(result: LabelImportResult, file: Path) -> str:
+    """How many imported labels are in the random label sample, how many chosen by hand
+    (less those of pairs drawn in a sample before, which stay in it), and a warning when
+    most of the file's rows are not in the manifest's sample (the wrong ``--manifest``)."""
     n = len(result.imported.labels)
+    kept = result.kept_sample
     manifest = result.manifest
-    if manifest is None:
+    why = (
+        f"no manifest.json beside {file.name} and no --manifest: not a random label sample"
+        if manifest is None
+        else f"manifest {manifest.where} records no random label sample"
+    )
+    if manifest is None or manifest.sample is None:
+        if not kept:
+            return f"{n} labels imported: all chosen by hand ({why})"
         return (
-            f"{n} labels imported: all chosen by hand (no manifest.json beside {file.name} "
-            "and no --manifest: not a random label sample)"
+            f"{n} labels imported without a random sample of their own ({why}): {kept} are of "
+            f"pairs drawn in a random sample before and stay in it, {n - kept} chosen by hand"
         )
     sample = manifest.sample
-    if sample is None:
-        return (
-            f"{n} labels imported: all chosen by hand (manifest {manifest.where} records no "
-            "random label sample)"
-        )
     line = (
         f"{n} labels imported: {result.in_sample} in random sample {sample.sample_id} (PPI), "
         f"{result.by_hand} chosen by hand"
     )
+    if kept:
+        line += f" ({kept} of them of pairs drawn in a random sample before: they stay in it)"
     sampled = {label.exchange_id for label in result.imported.labels if label.sample}
     missing = len(sample.exchange_ids - sampled)
     if missing:
         line += (
-            f"; {missing} of the sample's {len(sample.exchange_ids)} pairs have no label in "
-            "this file"
+            f"; {missing} of the sample's {len(sample.exchange_ids)} pairs have no stored label "
+            "from this file (unlabelled or rejected rows)"
+        )
+    if n and result.in_sample * 2 < n:
+        line += (
+            f"; warning: only {result.in_sample} of the file's {n} labels are of pairs in "
+            f"{sample.sample_id}: is {manifest.where} the manifest of this export?"
         )
     return line
 

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 import numpy as np
 import numpy.typing as npt
 
-from shadoweval.records import Check, CheckOutcome
+from shadoweval.records import POOLED, Check, CheckOutcome
 from shadoweval.stats.checks.pair_arrays import FloatArray, PairArrays
 from shadoweval.stats.looks import LookLevels
 from shadoweval.stats.net_harm.check import NET_HARM_METRIC
@@ -158,7 +158,7 @@ def ppi_net_harm_check(
     from shadoweval.stats.checks.reasons import CheckNumbers, fmt_g, fmt_p, fmt_pp, make_check
 
     e, margin, alpha_k = estimate, block.margin, levels.alpha_k
-    unit = repr(task_type)
+    unit = "the pooled pairs" if task_type == POOLED else repr(task_type)
     low, high = e.bounds(alpha_k)
     shown_low, shown_high = e.interval(alpha_k)
     t = e.quantile(alpha_k)
@@ -233,6 +233,14 @@ def ppi_unit_check(
     n_labels = int(np.count_nonzero(labelled))
     if n_labels == 0:
         return ""
+    n_changed = int(np.count_nonzero(ch))
+    if n_changed < block.ppi_min_labels:
+        return (
+            f"PPI not used: {n_labels} random labels of {n_changed} changed pairs; a unit "
+            f"with fewer changed pairs than net_harm.ppi_min_labels {block.ppi_min_labels} "
+            "is read on its labels and judgements (label them all: a census needs no "
+            "predictor)"
+        )
     if n_labels < block.ppi_min_labels:
         return (
             f"PPI not used: {n_labels} random labels on changed pairs, fewer than "

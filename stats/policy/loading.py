@@ -146,7 +146,7 @@ def _canonical(policy: GatePolicy) -> dict[str, Any]:
     for block in (dumped, *dumped["task_types"].values()):
         # Leaves added later, at their defaults, here and in every task type's resolved
         # view: infra_error_rate.context_length (issue 29 item 8), net_harm.ppi_min_labels
-        # (issue 31 item 1).
+        # (issue 31 item 1), judge.max_flip_rate (issue 31 item 2, after the judge block).
         for (section, leaf), default in _ADDED_LEAVES.items():
             part = block.get(section)
             if isinstance(part, dict) and part.get(leaf) == default:
@@ -157,6 +157,7 @@ def _canonical(policy: GatePolicy) -> dict[str, Any]:
 _ADDED_LEAVES: dict[tuple[str, str], Any] = {
     ("infra_error_rate", "context_length"): "hold",
     ("net_harm", "ppi_min_labels"): 20,
+    ("judge", "max_flip_rate"): 0.5,
 }
 """Policy leaves added after runs were frozen, with their defaults: left out of the canonical
 JSON while at the default, so those runs keep their hash."""

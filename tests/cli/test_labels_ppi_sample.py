@@ -238,8 +238,36 @@ def test_a_moved_copy_imported_again_keeps_the_pairs_in_their_sample(
     shutil.copy(out / "samples.csv", moved)
     again = _import(seeded_url, moved)
     assert again.exit_code == 0, again.output
+    n = len(labelled)
     assert (
-        f"{len(labelled)} of the labels without a sample are of pairs drawn in a random sample "
-        "before: they stay in it"
+        f"{n} labels imported without a random sample of their own (no manifest.json beside "
+        f"labelled.csv and no --manifest: not a random label sample): {n} are of pairs drawn "
+        "in a random sample before and stay in it, 0 chosen by hand"
     ) in flat(again.stdout)
     assert set(_stored(seeded_url).values()) == {sample["id"]}
+
+
+def test_the_manifest_of_another_draw_is_warned_about(seeded_url: str, tmp_path: Path) -> None:
+    """A file labelled from one draw imported with the manifest of another draw of the same
+    run: most rows are not in that manifest's sample, and the import says so."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    mine = _export_sample(seeded_url, first, "--per-task-type", 2, "--seed", 5)["ppi_sample"]
+    assert isinstance(mine, dict)
+    n = len(mine["exchange_ids"])
+    for seed in range(100, 140):  # another draw that shares fewer than half of the pairs
+        shutil.rmtree(second, ignore_errors=True)
+        other = _export_sample(seeded_url, second, "--per-task-type", 2, "--seed", seed)
+        drawn = other["ppi_sample"]
+        assert isinstance(drawn, dict)
+        shared = set(mine["exchange_ids"]) & set(drawn["exchange_ids"])
+        if len(shared) * 2 < n:
+            break
+    else:
+        pytest.fail("no seed in 100..139 draws a mostly different sample")
+    other = drawn
+    _label_all(first / "samples.csv", [])
+    result = _import(seeded_url, first / "samples.csv", "--manifest", second / "manifest.json")
+    assert result.exit_code == 0, result.output
+    assert (
+        f"warning: only {len(shared)} of the file's {n} labels are of pairs in {other['id']}: is"
+    ) in flat(result.stdout)

@@ -290,7 +290,9 @@ def test_the_judgements_fingerprint_reads_the_ppi_columns_only_where_they_are_se
 
     first = poll(plain, None, {})
     assert poll(plain, first, {}) is first
-    # A judge found below its floor since: the look is read again, as a new judgement look.
+    # A judge found below its floor since: the look is read again; the same judgements, so
+    # no new test of the net-harm level (a floor only holds a PASS, never adds a FAIL).
     again = poll(plain, first, {"chat": "judge does not vote in 'chat': …"})
     assert again is not first
-    assert again.judgement_look == first.judgement_look + 1
+    assert again.judgement_look == first.judgement_look
+    assert again.coverage.judge_not_voting == {"chat": "judge does not vote in 'chat': …"}

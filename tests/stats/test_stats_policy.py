@@ -378,3 +378,15 @@ def test_output_tokens_and_similarity_override_per_task_type() -> None:
     assert batch.similarity.noise_ratio == 1.0
     assert batch.similarity.noise_margin == 0.01
     assert effective(policy, POOLED).output_tokens.enabled
+
+
+def test_a_judge_leaf_added_later_keeps_the_hash_of_a_run_frozen_before_it() -> None:
+    """A run frozen with a non-default judge block before ``judge.max_flip_rate`` existed
+    (its YAML lacks the key) keeps its hash: the leaf at its default is left out."""
+    from shadoweval.stats.policy import parse_policy
+
+    before = parse_policy({"judge": {"min_agreement_labels": 10}})
+    explicit = parse_policy({"judge": {"min_agreement_labels": 10, "max_flip_rate": 0.5}})
+    assert policy_hash(before) == policy_hash(explicit)
+    assert "max_flip_rate" not in policy_to_yaml(before)
+    assert policy_hash(parse_policy({"judge": {"max_flip_rate": 0.4}})) != policy_hash(before)
