@@ -63,7 +63,7 @@ __all__ = [
 DIRECTION_NOTE = (
     "direction: mean per-request quality against the baseline on the candidate's requests "
     "(+ worse, \u2212 better; judgements where present, else failures, format and harm "
-    "flags), in points"
+    "flags), in points; not the gate's net harm (each candidate's own verdict reads that)"
 )
 """The footnote of a side-by-side table's ``direction`` column
 (:attr:`CandidateResult.direction_pp`): it is not the gate's net harm."""

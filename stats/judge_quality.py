@@ -490,6 +490,7 @@ class JudgeFloor:
             "floor": {
                 "min_agreement": self.block.min_agreement,
                 "min_agreement_labels": self.block.min_agreement_labels,
+                "max_flip_rate": self.block.max_flip_rate,
                 "read_on": "point estimate",
             },
             "per_task_type": {

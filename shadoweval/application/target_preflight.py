@@ -142,7 +142,9 @@ def preflight_candidates(
         try:
             targets = capture_log_targets(run_request, settings, capture_log=capture_log)
         except ShadowEvalError as exc:
-            raise named_error(exc, before=f"{candidate.label}: ") from exc
+            raise named_error(
+                exc, before=f"{candidate.label}: ", after=" (nothing was replayed)"
+            ) from exc
         resolved.append((candidate, targets))
     if settings.replay.preflight:
         asyncio.run(_preflight_all(resolved, capture_log, settings.replay, console))

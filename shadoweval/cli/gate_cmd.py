@@ -236,7 +236,7 @@ def gate_command(
         with open_repository(resolve_url(database_url), upgrade=False) as repo:
             run = repo.get_run(run_id)
             if run is None:
-                raise ShadowEvalError(f"run {run_id!r} not found")
+                raise ShadowEvalError(f"run {run_id!r} not found{_group_hint(repo, run_id)}")
             check_presented_policy(repo, run, policy, command=GATE_COMMAND)
             if candidates:
                 _gate_candidates(repo, run, out, as_json=as_json, wait=wait, junit=junit)
@@ -282,6 +282,20 @@ def gate_command(
     raise typer.Exit(EXIT_CODES[result.verdict.decision])
 
 
+def _group_hint(repo: Repository, name: str) -> str:
+    """``; 'g' is a candidate group: its runs are g-a, g-b (gate one with --candidates)``
+    when ``name`` is a group id, else ``""``."""
+    members = sorted(
+        r.run_id for r in repo.list_runs() if r.settings.get("candidate_group") == name
+    )
+    if not members:
+        return ""
+    return (
+        f"; {name!r} is a candidate group: its runs are {', '.join(members)} (gate one of "
+        "them with --candidates to gate and compare them all)"
+    )
+
+
 def _gate_candidates(
     repo: Repository,
     run: RunInfo,
@@ -307,6 +321,12 @@ def _gate_candidates(
                 value=str(value),
             )
     gated, comparison = gate_candidates(repo, run, command=GATE_COMMAND)
+    if len(gated) == 1:
+        out.print(
+            f"run {run.run_id} is not in a candidate group (evaluate or replay run with several "
+            "--candidate-url make one): one candidate only",
+            highlight=False,
+        )
     decision = overall_decision(comparison)
     rows = [(name, member, gate.verdict) for name, member, gate in gated]
     print_candidates(out, rows, comparison, decision)

@@ -197,6 +197,7 @@ def run_command(
             raise typer.Exit(EXIT_ERROR)
         return
     if dry_run:
+        out.print("dry run: nothing was sent and no judge was frozen", highlight=False)
         return
     identity = report.identity
     out.print(
@@ -327,7 +328,10 @@ def summary_command(
             ),
         )  # fmt: skip
     out.print(table)
-    out.print(str(summary.agreement["text"]), highlight=False, markup=False)
+    if summary.agreement.get("n") or not summary.judge_quality.get("pooled"):
+        # κ on analysts' labels only; with none, the quality table below (references too)
+        # says what there is to say.
+        out.print(str(summary.agreement["text"]), highlight=False, markup=False)
     for line in summary.self_preference:
         out.print(line, highlight=False, markup=False)
     _print_judge_quality(out, summary.judge_quality)

@@ -402,7 +402,8 @@ def print_candidates(
 
     table = Table(title="candidates on one sample", title_justify="left")
     for column in ("candidate", "run", "model", "decision", "no worse", "p", "Holm p"):
-        table.add_column(column)
+        # Run ids are the next command's argument: folded whole, never clipped with "…".
+        table.add_column(column, overflow="fold" if column in ("run", "model") else "ellipsis")
     table.add_column("requests", justify="right")
     table.add_column("direction", justify="right")
     table.add_column("leading reason")

@@ -176,6 +176,11 @@ def test_two_candidates_each_get_every_request_a_verdict_and_the_pick(
     )
     assert refused.exit_code == EXIT_ERROR
     assert "--wait cannot be combined with --candidates" in refused.output
+    group = CliRunner().invoke(app, ["gate", "--run", "pick", "--database-url", db])
+    assert group.exit_code == EXIT_ERROR
+    assert (
+        "run 'pick' not found; 'pick' is a candidate group: its runs are pick-same, pick-v2"
+    ) in " ".join(group.output.split())
 
 
 def test_no_candidate_no_worse_holds_and_the_report_says_so(

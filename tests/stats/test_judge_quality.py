@@ -200,6 +200,7 @@ def test_the_judges_judgements_are_left_out_only_where_it_does_not_vote() -> Non
     assert report["floor"] == {
         "min_agreement": 0.6,
         "min_agreement_labels": 5,
+        "max_flip_rate": 0.5,
         "read_on": "point estimate",
     }
     assert report["per_task_type"]["extraction"]["standing"]["votes"] is False
@@ -255,3 +256,13 @@ def test_a_judge_whose_verdict_follows_the_order_does_not_vote_even_without_labe
     assert code.votes  # consistent, no labels: the floor is not read
     off = judge_standings(judge_quality(flips, same), JudgePolicy(max_flip_rate=1.0))
     assert off["chat"].votes
+
+
+def test_the_votes_cell_names_the_flip_ceiling_first() -> None:
+    from shadoweval.application.judging import judge_quality_rows
+
+    flips = [judged(n, "chat", "baseline", "candidate") for n in range(30)]
+    same = [label(n, "chat", LabelValue.SAME) for n in range(30)]
+    report = apply_judge_floor(flips, same, JudgePolicy()).as_dict()
+    [chat, _pooled] = judge_quality_rows(report)
+    assert chat["votes"] == "NO (flips 100% > 50%)"

@@ -56,6 +56,10 @@ def _pct(share: Mapping[str, Any]) -> str:
 def _votes(standing: Mapping[str, Any] | None, floor: Mapping[str, Any]) -> str:
     if standing is None:
         return ""
+    flip = standing.get("flip")
+    ceiling = floor.get("max_flip_rate", 1.0)
+    if flip is not None and flip["share"] > ceiling:
+        return f"NO (flips {100 * flip['share']:.0f}% > {100 * ceiling:.0f}%)"
     if standing["read"] == "not_read":
         return "yes (floor not read)"
     level = f"{100 * floor['min_agreement']:.0f}%"
