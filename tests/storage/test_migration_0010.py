@@ -86,7 +86,8 @@ def test_upgrade_redacts_stored_outcomes_and_counts_fields(
 
     with caplog.at_level(logging.INFO, logger="migrations.0010"), database.connect() as conn:
         command.upgrade(alembic_config(conn), "0010")
-    assert database.current_revision() == head_revision() == "0010"
+    assert database.current_revision() == "0010"
+    assert head_revision() >= "0010"
 
     after = _stored_text(database)
     counts = {"email": after.count(EMAIL), "key": after.count(KEY)}
