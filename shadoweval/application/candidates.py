@@ -50,6 +50,7 @@ from shadoweval.stats.candidates import (
     compare_candidates,
     request_direction,
 )
+from shadoweval.stats.judge_quality import apply_judge_floor
 from shadoweval.stats.judgements import resolve_judgements
 from shadoweval.storage import Repository, RunInfo
 
@@ -221,9 +222,10 @@ def stored_comparison(
         if verdict is None:
             return None
         policy, pairs = frozen_policy_pairs(repo, run, None)
-        resolved = resolve_judgements(
-            repo.list_judgements(run.run_id), repo.load_labels(run.run_id)
-        )
+        labels = repo.load_labels(run.run_id)
+        # As the gate reads them: a judge below its floor does not vote.
+        voting = apply_judge_floor(repo.list_judgements(run.run_id), labels, policy.judge).voting
+        resolved = resolve_judgements(voting, labels)
         evidence.append(
             CandidateEvidence(name, verdict, request_direction(with_judgements(pairs, resolved)))
         )
