@@ -456,13 +456,10 @@ def pairs_frame_from_facts(
     task_types = np.asarray(facts.task_types, dtype=object)[order]
     scripts = np.asarray(facts.uncovered_scripts, dtype=object)[order]
     quality, source = _quality_columns(exchange_ids, judgements or {})
-    ppi_columns = ppi or {}
     nan_pair = (math.nan, math.nan)
     ppi_values = np.array(
-        [ppi_columns.get(e, nan_pair) for e in exchange_ids] if ppi_columns else [], dtype=float
+        [(ppi or {}).get(e, nan_pair) for e in exchange_ids], dtype=float
     ).reshape(-1, 2)
-    if not ppi_columns:
-        ppi_values = np.full((len(exchange_ids), 2), math.nan)
     columns: dict[str, object] = {
         "exchange_id": pd.Series(exchange_ids, dtype=object),
         "task_type": pd.Series(task_types, dtype=object),

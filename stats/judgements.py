@@ -45,6 +45,7 @@ from shadoweval.records import (
     QualityOutcome,
     same_named,
 )
+from shadoweval.stats.frame import QUALITY_VALUES
 from shadoweval.stats.labels import latest_per_pair
 
 __all__ = [
@@ -203,18 +204,11 @@ def ppi_columns(
     out: dict[str, tuple[float, float]] = {}
     for exchange_id, judgement in predicted.items():
         if judgement.outcome is not None:
-            out[exchange_id] = (_QUALITY[judgement.outcome], math.nan)
+            out[exchange_id] = (QUALITY_VALUES[judgement.outcome], math.nan)
     for exchange_id, label in sampled.items():
         prediction = out.get(exchange_id, (math.nan, math.nan))[0]
-        out[exchange_id] = (prediction, _QUALITY[label_outcome(label.label)])
+        out[exchange_id] = (prediction, QUALITY_VALUES[label_outcome(label.label)])
     return out
-
-
-_QUALITY: Mapping[QualityOutcome, float] = {
-    QualityOutcome.CANDIDATE_WORSE: 1.0,
-    QualityOutcome.TIE: 0.0,
-    QualityOutcome.CANDIDATE_BETTER: -1.0,
-}
 
 
 def source_counts(resolved: Mapping[str, PairJudgement]) -> dict[str, int]:

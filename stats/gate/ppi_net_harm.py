@@ -18,16 +18,15 @@ alone (the latter is not a valid interval: a biased predictor moves it).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import numpy as np
 import numpy.typing as npt
 
 from shadoweval.records import POOLED, Check, CheckOutcome
 from shadoweval.stats.checks.pair_arrays import FloatArray, PairArrays
 from shadoweval.stats.looks import LookLevels
+from shadoweval.stats.net_harm import NOT_REACHABLE
 from shadoweval.stats.net_harm.check import NET_HARM_METRIC
-from shadoweval.stats.net_harm.ppi import NOT_REACHABLE, PPI_METHOD, PPIEstimate, ppi_net_harm
+from shadoweval.stats.net_harm.ppi import PPI_METHOD, PPIEstimate, ppi_net_harm
 from shadoweval.stats.policy import NetHarmPolicy
 
 __all__ = [
@@ -136,7 +135,6 @@ def ppi_net_harm_check(
     levels: LookLevels,
     predictor: str,
     hand_labels: int = 0,
-    samples: Mapping[str, int] | None = None,
 ) -> tuple[Check, float]:
     """The unit's ``net_harm`` check from its prediction-powered estimate.
 
@@ -149,7 +147,6 @@ def ppi_net_harm_check(
         predictor: the sentence of :func:`pair_predictions`.
         hand_labels: labels chosen by hand on the unit's changed pairs (counted as labels:
             they are those pairs' predictions, not the PPI sample).
-        samples: random-sample labels per sample id, for the reason.
 
     Returns:
         The check (PASS / FAIL / INCONCLUSIVE; ``p_value`` the non-inferiority p) and the
@@ -162,7 +159,6 @@ def ppi_net_harm_check(
     low, high = e.bounds(alpha_k)
     shown_low, shown_high = e.interval(alpha_k)
     t = e.quantile(alpha_k)
-    sample_text = ", ".join(f"{k} in {name}" for name, k in (samples or {}).items())
     hand = (
         f"; {hand_labels} labels chosen by hand count as labels (their pairs' predictions), "
         "not as the PPI sample"
@@ -174,7 +170,7 @@ def ppi_net_harm_check(
         f"{fmt_pp(e.estimate)}, interval at alpha_k {fmt_g(alpha_k)} per side (look "
         f"{levels.look}) {fmt_pp(shown_low)} to {fmt_pp(shown_high)}, margin {fmt_pp(margin)}; "
         f"predictor: {predictor}, corrected by {e.labelled} random labels of {e.changed} "
-        f"changed pairs{f' ({sample_text})' if sample_text else ''}{hand}; P(worse) "
+        f"changed pairs{hand}; P(worse) "
         f"{100 * e.p_worse:.1f}%, P(better) {100 * e.p_better:.1f}% over all {e.n} pairs; "
         f"labels alone ±{100 * t * e.labels_se:.1f} pp, predictor alone "
         f"{fmt_pp(e.predictor_estimate)} (not a valid interval); one-sided p of net harm > 0: "

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,6 +60,7 @@ import numpy.typing as npt
 from scipy import stats as scipy_stats
 
 from shadoweval.stats.inputs import FloatArray, InvalidDataError
+from shadoweval.stats.net_harm.estimate import NOT_REACHABLE
 from shadoweval.stats.net_harm.stratified import fewest_more
 
 __all__ = [
@@ -78,8 +79,6 @@ PPI_METHOD = "ppi++ (Angelopoulos, Duchi, Zrnic 2023)"
 
 MIN_STRATUM_LABELS = 2
 """Labels a changed stratum needs for a sample variance: with fewer, PPI is not used."""
-
-NOT_REACHABLE = -1
 
 
 @dataclass(frozen=True)
@@ -162,7 +161,9 @@ def _ppi_mean(
     over every labelled pair's rectifier at its fold's λ (a difference between the folds'
     means counts as spread: conservative) and ``λ̄ = Σ_j (n_j/n)·λ_j`` (the folds are
     disjoint and independent of ``U``; cross-fitting as in Zrnic & Candès,
-    "Cross-prediction-powered inference", PNAS 121, 2024, applied to λ).
+    "Cross-prediction-powered inference", PNAS 121, 2024, applied to λ). With fewer than
+    ``2·MIN_STRATUM_LABELS`` labels a fold has too few to tune on: one λ tuned on all of
+    them serves both folds (a task type that small adds little to a unit's variance).
     """
     n, m = y.size, f_unl.size
     if m == 0:
@@ -431,8 +432,3 @@ def _satterthwaite(n: int, strata: Sequence[PPIStratum]) -> int:
     if total <= 0.0 or spread <= 0.0:
         return floor
     return max(floor, int(total * total / spread))
-
-
-def stratum_counts(estimate: PPIEstimate) -> Mapping[str, tuple[int, int]]:
-    """Per stratum ``(labelled, changed)``, for reasons."""
-    return {s.name: (s.labelled, s.size) for s in estimate.strata}
