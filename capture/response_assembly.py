@@ -1,13 +1,12 @@
 """The response half of a capture's Exchange: decode, reassemble, time and redact it.
 
-:class:`ResponseAssembler` is step 4-6 of :mod:`shadoweval.capture.builder` (see its module doc):
-the
-recorded body pieces are content-decoded piece by piece (:mod:`shadoweval.capture.decoding`); a
-``text/event-stream`` response is fed to
-:class:`~shadoweval.llm_protocol.ChatStreamAssembler` with each piece's arrival time
-(TTFT/e2e/ITL/TPOT from the recorded arrival times, TTFB = first encoded body byte), any
-other body to :func:`~shadoweval.llm_protocol.parse_completion_body` (TTFB = first body
-byte, e2e = last body byte). HTTP ≥ 400 gives ``error_message`` from the error body. The
+:class:`ResponseAssembler` is step 4-6 of :mod:`shadoweval.capture.builder` (see its module
+doc): the recorded body pieces are content-decoded piece by piece
+(:mod:`shadoweval.capture.decoding`); the route's dialect
+(:func:`~shadoweval.llm_protocol.dialects.dialect_for`: chat completions, legacy completions, …)
+reads them: a ``text/event-stream`` response is fed to its stream assembler with each piece's
+arrival time (TTFT/e2e/ITL/TPOT from the recorded arrival times, TTFB = first encoded body
+byte), any other body to its body parser (TTFB = first body byte, e2e = last body byte). HTTP ≥ 400 gives ``error_message`` from the error body. The
 reassembled text, reasoning, tool-call arguments, error message and (with
 ``keep_raw_body``) raw body are redacted; a raw stream body is dropped when a rule fired on
 a reassembled field or there is more than one choice. Decoding problems turn a ``done``
@@ -38,8 +37,8 @@ from shadoweval.capture.decoding import (
 )
 from shadoweval.capture.raw import RawCapture
 from shadoweval.errors import RecordDecodeError
-from shadoweval.llm_protocol import ChatStreamAssembler, parse_completion_body
 from shadoweval.llm_protocol.assembler import AssembledResponse
+from shadoweval.llm_protocol.dialects import dialect_for
 from shadoweval.records import (
     ExchangeOutcome,
     HeaderPair,
@@ -184,8 +183,9 @@ class ResponseAssembler:
             return ResponseParts(response, measured, outcome)
 
         timings: Timings
+        dialect = dialect_for(raw.route)
         if streamed:
-            asm = ChatStreamAssembler(start_ns=raw.start_ns)
+            asm = dialect.stream_assembler(start_ns=raw.start_ns)
             for arrival_ns, piece in pieces:
                 asm.feed(piece, now_ns=arrival_ns)
             result = asm.finish(now_ns=last_ns)
@@ -203,7 +203,7 @@ class ResponseAssembler:
         else:
             body_bytes = b"".join(p for _, p in pieces)
             try:
-                result = parse_completion_body(body_bytes, ttfb_ms=ttfb_ms, e2e_ms=e2e_ms)
+                result = dialect.parse_body(body_bytes, ttfb_ms=ttfb_ms, e2e_ms=e2e_ms)
             except RecordDecodeError as exc:
                 # exc's message quotes the body: record only the reason.
                 problems.append(f"response body is not a completion ({exc.reason})")

@@ -47,8 +47,8 @@ from shadoweval.http1.exchange import Http1Exchange, ResponseLostError, encode_r
 from shadoweval.http1.fd_limit import ensure_fd_limit
 from shadoweval.http1.pool import UpstreamError, UpstreamPool
 from shadoweval.lifecycle import AsyncLifecycle, aclose_all
-from shadoweval.llm_protocol import ChatStreamAssembler, parse_completion_body
 from shadoweval.llm_protocol.assembler import AssembledResponse
+from shadoweval.llm_protocol.dialects import Dialect, dialect_for
 from shadoweval.records import (
     HeaderPair,
     ReplayErrorKind,
@@ -297,12 +297,18 @@ class CandidateClient(AsyncLifecycle):
             )
         elif request.stream and "text/event-stream" in content_type:
             result = await self._finish_stream(
-                status, headers, _http1_pieces(exchange, decoder), start_ns, attempt
+                dialect_for(request.path),
+                status,
+                headers,
+                _http1_pieces(exchange, decoder),
+                start_ns,
+                attempt,
             )
         else:
             first_ns, body = await exchange.read_all()
             end_ns = time.perf_counter_ns()
             result = self._finish_body(
+                dialect_for(request.path),
                 status,
                 headers,
                 content_type or "?",
@@ -328,9 +334,9 @@ class CandidateClient(AsyncLifecycle):
             if response.status_code >= 400:
                 result = await _http_error(response, headers, start_ns, attempt)
             elif request.stream and "text/event-stream" in response.headers.get("content-type", ""):
-                result = await self._read_stream(response, headers, start_ns, attempt)
+                result = await self._read_stream(request, response, headers, start_ns, attempt)
             else:
-                result = await self._read_body(response, headers, start_ns, attempt)
+                result = await self._read_body(request, response, headers, start_ns, attempt)
             return self._cache_hit(result, response)
 
     def _cache_hit(self, result: ReplayResult, response: httpx.Response) -> ReplayResult:
@@ -353,22 +359,34 @@ class CandidateClient(AsyncLifecycle):
         )
 
     async def _read_stream(
-        self, response: httpx.Response, headers: tuple[HeaderPair, ...], start_ns: int, attempt: int
+        self,
+        request: ReplayRequest,
+        response: httpx.Response,
+        headers: tuple[HeaderPair, ...],
+        start_ns: int,
+        attempt: int,
     ) -> ReplayResult:
         return await self._finish_stream(
-            response.status_code, headers, _httpx_pieces(response), start_ns, attempt
+            dialect_for(request.path),
+            response.status_code,
+            headers,
+            _httpx_pieces(response),
+            start_ns,
+            attempt,
         )
 
     async def _finish_stream(
         self,
+        dialect: Dialect,
         status_code: int,
         headers: tuple[HeaderPair, ...],
         pieces: AsyncIterator[tuple[int | None, bytes]],
         start_ns: int,
         attempt: int,
     ) -> ReplayResult:
-        """Feed ``(arrival_ns or None = now, decoded piece)`` to the assembler; the result."""
-        asm = ChatStreamAssembler(start_ns=start_ns)
+        """Feed ``(arrival_ns or None = now, decoded piece)`` to ``dialect``'s assembler;
+        the result."""
+        asm = dialect.stream_assembler(start_ns=start_ns)
         raw: list[bytes] = []
         async for arrival_ns, piece in pieces:
             asm.feed(piece, arrival_ns)
@@ -406,7 +424,12 @@ class CandidateClient(AsyncLifecycle):
         return ReplayResult(record, timings, kind, detail, attempt)
 
     async def _read_body(
-        self, response: httpx.Response, headers: tuple[HeaderPair, ...], start_ns: int, attempt: int
+        self,
+        request: ReplayRequest,
+        response: httpx.Response,
+        headers: tuple[HeaderPair, ...],
+        start_ns: int,
+        attempt: int,
     ) -> ReplayResult:
         first_byte_ns: int | None = None
         chunks: list[bytes] = []
@@ -416,6 +439,7 @@ class CandidateClient(AsyncLifecycle):
             chunks.append(piece)
         end_ns = time.perf_counter_ns()
         return self._finish_body(
+            dialect_for(request.path),
             response.status_code,
             headers,
             response.headers.get("content-type", "?"),
@@ -428,6 +452,7 @@ class CandidateClient(AsyncLifecycle):
 
     def _finish_body(
         self,
+        dialect: Dialect,
         status_code: int,
         headers: tuple[HeaderPair, ...],
         content_type: str,
@@ -437,12 +462,12 @@ class CandidateClient(AsyncLifecycle):
         start_ns: int,
         attempt: int,
     ) -> ReplayResult:
-        """The result of a whole (decoded) non-streamed body."""
+        """The result of a whole (decoded) non-streamed body, read as ``dialect``."""
         ttfb_ms = None if first_byte_ns is None else (first_byte_ns - start_ns) / 1e6
         e2e_ms = (end_ns - start_ns) / 1e6
         text_body = body.decode("utf-8", errors="replace")
         try:
-            parsed = parse_completion_body(body, ttfb_ms=ttfb_ms, e2e_ms=e2e_ms)
+            parsed = dialect.parse_body(body, ttfb_ms=ttfb_ms, e2e_ms=e2e_ms)
         except RecordDecodeError as exc:
             record = ResponseRecord(
                 status_code=status_code,

@@ -19,9 +19,9 @@ Rules (DESIGN §1, failure cases in reference/llm-protocol-and-eval-tools.md §4
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from pydantic import ValidationError
@@ -45,10 +45,52 @@ NOT_REPLAYED: Mapping[str, str] = {
 """Inference routes known and deliberately not replayed, with the reason (part of their
 skip reason, so the verdict can say why)."""
 
-_REQUEST_MODELS: Mapping[str, tuple[type[ChatCompletionRequest | CompletionRequest], str]] = {
-    CHAT_COMPLETIONS: (ChatCompletionRequest, "a chat completion"),
-    COMPLETIONS: (CompletionRequest, "a legacy completion"),
+
+class ReplayableRequest(Protocol):
+    """What a request reader parses a captured body into (a lenient pydantic model)."""
+
+    @property
+    def stream(self) -> bool | None:
+        """Whether the request asked for a streamed response."""
+
+    def sampling_params(self) -> tuple[dict[str, Any], tuple[str, ...]]:
+        """The sampling parameters set (name → value) and those left to the server."""
+
+
+def _ask_stream_usage(out: dict[str, Any], *, stream: bool) -> None:
+    """OpenAI streams report usage only when asked: the replay (never the live path) asks."""
+    if stream:
+        options = dict(out.get("stream_options") or {})
+        options["include_usage"] = True
+        out["stream_options"] = options
+
+
+def _bearer(api_key: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {api_key}"}
+
+
+@dataclass(frozen=True, slots=True)
+class RequestReader:
+    """How one route's captured request becomes a replay body.
+
+    ``model``: the lenient request model (validates the body; gives ``stream`` and the
+    sampling parameters); ``what``: the request named in a skip reason ("a chat
+    completion"); ``prepare(out, stream=…)``: edits the outgoing body in place (e.g.
+    ask a stream for usage); ``credential(api_key)``: the headers carrying the shadow's
+    own key (``Authorization: Bearer`` for OpenAI-compatible servers).
+    """
+
+    model: type[Any]
+    what: str
+    prepare: Callable[..., None] = _ask_stream_usage
+    credential: Callable[[str], dict[str, str]] = _bearer
+
+
+REQUEST_READERS: Mapping[str, RequestReader] = {
+    CHAT_COMPLETIONS: RequestReader(ChatCompletionRequest, "a chat completion"),
+    COMPLETIONS: RequestReader(CompletionRequest, "a legacy completion"),
 }
+"""The request reader of every replayable route."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +135,7 @@ def build_replay_request(
     # such as ``api_key=[REDACTED...]``; they are never sent to a shadow) and without a
     # trailing slash (``/v1/chat/completions/`` is the chat route).
     route = normalize_route(exchange.request.path or exchange.route)
-    if route not in routes or route not in _REQUEST_MODELS:
+    if route not in routes or route not in REQUEST_READERS:
         why = NOT_REPLAYED.get(route)
         detail = f"route not replayable: {route}" + (f" ({why})" if why else "")
         return SkipReplay(exchange.exchange_id, detail)
@@ -105,22 +147,21 @@ def build_replay_request(
     body = exchange.request.json_body()
     if body is None:
         return SkipReplay(exchange.exchange_id, "request body is not a JSON object")
-    reader, what = _REQUEST_MODELS[route]
+    reader = REQUEST_READERS[route]
     try:
-        parsed = reader.model_validate(body)
+        parsed: ReplayableRequest = reader.model.model_validate(body)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        return SkipReplay(exchange.exchange_id, f"request is not {what}: {where}: {first['msg']}")
+        return SkipReplay(
+            exchange.exchange_id, f"request is not {reader.what}: {where}: {first['msg']}"
+        )
     pinned, missing = parsed.sampling_params()
     out: dict[str, Any] = dict(body)
     if model is not None:
         out["model"] = model
     stream = bool(parsed.stream)
-    if stream:
-        options = dict(out.get("stream_options") or {})
-        options["include_usage"] = True
-        out["stream_options"] = options
+    reader.prepare(out, stream=stream)
     headers = {
         "content-type": "application/json",
         "accept": "text/event-stream" if stream else "application/json",
@@ -128,7 +169,7 @@ def build_replay_request(
         f"{SHADOW_MARKER_HEADER}-exchange-id": exchange.exchange_id,
     }
     if api_key:
-        headers["authorization"] = f"Bearer {api_key}"
+        headers.update(reader.credential(api_key))
     return ReplayRequest(
         exchange_id=exchange.exchange_id,
         path=route,
