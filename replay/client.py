@@ -323,6 +323,7 @@ class CandidateClient(AsyncLifecycle):
     async def _send_once(
         self, client: httpx.AsyncClient, request: ReplayRequest, start_ns: int, attempt: int
     ) -> ReplayResult:
+        dialect = dialect_for(request.path)
         async with client.stream(
             "POST", request.path, content=request.body, headers=dict(request.headers)
         ) as response:
@@ -334,9 +335,16 @@ class CandidateClient(AsyncLifecycle):
             if response.status_code >= 400:
                 result = await _http_error(response, headers, start_ns, attempt)
             elif request.stream and "text/event-stream" in response.headers.get("content-type", ""):
-                result = await self._read_stream(request, response, headers, start_ns, attempt)
+                result = await self._finish_stream(
+                    dialect,
+                    response.status_code,
+                    headers,
+                    _httpx_pieces(response),
+                    start_ns,
+                    attempt,
+                )
             else:
-                result = await self._read_body(request, response, headers, start_ns, attempt)
+                result = await self._read_body(dialect, response, headers, start_ns, attempt)
             return self._cache_hit(result, response)
 
     def _cache_hit(self, result: ReplayResult, response: httpx.Response) -> ReplayResult:
@@ -356,23 +364,6 @@ class CandidateClient(AsyncLifecycle):
             return result
         return ReplayResult(
             marked, result.timings, result.error_kind, result.error_detail, result.attempts
-        )
-
-    async def _read_stream(
-        self,
-        request: ReplayRequest,
-        response: httpx.Response,
-        headers: tuple[HeaderPair, ...],
-        start_ns: int,
-        attempt: int,
-    ) -> ReplayResult:
-        return await self._finish_stream(
-            dialect_for(request.path),
-            response.status_code,
-            headers,
-            _httpx_pieces(response),
-            start_ns,
-            attempt,
         )
 
     async def _finish_stream(
@@ -425,7 +416,7 @@ class CandidateClient(AsyncLifecycle):
 
     async def _read_body(
         self,
-        request: ReplayRequest,
+        dialect: Dialect,
         response: httpx.Response,
         headers: tuple[HeaderPair, ...],
         start_ns: int,
@@ -439,7 +430,7 @@ class CandidateClient(AsyncLifecycle):
             chunks.append(piece)
         end_ns = time.perf_counter_ns()
         return self._finish_body(
-            dialect_for(request.path),
+            dialect,
             response.status_code,
             headers,
             response.headers.get("content-type", "?"),
