@@ -9,6 +9,10 @@ Endpoints (JSON; bodies in :mod:`shadoweval.api.schemas`; document at ``/openapi
 * ``GET /v1/runs/{run_id}/verdict`` — the latest stored verdict; a run without one is
   gated now through ``compute_verdict`` (the CLI passes the function ``shadow-eval gate``
   uses) and the result stored, so the API and the CLI can never disagree;
+* ``POST /v1/runs/{run_id}/verdict/expect/{decision}`` — 200 when that verdict (looked up
+  or computed as above) is ``decision``, 409 when it is another: a webhook for
+  controllers that read only a status code (Flagger's ``confirm-promotion`` and
+  ``rollback`` hooks; ``deploy/flagger/``); the optional body is Flagger's payload;
 * ``GET /v1/runs/{run_id}/audit`` — the run's policy audit log;
 * ``GET /v1/canaries?state=&limit=`` — canaries newest first;
 * ``GET /v1/canaries/{canary_id}`` — a canary with its steps (each with its latest step
@@ -26,7 +30,8 @@ Endpoints (JSON; bodies in :mod:`shadoweval.api.schemas`; document at ``/openapi
   parameters in :mod:`shadoweval.api.export_params`).
 
 Errors are JSON :class:`~shadoweval.api.schemas.ErrorBody`: 400 bad query or body (naming the
-field), 401 token, 404 unknown run, canary or path, 409 the canary is already rolled back,
+field), 401 token, 404 unknown run, canary or path, 409 the canary is already rolled back
+(or, for ``verdict/expect``, the verdict is another decision: a VerdictHookOut body),
 500 the gate failed, 503 the database failed (or, for the export, no redactor was
 configured; for a rollback, no ``envoy.canary`` settings). The repository
 is synchronous; calls run in Starlette's thread pool.
@@ -73,6 +78,8 @@ from shadoweval.api.schemas import (
     RollbackIn,
     RunList,
     RunOut,
+    VerdictHookIn,
+    VerdictHookOut,
     VerdictOut,
 )
 from shadoweval.api_settings import ApiSettings, required_token
@@ -91,7 +98,7 @@ from shadoweval.application.redaction import body_redaction
 from shadoweval.config import load_settings
 from shadoweval.errors import ConfigError, ShadowEvalError, StorageError
 from shadoweval.log_limits import RateLimitedLog
-from shadoweval.records import Verdict
+from shadoweval.records import Decision, Verdict
 from shadoweval.serving import install_access_log_redaction
 from shadoweval.storage import (
     CanaryInfo,
@@ -107,12 +114,18 @@ logger = logging.getLogger(__name__)
 StoredT = TypeVar("StoredT")
 EnumT = TypeVar("EnumT", bound=StrEnum)
 """A stored record a route looks up by the id in its path (a run, a canary)."""
+BodyT = TypeVar("BodyT", bound=BaseModel)
+"""A request body model."""
 
 ComputeVerdict = Callable[[Repository, RunInfo], Verdict]
 """Gate a run now and store the verdict (blocking; called in a worker thread)."""
 
 API_COMMAND = "shadow-eval api"
 """``command`` recorded in the policy audit log for verdicts the API computes."""
+
+VERDICT_ENDPOINT = "GET /v1/runs/{run_id}/verdict"
+EXPECT_ENDPOINT = "POST /v1/runs/{run_id}/verdict/expect/{decision}"
+"""The routes that may gate a run, as the policy audit row's ``endpoint`` names them."""
 
 ROLLBACK_COMMAND = "shadow-eval api: POST /v1/canaries/{canary_id}/rollback"
 """``command`` recorded in the audit row of a rollback asked through the API."""
@@ -191,16 +204,30 @@ class _Handlers:
 
     async def verdict(self, request: Request) -> Response:
         run = await self._run(request)
+        return _body(VerdictOut.of(*await self._verdict_of(run, request, VERDICT_ENDPOINT)))
+
+    async def expect(self, request: Request) -> Response:
+        """200 when the run's verdict is the path's decision, 409 (same body) when not."""
+        expected = _enum_value(Decision, str(request.path_params["decision"]), "decision")
+        run = await self._run(request)
+        caller = _json_body(VerdictHookIn, await request.body(), '{"name": ..., "namespace": ...}')
+        verdict, source = await self._verdict_of(run, request, EXPECT_ENDPOINT)
+        answer = VerdictHookOut.of(verdict, source, expected, caller)
+        return _body(answer, 200 if answer.matches else 409)
+
+    async def _verdict_of(
+        self, run: RunInfo, request: Request, endpoint: str
+    ) -> tuple[Verdict, Literal["stored", "computed"]]:
+        """The run's latest stored verdict, or one gated and stored now if it has none
+        (audited as asked by ``endpoint``)."""
         stored = await run_in_threadpool(self._repo.latest_verdict, run.run_id)
         if stored is not None:
-            return _body(VerdictOut.of(stored, "stored"))
+            return stored, "stored"
         async with self._compute_lock:  # two first requests must not both gate (look 1 twice)
             stored = await run_in_threadpool(self._repo.latest_verdict, run.run_id)
-            source: Literal["stored", "computed"] = "stored"
-            if stored is None:
-                stored = await run_in_threadpool(self._gate, run, _client(request))
-                source = "computed"
-        return _body(VerdictOut.of(stored, source))
+            if stored is not None:
+                return stored, "stored"
+            return await run_in_threadpool(self._gate, run, _client(request), endpoint), "computed"
 
     async def audit(self, request: Request) -> Response:
         run = await self._run(request)
@@ -244,7 +271,7 @@ class _Handlers:
 
     async def rollback(self, request: Request) -> Response:
         canary = await self._canary(request)
-        wanted = _rollback_body(await request.body())
+        wanted = _json_body(RollbackIn, await request.body(), '{"why": "...", "actor": "..."}')
         if canary.state is CanaryState.ROLLED_BACK:
             raise _final(canary)
         if self._split is None or self._split.canary is None:
@@ -288,8 +315,9 @@ class _Handlers:
     async def _run(self, request: Request) -> RunInfo:
         return await _stored(self._repo.get_run, "run", request, "run_id")
 
-    def _gate(self, run: RunInfo, client: str) -> Verdict:
-        """Audit the use of the run's frozen policy, then gate it (blocking)."""
+    def _gate(self, run: RunInfo, client: str, endpoint: str) -> Verdict:
+        """Audit the use of the run's frozen policy (``endpoint``: the route asking), then
+        gate it (blocking)."""
         self._repo.record_policy_audit(
             run_id=run.run_id,
             policy_hash=run.policy_hash,
@@ -297,7 +325,7 @@ class _Handlers:
             command=API_COMMAND,
             detail={
                 "policy_source": "run",
-                "endpoint": "GET /v1/runs/{run_id}/verdict",
+                "endpoint": endpoint,
                 "client": client,
             },
         )
@@ -316,8 +344,15 @@ def _enum_param(values: type[EnumT], request: Request, param: str) -> EnumT | No
             value.
     """
     value = request.query_params.get(param)
-    if value is None:
-        return None
+    return None if value is None else _enum_value(values, value, param)
+
+
+def _enum_value(values: type[EnumT], value: str, param: str) -> EnumT:
+    """``value`` (of the parameter ``param``) as one of ``values``.
+
+    Raises:
+        ApiError: 400 ``bad_request`` (``{param} {value!r} is not one of …``) for another.
+    """
     try:
         return values(value)
     except ValueError:
@@ -341,18 +376,18 @@ async def _stored(
     return found
 
 
-def _rollback_body(raw: bytes) -> RollbackIn:
-    """The rollback request body; a bad one is 400 naming the field and what is wrong."""
+def _json_body(model: type[BodyT], raw: bytes, expected: str) -> BodyT:
+    """The request body as ``model`` (an empty body is ``{}``); a bad one is 400 naming the
+    field and what is wrong, and the JSON ``expected`` (an example for the message)."""
     try:
-        return RollbackIn.model_validate_json(raw or b"")
+        return model.model_validate_json(raw or b"{}")
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "body"
         raise ApiError(
             400,
             "bad_request",
-            f"body field {where!r}: {first['msg']} (expected JSON "
-            '{"why": "...", "actor": "..."})',
+            f"body field {where!r}: {first['msg']} (expected JSON {expected})",
         ) from None
 
 
@@ -457,6 +492,7 @@ def create_app(
             Route("/metrics", handlers.metrics, methods=["GET"]),
             Route("/v1/runs", handlers.runs, methods=["GET"]),
             Route("/v1/runs/{run_id}/verdict", handlers.verdict, methods=["GET"]),
+            Route("/v1/runs/{run_id}/verdict/expect/{decision}", handlers.expect, methods=["POST"]),
             Route("/v1/runs/{run_id}/audit", handlers.audit, methods=["GET"]),
             Route("/v1/runs/{run_id}/export", handlers.export, methods=["GET"]),
             Route("/v1/canaries", handlers.canaries, methods=["GET"]),

@@ -25,8 +25,11 @@ from shadoweval.api.schemas import (
     Health,
     RollbackIn,
     RunList,
+    VerdictHookIn,
+    VerdictHookOut,
     VerdictOut,
 )
+from shadoweval.records import Decision
 from shadoweval.storage import CanaryState, RunStatus
 
 MAX_LIMIT = 1000
@@ -38,11 +41,12 @@ _MODELS: tuple[type[BaseModel], ...] = (
     Health,
     RunList,
     VerdictOut,
+    VerdictHookOut,
     AuditLog,
     CanaryList,
     CanaryDetail,
 )
-_REQUESTS: tuple[type[BaseModel], ...] = (RollbackIn,)
+_REQUESTS: tuple[type[BaseModel], ...] = (RollbackIn, VerdictHookIn)
 
 
 def _json(ref: dict[str, Any], description: str) -> dict[str, Any]:
@@ -184,6 +188,7 @@ def _run_paths(s: _Shared) -> dict[str, Any]:
                 },
             }
         },
+        "/v1/runs/{run_id}/verdict/expect/{decision}": {"post": _expect_operation(s)},
         "/v1/runs/{run_id}/audit": {
             "get": {
                 "summary": "The run's policy audit log: created / used / refused, oldest first.",
@@ -196,6 +201,44 @@ def _run_paths(s: _Shared) -> dict[str, Any]:
                     "503": s.unavailable,
                 },
             }
+        },
+    }
+
+
+def _expect_operation(s: _Shared) -> dict[str, Any]:
+    """``POST /v1/runs/{run_id}/verdict/expect/{decision}``: the verdict as a status code."""
+    hook = s.ref(VerdictHookOut)
+    return {
+        "summary": "200 if the run's verdict is `decision`, 409 if it is another (a webhook).",
+        "description": "For controllers that read only the status code of a POST: "
+        "Flagger's `confirm-promotion` hook expects `promote`, its `rollback` hook "
+        "`rollback` (deploy/flagger/). The verdict is the one `GET "
+        "/v1/runs/{run_id}/verdict` answers (computed and stored now if the run has "
+        "none). The optional body is Flagger's webhook payload; its `metadata` is "
+        "ignored and never echoed.",
+        "operationId": "expectVerdict",
+        "parameters": [
+            s.run_id,
+            {
+                "name": "decision",
+                "in": "path",
+                "required": True,
+                "schema": {"type": "string", "enum": [d.value for d in Decision]},
+                "description": "The decision expected.",
+            },
+        ],
+        "requestBody": {
+            "required": False,
+            "content": {"application/json": {"schema": s.ref(VerdictHookIn)}},
+        },
+        "responses": {
+            "200": _json(hook, "The verdict is the decision expected."),
+            "400": _json(s.error, "An unknown decision, or a body that is not the payload."),
+            **s.secured,
+            "404": _json(s.error, _NO_RUN),
+            "409": _json(hook, "The verdict is another decision (named in the body)."),
+            "500": _json(s.error, "The gate failed on this run's data."),
+            "503": s.unavailable,
         },
     }
 

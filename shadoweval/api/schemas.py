@@ -244,3 +244,63 @@ class RollbackIn(_Body):
 
     why: str = Field(min_length=1, description="Why roll back (stored in the audit row).")
     actor: str = Field(min_length=1, description="Who asks (stored in the audit row).")
+
+
+class VerdictHookIn(BaseModel):
+    """``POST /v1/runs/{run_id}/verdict/expect/{decision}``: the optional body, Flagger's webhook
+    payload (``name``, ``namespace``, ``phase``, ``metadata``; Flagger's docs, "Webhooks").
+
+    Only the canary's name, namespace and phase are read (to name the caller in the
+    answer); ``metadata`` is accepted and ignored (never echoed or stored: Flagger users
+    put tokens there). Fields Flagger may add later (``checksum``) are ignored.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    name: str = Field(default="", description="The canary's name.")
+    namespace: str = Field(default="", description="The canary's namespace.")
+    phase: str = Field(default="", description="The canary's phase (Progressing, Waiting, …).")
+    metadata: dict[str, str] = Field(
+        default_factory=dict, description="The webhook's metadata; ignored, never echoed."
+    )
+
+
+class VerdictHookOut(_Body):
+    """The answer of ``POST /v1/runs/{run_id}/verdict/expect/{decision}``: 200 when the run's latest
+    verdict is the expected decision, 409 with the same body when it is not."""
+
+    run_id: str
+    expected: Decision
+    decision: Decision
+    matches: bool = Field(description="decision == expected (the answer is 200 iff true).")
+    look: int
+    decided_at: datetime
+    source: Literal["stored", "computed"]
+    reasons: list[str]
+    canary: str | None = Field(
+        description="namespace/name from the body (a Flagger payload); null without one."
+    )
+    phase: str | None = Field(description="The canary's phase from the body; null without one.")
+
+    @classmethod
+    def of(
+        cls,
+        verdict: Verdict,
+        source: Literal["stored", "computed"],
+        expected: Decision,
+        caller: VerdictHookIn,
+    ) -> VerdictHookOut:
+        """From the verdict the request looked up, the expectation and the caller's body."""
+        named = caller.name or caller.namespace
+        return cls(
+            run_id=verdict.run_id,
+            expected=expected,
+            decision=verdict.decision,
+            matches=verdict.decision is expected,
+            look=verdict.look,
+            decided_at=verdict.decided_at,
+            source=source,
+            reasons=list(verdict.reasons),
+            canary=f"{caller.namespace}/{caller.name}" if named else None,
+            phase=caller.phase or None,
+        )

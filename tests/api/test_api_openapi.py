@@ -45,6 +45,7 @@ async def test_document_is_openapi_3_1_with_valid_component_schemas(app: Starlet
         "/openapi.json",
         "/v1/runs",
         "/v1/runs/{run_id}/verdict",
+        "/v1/runs/{run_id}/verdict/expect/{decision}",
         "/v1/runs/{run_id}/audit",
         "/v1/runs/{run_id}/export",
         "/v1/canaries",
