@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from jsonpath_ng.ext.parser import parse as jsonpath_parse
 from pydantic import SecretStr
 
 from shadoweval.api.app import build_app
@@ -40,22 +41,22 @@ ARGO = REPO / "deploy" / "argo"
 FLAGGER = REPO / "deploy" / "flagger"
 WORKFLOW = REPO / "deploy" / "github-actions" / "shadow-eval-verdict.yml"
 
-_JSON_PATH = re.compile(r"^\{\$((?:\.[A-Za-z_][A-Za-z0-9_]*)+)\}$")
 _EQUALS = re.compile(r"""^result == (?:"(?P<dq>[^"]*)"|'(?P<sq>[^']*)')$""")
 _ARG = re.compile(r"\{\{\s*args\.([A-Za-z0-9_-]+)\s*\}\}")
 
 
 def json_path(template: str, body: Any) -> Any:
-    """Argo's ``jsonPath`` (Kubernetes JSONPath in braces), for the form ``{$.a.b}`` only.
+    """Argo's ``jsonPath`` (Kubernetes JSONPath: one expression in braces), read by
+    jsonpath-ng; it must select exactly one value, as Argo's web provider requires.
 
     Raises:
-        AssertionError: any other form (this test does not evaluate it).
+        AssertionError: not one braced expression, or not exactly one match.
     """
-    match = _JSON_PATH.match(template)
-    assert match, f"jsonPath {template!r}: this test evaluates only the form {{$.a.b}}"
-    for key in match[1].split(".")[1:]:
-        body = body[key]
-    return body
+    assert template.startswith("{"), f"jsonPath {template!r}"
+    assert template.endswith("}"), f"jsonPath {template!r}"
+    matches = jsonpath_parse(template[1:-1]).find(body)
+    assert len(matches) == 1, f"jsonPath {template!r} selects {len(matches)} values"
+    return matches[0].value
 
 
 def condition(expression: str, result: Any) -> bool:
