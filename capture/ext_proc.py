@@ -10,7 +10,10 @@ this message"); the live request is never paused, whatever the service does.
 :class:`StreamTap` turns the messages of one stream into one
 :class:`~shadoweval.capture.raw.RawCapture`, exactly what the built-in sidecar's proxy builds, and
 :class:`CaptureProcessor` hands it to :meth:`shadoweval.capture.pipeline.CapturePipeline.offer` —
-then the same builder, redaction and sinks as the sidecar.
+then the same builder, redaction and sinks as the sidecar. A filter *not* in observability
+mode (Envoy Gateway's ``EnvoyExtensionPolicy`` cannot set it) waits for an answer to each
+message: the service then answers each at once with an unchanged ``CONTINUE``
+(:data:`CONTINUE`), so its reply, not its capture work, is on the live path.
 
 Capture semantics are the sidecar's (:mod:`shadoweval.capture.proxy`): only ``POST`` to a path in
 ``settings.routes`` (exact match, query string and trailing slashes apart), never a request carrying
@@ -102,6 +105,23 @@ request's end, and ``shadoweval_ext_proc_timing_fallbacks_total`` counts it."""
 
 VIA_UPSTREAM = "via_upstream"
 """``response.code_details`` of a response that came from the upstream (Envoy's value)."""
+
+_REPLIES = {
+    "headers": ext_proc_pb2.HeadersResponse,
+    "body": ext_proc_pb2.BodyResponse,
+    "trailers": ext_proc_pb2.TrailersResponse,
+}
+CONTINUE: dict[str, Any] = {
+    f"{side}_{part}": ext_proc_pb2.ProcessingResponse(**{f"{side}_{part}": reply()})
+    for side in ("request", "response")
+    for part, reply in _REPLIES.items()
+}
+"""The answer to each message of a filter *not* in observability mode, by message kind:
+an empty ``CommonResponse`` (status ``CONTINUE``, no mutation), so the request and response
+pass unchanged. Such a filter pauses on each message until it is answered (bounded by its
+``message_timeout``; ``failure_mode_allow`` then lets the request go on uncaptured): the
+service answers as it reads, before any capture work. Envoy Gateway's
+``EnvoyExtensionPolicy`` has no observability mode (deploy/istio/README.md)."""
 
 INCOMPLETE_REASONS: dict[str, str] = {
     "stream_closed": (
@@ -196,7 +216,11 @@ def _request_time(msg: Any) -> tuple[datetime, int] | None:
 
 def _attribute(msg: Any, name: str) -> Any:
     """Attribute ``name`` of a ``ProcessingRequest`` (a ``google.protobuf.Value``) or None."""
+    # keyed by the filter's name: ours, or the one a control plane gave it (Envoy Gateway
+    # names its filters per policy); one ext_proc filter sends one entry
     attrs = msg.attributes.get(EXT_PROC_FILTER)
+    if attrs is None and len(msg.attributes) == 1:
+        attrs = next(iter(msg.attributes.values()))
     if attrs is None or name not in attrs.fields:
         return None
     return attrs.fields[name]
@@ -462,7 +486,9 @@ class CaptureProcessor(ext_proc_grpc.ExternalProcessorServicer):  # type: ignore
     async def Process(  # noqa: N802 (the gRPC method's name)
         self, request_iterator: AsyncIterator[Any], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[Any]:
-        """Read one stream to the end of its exchange; send nothing (observability mode).
+        """Read one stream to the end of its exchange; answer nothing in observability
+        mode, and an unchanged ``CONTINUE`` to each message otherwise (a filter that waits
+        for answers, e.g. Envoy Gateway's ``EnvoyExtensionPolicy``: see :data:`CONTINUE`).
 
         Returning closes the stream, which tells Envoy no more messages are needed.
         """
@@ -472,8 +498,12 @@ class CaptureProcessor(ext_proc_grpc.ExternalProcessorServicer):  # type: ignore
         try:
             async for msg in request_iterator:
                 now = _perf_ns()
-                self._count(msg.WhichOneof("request") or "none")
-                if tap.feed(msg, now):
+                kind = msg.WhichOneof("request") or "none"
+                self._count(kind)
+                done = tap.feed(msg, now)
+                if not msg.observability_mode and kind in CONTINUE:
+                    yield CONTINUE[kind]
+                if done:
                     break
             else:
                 tap.incomplete("stream_closed", _perf_ns())
@@ -491,5 +521,3 @@ class CaptureProcessor(ext_proc_grpc.ExternalProcessorServicer):  # type: ignore
                     self._on_capture(raw)
                 except Exception:
                     logger.debug("on_capture raised; capture %s ignored", raw.exchange_id)
-        return
-        yield ext_proc_pb2.ProcessingResponse()  # pragma: no cover (a generator: no reply)

@@ -31,7 +31,9 @@ class CaptureOverrides:
     """Settings given on the command line; ``None`` keeps the environment's (or default).
 
     Attributes:
-        upstream: base URL of the live model server (required).
+        upstream: base URL of the live model server (``None``: the environment's or the
+            default; only ``capture envoy-config --fragment``, which routes nothing, gives
+            none).
         host: the address the proxy and admin ports listen on.
         port: the proxy port (clients connect here).
         admin_port: the port of ``/healthz``, ``/readyz`` and ``/metrics``.
@@ -46,7 +48,7 @@ class CaptureOverrides:
         live_model: the live model's name (default: each response's ``model`` field).
     """
 
-    upstream: str
+    upstream: str | None
     host: str | None = None
     port: int | None = None
     admin_port: int | None = None

@@ -3,7 +3,8 @@
 :func:`envoy_settings` resolves the settings (the environment's ``SHADOWEVAL_CAPTURE__*``,
 ``SHADOWEVAL_ENVOY__*`` and ``SHADOWEVAL_KAFKA__*`` with the face's overrides) and checks
 them as the front end would at start-up; :func:`envoy_config_text` renders the Envoy
-bootstrap for them (:func:`shadoweval.capture.envoy_config.render_envoy_config`);
+bootstrap for them (:func:`shadoweval.capture.envoy_config.render_envoy_config`), and
+:func:`envoy_fragment_text` only the filter and cluster to add to an Envoy you already run;
 :func:`serve_envoy_front` runs the capture service and Envoy
 (:class:`shadoweval.capture.envoy_front.EnvoyFrontEnd`) until SIGTERM/SIGINT.
 """
@@ -19,14 +20,17 @@ from pydantic import ValidationError
 
 from shadoweval.application.capture import CaptureOverrides, capture_settings
 from shadoweval.capture.envoy_config import EnvoyConfigSpec, find_envoy_binary, render_envoy_config
+from shadoweval.capture.envoy_fragment import DEFAULT_MESSAGE_TIMEOUT_MS, render_envoy_fragment
 from shadoweval.capture.envoy_front import EnvoyFrontEnd
 from shadoweval.config import EnvoySettings, Settings
 from shadoweval.errors import ConfigError
 
 __all__ = [
+    "DEFAULT_MESSAGE_TIMEOUT_MS",
     "EnvoyOverrides",
     "FrontEndPorts",
     "envoy_config_text",
+    "envoy_fragment_text",
     "envoy_settings",
     "serve_envoy_front",
 ]
@@ -98,6 +102,26 @@ def envoy_config_text(settings: Settings) -> str:
         ConfigError: settings Envoy cannot run with (e.g. ``envoy.ext_proc_port`` 0).
     """
     return render_envoy_config(EnvoyConfigSpec.from_settings(settings.capture, settings.envoy))
+
+
+def envoy_fragment_text(
+    settings: Settings,
+    *,
+    message_timeout_ms: int = DEFAULT_MESSAGE_TIMEOUT_MS,
+    output_format: str = "yaml",
+) -> str:
+    """The ext_proc filter and capture cluster to add to an Envoy you already run (what
+    ``capture envoy-config --fragment`` writes;
+    :func:`shadoweval.capture.envoy_fragment.render_envoy_fragment`), YAML or JSON.
+
+    Raises:
+        ConfigError: ``envoy.ext_proc_port`` 0, a message timeout out of 1-60000 ms, or
+            an unknown format (the message names the option and the value).
+    """
+    spec = EnvoyConfigSpec.from_settings(settings.capture, settings.envoy)
+    return render_envoy_fragment(
+        spec, message_timeout_ms=message_timeout_ms, output_format=output_format
+    )
 
 
 def serve_envoy_front(

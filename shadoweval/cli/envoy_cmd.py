@@ -45,6 +45,15 @@ EnvoyConcurrencyOpt = Annotated[
 WriteConfigOpt = Annotated[
     Path | None, typer.Option(help="Also write the Envoy config run (bound ports) here.")
 ]
+_FRAGMENT_HELP = (
+    "Write only the ext_proc HTTP filter and the capture cluster to add to an Envoy you "
+    "already run, not a whole bootstrap."
+)
+FragmentOpt = Annotated[bool, typer.Option("--fragment", help=_FRAGMENT_HELP)]
+FormatOpt = Annotated[str, typer.Option("--format", help="yaml or json (json: --fragment only).")]
+MessageTimeoutOpt = Annotated[
+    int | None, typer.Option(help="The fragment's ext_proc message_timeout (default 200 ms).")
+]
 LaunchOpt = Annotated[
     bool,
     typer.Option(
@@ -57,17 +66,27 @@ LaunchOpt = Annotated[
 
 @capture_app.command("envoy-config")
 def capture_envoy_config(
-    upstream: UpstreamOpt,
+    upstream: Annotated[
+        str | None,
+        typer.Option(
+            "--upstream",
+            help="Base URL of the live model server (no path); not with --fragment.",
+        ),
+    ] = None,
     host: HostOpt = None,
     port: PortOpt = None,
     ext_proc_host: ExtProcHostOpt = None,
     ext_proc_port: ExtProcPortOpt = None,
     envoy_admin_port: EnvoyAdminOpt = None,
+    fragment: FragmentOpt = False,
+    output_format: FormatOpt = "yaml",
+    message_timeout_ms: MessageTimeoutOpt = None,
     out: Annotated[
         Path | None, typer.Option("--out", help="Write the YAML here (default: stdout).")
     ] = None,
 ) -> None:
-    """Write the Envoy bootstrap of the front end (ext_proc in observability mode).
+    """Write the Envoy bootstrap of the front end (ext_proc in observability mode), or with
+    --fragment only the filter and cluster to add to your own Envoy.
 
     For an Envoy you run yourself beside `shadow-eval capture envoy --no-launch` (or any
     capture service on --ext-proc-port). Settings also come from SHADOWEVAL_CAPTURE__*
@@ -76,11 +95,30 @@ def capture_envoy_config(
     from rich.console import Console
 
     from shadoweval.application.capture import CaptureOverrides
-    from shadoweval.application.envoy_front import EnvoyOverrides, envoy_config_text, envoy_settings
+    from shadoweval.application.envoy_front import (
+        DEFAULT_MESSAGE_TIMEOUT_MS,
+        EnvoyOverrides,
+        envoy_config_text,
+        envoy_fragment_text,
+        envoy_settings,
+    )
     from shadoweval.cli.render import exit_on_error
 
     err = Console(stderr=True, soft_wrap=True)
     with exit_on_error(err):
+        _check_envoy_config_options(
+            fragment,
+            bootstrap_only={
+                "--upstream": upstream,
+                "--host": host,
+                "--port": port,
+                "--envoy-admin-port": envoy_admin_port,
+            },
+            fragment_only={
+                "--format": None if output_format == "yaml" else output_format,
+                "--message-timeout-ms": message_timeout_ms,
+            },
+        )
         settings = envoy_settings(
             CaptureOverrides(upstream=upstream, host=host, port=port),
             EnvoyOverrides(
@@ -89,7 +127,16 @@ def capture_envoy_config(
                 admin_port=envoy_admin_port,
             ),
         )
-        text = envoy_config_text(settings)
+        if fragment:
+            text = envoy_fragment_text(
+                settings,
+                message_timeout_ms=(
+                    DEFAULT_MESSAGE_TIMEOUT_MS if message_timeout_ms is None else message_timeout_ms
+                ),
+                output_format=output_format,
+            )
+        else:
+            text = envoy_config_text(settings)
     if out is None:
         typer.echo(text, nl=False)
     else:
@@ -187,6 +234,40 @@ def _print_ready(err: Console, settings: Settings, ports: FrontEndPorts, *, laun
         f"sinks {', '.join(settings.capture.sinks)}",
         soft_wrap=True,  # one line: scripts (the benchmark) read it
     )
+
+
+def _check_envoy_config_options(
+    fragment: bool, *, bootstrap_only: dict[str, object], fragment_only: dict[str, object]
+) -> None:
+    """Refuse an option that means nothing in the chosen mode, naming it and its value.
+
+    ``bootstrap_only``/``fragment_only``: option name → value given (``None``: not given).
+
+    Raises:
+        ConfigError: ``--upstream``/``--host``/``--port``/``--envoy-admin-port`` with
+            ``--fragment`` (your Envoy has its own listener, routes and admin);
+            ``--format json`` or ``--message-timeout-ms`` without it; no ``--upstream``
+            without it.
+    """
+    from shadoweval.errors import ConfigError
+
+    unused, why = (
+        (
+            bootstrap_only,
+            "has no effect with --fragment: your Envoy keeps its own listener, "
+            "routes and admin (leave it out)",
+        )
+        if fragment
+        else (fragment_only, "applies to --fragment only (the bootstrap is YAML)")
+    )
+    for option, value in unused.items():
+        if value is not None:
+            raise ConfigError(f"{option} = {value!r} {why}", field=option, value=value)
+    if not fragment and bootstrap_only["--upstream"] is None:
+        raise ConfigError(
+            "--upstream is required (the live model server's base URL) unless --fragment",
+            field="--upstream",
+        )
 
 
 def register(app: typer.Typer) -> None:

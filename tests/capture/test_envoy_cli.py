@@ -9,6 +9,7 @@ arguments (deploy/envoy/README.md).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -22,6 +23,7 @@ import httpx
 import pytest
 
 from shadoweval.capture.envoy_config import EnvoyConfigSpec, render_envoy_config
+from shadoweval.capture.envoy_fragment import render_envoy_fragment
 from shadoweval.capture.envoy_process import EnvoyProcess
 from shadoweval.capture_log import read_capture_log
 from shadoweval.config import CaptureSettings, EnvoySettings
@@ -126,6 +128,55 @@ def test_envoy_config_command_writes_what_the_renderer_renders(tmp_path: Path) -
     )
     assert bad.returncode == 3
     assert "upstream_url" in bad.stderr
+
+
+def _envoy_config(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "shadoweval.cli", "capture", "envoy-config", *args],
+        capture_output=True,
+        text=True,
+        env=_cli_env(),
+        timeout=120,
+        check=False,
+    )
+
+
+def test_envoy_config_fragment_writes_the_filter_and_cluster(tmp_path: Path) -> None:
+    out = tmp_path / "fragment.json"
+    done = _envoy_config(
+        "--fragment", "--ext-proc-host", "capture.internal", "--ext-proc-port", "7000",
+        "--format", "json", "--message-timeout-ms", "150", "--out", str(out),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    spec = EnvoyConfigSpec(
+        upstream_url="http://127.0.0.1:8000", ext_proc_host="capture.internal", ext_proc_port=7000
+    )
+    assert out.read_text(encoding="utf-8") == render_envoy_fragment(
+        spec, message_timeout_ms=150, output_format="json"
+    )
+    fragment = json.loads(out.read_text(encoding="utf-8"))
+    assert set(fragment) == {"http_filters", "clusters"}  # no listener, no bootstrap
+    yaml_text = _envoy_config("--fragment").stdout
+    assert "BEFORE envoy.filters.http.router" in yaml_text
+    assert "static_resources.clusters" in yaml_text
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--fragment", "--port", "9000"], "--port = 9000"),
+        (["--fragment", "--upstream", "http://m:8000"], "--upstream = 'http://m:8000'"),
+        (["--fragment", "--format", "xml"], "--format = 'xml'"),
+        (["--fragment", "--message-timeout-ms", "0"], "--message-timeout-ms = 0"),
+        (["--fragment", "--ext-proc-port", "0"], "--ext-proc-port = 0"),
+        (["--upstream", "http://m:8000", "--format", "json"], "--format = 'json'"),
+        (["--host", "0.0.0.0"], "--upstream is required"),
+    ],
+)
+def test_envoy_config_refuses_options_naming_them(args: list[str], named: str) -> None:
+    done = _envoy_config(*args)
+    assert done.returncode == 3, done.stderr
+    assert named in done.stderr
 
 
 def test_capture_envoy_serves_captures_and_stops_on_sigterm(
