@@ -3,8 +3,10 @@
 Rules (DESIGN §1, failure cases in reference/llm-protocol-and-eval-tools.md §4):
 
 * Only allow-listed inference routes are replayed: ``/v1/chat/completions`` (``messages``
-  → ``choices[].message``) and the legacy ``/v1/completions`` (``prompt`` →
-  ``choices[].text``) by default; anything else is *skipped with a reason*, so coverage
+  → ``choices[].message``), the legacy ``/v1/completions`` (``prompt`` →
+  ``choices[].text``) and Anthropic's ``/v1/messages`` (sent with ``x-api-key`` +
+  ``anthropic-version``, or translated to chat completions for a candidate that speaks
+  only that: ``translate``) by default; anything else is *skipped with a reason*, so coverage
   shows it (LiteLLM #31888) and the gate names the route (a captured route that is never
   replayed is a HOLD). ``/v1/responses`` is skipped with its own reason
   (:data:`NOT_REPLAYED`). The route is the path without its query and trailing slashes

@@ -41,17 +41,20 @@ tool-use event, not thinking); e2e = the last token-bearing event; ITL = gaps be
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
 
-from shadoweval.llm_protocol.assembler import AssembledResponse, usage_from_model
+from shadoweval.llm_protocol.assembler import (
+    AssembledResponse,
+    ChatStreamAssembler,
+    body_object,
+    usage_from_model,
+)
 from shadoweval.llm_protocol.models import UsageModel
-from shadoweval.llm_protocol.sse import SSEDecoder
 from shadoweval.records import ToolCall, Usage
 
 __all__ = ["MessagesStreamAssembler", "messages_usage", "parse_messages_body"]
@@ -108,6 +111,16 @@ def _arguments(pieces: list[str], start_input: object) -> str:
     return orjson.dumps(start_input if start_input is not None else {}).decode()
 
 
+def _event_object(data: str) -> dict[str, Any] | None:
+    """An event's JSON data, when it is an object with a string ``type``; else ``None``."""
+    try:
+        payload = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    ok = isinstance(payload, dict) and isinstance(payload.get("type"), str)
+    return payload if ok else None
+
+
 def _error_message(payload: dict[str, Any]) -> str:
     """``"<error.type>: <error.message>"`` of an Anthropic error object (what it holds)."""
     err = payload.get("error")
@@ -119,9 +132,10 @@ def _error_message(payload: dict[str, Any]) -> str:
     return str(err)
 
 
-class MessagesStreamAssembler:
-    """Incremental reader of a Messages API SSE stream (module doc); the same interface as
-    :class:`~shadoweval.llm_protocol.assembler.ChatStreamAssembler`.
+class MessagesStreamAssembler(ChatStreamAssembler):
+    """Incremental reader of a Messages API SSE stream (module doc): the chat assembler's
+    interface, byte handling and clock (:meth:`feed`, :meth:`finish`), reading Anthropic's
+    events instead of ``chat.completion.chunk`` objects.
 
     Args:
         start_ns: monotonic time the request was sent (default: construction time).
@@ -129,53 +143,19 @@ class MessagesStreamAssembler:
     """
 
     def __init__(self, *, start_ns: int | None = None, clock: Clock = time.perf_counter_ns):
-        self._clock = clock
-        self._start_ns = clock() if start_ns is None else start_ns
-        self._sse = SSEDecoder()
+        super().__init__(start_ns=start_ns, clock=clock)
         self._blocks: dict[int, _Block] = {}
-        self._usage: dict[str, Any] = {}
-        self._model: str | None = None
+        self._anthropic_usage: dict[str, Any] = {}
         self._stop_reason: str | None = None
         self._started = False
         self._finish_seen = False
-        self._done = False
-        self._events = 0
-        self._decode_errors = 0
-        self._error: str | None = None
-        self._first_byte_ns: int | None = None
-        self._token_ns: list[int] = []
-        self._content_ns: int | None = None
-        self._finished: AssembledResponse | None = None
-
-    def feed(self, data: bytes, now_ns: int | None = None) -> None:
-        """Add bytes as read from the network; ``now_ns`` defaults to the clock."""
-        if not data:
-            return
-        now = self._clock() if now_ns is None else now_ns
-        if self._first_byte_ns is None:
-            self._first_byte_ns = now
-        for event in self._sse.feed(data):
-            self._on_event(event.data, now)
-
-    def finish(self, now_ns: int | None = None) -> AssembledResponse:
-        """End of stream: flush buffers and return the :class:`AssembledResponse`."""
-        if self._finished is None:
-            now = self._clock() if now_ns is None else now_ns
-            for event in self._sse.close():
-                self._on_event(event.data, now)
-            self._finished = self._result()
-        return self._finished
 
     def _on_event(self, data: str, now: int) -> None:
-        if data.strip() == "":
+        if not data.strip():
             return
         self._events += 1
-        try:
-            payload = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            self._decode_errors += 1
-            return
-        if not isinstance(payload, dict) or not isinstance(payload.get("type"), str):
+        payload = _event_object(data)
+        if payload is None:
             self._decode_errors += 1
             return
         kind = payload["type"]
@@ -201,7 +181,7 @@ class MessagesStreamAssembler:
         if isinstance(message.get("model"), str):
             self._model = message["model"]
         if isinstance(message.get("usage"), dict):
-            self._usage.update(message["usage"])
+            self._anthropic_usage.update(message["usage"])
 
     def _on_message_delta(self, payload: dict[str, Any]) -> None:
         delta = payload.get("delta")
@@ -210,7 +190,7 @@ class MessagesStreamAssembler:
             self._finish_seen = True
         usage = payload.get("usage")
         if isinstance(usage, dict):  # cumulative: present counts replace earlier ones
-            self._usage.update({k: v for k, v in usage.items() if v is not None})
+            self._anthropic_usage.update({k: v for k, v in usage.items() if v is not None})
 
     def _on_block_start(self, payload: dict[str, Any], now: int) -> None:
         block = payload.get("content_block")
@@ -253,9 +233,6 @@ class MessagesStreamAssembler:
         if visible and self._content_ns is None:
             self._content_ns = now
 
-    def _ms(self, ns: int | None) -> float | None:
-        return None if ns is None else (ns - self._start_ns) / 1e6
-
     def _result(self) -> AssembledResponse:
         blocks = [self._blocks[i] for i in sorted(self._blocks)]
         texts = ["".join(b.pieces) for b in blocks if b.type == "text"]
@@ -270,28 +247,30 @@ class MessagesStreamAssembler:
             )
             for i, b in enumerate(b for b in blocks if b.type == "tool_use")
         )
-        tokens = self._token_ns
-        return AssembledResponse(
+        # the chat assembler's result holds the counts and timings (it saw no choice)
+        return replace(
+            super()._result(),
             text="".join(texts) if self._started or blocks else None,
             reasoning_text="".join(thinking) if thinking else None,
             tool_calls=calls,
             finish_reason_raw=self._stop_reason,
-            usage=messages_usage(self._usage or None),
-            model=self._model,
-            choices_count=1,
-            streamed=True,
-            events=self._events,
-            comments=self._sse.comments,
-            decode_errors=self._decode_errors,
-            done_seen=self._done,
-            error_message=self._error,
-            ttfb_ms=self._ms(self._first_byte_ns),
-            ttft_ms=self._ms(tokens[0]) if tokens else None,
-            e2e_ms=self._ms(tokens[-1]) if tokens else None,
-            itl_ms=tuple((b - a) / 1e6 for a, b in itertools.pairwise(tokens)),
-            ttfc_ms=self._ms(self._content_ns),
+            usage=messages_usage(self._anthropic_usage or None),
             finish_seen=self._finish_seen,
         )
+
+
+_WHOLE_BODY: dict[str, Any] = {
+    "choices_count": 1,
+    "streamed": False,
+    "events": 1,
+    "comments": 0,
+    "decode_errors": 0,
+    "done_seen": True,
+    "error_message": None,
+    "ttft_ms": None,
+    "itl_ms": (),
+}
+"""What every non-streamed body's :class:`AssembledResponse` says the same way."""
 
 
 def parse_messages_body(
@@ -313,16 +292,7 @@ def parse_messages_body(
     """
     from shadoweval.errors import RecordDecodeError
 
-    try:
-        payload = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise RecordDecodeError(
-            f"response body is not JSON: {body[:80]!r}", reason="invalid_json"
-        ) from exc
-    if not isinstance(payload, dict):
-        raise RecordDecodeError(
-            f"response body is JSON but not an object: {body[:80]!r}", reason="not_object"
-        )
+    payload = body_object(body)
     content = payload.get("content")
     if not isinstance(content, list):
         raise RecordDecodeError(
@@ -351,17 +321,9 @@ def parse_messages_body(
         finish_reason_raw=str(stop) if stop is not None else None,
         usage=messages_usage(payload.get("usage")),
         model=payload["model"] if isinstance(payload.get("model"), str) else None,
-        choices_count=1,
-        streamed=False,
-        events=1,
-        comments=0,
-        decode_errors=0,
-        done_seen=True,
-        error_message=None,
         ttfb_ms=ttfb_ms,
-        ttft_ms=None,
         e2e_ms=e2e_ms,
-        itl_ms=(),
         ttfc_ms=e2e_ms,
+        **_WHOLE_BODY,
         finish_seen=stop is not None,
     )

@@ -195,6 +195,18 @@ def _stream(answer: MessagesAnswer, ttft_s: float, itl_s: float, *, malformed: b
     return event_stream(events())
 
 
+async def _injected(request: Request, fault: FaultKind, hang_limit_s: float) -> Response | None:
+    """The answer of an injected error, HTML page or hang; ``None`` for the other faults."""
+    match fault:
+        case FaultKind.ERROR:
+            return anthropic_error(500, "api_error", "mock-llm injected fault: internal error")
+        case FaultKind.HTML:
+            return HTMLResponse(PROXY_502_HTML, status_code=502, headers=dict([MOCK_HEADER]))
+        case FaultKind.HANG:
+            return await hang(request, hang_limit_s)
+    return None
+
+
 async def messages_endpoint(request: Request) -> Response:
     """``POST /v1/messages`` (module doc)."""
     state: MockState = request.app.state.mock
@@ -218,12 +230,9 @@ async def messages_endpoint(request: Request) -> Response:
     key = prompt_key(messages)
     attempt = state.next_attempt(key)
     fault = state.fault(key, attempt)
-    if fault is FaultKind.ERROR:
-        return anthropic_error(500, "api_error", "mock-llm injected fault: internal server error")
-    if fault is FaultKind.HTML:
-        return HTMLResponse(PROXY_502_HTML, status_code=502, headers=dict([MOCK_HEADER]))
-    if fault is FaultKind.HANG:
-        return await hang(request, state.faults.hang_limit_s)
+    injected = await _injected(request, fault, state.faults.hang_limit_s)
+    if injected is not None:
+        return injected
     row = state.index.lookup(messages, tools)
     if row is None:
         message = (
