@@ -7,8 +7,10 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
+from shadoweval.llm_protocol.messages_request import UntranslatableRequestError, chat_tools
 from shadoweval.llm_protocol.models import ChatCompletionRequest, ResponseFormat, ToolDefinition
 from shadoweval.records import Exchange
+from shadoweval.routes import MESSAGES, normalize_route
 
 _Part = TypeVar("_Part", ResponseFormat, ToolDefinition)
 
@@ -20,7 +22,8 @@ class RequestView:
     ``wants_json``: ``response_format`` is ``json_object`` or ``json_schema``;
     ``schema``: the ``json_schema`` schema, if any; ``tools``: the offered tools (empty
     when none); ``stream``: the request asked for a streamed response; ``prompt``: the
-    text of the last ``user`` message (text parts joined by newlines; a completions
+    text of the last ``user`` message (text parts — chat parts or Messages ``text``
+    blocks — joined by newlines; a completions
     ``prompt`` string), ``None`` when there is none; ``max_tokens``: the token budget
     (``max_completion_tokens``, else ``max_tokens``; a positive integer or ``None``);
     ``sampled``: see :attr:`~shadoweval.records.PairScore.sampled`.
@@ -36,7 +39,8 @@ class RequestView:
 
 
 def request_view(exchange: Exchange) -> RequestView:
-    """Read ``response_format`` and ``tools`` from the captured request body.
+    """Read ``response_format`` and ``tools`` from the captured request body (a Messages
+    API request's ``tools`` ``{name, description, input_schema}`` read as chat tools).
 
     Lenient: a body that is not a chat-completions request (e.g. ``/v1/completions``
     with a ``prompt``) still yields whichever of the two parts parse on their own; a
@@ -54,6 +58,8 @@ def request_view(exchange: Exchange) -> RequestView:
         candidates = raw_tools if isinstance(raw_tools, list) else []
         parsed = (_lenient(ToolDefinition, raw) for raw in candidates)
         tools = tuple(tool for tool in parsed if tool is not None)
+    if normalize_route(exchange.request.path or exchange.route) == MESSAGES:
+        tools = _messages_tools(body.get("tools"))
     wants_json = response_format is not None and response_format.type in (
         "json_object",
         "json_schema",
@@ -70,6 +76,19 @@ def request_view(exchange: Exchange) -> RequestView:
         max_tokens=_token_budget(body),
         sampled=_sampled(body),
     )
+
+
+def _messages_tools(raw: object) -> tuple[ToolDefinition, ...]:
+    """A Messages request's custom tools (``input_schema`` → ``parameters``); a server
+    tool, which has no schema to check calls against, is left out."""
+    tools = raw if isinstance(raw, list) else []
+    out: list[ToolDefinition] = []
+    for tool in tools:
+        try:
+            out.extend(ToolDefinition.model_validate(t) for t in chat_tools([tool]))
+        except (UntranslatableRequestError, ValidationError):
+            continue
+    return tuple(out)
 
 
 def _prompt_text(body: dict[str, Any]) -> str | None:

@@ -25,7 +25,7 @@ import asyncio
 import hashlib
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -74,6 +74,8 @@ class TargetSpec:
     ``share`` is the fraction of exchanges sent to it, chosen deterministically from the
     exchange id (the same exchange is always in or out, across restarts). ``model_name``
     overrides the request's ``model`` field (``None`` keeps the captured one).
+    ``translate``: captured route → the route this target speaks instead
+    (``replay.candidate_translate``; :func:`~shadoweval.replay.rewrite.build_replay_request`).
     """
 
     target: ReplayTarget
@@ -82,6 +84,7 @@ class TargetSpec:
     share: float = 1.0
     model_name: str | None = None
     api_key: str | None = None
+    translate: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -332,7 +335,9 @@ def unreplayable(exchange: Exchange, targets: Sequence[TargetSpec]) -> str | Non
     """
     for spec in sampled_targets(exchange.exchange_id, targets):
         try:
-            build_replay_request(exchange, model=spec.model_name, api_key=spec.api_key)
+            build_replay_request(
+                exchange, model=spec.model_name, api_key=spec.api_key, translate=spec.translate
+            )
         except Exception as exc:
             return describe_exception(exc)
     return None
@@ -438,7 +443,9 @@ class ExchangeReplayer:
         and warm-up flag. Call it in dispatch order: it numbers the sends per target."""
         request: ReplayRequest | SkipReplay | ReplayFailure
         try:
-            request = build_replay_request(exchange, model=spec.model_name, api_key=spec.api_key)
+            request = build_replay_request(
+                exchange, model=spec.model_name, api_key=spec.api_key, translate=spec.translate
+            )
         except Exception as exc:
             request = ReplayFailure(
                 exchange.exchange_id, spec.target, "build_failed", describe_exception(exc)

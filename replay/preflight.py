@@ -82,7 +82,9 @@ async def preflight_targets(specs: Sequence[TargetSpec], exchange: Exchange) -> 
     """
     warnings: list[str] = []
     for spec in specs:
-        request = build_replay_request(exchange, model=spec.model_name, api_key=spec.api_key)
+        request = build_replay_request(
+            exchange, model=spec.model_name, api_key=spec.api_key, translate=spec.translate
+        )
         if not isinstance(request, ReplayRequest):
             continue
         result = await spec.client.send(request)

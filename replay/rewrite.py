@@ -3,8 +3,10 @@
 Rules (DESIGN §1, failure cases in reference/llm-protocol-and-eval-tools.md §4):
 
 * Only allow-listed inference routes are replayed: ``/v1/chat/completions`` (``messages``
-  → ``choices[].message``) and the legacy ``/v1/completions`` (``prompt`` →
-  ``choices[].text``) by default; anything else is *skipped with a reason*, so coverage
+  → ``choices[].message``), the legacy ``/v1/completions`` (``prompt`` →
+  ``choices[].text``) and Anthropic's ``/v1/messages`` (sent with ``x-api-key`` +
+  ``anthropic-version``, or translated to chat completions for a candidate that speaks
+  only that: ``translate``) by default; anything else is *skipped with a reason*, so coverage
   shows it (LiteLLM #31888) and the gate names the route (a captured route that is never
   replayed is a HOLD). ``/v1/responses`` is skipped with its own reason
   (:data:`NOT_REPLAYED`). The route is the path without its query and trailing slashes
@@ -27,11 +29,16 @@ import orjson
 from pydantic import ValidationError
 
 from shadoweval.llm_protocol import ChatCompletionRequest, CompletionRequest
+from shadoweval.llm_protocol.messages_request import (
+    ANTHROPIC_VERSION,
+    MessagesRequest,
+    translate_request,
+)
 from shadoweval.records import Exchange
-from shadoweval.routes import CHAT_COMPLETIONS, COMPLETIONS, RESPONSES, normalize_route
+from shadoweval.routes import CHAT_COMPLETIONS, COMPLETIONS, MESSAGES, RESPONSES, normalize_route
 
-DEFAULT_REPLAY_ROUTES: frozenset[str] = frozenset({CHAT_COMPLETIONS, COMPLETIONS})
-"""The routes replayed: chat completions and legacy completions."""
+DEFAULT_REPLAY_ROUTES: frozenset[str] = frozenset({CHAT_COMPLETIONS, COMPLETIONS, MESSAGES})
+"""The routes replayed: chat completions, legacy completions and Anthropic Messages."""
 SHADOW_MARKER_HEADER = "x-shadow-eval"
 
 NOT_REPLAYED: Mapping[str, str] = {
@@ -69,6 +76,15 @@ def _bearer(api_key: str) -> dict[str, str]:
     return {"authorization": f"Bearer {api_key}"}
 
 
+def _anthropic_key(api_key: str) -> dict[str, str]:
+    """Anthropic's credential headers: ``x-api-key`` and the ``anthropic-version`` it needs."""
+    return {"x-api-key": api_key, "anthropic-version": ANTHROPIC_VERSION}
+
+
+def _as_sent(out: dict[str, Any], *, stream: bool) -> None:
+    """Add nothing: a Messages stream reports usage without being asked."""
+
+
 @dataclass(frozen=True, slots=True)
 class RequestReader:
     """How one route's captured request becomes a replay body.
@@ -89,6 +105,7 @@ class RequestReader:
 REQUEST_READERS: Mapping[str, RequestReader] = {
     CHAT_COMPLETIONS: RequestReader(ChatCompletionRequest, "a chat completion"),
     COMPLETIONS: RequestReader(CompletionRequest, "a legacy completion"),
+    MESSAGES: RequestReader(MessagesRequest, "a Messages API request", _as_sent, _anthropic_key),
 }
 """The request reader of every replayable route."""
 
@@ -121,6 +138,7 @@ def build_replay_request(
     api_key: str | None = None,
     routes: frozenset[str] = DEFAULT_REPLAY_ROUTES,
     max_body_bytes: int = 16 * 1024 * 1024,
+    translate: Mapping[str, str] | None = None,
 ) -> ReplayRequest | SkipReplay:
     """Return the replay request for ``exchange``, or why it is skipped.
 
@@ -130,6 +148,12 @@ def build_replay_request(
         routes: replayable routes (exact paths, without a trailing slash); a route without
             a request reader (neither chat nor legacy completions) is skipped.
         max_body_bytes: larger request bodies are skipped with reason ``size``.
+        translate: captured route → the route the target speaks instead (only
+            ``/v1/messages`` → ``/v1/chat/completions``,
+            :func:`~shadoweval.llm_protocol.messages_request.translate_request`): the body is
+            translated, sent there with that route's credential, and every field the
+            translation dropped is listed in ``missing_params``; an untranslatable request
+            is skipped with the field and value named.
     """
     # The route is the path without its query (a captured query may carry masked values
     # such as ``api_key=[REDACTED...]``; they are never sent to a shadow) and without a
@@ -158,6 +182,13 @@ def build_replay_request(
         )
     pinned, missing = parsed.sampling_params()
     out: dict[str, Any] = dict(body)
+    to = (translate or {}).get(route)
+    if to is not None:
+        translated = translate_request(route, to, out)
+        if isinstance(translated, str):
+            return SkipReplay(exchange.exchange_id, translated)
+        out, route, reader = translated.body, to, REQUEST_READERS[to]
+        missing = (*missing, *translated.losses)
     if model is not None:
         out["model"] = model
     stream = bool(parsed.stream)

@@ -12,6 +12,7 @@ from __future__ import annotations
 __all__ = [
     "CHAT_COMPLETIONS",
     "COMPLETIONS",
+    "MESSAGES",
     "RESPONSES",
     "normalize_route",
 ]
@@ -20,6 +21,9 @@ CHAT_COMPLETIONS = "/v1/chat/completions"
 """OpenAI chat completions: ``messages`` → ``choices[].message`` (or ``delta`` chunks)."""
 COMPLETIONS = "/v1/completions"
 """OpenAI legacy completions: ``prompt`` → ``choices[].text``."""
+MESSAGES = "/v1/messages"
+"""Anthropic Messages API: ``messages`` (+ ``system``) → ``content`` blocks (or named SSE
+events; :mod:`shadoweval.llm_protocol.messages_api`)."""
 RESPONSES = "/v1/responses"
 """OpenAI Responses API: ``input`` items → ``output`` items (not replayed; see
 :mod:`shadoweval.replay.rewrite`)."""

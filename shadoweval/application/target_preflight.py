@@ -63,6 +63,7 @@ def target_specs(
             share=t.share,
             model_name=t.model.name if t.send_model_name else None,
             api_key=t.api_key,
+            translate=settings.candidate_translate if t.target is ReplayTarget.CANDIDATE else {},
         )
         for t, c in zip(targets, clients, strict=True)
     ]

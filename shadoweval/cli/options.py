@@ -143,6 +143,16 @@ PreflightOpt = Annotated[
         "requests (default SHADOWEVAL_REPLAY__PREFLIGHT, on).",
     ),
 ]
+CandidateTranslateOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--candidate-translate",
+        help="FROM=TO: replay the captured FROM route to the candidate as TO, translated "
+        "(only /v1/messages=/v1/chat/completions: an Anthropic Messages baseline against an "
+        "OpenAI-compatible candidate; what the translation drops is listed per replay). "
+        "Default SHADOWEVAL_REPLAY__CANDIDATE_TRANSLATE, none.",
+    ),
+]
 PaceSpeedOpt = Annotated[
     float | None,
     typer.Option(
@@ -331,6 +341,7 @@ class ReplayLoadOptions:
     pace: PaceOpt = None
     pace_speed: PaceSpeedOpt = None
     preflight: PreflightOpt = None
+    candidate_translate: CandidateTranslateOpt = None
 
     def settings_overrides(self) -> dict[str, Any]:
         """The ``replay`` section of the settings these options override (``None``: not
@@ -343,4 +354,5 @@ class ReplayLoadOptions:
             "pace": self.pace,
             "pace_speed": self.pace_speed,
             "preflight": self.preflight,
+            "candidate_translate": self.candidate_translate or None,
         }

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, field_validator
 
 from shadoweval.config.cache_hit_rules import DEFAULT_CACHE_HIT_RULES, CacheHitRule
+from shadoweval.llm_protocol.messages_request import TRANSLATIONS
 
 
 class ReplaySettings(BaseModel):
@@ -32,6 +33,14 @@ class ReplaySettings(BaseModel):
     naming the URL, status and body when the environment fails it
     (:mod:`shadoweval.replay.preflight`); off (``--no-preflight``) for a server that meters
     requests.
+    ``candidate_translate``: captured route → the route the *candidate* speaks instead,
+    for a candidate that does not serve the captured API; only ``/v1/messages`` →
+    ``/v1/chat/completions`` is known (an Anthropic Messages baseline against an
+    OpenAI-compatible candidate; :mod:`shadoweval.llm_protocol.messages_request` says what
+    the translation drops, which each replay lists in its ``missing_params``). Empty by
+    default: every request is replayed in the API it was captured in. A JSON object in
+    ``SHADOWEVAL_REPLAY__CANDIDATE_TRANSLATE``, or ``FROM=TO`` strings
+    (``--candidate-translate``). A baseline replica always gets the captured API.
     """
 
     concurrency: int = Field(default=16, ge=1, le=4096)
@@ -47,6 +56,29 @@ class ReplaySettings(BaseModel):
     keep_raw_body: bool = False
     cache_hit_rules: tuple[CacheHitRule, ...] = DEFAULT_CACHE_HIT_RULES
     preflight: bool = True
+    candidate_translate: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("candidate_translate", mode="before")
+    @classmethod
+    def _translate_pairs(cls, value: object) -> object:
+        """``["FROM=TO", …]`` → ``{FROM: TO}``; every pair must be a known translation."""
+        if isinstance(value, list | tuple):
+            pairs = {}
+            for item in value:
+                source, sep, target = str(item).partition("=")
+                if not sep:
+                    raise ValueError(f"candidate_translate: {item!r} is not FROM=TO")
+                pairs[source.strip()] = target.strip()
+            value = pairs
+        if isinstance(value, dict):
+            for source, target in value.items():
+                if (source, target) not in TRANSLATIONS:
+                    known = ", ".join(f"{a}={b}" for a, b in sorted(TRANSLATIONS))
+                    raise ValueError(
+                        f"candidate_translate: {source}={target} is not a known translation "
+                        f"(known: {known})"
+                    )
+        return value
 
 
 class WorkerSettings(BaseModel):

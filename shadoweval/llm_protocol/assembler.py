@@ -514,6 +514,24 @@ class ChatStreamAssembler:
         )
 
 
+def body_object(body: bytes) -> dict[str, Any]:
+    """A whole body as a JSON object; raises RecordDecodeError (``invalid_json``,
+    ``not_object``) quoting its first 80 bytes."""
+    from shadoweval.errors import RecordDecodeError
+
+    try:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise RecordDecodeError(
+            f"response body is not JSON: {body[:80]!r}", reason="invalid_json"
+        ) from exc
+    if not isinstance(payload, dict):
+        raise RecordDecodeError(
+            f"response body is JSON but not an object: {body[:80]!r}", reason="not_object"
+        )
+    return payload
+
+
 def parse_completion_body(
     body: bytes,
     *,
@@ -531,16 +549,7 @@ def parse_completion_body(
     """
     from shadoweval.errors import RecordDecodeError
 
-    try:
-        payload = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise RecordDecodeError(
-            f"response body is not JSON: {body[:80]!r}", reason="invalid_json"
-        ) from exc
-    if not isinstance(payload, dict):
-        raise RecordDecodeError(
-            f"response body is JSON but not an object: {body[:80]!r}", reason="not_object"
-        )
+    payload = body_object(body)
     try:
         resp = ChatCompletionResponse.model_validate(payload)
     except ValidationError as exc:

@@ -10,6 +10,7 @@ route                          dialect                     reader
 =============================  ==========================  =================================
 ``/v1/chat/completions``       ``openai-chat``             :class:`~.assembler.ChatStreamAssembler`
 ``/v1/completions``            ``openai-completions``      the same (``text`` choices)
+``/v1/messages``               ``anthropic-messages``      ``MessagesStreamAssembler``
 =============================  ==========================  =================================
 
 A route with no dialect of its own (a gateway's custom path) is read as chat completions,
@@ -30,7 +31,8 @@ from shadoweval.llm_protocol.assembler import (
     ChatStreamAssembler,
     parse_completion_body,
 )
-from shadoweval.routes import CHAT_COMPLETIONS, COMPLETIONS, normalize_route
+from shadoweval.llm_protocol.messages_api import MessagesStreamAssembler, parse_messages_body
+from shadoweval.routes import CHAT_COMPLETIONS, COMPLETIONS, MESSAGES, normalize_route
 
 __all__ = [
     "CHAT",
@@ -106,6 +108,7 @@ DIALECTS: Mapping[str, Dialect] = {
     COMPLETIONS: Dialect(
         "openai-completions", COMPLETIONS, ChatStreamAssembler, parse_completion_body
     ),
+    MESSAGES: Dialect("anthropic-messages", MESSAGES, MessagesStreamAssembler, parse_messages_body),
 }
 """Every dialect by route."""
 

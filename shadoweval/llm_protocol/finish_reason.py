@@ -3,7 +3,10 @@
 Sources: OpenAI (``stop | length | tool_calls | content_filter``, legacy
 ``function_call``), vLLM (``abort`` for aborted requests, vllm-project/vllm#47933),
 TGI before huggingface/text-generation-inference#2344 (``eos_token``), SGLang streams that
-ended with ``""``, Anthropic-style gateways (``end_turn``, ``max_tokens``, ``tool_use``).
+ended with ``""``, Anthropic's Messages API ``stop_reason`` (``end_turn``,
+``stop_sequence``, ``max_tokens``, ``model_context_window_exceeded``, ``tool_use``,
+``refusal``; ``pause_turn`` — a long server-tool turn paused, to be continued by the client
+— is deliberately left ``unknown``: the answer is not finished).
 The raw value is always stored next to the normalized one.
 """
 
@@ -21,10 +24,12 @@ _ALIASES: dict[str, FinishReason] = {
     "max_tokens": FinishReason.LENGTH,
     "max_length": FinishReason.LENGTH,
     "model_length": FinishReason.LENGTH,
+    "model_context_window_exceeded": FinishReason.LENGTH,
     "tool_calls": FinishReason.TOOL_CALLS,
     "function_call": FinishReason.TOOL_CALLS,
     "tool_use": FinishReason.TOOL_CALLS,
     "content_filter": FinishReason.CONTENT_FILTER,
+    "refusal": FinishReason.CONTENT_FILTER,
     "abort": FinishReason.ABORT,
     "aborted": FinishReason.ABORT,
     "cancelled": FinishReason.ABORT,

@@ -47,6 +47,8 @@ def plant_secrets(capture: Path, out: Path) -> None:
             *ex.request.headers,
             HeaderPair(name="authorization", value=f"Bearer {CANARY}"),
             HeaderPair(name="cookie", value=f"session={COOKIE}"),
+            # Anthropic's credential header (the Messages API)
+            HeaderPair(name="x-api-key", value=CANARY),
         )
         planted = ex.model_copy(
             update={"request": ex.request.model_copy(update={"headers": headers})}
@@ -110,7 +112,7 @@ def test_canary_secret_reaches_no_sink(tmp_path: Path) -> None:
     engine.dispose()
     assert len(records) == 20
     assert {tuple(r["redaction"]["headers_removed"]) for r in records} == {
-        ("authorization", "cookie")
+        ("authorization", "cookie", "x-api-key")
     }
     assert len(raws) == 1
     assert "[REDACTED:sensitive_header]" in raws[0]
