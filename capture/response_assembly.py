@@ -6,11 +6,11 @@ doc): the recorded body pieces are content-decoded piece by piece
 (:func:`~shadoweval.llm_protocol.dialects.dialect_for`: chat completions, legacy completions, …)
 reads them: a ``text/event-stream`` response is fed to its stream assembler with each piece's
 arrival time (TTFT/e2e/ITL/TPOT from the recorded arrival times, TTFB = first encoded body
-byte), any other body to its body parser (TTFB = first body byte, e2e = last body byte). HTTP ≥ 400 gives ``error_message`` from the error body. The
-reassembled text, reasoning, tool-call arguments, error message and (with
-``keep_raw_body``) raw body are redacted; a raw stream body is dropped when a rule fired on
-a reassembled field or there is more than one choice. Decoding problems turn a ``done``
-outcome into ``error`` and are listed in ``error_message``.
+byte), any other body to its body parser (TTFB = first body byte, e2e = last body byte). HTTP ≥
+400 gives ``error_message`` from the error body. The reassembled text, reasoning, tool-call
+arguments, error message and (with ``keep_raw_body``) raw body are redacted; a raw stream body
+is dropped when a rule fired on a reassembled field or there is more than one choice. Decoding
+problems turn a ``done`` outcome into ``error`` and are listed in ``error_message``.
 
 **Done means done** (:func:`response_complete`): a ``cancelled`` capture — or an ``error``
 one whose upstream broke the connection after the response started — whose response
