@@ -75,7 +75,7 @@ class EnvoyConfigSpec:
     ext_proc_host: str = "127.0.0.1"
     ext_proc_port: int = EXT_PROC_PORT
     admin_port: int = ENVOY_ADMIN_PORT
-    routes: Sequence[str] = field(default=("/v1/chat/completions", "/v1/completions"))
+    routes: Sequence[str] = field(default=("/v1/chat/completions", "/v1/completions", "/v1/responses"))
     connect_timeout_s: float = 10.0
     stream_idle_timeout_s: float = 300.0
     deferred_close_timeout_s: float = 5.0

@@ -3,11 +3,11 @@
 Rules (DESIGN §1, failure cases in reference/llm-protocol-and-eval-tools.md §4):
 
 * Only allow-listed inference routes are replayed: ``/v1/chat/completions`` (``messages``
-  → ``choices[].message``) and the legacy ``/v1/completions`` (``prompt`` →
-  ``choices[].text``) by default; anything else is *skipped with a reason*, so coverage
+  → ``choices[].message``), the legacy ``/v1/completions`` (``prompt`` →
+  ``choices[].text``) and the Responses API ``/v1/responses`` (``input`` items → ``output``
+  items) by default; anything else is *skipped with a reason*, so coverage
   shows it (LiteLLM #31888) and the gate names the route (a captured route that is never
-  replayed is a HOLD). ``/v1/responses`` is skipped with its own reason
-  (:data:`NOT_REPLAYED`). The route is the path without its query and trailing slashes
+  replayed is a HOLD); a route in :data:`NOT_REPLAYED` says why. The route is the path without its query and trailing slashes
   (:func:`shadoweval.routes.normalize_route`); a replay is sent to the route.
 * Sampling parameters present in the captured request are replayed unchanged and listed
   as pinned; those it did not set are listed as missing — never invented.
@@ -15,6 +15,10 @@ Rules (DESIGN §1, failure cases in reference/llm-protocol-and-eval-tools.md §4
   shadow gets its own credential and a marker header ``X-Shadow-Eval``.
 * A streamed request is replayed streamed; only the replay may add
   ``stream_options.include_usage`` (the live path is never altered).
+* A Responses request is replayed with ``store: false`` (the shadow keeps no state of
+  ours; listed in ``pinned_params``), and one that names a ``previous_response_id`` is sent
+  with that conversation rebuilt from the captured session and without the id
+  (:mod:`shadoweval.replay.conversations`), or skipped with a reason naming the id.
 """
 
 from __future__ import annotations
@@ -27,21 +31,16 @@ import orjson
 from pydantic import ValidationError
 
 from shadoweval.llm_protocol import ChatCompletionRequest, CompletionRequest
+from shadoweval.llm_protocol.responses_request import ResponsesRequest
 from shadoweval.records import Exchange
+from shadoweval.replay.conversations import ResponsesConversations, resolve_previous
 from shadoweval.routes import CHAT_COMPLETIONS, COMPLETIONS, RESPONSES, normalize_route
 
-DEFAULT_REPLAY_ROUTES: frozenset[str] = frozenset({CHAT_COMPLETIONS, COMPLETIONS})
-"""The routes replayed: chat completions and legacy completions."""
+DEFAULT_REPLAY_ROUTES: frozenset[str] = frozenset({CHAT_COMPLETIONS, COMPLETIONS, RESPONSES})
+"""The routes replayed: chat completions, legacy completions and the Responses API."""
 SHADOW_MARKER_HEADER = "x-shadow-eval"
 
-NOT_REPLAYED: Mapping[str, str] = {
-    RESPONSES: (
-        "the Responses API is not replayed: a request may depend on state the live server "
-        "holds (previous_response_id, conversation, stored items) that a shadow does not "
-        "have, and its output items have no reader here; exempt the route in the policy "
-        "(routes: {/v1/responses: {required: false}}) if it need not be evaluated"
-    ),
-}
+NOT_REPLAYED: Mapping[str, str] = {}
 """Inference routes known and deliberately not replayed, with the reason (part of their
 skip reason, so the verdict can say why)."""
 
@@ -65,6 +64,12 @@ def _ask_stream_usage(out: dict[str, Any], *, stream: bool) -> None:
         out["stream_options"] = options
 
 
+def _no_store(out: dict[str, Any], *, stream: bool) -> None:
+    """A Responses replay is never stored by the shadow (``store: false``); its stream
+    reports usage in ``response.completed`` without being asked."""
+    out["store"] = False
+
+
 def _bearer(api_key: str) -> dict[str, str]:
     return {"authorization": f"Bearer {api_key}"}
 
@@ -77,18 +82,24 @@ class RequestReader:
     sampling parameters); ``what``: the request named in a skip reason ("a chat
     completion"); ``prepare(out, stream=…)``: edits the outgoing body in place (e.g.
     ask a stream for usage); ``credential(api_key)``: the headers carrying the shadow's
-    own key (``Authorization: Bearer`` for OpenAI-compatible servers).
+    own key (``Authorization: Bearer`` for OpenAI-compatible servers); ``context(out,
+    conversations)``: rebuilds server-side state in the body, or returns why it cannot (the
+    skip reason).
     """
 
     model: type[Any]
     what: str
     prepare: Callable[..., None] = _ask_stream_usage
     credential: Callable[[str], dict[str, str]] = _bearer
+    context: Callable[[dict[str, Any], ResponsesConversations | None], str | None] | None = None
 
 
 REQUEST_READERS: Mapping[str, RequestReader] = {
     CHAT_COMPLETIONS: RequestReader(ChatCompletionRequest, "a chat completion"),
     COMPLETIONS: RequestReader(CompletionRequest, "a legacy completion"),
+    RESPONSES: RequestReader(
+        ResponsesRequest, "a Responses API request", _no_store, context=resolve_previous
+    ),
 }
 """The request reader of every replayable route."""
 
@@ -121,6 +132,7 @@ def build_replay_request(
     api_key: str | None = None,
     routes: frozenset[str] = DEFAULT_REPLAY_ROUTES,
     max_body_bytes: int = 16 * 1024 * 1024,
+    conversations: ResponsesConversations | None = None,
 ) -> ReplayRequest | SkipReplay:
     """Return the replay request for ``exchange``, or why it is skipped.
 
@@ -130,6 +142,8 @@ def build_replay_request(
         routes: replayable routes (exact paths, without a trailing slash); a route without
             a request reader (neither chat nor legacy completions) is skipped.
         max_body_bytes: larger request bodies are skipped with reason ``size``.
+        conversations: the Responses turns read so far, for ``previous_response_id``
+            (``None``: such a request is skipped).
     """
     # The route is the path without its query (a captured query may carry masked values
     # such as ``api_key=[REDACTED...]``; they are never sent to a shadow) and without a
@@ -160,6 +174,8 @@ def build_replay_request(
     out: dict[str, Any] = dict(body)
     if model is not None:
         out["model"] = model
+    if reader.context is not None and (problem := reader.context(out, conversations)):
+        return SkipReplay(exchange.exchange_id, problem)
     stream = bool(parsed.stream)
     reader.prepare(out, stream=stream)
     headers = {

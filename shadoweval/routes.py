@@ -21,8 +21,9 @@ CHAT_COMPLETIONS = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
 """OpenAI legacy completions: ``prompt`` → ``choices[].text``."""
 RESPONSES = "/v1/responses"
-"""OpenAI Responses API: ``input`` items → ``output`` items (not replayed; see
-:mod:`shadoweval.replay.rewrite`)."""
+"""OpenAI Responses API: ``input`` items → ``output`` items (read by
+:mod:`shadoweval.llm_protocol.responses_api`; replayed with ``store`` false and a
+``previous_response_id`` conversation rebuilt, :mod:`shadoweval.replay.rewrite`)."""
 
 
 def normalize_route(path: str) -> str:

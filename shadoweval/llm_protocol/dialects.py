@@ -10,6 +10,7 @@ route                          dialect                     reader
 =============================  ==========================  =================================
 ``/v1/chat/completions``       ``openai-chat``             :class:`~.assembler.ChatStreamAssembler`
 ``/v1/completions``            ``openai-completions``      the same (``text`` choices)
+``/v1/responses``              ``openai-responses``        :mod:`.responses_api`
 =============================  ==========================  =================================
 
 A route with no dialect of its own (a gateway's custom path) is read as chat completions,
@@ -30,7 +31,11 @@ from shadoweval.llm_protocol.assembler import (
     ChatStreamAssembler,
     parse_completion_body,
 )
-from shadoweval.routes import CHAT_COMPLETIONS, COMPLETIONS, normalize_route
+from shadoweval.llm_protocol.responses_api import (
+    ResponsesStreamAssembler,
+    parse_responses_body,
+)
+from shadoweval.routes import CHAT_COMPLETIONS, COMPLETIONS, RESPONSES, normalize_route
 
 __all__ = [
     "CHAT",
@@ -105,6 +110,9 @@ DIALECTS: Mapping[str, Dialect] = {
     CHAT_COMPLETIONS: CHAT,
     COMPLETIONS: Dialect(
         "openai-completions", COMPLETIONS, ChatStreamAssembler, parse_completion_body
+    ),
+    RESPONSES: Dialect(
+        "openai-responses", RESPONSES, ResponsesStreamAssembler, parse_responses_body
     ),
 }
 """Every dialect by route."""

@@ -3,7 +3,9 @@
 Sources: OpenAI (``stop | length | tool_calls | content_filter``, legacy
 ``function_call``), vLLM (``abort`` for aborted requests, vllm-project/vllm#47933),
 TGI before huggingface/text-generation-inference#2344 (``eos_token``), SGLang streams that
-ended with ``""``, Anthropic-style gateways (``end_turn``, ``max_tokens``, ``tool_use``).
+ended with ``""``, Anthropic-style gateways (``end_turn``, ``max_tokens``, ``tool_use``), the
+OpenAI Responses API's ``incomplete_details.reason`` (``max_output_tokens``, ``content_filter``;
+:mod:`shadoweval.llm_protocol.responses_api`).
 The raw value is always stored next to the normalized one.
 """
 
@@ -19,6 +21,7 @@ _ALIASES: dict[str, FinishReason] = {
     "stop_sequence": FinishReason.STOP,
     "length": FinishReason.LENGTH,
     "max_tokens": FinishReason.LENGTH,
+    "max_output_tokens": FinishReason.LENGTH,
     "max_length": FinishReason.LENGTH,
     "model_length": FinishReason.LENGTH,
     "tool_calls": FinishReason.TOOL_CALLS,

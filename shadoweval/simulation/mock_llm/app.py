@@ -16,6 +16,8 @@ Endpoints:
   list of strings joined by newlines) is looked up as one user message, and the recorded
   text comes back as a ``text_completion`` (streamed or not; tool calls are left out),
   paced like chat, with the injected error and hang faults.
+* ``POST /v1/responses`` — the Responses API from the same table, with ``store`` and
+  ``previous_response_id`` (:mod:`shadoweval.simulation.mock_llm.responses`).
 * ``GET /health`` — ``{"status": "ok", "rows": N}``.
 
 Errors use OpenAI's shape ``{"error": {"message", "type", "param", "code"}}``: a body that is
@@ -42,7 +44,7 @@ from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from shadoweval.llm_protocol import ChatCompletionRequest, CompletionRequest
@@ -56,9 +58,18 @@ from shadoweval.simulation.mock_llm.answers import (
 from shadoweval.simulation.mock_llm.cuts import StreamCuts, prompt_pieces
 from shadoweval.simulation.mock_llm.faults import FaultConfig, FaultKind, seeded_int, seeded_unit
 from shadoweval.simulation.mock_llm.latency import Delays, LatencyProfile
+from shadoweval.simulation.mock_llm.replies import (
+    MOCK_HEADER,
+    error_json,
+    json_object_body,
+)
+from shadoweval.simulation.mock_llm.replies import event_stream as _event_stream
+from shadoweval.simulation.mock_llm.replies import hang as _hang
+from shadoweval.simulation.mock_llm.replies import sleep as _sleep
+from shadoweval.simulation.mock_llm.replies import sleep_until as _sleep_until
+from shadoweval.simulation.mock_llm.responses import responses_endpoint
 from shadoweval.tables import RecordedRow, prompt_key
 
-MOCK_HEADER = ("x-mock-llm", "shadow-eval test double")
 OWNED_BY = "shadow-eval-mock"
 
 PROXY_502_HTML = (
@@ -66,32 +77,6 @@ PROXY_502_HTML = (
     "<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n"
     "</body>\r\n</html>\r\n"
 )
-
-
-def error_json(
-    status: int, message: str, *, type_: str, code: str, param: str | None = None
-) -> JSONResponse:
-    """An OpenAI-style error response."""
-    body = {"error": {"message": message, "type": type_, "param": param, "code": code}}
-    return JSONResponse(body, status_code=status, headers=dict([MOCK_HEADER]))
-
-
-async def json_object_body(
-    request: Request, *, not_json: str, not_object: str
-) -> dict[str, Any] | JSONResponse:
-    """The request's body as a JSON object, or the 400 answer (:func:`error_json`) to
-    send instead: ``"{not_json}: {the parse error}"`` (code ``invalid_json``) for a body
-    that is not JSON, ``not_object`` (code ``invalid_request``) for JSON that is not an
-    object."""
-    try:
-        payload = orjson.loads(await request.body())
-    except orjson.JSONDecodeError as exc:
-        return error_json(
-            400, f"{not_json}: {exc}", type_="invalid_request_error", code="invalid_json"
-        )
-    if not isinstance(payload, dict):
-        return error_json(400, not_object, type_="invalid_request_error", code="invalid_request")
-    return payload
 
 
 class MockState:
@@ -162,31 +147,6 @@ class MockState:
         rng = random.Random(seeded_int(self.seed, "latency", key))
         raw = self.latency.delays(row, pieces, rng)
         return Delays(raw.ttft_s * self.time_scale, raw.itl_s * self.time_scale)
-
-
-async def _sleep(seconds: float) -> None:
-    if seconds > 0:
-        await anyio.sleep(seconds)
-
-
-async def _sleep_until(deadline: float) -> None:
-    """Sleep until ``deadline`` on the event loop's clock (``anyio.current_time``)."""
-    await _sleep(deadline - anyio.current_time())
-
-
-async def _hang(request: Request, limit_s: float) -> Response:
-    """Send nothing until the client disconnects (or ``limit_s`` passes)."""
-    with anyio.move_on_after(limit_s):
-        while True:
-            message = await request.receive()
-            if message["type"] == "http.disconnect":
-                break
-    return error_json(
-        504,
-        f"mock-llm injected hang released after {limit_s:g} s",
-        type_="server_error",
-        code="injected_hang",
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -443,6 +403,7 @@ def create_app(
         routes=[
             Route("/v1/chat/completions", _chat, methods=["POST"]),
             Route("/v1/completions", _completions, methods=["POST"]),
+            Route("/v1/responses", responses_endpoint, methods=["POST"]),
             Route("/v1/models", _models, methods=["GET"]),
             Route("/health", _health, methods=["GET"]),
         ],
@@ -458,12 +419,3 @@ def create_app(
         cuts=cuts,
     )
     return app
-
-
-def _event_stream(events: AsyncIterator[bytes]) -> StreamingResponse:
-    """A ``text/event-stream`` response of ``events`` (uncached, with the mock's header)."""
-    return StreamingResponse(
-        events,
-        media_type="text/event-stream",
-        headers={"cache-control": "no-cache", MOCK_HEADER[0]: MOCK_HEADER[1]},
-    )
