@@ -76,7 +76,7 @@ class EnvoyConfigSpec:
     ext_proc_port: int = EXT_PROC_PORT
     admin_port: int = ENVOY_ADMIN_PORT
     routes: Sequence[str] = field(
-        default=("/v1/chat/completions", "/v1/completions", "/v1/messages")
+        default=("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages")
     )
     connect_timeout_s: float = 10.0
     stream_idle_timeout_s: float = 300.0

@@ -9,8 +9,9 @@ from pydantic import ValidationError
 
 from shadoweval.llm_protocol.messages_request import UntranslatableRequestError, chat_tools
 from shadoweval.llm_protocol.models import ChatCompletionRequest, ResponseFormat, ToolDefinition
+from shadoweval.llm_protocol.responses_request import input_items, messages_of, response_tools
 from shadoweval.records import Exchange
-from shadoweval.routes import MESSAGES, normalize_route
+from shadoweval.routes import MESSAGES, RESPONSES, normalize_route
 
 _Part = TypeVar("_Part", ResponseFormat, ToolDefinition)
 
@@ -39,8 +40,10 @@ class RequestView:
 
 
 def request_view(exchange: Exchange) -> RequestView:
-    """Read ``response_format`` and ``tools`` from the captured request body (a Messages
-    API request's ``tools`` ``{name, description, input_schema}`` read as chat tools).
+    """Read ``response_format`` and ``tools`` from the captured request body (a Responses
+    API body's ``text.format``, flat ``tools``, ``input`` and ``max_output_tokens`` read as
+    their chat counterparts; a Messages API request's ``tools`` ``{name, description,
+    input_schema}`` read as chat tools).
 
     Lenient: a body that is not a chat-completions request (e.g. ``/v1/completions``
     with a ``prompt``) still yields whichever of the two parts parse on their own; a
@@ -49,6 +52,8 @@ def request_view(exchange: Exchange) -> RequestView:
     body = exchange.request.json_body()
     if body is None:
         return RequestView()
+    if normalize_route(exchange.request.path or exchange.route) == RESPONSES:
+        body = _as_chat(body)
     try:
         request = ChatCompletionRequest.model_validate(body)
         response_format, tools = request.response_format, tuple(request.tools or ())
@@ -89,6 +94,24 @@ def _messages_tools(raw: object) -> tuple[ToolDefinition, ...]:
         except (UntranslatableRequestError, ValidationError):
             continue
     return tuple(out)
+
+
+def _as_chat(body: dict[str, Any]) -> dict[str, Any]:
+    """A Responses API body read as the chat fields the view takes: ``text.format``
+    (``{type: json_schema, schema}`` / ``{type: json_object}``) → ``response_format``; flat
+    function ``tools`` → chat tools; ``input`` → ``messages`` (the last user input is the
+    prompt); ``max_output_tokens`` → ``max_tokens``."""
+    chat: dict[str, Any] = {k: body[k] for k in ("stream", "temperature") if k in body}
+    text = body.get("text")
+    fmt = text.get("format") if isinstance(text, dict) else None
+    if isinstance(fmt, dict) and isinstance(fmt.get("type"), str):
+        chat["response_format"] = {"type": fmt["type"], "json_schema": fmt}
+    tools = response_tools(body.get("tools"))
+    if tools:
+        chat["tools"] = [tool.model_dump(exclude_none=True) for tool in tools]
+    chat["messages"] = messages_of(input_items(body.get("input")))
+    chat["max_tokens"] = body.get("max_output_tokens")
+    return chat
 
 
 def _prompt_text(body: dict[str, Any]) -> str | None:

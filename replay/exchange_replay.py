@@ -44,6 +44,7 @@ from shadoweval.records import (
 )
 from shadoweval.redaction import scrub_secrets
 from shadoweval.replay.client import CandidateClient, ReplayResult
+from shadoweval.replay.conversations import ResponsesConversations
 from shadoweval.replay.rewrite import ReplayRequest, SkipReplay, build_replay_request
 from shadoweval.replay.scheduler import Dispatch, PacedStats, WarmupBarrier
 from shadoweval.storage import RejectedRecord, RejectStage, Repository, rejection_fingerprint
@@ -437,6 +438,9 @@ class ExchangeReplayer:
         self.run_id = run_id
         self.warmup_requests = warmup_requests
         self.barrier = WarmupBarrier(warmup_requests)
+        self.conversations = ResponsesConversations()
+        """The Responses turns read so far (the source calls ``observe`` on every exchange
+        it reads, in order), for ``previous_response_id``."""
 
     def prepare(self, exchange: Exchange, spec: TargetSpec, location: str = "") -> PreparedReplay:
         """Plan ``exchange`` for ``spec``: its request (or skip, or the failure to build it)
@@ -444,7 +448,11 @@ class ExchangeReplayer:
         request: ReplayRequest | SkipReplay | ReplayFailure
         try:
             request = build_replay_request(
-                exchange, model=spec.model_name, api_key=spec.api_key, translate=spec.translate
+                exchange,
+                model=spec.model_name,
+                api_key=spec.api_key,
+                translate=spec.translate,
+                conversations=self.conversations,
             )
         except Exception as exc:
             request = ReplayFailure(

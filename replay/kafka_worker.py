@@ -415,6 +415,7 @@ class KafkaReplayWorker(_Sends, Lifecycle):
     ) -> None:
         """Start the replays of one stored exchange (or finish it when nothing is to send)."""
         exchange_id = exchange.exchange_id
+        self._replayer.conversations.observe(exchange)  # previous_response_id context
         sends: list[PreparedReplay] = []
         for spec in sampled_targets(exchange_id, self.targets):
             if exchange_id in self._done[spec.target]:

@@ -2,21 +2,25 @@
 
 Rules (DESIGN §1, failure cases in reference/llm-protocol-and-eval-tools.md §4):
 
-* Only allow-listed inference routes are replayed: ``/v1/chat/completions`` (``messages``
-  → ``choices[].message``), the legacy ``/v1/completions`` (``prompt`` →
-  ``choices[].text``) and Anthropic's ``/v1/messages`` (sent with ``x-api-key`` +
-  ``anthropic-version``, or translated to chat completions for a candidate that speaks
-  only that: ``translate``) by default; anything else is *skipped with a reason*, so coverage
-  shows it (LiteLLM #31888) and the gate names the route (a captured route that is never
-  replayed is a HOLD). ``/v1/responses`` is skipped with its own reason
-  (:data:`NOT_REPLAYED`). The route is the path without its query and trailing slashes
-  (:func:`shadoweval.routes.normalize_route`); a replay is sent to the route.
+* Only allow-listed inference routes are replayed: ``/v1/chat/completions`` (``messages`` →
+  ``choices[].message``), the legacy ``/v1/completions`` (``prompt`` → ``choices[].text``),
+  the Responses API ``/v1/responses`` (``input`` items → ``output`` items) and Anthropic's
+  ``/v1/messages`` (sent with ``x-api-key`` + ``anthropic-version``, or translated to chat
+  completions for a candidate that speaks only that: ``translate``) by default; anything
+  else is *skipped with a reason*, so coverage shows it (LiteLLM #31888) and the gate names
+  the route (a captured route that is never replayed is a HOLD); a route in
+  :data:`NOT_REPLAYED` says why. The route is the path without its query and trailing
+  slashes (:func:`shadoweval.routes.normalize_route`); a replay is sent to the route.
 * Sampling parameters present in the captured request are replayed unchanged and listed
   as pinned; those it did not set are listed as missing — never invented.
 * Captured headers are never forwarded (they may hold the client's credentials); the
   shadow gets its own credential and a marker header ``X-Shadow-Eval``.
 * A streamed request is replayed streamed; only the replay may add
   ``stream_options.include_usage`` (the live path is never altered).
+* A Responses request is replayed with ``store: false`` (the shadow keeps no state of
+  ours; listed in ``pinned_params``), and one that names a ``previous_response_id`` is sent
+  with that conversation rebuilt from the captured session and without the id
+  (:mod:`shadoweval.replay.conversations`), or skipped with a reason naming the id.
 """
 
 from __future__ import annotations
@@ -34,21 +38,19 @@ from shadoweval.llm_protocol.messages_request import (
     MessagesRequest,
     translate_request,
 )
+from shadoweval.llm_protocol.responses_request import ResponsesRequest
 from shadoweval.records import Exchange
+from shadoweval.replay.conversations import ResponsesConversations, resolve_previous
 from shadoweval.routes import CHAT_COMPLETIONS, COMPLETIONS, MESSAGES, RESPONSES, normalize_route
 
-DEFAULT_REPLAY_ROUTES: frozenset[str] = frozenset({CHAT_COMPLETIONS, COMPLETIONS, MESSAGES})
-"""The routes replayed: chat completions, legacy completions and Anthropic Messages."""
+DEFAULT_REPLAY_ROUTES: frozenset[str] = frozenset(
+    {CHAT_COMPLETIONS, COMPLETIONS, RESPONSES, MESSAGES}
+)
+"""The routes replayed: chat completions, legacy completions, the Responses API and
+Anthropic Messages."""
 SHADOW_MARKER_HEADER = "x-shadow-eval"
 
-NOT_REPLAYED: Mapping[str, str] = {
-    RESPONSES: (
-        "the Responses API is not replayed: a request may depend on state the live server "
-        "holds (previous_response_id, conversation, stored items) that a shadow does not "
-        "have, and its output items have no reader here; exempt the route in the policy "
-        "(routes: {/v1/responses: {required: false}}) if it need not be evaluated"
-    ),
-}
+NOT_REPLAYED: Mapping[str, str] = {}
 """Inference routes known and deliberately not replayed, with the reason (part of their
 skip reason, so the verdict can say why)."""
 
@@ -72,6 +74,12 @@ def _ask_stream_usage(out: dict[str, Any], *, stream: bool) -> None:
         out["stream_options"] = options
 
 
+def _no_store(out: dict[str, Any], *, stream: bool) -> None:
+    """A Responses replay is never stored by the shadow (``store: false``); its stream
+    reports usage in ``response.completed`` without being asked."""
+    out["store"] = False
+
+
 def _bearer(api_key: str) -> dict[str, str]:
     return {"authorization": f"Bearer {api_key}"}
 
@@ -93,18 +101,24 @@ class RequestReader:
     sampling parameters); ``what``: the request named in a skip reason ("a chat
     completion"); ``prepare(out, stream=…)``: edits the outgoing body in place (e.g.
     ask a stream for usage); ``credential(api_key)``: the headers carrying the shadow's
-    own key (``Authorization: Bearer`` for OpenAI-compatible servers).
+    own key (``Authorization: Bearer`` for OpenAI-compatible servers); ``context(out,
+    conversations)``: rebuilds server-side state in the body, or returns why it cannot (the
+    skip reason).
     """
 
     model: type[Any]
     what: str
     prepare: Callable[..., None] = _ask_stream_usage
     credential: Callable[[str], dict[str, str]] = _bearer
+    context: Callable[[dict[str, Any], ResponsesConversations | None], str | None] | None = None
 
 
 REQUEST_READERS: Mapping[str, RequestReader] = {
     CHAT_COMPLETIONS: RequestReader(ChatCompletionRequest, "a chat completion"),
     COMPLETIONS: RequestReader(CompletionRequest, "a legacy completion"),
+    RESPONSES: RequestReader(
+        ResponsesRequest, "a Responses API request", _no_store, context=resolve_previous
+    ),
     MESSAGES: RequestReader(MessagesRequest, "a Messages API request", _as_sent, _anthropic_key),
 }
 """The request reader of every replayable route."""
@@ -139,6 +153,7 @@ def build_replay_request(
     routes: frozenset[str] = DEFAULT_REPLAY_ROUTES,
     max_body_bytes: int = 16 * 1024 * 1024,
     translate: Mapping[str, str] | None = None,
+    conversations: ResponsesConversations | None = None,
 ) -> ReplayRequest | SkipReplay:
     """Return the replay request for ``exchange``, or why it is skipped.
 
@@ -154,6 +169,8 @@ def build_replay_request(
             translated, sent there with that route's credential, and every field the
             translation dropped is listed in ``missing_params``; an untranslatable request
             is skipped with the field and value named.
+        conversations: the Responses turns read so far, for ``previous_response_id``
+            (``None``: such a request is skipped).
     """
     # The route is the path without its query (a captured query may carry masked values
     # such as ``api_key=[REDACTED...]``; they are never sent to a shadow) and without a
@@ -191,6 +208,8 @@ def build_replay_request(
         missing = (*missing, *translated.losses)
     if model is not None:
         out["model"] = model
+    if reader.context is not None and (problem := reader.context(out, conversations)):
+        return SkipReplay(exchange.exchange_id, problem)
     stream = bool(parsed.stream)
     reader.prepare(out, stream=stream)
     headers = {

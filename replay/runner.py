@@ -311,6 +311,7 @@ class ReplayRunner(ReplayDriver):
         items: list[ReplayItem] = []
         resumed = sends = 0
         for exchange in exchanges:
+            self._replayer.conversations.observe(exchange)  # previous_response_id context
             prepared: list[PreparedReplay] = []
             for spec in sampled_targets(exchange.exchange_id, self.targets):
                 if exchange.exchange_id in done[spec.target]:

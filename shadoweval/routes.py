@@ -25,8 +25,9 @@ MESSAGES = "/v1/messages"
 """Anthropic Messages API: ``messages`` (+ ``system``) → ``content`` blocks (or named SSE
 events; :mod:`shadoweval.llm_protocol.messages_api`)."""
 RESPONSES = "/v1/responses"
-"""OpenAI Responses API: ``input`` items → ``output`` items (not replayed; see
-:mod:`shadoweval.replay.rewrite`)."""
+"""OpenAI Responses API: ``input`` items → ``output`` items (read by
+:mod:`shadoweval.llm_protocol.responses_api`; replayed with ``store`` false and a
+``previous_response_id`` conversation rebuilt, :mod:`shadoweval.replay.rewrite`)."""
 
 
 def normalize_route(path: str) -> str:

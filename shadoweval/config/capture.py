@@ -133,7 +133,12 @@ class CaptureSettings(BaseModel):
     host: str = "127.0.0.1"
     port: int = Field(default=LIVE_PORT, ge=0, le=65535)
     admin_port: int = Field(default=CAPTURE_ADMIN_PORT, ge=0, le=65535)
-    routes: tuple[str, ...] = ("/v1/chat/completions", "/v1/completions", "/v1/messages")
+    routes: tuple[str, ...] = (
+        "/v1/chat/completions",
+        "/v1/completions",
+        "/v1/responses",
+        "/v1/messages",
+    )
     sample_percent: float = Field(default=100.0, ge=0, le=100)
     session_headers: tuple[str, ...] = ("x-session-id", "x-tenant-id")
     session_salt: SecretStr = SecretStr("shadow-eval")

@@ -55,6 +55,7 @@ from shadoweval.llm_protocol.models import (
     ChatCompletionResponse,
     ChatMessage,
     UsageModel,
+    body_object,
 )
 from shadoweval.llm_protocol.sse import SSEDecoder
 from shadoweval.records import (
@@ -99,7 +100,8 @@ class AssembledResponse:
 
     ``decode_errors`` counts events or bodies that were not valid JSON chunks;
     ``done_seen`` tells whether ``data: [DONE]`` arrived, ``finish_seen`` whether a choice
-    carried a non-null ``finish_reason``; ``itl_ms`` lists inter-token
+    carried a non-null ``finish_reason``; ``response_id``: the Responses API's response id
+    (``None`` for chat); ``itl_ms`` lists inter-token
     latencies in milliseconds; ``ttfc_ms`` is the time to first visible content (module
     doc), ``None`` for a stream that carried none.
     """
@@ -123,6 +125,7 @@ class AssembledResponse:
     itl_ms: tuple[float, ...]
     ttfc_ms: float | None = None
     finish_seen: bool = False
+    response_id: str | None = None
 
     @property
     def is_empty(self) -> bool:
@@ -180,6 +183,7 @@ _RECORD_FIELDS = (
     "usage",
     "choices_count",
     "error_message",
+    "response_id",
 )
 """What :meth:`AssembledResponse.to_response_record` copies as it is, under the same name."""
 
@@ -474,7 +478,6 @@ class ChatStreamAssembler:
         first = self._choices.get(0) or (
             self._choices[min(self._choices)] if self._choices else None
         )
-        itl = tuple((b - a) / 1e6 for a, b in zip(self._token_ns, self._token_ns[1:], strict=False))
         text = "".join(first.content) if first else None
         reasoning = "".join(first.reasoning) if first and first.reasoning else None
         tools = (
@@ -499,37 +502,26 @@ class ChatStreamAssembler:
             usage=usage_from_model(self._usage),
             model=self._model,
             choices_count=max(len(self._choices), 1),
-            streamed=True,
-            events=self._events,
-            comments=self._sse.comments,
-            decode_errors=self._decode_errors,
             done_seen=self._done,
-            error_message=self._error,
-            ttfb_ms=self._ms(self._first_byte_ns),
-            ttft_ms=self._ms(self._token_ns[0]) if self._token_ns else None,
-            e2e_ms=self._ms(self._token_ns[-1]) if self._token_ns else None,
-            itl_ms=itl,
-            ttfc_ms=self._ms(self._content_ns),
             finish_seen=any(c.finish_seen for c in self._choices.values()),
+            **self._stream_facts(),
         )
 
-
-def body_object(body: bytes) -> dict[str, Any]:
-    """A whole body as a JSON object; raises RecordDecodeError (``invalid_json``,
-    ``not_object``) quoting its first 80 bytes."""
-    from shadoweval.errors import RecordDecodeError
-
-    try:
-        payload = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise RecordDecodeError(
-            f"response body is not JSON: {body[:80]!r}", reason="invalid_json"
-        ) from exc
-    if not isinstance(payload, dict):
-        raise RecordDecodeError(
-            f"response body is JSON but not an object: {body[:80]!r}", reason="not_object"
-        )
-    return payload
+    def _stream_facts(self) -> dict[str, Any]:
+        """What every stream reader reports the same way: counts, error and timings (ms)."""
+        itl = tuple((b - a) / 1e6 for a, b in zip(self._token_ns, self._token_ns[1:], strict=False))
+        return {
+            "streamed": True,
+            "events": self._events,
+            "comments": self._sse.comments,
+            "decode_errors": self._decode_errors,
+            "error_message": self._error,
+            "ttfb_ms": self._ms(self._first_byte_ns),
+            "ttft_ms": self._ms(self._token_ns[0]) if self._token_ns else None,
+            "e2e_ms": self._ms(self._token_ns[-1]) if self._token_ns else None,
+            "itl_ms": itl,
+            "ttfc_ms": self._ms(self._content_ns),
+        }
 
 
 def parse_completion_body(

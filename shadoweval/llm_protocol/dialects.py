@@ -10,6 +10,7 @@ route                          dialect                     reader
 =============================  ==========================  =================================
 ``/v1/chat/completions``       ``openai-chat``             :class:`~.assembler.ChatStreamAssembler`
 ``/v1/completions``            ``openai-completions``      the same (``text`` choices)
+``/v1/responses``              ``openai-responses``        :mod:`.responses_api`
 ``/v1/messages``               ``anthropic-messages``      ``MessagesStreamAssembler``
 =============================  ==========================  =================================
 
@@ -32,7 +33,11 @@ from shadoweval.llm_protocol.assembler import (
     parse_completion_body,
 )
 from shadoweval.llm_protocol.messages_api import MessagesStreamAssembler, parse_messages_body
-from shadoweval.routes import CHAT_COMPLETIONS, COMPLETIONS, MESSAGES, normalize_route
+from shadoweval.llm_protocol.responses_api import (
+    ResponsesStreamAssembler,
+    parse_responses_body,
+)
+from shadoweval.routes import CHAT_COMPLETIONS, COMPLETIONS, MESSAGES, RESPONSES, normalize_route
 
 __all__ = [
     "CHAT",
@@ -107,6 +112,9 @@ DIALECTS: Mapping[str, Dialect] = {
     CHAT_COMPLETIONS: CHAT,
     COMPLETIONS: Dialect(
         "openai-completions", COMPLETIONS, ChatStreamAssembler, parse_completion_body
+    ),
+    RESPONSES: Dialect(
+        "openai-responses", RESPONSES, ResponsesStreamAssembler, parse_responses_body
     ),
     MESSAGES: Dialect("anthropic-messages", MESSAGES, MessagesStreamAssembler, parse_messages_body),
 }

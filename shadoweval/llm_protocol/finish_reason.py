@@ -1,14 +1,15 @@
 """Normalization of ``finish_reason`` across OpenAI-compatible servers.
 
-Sources: OpenAI (``stop | length | tool_calls | content_filter``, legacy
-``function_call``), vLLM (``abort`` for aborted requests, vllm-project/vllm#47933),
-TGI before huggingface/text-generation-inference#2344 (``eos_token``), SGLang streams that
-ended with ``""``, Anthropic's Messages API ``stop_reason`` (``end_turn``,
-``stop_sequence``, ``max_tokens``, ``model_context_window_exceeded``, ``tool_use``,
-``refusal``; ``pause_turn`` — a long server-tool turn paused, to be continued by the client
-— is deliberately left ``unknown``: the answer is not finished).
-The raw value is always stored next to the normalized one.
-"""
+Sources: OpenAI (``stop | length | tool_calls | content_filter``, legacy ``function_call``),
+vLLM (``abort`` for aborted requests, vllm-project/vllm#47933), TGI before
+huggingface/text-generation-inference#2344 (``eos_token``), SGLang streams that ended with
+``""``, Anthropic's Messages API ``stop_reason`` (``end_turn``, ``stop_sequence``,
+``max_tokens``, ``model_context_window_exceeded``, ``tool_use``, ``refusal``; ``pause_turn``
+— a long server-tool turn paused, to be continued by the client — is deliberately left
+``unknown``: the answer is not finished), the OpenAI Responses API's
+``incomplete_details.reason`` (``max_output_tokens``, ``content_filter``;
+:mod:`shadoweval.llm_protocol.responses_api`). The raw value is always stored next to the
+normalized one."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ _ALIASES: dict[str, FinishReason] = {
     "stop_sequence": FinishReason.STOP,
     "length": FinishReason.LENGTH,
     "max_tokens": FinishReason.LENGTH,
+    "max_output_tokens": FinishReason.LENGTH,
     "max_length": FinishReason.LENGTH,
     "model_length": FinishReason.LENGTH,
     "model_context_window_exceeded": FinishReason.LENGTH,

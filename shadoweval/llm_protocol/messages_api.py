@@ -51,10 +51,9 @@ import orjson
 from shadoweval.llm_protocol.assembler import (
     AssembledResponse,
     ChatStreamAssembler,
-    body_object,
     usage_from_model,
 )
-from shadoweval.llm_protocol.models import UsageModel
+from shadoweval.llm_protocol.models import UsageModel, body_object
 from shadoweval.records import ToolCall, Usage
 
 __all__ = ["MessagesStreamAssembler", "messages_usage", "parse_messages_body"]

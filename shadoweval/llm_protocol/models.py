@@ -299,3 +299,25 @@ class ErrorBody(OpenAIModel):
     """OpenAI-style error: ``{"error": {"message", "type", "param", "code"}}``."""
 
     error: dict[str, Any]
+
+
+def body_object(body: bytes) -> dict[str, Any]:
+    """A non-streamed response body as a JSON object.
+
+    Raises:
+        RecordDecodeError: not JSON (reason ``invalid_json``) or not an object
+            (``not_object``); the message quotes the first 80 bytes.
+    """
+    from shadoweval.errors import RecordDecodeError
+
+    try:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise RecordDecodeError(
+            f"response body is not JSON: {body[:80]!r}", reason="invalid_json"
+        ) from exc
+    if not isinstance(payload, dict):
+        raise RecordDecodeError(
+            f"response body is JSON but not an object: {body[:80]!r}", reason="not_object"
+        )
+    return payload

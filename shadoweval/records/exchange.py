@@ -222,6 +222,10 @@ class ResponseRecord(_Record):
     nothing about the model and it is left out of the latency checks.
     ``cache_hit_headers`` are the matched headers (name lower-cased, value as received);
     empty exactly when ``cache_hit`` is false.
+
+    ``response_id`` is the server's id of a Responses API answer (``resp_…``), which a later
+    request names as ``previous_response_id`` (the replay rebuilds that conversation from
+    it); ``None`` for other routes and for records written before it existed.
     """
 
     status_code: int
@@ -239,6 +243,7 @@ class ResponseRecord(_Record):
     error_message: str | None = None
     cache_hit: bool = False
     cache_hit_headers: tuple[HeaderPair, ...] = ()
+    response_id: str | None = None
 
     _ints = field_validator("status_code", "choices_count")(_int64)
 

@@ -51,9 +51,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from shadoweval.simulation.mock_llm.app import json_object_body
 from shadoweval.simulation.mock_llm.faults import FaultConfig, FaultKind, seeded_unit
-from shadoweval.simulation.mock_llm.wire import PROXY_502_HTML, error_json
+from shadoweval.simulation.mock_llm.wire import PROXY_502_HTML, error_json, json_object_body
 
 __all__ = [
     "JSON_TYPES",

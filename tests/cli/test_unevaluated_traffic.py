@@ -1,11 +1,11 @@
 """Unevaluated traffic end to end (issue 13): ``evaluate`` and ``gate`` through CliRunner.
 
 The capture log is the demo workload's baseline (4 task types × 40 chat requests, seeded)
-plus 8 legacy ``/v1/completions`` requests and 15 ``/v1/responses`` requests spread over
-the task types (each task type stays above ``min_coverage``, and so does the run: 183 of
-198, 92.4%). The candidate is mock-llm (a test double) serving the baseline's own answers
-under real uvicorn, on both completion routes. Before issue 13 this run promoted with "15
-skipped" in its last reason.
+plus 8 legacy ``/v1/completions`` requests and 15 ``/v1/embeddings`` requests (a route no
+replay reads) spread over the task types (each task type stays above ``min_coverage``, and
+so does the run: 183 of 198, 92.4%). The candidate is mock-llm (a test double) serving the
+baseline's own answers under real uvicorn, on both completion routes. Before issue 13 this
+run promoted with "15 skipped" in its last reason.
 """
 
 from __future__ import annotations
@@ -81,15 +81,15 @@ def workload(tmp_path_factory: pytest.TempPathFactory) -> Workload:
         )
     for i in range(RESPONSES):
         exchange = chat[i]
-        request = {"model": "demo-baseline-v1", "input": "hi", "previous_response_id": "r1"}
+        request = {"model": "demo-baseline-v1", "input": "hi"}
         extra.append(
             exchange.model_copy(
                 update={
                     "exchange_id": f"resp-{i:02d}",
                     "task_type": TASK_TYPES[i % len(TASK_TYPES)],
-                    "route": "/v1/responses",
+                    "route": "/v1/embeddings",
                     "request": RequestRecord(
-                        path="/v1/responses", body=orjson.dumps(request).decode()
+                        path="/v1/embeddings", body=orjson.dumps(request).decode()
                     ),
                 }
             )
@@ -142,8 +142,8 @@ def test_a_captured_route_that_is_never_replayed_holds_naming_it(
     assert verdict.decision is Decision.HOLD, verdict.reasons
     assert result.exit_code == EXIT_CODES[Decision.HOLD]
     assert verdict.reasons[0].startswith(
-        "15 exchanges on /v1/responses were captured but not replayed (reason: route not "
-        "replayable: /v1/responses (the Responses API is not replayed"
+        "15 exchanges on /v1/embeddings were captured but not replayed (reason: route not "
+        "replayable: /v1/embeddings)"
     )
     coverage = report["coverage"]
     assert coverage["captured"] == PAIRS + RESPONSES
@@ -158,15 +158,15 @@ def test_a_captured_route_that_is_never_replayed_holds_naming_it(
         "skip_reasons": {},
         "evaluated": True,
     }
-    assert by_route["/v1/responses"]["evaluated"] is False
-    assert by_route["/v1/responses"]["skipped"] == RESPONSES
+    assert by_route["/v1/embeddings"]["evaluated"] is False
+    assert by_route["/v1/embeddings"]["skipped"] == RESPONSES
     assert coverage["by_task_type"]["support_chat"] == {
         "captured": PER_TASK_TYPE + COMPLETIONS + 4,
         "paired": PER_TASK_TYPE + COMPLETIONS,
         "share": pytest.approx((PER_TASK_TYPE + COMPLETIONS) / (PER_TASK_TYPE + COMPLETIONS + 4)),
     }
     # The text output names the route too.
-    assert "/v1/responses 0/15 (15 skipped) not evaluated" in " ".join(result.stderr.split())
+    assert "/v1/embeddings 0/15 (15 skipped) not evaluated" in " ".join(result.stderr.split())
     # The completions were answered from choices[0].text and scored like the chat pairs.
     assert report["replay"]["sent"] == {"candidate": PAIRS}
     assert report["replay"]["skipped"] == {"candidate": RESPONSES}
@@ -176,13 +176,13 @@ def test_a_captured_route_that_is_never_replayed_holds_naming_it(
 def test_exempting_the_route_in_the_policy_promotes_and_still_names_it(
     workload: Workload, candidate_url: str, tmp_path: Path
 ) -> None:
-    policy = policy_file(tmp_path, "routes:\n  /v1/responses: {required: false}\n")
+    policy = policy_file(tmp_path, "routes:\n  /v1/embeddings: {required: false}\n")
     result, report = evaluate(workload, candidate_url, tmp_path, policy)
     verdict = Verdict.model_validate(report["verdict"])
     assert verdict.decision is Decision.PROMOTE, verdict.reasons
     assert result.exit_code == EXIT_CODES[Decision.PROMOTE]
     assert any(
-        r.startswith("15 exchanges on /v1/responses were captured but not replayed")
+        r.startswith("15 exchanges on /v1/embeddings were captured but not replayed")
         and "exempt by the policy" in r
         for r in verdict.reasons
     )
@@ -193,7 +193,7 @@ def test_a_policy_task_type_typo_holds_and_is_printed_as_a_warning(
 ) -> None:
     policy = policy_file(
         tmp_path,
-        "routes:\n  /v1/responses: {required: false}\n"
+        "routes:\n  /v1/embeddings: {required: false}\n"
         "task_types:\n  extration: {format_parse: {margin: 0.01}}\n",
     )
     result, report = evaluate(workload, candidate_url, tmp_path, policy)

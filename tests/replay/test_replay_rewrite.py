@@ -9,7 +9,8 @@ import orjson
 import pytest
 
 from shadoweval.llm_protocol import COMPLETION_SAMPLING_PARAMS, SAMPLING_PARAMS
-from shadoweval.records import RequestRecord
+from shadoweval.records import Exchange, RequestRecord, ResponseRecord, ToolCall
+from shadoweval.replay.conversations import ResponsesConversations
 from shadoweval.replay.rewrite import (
     DEFAULT_REPLAY_ROUTES,
     NOT_REPLAYED,
@@ -50,17 +51,79 @@ def test_route_outside_allow_list_is_skipped_with_reason(path: str) -> None:
     assert result == SkipReplay(exchange.exchange_id, f"route not replayable: {path}")
 
 
-def test_responses_api_is_skipped_with_its_named_reason() -> None:
-    body = {"model": "m", "input": "Say hi.", "previous_response_id": "resp_1"}
-    exchange = make_exchange(body, path="/v1/responses")
-    result = build_replay_request(exchange)
-    assert isinstance(result, SkipReplay)
-    assert result.reason == f"route not replayable: /v1/responses ({NOT_REPLAYED['/v1/responses']})"
-    assert "previous_response_id" in result.reason
-    assert "routes: {/v1/responses: {required: false}}" in result.reason
-    # Even when a caller lists it as replayable, there is no request reader for it.
-    widened = build_replay_request(exchange, routes=DEFAULT_REPLAY_ROUTES | {"/v1/responses"})
-    assert isinstance(widened, SkipReplay)
+def _answered(exchange: Exchange, response_id: str, text: str, *calls: ToolCall) -> Exchange:
+    response = ResponseRecord(status_code=200, text=text, tool_calls=calls, response_id=response_id)
+    return exchange.model_copy(update={"response": response})
+
+
+def test_responses_api_is_replayed_unstored_with_sampling_pinned() -> None:
+    assert "/v1/responses" in DEFAULT_REPLAY_ROUTES
+    assert "/v1/responses" not in NOT_REPLAYED
+    body = {"model": "m", "input": "Say hi.", "temperature": 0, "stream": True, "store": True}
+    request = _request(build_replay_request(make_exchange(body, path="/v1/responses"), model="c"))
+    sent = orjson.loads(request.body)
+    assert (request.path, request.stream) == ("/v1/responses", True)
+    assert sent == {
+        "model": "c",
+        "input": "Say hi.",
+        "temperature": 0,
+        "stream": True,
+        "store": False,
+    }
+    assert "stream_options" not in sent  # a Responses stream reports usage unasked
+    assert request.pinned_params == {"temperature": 0, "store": False}
+    assert "max_output_tokens" in request.missing_params
+
+
+def test_previous_response_id_is_rebuilt_from_the_captured_turn_or_skipped_with_its_reason() -> (
+    None
+):
+    index = ResponsesConversations(max_turns=2)
+    first = _answered(
+        make_exchange({"model": "m", "input": "Weather in Paris?"}, path="/v1/responses"),
+        "resp_1",
+        "",
+        ToolCall(index=0, id="call_1", name="get_weather", arguments='{"city": "Paris"}'),
+    )
+    second_body = {
+        "model": "m",
+        "previous_response_id": "resp_1",
+        "input": [{"type": "function_call_output", "call_id": "call_1", "output": "sunny"}],
+    }
+    second = _answered(make_exchange(second_body, path="/v1/responses"), "resp_2", "Sunny.")
+    unknown = make_exchange({"input": "x", "previous_response_id": "resp_9"}, path="/v1/responses")
+    assert build_replay_request(second) == SkipReplay(
+        second.exchange_id, ResponsesConversations().missing_reason("resp_1")
+    )
+    for exchange in (first, second):
+        index.observe(exchange)
+    sent = orjson.loads(_request(build_replay_request(second, conversations=index)).body)
+    assert "previous_response_id" not in sent
+    assert sent["input"] == [
+        {"role": "user", "content": "Weather in Paris?"},
+        {
+            "type": "function_call",
+            "call_id": "call_1",
+            "name": "get_weather",
+            "arguments": '{"city": "Paris"}',
+        },
+        {"type": "function_call_output", "call_id": "call_1", "output": "sunny"},
+    ]
+    # resp_2's conversation holds resp_1's rebuilt one: a third turn gets all of it
+    assert index.items_before("resp_2") == [
+        *sent["input"],
+        {"role": "assistant", "content": [{"type": "output_text", "text": "Sunny."}]},
+    ]
+    skipped = build_replay_request(unknown, conversations=index)
+    assert isinstance(skipped, SkipReplay)
+    assert skipped.reason.startswith(
+        "previous_response_id resp_9: the earlier turn was not captured"
+    )
+    # Beyond the bound the oldest turn is dropped, and the reason says so (never a wrong context).
+    index.observe(_answered(make_exchange({"input": "y"}, path="/v1/responses"), "resp_3", "z"))
+    dropped = build_replay_request(second, conversations=index)
+    assert isinstance(dropped, SkipReplay)
+    assert "1 older turns were dropped (the replay keeps the last 2)" in dropped.reason
 
 
 def test_allow_list_is_configurable_and_exact() -> None:

@@ -86,13 +86,13 @@ def completion_exchange(row: RecordedRow, *, stream: bool, i: int) -> Exchange:
 # ------------------------------------------------------------------ routes
 
 
-async def test_legacy_completions_are_replayed_and_responses_skipped_naming_the_route(
+async def test_legacy_completions_are_replayed_and_embeddings_skipped_naming_the_route(
     repo: Repository, llama31_rows: list[RecordedRow]
 ) -> None:
     rows = llama31_rows[:6]
     completions = [completion_exchange(r, stream=i % 2 == 0, i=i) for i, r in enumerate(rows)]
     responses = [
-        make_exchange({"model": "m", "input": "hi"}, path="/v1/responses", task_type="completion")
+        make_exchange({"model": "m", "input": "hi"}, path="/v1/embeddings", task_type="completion")
         for _ in range(3)
     ]
     slashed = [
@@ -120,16 +120,16 @@ async def test_legacy_completions_are_replayed_and_responses_skipped_naming_the_
     for exchange in responses:
         skipped = outcomes[exchange.exchange_id]
         assert skipped.error_kind is ReplayErrorKind.SKIPPED
-        assert (skipped.error_detail or "").startswith("route not replayable: /v1/responses (")
+        assert skipped.error_detail == "route not replayable: /v1/embeddings"
     assert outcomes[slashed[0].exchange_id].error_kind is None
 
     coverage = repo.coverage_counts(run_id)
     assert sorted(coverage.per_route) == [
         "/v1/chat/completions",
         "/v1/completions",
-        "/v1/responses",
+        "/v1/embeddings",
     ]
-    responses_route = coverage.per_route["/v1/responses"]
+    responses_route = coverage.per_route["/v1/embeddings"]
     assert (responses_route.captured, responses_route.replayed, responses_route.skipped) == (
         3,
         0,
@@ -138,13 +138,13 @@ async def test_legacy_completions_are_replayed_and_responses_skipped_naming_the_
     assert responses_route.paired == 0
     [(reason, count)] = responses_route.skip_reasons.items()
     assert count == 3
-    assert "the Responses API is not replayed" in reason
+    assert reason == "route not replayable: /v1/embeddings"
     done = coverage.per_route["/v1/completions"]
     assert (done.captured, done.replayed, done.skipped, done.skip_reasons) == (6, 6, 0, {})
     assert list(coverage.unevaluated_routes()) == [
         "/v1/chat/completions",  # replayed, not scored yet (no compare in this test)
         "/v1/completions",
-        "/v1/responses",
+        "/v1/embeddings",
     ]
 
 

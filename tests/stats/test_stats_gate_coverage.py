@@ -43,11 +43,9 @@ Ties = Callable[[list[PairScore]], dict[str, PairJudgement]]
 AA = {"chat": {"n": 1500}, "extraction": {"n": 1500, "format_expected": True}}
 """An A/A run large enough to PROMOTE at look 1 under the default policy."""
 CHAT = "/v1/chat/completions"
-RESPONSES = "/v1/responses"
-RESPONSES_SKIP = (
-    "route not replayable: /v1/responses (the Responses API is not replayed: a request may "
-    "depend on state the live server holds)"
-)
+RESPONSES = "/v1/embeddings"
+"""A captured route no replay reads (its exchanges are all skipped)."""
+RESPONSES_SKIP = "route not replayable: /v1/embeddings"
 
 
 def coverage_of(
@@ -56,7 +54,7 @@ def coverage_of(
     responses: int = 0,
     passes: tuple[ReplayPass, ...] = (),
 ) -> Coverage:
-    """Every pair on the chat route; ``responses`` more exchanges on /v1/responses, all
+    """Every pair on the chat route; ``responses`` more exchanges on /v1/embeddings, all
     skipped, spread over the task types (so no task type falls below min_coverage)."""
     per_task: dict[str, int] = {}
     for s in scores:
@@ -122,19 +120,19 @@ def test_a_fully_evaluated_run_promotes_and_says_what_it_evaluated(
 def test_a_captured_route_never_replayed_holds_naming_the_route_and_reason(
     aa: list[PairScore], ties: Ties
 ) -> None:
-    """The measured defect: 3000 chat pairs plus 150 /v1/responses exchanges (95.2%
+    """The measured defect: 3000 chat pairs plus 150 /v1/embeddings exchanges (95.2%
     coverage, above min_coverage in the run and in each task type) promoted."""
     coverage = coverage_of(aa, responses=150)
     assert coverage.share > GatePolicy().min_coverage
     v = gate(aa, coverage, ties)
     assert v.decision is Decision.HOLD
     assert v.reasons[0].startswith(
-        f"150 exchanges on /v1/responses were captured but not replayed (reason: "
+        f"150 exchanges on /v1/embeddings were captured but not replayed (reason: "
         f"{RESPONSES_SKIP}); unevaluated traffic is not a pass: promotion is blocked"
     )
-    assert "routes: {/v1/responses: {required: false}}" in v.reasons[0]
-    assert "/v1/responses 0 of 150 (150 skipped)" in v.reasons[-2]
-    assert "150 skipped (/v1/responses 150)" in v.reasons[-1]
+    assert "routes: {/v1/embeddings: {required: false}}" in v.reasons[0]
+    assert "/v1/embeddings 0 of 150 (150 skipped)" in v.reasons[-2]
+    assert "150 skipped (/v1/embeddings 150)" in v.reasons[-1]
     # Checks themselves are unaffected: nothing failed, the route is what holds.
     assert all(c.outcome.value != "fail" for c in v.checks)
 
@@ -143,8 +141,8 @@ def test_a_route_the_policy_exempts_is_a_note_not_a_hold(aa: list[PairScore], ti
     policy = parse_policy({"routes": {RESPONSES: {"required": False}}})
     v = gate(aa, coverage_of(aa, responses=150), ties, policy)
     assert v.decision is Decision.PROMOTE, v.reasons
-    [note] = [r for r in v.reasons if r.startswith("150 exchanges on /v1/responses")]
-    assert "exempt by the policy (routes./v1/responses.required false)" in note
+    [note] = [r for r in v.reasons if r.startswith("150 exchanges on /v1/embeddings")]
+    assert "exempt by the policy (routes./v1/embeddings.required false)" in note
     assert "still count in the coverage" in note
 
 
@@ -196,7 +194,7 @@ def test_no_pairs_at_all_still_names_the_unevaluated_route(ties: Ties) -> None:
     assert v.decision is Decision.HOLD
     assert v.reasons[0].startswith("no data")
     assert v.reasons[1].startswith("invalid run: replay coverage 0.0%")
-    assert v.reasons[2].startswith("15 exchanges on /v1/responses were captured but not replayed")
+    assert v.reasons[2].startswith("15 exchanges on /v1/embeddings were captured but not replayed")
 
 
 # ------------------------------------------------------------------ policy names
@@ -258,7 +256,7 @@ def test_policy_traffic_problems_suggest_the_closest_name() -> None:
     assert problems[1].describe() == (
         "task_types.zzz matches no traffic (task types seen: chat, extraction, summary)"
     )
-    routes = parse_policy({"routes": {"/v1/responses": {"required": False}}})
+    routes = parse_policy({"routes": {"/v1/embeddings": {"required": False}}})
     assert policy_traffic_problems(routes, task_types=(), routes=None) == []  # not known
 
 
@@ -310,10 +308,10 @@ def test_routes_key_round_trips_and_leaves_other_policies_hashes_alone() -> None
 @pytest.mark.parametrize(
     ("routes", "field", "words"),
     [
-        ({"/v1/responses/": {}}, "routes", "without the trailing slash"),
+        ({"/v1/embeddings/": {}}, "routes", "without the trailing slash"),
         ({"v1/responses": {}}, "routes", "must be a path starting with '/'"),
-        ({RESPONSES: {"required": "no"}}, "routes./v1/responses.required", "true or false"),
-        ({RESPONSES: {"requird": False}}, "routes./v1/responses.requird", "allowed: required"),
+        ({RESPONSES: {"required": "no"}}, "routes./v1/embeddings.required", "true or false"),
+        ({RESPONSES: {"requird": False}}, "routes./v1/embeddings.requird", "allowed: required"),
     ],
 )
 def test_bad_routes_entries_are_refused_naming_the_field(

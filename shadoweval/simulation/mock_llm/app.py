@@ -16,6 +16,8 @@ Endpoints:
   list of strings joined by newlines) is looked up as one user message, and the recorded
   text comes back as a ``text_completion`` (streamed or not; tool calls are left out),
   paced like chat, with the injected error and hang faults.
+* ``POST /v1/responses`` — the Responses API from the same table, with ``store`` and
+  ``previous_response_id`` (:mod:`shadoweval.simulation.mock_llm.responses`).
 * ``POST /v1/messages`` — the Anthropic Messages API from the same table
   (:mod:`shadoweval.simulation.mock_llm.messages`).
 * ``GET /health`` — ``{"status": "ok", "rows": N}``.
@@ -58,35 +60,19 @@ from shadoweval.simulation.mock_llm.answers import (
 from shadoweval.simulation.mock_llm.cuts import StreamCuts, prompt_pieces
 from shadoweval.simulation.mock_llm.faults import FaultConfig, FaultKind, seeded_int, seeded_unit
 from shadoweval.simulation.mock_llm.latency import Delays, LatencyProfile
+from shadoweval.simulation.mock_llm.responses import responses_endpoint
 from shadoweval.simulation.mock_llm.wire import (
     MOCK_HEADER,
     OWNED_BY,
     PROXY_502_HTML,
     error_json,
+    json_object_body,
 )
 from shadoweval.simulation.mock_llm.wire import event_stream as _event_stream
 from shadoweval.simulation.mock_llm.wire import hang as _hang
 from shadoweval.simulation.mock_llm.wire import sleep as _sleep
 from shadoweval.simulation.mock_llm.wire import sleep_until as _sleep_until
 from shadoweval.tables import RecordedRow, prompt_key
-
-
-async def json_object_body(
-    request: Request, *, not_json: str, not_object: str
-) -> dict[str, Any] | JSONResponse:
-    """The request's body as a JSON object, or the 400 answer (:func:`error_json`) to
-    send instead: ``"{not_json}: {the parse error}"`` (code ``invalid_json``) for a body
-    that is not JSON, ``not_object`` (code ``invalid_request``) for JSON that is not an
-    object."""
-    try:
-        payload = orjson.loads(await request.body())
-    except orjson.JSONDecodeError as exc:
-        return error_json(
-            400, f"{not_json}: {exc}", type_="invalid_request_error", code="invalid_json"
-        )
-    if not isinstance(payload, dict):
-        return error_json(400, not_object, type_="invalid_request_error", code="invalid_request")
-    return payload
 
 
 class MockState:
@@ -415,6 +401,7 @@ def create_app(
         routes=[
             Route("/v1/chat/completions", _chat, methods=["POST"]),
             Route("/v1/completions", _completions, methods=["POST"]),
+            Route("/v1/responses", responses_endpoint, methods=["POST"]),
             Route("/v1/messages", messages_endpoint, methods=["POST"]),
             Route("/v1/models", _models, methods=["GET"]),
             Route("/health", _health, methods=["GET"]),

@@ -1,12 +1,14 @@
 """What every mock-llm route shares on the wire: its marker header, the proxy's HTML error
-page, OpenAI-style JSON errors, SSE responses, and the pacing and hang helpers (event-loop
-clock, ``anyio``)."""
+page, OpenAI-style JSON errors, the JSON object body a request must carry, SSE responses,
+and the pacing and hang helpers (event-loop clock, ``anyio``)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import anyio
+import orjson
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
@@ -26,6 +28,24 @@ def error_json(
     """An OpenAI-style error response."""
     body = {"error": {"message": message, "type": type_, "param": param, "code": code}}
     return JSONResponse(body, status_code=status, headers=dict([MOCK_HEADER]))
+
+
+async def json_object_body(
+    request: Request, *, not_json: str, not_object: str
+) -> dict[str, Any] | JSONResponse:
+    """The request's body as a JSON object, or the 400 answer (:func:`error_json`) to
+    send instead: ``"{not_json}: {the parse error}"`` (code ``invalid_json``) for a body
+    that is not JSON, ``not_object`` (code ``invalid_request``) for JSON that is not an
+    object."""
+    try:
+        payload = orjson.loads(await request.body())
+    except orjson.JSONDecodeError as exc:
+        return error_json(
+            400, f"{not_json}: {exc}", type_="invalid_request_error", code="invalid_json"
+        )
+    if not isinstance(payload, dict):
+        return error_json(400, not_object, type_="invalid_request_error", code="invalid_request")
+    return payload
 
 
 async def sleep(seconds: float) -> None:
