@@ -99,8 +99,10 @@ class AssembledResponse:
     :func:`parse_completion_body`.
 
     ``decode_errors`` counts events or bodies that were not valid JSON chunks;
-    ``done_seen`` tells whether ``data: [DONE]`` arrived, ``finish_seen`` whether a choice
-    carried a non-null ``finish_reason``; ``response_id``: the Responses API's response id
+    ``done_seen`` tells whether ``data: [DONE]`` arrived (or ``end_event``, the terminal
+    event of a dialect that has one: ``response.completed``, ``message_stop``; ``None`` for
+    chat), ``finish_seen`` whether a choice carried a non-null ``finish_reason``;
+    ``response_id``: the Responses API's response id
     (``None`` for chat); ``itl_ms`` lists inter-token
     latencies in milliseconds; ``ttfc_ms`` is the time to first visible content (module
     doc), ``None`` for a stream that carried none.
@@ -125,6 +127,7 @@ class AssembledResponse:
     itl_ms: tuple[float, ...]
     ttfc_ms: float | None = None
     finish_seen: bool = False
+    end_event: str | None = None
     response_id: str | None = None
 
     @property
@@ -143,6 +146,7 @@ class AssembledResponse:
             output_chars=output_chars(self.text, self.reasoning_text, self.tool_calls),
             finish_seen=self.finish_seen,
             done_seen=self.done_seen,
+            end_event=self.end_event,
         )
 
     def timings(self) -> Timings:

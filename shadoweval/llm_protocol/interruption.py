@@ -62,7 +62,7 @@ class Interruption:
 
 
 def stream_interruption(
-    *, output_chars: int, finish_seen: bool, done_seen: bool
+    *, output_chars: int, finish_seen: bool, done_seen: bool, end_event: str | None = None
 ) -> Interruption | None:
     """Apply the rule (module doc) to what a 2xx stream without an error event carried.
 
@@ -70,7 +70,13 @@ def stream_interruption(
         output_chars: characters of output (text, reasoning, tool-call names and
             arguments); 0 for none.
         finish_seen: a choice carried a non-null ``finish_reason``.
-        done_seen: ``data: [DONE]`` arrived.
+        done_seen: ``data: [DONE]`` arrived (or the dialect's ``end_event``).
+        end_event: the terminal event of a dialect that names its own ending (the Responses
+            API's ``response.completed``, Anthropic's ``message_stop``), ``None`` for chat
+            completions. Such a dialect reports its context window as a stop reason
+            (``max_output_tokens``, ``model_context_window_exceeded``), so a cut without
+            its terminal event is never read as the context length: it is the server's or
+            the connection's interruption.
 
     Returns:
         ``None`` for a stream that finished, else the :class:`Interruption` (its
@@ -79,6 +85,15 @@ def stream_interruption(
     """
     if finish_seen:
         return None
+    what = f"after {output_chars} characters" if output_chars else "without content"
+    if end_event is not None:
+        end = f"with {end_event}" if done_seen else f"without {end_event}"
+        return Interruption(
+            FailureCause.INTERRUPTED,
+            f"{INTERRUPTED_WORDS}: the stream ended {end} {what} and without a stop reason "
+            "(the server or the connection cut it; a context window would have been named "
+            "as a stop reason)",
+        )
     if output_chars and not done_seen:
         return Interruption(
             FailureCause.CONTEXT_LENGTH,
@@ -86,7 +101,6 @@ def stream_interruption(
             f"chunk and without [DONE]: likely {CONTEXT_LENGTH_WORDS} (the server stopped "
             "at its context window, e.g. llama.cpp n_ctx)",
         )
-    what = f"after {output_chars} characters" if output_chars else "without content"
     end = "with [DONE]" if done_seen else "without [DONE]"
     return Interruption(
         FailureCause.INTERRUPTED,

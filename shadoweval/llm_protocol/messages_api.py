@@ -255,6 +255,7 @@ class MessagesStreamAssembler(ChatStreamAssembler):
             finish_reason_raw=self._stop_reason,
             usage=messages_usage(self._anthropic_usage or None),
             finish_seen=self._finish_seen,
+            end_event="message_stop",
         )
 
 

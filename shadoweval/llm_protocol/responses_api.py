@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -326,6 +326,9 @@ class ResponsesStreamAssembler(ChatStreamAssembler):
             output = self._final  # no deltas came: the terminal event's items say it
         response = self._response if self._terminal else {**self._response, "status": None}
         terminal = self._terminal
-        return _assembled(
-            output, response, done_seen=terminal, finish_seen=terminal, **self._stream_facts()
+        return replace(
+            _assembled(
+                output, response, done_seen=terminal, finish_seen=terminal, **self._stream_facts()
+            ),
+            end_event="response.completed",
         )
