@@ -39,7 +39,10 @@ in its own error-rate check.
   candidate/baseline when both are known and the baseline's is > 0;
   ``prompt_token_ratio`` likewise from ``prompt_tokens``, taken from any response
   that reports it (the prompt is the same whatever happened
-  after), the tokenizer-change signal.
+  after), the tokenizer-change signal; ``None`` when the candidate was sent the request
+  translated to another API (``ReplayOutcome.translated_to``): two APIs count prompt
+  tokens differently (Anthropic's ``input_tokens`` leaves out cached tokens) and the
+  translated prompt is not the same text.
 * **template_leaks** — :func:`shadoweval.compare.leakage.template_leaks` of the candidate's side
 text
   (content and tool-call arguments); empty when the candidate errored.
@@ -344,6 +347,8 @@ def _score_one(
     cand_out = _completion_tokens(cand_resp, cand_error)
     base_prompt = base_resp.usage.prompt_tokens if base_resp is not None else None
     cand_prompt = cand_resp.usage.prompt_tokens if cand_resp is not None else None
+    if candidate.translated_to is not None:
+        cand_prompt = None  # another API's count of another text: not tokenizer evidence
     base_timings, latency_source, base_cached = _baseline_timings(item)
     checks = _SideChecks(view, check_json, refusal)
 

@@ -40,6 +40,7 @@ from shadoweval.records import (
     ReplayTarget,
     Timings,
     same_named,
+    translation_loss_fields,
     utc_now,
 )
 from shadoweval.redaction import scrub_secrets
@@ -121,6 +122,10 @@ class ReplayReport:
     lower ``--concurrency`` when a burst of them shows a server that interrupts running
     streams (:meth:`~shadoweval.records.ReplayPass.interruption_advice`).
 
+    ``translated``: candidate replays sent translated to another API, by the route sent to;
+    ``translation_losses``: what those translations dropped, by field
+    (:func:`~shadoweval.records.translation_loss_fields`).
+
     ``co_timed``: exchanges whose candidate and baseline-replica replays were sent together
     (:mod:`shadoweval.replay.co_timed`).
     """
@@ -152,6 +157,8 @@ class ReplayReport:
     streamed: Counter[str] = field(default_factory=Counter)
     interrupted: Counter[str] = field(default_factory=Counter)
     co_timed: int = 0
+    translated: Counter[str] = field(default_factory=Counter)
+    translation_losses: Counter[str] = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
         if self.pace is ReplayPace.UNPACED and self.target_rate_per_s is not None:
@@ -175,6 +182,8 @@ class ReplayReport:
             **same_named(self, _PASS_FIELDS),
             streamed=dict(self.streamed),
             interrupted=dict(self.interrupted),
+            translated=dict(self.translated),
+            translation_losses=dict(self.translation_losses),
         )
 
     def interruption_advice(self) -> str | None:
@@ -206,6 +215,9 @@ class ReplayReport:
             self.streamed[key] += 1
         if outcome.error_kind is ReplayErrorKind.INTERRUPTED:
             self.interrupted[key] += 1
+        if outcome.translated_to is not None:
+            self.translated[outcome.translated_to] += 1
+            self.translation_losses.update(translation_loss_fields(outcome.missing_params))
 
     def as_dict(self) -> dict[str, object]:
         """A JSON-ready view."""
@@ -238,6 +250,8 @@ class ReplayReport:
             "streamed": dict(self.streamed),
             "interrupted": dict(self.interrupted),
             "interruption_advice": self.interruption_advice(),
+            "translated": dict(self.translated),
+            "translation_losses": dict(self.translation_losses),
             "co_timed": self.co_timed,
         }
 
@@ -492,6 +506,7 @@ class ExchangeReplayer:
                 warmup=prepared.warmup,
                 co_timed=co_timed,
                 sent_at=sent_at,
+                translated_to=request.translated_to,
             )
         except ReplayError:
             raise

@@ -135,6 +135,8 @@ class ReplayRequest:
     stream: bool
     pinned_params: Mapping[str, Any] = field(default_factory=dict)
     missing_params: tuple[str, ...] = ()
+    translated_to: str | None = None
+    """The route the body was translated to (``None``: the captured route's API)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,4 +230,5 @@ def build_replay_request(
         stream=stream,
         pinned_params=pinned,
         missing_params=missing,
+        translated_to=to,
     )

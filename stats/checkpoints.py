@@ -48,7 +48,7 @@ from datetime import datetime
 
 import pandas as pd
 
-from shadoweval.records import Coverage, Decision, Verdict, utc_now
+from shadoweval.records import Coverage, Decision, Verdict, translation_note, utc_now
 from shadoweval.stats.gate import (
     evaluate_gate,
     infra_sha256,
@@ -112,11 +112,16 @@ def _waiting(
     )
     if n == 0:
         reason = "no data: no scored pairs for this run; nothing can be promoted"
+    translated = translation_note(coverage.replay_passes)
     return Verdict(
         run_id=run_id,
         decided_at=decided_at,
         decision=Decision.HOLD,
-        reasons=(reason, *unevaluated_reasons(pairs, policy, coverage)),
+        reasons=(
+            reason,
+            *unevaluated_reasons(pairs, policy, coverage),
+            *([translated] if translated else []),
+        ),
         checks=(),
         coverage=coverage,
         policy_hash=policy_hash(policy),

@@ -105,6 +105,8 @@ from shadoweval.records.verdicts import (
     ReplayPass,
     RouteCoverage,
     Verdict,
+    translation_loss_fields,
+    translation_note,
 )
 
 __all__ = [
@@ -188,6 +190,8 @@ __all__ = [
     "preflight_stops",
     "repeated_rejections",
     "same_named",
+    "translation_loss_fields",
+    "translation_note",
     "url_hint",
     "utc_now",
 ]

@@ -402,6 +402,10 @@ class ReplayOutcome(_Record):
     checks read for serial dependence between pairs in flight together. ``redaction``:
     what the body rules replaced before the outcome was stored, and their version
     (:mod:`shadoweval.outcome_redaction`; ``None`` for records stored before issue 30).
+    ``translated_to``: the route the request was sent to when the replay translated it to
+    another API for this target (``/v1/chat/completions`` for a captured ``/v1/messages``,
+    ``replay.candidate_translate``); ``None`` when it went to the captured route. What the
+    translation dropped is in ``missing_params``.
     """
 
     schema_version: Literal[1] = SCHEMA_VERSION
@@ -421,6 +425,7 @@ class ReplayOutcome(_Record):
     sent_at: AwareDatetime | None = None
     replayed_at: AwareDatetime = Field(default_factory=utc_now)
     redaction: RedactionReport | None = None
+    translated_to: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import enum
+import re
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import (
@@ -111,7 +113,10 @@ class ReplayPass(_Record):
     sent and completed before the first measured one of their target. ``concurrency``:
     the replay's ``--concurrency``, requests in flight at most (``None``: not recorded);
     ``streamed`` and ``interrupted``: per target, the streamed replays sent and those that
-    were an interrupted stream (:meth:`interruption_advice`).
+    were an interrupted stream (:meth:`interruption_advice`). ``translated``: candidate
+    replays sent translated to another API, by the route sent to; ``translation_losses``:
+    what those translations dropped, by field (:func:`translation_loss_fields`;
+    :func:`translation_note`).
     """
 
     source: Literal["capture_log", "kafka"]
@@ -124,6 +129,8 @@ class ReplayPass(_Record):
     concurrency: int | None = None
     streamed: dict[str, int] = Field(default_factory=dict)
     interrupted: dict[str, int] = Field(default_factory=dict)
+    translated: dict[str, int] = Field(default_factory=dict)
+    translation_losses: dict[str, int] = Field(default_factory=dict)
     finished_at: AwareDatetime = Field(default_factory=utc_now)
 
     def interruption_advice(self) -> str | None:
@@ -325,3 +332,49 @@ class Verdict(_Record):
         if check.reason.startswith(("too few", "no ")):
             return NOT_POWERED
         return REPORT_ONLY
+
+
+def translation_loss_fields(missing_params: tuple[str, ...]) -> dict[str, int]:
+    """The request fields an API translation dropped, counted: ``("top_k: no
+    chat-completions field, dropped", "messages[2].content[0].cache_control: prompt-caching
+    hint dropped")`` → ``{"top_k": 1, "messages[].content[].cache_control": 1}`` (indices
+    folded, so the same field of other messages counts together). Entries of
+    ``missing_params`` that are sampling parameters left to the server (no ``": "``) are
+    not losses and are left out.
+    """
+    counts: dict[str, int] = {}
+    for entry in missing_params:
+        name, sep, _ = entry.partition(": ")
+        if not sep:
+            continue
+        key = re.sub(r"\[\d+\]", "[]", name)
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def translation_note(passes: Sequence[ReplayPass]) -> str | None:
+    """Who else is at work when the candidate was reached through an API translation (the
+    replay passes' ``translated`` and ``translation_losses`` summed): the gate's note, or
+    ``None`` when no replay was translated.
+
+    ``"the candidate was replayed through an API translation (12 as /v1/chat/completions;
+    dropped: top_k ×12, thinking ×3): …"`` — the five most frequent losses.
+    """
+    sent: dict[str, int] = {}
+    losses: dict[str, int] = {}
+    for replay_pass in passes:
+        for route, n in replay_pass.translated.items():
+            sent[route] = sent.get(route, 0) + n
+        for name, n in replay_pass.translation_losses.items():
+            losses[name] = losses.get(name, 0) + n
+    if not sent:
+        return None
+    routes = ", ".join(f"{n} as {route}" for route, n in sorted(sent.items()))
+    top = sorted(losses.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
+    lost = ", ".join(f"{name} ×{n}" for name, n in top) or "nothing"
+    return (
+        f"the candidate was replayed through an API translation ({routes}; dropped: {lost}): "
+        "a difference on a translated route may be the translation, not the model; "
+        "prompt-token ratios of translated pairs are not read as tokenizer or template "
+        "evidence (two APIs count prompt tokens differently)"
+    )

@@ -17,6 +17,7 @@ from shadoweval.records import (
     Decision,
     LatencyCacheHits,
     Verdict,
+    translation_note,
     utc_now,
 )
 from shadoweval.stats.engine import Judged
@@ -259,6 +260,8 @@ def _validity(
     validity += [p for p in (coverage_problem, _duplicates_problem(pairs)) if p]
     load_note = _load_note(coverage)
     extra_notes = route_notes + policy_notes + _script_notes(pairs)
+    if translated := translation_note(coverage.replay_passes):
+        extra_notes.append(translated)
     if load_note:
         extra_notes.append(
             f"latency checks: {load_note}: the replay started its measured requests below "

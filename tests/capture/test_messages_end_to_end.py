@@ -196,3 +196,12 @@ def test_replayed_compared_and_gated(
     # the replay client read the candidate's answers by the route it sent them to
     sent_to = {p for p in recorder.paths if p != "/v1/models"}
     assert sent_to == {"/v1/chat/completions" if translate else "/v1/messages"}
+    # the verdict names the translation as a party to any difference, never silently
+    notes = [r for r in data["verdict"]["reasons"] if "API translation" in r]
+    if translate:
+        assert data["replay"]["translated"] == {"/v1/chat/completions": 4}
+        assert len(notes) == 1, data["verdict"]["reasons"]
+        assert "4 as /v1/chat/completions" in notes[0]
+    else:
+        assert data["replay"]["translated"] == {}
+        assert notes == []

@@ -468,6 +468,18 @@ def test_token_ratios() -> None:
     assert s.prompt_token_ratio == pytest.approx(1.25)
 
 
+def test_a_translated_candidate_gives_no_prompt_token_ratio() -> None:
+    # Messages → chat completions: another API's count of another text is no tokenizer
+    # evidence; the output tokens still compare
+    ex = exchange(response(use=usage(100, 40)))
+    cand = replay(response(use=usage(125, 60))).model_copy(
+        update={"translated_to": "/v1/chat/completions"}
+    )
+    s = score(PairInput(ex, cand))
+    assert s.prompt_token_ratio is None
+    assert s.output_token_ratio == pytest.approx(1.5)
+
+
 def test_zero_baseline_tokens_give_no_ratio() -> None:
     ex = exchange(response("", use=usage(0, 0)))
     s = score(PairInput(ex, replay(response(use=usage(10, 5)))))
