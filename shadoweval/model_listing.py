@@ -18,6 +18,7 @@ from __future__ import annotations
 import httpx
 
 from shadoweval.errors import ShadowEvalError
+from shadoweval.llm_protocol.messages_request import ANTHROPIC_VERSION
 from shadoweval.redaction import strip_url_credentials
 
 __all__ = [
@@ -34,12 +35,28 @@ class ModelListingError(ShadowEvalError):
     Attributes:
         url: the ``/v1/models`` URL asked, without credentials.
         cause: what went wrong (the httpx or JSON error's text).
+        status: the HTTP status the server answered, ``None`` when it did not answer.
     """
 
-    def __init__(self, url: str, cause: str) -> None:
+    def __init__(self, url: str, cause: str, status: int | None = None) -> None:
         super().__init__(f"cannot read {url}: {cause}")
         self.url = url
         self.cause = cause
+        self.status = status
+
+    def likely(self) -> str:
+        """What an operator most likely has to fix: ``"the server refused the API key
+        (HTTP 401)"``, ``"nothing answers at that address"``, … (the status or the failure
+        to connect read; the cause itself otherwise)."""
+        if self.status in (401, 403):
+            return f"the server refused the API key (HTTP {self.status})"
+        if self.status == 404:
+            return "HTTP 404: no /v1/models there (a wrong base URL, or a doubled /v1?)"
+        if self.status is not None:
+            return f"HTTP {self.status}"
+        if "connect" in self.cause.lower():
+            return f"nothing answers at that address ({self.cause})"
+        return self.cause
 
 
 def models_url(base_url: str) -> str:
@@ -65,7 +82,9 @@ async def list_model_ids(
 
     Args:
         base_url: the server (``http://host:port``, with or without ``/v1``).
-        api_key: sent as ``Authorization: Bearer``; ``None`` sends no header.
+        api_key: sent as ``Authorization: Bearer`` and as Anthropic's ``x-api-key`` (with
+            its ``anthropic-version``), so an OpenAI-compatible and an Anthropic server both
+            read it; ``None`` sends no credential.
         transport: an httpx transport (a seam for tests; default: the network).
         timeout_s: whole-request limit, seconds.
 
@@ -77,12 +96,25 @@ async def list_model_ids(
         ModelListingError: the server is unreachable, answered an error status, or the
             body is not JSON.
     """
-    headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+    headers = (
+        {
+            "authorization": f"Bearer {api_key}",
+            "x-api-key": api_key,
+            "anthropic-version": ANTHROPIC_VERSION,
+        }
+        if api_key
+        else {}
+    )
     try:
         async with httpx.AsyncClient(transport=transport, timeout=timeout_s) as client:
             response = await client.get(models_url(base_url), headers=headers)
             response.raise_for_status()
             payload = response.json()
+    except httpx.HTTPStatusError as exc:
+        status = exc.response.status_code
+        raise ModelListingError(
+            models_url_for_display(base_url), f"HTTP {status}", status=status
+        ) from exc
     except (httpx.HTTPError, ValueError) as exc:
         raise ModelListingError(models_url_for_display(base_url), str(exc)) from exc
     data = payload.get("data") if isinstance(payload, dict) else None

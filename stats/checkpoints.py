@@ -50,6 +50,7 @@ import pandas as pd
 
 from shadoweval.records import Coverage, Decision, Verdict, translation_note, utc_now
 from shadoweval.stats.gate import (
+    environment_reasons,
     evaluate_gate,
     infra_sha256,
     judgements_sha256,
@@ -118,6 +119,7 @@ def _waiting(
         decided_at=decided_at,
         decision=Decision.HOLD,
         reasons=(
+            *environment_reasons(coverage),
             reason,
             *unevaluated_reasons(pairs, policy, coverage),
             *([translated] if translated else []),

@@ -94,6 +94,7 @@ def environment_failures(
         outcome = example[key]
         exchange = repo.get_exchange(outcome.exchange_id)
         path = normalize_route(exchange.request.path or exchange.route) if exchange else ""
+        path = outcome.translated_to or path  # the route the request was sent to
         url = f"{base_url}{path}" if base_url and path else base_url
         found.append(
             EnvironmentFailure(

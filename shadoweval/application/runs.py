@@ -233,15 +233,22 @@ async def peek_baseline_identity(
 
 
 async def server_model_identity(
-    base_url: str, name: str | None, api_key: str | None, timeout_s: float = 10.0
+    base_url: str,
+    name: str | None,
+    api_key: str | None,
+    timeout_s: float = 10.0,
+    *,
+    option: str = "--candidate-model",
 ) -> ModelIdentity:
     """The identity of the model behind ``base_url``: ``name`` if given, else the first id
     listed by its ``GET /v1/models`` (:func:`shadoweval.model_listing.list_model_ids`).
 
-    The identity's ``base_url`` is recorded without credentials.
+    The identity's ``base_url`` is recorded without credentials; ``option`` is the
+    command-line option that names the model instead (named in the error).
 
     Raises:
-        ShadowEvalError: no name given and the server cannot be read or lists no model.
+        ShadowEvalError: no name given and the server cannot be read (the message says the
+            likely cause: a refused key, nothing listening, a 404) or lists no model.
     """
     clean = strip_url_credentials(base_url)
     if name:
@@ -250,11 +257,13 @@ async def server_model_identity(
         ids = await list_model_ids(base_url, api_key=api_key, timeout_s=timeout_s)
     except ModelListingError as exc:
         raise ShadowEvalError(
-            f"cannot read the model name from {exc.url} ({exc.cause}); pass it explicitly"
+            f"cannot read the model name from {exc.url}: {exc.likely()}; check the URL, "
+            "that the server is up and its API key (SHADOWEVAL_REPLAY__API_KEY), or pass "
+            f"{option} NAME (the preflight then names what the server answers)"
         ) from exc
     if not ids:
         raise ShadowEvalError(
-            f"{models_url_for_display(base_url)} lists no model; pass the model name"
+            f"{models_url_for_display(base_url)} lists no model; pass {option} NAME"
         )
     return ModelIdentity(name=ids[0], base_url=clean)
 
@@ -433,7 +442,10 @@ def _targets(
     if request.baseline_repeat_url:
         repeat_model = asyncio.run(
             server_model_identity(
-                request.baseline_repeat_url, request.baseline_repeat_model or baseline.name, api_key
+                request.baseline_repeat_url,
+                request.baseline_repeat_model or baseline.name,
+                api_key,
+                option="--baseline-repeat-model",
             )
         )
         targets.append(

@@ -60,6 +60,7 @@ from __future__ import annotations
 
 from shadoweval.stats.gate.evaluate import INCONCLUSIVE_AT_CAP, evaluate_gate
 from shadoweval.stats.gate.validity import (
+    environment_reasons,
     infra_sha256,
     judgements_sha256,
     latency_cache_hits,
@@ -68,6 +69,7 @@ from shadoweval.stats.gate.validity import (
 
 __all__ = [
     "INCONCLUSIVE_AT_CAP",
+    "environment_reasons",
     "evaluate_gate",
     "infra_sha256",
     "judgements_sha256",

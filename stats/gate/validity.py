@@ -247,6 +247,10 @@ def _coverage_line(coverage: Coverage, paired: Mapping[str, int]) -> str:
         )
     if coverage.rejected:
         line += f"; {_rejected_lines(coverage)}"
+    if failed := sum(f.count for f in coverage.environment_failures):
+        line += (
+            f"; {failed} of the paired failed for reasons of the environment (no answer to judge)"
+        )
     return line
 
 
@@ -263,6 +267,24 @@ def _rejected_lines(coverage: Coverage) -> str:
             "(the first kept)"
         )
     return ", ".join(parts)
+
+
+def environment_reasons(coverage: Coverage) -> list[str]:
+    """What a verdict without checks (before the first checkpoint) says first when candidate
+    requests failed for reasons of the environment (:attr:`Coverage.environment_failures`:
+    a wrong key, a wrong URL, a server that is down): the causes with their counts, so a
+    setup to fix is not hidden behind "waiting for the first checkpoint". Empty when none.
+    """
+    found = coverage.environment_failures
+    if not found:
+        return []
+    causes = "; ".join(f.describe() for f in found)
+    return [
+        f"infrastructure: {sum(f.count for f in found)} of {coverage.paired} candidate "
+        f"requests so far failed for reasons of the environment, not the model: {causes}; "
+        "there is no answer to judge on those pairs: fix the setup and run the same run "
+        "again (same --run-id): those requests are replayed again"
+    ]
 
 
 def unevaluated_reasons(pairs: pd.DataFrame, policy: GatePolicy, coverage: Coverage) -> list[str]:

@@ -286,6 +286,8 @@ def test_a_dead_later_candidate_stops_all_before_any_replay_naming_it(
         assert "Nothing was replayed" in text
     else:  # its /v1/models cannot be read
         assert "cannot read the model name" in text
+        assert "nothing answers at that address" in text
+        assert "or pass --candidate-model NAME" in text
     # Candidate a got at most the preflight's one request; the database was not even
     # opened, so no run was created.
     assert servers.arrivals("good") <= 1

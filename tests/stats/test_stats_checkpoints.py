@@ -9,7 +9,14 @@ from datetime import UTC, datetime
 import pandas as pd
 import pytest
 
-from shadoweval.records import Coverage, Decision, PairJudgement, PairScore, Verdict
+from shadoweval.records import (
+    Coverage,
+    Decision,
+    EnvironmentFailure,
+    PairJudgement,
+    PairScore,
+    Verdict,
+)
 from shadoweval.stats.checkpoints import WAITING, evaluate_poll, ordered_by_capture
 from shadoweval.stats.frame import pairs_frame
 from shadoweval.stats.gate import INCONCLUSIVE_AT_CAP, evaluate_gate
@@ -98,6 +105,21 @@ def test_no_data_and_waiting_for_the_first_checkpoint(
     # Even 150 candidate errors wait: the gate decides only at checkpoints.
     assert (waiting.decision, waiting.look, waiting.checks) == (Decision.HOLD, 0, ())
     assert waiting.reasons[0].startswith(f"{WAITING}: 150 of 200 pairs")
+    # ...but a setup to fix is said first, never hidden behind the wait (a wrong key)
+    wrong_key = EnvironmentFailure(
+        cause="HTTP 401", count=150, example_url="http://cand/v1/messages", example_detail="no"
+    )
+    failing = evaluate_poll(
+        frame,
+        policy,
+        run_id="run-poll",
+        coverage=coverage_for(150).model_copy(update={"environment_failures": (wrong_key,)}),
+        decided_at=DECIDED,
+    )
+    assert failing.reasons[0].startswith("infrastructure: 150 of 150 candidate requests")
+    assert "HTTP 401 on 150 pairs" in failing.reasons[0]
+    assert failing.reasons[1].startswith(WAITING)
+    assert "150 of the paired failed for reasons of the environment" in failing.reasons[-1]
     with pytest.raises(Exception, match="captured_at"):
         evaluate_poll(
             frame.drop(columns=["captured_at"]).iloc[:5],
