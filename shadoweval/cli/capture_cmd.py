@@ -37,7 +37,8 @@ def capture_serve(
     """Serve the capture sidecar until SIGTERM/SIGINT.
 
     Every request is forwarded to --upstream unchanged and its response streamed back as it
-    arrives. Requests on the captured routes (chat completions and completions by default)
+    arrives. Requests on the captured routes (by default chat completions, completions, the
+    Responses API and the Anthropic Messages API)
     are copied aside, redacted and written to the sinks; a broker outage spools to disk and
     never touches the live path. All settings can also come from SHADOWEVAL_CAPTURE__* and
     SHADOWEVAL_KAFKA__* environment variables. Exit 3 on a configuration error.

@@ -13,6 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from shadoweval.records import (
+    MIN_RATE_STARTS,
     NOT_POWERED,
     POOLED,
     REPORT_ONLY,
@@ -309,7 +310,10 @@ def load_text(counts: Mapping[str, Any]) -> str:
     ``13.9/s of 500/s asked``, ``captured pace ×2: 3.1/s of 3.1/s``, ``12.0/s``."""
     achieved = counts.get("achieved_rate_per_s")
     asked = counts.get("asked_rate_per_s")
+    starts = counts.get("measured_starts")
     rate = "–" if achieved is None else f"{achieved:.1f}/s"
+    if achieved is not None and isinstance(starts, int) and starts < MIN_RATE_STARTS:
+        rate = f"– ({starts} starts: too few for a rate)"  # a burst of a few is no load
     if counts.get("pace") == "capture":
         speed = counts.get("pace_speed") or 1.0
         of = f" of {asked:.1f}/s" if asked is not None else ""

@@ -127,3 +127,13 @@ def test_the_per_task_table_keeps_task_names_whole(gated_db: str, columns: int |
         header = next(line for line in out.splitlines() if line.strip().startswith("task type"))
         for column in ("sim", "noise", "p10", "fail", "e2e p50×", "e2e p95×", "checks"):
             assert column in header, header
+
+
+def test_a_burst_of_a_few_starts_shows_no_rate() -> None:
+    from shadoweval.cli.render import load_text
+
+    # 9 measured starts fired at once gave "81494.6/s" (a fresh user's run): no load at all
+    assert load_text({"achieved_rate_per_s": 81494.6, "measured_starts": 9}) == (
+        "– (9 starts: too few for a rate)"
+    )
+    assert load_text({"achieved_rate_per_s": 12.0, "measured_starts": 400}) == "12.0/s"
