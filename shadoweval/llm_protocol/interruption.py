@@ -91,8 +91,8 @@ def stream_interruption(
         return Interruption(
             FailureCause.INTERRUPTED,
             f"{INTERRUPTED_WORDS}: the stream ended {end} {what} and without a stop reason "
-            "(the server or the connection cut it; a context window would have been named "
-            "as a stop reason)",
+            "(the server or the connection cut it; this API reports a full window as a "
+            "stop reason, so this is not the model's limit)",
         )
     if output_chars and not done_seen:
         return Interruption(

@@ -178,6 +178,57 @@ async def test_a_new_request_cuts_the_running_stream(
         assert "without content" in (result.error_detail or "")
 
 
+def dialect_request(row: RecordedRow, route: str, n: int) -> ReplayRequest:
+    """A streamed Messages or Responses request for ``row``'s conversation."""
+    body: dict[str, Any] = {"model": "candidate-v2", "stream": True}
+    if route == "/v1/messages":
+        body |= {"max_tokens": 512, "messages": row.messages}
+    else:
+        body |= {"input": row.messages, "store": False}
+    return ReplayRequest(
+        exchange_id=f"x{n}",
+        path=route,
+        body=orjson.dumps(body),
+        headers={"content-type": "application/json", "accept": "text/event-stream"},
+        stream=True,
+    )
+
+
+@pytest.mark.parametrize(
+    ("route", "end_event"),
+    [("/v1/messages", "message_stop"), ("/v1/responses", "response.completed")],
+)
+async def test_a_new_request_cuts_a_running_messages_or_responses_stream(
+    serve: ServeFn, rows: list[RecordedRow], route: str, end_event: str
+) -> None:
+    # A server that cuts running streams (the mock with interrupt_running) is named as
+    # such on the Messages and Responses APIs too: an interruption, never the context
+    # length, never an empty answer.
+    app = create_app(
+        rows,
+        latency=FixedLatency(ttft_ms=60_000, itl_ms=10),
+        faults=FaultConfig(),
+        seed=0,
+        model_name="candidate-v2",
+        cuts=StreamCuts(interrupt_running=True),
+    )
+    state: MockState = app.state.mock
+    with serve(app) as server:
+        async with CandidateClient(server.url, timeout_s=120) as client:
+            sends: list[asyncio.Task[ReplayResult]] = []
+            for n, row in enumerate(rows[:3], start=1):
+                sends.append(asyncio.create_task(client.send(dialect_request(row, route, n))))
+                await until(partial(arrived, state, n))
+            cut = await asyncio.gather(*sends[:-1])
+            sends[-1].cancel()
+    for result in cut:
+        assert result.error_kind is ReplayErrorKind.INTERRUPTED, result
+        assert result.response is not None
+        assert result.response.status_code == 200
+        assert cause(result) is FailureCause.INTERRUPTED
+        assert f"without {end_event}" in (result.error_detail or "")
+
+
 async def test_one_request_at_a_time_is_never_cut(serve: ServeFn, rows: list[RecordedRow]) -> None:
     app = create_app(
         rows,

@@ -7,7 +7,10 @@ item 8), each switched on separately:
   sending a chunk, a running stream that sees another request waiting for the model sends
   ``data: [DONE]`` and stops, without a finish chunk. The mock cuts a stream when a newer
   chat request arrived after it started (checked before each content piece), so under
-  concurrency most streams are a role chunk and then ``[DONE]`` (HTTP 200).
+  concurrency most streams are a role chunk and then ``[DONE]`` (HTTP 200). The mock's
+  Responses and Messages streams are cut the same way, their body ending without its
+  terminal event (``response.completed``, ``message_stop``): a server or gateway that cuts
+  running streams.
 * ``context_tokens`` — its ``n_ctx``: a prompt of that many mock tokens or more is refused
   with HTTP 500 ``Requested tokens (P) exceed context window of N`` (the server's own
   words); a streamed answer that runs past the window stops after ``N − P`` pieces

@@ -21,9 +21,10 @@ the recorded finish reason in Anthropic's words (``stop`` → ``end_turn``, ``le
 ``max_tokens``, ``tool_calls`` → ``tool_use``, ``content_filter`` → ``refusal``).
 
 Like chat, the mock checks no credential (``x-api-key`` / ``anthropic-version`` are not
-required); injected faults apply (error → 500 ``api_error``, html, hang, malformed), the
-llama.cpp stream cuts do not. Errors use Anthropic's shape ``{"type": "error", "error":
-{"type", "message"}}``.
+required); injected faults apply (error → 500 ``api_error``, html, hang, malformed), and so
+does ``interrupt_running`` (a newer request cuts a running stream before its next piece: the
+body ends without ``message_stop``); the context-window cut does not. Errors use
+Anthropic's shape ``{"type": "error", "error": {"type", "message"}}``.
 """
 
 from __future__ import annotations
@@ -45,13 +46,13 @@ from shadoweval.llm_protocol.messages_request import (
 )
 from shadoweval.simulation.mock_llm.answers import Answer, prompt_excerpt
 from shadoweval.simulation.mock_llm.faults import FaultKind
+from shadoweval.simulation.mock_llm.latency import Delays
 from shadoweval.simulation.mock_llm.wire import (
     MOCK_HEADER,
     PROXY_502_HTML,
     event_stream,
     hang,
     sleep,
-    sleep_until,
 )
 from shadoweval.tables import prompt_key
 
@@ -178,13 +179,21 @@ class MessagesAnswer:
         return out
 
 
-def _stream(answer: MessagesAnswer, ttft_s: float, itl_s: float, *, malformed: bool) -> Response:
+def _stream(
+    answer: MessagesAnswer, delays: Delays, *, malformed: bool, state: MockState, arrival: int
+) -> Response:
+    """The answer's events, paced; with ``interrupt_running`` a newer request cuts the
+    stream before its next piece: the body ends without ``message_delta`` and
+    ``message_stop`` (a server that cuts running streams, as llama.cpp does)."""
+    ttft_s, itl_s = delays.ttft_s, delays.itl_s
+
     async def events() -> AsyncIterator[bytes]:
         start = anyio.current_time()
         paced = 0
         for is_piece, data in answer.events():
             if is_piece:
-                await sleep_until(start + ttft_s + paced * itl_s)
+                if await state.cut_before(arrival, start + ttft_s + paced * itl_s):
+                    return
                 if malformed and paced == 0:
                     data = data[: max(len(data) // 2, 1)] + b"\n\n"
                 paced += 1
@@ -229,6 +238,7 @@ async def messages_endpoint(request: Request) -> Response:
         tools = None
     key = prompt_key(messages)
     attempt = state.next_attempt(key)
+    arrival = state.arrive()
     fault = state.fault(key, attempt)
     injected = await _injected(request, fault, state.faults.hang_limit_s)
     if injected is not None:
@@ -244,7 +254,7 @@ async def messages_endpoint(request: Request) -> Response:
     delays = state.delays(key, row, answer.answer.pieces)
     malformed = fault is FaultKind.MALFORMED
     if parsed.stream:
-        return _stream(answer, delays.ttft_s, delays.itl_s, malformed=malformed)
+        return _stream(answer, delays, malformed=malformed, state=state, arrival=arrival)
     await sleep(delays.total_s(answer.answer.pieces))
     body = orjson.dumps(answer.message())
     if malformed:

@@ -241,7 +241,11 @@ def _sse(kind: str, payload: dict[str, Any], sequence: int) -> bytes:
     return b"event: " + kind.encode() + b"\ndata: " + data + b"\n\n"
 
 
-def _stream(reply: _Reply, delays: Delays) -> AsyncIterator[bytes]:
+def _stream(reply: _Reply, delays: Delays, state: MockState, arrival: int) -> AsyncIterator[bytes]:
+    """The reply's events, paced; with ``interrupt_running`` a newer request cuts the
+    stream before its next piece: the body ends without a terminal ``response.*`` event
+    (a server that cuts running streams, as llama.cpp does)."""
+
     async def events() -> AsyncIterator[bytes]:
         sequence = 0
         for kind in ("response.created", "response.in_progress"):
@@ -250,10 +254,10 @@ def _stream(reply: _Reply, delays: Delays) -> AsyncIterator[bytes]:
         start = anyio.current_time()
         pieces = list(reply.piece_events())
         for i, group in enumerate(pieces):
-            if i < len(pieces) - 1:
-                await sleep(start + delays.ttft_s + i * delays.itl_s - anyio.current_time())
-            elif len(pieces) == 1:
-                await sleep(delays.ttft_s)
+            paced = i < len(pieces) - 1 or len(pieces) == 1  # the closing group is not paced
+            due = start + delays.ttft_s + i * delays.itl_s
+            if paced and await state.cut_before(arrival, due):
+                return
             for kind, payload in group:
                 yield _sse(kind, payload, sequence)
                 sequence += 1
@@ -320,6 +324,7 @@ async def responses_endpoint(request: Request) -> Response:
     messages = messages_of(conversation, parsed.instructions)
     key = prompt_key(messages)
     attempt = state.next_attempt(key)
+    arrival = state.arrive()
     fault = state.fault(key, attempt)
     if fault in (FaultKind.ERROR, FaultKind.HANG):
         return await _injected(request, fault, state.faults.hang_limit_s)
@@ -338,6 +343,6 @@ async def responses_endpoint(request: Request) -> Response:
             del stored[next(iter(stored))]
     delays = state.delays(key, row, answer.pieces)
     if parsed.stream:
-        return event_stream(_stream(reply, delays))
+        return event_stream(_stream(reply, delays, state, arrival))
     await sleep(delays.total_s(answer.pieces))
     return JSONResponse(reply.response(done=True), headers=dict([MOCK_HEADER]))
