@@ -145,7 +145,13 @@ def summary_table(
 
     def build(columns: list[int], caption: str) -> Table:
         table = Table(
-            title=title, title_justify="left", caption=caption, box=box.SIMPLE_HEAD, pad_edge=False
+            title=title,
+            title_justify="left",
+            caption=caption,
+            box=box.SIMPLE_HEAD,
+            pad_edge=False,
+            # a table of few columns still leaves its caption a readable width
+            min_width=min(max_width or _CAPTION_MIN_WIDTH, _CAPTION_MIN_WIDTH) if caption else None,
         )
         for i in columns:
             name = _SUMMARY_COLUMNS[i][0]
@@ -179,6 +185,11 @@ def summary_table(
     if max_width is not None and dropped:
         caption += f"; not shown (no value or too narrow): {', '.join(dropped)}"
     return build(keep, caption)
+
+
+_CAPTION_MIN_WIDTH = 80
+"""Characters a captioned summary table takes at least (where the terminal has them), so a
+table of few columns does not wrap its caption one word per line."""
 
 
 def _natural_width(table: Table) -> int:
