@@ -218,8 +218,9 @@ def test_render_split_routes(tmp_path: Path) -> None:
     (config,) = doc["resources"]
     assert config["name"] == "live"
     routes = config["virtual_hosts"][0]["routes"]
-    # marker route, 4 captured paths (2 routes × trailing slash), catch-all: 3 routes each
-    assert len(routes) == 6 * 3
+    # marker route, 8 captured paths (4 routes × trailing slash), catch-all: 3 routes each
+    assert len(routes) == (1 + 2 * len(spec.routes) + 1) * 3
+    assert len(spec.routes) == 4  # chat, completions, Responses, Messages
     for i in range(0, len(routes), 3):
         cand, base, weighted = routes[i : i + 3]
         assert cand["match"]["headers"][-1] == {
