@@ -13,6 +13,9 @@ Parts, each in CPU microseconds per message and per stream:
   for every message before the servicer sees it);
 * ``tap``: :class:`shadoweval.capture.ext_proc.StreamTap` ``feed`` (the capture work,
   pure Python, no I/O), incl. ``WhichOneof`` and ``perf_counter_ns``;
+* ``build``: :meth:`shadoweval.capture.builder.ExchangeBuilder.build` of the stream's
+  capture, in this process (what the builder process does per exchange, without the
+  hand-off to it and the sink), per stream;
 * ``servicer``: :meth:`CaptureProcessor.Process` driven by a plain async iterator on one
   event loop (no gRPC): the tap, the metrics counters and asyncio's per-message cost;
 * ``grpc_capture``: the same servicer behind a real ``grpc.aio`` server in a child
@@ -35,6 +38,32 @@ from datetime import UTC, datetime
 from typing import Any
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+_REQUEST_BODY = (
+    b'{"model":"bench-llm","stream":true,"messages":[{"role":"user","content":"'
+    + b"hello " * 16
+    + b'"}]}'
+)
+
+
+def sse_events(chunks: int, chunk_bytes: int) -> list[bytes]:
+    """``chunks`` SSE events as the overhead benchmark's upstream sends them: content
+    deltas padded to about ``chunk_bytes``, a finish event, a usage event, ``[DONE]``."""
+    head = (
+        b'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,'
+        b'"model":"bench-llm","system_fingerprint":null,"choices":['
+    )
+    out: list[bytes] = []
+    for k in range(chunks - 2):
+        last = k == chunks - 3
+        delta = "{}" if last else '{"content":" word' + str(k) + '"}'
+        finish = '"stop"' if last else "null"
+        choice = '{"index":0,"delta":' + delta + ',"logprobs":null,"finish_reason":' + finish + "}"
+        event = head + choice.encode() + b'],"x_pad":"'
+        out.append(event + b"p" * max(0, chunk_bytes - len(event) - 5) + b'"}\n\n')
+    usage = b'"usage":{"prompt_tokens":96,"completion_tokens":20,"total_tokens":116}}\n\n'
+    out.append(head[:-1] + b"[]," + usage)
+    out.append(b"data: [DONE]\n\n")
+    return out
 
 
 def messages(chunks: int, chunk_bytes: int) -> list[Any]:
@@ -70,7 +99,8 @@ def messages(chunks: int, chunk_bytes: int) -> list[Any]:
             observability_mode=True,
         ),
         pb.ProcessingRequest(
-            request_body=pb.HttpBody(body=b"x" * 120, end_of_stream=True), observability_mode=True
+            request_body=pb.HttpBody(body=_REQUEST_BODY, end_of_stream=True),
+            observability_mode=True,
         ),
     ]
     rattrs = struct_pb2.Struct()
@@ -87,13 +117,10 @@ def messages(chunks: int, chunk_bytes: int) -> list[Any]:
             observability_mode=True,
         )
     )
-    for i in range(chunks):
+    for i, piece in enumerate(sse_events(chunks, chunk_bytes)):
         out.append(
             pb.ProcessingRequest(
-                response_body=pb.HttpBody(
-                    body=b"data: " + b"y" * (chunk_bytes - 8) + b"\n\n",
-                    end_of_stream=i == chunks - 1,
-                ),
+                response_body=pb.HttpBody(body=piece, end_of_stream=i == chunks - 1),
                 observability_mode=True,
             )
         )
@@ -155,7 +182,26 @@ def local_costs(msgs: list[Any], streams: int) -> dict[str, float]:
     asyncio.run(drive())
     servicer = time.process_time() - t0
     assert len(taken) == streams
+    from shadoweval.capture.builder import ExchangeBuilder, default_source
+    from shadoweval.capture.identity import identity_from_settings
+
+    identity = identity_from_settings(cap.live_model, "bench-llm", "http://127.0.0.1:1")
+    builder = ExchangeBuilder(cap, identity, default_source())
+    raws = []
+    for _ in range(streams):
+        tap = StreamTap(cap, sampler, metrics, ext)
+        for k, m in enumerate(msgs):
+            tap.feed(m, 30_000_000 * k)
+        raw = tap.take()
+        assert raw is not None
+        raws.append(raw)
+    t0 = time.process_time()
+    for one in raws:
+        result = builder.build(one)
+    assert result.outcome.value == "done", result.fallback_reason
+    build = time.process_time() - t0
     return {
+        "build_ms_per_stream": build / streams * 1e3,
         "parse_us_per_msg": parse / n * 1e6,
         "tap_us_per_msg": tap_s / n * 1e6,
         "servicer_us_per_msg": servicer / n * 1e6,
