@@ -4,7 +4,7 @@ Usage::
 
     .venv/bin/python benchmarks/sidecar_overhead.py [--quick] [--rounds 4] [--duration 6]
         [--scenarios stream:50 stream:200 nonstream:200]
-        [--rows nginx sidecar envoy envoy-canary] [--proxy NAME=COMMAND ...]
+        [--rows nginx sidecar envoy envoy-canary envoy-plain] [--proxy NAME=COMMAND ...]
         [--canary-share 0.5] [--router-timeout-ms MS] [--envoy-env SHADOWEVAL_K=V ...]
         [--sidecar-workers 1]
         [--nginx-workers 1] [--envoy-concurrency 1] [--pin] [--json out.json] [--markdown]
@@ -32,6 +32,11 @@ Every path the load takes is a **row**, all fed by the same upstream and load ge
   ``failure_mode_allowed``: requests routed by the weighted fallback) and the router's
   ``shadoweval_canary_decisions_total`` by arm and reason; with ``envoy`` in the same
   run, the canary row is also compared with it (*vs envoy* = canary row − envoy row);
+* ``envoy-plain``: the same Envoy bootstrap with the capture filter left out (plain Envoy:
+  the reference of issue 33), ``benchmarks/envoy_variants.py plain`` (which also runs the
+  tap-filter and bare-gRPC variants as ``--proxy`` rows). For every row with an Envoy
+  process the markdown adds a table splitting its CPU into Envoy's own, the capture
+  builder's and the rest (the Python capture service), and × ``envoy-plain``;
 * ``--proxy NAME=COMMAND``: any other front end; ``COMMAND`` is a shell-style template with
   ``{listen_port}`` and ``{upstream_url}``, e.g. ``--proxy "envoy=shadow-eval capture envoy
   --upstream {upstream_url} --port {listen_port}"``. Every row is ready when
@@ -636,6 +641,17 @@ def cpu_delta(after: dict[int, float], before: dict[int, float]) -> float:
     return sum(v - before.get(k, 0.0) for k, v in after.items())
 
 
+def envoy_pids(pids: Sequence[int]) -> set[int]:
+    """Those of ``pids`` that are an Envoy binary (``/proc/PID/comm`` is ``envoy``): a
+    row's Envoy share apart from its Python processes."""
+    out: set[int] = set()
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/{pid}/comm").read_text().strip() == "envoy":
+                out.add(pid)
+    return out
+
+
 def builder_pids(pid: int, exclude: int | None = None) -> set[int]:
     """Descendants of the sidecar that are its capture builder (multiprocessing spawn),
     except ``exclude`` (the Envoy front end's session router, also a spawned process)."""
@@ -1165,6 +1181,7 @@ class Cell:
     loads: dict[str, LoadResult] = field(default_factory=dict)
     cpu_s: dict[str, float] = field(default_factory=dict)
     builder_cpu_s: dict[str, float] = field(default_factory=dict)
+    envoy_cpu_s: dict[str, float] = field(default_factory=dict)
     sent: dict[str, int] = field(default_factory=dict)
 
 
@@ -1198,6 +1215,10 @@ def cell_report(cell: Cell) -> dict[str, Any]:
             if name in cell.cpu_s and sent
             else None
         )
+        own = cell.envoy_cpu_s.get(name)
+        row["envoy_process_cpu_ms_per_1000_requests"] = (
+            round(own * 1e6 / sent, 1) if own and sent else None
+        )
         out["rows"][name] = row
     envoy = cell.loads.get("envoy")
     canary = cell.loads.get("envoy-canary")
@@ -1220,6 +1241,11 @@ def cell_report(cell: Cell) -> dict[str, Any]:
         cpu, relay = row["cpu_ms_per_1000_requests"], row["relay_cpu_ms_per_1000_requests"]
         row["cpu_vs_nginx"] = round(cpu / nginx, 2) if cpu and nginx else None
         row["relay_cpu_vs_nginx"] = round(relay / nginx, 2) if relay and nginx else None
+    plain = out["rows"].get("envoy-plain", {}).get("cpu_ms_per_1000_requests")
+    for row in out["rows"].values():
+        cpu, own = row["cpu_ms_per_1000_requests"], row["envoy_process_cpu_ms_per_1000_requests"]
+        row["cpu_vs_envoy_plain"] = round(cpu / plain, 2) if cpu and plain else None
+        row["envoy_process_cpu_vs_envoy_plain"] = round(own / plain, 2) if own and plain else None
     return out
 
 
@@ -1270,6 +1296,10 @@ def main_run(args: argparse.Namespace) -> int:
                 rows.append(
                     start_sidecar(procs, upstream_port, work, args.sidecar_workers, proxy_cpus)
                 )
+            elif name == "envoy-plain":  # the same bootstrap without the capture filter
+                variants = HERE.parent / "envoy_variants.py"
+                command = f"{sys.executable} {variants} plain {{upstream_url}} {{listen_port}}"
+                rows.append(start_template(procs, name, command, upstream_port, work, proxy_cpus))
             elif name in ("envoy", "envoy-canary"):
                 canary = name == "envoy-canary"
                 rows.append(
@@ -1331,6 +1361,14 @@ def main_run(args: argparse.Namespace) -> int:
                         after = tree_cpu(row.proc.pid)
                         cpu = cpu_delta(after, before)
                         cell.cpu_s[row.name] = cell.cpu_s.get(row.name, 0.0) + cpu
+                        own = envoy_pids(list(after))
+                        if own:  # the Envoy process(es) of the row, apart
+                            cell.envoy_cpu_s[row.name] = cell.envoy_cpu_s.get(
+                                row.name, 0.0
+                            ) + cpu_delta(
+                                {p: v for p, v in after.items() if p in own},
+                                {p: v for p, v in before.items() if p in own},
+                            )
                         if row.admin_url is not None:  # a capture service: its builder apart
                             pids = builder_pids(row.proc.pid, row.router_pid)
                             built = cpu_delta(
@@ -1495,7 +1533,41 @@ def markdown(report: dict[str, Any]) -> str:
     lines = ["| " + " | ".join(HEADERS) + " |", "|---|---|" + "---:|" * (len(HEADERS) - 2)]
     lines += ["| " + " | ".join(r) + " |" for r in table_rows(report)]
     lines += canary_lines(report)
+    lines += envoy_split_lines(report)
     return "\n".join(lines)
+
+
+def envoy_split_lines(report: dict[str, Any]) -> list[str]:
+    """Markdown: each row with an Envoy process, its CPU split into Envoy's own, the
+    capture builder's and the rest (the Python capture service), and × ``envoy-plain``."""
+    rows = [
+        (f"{c['mode']} × {c['concurrency']}", name, r)
+        for c in report["cells"]
+        for name, r in c["rows"].items()
+        if r.get("envoy_process_cpu_ms_per_1000_requests") is not None
+    ]
+    if not rows:
+        return []
+    lines = [
+        "",
+        "| scenario | row | CPU ms / 1k req (all) | Envoy process | capture builder "
+        "| other (Python capture service) | × envoy-plain (all / Envoy process) |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for scenario, name, r in rows:
+        cpu, own = r["cpu_ms_per_1000_requests"], r["envoy_process_cpu_ms_per_1000_requests"]
+        builder = r["builder_cpu_ms_per_1000_requests"] or 0.0
+        rest = cpu - own - builder if cpu is not None else None
+        ratio = (
+            "–"
+            if r.get("cpu_vs_envoy_plain") is None
+            else f"{_f(r['cpu_vs_envoy_plain'])} / {_f(r['envoy_process_cpu_vs_envoy_plain'])}"
+        )
+        lines.append(
+            f"| {scenario} | {name} | {_f(cpu, 0)} | {_f(own, 0)} | {_f(builder, 0)} "
+            f"| {_f(rest, 0)} | {ratio} |"
+        )
+    return lines
 
 
 # --------------------------------------------------------------------------- entry point
@@ -1516,7 +1588,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--rows",
         nargs="*",
         default=["nginx", "sidecar"],
-        choices=["nginx", "sidecar", "envoy", "envoy-canary"],
+        choices=["nginx", "sidecar", "envoy", "envoy-canary", "envoy-plain"],
     )
     parser.add_argument(
         "--proxy",
