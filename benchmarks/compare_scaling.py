@@ -4,7 +4,7 @@ Usage::
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/compare_scaling.py \\
         --database sqlite-file.db --run RUN_ID [--workers 1,2] [--backends torch-fp32]
-        [--repeats 1]
+        [--repeats 1] [--encoder minilm]
 
 Takes a stored, replayed run in a SQLite file (for instance the database of a
 ``shadow-eval evaluate`` of ``docs/real-data.md``), copies it once per configuration so no
@@ -17,6 +17,10 @@ own ``wall_s``):
 * ``warm``: a second ``--rescore`` on a copy whose cache the first pass filled — every text
   is read back from the database instead of embedded (what a policy change or a re-gate
   costs).
+
+``--encoder hashing`` (not semantic) makes a smoke run that loads no model (``make test``
+runs it on the 8-prompt run of ``benchmarks/evaluate_stages.py --limit 8
+--keep-database``).
 
 Prints pairs, wall seconds (the report's ``wall_s``: scoring only, and the process's whole
 time) and pairs/s; the median over rounds.
@@ -79,6 +83,7 @@ def main() -> None:
         "--backends", default="", help="comma-separated --backend values; empty: default"
     )
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--encoder", default="minilm", help="minilm, or hashing (smoke runs)")
     args = parser.parse_args()
 
     workers = [int(n) for n in args.workers.split(",")]
@@ -90,14 +95,14 @@ def main() -> None:
             for backend, n in configs:
                 db = Path(tmp) / f"r{round_}-{backend or 'default'}-{n}.db"
                 shutil.copyfile(args.database, db)
-                extra = ["--workers", str(n), "--no-embedding-cache"]
+                extra = ["--workers", str(n), "--no-embedding-cache", "--encoder", args.encoder]
                 extra += ["--backend", backend] if backend else []
                 report, elapsed = compare(db, args.run, *extra)
                 rows[(backend, n)].append((float(report["wall_s"]), elapsed, int(report["scored"])))  # type: ignore[arg-type]
         warm_db = Path(tmp) / "warm.db"
         shutil.copyfile(args.database, warm_db)
-        first, first_s = compare(warm_db, args.run)
-        warm, warm_s = compare(warm_db, args.run)
+        first, first_s = compare(warm_db, args.run, "--encoder", args.encoder)
+        warm, warm_s = compare(warm_db, args.run, "--encoder", args.encoder)
     print(f"run {args.run}: {args.database} ; cpus={os.cpu_count()} ; rounds={args.repeats}")
     print()
     print(ROW.format("pass", "backend", "workers", "pairs", "scoring s", "process s", "pairs/s"))

@@ -4,19 +4,25 @@ Usage::
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/evaluate_stages.py [--time-scale 1.0]
         [--concurrency 64] [--encoder minilm] [--data ../shared/data]
+        [--limit N] [--keep-database PATH]
 
 The same pipeline as ``shadow-eval evaluate``: Llama-3-8B outputs imported as the capture
 log; Llama-3.1-8B-Instruct-Turbo served by mock-llm as the candidate and Llama-3-8B as a
 baseline-repeat replica (share 1.0), both paced by the per-request latencies of the
 llmperf Llama-2-7B runs (``--time-scale`` multiplies those delays: 1.0 = as measured,
 0 = no waiting, which isolates our own overhead). Both mock servers run in this process.
-Prints one row per stage with seconds and share of the total.
+Prints one row per stage with seconds and share of the total. ``--limit N`` imports the
+first N prompts only (a smoke run: ``--limit 8 --time-scale 0 --encoder hashing``);
+``--keep-database PATH`` copies the run's SQLite database there and prints its run id
+(``benchmarks/compare_scaling.py`` rescores such a run).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -31,6 +37,8 @@ def main() -> None:
     parser.add_argument("--time-scale", type=float, default=1.0)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--encoder", default="minilm")
+    parser.add_argument("--limit", type=int, default=None, help="the first N prompts only")
+    parser.add_argument("--keep-database", type=Path, default=None)
     args = parser.parse_args()
 
     from shadoweval.application.evaluation import EvaluationRequest, evaluate
@@ -47,12 +55,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         stages: dict[str, float] = {}
+        captured = alpaca / "Meta-Llama-3-8B-Instruct" / "model_outputs.json"
+        if args.limit is not None:
+            first = json.loads(captured.read_text(encoding="utf-8"))[: args.limit]
+            captured = work / "model_outputs.json"
+            captured.write_text(json.dumps(first), encoding="utf-8")
         t0 = time.perf_counter()
-        import_table(
-            alpaca / "Meta-Llama-3-8B-Instruct" / "model_outputs.json",
-            out=work / "capture",
-            preset="alpaca_eval",
-        )
+        import_table(captured, out=work / "capture", preset="alpaca_eval")
         stages["import"] = time.perf_counter() - t0
         servers = []
         for name in ("Meta-Llama-3.1-8B-Instruct-Turbo", "Meta-Llama-3-8B-Instruct"):
@@ -90,9 +99,12 @@ def main() -> None:
             for server in servers:
                 server.stop()
         stages.update(result.stages_s)
+        if args.keep_database is not None:
+            shutil.copyfile(work / "bench.db", args.keep_database)
+            print(f"run {result.run.run_id} kept in {args.keep_database}")
     total = sum(stages.values())
     print(
-        f"805 prompts, 2 targets, concurrency {args.concurrency}, time scale "
+        f"{args.limit or 805} prompts, 2 targets, concurrency {args.concurrency}, time scale "
         f"{args.time_scale:g}, encoder {args.encoder}; verdict "
         f"{result.gate.verdict.decision.value}"
     )

@@ -69,14 +69,19 @@ from datetime import UTC, datetime
 import numpy as np
 import pandas as pd
 
+from shadoweval.pair_facts import (
+    FACT_BITS,
+    FLOAT_FACTS,
+    LATENCY_SOURCES,
+    PAIR_FACTS_DTYPE,
+    PAIR_FACTS_LAYOUT,
+    TRI_FACTS,
+    TRI_MISSING,
+    PairFacts,
+)
 from shadoweval.records import Coverage, Decision, Verdict
 from shadoweval.stats.checkpoints import evaluate_poll
-from shadoweval.stats.frame import (
-    BASELINE_HARM_COLUMNS,
-    CANDIDATE_HARM_COLUMNS,
-    PAIRS_COLUMNS,
-    TOOL_CHANGE_COLUMNS,
-)
+from shadoweval.stats.frame import pairs_frame_from_facts
 from shadoweval.stats.looks import design_sample_size
 from shadoweval.stats.policy import GatePolicy, parse_policy
 from shadoweval.stats.sequential import latest_checkpoint
@@ -153,7 +158,14 @@ def synthetic_pairs(sim: RunSim, n: int, rng: np.random.Generator) -> pd.DataFra
     errors, format outcomes, similarities (candidate and baseline-repeat share a
     per-request component), latencies (candidate = baseline × lognormal(0, 0.1), both
     measured on the shadow), output tokens (lognormal, candidate = baseline × lognormal
-    (0, 0.15)). Fully vectorised: 1,000,000 pairs in about a second.
+    (0, 0.15)). Fully vectorised: 1,000,000 pairs in a few seconds.
+
+    The table is built by the product's own code: the simulated values are packed as pair
+    facts (:data:`shadoweval.pair_facts.PAIR_FACTS_DTYPE`, every other fact at its
+    "unknown / no" value: NaN floats, unknown tri-states, clear bits) and turned into the
+    table by :func:`shadoweval.stats.frame.pairs_frame_from_facts`, as the gate reads a
+    stored run. A column ``stats.frame`` gains is filled as for a stored pair that lacks
+    the fact, so this table cannot fall behind the frame's columns again.
     """
     names = list(sim.tasks)
     shares = np.array([sim.tasks[t].share for t in names])
@@ -211,82 +223,86 @@ def synthetic_pairs(sim: RunSim, n: int, rng: np.random.Generator) -> pd.DataFra
     base_tok = np.round(200.0 * rng.lognormal(0.0, 0.6, n))
     cand_tok = np.round(base_tok * rng.lognormal(0.0, 0.15, n))
     cand_tok = np.where(cols["jump"], cand_tok * 100.0, cand_tok)
+    base_out = base_fail | cols["base_infra"]
+    cand_out = cand_fail | cols["cand_infra"]
     fmt_ok = cols["format_expected"]
-    frame = pd.DataFrame(
-        {
-            "exchange_id": [f"ex{i:08d}" for i in range(n)],
-            "task_type": np.array(names, dtype=object)[codes],
-            "captured_at": pd.date_range(T0, periods=n, freq="s", tz="UTC"),
-            "similarity": np.where(either, np.nan, similarity),
-            "noise_similarity": np.where(repeat & ~cols["base_infra"], noise, np.nan),
-            "streamed": cols["streamed"],
-            "baseline_fail": base_fail,
-            "candidate_fail": cand_fail,
-            "baseline_infra_error": cols["base_infra"],
-            "candidate_infra_error": cols["cand_infra"],
-            "format_expected": fmt_ok,
-            "baseline_format_ok": np.where(fmt_ok & ~cols["base_infra"], cols["base_fmt"], np.nan),
-            "candidate_format_ok": np.where(fmt_ok & ~cols["cand_infra"], cols["cand_fmt"], np.nan),
-            "baseline_e2e_ms": np.where(base_fail | cols["base_infra"], np.nan, base_e2e),
-            "candidate_e2e_ms": np.where(cand_fail | cols["cand_infra"], np.nan, cand_e2e),
-            "baseline_ttft_ms": np.where(
-                cols["streamed"] & ~(base_fail | cols["base_infra"]), base_ttft, np.nan
-            ),
-            "candidate_ttft_ms": np.where(
-                cols["streamed"] & ~(cand_fail | cols["cand_infra"]), cand_ttft, np.nan
-            ),
-            # No reasoning and no caches in the simulation: the first content is the
-            # first token, and every answer came from the model.
-            "baseline_ttfc_ms": np.where(
-                cols["streamed"] & ~(base_fail | cols["base_infra"]), base_ttft, np.nan
-            ),
-            "candidate_ttfc_ms": np.where(
-                cols["streamed"] & ~(cand_fail | cols["cand_infra"]), cand_ttft, np.nan
-            ),
-            "baseline_cache_hit": np.zeros(n, bool),
-            "candidate_cache_hit": np.zeros(n, bool),
-            "candidate_warmup": np.zeros(n, bool),
-            # The shadow's latencies: a replica request co-timed with the candidate's
-            # (issue 29: latency is gated on co-timed pairs only), else the live one's.
-            "latency_baseline_source": np.where(repeat, "co_timed", "live").astype(object),
-            # Sent one per second in capture order (the Newey-West widening reads it).
-            "candidate_sent_at_s": T0.timestamp() + np.arange(n, dtype=float),
-            # No stream cut, no context-window failure, no finish-length shift, the same
-            # prompt tokens on both sides (issue 29's cause columns).
-            "baseline_interrupted": np.zeros(n, bool),
-            "candidate_interrupted": np.zeros(n, bool),
-            "candidate_context_length": np.zeros(n, bool),
-            "prompt_token_ratio": np.full(n, np.nan),
-            "baseline_finish_length": np.zeros(n, bool),
-            "candidate_finish_length": np.zeros(n, bool),
-            # Exact comparison (structured or short answers) sees no change beyond the
-            # embedding's.
-            "exact_differs": np.zeros(n, bool),
-            "baseline_output_tokens": np.where(base_fail | cols["base_infra"], np.nan, base_tok),
-            "candidate_output_tokens": np.where(cand_fail | cols["cand_infra"], np.nan, cand_tok),
-            # Issue 11's direction columns: no harm detector fires, no tools offered,
-            # answers of unknown length, sampled requests, no judgements.
-            **dict.fromkeys(BASELINE_HARM_COLUMNS + CANDIDATE_HARM_COLUMNS, np.zeros(n, bool)),
-            "baseline_output_chars": np.full(n, np.nan),
-            "candidate_output_chars": np.full(n, np.nan),
-            "baseline_tool_text": np.full(n, np.nan),
-            "candidate_tool_text": np.full(n, np.nan),
-            **dict.fromkeys(TOOL_CHANGE_COLUMNS, np.zeros(n, bool)),
-            "sampled": np.ones(n),
-            "noise_identical": np.where(repeat & ~cols["base_infra"], 0.0, np.nan),
-            "quality": np.full(n, np.nan),
-            "quality_source": np.full(n, "", dtype=object),
-            # No random label sample: the stratified net-harm estimator decides.
-            "ppi_prediction": np.full(n, np.nan),
-            "ppi_label": np.full(n, np.nan),
-            # Every answer in a script the embedding model covers.
-            "uncovered_scripts": np.full(n, "", dtype=object),
-        }
+    facts = _unknown_facts(n)
+    facts["captured_at_us"] = int(T0.timestamp()) * 1_000_000 + np.arange(n) * 1_000_000
+    floats = {
+        "similarity": np.where(either, np.nan, similarity),
+        "noise_similarity": np.where(repeat & ~cols["base_infra"], noise, np.nan),
+        "baseline_e2e_ms": np.where(base_out, np.nan, base_e2e),
+        "candidate_e2e_ms": np.where(cand_out, np.nan, cand_e2e),
+        # No reasoning and no caches in the simulation: the first content is the first
+        # token, and every answer came from the model.
+        "baseline_ttft_ms": np.where(cols["streamed"] & ~base_out, base_ttft, np.nan),
+        "candidate_ttft_ms": np.where(cols["streamed"] & ~cand_out, cand_ttft, np.nan),
+        "baseline_ttfc_ms": np.where(cols["streamed"] & ~base_out, base_ttft, np.nan),
+        "candidate_ttfc_ms": np.where(cols["streamed"] & ~cand_out, cand_ttft, np.nan),
+        "baseline_output_tokens": np.where(base_out, np.nan, base_tok),
+        "candidate_output_tokens": np.where(cand_out, np.nan, cand_tok),
+        # Sent one per second in capture order (the Newey-West widening reads it).
+        "candidate_sent_at_s": T0.timestamp() + np.arange(n, dtype=float),
+    }
+    for name, column in floats.items():
+        facts[name] = column
+    bits = {
+        "streamed": cols["streamed"],
+        "baseline_error": base_fail,
+        "candidate_error": cand_fail,
+        "baseline_infra_error": cols["base_infra"],
+        "candidate_infra_error": cols["cand_infra"],
+        "format_expected": fmt_ok,
+    }
+    for name, flags in bits.items():
+        facts["bits"] |= np.where(flags, FACT_BITS[name], 0)
+    # The same format outcome under every success flag the policy may choose.
+    for side, key, infra in (
+        ("baseline", "base_fmt", "base_infra"),
+        ("candidate", "cand_fmt", "cand_infra"),
+    ):
+        ok = np.where(fmt_ok & ~cols[infra], cols[key], np.nan)
+        facts[f"{side}_format_ok"] = _tri_codes(ok)[:, None]
+    # Sampled requests; the baseline repeat never returned the captured answer; exact
+    # comparison sees no change beyond the embedding's.
+    facts["sampled"] = 1
+    facts["noise_identical"] = np.where(repeat & ~cols["base_infra"], 0, TRI_MISSING)
+    facts["exact_differs"] = 0
+    # The shadow's latencies: a replica request co-timed with the candidate's (issue 29:
+    # latency is gated on co-timed pairs only), else the live one's.
+    facts["latency_baseline_source"] = np.where(
+        repeat, LATENCY_SOURCES.index("co_timed"), LATENCY_SOURCES.index("live")
     )
-    missing = sorted(set(PAIRS_COLUMNS) - set(frame.columns))
-    if missing:  # a column stats.frame gained: say which, not a KeyError from pandas
-        raise SystemExit(f"synthetic_pairs: no value for the pairs column(s) {missing}")
-    return frame[list(PAIRS_COLUMNS)].astype(PAIRS_COLUMNS)
+    # No harm detector fires, no tools offered, no stream cut, no context-window failure,
+    # no finish-length shift, no judgements, no PPI label sample, every answer in a script
+    # the embedding model covers: the facts' "unknown / no" values above.
+    pair_facts = PairFacts(
+        exchange_ids=tuple(f"ex{i:08d}" for i in range(n)),
+        task_types=tuple(np.array(names, dtype=object)[codes]),
+        uncovered_scripts=("",) * n,
+        values=facts,
+    )
+    return pairs_frame_from_facts(pair_facts, GatePolicy())
+
+
+def _unknown_facts(n: int) -> np.ndarray:
+    """``n`` packed pair facts with every value unknown or absent: NaN floats, unknown
+    tri-states, no bits, harms or tool changes, the latency source ``missing``."""
+    facts = np.zeros(n, PAIR_FACTS_DTYPE)
+    facts["layout"] = PAIR_FACTS_LAYOUT
+    for name in FLOAT_FACTS:
+        facts[name] = np.nan
+    for name in TRI_FACTS:
+        facts[name] = TRI_MISSING
+    facts["baseline_format_ok"] = TRI_MISSING
+    facts["candidate_format_ok"] = TRI_MISSING
+    facts["latency_baseline_source"] = LATENCY_SOURCES.index("missing")
+    return facts
+
+
+def _tri_codes(values: np.ndarray) -> np.ndarray:
+    """1.0 / 0.0 / NaN as the packed tri-state codes 1 / 0 / ``TRI_MISSING``."""
+    return np.where(np.isnan(values), TRI_MISSING, values).astype(np.int8)
 
 
 NEUTRAL: dict[str, object] = {"observation": {"min_window_hours": 0}}

@@ -67,8 +67,9 @@ first = {}
 class Watch:
     # Records who imports a heavy package first; the import itself goes on as usual.
     def find_spec(self, name, path=None, target=None):
-        top = name.partition(".")[0]
-        if top in heavy and top not in first:
+        # A heavy name is a top-level package ("scipy") or a dotted prefix ("shadoweval.stats").
+        top = next((h for h in heavy if name == h or name.startswith(h + ".")), None)
+        if top is not None and top not in first:
             stack = traceback.extract_stack()[:-1]
             first[top] = " <- ".join(
                 f"{'/'.join(f.filename.rsplit('/', 2)[-2:])}:{f.lineno}"
@@ -90,5 +91,6 @@ for p in found:
     print(p, "imported by", first.get(p, "?"))
 sys.exit(1 if found else 0)
 """
-"""Run with ``python -c``: argv = heavy packages, modules, commands (comma-separated);
+"""Run with ``python -c``: argv = heavy packages (top-level names or dotted prefixes such as
+``shadoweval.stats``), modules, commands (comma-separated);
 exit 0 when none of the heavy packages was imported, else 1 with each one's first importer."""
