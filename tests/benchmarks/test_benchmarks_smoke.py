@@ -64,6 +64,8 @@ SCRIPTS: dict[str, tuple[list[str], str]] = {
          "envoy", "--markdown", "--ttft-ms", "5", "--itl-ms", "1", "2", "--events", "2"],
         "| stream × 4 | sidecar |",
     ),
+    "ext_proc_message_cost": (["--streams", "4", "--concurrency", "2", "--chunks", "2"],
+                              "capture"),
 }  # fmt: skip
 """Script → (its tiny options, a piece of the table it must print); ``{alpaca}`` is the
 shared data's AlpacaEval folder."""
@@ -72,8 +74,9 @@ TESTED_ELSEWHERE = ("gate_simulation", "gate_direction_simulation", "gate_scale"
                     "ppi_simulation", "import_time", "latency_aa")  # fmt: skip
 """Benchmarks with a tiny-size test of their own (module docstring)."""
 
-CHAINED = ("evaluate_stages", "compare_scaling", "pg_ingest")
-"""Run below by tests of their own: a database made by one, or a PostgreSQL server."""
+CHAINED = ("evaluate_stages", "compare_scaling", "pg_ingest", "envoy_variants")
+"""Run below by tests of their own: a database made by one, a PostgreSQL server, or a
+front end that ``sidecar_overhead.py`` launches as a ``--proxy`` row."""
 
 
 def bench(script: str, *args: str) -> str:
@@ -120,3 +123,18 @@ def test_pg_ingest_tiny(pg_url: str) -> None:
     out = bench("pg_ingest", "--url", PG_BASE_URL, "--pairs", "200", "--per-row-pairs", "20",
                 "--rounds", "1", "--batches", "100")  # fmt: skip
     assert "batch 100" in out, out
+
+
+def test_envoy_variants_run_as_proxy_rows_tiny() -> None:
+    # docs/benchmarks.md, "Envoy front end: designs measured": the variants are rows of the
+    # overhead benchmark; one with the capture service, one with Envoy's own tap filter
+    variants = f"{sys.executable} {REPO / 'benchmarks' / 'envoy_variants.py'}"
+    out = bench(
+        "sidecar_overhead", "--rounds", "1", "--duration", "0.5", "--scenarios", "stream:4",
+        "--rows", "envoy-plain", "--markdown", "--ttft-ms", "5", "--itl-ms", "1", "2",
+        "--events", "2",
+        "--proxy", f"extproc-raw={variants} extproc-raw {{upstream_url}} {{listen_port}}",
+        "--proxy", f"tap-streamed={variants} tap-streamed {{upstream_url}} {{listen_port}}",
+    )  # fmt: skip
+    for row in ("envoy-plain", "extproc-raw", "tap-streamed"):
+        assert f"| {row} |" in out, out[-4000:]
