@@ -7,7 +7,9 @@ its CPU never competes with the proxy's event loop for the GIL) → every sink.
 Bounded twice: by item count and by bytes held. A capture that does not fit is dropped
 and counted (``queue_full`` / ``queue_bytes``); nothing on the live path ever waits for
 room. Builds run in parallel (``max_concurrent_builds``) but their results are delivered
-to the sinks in capture order.
+to the sinks in capture order. When it goes idle after a large batch, the memory the batch
+took is handed back to the system, in this process and the builder's
+(:mod:`shadoweval.capture.memory_release`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,12 @@ from collections.abc import Callable, Sequence
 from typing import Literal
 
 from shadoweval.capture.builder import BuildResult, ExchangeBuilder, build_in_worker, init_worker
+from shadoweval.capture.memory_release import (
+    LARGE_BATCH_BYTES,
+    MIN_INTERVAL_S,
+    release_in_worker,
+    trim_heap,
+)
 from shadoweval.capture.metrics import CaptureMetrics
 from shadoweval.capture.raw import RawCapture
 from shadoweval.capture.sinks.base import ExchangeSink
@@ -114,6 +122,8 @@ class CapturePipeline(AsyncLifecycle):
         self._task: asyncio.Task[None] | None = None
         self._executor: concurrent.futures.Executor | None = None
         self.delivered = 0
+        self._release_due = False
+        self._released_at = -MIN_INTERVAL_S
 
     # -- hot path ------------------------------------------------------------------
 
@@ -236,25 +246,60 @@ class CapturePipeline(AsyncLifecycle):
             ):
                 await asyncio.sleep(linger_s)  # let a batch form: one round trip for several
             while self._queue and len(in_flight) < self.max_concurrent_builds:
-                batch: list[RawCapture] = []
-                while self._queue and len(batch) < self.batch_max_items:
-                    raw = self._queue.popleft()
-                    self._queue_bytes -= raw.size_bytes()
-                    batch.append(raw)
-                in_flight.append(self._submit(batch))
+                in_flight.append(self._submit(self._take_batch()))
             self.metrics.queue_depth.set(len(self._queue))
             self.metrics.queue_bytes.set(self._queue_bytes)
             if in_flight:
-                results = await in_flight.popleft()  # deliver in capture order
-                for result in results:
-                    if result is not None:
-                        await self._deliver(result)
+                await self._deliver_batch(in_flight.popleft())  # deliver in capture order
                 continue
             if not self._accepting:
                 return
             self._wake.clear()
             if not self._queue:
+                if self._release_due:
+                    await self._release_memory()  # returns early when a capture comes
+                    continue
                 await self._wake.wait()
+
+    # The batch and its results live in these helpers' frames only, never in the long-lived
+    # _run frame: a large capture's bytes are freed once its batch is delivered (issue 33).
+
+    def _take_batch(self) -> list[RawCapture]:
+        """Up to ``batch_max_items`` captures off the queue (its byte count updated)."""
+        batch: list[RawCapture] = []
+        size = 0
+        while self._queue and len(batch) < self.batch_max_items:
+            raw = self._queue.popleft()
+            self._queue_bytes -= raw.size_bytes()
+            batch.append(raw)
+            size += raw.size_bytes()
+        if size >= LARGE_BATCH_BYTES:
+            self._release_due = True
+        return batch
+
+    async def _release_memory(self) -> None:
+        """Idle after a large batch: give its memory back (:mod:`.memory_release`), at most
+        once per ``MIN_INTERVAL_S``; a capture arriving meanwhile postpones it."""
+        wait_s = self._released_at + MIN_INTERVAL_S - time.monotonic()
+        if wait_s > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), wait_s)
+            if self._wake.is_set():
+                return
+        self._release_due = False
+        self._released_at = time.monotonic()
+        try:
+            if self._executor is not None and self.mode == "process":
+                await asyncio.get_running_loop().run_in_executor(self._executor, release_in_worker)
+            await asyncio.to_thread(trim_heap)
+        except Exception:  # memory not returned is no failure of the capture
+            logger.debug("could not release memory after a large batch", exc_info=True)
+
+    async def _deliver_batch(self, built: asyncio.Future[list[BuildResult | None]]) -> None:
+        """Wait for one batch's builds and hand each result to the sinks, in order."""
+        for result in await built:
+            if result is not None:
+                await self._deliver(result)
 
     def _submit(self, batch: list[RawCapture]) -> asyncio.Future[list[BuildResult | None]]:
         """Build ``batch`` in one executor call (one pickle and one round trip to the

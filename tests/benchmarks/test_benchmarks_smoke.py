@@ -66,6 +66,10 @@ SCRIPTS: dict[str, tuple[list[str], str]] = {
     ),
     "ext_proc_message_cost": (["--streams", "4", "--concurrency", "2", "--chunks", "2"],
                               "capture"),
+    "large_body_memory": (["--size-mb", "2", "--bodies", "1", "--after-s", "0.5",
+                           "--settle-s", "5"], "| request | 1 |"),
+    "peak_rss": (["--interval-s", "0.05", "--", sys.executable, "-c",
+                  "import time; b = bytearray(64 << 20); time.sleep(1)"], "| **process tree** |"),
 }  # fmt: skip
 """Script → (its tiny options, a piece of the table it must print); ``{alpaca}`` is the
 shared data's AlpacaEval folder."""
