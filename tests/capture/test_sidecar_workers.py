@@ -14,7 +14,7 @@ import httpx
 from shadoweval.capture_log import read_capture_log
 from shadoweval.process_death import die_with_parent_argv
 from tests.capture.upstreams import ScriptedUpstream, ServerThread
-from tests.kafka_broker import free_port
+from tests.kafka_broker import free_port, free_port_run
 from tests.waiting import wait_until
 
 CHAT = "/v1/chat/completions"
@@ -32,9 +32,8 @@ def _forwarded(admin: str) -> float:
 
 def test_two_workers_share_the_port_and_both_drain(tmp_path: Path) -> None:
     app = ScriptedUpstream()
-    port, admin_port = free_port(), free_port()
-    while admin_port + 1 == port or admin_port == port:
-        admin_port = free_port()
+    # the two workers' admin ports are admin_port and admin_port + 1: a free run of two
+    port, admin_port = free_port(), free_port_run(2)
     capture_dir = tmp_path / "capture"
     log_path = tmp_path / "sidecar.log"
     with ServerThread(app) as upstream, log_path.open("wb") as log:
