@@ -147,11 +147,12 @@ async def until(condition: Callable[[], bool]) -> None:
         await asyncio.sleep(0.005)
 
 
-async def test_a_new_request_cuts_the_running_stream(
-    serve: ServeFn, rows: list[RecordedRow]
-) -> None:
-    # The first token is due only after a minute: every stream is still waiting for it
-    # when the next request arrives, so each one but the last is cut, deterministically.
+async def cut_all_but_the_last(
+    serve: ServeFn, rows: list[RecordedRow], requests: list[ReplayRequest]
+) -> list[ReplayResult]:
+    """Send ``requests`` one after another to a mock that interrupts running streams, its
+    first token due only after a minute: every stream is still waiting for it when the next
+    request arrives, so each one but the last is cut, deterministically. Their results."""
     app = create_app(
         rows,
         latency=FixedLatency(ttft_ms=60_000, itl_ms=10),
@@ -164,11 +165,20 @@ async def test_a_new_request_cuts_the_running_stream(
     with serve(app) as server:
         async with CandidateClient(server.url, timeout_s=120) as client:
             sends: list[asyncio.Task[ReplayResult]] = []
-            for n, row in enumerate(rows[:4], start=1):
-                sends.append(asyncio.create_task(client.send(replay_request(row))))
+            for n, request in enumerate(requests, start=1):
+                sends.append(asyncio.create_task(client.send(request)))
                 await until(partial(arrived, state, n))
             cut = await asyncio.gather(*sends[:-1])
             sends[-1].cancel()
+    return list(cut)
+
+
+async def test_a_new_request_cuts_the_running_stream(
+    serve: ServeFn, rows: list[RecordedRow]
+) -> None:
+    # The first token is due only after a minute: every stream is still waiting for it
+    # when the next request arrives, so each one but the last is cut, deterministically.
+    cut = await cut_all_but_the_last(serve, rows, [replay_request(row) for row in rows[:4]])
     for result in cut:
         assert result.error_kind is ReplayErrorKind.INTERRUPTED, result
         assert result.response is not None
@@ -204,23 +214,8 @@ async def test_a_new_request_cuts_a_running_messages_or_responses_stream(
     # A server that cuts running streams (the mock with interrupt_running) is named as
     # such on the Messages and Responses APIs too: an interruption, never the context
     # length, never an empty answer.
-    app = create_app(
-        rows,
-        latency=FixedLatency(ttft_ms=60_000, itl_ms=10),
-        faults=FaultConfig(),
-        seed=0,
-        model_name="candidate-v2",
-        cuts=StreamCuts(interrupt_running=True),
-    )
-    state: MockState = app.state.mock
-    with serve(app) as server:
-        async with CandidateClient(server.url, timeout_s=120) as client:
-            sends: list[asyncio.Task[ReplayResult]] = []
-            for n, row in enumerate(rows[:3], start=1):
-                sends.append(asyncio.create_task(client.send(dialect_request(row, route, n))))
-                await until(partial(arrived, state, n))
-            cut = await asyncio.gather(*sends[:-1])
-            sends[-1].cancel()
+    requests = [dialect_request(row, route, n) for n, row in enumerate(rows[:3], start=1)]
+    cut = await cut_all_but_the_last(serve, rows, requests)
     for result in cut:
         assert result.error_kind is ReplayErrorKind.INTERRUPTED, result
         assert result.response is not None
