@@ -7,7 +7,8 @@ Usage::
         [--rows nginx sidecar envoy envoy-canary envoy-plain] [--proxy NAME=COMMAND ...]
         [--canary-share 0.5] [--router-timeout-ms MS] [--envoy-env SHADOWEVAL_K=V ...]
         [--sidecar-workers 1]
-        [--nginx-workers 1] [--envoy-concurrency 1] [--pin] [--json out.json] [--markdown]
+        [--nginx-workers 1] [--envoy-concurrency 1] [--pin] [--burners 2]
+        [--json out.json] [--markdown]
 
 Every path the load takes is a **row**, all fed by the same upstream and load generator:
 
@@ -65,6 +66,10 @@ builder``; the relay alone is the difference).
 ``--pin``: the proxies run on CPU 0 (``taskset -c 0``: nginx's workers; the sidecar's relay
 process, whose builder process is moved to the other CPUs after the warm-up), the upstream
 and the load generators on the other CPUs; that is how "a core of its own" is measured.
+``--burners N``: N processes spin on the CPUs (``while True: pass``, nice 0, like any other
+busy job on the host) from after the warm-up to the end of the run: the *starved* machine of
+issue 33 item 2 (the sidecar's added p50 against nginx's + 5 ms). The CPU columns then also
+count time the burners' competition costs (cache, wake-ups); compare added latency.
 ``--quick``: one round of 3 s per row.
 """
 
@@ -1338,6 +1343,10 @@ def main_run(args: argparse.Namespace) -> int:
                 others = set(range(1, ncpu))
                 for pid in builder_pids(row.proc.pid, row.router_pid):
                     os.sched_setaffinity(pid, others)
+        for b in range(args.burners):  # the starved machine: spinning, nice 0
+            procs.start([sys.executable, "-c", "while True: pass"], work / f"burner-{b}.log")
+        if args.burners:
+            log(f"{args.burners} CPU burner(s) running")
         for n, cell in enumerate(cells):
             stream = cell.mode == "stream"
             for r in range(args.rounds):
@@ -1390,6 +1399,7 @@ def main_run(args: argparse.Namespace) -> int:
             "machine": machine_info(),
             "command": " ".join([Path(sys.executable).name, *sys.argv]),
             "pinned": bool(args.pin),
+            "burners": args.burners,
             "shape": {**asdict(shape), "response_ms": round(shape.total_s * 1000, 1)},
             "rounds": args.rounds,
             "duration_s_per_round": args.duration,
@@ -1621,6 +1631,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="a setting of both envoy rows, e.g. SHADOWEVAL_ENVOY__CAPTURE_NICE=0",
     )
     parser.add_argument("--sidecar-workers", type=int, default=1)
+    parser.add_argument(
+        "--burners", type=int, default=0, help="CPU burner processes (a starved machine)"
+    )
     parser.add_argument(
         "--pin", action="store_true", help="proxies on CPU 0, upstream + load on the others"
     )

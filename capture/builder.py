@@ -67,6 +67,7 @@ that record cannot be built is :class:`BuildError` raised.
 from __future__ import annotations
 
 import logging
+import os
 import socket
 from dataclasses import dataclass
 from datetime import UTC
@@ -433,14 +434,18 @@ def worker_args(
 
 def init_worker(settings_json: str, model_json: str, source: str) -> None:
     """``ProcessPoolExecutor`` initializer: build this process's :class:`ExchangeBuilder`;
-    the worker is killed with its parent (:func:`~shadoweval.process_death.die_with_parent`)."""
+    the worker is killed with its parent (:func:`~shadoweval.process_death.die_with_parent`)
+    and lowers its own CPU priority by ``settings.builder_nice`` (``os.nice``; a failure is
+    logged and ignored), so the relay it serves wins the CPU on a busy host."""
     global _WORKER
     die_with_parent()
-    _WORKER = ExchangeBuilder(
-        CaptureSettings.model_validate_json(settings_json),
-        ModelIdentity.model_validate_json(model_json),
-        source,
-    )
+    settings = CaptureSettings.model_validate_json(settings_json)
+    if settings.builder_nice:
+        try:
+            os.nice(settings.builder_nice)
+        except OSError as exc:
+            logger.warning("capture builder: could not lower its CPU priority: %s", exc)
+    _WORKER = ExchangeBuilder(settings, ModelIdentity.model_validate_json(model_json), source)
 
 
 def build_in_worker(raw: RawCapture) -> BuildResult:

@@ -90,7 +90,11 @@ class CaptureSettings(BaseModel):
     fractions honoured (0: cut at once; choose it from max_tokens × TPOT, see
     docs/capture.md); ``flush_deadline_s``: how long the queue may then take to reach the
     sinks or the spool. ``builder``: build exchanges in ``build_workers`` worker processes
-    (default) or a thread. ``sinks``: any of ``kafka``, ``file``. ``cache_hit_rules``:
+    (default) or a thread. ``builder_nice``: the worker processes' niceness increment (0-19,
+    default 10; ``nice(2)``): on a busy host the relay loop, which the live path waits on,
+    gets the CPU before the builder, which nothing waits on (a builder that falls behind
+    fills the bounded queue, whose overflow is dropped and counted). ``sinks``: any of
+    ``kafka``, ``file``. ``cache_hit_rules``:
     response headers that mark a live answer as served from a cache (:class:`CacheHitRule`;
     default :data:`DEFAULT_CACHE_HIT_RULES`; a JSON list in
     ``SHADOWEVAL_CAPTURE__CACHE_HIT_RULES``, ``[]`` turns it off), evaluated by the builder
@@ -170,6 +174,7 @@ class CaptureSettings(BaseModel):
     workers: int = Field(default=1, ge=1, le=64)
     builder: Literal["process", "thread"] = "process"
     build_workers: int = Field(default=1, ge=1, le=64)
+    builder_nice: int = Field(default=10, ge=0, le=19)
     sinks: tuple[Literal["kafka", "file"], ...] = ("file",)
     file_sink_directory: str = ".shadoweval/capture"
     file_sink_compress: bool = False

@@ -132,11 +132,12 @@ def test_pg_ingest_tiny(pg_url: str) -> None:
 def test_envoy_variants_run_as_proxy_rows_tiny() -> None:
     # docs/benchmarks.md, "Envoy front end: designs measured": the variants are rows of the
     # overhead benchmark; one with the capture service, one with Envoy's own tap filter
+    # (beside a CPU burner: the starved machine of "Issue 33: the starved machine")
     variants = f"{sys.executable} {REPO / 'benchmarks' / 'envoy_variants.py'}"
     out = bench(
         "sidecar_overhead", "--rounds", "1", "--duration", "0.5", "--scenarios", "stream:4",
         "--rows", "envoy-plain", "--markdown", "--ttft-ms", "5", "--itl-ms", "1", "2",
-        "--events", "2",
+        "--events", "2", "--burners", "1",
         "--proxy", f"extproc-raw={variants} extproc-raw {{upstream_url}} {{listen_port}}",
         "--proxy", f"tap-streamed={variants} tap-streamed {{upstream_url}} {{listen_port}}",
     )  # fmt: skip

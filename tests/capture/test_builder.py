@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import multiprocessing
+import os
 import pickle
 import random
 import zlib
@@ -806,6 +808,25 @@ def test_build_in_a_real_process_pool_matches_inline() -> None:
     for raw, result in zip(raws, remote, strict=True):
         assert result == b.build(raw)
     assert pickle.loads(pickle.dumps(remote[1])) == remote[1]
+
+
+def _niceness() -> int:
+    return os.nice(0)
+
+
+@pytest.mark.parametrize("nice", [0, 10])
+def test_builder_process_runs_at_the_configured_niceness(nice: int) -> None:
+    """The builder worker lowers its own priority by ``builder_nice`` (default 10), so the
+    relay wins the CPU on a busy host; 0 leaves it at the parent's."""
+    settings = CaptureSettings(builder_nice=nice)
+    assert CaptureSettings().builder_nice == 10
+    with ProcessPoolExecutor(
+        max_workers=1,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=init_worker,
+        initargs=worker_args(settings, LIVE, "sidecar:test"),
+    ) as pool:
+        assert pool.submit(_niceness).result() == min(19, os.nice(0) + nice)
 
 
 def test_build_in_worker_needs_init_worker() -> None:
