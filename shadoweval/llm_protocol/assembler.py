@@ -193,7 +193,7 @@ _RECORD_FIELDS = (
 
 
 _NO_CHOICES: list[Any] = []
-_DELTA_STR_FIELDS = ("role", "content", "name", "tool_call_id", "reasoning_content")
+_DELTA_STR_FIELDS = frozenset({"role", "content", "name", "tool_call_id", "reasoning_content"})
 
 
 def _fast_path_ok(payload: object) -> bool:
@@ -206,11 +206,18 @@ def _plain_delta(delta: object) -> bool:
     """A delta whose known fields are strings or null, without tool calls or ``reasoning``."""
     if type(delta) is not dict:
         return False
-    for key in _DELTA_STR_FIELDS:
-        value = delta.get(key)
-        if value is not None and type(value) is not str:
+    for key, value in delta.items():  # a delta has few keys: walk those, not the known names
+        if key in _DELTA_STR_FIELDS:
+            if value is not None and type(value) is not str:
+                return False
+        elif (key == "tool_calls" and value is not None) or key == "reasoning":
             return False
-    return delta.get("tool_calls") is None and "reasoning" not in delta
+    return True
+
+
+def _str_or_none(value: object) -> bool:
+    """Whether a decoded JSON value is a string or null."""
+    return value is None or type(value) is str
 
 
 def _count(value: int | None) -> int | None:
@@ -380,16 +387,19 @@ class ChatStreamAssembler:
         no ``usage`` object, no tool calls and no legacy ``text``; anything else returns
         ``False`` before changing any state, and goes through the model.
         """
-        choices = payload.get("choices", _NO_CHOICES)
-        if type(choices) is not list:
+        get = payload.get
+        choices = get("choices", _NO_CHOICES)
+        model = get("model")
+        if (
+            type(choices) is not list
+            or not _str_or_none(get("id"))
+            or not _str_or_none(get("object"))
+            or not _str_or_none(model)
+            or (get("created") is not None and type(get("created")) is not int)
+            or get("usage") is not None
+        ):
             return False
-        for key in ("id", "object", "model"):
-            value = payload.get(key)
-            if value is not None and type(value) is not str:
-                return False
-        created = payload.get("created")
-        if (created is not None and type(created) is not int) or payload.get("usage") is not None:
-            return False
+        parsed: list[tuple[int, Any, Any, str | None]] = []
         for choice in choices:
             if type(choice) is not dict:
                 return False
@@ -398,36 +408,32 @@ class ChatStreamAssembler:
             delta = choice.get("delta")
             if (
                 type(index) is not int
-                or (finish is not None and type(finish) is not str)
+                or not _str_or_none(finish)
                 or choice.get("text") is not None
                 or (delta is not None and not _plain_delta(delta))
             ):
                 return False
-        model = payload.get("model")
+            delta = delta or {}  # None or a dict here
+            parsed.append((index, delta.get("content"), delta.get("reasoning_content"), finish))
         if model:
             self._model = model
-        token_bearing = False
-        for choice in choices:
-            buf = self._choices.setdefault(choice.get("index", 0), _ChoiceBuffer())
-            delta = choice.get("delta")
-            if delta is not None:
-                content = delta.get("content")
-                if content:
-                    buf.content.append(content)
-                    token_bearing = True
-                reasoning = delta.get("reasoning_content")
-                if reasoning:
-                    buf.reasoning.append(reasoning)
-                    token_bearing = True
-            finish = choice.get("finish_reason")
+        token_bearing = visible = False
+        for index, content, reasoning, finish in parsed:
+            buf = self._choices.get(index)
+            if buf is None:
+                buf = self._choices[index] = _ChoiceBuffer()
+            if content:
+                buf.content.append(content)
+                token_bearing = visible = True
+            if reasoning:
+                buf.reasoning.append(reasoning)
+                token_bearing = True
             if finish is not None:
                 buf.finish_reason_raw = finish
                 buf.finish_seen = True
         if token_bearing:
             self._token_ns.append(now)
-            if self._content_ns is None and any(
-                (c.get("delta") or {}).get("content") for c in choices
-            ):
+            if visible and self._content_ns is None:
                 self._content_ns = now
         return True
 
