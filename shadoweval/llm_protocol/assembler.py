@@ -57,6 +57,7 @@ from shadoweval.llm_protocol.models import (
     UsageModel,
     body_object,
 )
+from shadoweval.llm_protocol.plain_chunk import plain_choices
 from shadoweval.llm_protocol.sse import SSEDecoder
 from shadoweval.records import (
     INT64_MAX,
@@ -192,34 +193,6 @@ _RECORD_FIELDS = (
 """What :meth:`AssembledResponse.to_response_record` copies as it is, under the same name."""
 
 
-_NO_CHOICES: list[Any] = []
-_DELTA_STR_FIELDS = frozenset({"role", "content", "name", "tool_call_id", "reasoning_content"})
-
-
-def _fast_path_ok(payload: object) -> bool:
-    """Whether a decoded event may skip the model (a dict; debug logging of unknown
-    fields, which the model does, is off)."""
-    return type(payload) is dict and not _models_logger.isEnabledFor(logging.DEBUG)
-
-
-def _plain_delta(delta: object) -> bool:
-    """A delta whose known fields are strings or null, without tool calls or ``reasoning``."""
-    if type(delta) is not dict:
-        return False
-    for key, value in delta.items():  # a delta has few keys: walk those, not the known names
-        if key in _DELTA_STR_FIELDS:
-            if value is not None and type(value) is not str:
-                return False
-        elif (key == "tool_calls" and value is not None) or key == "reasoning":
-            return False
-    return True
-
-
-def _str_or_none(value: object) -> bool:
-    """Whether a decoded JSON value is a string or null."""
-    return value is None or type(value) is str
-
-
 def _count(value: int | None) -> int | None:
     """A reported token count, or ``None`` when it is no count (negative, or beyond 64 bits:
     a server bug that must not make the record invalid)."""
@@ -337,19 +310,20 @@ class ChatStreamAssembler:
         except orjson.JSONDecodeError:
             self._decode_errors += 1
             return
-        if isinstance(payload, dict) and "error" in payload and "choices" not in payload:
-            err = payload["error"]
-            self._error = str(err.get("message", err)) if isinstance(err, dict) else str(err)
-            return
-        if (
-            isinstance(payload, dict)
-            and payload.get("object") == "error"
-            and "choices" not in payload
-        ):  # older vLLM / SGLang ErrorResponse, not wrapped in {"error": ...}
-            self._error = str(payload.get("message", payload))
-            return
-        if _fast_path_ok(payload) and self._apply_plain_chunk(payload, now):
-            return
+        if type(payload) is dict:  # orjson gives plain dicts
+            if "error" in payload and "choices" not in payload:
+                err = payload["error"]
+                self._error = str(err.get("message", err)) if isinstance(err, dict) else str(err)
+                return
+            if payload.get("object") == "error" and "choices" not in payload:
+                # older vLLM / SGLang ErrorResponse, not wrapped in {"error": ...}
+                self._error = str(payload.get("message", payload))
+                return
+            # The plain reading skips the model's debug log of unknown fields: not when on.
+            if not _models_logger.isEnabledFor(logging.DEBUG) and self._apply_plain_chunk(
+                payload, now
+            ):
+                return
         try:
             chunk = ChatCompletionChunk.model_validate(payload)
         except ValidationError:
@@ -379,42 +353,14 @@ class ChatStreamAssembler:
             self._content_ns = now
 
     def _apply_plain_chunk(self, payload: dict[str, Any], now: int) -> bool:
-        """Apply a chunk of the common plain shape straight from the decoded JSON.
-
-        The same result as validating it into :class:`ChatCompletionChunk` and applying
-        that (a pydantic model per event was most of the stream's parse cost,
-        ``docs/benchmarks.md``), for chunks whose known fields all have their exact types,
-        no ``usage`` object, no tool calls and no legacy ``text``; anything else returns
-        ``False`` before changing any state, and goes through the model.
-        """
-        get = payload.get
-        choices = get("choices", _NO_CHOICES)
-        model = get("model")
-        if (
-            type(choices) is not list
-            or not _str_or_none(get("id"))
-            or not _str_or_none(get("object"))
-            or not _str_or_none(model)
-            or (get("created") is not None and type(get("created")) is not int)
-            or get("usage") is not None
-        ):
+        """Apply a chunk of the common plain shape straight from the decoded JSON
+        (:func:`~shadoweval.llm_protocol.plain_chunk.plain_choices`): the same result as
+        validating it into :class:`ChatCompletionChunk` and applying that. Anything else
+        returns ``False`` before changing any state, and goes through the model."""
+        parsed = plain_choices(payload)
+        if parsed is None:
             return False
-        parsed: list[tuple[int, Any, Any, str | None]] = []
-        for choice in choices:
-            if type(choice) is not dict:
-                return False
-            index = choice.get("index", 0)
-            finish = choice.get("finish_reason")
-            delta = choice.get("delta")
-            if (
-                type(index) is not int
-                or not _str_or_none(finish)
-                or choice.get("text") is not None
-                or (delta is not None and not _plain_delta(delta))
-            ):
-                return False
-            delta = delta or {}  # None or a dict here
-            parsed.append((index, delta.get("content"), delta.get("reasoning_content"), finish))
+        model = payload.get("model")
         if model:
             self._model = model
         token_bearing = visible = False
