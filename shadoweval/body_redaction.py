@@ -67,6 +67,7 @@ from urllib.parse import parse_qsl, urlencode
 
 import orjson
 
+from shadoweval.body_prefilter import Prefilter
 from shadoweval.config import BodyRedactionSettings
 from shadoweval.errors import ConfigError
 from shadoweval.records import RedactionHit
@@ -161,6 +162,9 @@ class BodyRule:
     pre-check; empty = always run)."""
     needs_lower: bool = False
     """Compare ``needs`` with the lower-cased text."""
+    needs_digit: bool = False
+    """Every match holds a decimal digit (``\\d``): a text without one skips the rule
+    (checked once per text by :class:`~shadoweval.body_prefilter.Prefilter`)."""
 
 
 def luhn_valid(digits: str) -> bool:
@@ -229,6 +233,8 @@ _PHONE_FR = re.compile(r"0(?<![\w+.-]0)(?<!\d[ .-]0)[1-9](?:[ .-]\d{2}){4}(?![\w
 
 def _secret_hint(source: str) -> tuple[tuple[str, ...], bool]:
     """A literal every match of a SECRET_RULES pattern contains (``needs``, lower-cased?)."""
+    if source.startswith('"'):  # the JSON header pairs: every match starts with a quote
+        return ('"',), False
     if "bearer" in source.lower():
         return ("bearer",), True
     if "sk-" in source:
@@ -258,11 +264,11 @@ def _secret_rule(rule: SecretRule) -> BodyRule:
 _BUILTIN: dict[str, tuple[BodyRule, ...]] = {
     "secret_key": tuple(_secret_rule(rule) for rule in SECRET_RULES),
     "email": (BodyRule("email", _EMAIL, needs=("@",)),),
-    "card_number": (BodyRule("card_number", _CARD, validate=_card_span),),
+    "card_number": (BodyRule("card_number", _CARD, validate=_card_span, needs_digit=True),),
     "phone": (
-        BodyRule("phone", _PHONE_E164, needs=("+",)),
-        BodyRule("phone", _PHONE_NATIONAL),
-        BodyRule("phone", _PHONE_FR),
+        BodyRule("phone", _PHONE_E164, needs=("+",), needs_digit=True),
+        BodyRule("phone", _PHONE_NATIONAL, needs_digit=True),
+        BodyRule("phone", _PHONE_FR, needs_digit=True),
     ),
 }
 _ORDER = ("secret_key", "email", "card_number", "phone")
@@ -427,6 +433,8 @@ class BodyRedactor:
     def __init__(self, settings: BodyRedactionSettings) -> None:
         self.rules = _compile_rules(settings)
         self.secret_rules = tuple(r for r in self.rules if r.name == "secret_key")
+        self._prefilter = Prefilter(self.rules)
+        self._secret_prefilter = Prefilter(self.secret_rules)
         self.rule_names = tuple(dict.fromkeys(r.name for r in self.rules))
         self.secret_field: SecretFieldMatcher | None = (
             SecretFieldMatcher(settings.secret_fields) if "secret_field" in settings.rules else None
@@ -441,7 +449,8 @@ class BodyRedactor:
         self, text: str, location: str, hits: RedactionHits, *, secrets_only: bool = False
     ) -> str:
         """Return ``text`` with every match replaced; count hits at ``location``."""
-        for rule in self.secret_rules if secrets_only else self.rules:
+        prefilter = self._secret_prefilter if secrets_only else self._prefilter
+        for rule in prefilter.rules_for(text):
             text, n = _apply(rule, text)
             if n:
                 hits.add(rule.name, location, n)

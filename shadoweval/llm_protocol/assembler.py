@@ -57,6 +57,7 @@ from shadoweval.llm_protocol.models import (
     UsageModel,
     body_object,
 )
+from shadoweval.llm_protocol.plain_chunk import plain_choices
 from shadoweval.llm_protocol.sse import SSEDecoder
 from shadoweval.records import (
     INT64_MAX,
@@ -192,27 +193,6 @@ _RECORD_FIELDS = (
 """What :meth:`AssembledResponse.to_response_record` copies as it is, under the same name."""
 
 
-_NO_CHOICES: list[Any] = []
-_DELTA_STR_FIELDS = ("role", "content", "name", "tool_call_id", "reasoning_content")
-
-
-def _fast_path_ok(payload: object) -> bool:
-    """Whether a decoded event may skip the model (a dict; debug logging of unknown
-    fields, which the model does, is off)."""
-    return type(payload) is dict and not _models_logger.isEnabledFor(logging.DEBUG)
-
-
-def _plain_delta(delta: object) -> bool:
-    """A delta whose known fields are strings or null, without tool calls or ``reasoning``."""
-    if type(delta) is not dict:
-        return False
-    for key in _DELTA_STR_FIELDS:
-        value = delta.get(key)
-        if value is not None and type(value) is not str:
-            return False
-    return delta.get("tool_calls") is None and "reasoning" not in delta
-
-
 def _count(value: int | None) -> int | None:
     """A reported token count, or ``None`` when it is no count (negative, or beyond 64 bits:
     a server bug that must not make the record invalid)."""
@@ -330,19 +310,20 @@ class ChatStreamAssembler:
         except orjson.JSONDecodeError:
             self._decode_errors += 1
             return
-        if isinstance(payload, dict) and "error" in payload and "choices" not in payload:
-            err = payload["error"]
-            self._error = str(err.get("message", err)) if isinstance(err, dict) else str(err)
-            return
-        if (
-            isinstance(payload, dict)
-            and payload.get("object") == "error"
-            and "choices" not in payload
-        ):  # older vLLM / SGLang ErrorResponse, not wrapped in {"error": ...}
-            self._error = str(payload.get("message", payload))
-            return
-        if _fast_path_ok(payload) and self._apply_plain_chunk(payload, now):
-            return
+        if type(payload) is dict:  # orjson gives plain dicts
+            if "error" in payload and "choices" not in payload:
+                err = payload["error"]
+                self._error = str(err.get("message", err)) if isinstance(err, dict) else str(err)
+                return
+            if payload.get("object") == "error" and "choices" not in payload:
+                # older vLLM / SGLang ErrorResponse, not wrapped in {"error": ...}
+                self._error = str(payload.get("message", payload))
+                return
+            # The plain reading skips the model's debug log of unknown fields: not when on.
+            if not _models_logger.isEnabledFor(logging.DEBUG) and self._apply_plain_chunk(
+                payload, now
+            ):
+                return
         try:
             chunk = ChatCompletionChunk.model_validate(payload)
         except ValidationError:
@@ -372,62 +353,33 @@ class ChatStreamAssembler:
             self._content_ns = now
 
     def _apply_plain_chunk(self, payload: dict[str, Any], now: int) -> bool:
-        """Apply a chunk of the common plain shape straight from the decoded JSON.
-
-        The same result as validating it into :class:`ChatCompletionChunk` and applying
-        that (a pydantic model per event was most of the stream's parse cost,
-        ``docs/benchmarks.md``), for chunks whose known fields all have their exact types,
-        no ``usage`` object, no tool calls and no legacy ``text``; anything else returns
-        ``False`` before changing any state, and goes through the model.
-        """
-        choices = payload.get("choices", _NO_CHOICES)
-        if type(choices) is not list:
+        """Apply a chunk of the common plain shape straight from the decoded JSON
+        (:func:`~shadoweval.llm_protocol.plain_chunk.plain_choices`): the same result as
+        validating it into :class:`ChatCompletionChunk` and applying that. Anything else
+        returns ``False`` before changing any state, and goes through the model."""
+        parsed = plain_choices(payload)
+        if parsed is None:
             return False
-        for key in ("id", "object", "model"):
-            value = payload.get(key)
-            if value is not None and type(value) is not str:
-                return False
-        created = payload.get("created")
-        if (created is not None and type(created) is not int) or payload.get("usage") is not None:
-            return False
-        for choice in choices:
-            if type(choice) is not dict:
-                return False
-            index = choice.get("index", 0)
-            finish = choice.get("finish_reason")
-            delta = choice.get("delta")
-            if (
-                type(index) is not int
-                or (finish is not None and type(finish) is not str)
-                or choice.get("text") is not None
-                or (delta is not None and not _plain_delta(delta))
-            ):
-                return False
         model = payload.get("model")
         if model:
             self._model = model
-        token_bearing = False
-        for choice in choices:
-            buf = self._choices.setdefault(choice.get("index", 0), _ChoiceBuffer())
-            delta = choice.get("delta")
-            if delta is not None:
-                content = delta.get("content")
-                if content:
-                    buf.content.append(content)
-                    token_bearing = True
-                reasoning = delta.get("reasoning_content")
-                if reasoning:
-                    buf.reasoning.append(reasoning)
-                    token_bearing = True
-            finish = choice.get("finish_reason")
+        token_bearing = visible = False
+        for index, content, reasoning, finish in parsed:
+            buf = self._choices.get(index)
+            if buf is None:
+                buf = self._choices[index] = _ChoiceBuffer()
+            if content:
+                buf.content.append(content)
+                token_bearing = visible = True
+            if reasoning:
+                buf.reasoning.append(reasoning)
+                token_bearing = True
             if finish is not None:
                 buf.finish_reason_raw = finish
                 buf.finish_seen = True
         if token_bearing:
             self._token_ns.append(now)
-            if self._content_ns is None and any(
-                (c.get("delta") or {}).get("content") for c in choices
-            ):
+            if visible and self._content_ns is None:
                 self._content_ns = now
         return True
 

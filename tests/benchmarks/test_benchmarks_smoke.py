@@ -68,6 +68,7 @@ SCRIPTS: dict[str, tuple[list[str], str]] = {
                               "capture"),
     "large_body_memory": (["--size-mb", "2", "--bodies", "1", "--after-s", "0.5",
                            "--settle-s", "5"], "| request | 1 |"),
+    "builder_cost": (["--n", "20", "--repeats", "1", "--markdown"], "| stream, tool call |"),
     "peak_rss": (["--interval-s", "0.05", "--", sys.executable, "-c",
                   "import time; b = bytearray(64 << 20); time.sleep(1)"], "| **process tree** |"),
 }  # fmt: skip
