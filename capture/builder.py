@@ -99,9 +99,9 @@ from shadoweval.records import (
     Timings,
 )
 from shadoweval.redaction import (
+    SENSITIVE_HEADERS,
     SENSITIVE_NAME_WORDS,
     SENSITIVE_QUERY_PARAMS,
-    redact_headers,
     sensitive_name,
 )
 
@@ -125,6 +125,10 @@ CLIENT_ADDRESS_HEADERS: frozenset[str] = frozenset(
     {"x-forwarded-for", "x-real-ip", "forwarded", "cf-connecting-ip", "true-client-ip"}
 )
 """Headers carrying the end client's IP address (personal data): never recorded."""
+
+_NAME_CACHE_MAX = 4096
+"""Header names whose removal verdict a builder remembers (names repeat request after
+request; a client sending ever new names only makes the check run each time)."""
 
 
 class BuildError(ShadowEvalError):
@@ -202,6 +206,7 @@ class ExchangeBuilder:
                 *CLIENT_ADDRESS_HEADERS,
             )
         )
+        self._header_verdicts: dict[str, bool] = {}
 
     # -- public --------------------------------------------------------------------
 
@@ -330,19 +335,26 @@ class ExchangeBuilder:
     def _headers(
         self, pairs: list[tuple[bytes, bytes]], side: str, hits: RedactionHits
     ) -> tuple[tuple[HeaderPair, ...], tuple[str, ...]]:
-        headers = [
-            HeaderPair(name=k.decode("latin-1").lower(), value=v.decode("latin-1"))
-            for k, v in pairs
-        ]
-        extra = self._extra_headers | {h.name for h in headers if sensitive_name(h.name)}
-        kept, removed = redact_headers(headers, extra)
         out: list[HeaderPair] = []
-        for header in kept:
-            value = self.secrets.redact_text(header.value, f"{side}.headers.{header.name}", hits)
-            out.append(
-                header if value == header.value else HeaderPair(name=header.name, value=value)
-            )
-        return tuple(out), removed
+        removed: set[str] = set()
+        for k, v in pairs:
+            name = k.decode("latin-1").lower()
+            if self._removed_header(name):
+                removed.add(name)
+                continue
+            value = self.secrets.redact_text(v.decode("latin-1"), f"{side}.headers.{name}", hits)
+            out.append(HeaderPair(name=name, value=value))
+        return tuple(out), tuple(sorted(removed))
+
+    def _removed_header(self, name: str) -> bool:
+        """Whether header ``name`` (lower case) is left out of the record (step 1 of the
+        module doc); answers are remembered for up to :data:`_NAME_CACHE_MAX` names."""
+        known = self._header_verdicts.get(name)
+        if known is None:
+            known = name in SENSITIVE_HEADERS or name in self._extra_headers or sensitive_name(name)
+            if len(self._header_verdicts) < _NAME_CACHE_MAX:
+                self._header_verdicts[name] = known
+        return known
 
     def _query(self, query: str, hits: RedactionHits) -> str:
         query = query.removeprefix("?")
