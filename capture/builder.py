@@ -86,6 +86,7 @@ from shadoweval.capture.sinks.base import BuiltExchange
 from shadoweval.capture.tagging import TaskTag, TaskTagger
 from shadoweval.config import BodyRedactionSettings, CaptureSettings
 from shadoweval.errors import ShadowEvalError
+from shadoweval.lifecycle import freeze_startup_heap
 from shadoweval.process_death import die_with_parent
 from shadoweval.records import (
     Exchange,
@@ -458,6 +459,7 @@ def init_worker(settings_json: str, model_json: str, source: str) -> None:
         except OSError as exc:
             logger.warning("capture builder: could not lower its CPU priority: %s", exc)
     _WORKER = ExchangeBuilder(settings, ModelIdentity.model_validate_json(model_json), source)
+    freeze_startup_heap()
 
 
 def build_in_worker(raw: RawCapture) -> BuildResult:

@@ -20,6 +20,7 @@ from typing import Any
 from shadoweval.body_redaction import BodyRedactor
 from shadoweval.capture.sidecar import Sidecar, worker_settings
 from shadoweval.config import Settings, load_settings
+from shadoweval.lifecycle import freeze_startup_heap
 from shadoweval.log_limits import LOG_FORMAT
 from shadoweval.process_death import die_with_parent
 
@@ -224,6 +225,7 @@ def _serve_worker(settings: Settings, index: int) -> None:
 
 
 def _run(main: Coroutine[Any, Any, None]) -> None:
+    freeze_startup_heap()  # modules, settings and the sidecar's objects: out of full GC passes
     try:
         import uvloop
     except ImportError:

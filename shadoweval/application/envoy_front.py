@@ -24,6 +24,7 @@ from shadoweval.capture.envoy_fragment import DEFAULT_MESSAGE_TIMEOUT_MS, render
 from shadoweval.capture.envoy_front import EnvoyFrontEnd
 from shadoweval.config import EnvoySettings, Settings
 from shadoweval.errors import ConfigError
+from shadoweval.lifecycle import freeze_startup_heap
 
 __all__ = [
     "DEFAULT_MESSAGE_TIMEOUT_MS",
@@ -151,6 +152,7 @@ def serve_envoy_front(
     )
 
     def ready(f: EnvoyFrontEnd) -> None:
+        freeze_startup_heap()  # everything serving: its start-up objects out of full GC passes
         proc = f.envoy_process
         if config_copy is not None and proc is not None:
             config_copy.write_text(proc.config_yaml, encoding="utf-8")
