@@ -66,7 +66,7 @@ builder``; the relay alone is the difference).
 ``--pin``: the proxies run on CPU 0 (``taskset -c 0``: nginx's workers; the sidecar's relay
 process, whose builder process is moved to the other CPUs after the warm-up), the upstream
 and the load generators on the other CPUs; that is how "a core of its own" is measured.
-``--burners N``: N processes spin on the CPUs (``while True: pass``, nice 0, like any other
+``--burners N``: N processes spin on the CPUs (a ``while`` loop, nice 0, like any other
 busy job on the host) from after the warm-up to the end of the run: the *starved* machine of
 issue 33 item 2 (the sidecar's added p50 against nginx's + 5 ms). The CPU columns then also
 count time the burners' competition costs (cache, wake-ups); compare added latency.
@@ -780,12 +780,24 @@ class Processes:
             self.stop(proc, timeout_s=20.0)
 
 
+BURNER = "import os\nparent = os.getppid()\nwhile os.getppid() == parent: pass"
+"""A CPU burner that spins until this benchmark's process is gone (even killed)."""
+
+
 @contextlib.contextmanager
 def managed() -> Iterator[Processes]:
+    """Every process started through the yielded :class:`Processes` is stopped on the way
+    out, also on an error or SIGTERM (turned into ``SystemExit`` here)."""
     procs = Processes()
+
+    def on_sigterm(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:
         yield procs
     finally:
+        signal.signal(signal.SIGTERM, previous)
         procs.stop_all()
 
 
@@ -1343,8 +1355,8 @@ def main_run(args: argparse.Namespace) -> int:
                 others = set(range(1, ncpu))
                 for pid in builder_pids(row.proc.pid, row.router_pid):
                     os.sched_setaffinity(pid, others)
-        for b in range(args.burners):  # the starved machine: spinning, nice 0
-            procs.start([sys.executable, "-c", "while True: pass"], work / f"burner-{b}.log")
+        for b in range(args.burners):  # the starved machine: spinning, nice 0, until we end
+            procs.start([sys.executable, "-c", BURNER], work / f"burner-{b}.log")
         if args.burners:
             log(f"{args.burners} CPU burner(s) running")
         for n, cell in enumerate(cells):

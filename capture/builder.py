@@ -11,12 +11,15 @@ live path. Steps:
    ``extra_sensitive_headers``, the sampling ``session_headers`` (only their salted hash is
    recorded), the client-address headers (``X-Forwarded-For``, ``X-Real-IP``,
    ``Forwarded``...: an IP address is personal data), and any name with a word such as
-   ``auth``, ``token``, ``key``, ``secret``, ``session``, ``signature`` (split on
-   ``-``/``_``: ``x-goog-api-key`` goes, ``x-ratelimit-remaining-tokens`` stays). Values
-   of the kept headers are scrubbed with the secret-key rules.
+   ``auth``, ``token``, ``key``, ``secret``, ``session``, ``signature``, ``csrf``, or a word
+   ending in ``token``/``secret``/``password``... (:func:`shadoweval.redaction.sensitive_name`:
+   ``x-goog-api-key``, ``x-csrftoken``, ``authentication`` go, ``x-ratelimit-remaining-tokens``
+   stays). Values of the kept headers are scrubbed with the secret-key rules and the body
+   rules (an e-mail address or phone number in ``X-User-Email`` is replaced).
 2. **Query string**: values of parameters with sensitive names (``key``, ``api_key``,
-   ``token``, ``access_token``, ``sig``, ``signature``, ``code``...) become
-   ``[REDACTED:query_param]``; other values go through the body rules. The recorded
+   ``token``, ``accessToken``, ``sig``, ``signature``, ``code``...) become
+   ``[REDACTED:query_param]``; other values, every parameter name and items without a value
+   go through the secret-key and body rules (a name may itself be a key). The recorded
    ``request.path`` is the request target, ``path?query``; ``route`` is the path alone.
 3. **Request body**: content-decoded if the request had a ``Content-Encoding``, then
    redacted (:class:`~shadoweval.body_redaction.BodyRedactor`). A body a rule fired on is
@@ -343,8 +346,9 @@ class ExchangeBuilder:
             if self._removed_header(name):
                 removed.add(name)
                 continue
-            value = self.secrets.redact_text(v.decode("latin-1"), f"{side}.headers.{name}", hits)
-            out.append(HeaderPair(name=name, value=value))
+            where = f"{side}.headers.{name}"
+            value = self.secrets.redact_text(v.decode("latin-1"), where, hits)
+            out.append(HeaderPair(name=name, value=self.redactor.redact_text(value, where, hits)))
         return tuple(out), tuple(sorted(removed))
 
     def _removed_header(self, name: str) -> bool:
@@ -364,20 +368,24 @@ class ExchangeBuilder:
         parts: list[str] = []
         for item in query.split("&"):
             name, sep, value = item.partition("=")
+            name = self._query_text(name, "request.query", hits)  # a name may hold a secret
+            location = f"request.query.{unquote_plus(name)[:64]}"
             if not sep or not value:
-                parts.append(item)
-                continue
-            decoded_name = unquote_plus(name)
-            location = f"request.query.{decoded_name[:64]}"
-            if sensitive_name(decoded_name):
+                parts.append(f"{name}{sep}")
+            elif sensitive_name(unquote_plus(name)):
                 hits.add("query_param", location)
                 parts.append(f"{name}=[REDACTED:query_param]")
-                continue
-            decoded = unquote_plus(value)
-            redacted = self.secrets.redact_text(decoded, location, hits)
-            redacted = self.redactor.redact_text(redacted, location, hits)
-            parts.append(item if redacted == decoded else f"{name}={quote(redacted, safe='[]:')}")
+            else:
+                parts.append(f"{name}={self._query_text(value, location, hits)}")
         return "&".join(parts)
+
+    def _query_text(self, encoded: str, location: str, hits: RedactionHits) -> str:
+        """One percent-encoded query name or value through the secret and body rules: as
+        received when none fired, else the redacted text re-encoded."""
+        decoded = unquote_plus(encoded)
+        redacted = self.secrets.redact_text(decoded, location, hits)
+        redacted = self.redactor.redact_text(redacted, location, hits)
+        return encoded if redacted == decoded else quote(redacted, safe="[]:")
 
     def _request_text(self, raw: RawCapture, hits: RedactionHits) -> str:
         body = raw.request_body

@@ -79,9 +79,9 @@ class CapturePipeline(AsyncLifecycle):
         metrics: CaptureMetrics,
         mode: BuilderMode,
     ) -> CapturePipeline:
-        """The pipeline ``capture.queue_max_items`` / ``queue_max_bytes`` /
-        ``build_workers`` describe (what the sidecar and the Envoy front end both build)."""
-        return cls(
+        """The pipeline ``capture.queue_max_items`` / ``queue_max_bytes`` / ``build_workers``
+        / ``batch_linger_s`` describe (what the sidecar and the Envoy front end both build)."""
+        pipeline = cls(
             builder,
             sinks,
             metrics,
@@ -90,6 +90,8 @@ class CapturePipeline(AsyncLifecycle):
             mode=mode,
             build_workers=settings.build_workers,
         )
+        pipeline.batch_linger_s = settings.batch_linger_s  # read by the worker task
+        return pipeline
 
     def __init__(
         self,

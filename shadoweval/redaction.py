@@ -85,24 +85,52 @@ SENSITIVE_NAME_WORDS: frozenset[str] = frozenset(
     {
         "auth",
         "authorization",
+        "authentication",
         "token",
         "secret",
         "password",
         "passwd",
+        "passphrase",
+        "pass",
         "apikey",
         "key",
         "cookie",
         "credential",
         "credentials",
+        "cred",
+        "creds",
         "signature",
         "sig",
         "session",
         "bearer",
         "jwt",
         "pwd",
+        "csrf",
+        "xsrf",
     }
 )
-"""Words (of a header or query-parameter name split on ``-``/``_``) that mark it sensitive."""
+"""Words (of a header or query-parameter name split on ``-``/``_``/``.`` and at camelCase
+humps) that mark it sensitive."""
+
+SENSITIVE_NAME_ENDINGS: tuple[str, ...] = (
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "passphrase",
+    "apikey",
+    "credential",
+    "credentials",
+    "cookie",
+    "session",
+    "sessionid",
+    "signature",
+)
+"""A word ending so is sensitive too (``x-mytoken``, ``x-csrftoken``, ``clientsecret``);
+``tokens`` does not end so (``x-ratelimit-remaining-tokens`` is kept)."""
+
+SENSITIVE_NAME_STARTS: tuple[str, ...] = ("auth", "passw", "secret", "credential", "csrf", "xsrf")
+"""A word starting so is sensitive too (``authentication``, ``passwordhash``)."""
 
 SENSITIVE_QUERY_PARAMS: frozenset[str] = frozenset(
     {"key", "api_key", "api-key", "apikey", "token", "access_token", "sig", "signature", "code"}
@@ -110,14 +138,29 @@ SENSITIVE_QUERY_PARAMS: frozenset[str] = frozenset(
 """Query-parameter names always redacted (besides any name with a sensitive word)."""
 
 _NAME_SPLIT = re.compile(r"[-_.]")
+_CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 
 def sensitive_name(name: str) -> bool:
-    """Whether a header or query-parameter name suggests a credential or session id."""
+    """Whether a header or query-parameter name suggests a credential or session id.
+
+    The name is split on ``-``, ``_``, ``.`` and camelCase humps (``accessToken`` →
+    ``access``, ``token``) and lower-cased; it is sensitive when it is one of
+    :data:`SENSITIVE_QUERY_PARAMS`, or a word is one of :data:`SENSITIVE_NAME_WORDS`,
+    ends with one of :data:`SENSITIVE_NAME_ENDINGS` or starts with one of
+    :data:`SENSITIVE_NAME_STARTS`.
+    """
     lowered = name.lower()
     if lowered in SENSITIVE_QUERY_PARAMS:
         return True
-    return any(word in SENSITIVE_NAME_WORDS for word in _NAME_SPLIT.split(lowered))
+    for word in _NAME_SPLIT.split(_CAMEL_HUMP.sub("_", name).lower()):
+        if (
+            word in SENSITIVE_NAME_WORDS
+            or word.endswith(SENSITIVE_NAME_ENDINGS)
+            or word.startswith(SENSITIVE_NAME_STARTS)
+        ):
+            return True
+    return False
 
 
 QUERY_VALUE_REDACTED = "[REDACTED]"

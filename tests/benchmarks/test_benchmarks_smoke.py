@@ -144,3 +144,49 @@ def test_envoy_variants_run_as_proxy_rows_tiny() -> None:
     )  # fmt: skip
     for row in ("envoy-plain", "extproc-raw", "tap-streamed"):
         assert f"| {row} |" in out, out[-4000:]
+
+
+def _children(pid: int) -> dict[int, bytes]:
+    """``pid``'s live child processes and their command lines."""
+    out = {}
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        try:
+            out[int(child)] = Path(f"/proc/{child}/cmdline").read_bytes()
+        except OSError:
+            continue
+    return out
+
+
+def _gone(pid: int) -> bool:
+    status = Path(f"/proc/{pid}/status")
+    try:
+        return "State:\tZ" in status.read_text()
+    except OSError:
+        return True
+
+
+def test_overhead_benchmark_stopped_by_sigterm_leaves_no_process() -> None:
+    # found by a fresh user: a SIGTERM'd run left its burner spinning, its upstream and
+    # sidecar running; SIGTERM now unwinds through the cleanup, and a burner ends with us
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    with subprocess.Popen(
+        [sys.executable, "benchmarks/sidecar_overhead.py", "--rounds", "50", "--duration", "1",
+         "--scenarios", "stream:2", "--rows", "sidecar", "--ttft-ms", "5", "--itl-ms", "1", "2",
+         "--events", "2", "--burners", "1"],
+        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    ) as proc:  # fmt: skip
+        assert proc.stderr is not None
+        lines = []
+        for line in proc.stderr:  # wait for the condition: the burner is running
+            lines.append(line)
+            if "burner(s) running" in line:
+                break
+        else:
+            pytest.fail("the benchmark ended before starting its burner:\n" + "".join(lines[-40:]))
+        children = _children(proc.pid)
+        assert any(b"parent = os.getppid()" in cmd for cmd in children.values()), children
+        proc.terminate()
+        proc.stderr.read()
+        assert proc.wait(timeout=120) != 0
+    left = [pid for pid in children if not _gone(pid)]
+    assert not left, {pid: children[pid] for pid in left}

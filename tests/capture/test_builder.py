@@ -601,6 +601,59 @@ def test_sensitive_headers_and_query_params_are_gone() -> None:
     assert result.redaction_hits["header_removed"] == 7
 
 
+def test_compound_credential_headers_and_query_names_and_pii_in_header_values() -> None:
+    # found by a fresh user: names that hold a sensitive word without a separator, camelCase
+    # query names, a secret as a parameter name, a value-less item, PII in a kept header
+    raw = make_raw(
+        body=chat_request(),
+        chunks=split_events(TEXT_EVENTS),
+        request_headers=[
+            ("Content-Type", "application/json"),
+            ("X-MyToken", "canary-mytoken-1"),
+            ("X-CSRFToken", "canary-csrf-1"),
+            ("Authentication", "canary-authn-1"),
+            ("X-Passphrase", "canary-pass-1"),
+            ("X-User-Email", "hdr.canary@example-mail.com"),
+            ("X-Phone", "+1 555 303 4444"),
+        ],
+        response_headers=[("X-Ratelimit-Remaining-Tokens", "9000")],
+        query=(
+            "accessToken=canary-q-1&pass=canary-q-2&passphrase=canary-q-3"
+            f"&{CANARY_KEY}=1&q.noval.canary@example-mail.com&phone=%2B15554445555&page=2"
+        ),
+    )
+    result = builder().build(raw)
+    ex = exchange_of(result)
+    for secret in (
+        b"canary-mytoken-1",
+        b"canary-csrf-1",
+        b"canary-authn-1",
+        b"canary-pass-1",
+        b"hdr.canary",
+        b"303 4444",
+        b"canary-q-",
+        CANARY_KEY.encode(),
+        b"noval.canary",
+        b"5554445555",
+    ):
+        assert secret not in result.built.payload, secret
+    headers = dict((h.name, h.value) for h in ex.request.headers)
+    assert headers == {
+        "content-type": "application/json",
+        "x-user-email": "[REDACTED:email]",
+        "x-phone": "[REDACTED:phone]",
+    }
+    assert {"x-mytoken", "x-csrftoken", "authentication", "x-passphrase"} <= set(
+        ex.redaction.headers_removed
+    )
+    assert ex.response is not None
+    assert "x-ratelimit-remaining-tokens" in [h.name for h in ex.response.headers]
+    assert ex.request.path.endswith("&page=2")
+    assert "accessToken=[REDACTED:query_param]" in ex.request.path
+    # locations never quote a secret parameter name
+    assert all(CANARY_KEY not in h.location for h in ex.redaction.hits)
+
+
 # ------------------------------------------------------------------ canaries
 
 
