@@ -206,14 +206,14 @@ def freeze_startup_heap() -> int:
     created since.
 
     Call once a serving process is up (modules imported, settings read). A full pass over
-    the whole heap of a sidecar under load (pydantic, httptools, uvicorn, the settings)
-    paused its loop — every stream — for 21–28 ms; over what is left after the freeze,
-    1–3 ms (docs/benchmarks.md). Frozen objects are never examined for cycles again, which
-    is what start-up objects of a long-lived process need; nothing is collected first: a
-    collection runs finalizers, and in a forked child a finalizer inherited from the parent
-    can wait forever on a thread that did not survive the fork. Method: the CPython
-    documentation of ``gc.freeze`` and Instagram's "Dismissing Python Garbage Collection at
-    Instagram" (2017).
+    the whole heap of a sidecar right after 30 s of 200 streams (pydantic, httptools,
+    uvicorn, the settings) paused its loop, every stream in flight, for 21–28 ms; over
+    what is left after the freeze, 1–3 ms (docs/benchmarks.md). Frozen objects are never
+    examined for cycles again, which is what start-up objects of a long-lived process
+    need. Nothing is collected first: a collection runs finalizers, and in a forked child a
+    finalizer inherited from the parent can wait forever on a thread that did not survive
+    the fork. Method: the CPython documentation of ``gc.freeze`` and Instagram's
+    "Dismissing Python Garbage Collection at Instagram" (2017).
 
     Returns:
         The number of objects frozen so far (:func:`gc.get_freeze_count`).
