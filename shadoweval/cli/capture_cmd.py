@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated
 
 import typer
 
 from shadoweval.cli.option_groups import takes_option_groups
 from shadoweval.cli.options import CaptureSinkOptions
+from shadoweval.records import doubled_v1
 
 capture_app = typer.Typer(
     help="Capture live traffic: a sidecar proxy in front of the live model.",
@@ -76,8 +78,30 @@ def capture_serve(
         f"sinks {', '.join(cap.sinks)}",
         soft_wrap=True,
     )
+    warning = doubled_v1_warning(cap.upstream_url, cap.routes)
+    if warning:
+        err.print(f"shadow-eval capture: warning: {warning}", soft_wrap=True)
     with exit_on_error(err):
         serve_capture(settings)
+
+
+def doubled_v1_warning(upstream_url: str, routes: Sequence[str]) -> str | None:
+    """The warning for an upstream URL whose path ends in ``/v1`` while the captured routes
+    start with it (every request would go to ``/v1/v1/…`` and get a 404), or ``None``.
+
+    The URL is kept (a server may really live under such a path); the operator is told what
+    will be forwarded and what to give instead.
+    """
+    base = upstream_url.rstrip("/")
+    doubled = [route for route in routes if doubled_v1(base + route)]
+    if not doubled:
+        return None
+    origin = base.rsplit("/v1", 1)[0]
+    return (
+        f"capture.upstream_url = {upstream_url!r} ends in /v1 and the captured routes start "
+        f"with it: {doubled[0]} is forwarded as {base}{doubled[0]} (/v1 twice, most servers "
+        f"answer 404); give the server's origin, --upstream {origin}"
+    )
 
 
 def configure_capture_logging() -> None:
